@@ -1,0 +1,110 @@
+// gradwire-bench-train: training throughput of one worker, for the
+// side-by-side comparison with PyTorch in bench/train_vs_torch.sh.
+//
+//   gradwire-bench-train --model mlp --threads 1 --batch 64 --steps 2000
+//   gradwire-bench-train --sgemm --threads 2      (the GEMM limit: sgemm GFLOP/s)
+//
+// Prints one line: key=value pairs (samples_per_sec, step_ms, ...).
+#include "kernels/backend.hpp"
+#include "models/batcher.hpp"
+#include "models/dataset.hpp"
+#include "models/trainer.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cblas.h>
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+namespace gm = gradwire::models;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+/// sgemm GFLOP/s on n^3 with `threads` OpenBLAS threads (best of 5 runs).
+double sgemm_gflops(int threads, int n) {
+  openblas_set_num_threads(threads);
+  std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a), c(a);
+  double best = 0;
+  for (int rep = 0; rep < 6; ++rep) {
+    const int iters = 5;
+    auto t0 = clk::now();
+    for (int i = 0; i < iters; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(),
+                  n, 0.f, c.data(), n);
+    double s = std::chrono::duration<double>(clk::now() - t0).count();
+    if (rep > 0)
+      best = std::max(best, 2.0 * n * n * n * iters / s / 1e9);
+  }
+  openblas_set_num_threads(1);
+  return best;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradwire training-throughput benchmark"};
+  std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu";
+  int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512;
+  bool sgemm = false;
+  app.add_option("--model", model_kind, "mlp | lenet5 | resnet20");
+  app.add_option("--threads", threads, "worker threads");
+  app.add_option("--batch", batch, "batch size");
+  app.add_option("--steps", steps, "timed steps");
+  app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_option("--data", data, "fashion-mnist | synthetic");
+  app.add_option("--device", device, "cpu | cuda:N");
+  app.add_flag("--sgemm", sgemm, "measure sgemm GFLOP/s instead (the GEMM limit)");
+  app.add_option("--sgemm-n", sgemm_n, "sgemm size");
+  CLI11_PARSE(app, argc, argv);
+
+  gradwire::kernels::backend_for(gradwire::kernels::device::cpu()); // sets OpenBLAS to 1 thread
+  if (sgemm) {
+    std::printf("sgemm_gflops=%.1f threads=%d n=%d\n", sgemm_gflops(threads, sgemm_n), threads, sgemm_n);
+    return 0;
+  }
+  const bool cifar = model_kind.rfind("resnet", 0) == 0;
+  gm::dataset ds = data == "synthetic" || cifar
+                     ? gm::make_synthetic(8192, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, 1)
+                     : gm::load_mnist_dir(gm::fashion_mnist_default_dir, true, "fashion-mnist");
+  gm::model_spec spec;
+  spec.kind = model_kind;
+  spec.channels = ds.channels;
+  spec.height = ds.height;
+  spec.width = ds.width;
+  const auto dev = gradwire::kernels::parse_device(device);
+  gm::model m(spec, dev, 1);
+  gm::optimizer_spec opt;
+  opt.lr = 0.05f;
+  opt.momentum = 0.9f;
+  gm::trainer tr(m, opt, threads);
+  gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
+  gm::batch bt;
+  auto next = [&] {
+    if (!b.next(bt) || bt.size != batch)
+      b.next(bt);
+  };
+  for (int i = 0; i < warmup; ++i) {
+    next();
+    tr.step(bt.x.data(), bt.y.data(), bt.size);
+  }
+  auto& be = gradwire::kernels::backend_for(dev);
+  be.synchronize();
+  double data_s = 0;
+  auto t0 = clk::now();
+  for (int i = 0; i < steps; ++i) {
+    auto d0 = clk::now();
+    next();
+    data_s += std::chrono::duration<double>(clk::now() - d0).count();
+    tr.step(bt.x.data(), bt.y.data(), bt.size);
+  }
+  be.synchronize();
+  const double s = std::chrono::duration<double>(clk::now() - t0).count();
+  const double flops = m.forward_flops_per_sample();
+  std::printf("model=%s threads=%d batch=%d device=%s samples_per_sec=%.0f step_ms=%.4f "
+              "data_ms=%.4f fwd_flops_per_sample=%.0f\n",
+              model_kind.c_str(), threads, batch, device.c_str(),
+              static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops);
+  return 0;
+}

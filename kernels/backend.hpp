@@ -1,0 +1,142 @@
+#pragma once
+/// @file backend.hpp
+/// The kernel interface every device implements. Layers hold a backend
+/// reference and call these with raw device pointers (llm.c style); the CPU
+/// implementation is the reference every other backend is tested against.
+///
+/// Layout conventions: matrices are row-major; images are NCHW; a convolution
+/// weight is [K, C, R, S]; a linear weight is [out, in].
+
+#include "kernels/device.hpp"
+#include "kernels/tensor.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace gradwire::kernels {
+
+/// Geometry of a 2-D convolution (square stride and padding).
+struct conv_geom {
+  int n = 0, c = 0, h = 0, w = 0; ///< input batch, channels, height, width
+  int k = 0, r = 0, s = 0;         ///< output channels, kernel height, width
+  int stride = 1, pad = 0;
+  int out_h() const { return (h + 2 * pad - r) / stride + 1; }
+  int out_w() const { return (w + 2 * pad - s) / stride + 1; }
+};
+
+/// Geometry of a max-pooling window (square window and stride, no padding).
+struct pool_geom {
+  int n = 0, c = 0, h = 0, w = 0;
+  int size = 2, stride = 2;
+  int out_h() const { return (h - size) / stride + 1; }
+  int out_w() const { return (w - size) / stride + 1; }
+};
+
+/// Sum of per-sample losses and number of correct argmax predictions.
+struct xent_result {
+  double loss_sum = 0;
+  std::int64_t correct = 0;
+};
+
+class backend {
+public:
+  virtual ~backend() = default;
+  virtual device dev() const = 0;
+
+  // --- memory -------------------------------------------------------------
+  virtual std::shared_ptr<storage> allocate(std::size_t bytes) = 0;
+  /// Copies `bytes` between two pointers, at least one of them on this device.
+  virtual void copy_bytes(void* dst, device dst_dev, const void* src, device src_dev,
+                          std::size_t bytes) = 0;
+  virtual void fill(float* x, std::size_t n, float value) = 0;
+  /// Waits until every kernel issued so far has finished.
+  virtual void synchronize() = 0;
+
+  // --- dense algebra ----------------------------------------------------------
+  /// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                    const float* a, int lda, const float* b, int ldb, float beta,
+                    float* c, int ldc) = 0;
+  /// y[r, c] += bias[c] for r < rows.
+  virtual void bias_add_rows(float* y, const float* bias, int rows, int cols) = 0;
+  /// dbias[c] += sum_r dy[r, c].
+  virtual void bias_grad_rows(const float* dy, float* dbias, int rows, int cols) = 0;
+  /// y[n, c, i] += bias[c] (NCHW with hw = H*W).
+  virtual void bias_add_nchw(float* y, const float* bias, int n, int c, int hw) = 0;
+  /// dbias[c] += sum_{n,i} dy[n, c, i].
+  virtual void bias_grad_nchw(const float* dy, float* dbias, int n, int c, int hw) = 0;
+
+  // --- elementwise and reductions ------------------------------------------
+  virtual void relu_forward(const float* x, float* y, std::size_t n) = 0;
+  /// dx = dy where y > 0, else 0 (y is the forward output).
+  virtual void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) = 0;
+  /// y += a * x
+  virtual void axpy(std::size_t n, float a, const float* x, float* y) = 0;
+  /// x *= a
+  virtual void scale(std::size_t n, float a, float* x) = 0;
+  /// y = x0 + x1 (may alias)
+  virtual void add(std::size_t n, const float* x0, const float* x1, float* y) = 0;
+  /// sum of x
+  virtual double sum(const float* x, std::size_t n) = 0;
+
+  // --- convolution and pooling ---------------------------------------------
+  /// Bytes of scratch memory conv2d_forward/backward need for `g`.
+  virtual std::size_t conv2d_workspace_bytes(const conv_geom& g) = 0;
+  /// y[n,k,oh,ow] = conv(x, w) (no bias).
+  virtual void conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
+                              void* workspace) = 0;
+  /// dw += dW; dx = dX when dx is not null.
+  virtual void conv2d_backward(const conv_geom& g, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, void* workspace) = 0;
+  virtual void maxpool_forward(const pool_geom& g, const float* x, float* y,
+                               std::int32_t* argmax) = 0;
+  virtual void maxpool_backward(const pool_geom& g, const float* dy, const std::int32_t* argmax,
+                                float* dx) = 0;
+  /// y[n, c] = mean_i x[n, c, i]
+  virtual void avgpool_global_forward(const float* x, float* y, int n, int c, int hw) = 0;
+  virtual void avgpool_global_backward(const float* dy, float* dx, int n, int c, int hw) = 0;
+
+  // --- batch normalisation (per channel over N, H, W) -----------------------
+  /// Training mode: normalises with batch statistics, saves mean and inverse
+  /// std for backward, and updates running stats when they are not null.
+  virtual void batchnorm_forward_train(const float* x, float* y, int n, int c, int hw,
+                                       const float* gamma, const float* beta, float* save_mean,
+                                       float* save_invstd, float* running_mean,
+                                       float* running_var, float momentum, float eps) = 0;
+  virtual void batchnorm_forward_eval(const float* x, float* y, int n, int c, int hw,
+                                      const float* gamma, const float* beta,
+                                      const float* running_mean, const float* running_var,
+                                      float eps) = 0;
+  /// dgamma, dbeta accumulate; dx is overwritten.
+  virtual void batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c,
+                                  int hw, const float* gamma, const float* save_mean,
+                                  const float* save_invstd, float* dgamma, float* dbeta) = 0;
+
+  // --- loss -----------------------------------------------------------------
+  /// Softmax cross-entropy over rows of `logits` [n, classes]. Writes
+  /// dlogits = (softmax - onehot) * grad_scale when dlogits is not null.
+  virtual xent_result softmax_xent(const float* logits, const std::int32_t* labels, int n,
+                                   int classes, float* dlogits, float grad_scale) = 0;
+
+  // --- optimizers (over one contiguous parameter buffer) --------------------
+  /// PyTorch SGD: g' = g + wd*w; v = mu*v + g'; w -= lr * (nesterov ? g' + mu*v : v).
+  virtual void sgd_update(std::size_t n, float lr, float momentum, float weight_decay,
+                          bool nesterov, float* w, const float* g, float* v) = 0;
+  /// PyTorch Adam (L2 weight decay added to the gradient), step counted from 1.
+  virtual void adam_update(std::size_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, std::int64_t step, float* w, const float* g,
+                           float* m, float* v) = 0;
+};
+
+/// The backend for `d`. The CPU backend always exists; a CUDA device needs a
+/// build with CUDA and a visible GPU, or this throws gradwire::error saying which.
+backend& backend_for(const device& d);
+
+/// Number of visible CUDA devices (0 in a CPU-only build or without a GPU).
+int cuda_device_count();
+
+/// Whether this build contains the CUDA kernels.
+bool built_with_cuda();
+
+} // namespace gradwire::kernels

@@ -1,0 +1,90 @@
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_backend.hpp"
+
+namespace gradwire::kernels {
+namespace {
+
+using cuda_detail::blocks_for;
+using cuda_detail::threads_per_block;
+
+__global__ void bias_add_rows_kernel(float* y, const float* b, int rows, int cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] += b[i % cols];
+}
+
+// One thread per column; rows are walked serially (rows = batch size).
+__global__ void bias_grad_rows_kernel(const float* dy, float* db, int rows, int cols) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= cols)
+    return;
+  float s = 0;
+  for (int r = 0; r < rows; ++r)
+    s += dy[static_cast<std::size_t>(r) * cols + j];
+  db[j] += s;
+}
+
+__global__ void bias_add_nchw_kernel(float* y, const float* b, int n, int c, int hw) {
+  const std::size_t total = static_cast<std::size_t>(n) * c * hw;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
+    y[i] += b[(i / hw) % c];
+}
+
+// One block per channel, a shared-memory tree reduction over (n, hw).
+__global__ void bias_grad_nchw_kernel(const float* dy, float* db, int n, int c, int hw) {
+  __shared__ float part[threads_per_block];
+  const int ch = blockIdx.x;
+  float s = 0;
+  const std::size_t m = static_cast<std::size_t>(n) * hw;
+  for (std::size_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const std::size_t img = i / hw, pix = i % hw;
+    s += dy[(img * c + ch) * hw + pix];
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int step = blockDim.x / 2; step > 0; step /= 2) {
+    if (threadIdx.x < step)
+      part[threadIdx.x] += part[threadIdx.x + step];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    db[ch] += part[0];
+}
+
+} // namespace
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the
+// operands and the m/n extents, keep the leading dimensions.
+void cuda_backend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                        int ldc) {
+  if (m == 0 || n == 0)
+    return;
+  GW_CUBLAS(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+}
+
+void cuda_backend::bias_add_rows(float* y, const float* bias, int rows, int cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  bias_add_rows_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(y, bias, rows, cols);
+  GW_CUDA_LAUNCHED();
+}
+
+void cuda_backend::bias_grad_rows(const float* dy, float* dbias, int rows, int cols) {
+  bias_grad_rows_kernel<<<blocks_for(static_cast<std::size_t>(cols)), threads_per_block, 0, stream_>>>(
+    dy, dbias, rows, cols);
+  GW_CUDA_LAUNCHED();
+}
+
+void cuda_backend::bias_add_nchw(float* y, const float* bias, int n, int c, int hw) {
+  const std::size_t total = static_cast<std::size_t>(n) * c * hw;
+  bias_add_nchw_kernel<<<blocks_for(total), threads_per_block, 0, stream_>>>(y, bias, n, c, hw);
+  GW_CUDA_LAUNCHED();
+}
+
+void cuda_backend::bias_grad_nchw(const float* dy, float* dbias, int n, int c, int hw) {
+  bias_grad_nchw_kernel<<<c, threads_per_block, 0, stream_>>>(dy, dbias, n, c, hw);
+  GW_CUDA_LAUNCHED();
+}
+
+} // namespace gradwire::kernels

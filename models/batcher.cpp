@@ -1,0 +1,65 @@
+#include "models/batcher.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace gradwire::models {
+
+std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std::uint64_t seed) {
+  check(world >= 1 && rank >= 0 && rank < world,
+        "shard: rank " + std::to_string(rank) + " of world " + std::to_string(world));
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  if (world > 1) {
+    std::mt19937_64 rng(seed ^ 0x5bd1e995ULL);
+    std::shuffle(perm.begin(), perm.end(), rng);
+  }
+  std::vector<std::int64_t> mine;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < perm.size(); i += static_cast<std::size_t>(world))
+    mine.push_back(perm[i]);
+  return mine;
+}
+
+batcher::batcher(const dataset& data, std::vector<std::int64_t> indices, int batch_size,
+                 std::uint64_t seed)
+  : data_(data), indices_(std::move(indices)), batch_size_(batch_size), seed_(seed) {
+  check(batch_size_ > 0, "batch size must be positive, got " + std::to_string(batch_size_));
+  check(!indices_.empty(), "a worker's data shard is empty (more workers than samples?)");
+  shuffle();
+}
+
+void batcher::shuffle() {
+  std::mt19937_64 rng(seed_ + 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(epoch_ + 1));
+  std::shuffle(indices_.begin(), indices_.end(), rng);
+}
+
+std::int64_t batcher::batches_per_epoch() const {
+  return (samples_per_epoch() + batch_size_ - 1) / batch_size_;
+}
+
+bool batcher::next(batch& out) {
+  if (pos_ >= indices_.size()) {
+    ++epoch_;
+    pos_ = 0;
+    shuffle();
+    return false;
+  }
+  const auto m = static_cast<std::size_t>(data_.sample_numel());
+  const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(batch_size_), indices_.size() - pos_);
+  out.size = static_cast<int>(n);
+  out.x.resize(n * m);
+  out.y.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto idx = indices_[pos_ + i];
+    std::memcpy(out.x.data() + i * m, data_.image(idx), m * sizeof(float));
+    out.y[i] = data_.labels[static_cast<std::size_t>(idx)];
+  }
+  pos_ += n;
+  return true;
+}
+
+} // namespace gradwire::models

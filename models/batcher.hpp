@@ -1,0 +1,50 @@
+#pragma once
+/// @file batcher.hpp
+/// Deterministic sharding and shuffled mini-batches. Worker `rank` of
+/// `world` owns samples rank, rank + world, ... of a seeded global
+/// permutation, so shards are disjoint, cover the dataset, and are the same
+/// on every machine for the same seed.
+
+#include "models/dataset.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace gradwire::models {
+
+/// Indices of worker `rank`'s shard (world >= 1, 0 <= rank < world).
+std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std::uint64_t seed);
+
+/// Host-side batch buffers.
+struct batch {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  int size = 0;
+};
+
+class batcher {
+public:
+  /// Batches of `batch_size` from `indices` of `data`, reshuffled every
+  /// epoch with a seed derived from `seed` and the epoch number. The last
+  /// batch of an epoch may be smaller (as PyTorch's DataLoader by default).
+  batcher(const dataset& data, std::vector<std::int64_t> indices, int batch_size,
+          std::uint64_t seed);
+
+  /// Fills `out` with the next batch; returns false (and fills nothing) at
+  /// the end of an epoch, after which the next call starts a new epoch.
+  bool next(batch& out);
+  int epoch() const { return epoch_; }
+  std::int64_t batches_per_epoch() const;
+  std::int64_t samples_per_epoch() const { return static_cast<std::int64_t>(indices_.size()); }
+
+private:
+  void shuffle();
+  const dataset& data_;
+  std::vector<std::int64_t> indices_;
+  int batch_size_;
+  std::uint64_t seed_;
+  int epoch_ = 0;
+  std::size_t pos_ = 0;
+};
+
+} // namespace gradwire::models

@@ -1,0 +1,57 @@
+// CIFAR-10 binary format: records of 1 label byte followed by 3072 bytes
+// (1024 red, 1024 green, 1024 blue, each row-major 32x32): already CHW.
+#include "models/dataset.hpp"
+
+#include "kernels/error.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+namespace gradwire::models {
+
+dataset load_cifar10_files(const std::vector<std::string>& paths) {
+  constexpr std::size_t pixels = 3 * 32 * 32, record = pixels + 1;
+  dataset d;
+  d.name = "cifar10";
+  d.channels = 3;
+  d.height = d.width = 32;
+  d.classes = 10;
+  for (const auto& path : paths) {
+    check(std::filesystem::exists(path), "CIFAR-10 file not found: " + path);
+    const auto bytes = std::filesystem::file_size(path);
+    check(bytes > 0 && bytes % record == 0,
+          path + ": not a CIFAR-10 binary file: " + std::to_string(bytes) +
+            " bytes is not a whole number of 3073-byte records (truncated?)");
+    std::ifstream in(path, std::ios::binary);
+    check(in.good(), "cannot open " + path);
+    std::vector<unsigned char> buf(static_cast<std::size_t>(bytes));
+    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(bytes));
+    check(static_cast<std::size_t>(in.gcount()) == bytes, path + ": short read");
+    const std::size_t n = buf.size() / record;
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned char* r = buf.data() + i * record;
+      check(r[0] < 10, path + ": label " + std::to_string(r[0]) + " in record " +
+                         std::to_string(i) + " is not a CIFAR-10 class (0-9)");
+      d.labels.push_back(r[0]);
+      for (std::size_t j = 1; j < record; ++j)
+        d.images.push_back(static_cast<float>(r[j]) * (1.f / 255.f));
+    }
+  }
+  return d;
+}
+
+dataset load_cifar10_dir(const std::string& dir, bool train) {
+  std::vector<std::string> paths;
+  if (train)
+    for (int i = 1; i <= 5; ++i)
+      paths.push_back((std::filesystem::path(dir) / ("data_batch_" + std::to_string(i) + ".bin")).string());
+  else
+    paths.push_back((std::filesystem::path(dir) / "test_batch.bin").string());
+  for (const auto& p : paths)
+    check(std::filesystem::exists(p),
+          "dataset cifar10: " + p + " not found (download the CIFAR-10 binary version and set "
+          "data.path to its folder, or use data.dataset = \"synthetic-cifar\")");
+  return load_cifar10_files(paths);
+}
+
+} // namespace gradwire::models

@@ -1,0 +1,49 @@
+#pragma once
+/// @file dataset.hpp
+/// In-memory image classification datasets: images as floats in [0, 1]
+/// (NCHW, one sample after another), labels as int32. Readers for the IDX
+/// format (MNIST, Fashion-MNIST; gzipped or not), the CIFAR-10 binary
+/// format, and a seeded synthetic dataset. Every reader validates sizes and
+/// throws gradwire::error naming the file and what is wrong.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradwire::models {
+
+struct dataset {
+  std::string name;
+  int channels = 1, height = 28, width = 28, classes = 10;
+  std::vector<float> images;
+  std::vector<std::int32_t> labels;
+
+  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+  std::int64_t sample_numel() const { return static_cast<std::int64_t>(channels) * height * width; }
+  const float* image(std::int64_t i) const { return images.data() + i * sample_numel(); }
+  /// The first `n` samples (all when n <= 0 or n >= size()).
+  dataset head(std::int64_t n) const;
+};
+
+/// Reads an IDX image file (magic 0x00000803) and label file (0x00000801).
+/// Files may be gzipped. `classes` bounds the label values.
+dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes = 10);
+
+/// Loads the train or test split of MNIST-layout data from `dir`
+/// ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]).
+dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name);
+
+/// Reads CIFAR-10 binary files (each record: 1 label byte, 3072 pixel bytes).
+dataset load_cifar10_files(const std::vector<std::string>& paths);
+/// data_batch_{1..5}.bin or test_batch.bin from `dir`.
+dataset load_cifar10_dir(const std::string& dir, bool train);
+
+/// A learnable synthetic dataset: per class a random template, each sample
+/// its template plus noise, clipped to [0, 1]. Same seed, same data.
+dataset make_synthetic(std::int64_t n, int channels, int height, int width, int classes,
+                       std::uint64_t seed);
+
+/// The default location of Fashion-MNIST (Debian package dataset-fashion-mnist).
+inline const char* fashion_mnist_default_dir = "/usr/share/datasets/fashion-mnist";
+
+} // namespace gradwire::models

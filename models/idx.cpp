@@ -1,0 +1,130 @@
+// IDX reader (MNIST, Fashion-MNIST). zlib's gzread reads gzipped and plain
+// files alike, so one path serves both.
+#include "models/dataset.hpp"
+
+#include "kernels/error.hpp"
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <memory>
+
+namespace gradwire::models {
+namespace {
+
+struct gz_closer {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using gz_ptr = std::unique_ptr<gzFile_s, gz_closer>;
+
+gz_ptr open_gz(const std::string& path) {
+  check(std::filesystem::exists(path), "dataset file not found: " + path);
+  gz_ptr f(gzopen(path.c_str(), "rb"));
+  check(f != nullptr, "cannot open dataset file " + path);
+  return f;
+}
+
+/// Reads exactly `bytes` or throws naming the file and how much was there.
+void read_exact(gzFile_s* f, const std::string& path, void* out, std::size_t bytes,
+                const char* what) {
+  auto* p = static_cast<unsigned char*>(out);
+  std::size_t got = 0;
+  while (got < bytes) {
+    const auto chunk = static_cast<unsigned>(std::min<std::size_t>(bytes - got, 1u << 30));
+    int n = gzread(f, p + got, chunk);
+    if (n < 0) {
+      int errnum = 0;
+      const char* msg = gzerror(f, &errnum);
+      throw error(path + ": corrupt or unreadable (" + (msg ? msg : "zlib error") + ") while reading " + what);
+    }
+    if (n == 0)
+      throw error(path + ": truncated: expected " + std::to_string(bytes) + " bytes of " + what +
+                  ", found " + std::to_string(got));
+    got += static_cast<std::size_t>(n);
+  }
+}
+
+std::uint32_t read_be32(gzFile_s* f, const std::string& path, const char* what) {
+  unsigned char b[4];
+  read_exact(f, path, b, 4, what);
+  return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+}
+
+std::string hex(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+} // namespace
+
+dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes) {
+  dataset d;
+  d.classes = classes;
+  d.channels = 1;
+  // Images: magic, count, rows, cols, then count*rows*cols bytes.
+  auto fi = open_gz(images_path);
+  const auto magic_i = read_be32(fi.get(), images_path, "the IDX header");
+  check(magic_i == 0x00000803, images_path + ": not an IDX image file (magic " + hex(magic_i) +
+                                 ", expected 0x00000803)");
+  const auto n = read_be32(fi.get(), images_path, "the IDX header");
+  const auto rows = read_be32(fi.get(), images_path, "the IDX header");
+  const auto cols = read_be32(fi.get(), images_path, "the IDX header");
+  check(rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096 && n <= (1u << 26),
+        images_path + ": implausible IDX dimensions " + std::to_string(n) + " x " +
+          std::to_string(rows) + " x " + std::to_string(cols));
+  d.height = static_cast<int>(rows);
+  d.width = static_cast<int>(cols);
+  std::vector<unsigned char> pix(static_cast<std::size_t>(n) * rows * cols);
+  read_exact(fi.get(), images_path, pix.data(), pix.size(), "image data");
+
+  auto fl = open_gz(labels_path);
+  const auto magic_l = read_be32(fl.get(), labels_path, "the IDX header");
+  check(magic_l == 0x00000801, labels_path + ": not an IDX label file (magic " + hex(magic_l) +
+                                 ", expected 0x00000801)");
+  const auto nl = read_be32(fl.get(), labels_path, "the IDX header");
+  check(nl == n, labels_path + ": " + std::to_string(nl) + " labels for " + std::to_string(n) +
+                   " images in " + images_path);
+  std::vector<unsigned char> lab(nl);
+  read_exact(fl.get(), labels_path, lab.data(), lab.size(), "label data");
+
+  d.images.resize(pix.size());
+  for (std::size_t i = 0; i < pix.size(); ++i)
+    d.images[i] = static_cast<float>(pix[i]) * (1.f / 255.f);
+  d.labels.resize(lab.size());
+  for (std::size_t i = 0; i < lab.size(); ++i) {
+    check(lab[i] < classes, labels_path + ": label " + std::to_string(lab[i]) + " at index " +
+                              std::to_string(i) + " is not below " + std::to_string(classes));
+    d.labels[i] = lab[i];
+  }
+  return d;
+}
+
+dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name) {
+  const std::string prefix = train ? "train" : "t10k";
+  auto find = [&](const std::string& stem) {
+    for (const char* ext : {".gz", ""}) {
+      auto p = std::filesystem::path(dir) / (stem + ext);
+      if (std::filesystem::exists(p))
+        return p.string();
+    }
+    std::string hint = name == "fashion-mnist"
+                         ? " (install the Debian package dataset-fashion-mnist, or set data.path)"
+                         : " (set data.path to a folder with the IDX files)";
+    throw error("dataset " + name + ": " + stem + "[.gz] not found in " + dir + hint);
+  };
+  auto d = load_idx(find(prefix + "-images-idx3-ubyte"), find(prefix + "-labels-idx1-ubyte"));
+  d.name = name;
+  return d;
+}
+
+dataset dataset::head(std::int64_t n) const {
+  if (n <= 0 || n >= size())
+    return *this;
+  dataset d = *this;
+  d.labels.resize(static_cast<std::size_t>(n));
+  d.images.resize(static_cast<std::size_t>(n * sample_numel()));
+  return d;
+}
+
+} // namespace gradwire::models

@@ -1,0 +1,101 @@
+#pragma once
+/// @file layer.hpp
+/// The layer interface. A layer owns no parameter memory: the model keeps
+/// all parameters in one contiguous buffer and all gradients in another of
+/// the same layout (llm.c's malloc_and_point_parameters), and each layer is
+/// bound to typed views into them. Several replicas of a network (one per
+/// thread of a worker) bind to the same parameters and their own gradients.
+///
+/// Contract: forward caches what backward needs; backward *overwrites* the
+/// layer's parameter gradients (each parameter is used once per forward)
+/// and returns dL/dx, or an undefined tensor when need_dx is false.
+
+#include "kernels/backend.hpp"
+#include "kernels/tensor.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradwire::models {
+
+using kernels::shape_t;
+using kernels::tensor;
+
+/// How a parameter or state tensor starts out.
+enum class init_kind {
+  uniform_fan_in, ///< U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default
+  ones,
+  zeros,
+};
+
+struct param_spec {
+  std::string name;
+  shape_t shape;
+  init_kind init = init_kind::zeros;
+  std::int64_t fan_in = 1;
+};
+
+/// Hands out consecutive views of the model's parameter, gradient and state
+/// buffers, in the order the layers described them.
+class param_binder {
+public:
+  struct bound {
+    tensor value;
+    tensor grad;
+  };
+  param_binder(const std::vector<param_spec>& params, const std::vector<std::size_t>& param_offsets,
+               const std::vector<param_spec>& state, const std::vector<std::size_t>& state_offsets,
+               tensor param_buf, tensor grad_buf, tensor state_buf, bool owns_state);
+
+  bound param(const std::string& name, const shape_t& shape);
+  /// A state view (BN running stats). Every replica may read it; only the
+  /// one that owns_state() updates it, so threads never race on it.
+  tensor state(const std::string& name, const shape_t& shape);
+  bool owns_state() const { return owns_state_; }
+  kernels::backend& be() const;
+  void finish() const;
+
+private:
+  const std::vector<param_spec>& params_;
+  const std::vector<std::size_t>& param_offsets_;
+  const std::vector<param_spec>& state_;
+  const std::vector<std::size_t>& state_offsets_;
+  tensor param_buf_, grad_buf_, state_buf_;
+  bool owns_state_;
+  std::size_t next_param_ = 0, next_state_ = 0;
+};
+
+/// A tensor of varying leading size backed by storage that only grows.
+class scratch {
+public:
+  tensor get(const shape_t& shape, kernels::device dev, kernels::dtype dt = kernels::dtype::f32);
+
+private:
+  tensor buf_;
+};
+
+class layer {
+public:
+  virtual ~layer() = default;
+  virtual std::string name() const = 0;
+  /// Shape of the output for an input of shape `in` (batch dimension first).
+  virtual shape_t output_shape(const shape_t& in) const = 0;
+  /// Appends this layer's trainable parameters and its state tensors.
+  virtual void describe(std::vector<param_spec>& params, std::vector<param_spec>& state,
+                        const std::string& prefix) const {
+    (void)params, (void)state, (void)prefix;
+  }
+  /// Takes views for every described tensor, in the same order.
+  virtual void bind(param_binder& b) { be_ = &b.be(); }
+  virtual const tensor& forward(const tensor& x, bool train) = 0;
+  virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
+  /// Floating-point operations of one forward pass for one sample of shape `in`.
+  virtual double forward_flops(const shape_t& in) const { (void)in; return 0; }
+
+protected:
+  kernels::backend& be() const { return *be_; }
+  kernels::backend* be_ = nullptr;
+};
+
+} // namespace gradwire::models

@@ -1,0 +1,91 @@
+#include "models/model.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+
+#include <cmath>
+#include <random>
+
+namespace gradwire::models {
+
+namespace {
+
+// Each tensor starts on a 64-byte boundary (16 floats) inside its buffer.
+constexpr std::size_t align_floats = 16;
+
+std::size_t layout(const std::vector<param_spec>& specs, std::vector<std::size_t>& offsets) {
+  std::size_t off = 0;
+  offsets.clear();
+  for (const auto& s : specs) {
+    offsets.push_back(off);
+    off += (static_cast<std::size_t>(kernels::numel(s.shape)) + align_floats - 1) / align_floats *
+           align_floats;
+  }
+  return off;
+}
+
+void fill_init(const param_spec& s, std::mt19937_64& rng, float* out) {
+  const auto n = static_cast<std::size_t>(kernels::numel(s.shape));
+  switch (s.init) {
+  case init_kind::ones:
+    std::fill(out, out + n, 1.f);
+    break;
+  case init_kind::zeros:
+    std::fill(out, out + n, 0.f);
+    break;
+  case init_kind::uniform_fan_in: {
+    const float bound = 1.f / std::sqrt(static_cast<float>(s.fan_in));
+    std::uniform_real_distribution<float> u(-bound, bound);
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = u(rng);
+    break;
+  }
+  }
+}
+
+} // namespace
+
+model::model(model_spec spec, kernels::device dev, std::uint64_t seed) : spec_(std::move(spec)) {
+  auto proto = make_network(spec_);
+  proto.describe(param_specs_, state_specs_);
+  const auto np = layout(param_specs_, param_offsets_);
+  const auto ns = layout(state_specs_, state_offsets_);
+  params_ = tensor::zeros({static_cast<std::int64_t>(np)}, dev);
+  state_ = tensor::zeros({static_cast<std::int64_t>(ns)}, dev);
+  init(seed);
+}
+
+void model::init(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto fill = [&](const std::vector<param_spec>& specs, const std::vector<std::size_t>& offs,
+                  const tensor& buf) {
+    std::vector<float> host(static_cast<std::size_t>(buf.numel()), 0.f);
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      fill_init(specs[i], rng, host.data() + offs[i]);
+    kernels::copy(tensor::from(host, buf.shape()), buf);
+  };
+  fill(param_specs_, param_offsets_, params_);
+  fill(state_specs_, state_offsets_, state_);
+}
+
+std::unique_ptr<model::replica> model::make_replica(bool owns_state) const {
+  auto grads = tensor::zeros(params_.shape(), params_.dev());
+  auto r = std::make_unique<replica>(replica{make_network(spec_), grads});
+  param_binder b(param_specs_, param_offsets_, state_specs_, state_offsets_, params_, grads,
+                 state_, owns_state);
+  r->net.bind(b);
+  return r;
+}
+
+std::int64_t model::parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& s : param_specs_)
+    n += kernels::numel(s.shape);
+  return n;
+}
+
+double model::forward_flops_per_sample() const {
+  return make_network(spec_).forward_flops({spec_.channels, spec_.height, spec_.width});
+}
+
+} // namespace gradwire::models

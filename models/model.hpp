@@ -1,0 +1,55 @@
+#pragma once
+/// @file model.hpp
+/// A model: its spec, the layout of its parameters, and the contiguous
+/// buffers that hold them. All parameters live in one buffer, all state
+/// (BatchNorm running statistics) in another; a replica is a network bound
+/// to those parameters plus a gradient buffer of the same layout. So a
+/// parameter-server shard is a range, a bucket is a range, and an allreduce
+/// is one buffer.
+
+#include "kernels/device.hpp"
+#include "models/network.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace gradwire::models {
+
+class model {
+public:
+  /// Builds the layout and the buffers on `dev`, initialised from `seed`.
+  model(model_spec spec, kernels::device dev, std::uint64_t seed);
+
+  /// A network bound to this model's parameters with its own gradient
+  /// buffer. Only a replica that owns_state updates BatchNorm statistics.
+  struct replica {
+    network net;
+    tensor grads;
+  };
+  std::unique_ptr<replica> make_replica(bool owns_state) const;
+
+  /// (Re)initialises parameters and state deterministically from `seed`.
+  void init(std::uint64_t seed);
+
+  const model_spec& spec() const { return spec_; }
+  kernels::device dev() const { return params_.dev(); }
+  const tensor& params() const { return params_; }
+  const tensor& state() const { return state_; }
+  /// Length of the parameter (and gradient) buffer in floats, padding included.
+  std::size_t size() const { return static_cast<std::size_t>(params_.numel()); }
+  /// Number of trainable scalars (padding excluded).
+  std::int64_t parameter_count() const;
+  const std::vector<param_spec>& param_specs() const { return param_specs_; }
+  const std::vector<std::size_t>& param_offsets() const { return param_offsets_; }
+  /// Forward FLOPs for one sample; a training step costs about 3x this.
+  double forward_flops_per_sample() const;
+
+private:
+  model_spec spec_;
+  std::vector<param_spec> param_specs_, state_specs_;
+  std::vector<std::size_t> param_offsets_, state_offsets_;
+  tensor params_, state_;
+};
+
+} // namespace gradwire::models

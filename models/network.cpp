@@ -1,0 +1,145 @@
+#include "models/network.hpp"
+
+#include "kernels/error.hpp"
+#include "models/layers/layers.hpp"
+
+namespace gradwire::models {
+
+const std::vector<std::string>& model_kinds() {
+  static const std::vector<std::string> kinds = {"mlp", "lenet5", "resnet20", "resnet32",
+                                                 "resnet44", "resnet56"};
+  return kinds;
+}
+
+void network::describe(std::vector<param_spec>& params, std::vector<param_spec>& state) const {
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    layers_[i]->describe(params, state, std::to_string(i) + "." + layers_[i]->name() + ".");
+}
+
+void network::bind(param_binder& b) {
+  for (auto& l : layers_)
+    l->bind(b);
+  b.finish();
+  first_trainable_ = layers_.size();
+  for (std::size_t i = 0; i < layers_.size() && first_trainable_ == layers_.size(); ++i) {
+    std::vector<param_spec> p, s;
+    layers_[i]->describe(p, s, "");
+    if (!p.empty())
+      first_trainable_ = i;
+  }
+}
+
+const tensor& network::forward(const tensor& x, bool train) {
+  const tensor* h = &x;
+  for (auto& l : layers_)
+    h = &l->forward(*h, train);
+  return *h;
+}
+
+void network::backward(const tensor& dlogits) {
+  const tensor* g = &dlogits;
+  for (std::size_t i = layers_.size(); i-- > first_trainable_;)
+    g = &layers_[i]->backward(*g, i > first_trainable_); // the input needs no gradient
+}
+
+shape_t network::output_shape(const shape_t& in) const {
+  shape_t s = in;
+  for (const auto& l : layers_)
+    s = l->output_shape(s);
+  return s;
+}
+
+double network::forward_flops(const shape_t& sample) const {
+  shape_t s = {1};
+  s.insert(s.end(), sample.begin(), sample.end());
+  double f = 0;
+  for (const auto& l : layers_) {
+    f += l->forward_flops(s);
+    s = l->output_shape(s);
+  }
+  return f;
+}
+
+namespace {
+
+using layers_t = std::vector<std::unique_ptr<layer>>;
+
+layers_t build_mlp(const model_spec& s) {
+  layers_t l;
+  l.push_back(std::make_unique<flatten>());
+  int in = s.channels * s.height * s.width;
+  for (int h : s.hidden) {
+    check(h > 0, "model.hidden: widths must be positive, got " + std::to_string(h));
+    l.push_back(std::make_unique<linear>(in, h));
+    l.push_back(std::make_unique<relu>());
+    in = h;
+  }
+  l.push_back(std::make_unique<linear>(in, s.classes));
+  return l;
+}
+
+// LeNet-5 with ReLU and max-pooling. 28x28 inputs are padded by 2 so both
+// 28x28 (MNIST) and 32x32 (CIFAR) reach 16 x 5 x 5 before the classifier.
+layers_t build_lenet5(const model_spec& s) {
+  check((s.height == 28 && s.width == 28) || (s.height == 32 && s.width == 32),
+        "model.kind = \"lenet5\" needs 28x28 or 32x32 images, the dataset has " +
+          std::to_string(s.height) + "x" + std::to_string(s.width));
+  const int pad = s.height == 28 ? 2 : 0;
+  layers_t l;
+  l.push_back(std::make_unique<conv2d>(s.channels, 6, 5, 1, pad, true));
+  l.push_back(std::make_unique<relu>());
+  l.push_back(std::make_unique<maxpool2d>(2, 2));
+  l.push_back(std::make_unique<conv2d>(6, 16, 5, 1, 0, true));
+  l.push_back(std::make_unique<relu>());
+  l.push_back(std::make_unique<maxpool2d>(2, 2));
+  l.push_back(std::make_unique<flatten>());
+  l.push_back(std::make_unique<linear>(16 * 5 * 5, 120));
+  l.push_back(std::make_unique<relu>());
+  l.push_back(std::make_unique<linear>(120, 84));
+  l.push_back(std::make_unique<relu>());
+  l.push_back(std::make_unique<linear>(84, s.classes));
+  return l;
+}
+
+// ResNet for 32x32 inputs (He et al. 2016, section 4.2): a 3x3 conv to 16
+// channels, three stages of n basic blocks at 16/32/64 channels (stride 2
+// between stages), global average pooling and a linear classifier.
+// Depth = 6n + 2: resnet20 has n = 3.
+layers_t build_resnet(const model_spec& s, int depth) {
+  const int n = (depth - 2) / 6;
+  layers_t l;
+  l.push_back(std::make_unique<conv2d>(s.channels, 16, 3, 1, 1, false));
+  l.push_back(std::make_unique<batchnorm2d>(16));
+  l.push_back(std::make_unique<relu>());
+  int in = 16;
+  for (int stage = 0; stage < 3; ++stage) {
+    const int out = 16 << stage;
+    for (int b = 0; b < n; ++b) {
+      l.push_back(std::make_unique<residual_block>(in, out, (stage > 0 && b == 0) ? 2 : 1));
+      in = out;
+    }
+  }
+  l.push_back(std::make_unique<global_avgpool>());
+  l.push_back(std::make_unique<linear>(64, s.classes));
+  return l;
+}
+
+} // namespace
+
+network make_network(const model_spec& spec) {
+  check(spec.channels > 0 && spec.height > 0 && spec.width > 0 && spec.classes > 1,
+        "model input must have positive shape and at least 2 classes");
+  if (spec.kind == "mlp")
+    return network(build_mlp(spec));
+  if (spec.kind == "lenet5")
+    return network(build_lenet5(spec));
+  for (int depth : {20, 32, 44, 56})
+    if (spec.kind == "resnet" + std::to_string(depth))
+      return network(build_resnet(spec, depth));
+  std::string known;
+  for (const auto& k : model_kinds())
+    known += (known.empty() ? "" : ", ") + k;
+  throw error("unknown model kind '" + spec.kind + "' (known: " + known + ")");
+}
+
+} // namespace gradwire::models

@@ -1,0 +1,52 @@
+#pragma once
+/// @file network.hpp
+/// A sequential network and the builders of the three model families:
+/// MLP (configurable widths), LeNet-5, and ResNet-(6n+2) for 32x32 inputs.
+
+#include "models/layer.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradwire::models {
+
+/// What the model is; everything needed to build identical replicas.
+struct model_spec {
+  std::string kind = "mlp";          ///< "mlp" | "lenet5" | "resnet20" (or resnet32, resnet44, resnet56)
+  std::vector<int> hidden = {256, 128}; ///< MLP hidden widths
+  int channels = 1, height = 28, width = 28;
+  int classes = 10;
+};
+
+/// The model kinds `make_network` accepts.
+const std::vector<std::string>& model_kinds();
+
+class network {
+public:
+  explicit network(std::vector<std::unique_ptr<layer>> layers) : layers_(std::move(layers)) {}
+
+  /// Describes all parameters and state tensors in binding order.
+  void describe(std::vector<param_spec>& params, std::vector<param_spec>& state) const;
+  void bind(param_binder& b);
+  /// Logits [N, classes] for x [N, C, H, W] (or [N, features]).
+  const tensor& forward(const tensor& x, bool train);
+  /// Back-propagates dL/dlogits, writing every parameter gradient.
+  void backward(const tensor& dlogits);
+  /// Forward FLOPs for one sample of shape `sample` (no batch dimension).
+  double forward_flops(const shape_t& sample) const;
+  /// Output shape for input `in` (with batch dimension).
+  shape_t output_shape(const shape_t& in) const;
+
+private:
+  std::vector<std::unique_ptr<layer>> layers_;
+  /// Backward stops here: layers before the first one with parameters need
+  /// no gradient, and that layer needs none for its input.
+  std::size_t first_trainable_ = 0;
+};
+
+/// Builds a fresh (unbound) network for `spec`; throws gradwire::error for
+/// an unknown kind or an input shape the kind cannot take.
+network make_network(const model_spec& spec);
+
+} // namespace gradwire::models

@@ -1,0 +1,39 @@
+#include "models/optimizer.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+
+namespace gradwire::models {
+
+optimizer::optimizer(optimizer_spec spec, std::size_t n, kernels::device dev)
+  : spec_(std::move(spec)), dev_(dev) {
+  const auto len = static_cast<std::int64_t>(n);
+  if (spec_.kind == "sgd") {
+    if (spec_.momentum != 0.f)
+      v_ = kernels::tensor::zeros({len}, dev);
+  } else if (spec_.kind == "adam") {
+    m_ = kernels::tensor::zeros({len}, dev);
+    v_ = kernels::tensor::zeros({len}, dev);
+  } else {
+    throw error("unknown optimizer '" + spec_.kind + "' (known: sgd, adam)");
+  }
+}
+
+void optimizer::update(float* w, const float* g, std::size_t begin, std::size_t end,
+                       float lr_scale) {
+  if (end <= begin)
+    return;
+  auto& be = kernels::backend_for(dev_);
+  const std::size_t n = end - begin;
+  const float lr = spec_.lr * lr_scale;
+  if (spec_.kind == "sgd") {
+    be.sgd_update(n, lr, spec_.momentum, spec_.weight_decay, spec_.nesterov, w + begin, g + begin,
+                  v_.defined() ? v_.data() + begin : nullptr);
+  } else {
+    be.adam_update(n, lr, spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay,
+                   step_ < 1 ? 1 : step_, w + begin, g + begin, m_.data() + begin,
+                   v_.data() + begin);
+  }
+}
+
+} // namespace gradwire::models

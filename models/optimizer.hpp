@@ -1,0 +1,41 @@
+#pragma once
+/// @file optimizer.hpp
+/// Optimizers over one contiguous parameter buffer, updatable by range so
+/// that several threads (or parameter-server shards) each update a slice.
+
+#include "kernels/tensor.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gradwire::models {
+
+struct optimizer_spec {
+  std::string kind = "sgd"; ///< "sgd" | "adam"
+  float lr = 0.05f;
+  float momentum = 0.9f;     ///< sgd
+  float weight_decay = 0.f;  ///< L2, added to the gradient (PyTorch semantics)
+  bool nesterov = false;     ///< sgd
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f; ///< adam
+};
+
+class optimizer {
+public:
+  /// State for a buffer of `n` floats on `dev`.
+  optimizer(optimizer_spec spec, std::size_t n, kernels::device dev);
+  /// Starts a new step (Adam's bias correction counts steps).
+  void begin_step() { ++step_; }
+  /// Applies the update to w[begin, end) from g[begin, end).
+  void update(float* w, const float* g, std::size_t begin, std::size_t end, float lr_scale = 1.f);
+  const optimizer_spec& spec() const { return spec_; }
+  std::int64_t steps() const { return step_; }
+
+private:
+  optimizer_spec spec_;
+  kernels::device dev_;
+  kernels::tensor m_, v_;
+  std::int64_t step_ = 0;
+};
+
+} // namespace gradwire::models

@@ -1,0 +1,165 @@
+#include "models/trainer.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/denormals.hpp"
+#include "kernels/error.hpp"
+
+#include <algorithm>
+
+namespace gradwire::models {
+namespace {
+
+/// [begin, end) of part `i` when `n` items are split into `parts`, each
+/// boundary rounded to `align` items.
+std::pair<std::size_t, std::size_t> part(std::size_t n, std::size_t parts, std::size_t i,
+                                         std::size_t align = 1) {
+  auto bound = [&](std::size_t k) {
+    std::size_t b = n * k / parts;
+    return k == parts ? n : std::min(n, b / align * align);
+  };
+  return {bound(i), bound(i + 1)};
+}
+
+/// A non-owning tensor over host memory the caller keeps alive.
+tensor wrap_host(const void* p, const shape_t& shape, kernels::dtype dt) {
+  const auto bytes = static_cast<std::size_t>(kernels::numel(shape)) * kernels::dtype_size(dt);
+  auto st = std::make_shared<kernels::storage>(const_cast<void*>(p), bytes, kernels::device::cpu(),
+                                               nullptr);
+  return tensor(std::move(st), 0, shape, dt);
+}
+
+} // namespace
+
+trainer::trainer(model& m, const optimizer_spec& opt, int threads)
+  : model_(m), opt_(opt, m.size(), m.dev()),
+    pool_(static_cast<std::size_t>(m.dev().is_cpu() ? std::max(threads, 1) : 1)) {
+  for (std::size_t i = 0; i < pool_.size(); ++i)
+    replicas_.push_back(m.make_replica(i == 0));
+  partial_.resize(replicas_.size());
+  rep_dlogits_.resize(replicas_.size());
+}
+
+step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n) {
+  check(n > 0, "empty batch");
+  const auto& s = model_.spec();
+  const shape_t xshape = {n, s.channels, s.height, s.width};
+  const auto dev = model_.dev();
+  tensor xt, yt;
+  if (dev.is_cpu()) {
+    xt = wrap_host(x, xshape, kernels::dtype::f32);
+    yt = wrap_host(y, {n}, kernels::dtype::i32);
+  } else {
+    if (!dev_x_.defined() || dev_x_.numel() < kernels::numel(xshape)) {
+      dev_x_ = tensor::empty({kernels::numel(xshape)}, dev);
+      dev_y_ = tensor::empty({n}, dev, kernels::dtype::i32);
+    } else if (dev_y_.numel() < n) {
+      dev_y_ = tensor::empty({n}, dev, kernels::dtype::i32);
+    }
+    xt = dev_x_.view(0, {kernels::numel(xshape)}).reshape(xshape);
+    yt = dev_y_.view(0, {n});
+    kernels::copy(wrap_host(x, xshape, kernels::dtype::f32), xt);
+    kernels::copy(wrap_host(y, {n}, kernels::dtype::i32), yt);
+  }
+  const std::size_t parts = std::min<std::size_t>(replicas_.size(), static_cast<std::size_t>(n));
+  const float scale = 1.f / static_cast<float>(n);
+  pool_.run(parts, [&](std::size_t r) {
+    auto [b, e] = part(static_cast<std::size_t>(n), parts, r);
+    auto& rep = *replicas_[r];
+    const auto rows = static_cast<std::int64_t>(e - b);
+    const tensor& logits = rep.net.forward(xt.rows(static_cast<std::int64_t>(b), rows), true);
+    auto& dl = rep_dlogits_[r];
+    if (!dl.defined() || dl.numel() < logits.numel())
+      dl = tensor::empty(logits.shape(), dev);
+    tensor dlv = dl.view(0, logits.shape());
+    auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32() + b,
+                                                      static_cast<int>(rows),
+                                                      static_cast<int>(logits.dim(1)),
+                                                      dlv.data(), scale);
+    rep.net.backward(dlv);
+    partial_[r] = {res.loss_sum, res.correct, rows};
+  });
+  if (parts > 1) {
+    // Sum the replicas' gradients into replica 0's buffer, one range per thread.
+    float* g0 = replicas_[0]->grads.data();
+    pool_.run(parts, [&](std::size_t t) {
+      auto [b, e] = part(model_.size(), parts, t, 16);
+      for (std::size_t r = 1; r < parts; ++r)
+        kernels::backend_for(dev).axpy(e - b, 1.f, replicas_[r]->grads.data() + b, g0 + b);
+    });
+  }
+  step_result total;
+  for (std::size_t r = 0; r < parts; ++r) {
+    total.loss_sum += partial_[r].loss_sum;
+    total.correct += partial_[r].correct;
+    total.samples += partial_[r].samples;
+  }
+  return total;
+}
+
+void trainer::apply(const float* grads, float lr_scale) {
+  kernels::flush_denormals_on_this_thread();
+  const float* g = grads != nullptr ? grads : replicas_[0]->grads.data();
+  float* w = model_.params().data();
+  opt_.begin_step();
+  const std::size_t parts = pool_.size();
+  if (parts == 1) {
+    opt_.update(w, g, 0, model_.size(), lr_scale);
+    return;
+  }
+  pool_.run(parts, [&](std::size_t t) {
+    auto [b, e] = part(model_.size(), parts, t, 16);
+    opt_.update(w, g, b, e, lr_scale);
+  });
+}
+
+step_result trainer::step(const float* x, const std::int32_t* y, int n) {
+  auto r = compute_gradients(x, y, n);
+  apply();
+  return r;
+}
+
+eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch_size) {
+  const std::int64_t total = limit > 0 ? std::min(limit, data.size()) : data.size();
+  const auto dev = model_.dev();
+  const std::size_t parts = replicas_.size();
+  std::vector<double> loss(parts, 0);
+  std::vector<std::int64_t> correct(parts, 0);
+  // Replica r evaluates the batches r, r + parts, ...
+  pool_.run(parts, [&](std::size_t r) {
+    tensor xbuf, ybuf;
+    for (std::int64_t b0 = static_cast<std::int64_t>(r) * batch_size; b0 < total;
+         b0 += static_cast<std::int64_t>(parts) * batch_size) {
+      const auto n = std::min<std::int64_t>(batch_size, total - b0);
+      const shape_t xs = {n, data.channels, data.height, data.width};
+      tensor xt = wrap_host(data.image(b0), xs, kernels::dtype::f32);
+      tensor yt = wrap_host(data.labels.data() + b0, {n}, kernels::dtype::i32);
+      if (!dev.is_cpu()) {
+        xbuf = tensor::empty(xs, dev);
+        ybuf = tensor::empty({n}, dev, kernels::dtype::i32);
+        kernels::copy(xt, xbuf);
+        kernels::copy(yt, ybuf);
+        xt = xbuf;
+        yt = ybuf;
+      }
+      const tensor& logits = replicas_[r]->net.forward(xt, false);
+      auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32(),
+                                                        static_cast<int>(n),
+                                                        static_cast<int>(logits.dim(1)), nullptr, 0.f);
+      loss[r] += res.loss_sum;
+      correct[r] += res.correct;
+    }
+  });
+  eval_result out;
+  out.samples = total;
+  double l = 0;
+  std::int64_t c = 0;
+  for (std::size_t r = 0; r < parts; ++r) {
+    l += loss[r];
+    c += correct[r];
+  }
+  out.loss = total ? l / static_cast<double>(total) : 0;
+  out.accuracy = total ? static_cast<double>(c) / static_cast<double>(total) : 0;
+  return out;
+}
+
+} // namespace gradwire::models

@@ -1,0 +1,65 @@
+#pragma once
+/// @file trainer.hpp
+/// One worker's training step: forward, backward and optimizer update on a
+/// model, with the batch split over `threads` replicas (micro-batch data
+/// parallelism inside a worker, each replica on its own core with
+/// single-threaded BLAS; gradients summed by range, then updated by range).
+/// Gradients are scaled by 1/batch, so T replicas of b/T samples give the
+/// same update as one replica of b samples. (BatchNorm statistics are per
+/// replica, as in DDP without SyncBatchNorm.)
+
+#include "kernels/thread_pool.hpp"
+#include "models/dataset.hpp"
+#include "models/model.hpp"
+#include "models/optimizer.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace gradwire::models {
+
+struct step_result {
+  double loss_sum = 0;     ///< summed over the batch
+  std::int64_t correct = 0;
+  std::int64_t samples = 0;
+  double mean_loss() const { return samples ? loss_sum / static_cast<double>(samples) : 0; }
+};
+
+struct eval_result {
+  double loss = 0;     ///< mean
+  double accuracy = 0; ///< fraction correct
+  std::int64_t samples = 0;
+};
+
+class trainer {
+public:
+  trainer(model& m, const optimizer_spec& opt, int threads);
+
+  /// Computes the gradient of the mean loss over `n` samples (host arrays)
+  /// into gradients(); does not update parameters.
+  step_result compute_gradients(const float* x, const std::int32_t* y, int n);
+  /// Applies the optimizer to the model from gradients() (or from `grads`,
+  /// a buffer of the model's layout on its device), scaled by lr_scale.
+  void apply(const float* grads = nullptr, float lr_scale = 1.f);
+  /// compute_gradients + apply.
+  step_result step(const float* x, const std::int32_t* y, int n);
+
+  /// Mean loss and accuracy over `data` (or its first `limit` samples).
+  eval_result evaluate(const dataset& data, std::int64_t limit = 0, int batch_size = 1000);
+
+  /// The summed gradient buffer after compute_gradients (model layout, model device).
+  const tensor& gradients() const { return replicas_[0]->grads; }
+  model& get_model() { return model_; }
+  int threads() const { return static_cast<int>(replicas_.size()); }
+
+private:
+  model& model_;
+  optimizer opt_;
+  kernels::thread_pool pool_;
+  std::vector<std::unique_ptr<model::replica>> replicas_;
+  std::vector<step_result> partial_;
+  tensor dev_x_, dev_y_, dlogits_;
+  std::vector<tensor> rep_dlogits_;
+};
+
+} // namespace gradwire::models

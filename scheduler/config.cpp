@@ -1,0 +1,265 @@
+#include "scheduler/config.hpp"
+
+#include "kernels/device.hpp"
+#include "kernels/error.hpp"
+#include "scheduler/config_schema.hpp"
+
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace gradwire::scheduler {
+namespace {
+
+std::string where(const std::string& source, const toml::node& n) {
+  const auto& src = n.source();
+  if (src.begin.line == 0)
+    return source;
+  return source + ":" + std::to_string(src.begin.line);
+}
+
+bool type_ok(const toml::node& n, value_type t) {
+  switch (t) {
+  case value_type::string: return n.is_string();
+  case value_type::integer: return n.is_integer();
+  case value_type::number: return n.is_number();
+  case value_type::boolean: return n.is_boolean();
+  case value_type::int_list: {
+    const auto* arr = n.as_array();
+    if (arr == nullptr)
+      return false;
+    for (const auto& e : *arr)
+      if (!e.is_integer())
+        return false;
+    return true;
+  }
+  }
+  return false;
+}
+
+/// Checks one leaf against the schema; `loc` prefixes every message.
+void check_leaf(const std::string& key, const toml::node& n, const std::string& loc) {
+  const auto* spec = find_key(key);
+  if (spec == nullptr) {
+    auto near = nearest_key(key);
+    throw error(loc + ": unknown key '" + key + "'" +
+                (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                "; `gradwire keys` lists every key");
+  }
+  if (!type_ok(n, spec->type))
+    throw error(loc + ": " + key + " must be " + to_string(spec->type));
+  if (!spec->allowed.empty()) {
+    const auto v = n.value<std::string>().value_or("");
+    if (std::find(spec->allowed.begin(), spec->allowed.end(), v) == spec->allowed.end()) {
+      std::string all;
+      for (const auto& a : spec->allowed)
+        all += (all.empty() ? "" : ", ") + a;
+      auto near = nearest_of(v, spec->allowed);
+      throw error(loc + ": " + key + " = \"" + v + "\" is not one of: " + all +
+                  (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    }
+  }
+}
+
+void walk(const toml::table& t, const std::string& prefix, const std::string& source) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table()) {
+      bool known_section = false;
+      for (const auto& s : config_schema())
+        known_section = known_section || s.key.rfind(key + ".", 0) == 0;
+      if (!known_section) {
+        std::vector<std::string> sections;
+        for (const auto& s : config_schema())
+          sections.push_back(s.key.substr(0, s.key.find('.')));
+        auto near = nearest_of(key, sections);
+        throw error(where(source, v) + ": unknown section [" + key + "]" +
+                    (near.empty() ? "" : " (did you mean [" + near + "]?)"));
+      }
+      walk(*sub, key, source);
+    } else {
+      check_leaf(key, v, where(source, v));
+    }
+  }
+}
+
+/// Sets dotted `key` in `root` to the value parsed from `text` (TOML syntax,
+/// or a bare word taken as a string).
+void apply_override(toml::table& root, const std::string& arg) {
+  const auto eq = arg.find('=');
+  check(eq != std::string::npos && eq > 0, "--set " + arg + ": expected key=value");
+  const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", text}};
+  }
+  const toml::node& value = *parsed.get("v");
+  const std::string loc = "--set " + arg;
+  // A bare word for a string key ("--set model.kind=lenet5") is that string.
+  if (const auto* spec = find_key(key); spec && spec->type == value_type::string && !value.is_string())
+    parsed.insert_or_assign("v", text);
+  check_leaf(key, *parsed.get("v"), loc);
+  toml::table* t = &root;
+  std::size_t start = 0;
+  for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = key.substr(start, dot - start);
+    if (!t->contains(part))
+      t->insert(part, toml::table{});
+    t = t->get(part)->as_table();
+    check(t != nullptr, loc + ": " + part + " is not a table");
+  }
+  t->insert_or_assign(key.substr(start), *parsed.get("v"));
+}
+
+/// Reads `key` from the merged table, falling back to the schema default.
+struct reader {
+  const toml::table& root;
+  const std::string& source;
+  std::map<std::string, toml::table> defaults; // parsed schema defaults, kept alive
+
+  const toml::node& get(const std::string& key) {
+    if (const auto* n = root.at_path(key).node())
+      return *n;
+    auto it = defaults.find(key);
+    if (it == defaults.end()) {
+      const auto* spec = find_key(key);
+      check(spec != nullptr, "internal: no schema entry for " + key);
+      it = defaults.emplace(key, toml::parse("v = " + spec->default_value)).first;
+    }
+    return *it->second.get("v");
+  }
+  std::string loc(const std::string& key) {
+    if (const auto* n = root.at_path(key).node())
+      return where(source, *n) + ": " + key;
+    return source + ": " + key + " (default)";
+  }
+  std::string str(const std::string& key) { return get(key).value<std::string>().value_or(""); }
+  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
+    auto v = get(key).value<std::int64_t>().value_or(0);
+    check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  double number(const std::string& key, double lo, double hi) {
+    auto v = get(key).value<double>().value_or(0);
+    check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  bool boolean(const std::string& key) { return get(key).value<bool>().value_or(false); }
+};
+
+} // namespace
+
+run_config parse_config(const std::string& text, const std::string& source,
+                        const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw error(source + ":" + std::to_string(e.source().begin.line) + ":" +
+                std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                std::string(e.description()));
+  }
+  walk(root, "", source);
+  for (const auto& o : overrides)
+    apply_override(root, o);
+
+  reader r{root, source, {}};
+  run_config c;
+  c.source = source;
+  c.name = r.str("experiment.name");
+  check(!c.name.empty() && c.name.find('/') == std::string::npos,
+        r.loc("experiment.name") + " must be a non-empty name without '/'");
+  c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed", 0, INT64_MAX));
+  c.out = r.str("experiment.out");
+  if (c.out.empty())
+    c.out = "results/" + c.name;
+
+  c.model.kind = r.str("model.kind");
+  c.model.hidden.clear();
+  const auto& hidden = r.get("model.hidden");
+  for (const auto& e : *hidden.as_array()) {
+    auto w = e.value<std::int64_t>().value_or(0);
+    check(w > 0 && w <= 65536, r.loc("model.hidden") + ": widths must be in [1, 65536], got " + std::to_string(w));
+    c.model.hidden.push_back(static_cast<int>(w));
+  }
+
+  c.dataset = r.str("data.dataset");
+  c.data_path = r.str("data.path");
+  c.train_subset = r.integer("data.train_subset", 0, INT64_MAX);
+  c.test_subset = r.integer("data.test_subset", 0, INT64_MAX);
+  c.synthetic_train = r.integer("data.synthetic_train", 1, 10'000'000);
+  c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
+
+  c.epochs = static_cast<int>(r.integer("train.epochs", 1, 100000));
+  c.max_steps = r.integer("train.max_steps", 0, INT64_MAX);
+  c.batch_size = static_cast<int>(r.integer("train.batch_size", 1, 1 << 20));
+  c.opt.kind = r.str("train.optimizer");
+  c.opt.lr = static_cast<float>(r.number("train.lr", 1e-12, 1e6));
+  c.opt.momentum = static_cast<float>(r.number("train.momentum", 0, 0.999999));
+  c.opt.nesterov = r.boolean("train.nesterov");
+  c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay", 0, 1));
+  c.target_accuracy = r.number("train.target_accuracy", 0, 1);
+  c.threads = static_cast<int>(r.integer("train.threads", 1, 256));
+  c.device = r.str("train.device");
+  try {
+    kernels::parse_device(c.device);
+  } catch (const error& e) {
+    throw error(r.loc("train.device") + ": " + e.what());
+  }
+  c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
+  c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
+
+  // Resolved config: every schema key with its effective value.
+  toml::table resolved;
+  for (const auto& k : config_schema()) {
+    const auto dot = k.key.find('.');
+    const auto section = k.key.substr(0, dot);
+    if (!resolved.contains(section))
+      resolved.insert(section, toml::table{});
+    resolved.get(section)->as_table()->insert_or_assign(k.key.substr(dot + 1), r.get(k.key));
+  }
+  resolved["experiment"].as_table()->insert_or_assign("out", c.out);
+  std::ostringstream os;
+  os << resolved;
+  c.resolved_toml = os.str() + "\n";
+  return c;
+}
+
+run_config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  check(in.good(), "cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, overrides);
+}
+
+std::string describe_keys() {
+  std::ostringstream os;
+  std::string section;
+  for (const auto& k : config_schema()) {
+    auto s = k.key.substr(0, k.key.find('.'));
+    if (s != section) {
+      os << (section.empty() ? "" : "\n") << "[" << s << "]\n";
+      section = s;
+    }
+    os << "  " << k.key.substr(k.key.find('.') + 1) << " = " << k.default_value;
+    os << std::string(k.key.size() + k.default_value.size() < 34 ? 34 - k.key.size() - k.default_value.size() : 1, ' ');
+    os << "# " << k.doc;
+    if (!k.allowed.empty()) {
+      os << " (";
+      for (std::size_t i = 0; i < k.allowed.size(); ++i)
+        os << (i ? " | " : "") << k.allowed[i];
+      os << ")";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,55 @@
+#pragma once
+/// @file config.hpp
+/// The experiment config: a TOML file checked against config_schema(), with
+/// `--set key=value` overrides, resolved into typed settings. Every error
+/// names the file, line and key (or the --set argument) and, for an unknown
+/// key or value, the nearest valid one.
+
+#include "models/network.hpp"
+#include "models/optimizer.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+struct run_config {
+  std::string source; ///< file the config came from (for messages)
+
+  std::string name = "default";
+  std::uint64_t seed = 1;
+  std::string out; ///< results folder
+
+  models::model_spec model;
+
+  std::string dataset = "fashion-mnist";
+  std::string data_path;
+  std::int64_t train_subset = 0, test_subset = 0;
+  std::int64_t synthetic_train = 10000, synthetic_test = 2000;
+
+  int epochs = 5;
+  std::int64_t max_steps = 0;
+  int batch_size = 64;
+  models::optimizer_spec opt;
+  double target_accuracy = 0;
+  int threads = 1;
+  std::string device = "cpu";
+  int log_every = 50;
+  int eval_every = 1;
+
+  /// The fully resolved config (defaults filled in) as TOML text, written
+  /// to the results folder so a run can be repeated exactly.
+  std::string resolved_toml;
+};
+
+/// Parses the file at `path` and applies `overrides` ("key=value").
+run_config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+/// Same, from text; `source` names it in messages.
+run_config parse_config(const std::string& text, const std::string& source,
+                        const std::vector<std::string>& overrides = {});
+
+/// The key table as text, for `gradwire keys`.
+std::string describe_keys();
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,101 @@
+#include "scheduler/config_schema.hpp"
+
+#include <algorithm>
+
+namespace gradwire::scheduler {
+
+const std::vector<key_spec>& config_schema() {
+  using vt = value_type;
+  static const std::vector<key_spec> schema = {
+    {"experiment.name", vt::string, "\"default\"", {}, "name of the run; also the default results folder name"},
+    {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding"},
+    {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
+
+    {"model.kind", vt::string, "\"mlp\"", {"mlp", "lenet5", "resnet20", "resnet32", "resnet44", "resnet56"}, "network"},
+    {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},
+
+    {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar"},
+     "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3)"},
+    {"data.path", vt::string, "\"\"", {}, "folder with the dataset files (default: /usr/share/datasets/fashion-mnist for fashion-mnist)"},
+    {"data.train_subset", vt::integer, "0", {}, "use only the first N training samples (0 = all)"},
+    {"data.test_subset", vt::integer, "0", {}, "evaluate on only the first N test samples (0 = all)"},
+    {"data.synthetic_train", vt::integer, "10000", {}, "training samples of a synthetic dataset"},
+    {"data.synthetic_test", vt::integer, "2000", {}, "test samples of a synthetic dataset"},
+
+    {"train.epochs", vt::integer, "5", {}, "passes over the training set"},
+    {"train.max_steps", vt::integer, "0", {}, "stop after this many steps (0 = no limit)"},
+    {"train.batch_size", vt::integer, "64", {}, "samples per step per worker"},
+    {"train.optimizer", vt::string, "\"sgd\"", {"sgd", "adam"}, "optimizer"},
+    {"train.lr", vt::number, "0.05", {}, "learning rate"},
+    {"train.momentum", vt::number, "0.9", {}, "SGD momentum"},
+    {"train.nesterov", vt::boolean, "false", {}, "SGD Nesterov momentum"},
+    {"train.weight_decay", vt::number, "0.0", {}, "L2 weight decay"},
+    {"train.target_accuracy", vt::number, "0.0", {}, "report time_to_target when test accuracy reaches this (0 = off)"},
+    {"train.threads", vt::integer, "1", {}, "CPU threads per worker (micro-batch replicas)"},
+    {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
+    {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
+    {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
+  };
+  return schema;
+}
+
+const key_spec* find_key(const std::string& key) {
+  for (const auto& k : config_schema())
+    if (k.key == key)
+      return &k;
+  return nullptr;
+}
+
+std::string to_string(value_type t) {
+  switch (t) {
+  case value_type::string: return "a string";
+  case value_type::integer: return "an integer";
+  case value_type::number: return "a number";
+  case value_type::boolean: return "true or false";
+  case value_type::int_list: return "a list of integers";
+  }
+  return "?";
+}
+
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+} // namespace
+
+std::string nearest_of(const std::string& value, const std::vector<std::string>& options) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(3, value.size() / 2) + 1;
+  for (const auto& o : options) {
+    auto d = edit_distance(value, o);
+    // A key whose last part matches exactly is a strong hint ("lr" -> "train.lr").
+    auto dot = o.rfind('.');
+    if (dot != std::string::npos && value.size() > 0 && o.substr(dot + 1) == value.substr(value.rfind('.') + 1))
+      d = std::min<std::size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = o;
+    }
+  }
+  return best;
+}
+
+std::string nearest_key(const std::string& key) {
+  std::vector<std::string> keys;
+  for (const auto& k : config_schema())
+    keys.push_back(k.key);
+  return nearest_of(key, keys);
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,42 @@
+#include "scheduler/data_source.hpp"
+
+#include "kernels/error.hpp"
+
+namespace gradwire::scheduler {
+
+data_pair load_data(run_config& cfg) {
+  data_pair d;
+  const auto& ds = cfg.dataset;
+  if (ds == "fashion-mnist" || ds == "mnist") {
+    std::string dir = cfg.data_path;
+    if (dir.empty()) {
+      check(ds == "fashion-mnist", "data.dataset = \"mnist\" needs data.path (a folder with the "
+                                   "MNIST IDX files) in " + cfg.source);
+      dir = models::fashion_mnist_default_dir;
+    }
+    d.train = models::load_mnist_dir(dir, true, ds);
+    d.test = models::load_mnist_dir(dir, false, ds);
+  } else if (ds == "cifar10") {
+    check(!cfg.data_path.empty(), "data.dataset = \"cifar10\" needs data.path (the folder with "
+                                  "data_batch_1.bin ... test_batch.bin) in " + cfg.source);
+    d.train = models::load_cifar10_dir(cfg.data_path, true);
+    d.test = models::load_cifar10_dir(cfg.data_path, false);
+  } else if (ds == "synthetic" || ds == "synthetic-cifar") {
+    const bool cifar = ds == "synthetic-cifar";
+    const int c = cifar ? 3 : 1, hw = cifar ? 32 : 28;
+    d.train = models::make_synthetic(cfg.synthetic_train, c, hw, hw, 10, cfg.seed);
+    d.test = models::make_synthetic(cfg.synthetic_test, c, hw, hw, 10, cfg.seed + 7919);
+    d.train.name = d.test.name = ds;
+  } else {
+    throw error("unknown dataset '" + ds + "' in " + cfg.source);
+  }
+  d.train = d.train.head(cfg.train_subset);
+  d.test = d.test.head(cfg.test_subset);
+  cfg.model.channels = d.train.channels;
+  cfg.model.height = d.train.height;
+  cfg.model.width = d.train.width;
+  cfg.model.classes = d.train.classes;
+  return d;
+}
+
+} // namespace gradwire::scheduler

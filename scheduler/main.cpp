@@ -1,0 +1,98 @@
+// gradwire: the command-line entry point.
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+#include "scheduler/config.hpp"
+#include "scheduler/single_run.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_sigint(int) {
+  if (g_stop.exchange(true))
+    std::_Exit(130); // second Ctrl-C: leave at once
+}
+
+constexpr const char* run_help = R"(Train as the config file says, in this process.
+
+The config is TOML with sections [experiment], [model], [data], [train]
+(`gradwire keys` lists every key, its default and meaning). Results go to
+experiment.out (default results/<experiment.name>): summary.json,
+metrics.jsonl (one record per train.log_every steps, plus one per
+evaluation) and config.toml (the fully resolved config, to rerun exactly).
+
+Ctrl-C stops after the current step and still writes the results folder.
+
+Examples:
+  gradwire run examples/default.toml
+  gradwire run examples/lenet5.toml --set train.epochs=1 --out /tmp/lenet
+  gradwire run examples/default.toml --set train.threads=2 --set model.hidden=[512,256])";
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
+               "Run topology experiments from a config file; see `gradwire run --help`."};
+  app.require_subcommand(1);
+
+  std::string config_path, out_dir;
+  std::vector<std::string> overrides;
+  bool quiet = false;
+  auto* run = app.add_subcommand("run", "train as a config file says");
+  run->footer(run_help);
+  run->add_option("config", config_path, "experiment config (TOML)")->required();
+  run->add_option("--out,-o", out_dir, "results folder (overrides experiment.out)");
+  run->add_option("--set,-s", overrides, "override a config key: --set train.epochs=1 (repeatable)")
+    ->type_name("KEY=VALUE");
+  run->add_flag("--quiet,-q", quiet, "no progress line");
+
+  auto* keys = app.add_subcommand("keys", "list every config key with its default and meaning");
+  auto* info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*keys) {
+      std::fputs(gradwire::scheduler::describe_keys().c_str(), stdout);
+      return 0;
+    }
+    if (*info) {
+      std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\n",
+                  gradwire::kernels::built_with_cuda() ? "built" : "not built",
+                  gradwire::kernels::cuda_device_count());
+      return 0;
+    }
+    auto cfg = gradwire::scheduler::load_config(config_path, overrides);
+    if (!out_dir.empty())
+      cfg.out = out_dir;
+    std::signal(SIGINT, on_sigint);
+    gradwire::scheduler::run_options opts;
+    opts.progress = !quiet;
+    opts.stop = &g_stop;
+    auto summary = gradwire::scheduler::run_single(cfg, opts);
+    auto acc = summary["final_test_accuracy"];
+    std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n",
+                cfg.name.c_str(), summary["status"].get<std::string>().c_str(),
+                summary["wall_seconds"].get<double>(), summary["samples_per_sec"].get<double>(),
+                acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(),
+                cfg.out.c_str());
+    return g_stop ? 130 : 0;
+  } catch (const gradwire::error& e) {
+    std::fprintf(stderr, "gradwire: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradwire: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,33 @@
+#pragma once
+/// @file results.hpp
+/// The results folder (see README "Results"): summary.json, metrics.jsonl
+/// and config.toml. metrics.jsonl is appended and flushed as the run goes,
+/// so an interrupted run keeps every record written so far; summary.json is
+/// written atomically (temporary file, then rename).
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+
+namespace gradwire::scheduler {
+
+class results_writer {
+public:
+  /// Creates `dir` (and parents) and starts a fresh metrics.jsonl.
+  explicit results_writer(std::string dir);
+  const std::string& dir() const { return dir_; }
+  /// Appends one JSON record as a line.
+  void metric(const nlohmann::json& record);
+  void flush() { metrics_.flush(); }
+  /// Writes `name` in the folder atomically.
+  void write_file(const std::string& name, const std::string& text) const;
+  void write_summary(const nlohmann::json& summary) const;
+
+private:
+  std::string dir_;
+  std::ofstream metrics_;
+  int unflushed_ = 0;
+};
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures (once) and builds gradwire into build/ with Ninja.
+# GRADWIRE_CUDA=OFF|ON|AUTO (default AUTO: CUDA kernels when the toolkit and cuDNN are found).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-Release} \
+    -DGRADWIRE_CUDA=${GRADWIRE_CUDA:-AUTO}
+fi
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a finished experiment:
+# installs packages, builds, and trains the default experiment in-process
+# (MLP on Fashion-MNIST). Extra arguments go to `gradwire run`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+exec build/gradwire run examples/default.toml "$@"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gradwire needs. Idempotent: when everything
+# is already installed it only checks (well under a second) and exits.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libcaf-dev libucx-dev ucx-utils capnproto libcapnp-dev
+  catch2 libtomlplusplus-dev libopenblas-dev libcli11-dev libspdlog-dev
+  libfmt-dev nlohmann-json3-dev zlib1g-dev libhwloc-dev
+  dataset-fashion-mnist
+)
+# Only for bench/ (the PyTorch side of the side-by-side benchmarks).
+BENCH_PACKAGES=(python3-torch)
+
+want=("${PACKAGES[@]}")
+if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PACKAGES[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a passed test suite:
+# installs packages, builds (CUDA kernels too when the toolkit is present),
+# and runs every test with ctest. CUDA tests skip when no GPU is found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+cd "${BUILD_DIR:-build}"
+ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
