@@ -86,7 +86,9 @@ public:
   /// y[n,k,oh,ow] = conv(x, w) (no bias).
   virtual void conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
                               void* workspace) = 0;
-  /// dw += dW; dx = dX when dx is not null.
+  /// dw += dW; dx = dX when dx is not null. `workspace` must be the one the
+  /// forward pass of the same x used, unchanged since (a backend may keep
+  /// forward intermediates in it).
   virtual void conv2d_backward(const conv_geom& g, const float* x, const float* w,
                                const float* dy, float* dx, float* dw, void* workspace) = 0;
   virtual void maxpool_forward(const pool_geom& g, const float* x, float* y,

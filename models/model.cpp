@@ -45,8 +45,13 @@ void fill_init(const param_spec& s, std::mt19937_64& rng, float* out) {
 
 } // namespace
 
-model::model(model_spec spec, kernels::device dev, std::uint64_t seed) : spec_(std::move(spec)) {
-  auto proto = make_network(spec_);
+model::model(model_spec spec, kernels::device dev, std::uint64_t seed)
+  : model([spec] { return make_network(spec); }, spec, dev, seed) {}
+
+model::model(std::function<network()> factory, model_spec spec, kernels::device dev,
+             std::uint64_t seed)
+  : spec_(std::move(spec)), factory_(std::move(factory)) {
+  auto proto = factory_();
   proto.describe(param_specs_, state_specs_);
   const auto np = layout(param_specs_, param_offsets_);
   const auto ns = layout(state_specs_, state_offsets_);
@@ -70,7 +75,7 @@ void model::init(std::uint64_t seed) {
 
 std::unique_ptr<model::replica> model::make_replica(bool owns_state) const {
   auto grads = tensor::zeros(params_.shape(), params_.dev());
-  auto r = std::make_unique<replica>(replica{make_network(spec_), grads});
+  auto r = std::make_unique<replica>(replica{factory_(), grads});
   param_binder b(param_specs_, param_offsets_, state_specs_, state_offsets_, params_, grads,
                  state_, owns_state);
   r->net.bind(b);
@@ -85,7 +90,7 @@ std::int64_t model::parameter_count() const {
 }
 
 double model::forward_flops_per_sample() const {
-  return make_network(spec_).forward_flops({spec_.channels, spec_.height, spec_.width});
+  return factory_().forward_flops({spec_.channels, spec_.height, spec_.width});
 }
 
 } // namespace gradwire::models

@@ -11,6 +11,7 @@
 #include "models/network.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,9 @@ class model {
 public:
   /// Builds the layout and the buffers on `dev`, initialised from `seed`.
   model(model_spec spec, kernels::device dev, std::uint64_t seed);
+  /// A model of any network `factory` builds (custom networks, tests);
+  /// `spec` still gives the input shape and class count.
+  model(std::function<network()> factory, model_spec spec, kernels::device dev, std::uint64_t seed);
 
   /// A network bound to this model's parameters with its own gradient
   /// buffer. Only a replica that owns_state updates BatchNorm statistics.
@@ -47,6 +51,7 @@ public:
 
 private:
   model_spec spec_;
+  std::function<network()> factory_;
   std::vector<param_spec> param_specs_, state_specs_;
   std::vector<std::size_t> param_offsets_, state_offsets_;
   tensor params_, state_;

@@ -36,10 +36,12 @@ const tensor& network::forward(const tensor& x, bool train) {
   return *h;
 }
 
-void network::backward(const tensor& dlogits) {
+tensor network::backward(const tensor& dlogits, bool input_grad) {
   const tensor* g = &dlogits;
-  for (std::size_t i = layers_.size(); i-- > first_trainable_;)
-    g = &layers_[i]->backward(*g, i > first_trainable_); // the input needs no gradient
+  const std::size_t stop = input_grad ? 0 : first_trainable_;
+  for (std::size_t i = layers_.size(); i-- > stop;)
+    g = &layers_[i]->backward(*g, input_grad || i > stop);
+  return input_grad ? *g : tensor();
 }
 
 shape_t network::output_shape(const shape_t& in) const {
@@ -80,6 +82,8 @@ layers_t build_mlp(const model_spec& s) {
 
 // LeNet-5 with ReLU and max-pooling. 28x28 inputs are padded by 2 so both
 // 28x28 (MNIST) and 32x32 (CIFAR) reach 16 x 5 x 5 before the classifier.
+// Pooling comes before the ReLU: max and ReLU commute (ReLU is monotonic),
+// so outputs and gradients equal conv-ReLU-pool, with a quarter of the ReLU work.
 layers_t build_lenet5(const model_spec& s) {
   check((s.height == 28 && s.width == 28) || (s.height == 32 && s.width == 32),
         "model.kind = \"lenet5\" needs 28x28 or 32x32 images, the dataset has " +
@@ -87,11 +91,11 @@ layers_t build_lenet5(const model_spec& s) {
   const int pad = s.height == 28 ? 2 : 0;
   layers_t l;
   l.push_back(std::make_unique<conv2d>(s.channels, 6, 5, 1, pad, true));
-  l.push_back(std::make_unique<relu>());
   l.push_back(std::make_unique<maxpool2d>(2, 2));
+  l.push_back(std::make_unique<relu>());
   l.push_back(std::make_unique<conv2d>(6, 16, 5, 1, 0, true));
-  l.push_back(std::make_unique<relu>());
   l.push_back(std::make_unique<maxpool2d>(2, 2));
+  l.push_back(std::make_unique<relu>());
   l.push_back(std::make_unique<flatten>());
   l.push_back(std::make_unique<linear>(16 * 5 * 5, 120));
   l.push_back(std::make_unique<relu>());

@@ -31,8 +31,10 @@ public:
   void bind(param_binder& b);
   /// Logits [N, classes] for x [N, C, H, W] (or [N, features]).
   const tensor& forward(const tensor& x, bool train);
-  /// Back-propagates dL/dlogits, writing every parameter gradient.
-  void backward(const tensor& dlogits);
+  /// Back-propagates dL/dlogits, writing every parameter gradient. Returns
+  /// dL/dx when `input_grad` (otherwise an undefined tensor, and the layers
+  /// below the first trainable one are skipped).
+  tensor backward(const tensor& dlogits, bool input_grad = false);
   /// Forward FLOPs for one sample of shape `sample` (no batch dimension).
   double forward_flops(const shape_t& sample) const;
   /// Output shape for input `in` (with batch dimension).

@@ -92,6 +92,18 @@ std::string nearest_of(const std::string& value, const std::vector<std::string>&
 }
 
 std::string nearest_key(const std::string& key) {
+  // Names other tools use for the same setting.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+    {"learning_rate", "lr"}, {"lr_rate", "lr"}, {"num_epochs", "epochs"}, {"n_epochs", "epochs"},
+    {"batchsize", "batch_size"}, {"bs", "batch_size"}, {"seed", "seed"}, {"num_threads", "threads"},
+    {"optim", "optimizer"}, {"wd", "weight_decay"}, {"model", "kind"}, {"arch", "kind"}};
+  const auto dot = key.rfind('.');
+  const std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+  for (const auto& [alias, real] : aliases)
+    if (leaf == alias)
+      for (const auto& k : config_schema())
+        if (k.key.size() > real.size() && k.key.compare(k.key.size() - real.size() - 1, std::string::npos, "." + real) == 0)
+          return k.key;
   std::vector<std::string> keys;
   for (const auto& k : config_schema())
     keys.push_back(k.key);

@@ -1,26 +1,50 @@
 #include "kernels/cpu/cpu_backend.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 // Convolution as im2col + GEMM, one image at a time. For image i:
 //   cols[C*R*S, OH*OW]  = im2col(x_i)
 //   y_i[K, OH*OW]       = W[K, C*R*S] * cols
-// Backward recomputes cols (cheaper in memory than caching them for the
-// whole batch, which for ResNet-20 at batch 128 would be ~1.4 GB):
 //   dW[K, CRS]         += dy_i * cols^T
 //   dcols[CRS, OH*OW]   = W^T * dy_i ;  dx_i = col2im(dcols)
-// The workspace holds cols and dcols for one image.
+// When the whole batch's columns fit in cache_limit bytes (LeNet at batch
+// 64: 5 and 4 MB), forward keeps every image's columns in the workspace and
+// backward reuses them; otherwise (ResNet-20's first stage: ~38 MB a layer)
+// backward recomputes them image by image. Workspace: cols of N images (or
+// 1), then dcols of one image.
+// Measured, LeNet-5 batch 64, one thread: caching 5.8k -> 6.7k samples/s.
+// One GEMM over the whole batch (COLS[CRS, N*PIX]) was slower (4.6k):
+// with M = 6 output channels OpenBLAS spends its time packing COLS.
 
 namespace gradwire::kernels {
 namespace {
 
-void im2col(const conv_geom& g, const float* x, float* cols) {
+/// Output columns [lo, hi) whose input column xo*stride - pad + s lies inside
+/// the image; the rest read padding.
+inline void valid_range(const conv_geom& g, int s, int ow, int& lo, int& hi) {
+  // ix = xo*stride - pad + s >= 0  <=>  xo >= ceil((pad - s) / stride)
+  lo = std::max(0, (g.pad - s + g.stride - 1) / g.stride);
+  // ix < w  <=>  xo <= (w - 1 + pad - s) / stride
+  const int last = g.w - 1 + g.pad - s;
+  hi = last < 0 ? 0 : std::min(ow, last / g.stride + 1);
+  if (g.pad - s < 0)
+    lo = 0;
+  if (hi < lo)
+    hi = lo;
+}
+
+/// cols row j starts at cols + j * ld (ld = OH*OW for one image, N*OH*OW when
+/// the batch shares one matrix).
+void im2col(const conv_geom& g, const float* x, float* cols, std::ptrdiff_t ld) {
   const int oh = g.out_h(), ow = g.out_w();
   for (int c = 0; c < g.c; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
-        float* row = cols + ((static_cast<std::ptrdiff_t>(c) * g.r + r) * g.s + s) * oh * ow;
+        float* row = cols + ((static_cast<std::ptrdiff_t>(c) * g.r + r) * g.s + s) * ld;
         const float* plane = x + static_cast<std::ptrdiff_t>(c) * g.h * g.w;
+        int lo, hi;
+        valid_range(g, s, ow, lo, hi);
         for (int y = 0; y < oh; ++y) {
           const int iy = y * g.stride - g.pad + r;
           float* out = row + y * ow;
@@ -28,62 +52,83 @@ void im2col(const conv_geom& g, const float* x, float* cols) {
             std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(ow));
             continue;
           }
-          const float* in = plane + static_cast<std::ptrdiff_t>(iy) * g.w;
-          for (int xo = 0; xo < ow; ++xo) {
-            const int ix = xo * g.stride - g.pad + s;
-            out[xo] = (ix >= 0 && ix < g.w) ? in[ix] : 0.f;
-          }
+          const float* in = plane + static_cast<std::ptrdiff_t>(iy) * g.w - g.pad + s;
+          for (int xo = 0; xo < lo; ++xo)
+            out[xo] = 0.f;
+          if (g.stride == 1) // rows are short (5-32): a loop beats a memcpy call
+            for (int xo = lo; xo < hi; ++xo)
+              out[xo] = in[xo];
+          else
+            for (int xo = lo; xo < hi; ++xo)
+              out[xo] = in[xo * g.stride];
+          for (int xo = hi; xo < ow; ++xo)
+            out[xo] = 0.f;
         }
       }
 }
 
-void col2im(const conv_geom& g, const float* cols, float* x) {
+void col2im(const conv_geom& g, const float* cols, float* x, std::ptrdiff_t ld) {
   const int oh = g.out_h(), ow = g.out_w();
   std::memset(x, 0, sizeof(float) * static_cast<std::size_t>(g.c) * g.h * g.w);
   for (int c = 0; c < g.c; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
-        const float* row = cols + ((static_cast<std::ptrdiff_t>(c) * g.r + r) * g.s + s) * oh * ow;
+        const float* row = cols + ((static_cast<std::ptrdiff_t>(c) * g.r + r) * g.s + s) * ld;
         float* plane = x + static_cast<std::ptrdiff_t>(c) * g.h * g.w;
+        int lo, hi;
+        valid_range(g, s, ow, lo, hi);
         for (int y = 0; y < oh; ++y) {
           const int iy = y * g.stride - g.pad + r;
           if (iy < 0 || iy >= g.h)
             continue;
-          float* out = plane + static_cast<std::ptrdiff_t>(iy) * g.w;
+          float* out = plane + static_cast<std::ptrdiff_t>(iy) * g.w - g.pad + s;
           const float* in = row + y * ow;
-          for (int xo = 0; xo < ow; ++xo) {
-            const int ix = xo * g.stride - g.pad + s;
-            if (ix >= 0 && ix < g.w)
-              out[ix] += in[xo];
-          }
+          if (g.stride == 1)
+            for (int xo = lo; xo < hi; ++xo)
+              out[xo] += in[xo];
+          else
+            for (int xo = lo; xo < hi; ++xo)
+              out[xo * g.stride] += in[xo];
         }
       }
 }
 
 bool is_pointwise(const conv_geom& g) { return g.r == 1 && g.s == 1 && g.stride == 1 && g.pad == 0; }
 
+constexpr std::size_t cache_limit = 16u << 20;
+
+std::size_t cols_floats(const conv_geom& g) {
+  return static_cast<std::size_t>(g.c) * g.r * g.s * g.out_h() * g.out_w();
+}
+
+/// Whether forward keeps every image's columns for backward.
+bool caches_cols(const conv_geom& g) {
+  return !is_pointwise(g) && cols_floats(g) * static_cast<std::size_t>(g.n) * sizeof(float) <= cache_limit;
+}
+
 } // namespace
 
 std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
-  const std::size_t crs = static_cast<std::size_t>(g.c) * g.r * g.s;
-  const std::size_t pix = static_cast<std::size_t>(g.out_h()) * g.out_w();
-  return is_pointwise(g) ? 0 : 2 * crs * pix * sizeof(float);
+  if (is_pointwise(g))
+    return 0;
+  const std::size_t images = caches_cols(g) ? static_cast<std::size_t>(g.n) : 1;
+  return (images + 1) * cols_floats(g) * sizeof(float);
 }
 
 void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
                                  void* workspace) {
   const int crs = g.c * g.r * g.s;
   const int pix = g.out_h() * g.out_w();
-  auto* cols = static_cast<float*>(workspace);
+  const std::ptrdiff_t in_img = static_cast<std::ptrdiff_t>(g.c) * g.h * g.w;
+  const bool cache = caches_cols(g);
   for (int i = 0; i < g.n; ++i) {
-    const float* xi = x + static_cast<std::ptrdiff_t>(i) * g.c * g.h * g.w;
-    float* yi = y + static_cast<std::ptrdiff_t>(i) * g.k * pix;
-    const float* src = xi;
+    const float* src = x + i * in_img;
     if (!is_pointwise(g)) {
-      im2col(g, xi, cols);
+      float* cols = static_cast<float*>(workspace) + (cache ? static_cast<std::size_t>(i) * cols_floats(g) : 0);
+      im2col(g, src, cols, pix);
       src = cols;
     }
-    gemm(false, false, g.k, pix, crs, 1.f, w, crs, src, pix, 0.f, yi, pix);
+    gemm(false, false, g.k, pix, crs, 1.f, w, crs, src, pix, 0.f, y + static_cast<std::ptrdiff_t>(i) * g.k * pix, pix);
   }
 }
 
@@ -91,26 +136,28 @@ void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const floa
                                   const float* dy, float* dx, float* dw, void* workspace) {
   const int crs = g.c * g.r * g.s;
   const int pix = g.out_h() * g.out_w();
-  const bool pw = is_pointwise(g);
-  auto* cols = static_cast<float*>(workspace);
-  float* dcols = pw ? nullptr : cols + static_cast<std::ptrdiff_t>(crs) * pix;
+  const std::ptrdiff_t in_img = static_cast<std::ptrdiff_t>(g.c) * g.h * g.w;
+  const bool pw = is_pointwise(g), cache = caches_cols(g);
+  auto* ws = static_cast<float*>(workspace);
+  float* dcols = pw ? nullptr : ws + (cache ? static_cast<std::size_t>(g.n) : 1) * cols_floats(g);
   for (int i = 0; i < g.n; ++i) {
-    const float* xi = x + static_cast<std::ptrdiff_t>(i) * g.c * g.h * g.w;
+    const float* src = x + i * in_img;
     const float* dyi = dy + static_cast<std::ptrdiff_t>(i) * g.k * pix;
-    const float* src = xi;
     if (!pw) {
-      im2col(g, xi, cols);
+      float* cols = ws + (cache ? static_cast<std::size_t>(i) * cols_floats(g) : 0);
+      if (!cache)
+        im2col(g, src, cols, pix);
       src = cols;
     }
     gemm(false, true, g.k, crs, pix, 1.f, dyi, pix, src, pix, 1.f, dw, crs);
     if (dx == nullptr)
       continue;
-    float* dxi = dx + static_cast<std::ptrdiff_t>(i) * g.c * g.h * g.w;
+    float* dxi = dx + i * in_img;
     if (pw) {
       gemm(true, false, crs, pix, g.k, 1.f, w, crs, dyi, pix, 0.f, dxi, pix);
     } else {
       gemm(true, false, crs, pix, g.k, 1.f, w, crs, dyi, pix, 0.f, dcols, pix);
-      col2im(g, dcols, dxi);
+      col2im(g, dcols, dxi, pix);
     }
   }
 }

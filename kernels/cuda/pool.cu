@@ -9,8 +9,9 @@ using cuda_detail::threads_per_block;
 
 // One thread per output element; argmax is the index within the (n, c) plane,
 // as in the CPU reference.
-__global__ void maxpool_fwd(pool_geom g, const float* x, float* y, std::int32_t* argmax) {
-  const int oh = g.out_h(), ow = g.out_w();
+// The geometry's out_h()/out_w() are host functions: extents come as arguments.
+__global__ void maxpool_fwd(pool_geom g, int oh, int ow, const float* x, float* y,
+                            std::int32_t* argmax) {
   const std::size_t total = static_cast<std::size_t>(g.n) * g.c * oh * ow;
   for (std::size_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
     const std::size_t plane = o / (oh * ow);
@@ -33,8 +34,8 @@ __global__ void maxpool_fwd(pool_geom g, const float* x, float* y, std::int32_t*
 }
 
 // Windows may overlap (stride < size), so scatter with atomics.
-__global__ void maxpool_bwd(pool_geom g, const float* dy, const std::int32_t* argmax, float* dx) {
-  const int opix = g.out_h() * g.out_w();
+__global__ void maxpool_bwd(pool_geom g, int opix, const float* dy, const std::int32_t* argmax,
+                            float* dx) {
   const std::size_t total = static_cast<std::size_t>(g.n) * g.c * opix;
   for (std::size_t o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
     const std::size_t plane = o / opix;
@@ -62,7 +63,8 @@ __global__ void avg_bwd(const float* dy, float* dx, std::size_t planes, int hw) 
 void cuda_backend::maxpool_forward(const pool_geom& g, const float* x, float* y,
                                    std::int32_t* argmax) {
   const std::size_t total = static_cast<std::size_t>(g.n) * g.c * g.out_h() * g.out_w();
-  maxpool_fwd<<<blocks_for(total), threads_per_block, 0, stream_>>>(g, x, y, argmax);
+  maxpool_fwd<<<blocks_for(total), threads_per_block, 0, stream_>>>(g, g.out_h(), g.out_w(), x, y,
+                                                                  argmax);
   GW_CUDA_LAUNCHED();
 }
 
@@ -71,7 +73,8 @@ void cuda_backend::maxpool_backward(const pool_geom& g, const float* dy,
   const std::size_t in_total = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   GW_CUDA(cudaMemsetAsync(dx, 0, in_total * sizeof(float), stream_));
   const std::size_t total = static_cast<std::size_t>(g.n) * g.c * g.out_h() * g.out_w();
-  maxpool_bwd<<<blocks_for(total), threads_per_block, 0, stream_>>>(g, dy, argmax, dx);
+  maxpool_bwd<<<blocks_for(total), threads_per_block, 0, stream_>>>(g, g.out_h() * g.out_w(), dy,
+                                                                  argmax, dx);
   GW_CUDA_LAUNCHED();
 }
 

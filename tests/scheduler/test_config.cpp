@@ -1,0 +1,87 @@
+// Config parsing: defaults, overrides, and errors that say where and what.
+#include "kernels/error.hpp"
+#include "scheduler/config.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gradwire;
+using namespace gradwire::scheduler;
+
+TEST_CASE("an empty config gives the documented defaults") {
+  auto c = parse_config("", "empty.toml");
+  CHECK(c.name == "default");
+  CHECK(c.out == "results/default");
+  CHECK(c.model.kind == "mlp");
+  CHECK(c.model.hidden == std::vector<int>{256, 128});
+  CHECK(c.dataset == "fashion-mnist");
+  CHECK(c.epochs == 5);
+  CHECK(c.batch_size == 64);
+  CHECK(c.opt.kind == "sgd");
+  CHECK(c.opt.lr == Approx(0.05));
+  CHECK(c.opt.momentum == Approx(0.9));
+  CHECK(c.threads == 1);
+  CHECK(c.device == "cpu");
+}
+
+TEST_CASE("values from the file and from --set, later wins") {
+  auto c = parse_config("[experiment]\nname = \"x\"\n[train]\nlr = 0.1\nepochs = 2\n[model]\nkind = \"lenet5\"\n",
+                        "a.toml", {"train.epochs=3", "model.hidden=[64, 32, 16]", "model.kind=mlp",
+                                   "train.device=cuda:1", "experiment.out=/tmp/x"});
+  CHECK(c.name == "x");
+  CHECK(c.opt.lr == Approx(0.1));
+  CHECK(c.epochs == 3);
+  CHECK(c.model.kind == "mlp");
+  CHECK(c.model.hidden == std::vector<int>{64, 32, 16});
+  CHECK(c.device == "cuda:1");
+  CHECK(c.out == "/tmp/x");
+  CHECK_THAT(c.resolved_toml, Catch::Contains("epochs = 3") && Catch::Contains("kind = 'mlp'"));
+}
+
+TEST_CASE("the resolved config parses back to the same settings") {
+  auto c = parse_config("[train]\nlr = 0.2\n", "a.toml", {"train.threads=2"});
+  auto again = parse_config(c.resolved_toml, "resolved.toml");
+  CHECK(again.opt.lr == Approx(0.2));
+  CHECK(again.threads == 2);
+  CHECK(again.out == c.out);
+}
+
+TEST_CASE("unknown keys name file, line and the nearest valid key") {
+  CHECK_THROWS_WITH(parse_config("[train]\nepochs = 1\nlr_rate = 0.1\n", "exp.toml"),
+                    Catch::Contains("exp.toml:3") && Catch::Contains("unknown key 'train.lr_rate'") &&
+                      Catch::Contains("did you mean 'train.lr'"));
+  CHECK_THROWS_WITH(parse_config("[trian]\nepochs = 1\n", "exp.toml"),
+                    Catch::Contains("unknown section [trian]") && Catch::Contains("[train]"));
+  CHECK_THROWS_WITH(parse_config("", "exp.toml", {"train.batchsize=3"}),
+                    Catch::Contains("--set train.batchsize=3") && Catch::Contains("train.batch_size"));
+}
+
+TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
+  CHECK_THROWS_WITH(parse_config("[train]\n\nepochs = \"five\"\n", "t.toml"),
+                    Catch::Contains("t.toml:3") && Catch::Contains("train.epochs must be an integer"));
+  CHECK_THROWS_WITH(parse_config("[model]\nkind = \"lenet\"\n", "t.toml"),
+                    Catch::Contains("t.toml:2") && Catch::Contains("did you mean \"lenet5\""));
+  CHECK_THROWS_WITH(parse_config("[train]\nbatch_size = 0\n", "t.toml"),
+                    Catch::Contains("t.toml:2") && Catch::Contains("train.batch_size") &&
+                      Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(parse_config("[train]\ndevice = \"gpu\"\n", "t.toml"),
+                    Catch::Contains("t.toml:2") && Catch::Contains("unknown device 'gpu'"));
+  CHECK_THROWS_WITH(parse_config("[model]\nhidden = [256, 0]\n", "t.toml"),
+                    Catch::Contains("model.hidden"));
+  CHECK_THROWS_WITH(parse_config("[train]\nlr = 1e-1\nlr = 2\n", "t.toml"),
+                    Catch::Contains("t.toml:3") && Catch::Contains("syntax error"));
+  CHECK_THROWS_WITH(parse_config("", "t.toml", {"train.lr"}), Catch::Contains("expected key=value"));
+  CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
+}
+
+TEST_CASE("gradwire keys lists every section") {
+  auto k = describe_keys();
+  for (const char* s : {"[experiment]", "[model]", "[data]", "[train]", "lr = 0.05", "fashion-mnist"})
+    CHECK_THAT(k, Catch::Contains(s));
+}
+
+TEST_CASE("the shipped example configs parse") {
+  for (const char* f : {"default.toml", "lenet5.toml", "resnet20-synthetic.toml", "mlp-2threads.toml"}) {
+    INFO(f);
+    CHECK_NOTHROW(load_config(std::string(GW_SOURCE_DIR) + "/examples/" + f));
+  }
+}

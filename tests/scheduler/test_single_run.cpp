@@ -1,0 +1,104 @@
+// A whole run through the scheduler: the results folder is complete and
+// consistent, interrupts keep what was written, bad data is a clear error.
+#include "kernels/error.hpp"
+#include "scheduler/config.hpp"
+#include "scheduler/single_run.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace gradwire;
+using namespace gradwire::scheduler;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  auto p = fs::temp_directory_path() / ("gw-run-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);)
+    out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a synthetic run writes summary.json, metrics.jsonl and config.toml") {
+  const auto out = fresh_dir("synthetic");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2000\nsynthetic_test = 500\n"
+                          "[train]\nepochs = 2\nlog_every = 10\nthreads = 2\ntarget_accuracy = 0.5\n",
+                          "t.toml", {"experiment.out=" + out});
+  run_options o;
+  o.progress = false;
+  auto s = run_single(cfg, o);
+  CHECK(s["status"] == "completed");
+  CHECK(s["steps"] == 2 * 32); // 2000 / 64 rounded up, twice
+  CHECK(s["samples"] == 4000);
+  CHECK(s["final_test_accuracy"].get<double>() > 0.5);
+  CHECK(s["time_to_target"].is_number());
+  CHECK(s["samples_per_sec"].get<double>() > 0);
+  auto on_disk = nlohmann::json::parse(std::ifstream(out + "/summary.json"));
+  CHECK(on_disk["steps"] == s["steps"]);
+  auto recs = read_jsonl(out + "/metrics.jsonl");
+  int steps = 0, evals = 0;
+  for (const auto& r : recs) {
+    if (r["type"] == "step") {
+      ++steps;
+      for (const char* k : {"time", "step", "loss", "samples", "compute_ms", "comm_ms", "wait_ms", "staleness"})
+        CHECK(r.contains(k));
+    } else {
+      CHECK(r["type"] == "eval");
+      ++evals;
+    }
+  }
+  CHECK(steps >= 6);
+  CHECK(evals == 2);
+  CHECK(fs::exists(out + "/config.toml"));
+  CHECK_NOTHROW(load_config(out + "/config.toml"));
+  fs::remove_all(out);
+}
+
+TEST_CASE("a stop request ends the run early with status interrupted and all files written") {
+  const auto out = fresh_dir("stop");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\n[train]\nepochs = 50\n", "t.toml",
+                          {"experiment.out=" + out});
+  std::atomic<bool> stop{true};
+  run_options o;
+  o.progress = false;
+  o.stop = &stop;
+  auto s = run_single(cfg, o);
+  CHECK(s["status"] == "interrupted");
+  CHECK(fs::exists(out + "/summary.json"));
+  CHECK(fs::exists(out + "/metrics.jsonl"));
+  fs::remove_all(out);
+}
+
+TEST_CASE("max_steps bounds the run") {
+  const auto out = fresh_dir("max");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\n[train]\nmax_steps = 7\nlog_every = 3\n",
+                          "t.toml", {"experiment.out=" + out});
+  run_options o;
+  o.progress = false;
+  auto s = run_single(cfg, o);
+  CHECK(s["steps"] == 7);
+  CHECK(s["final_test_accuracy"].is_number());
+  fs::remove_all(out);
+}
+
+TEST_CASE("a missing dataset folder is a clear error") {
+  auto cfg = parse_config("[data]\npath = \"/nonexistent/fmnist\"\n", "t.toml");
+  CHECK_THROWS_WITH(run_single(cfg, {}), Catch::Contains("/nonexistent/fmnist") &&
+                                           Catch::Contains("dataset-fashion-mnist"));
+  auto cifar = parse_config("[data]\ndataset = \"cifar10\"\n", "c.toml");
+  CHECK_THROWS_WITH(run_single(cifar, {}), Catch::Contains("data.path"));
+}
