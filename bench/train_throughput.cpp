@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   gradwire::kernels::backend_for(gradwire::kernels::device::cpu()); // sets OpenBLAS to 1 thread
+  if (getenv("GW_BLAS")) openblas_set_num_threads(atoi(getenv("GW_BLAS")));
   if (sgemm) {
     std::printf("sgemm_gflops=%.1f threads=%d n=%d\n", sgemm_gflops(threads, sgemm_n), threads, sgemm_n);
     return 0;

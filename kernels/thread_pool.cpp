@@ -3,7 +3,24 @@
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/error.hpp"
 
+#include <chrono>
+
 namespace gradwire::kernels {
+namespace {
+
+/// Spins until pred() holds or ~50 us pass; returns pred().
+template <typename Pred>
+bool spin_until(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  for (int i = 0;; ++i) {
+    if (pred())
+      return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline)
+      return pred();
+  }
+}
+
+} // namespace
 
 thread_pool::thread_pool(std::size_t threads) {
   for (std::size_t i = 1; i < threads; ++i)
@@ -14,6 +31,7 @@ thread_pool::~thread_pool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    generation_.fetch_add(1);
   }
   start_cv_.notify_all();
   for (auto& t : workers_)
@@ -26,24 +44,30 @@ void thread_pool::run(std::size_t n, const std::function<void(std::size_t)>& fn)
   if (n == 0)
     return;
   flush_denormals_on_this_thread();
+  if (n == 1) {
+    fn(0);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     tasks_ = n;
-    pending_ = n - 1;
     error_ = nullptr;
-    ++generation_;
+    pending_.store(n - 1);
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  if (n > 1)
-    start_cv_.notify_all();
+  start_cv_.notify_all();
   std::exception_ptr mine;
   try {
     fn(0);
   } catch (...) {
     mine = std::current_exception();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [this] { return pending_.load() == 0; });
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   job_ = nullptr;
   if (mine)
     std::rethrow_exception(mine);
@@ -55,28 +79,37 @@ void thread_pool::loop(std::size_t id) {
   flush_denormals_on_this_thread();
   std::size_t seen = 0;
   for (;;) {
-    const std::function<void(std::size_t)>* job = nullptr;
-    {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      start_cv_.wait(lock, [&] { return generation_.load() != seen; });
+    }
+    const std::function<void(std::size_t)>* job = nullptr;
+    std::size_t tasks = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       if (stop_)
         return;
-      seen = generation_;
-      if (id >= tasks_)
-        continue;
+      seen = generation_.load();
       job = job_;
+      tasks = tasks_;
     }
+    if (id >= tasks || job == nullptr)
+      continue;
     std::exception_ptr err;
     try {
       (*job)(id);
     } catch (...) {
       err = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (err && !error_)
-      error_ = err;
-    if (--pending_ == 0)
+    if (err) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_)
+        error_ = err;
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
       done_cv_.notify_one();
+    }
   }
 }
 

@@ -8,10 +8,11 @@ param_binder::param_binder(const std::vector<param_spec>& params,
                            const std::vector<std::size_t>& param_offsets,
                            const std::vector<param_spec>& state,
                            const std::vector<std::size_t>& state_offsets, tensor param_buf,
-                           tensor grad_buf, tensor state_buf, bool owns_state)
+                           tensor grad_buf, tensor state_buf, bool owns_state,
+                           kernels::thread_pool* pool)
   : params_(params), param_offsets_(param_offsets), state_(state), state_offsets_(state_offsets),
     param_buf_(std::move(param_buf)), grad_buf_(std::move(grad_buf)),
-    state_buf_(std::move(state_buf)), owns_state_(owns_state) {}
+    state_buf_(std::move(state_buf)), owns_state_(owns_state), pool_(pool) {}
 
 param_binder::bound param_binder::param(const std::string& name, const shape_t& shape) {
   check(next_param_ < params_.size(), "binding parameter '" + name + "' beyond the model layout");

@@ -12,6 +12,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
+#include "kernels/thread_pool.hpp"
 
 #include <cstdint>
 #include <string>
@@ -46,13 +47,16 @@ public:
   };
   param_binder(const std::vector<param_spec>& params, const std::vector<std::size_t>& param_offsets,
                const std::vector<param_spec>& state, const std::vector<std::size_t>& state_offsets,
-               tensor param_buf, tensor grad_buf, tensor state_buf, bool owns_state);
+               tensor param_buf, tensor grad_buf, tensor state_buf, bool owns_state,
+               kernels::thread_pool* pool = nullptr);
 
   bound param(const std::string& name, const shape_t& shape);
   /// A state view (BN running stats). Every replica may read it; only the
   /// one that owns_state() updates it, so threads never race on it.
   tensor state(const std::string& name, const shape_t& shape);
   bool owns_state() const { return owns_state_; }
+  /// Threads a layer may split its own work over (null: run serially).
+  kernels::thread_pool* pool() const { return pool_; }
   kernels::backend& be() const;
   void finish() const;
 
@@ -63,6 +67,7 @@ private:
   const std::vector<std::size_t>& state_offsets_;
   tensor param_buf_, grad_buf_, state_buf_;
   bool owns_state_;
+  kernels::thread_pool* pool_;
   std::size_t next_param_ = 0, next_state_ = 0;
 };
 
@@ -87,7 +92,10 @@ public:
     (void)params, (void)state, (void)prefix;
   }
   /// Takes views for every described tensor, in the same order.
-  virtual void bind(param_binder& b) { be_ = &b.be(); }
+  virtual void bind(param_binder& b) {
+    be_ = &b.be();
+    pool_ = b.pool();
+  }
   virtual const tensor& forward(const tensor& x, bool train) = 0;
   virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
   /// Floating-point operations of one forward pass for one sample of shape `in`.
@@ -96,6 +104,7 @@ public:
 protected:
   kernels::backend& be() const { return *be_; }
   kernels::backend* be_ = nullptr;
+  kernels::thread_pool* pool_ = nullptr;
 };
 
 } // namespace gradwire::models

@@ -73,11 +73,11 @@ void model::init(std::uint64_t seed) {
   fill(state_specs_, state_offsets_, state_);
 }
 
-std::unique_ptr<model::replica> model::make_replica(bool owns_state) const {
+std::unique_ptr<model::replica> model::make_replica(bool owns_state, kernels::thread_pool* pool) const {
   auto grads = tensor::zeros(params_.shape(), params_.dev());
   auto r = std::make_unique<replica>(replica{factory_(), grads});
   param_binder b(param_specs_, param_offsets_, state_specs_, state_offsets_, params_, grads,
-                 state_, owns_state);
+                 state_, owns_state, pool);
   r->net.bind(b);
   return r;
 }

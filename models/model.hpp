@@ -31,7 +31,8 @@ public:
     network net;
     tensor grads;
   };
-  std::unique_ptr<replica> make_replica(bool owns_state) const;
+  /// Its layers may split their work over `pool` (intra-layer parallelism).
+  std::unique_ptr<replica> make_replica(bool owns_state, kernels::thread_pool* pool = nullptr) const;
 
   /// (Re)initialises parameters and state deterministically from `seed`.
   void init(std::uint64_t seed);

@@ -30,11 +30,27 @@ tensor wrap_host(const void* p, const shape_t& shape, kernels::dtype dt) {
 
 } // namespace
 
-trainer::trainer(model& m, const optimizer_spec& opt, int threads)
+parallelism parse_parallelism(const std::string& text) {
+  if (text == "auto")
+    return parallelism::automatic;
+  if (text == "batch")
+    return parallelism::batch;
+  if (text == "layer")
+    return parallelism::layer;
+  throw error("unknown parallelism '" + text + "' (known: auto, batch, layer)");
+}
+
+trainer::trainer(model& m, const optimizer_spec& opt, int threads, parallelism how)
   : model_(m), opt_(opt, m.size(), m.dev()),
+    how_(how != parallelism::automatic ? how
+                                       : (m.spec().kind == "mlp" ? parallelism::layer : parallelism::batch)),
     pool_(static_cast<std::size_t>(m.dev().is_cpu() ? std::max(threads, 1) : 1)) {
-  for (std::size_t i = 0; i < pool_.size(); ++i)
-    replicas_.push_back(m.make_replica(i == 0));
+  if (how_ == parallelism::layer) {
+    replicas_.push_back(m.make_replica(true, &pool_));
+  } else {
+    for (std::size_t i = 0; i < pool_.size(); ++i)
+      replicas_.push_back(m.make_replica(i == 0));
+  }
   partial_.resize(replicas_.size());
   rep_dlogits_.resize(replicas_.size());
 }

@@ -2,14 +2,28 @@
 
 namespace gradwire::kernels {
 
+// ReLU loads both operands unconditionally through restrict pointers so
+// GCC vectorises it as compare + and (checked with objdump). The plain
+// `y > 0 ? dy : 0` compiled to a scalar branch (the dy load may not be
+// hoisted), mispredicted on half of the random signs: ~4 ns an element.
 void cpu_backend::relu_forward(const float* x, float* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    y[i] = x[i] > 0.f ? x[i] : 0.f;
+  const float* __restrict in = x;
+  float* __restrict out = y;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = in[i];
+    out[i] = v > 0.f ? v : 0.f;
+  }
 }
 
 void cpu_backend::relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+  const float* __restrict out = y;
+  const float* __restrict grad = dy;
+  float* __restrict res = dx;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    const float v = out[i];
+    res[i] = v > 0.f ? g : 0.f;
+  }
 }
 
 void cpu_backend::axpy(std::size_t n, float a, const float* x, float* y) {

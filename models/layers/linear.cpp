@@ -1,6 +1,7 @@
 #include "models/layers/layers.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/parallel_gemm.hpp"
 
 namespace gradwire::models {
 
@@ -27,7 +28,8 @@ const tensor& linear::forward(const tensor& x, bool) {
   const int n = static_cast<int>(x.dim(0));
   x_ = x;
   y_ = y_buf_.get(output_shape(x.shape()), x.dev());
-  be().gemm(false, true, n, out_, in_, 1.f, x.data(), in_, w_.value.data(), in_, 0.f, y_.data(), out_);
+  kernels::parallel_gemm(be(), pool_, false, true, n, out_, in_, 1.f, x.data(), in_, w_.value.data(), in_,
+                         0.f, y_.data(), out_);
   be().bias_add_rows(y_.data(), b_.value.data(), n, out_);
   return y_;
 }
@@ -35,8 +37,8 @@ const tensor& linear::forward(const tensor& x, bool) {
 const tensor& linear::backward(const tensor& dy, bool need_dx) {
   const int n = static_cast<int>(dy.dim(0));
   // dW[out, in] = dy^T[out, N] x[N, in] (overwrites: beta = 0)
-  be().gemm(true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_, 0.f,
-            w_.grad.data(), in_);
+  kernels::parallel_gemm(be(), pool_, true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_,
+                         0.f, w_.grad.data(), in_);
   be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
   be().bias_grad_rows(dy.data(), b_.grad.data(), n, out_);
   if (!need_dx) {
@@ -45,8 +47,8 @@ const tensor& linear::backward(const tensor& dy, bool need_dx) {
   }
   // dx[N, in] = dy[N, out] W[out, in]
   dx_ = dx_buf_.get({n, in_}, dy.dev());
-  be().gemm(false, false, n, in_, out_, 1.f, dy.data(), out_, w_.value.data(), in_, 0.f,
-            dx_.data(), in_);
+  kernels::parallel_gemm(be(), pool_, false, false, n, in_, out_, 1.f, dy.data(), out_,
+                         w_.value.data(), in_, 0.f, dx_.data(), in_);
   return dx_;
 }
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Training throughput, gradwire vs PyTorch, side by side in one run.
+#
+# Same models (MLP 784-256-128-10, LeNet-5), batch 64, SGD lr 0.05 momentum
+# 0.9, Fashion-MNIST, 1 and 2 threads. PyTorch runs with its default OpenMP
+# settings and with OMP_WAIT_POLICY=PASSIVE (much faster here), and the
+# better of the two is the peer. This VM drifts by up to 30%, so the two
+# sides alternate over ROUNDS rounds and medians are compared.
+#
+#   bench/train_vs_torch.sh [ROUNDS]      (needs: scripts/setup.sh --bench, a build in build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+BIN=${BUILD_DIR:-build}/gradwire-bench-train
+PY=/usr/bin/python3
+[[ -x $BIN ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
+
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+steps_for() { [[ $1 == mlp ]] && echo 3000 || echo 400; }
+
+declare -A GW TP TD
+for round in $(seq 1 "$ROUNDS"); do
+  for model in mlp lenet5; do
+    for t in 1 2; do
+      s=$(steps_for $model)
+      GW[$model,$t]+="$($BIN --model $model --threads $t --steps $s | field samples_per_sec) "
+      TP[$model,$t]+="$(OMP_WAIT_POLICY=PASSIVE $PY bench/torch_train.py --model $model --threads $t --steps $s | field samples_per_sec) "
+      TD[$model,$t]+="$($PY bench/torch_train.py --model $model --threads $t --steps $((s / 2)) | field samples_per_sec) "
+    done
+  done
+  echo "round $round/$ROUNDS done" >&2
+done
+
+declare -A SG
+for t in 1 2; do SG[$t]=$($BIN --sgemm --threads $t | field sgemm_gflops); done
+# Training FLOPs per sample: forward + weight gradients + input gradients
+# of every layer but the first (measured from the model by the bench binary
+# as forward FLOPs; the first layer's input gradient is skipped).
+flops_mlp=$((2 * (784*256 + 256*128 + 128*10) * 2 + 2 * (256*128 + 128*10)))
+
+printf "\n%-7s %3s  %12s  %12s  %12s  %7s  %s\n" model thr "gradwire/s" "torch best/s" "torch dflt/s" ratio "gradwire vs GEMM limit"
+for model in mlp lenet5; do
+  for t in 1 2; do
+    g=$(echo ${GW[$model,$t]} | tr ' ' '\n' | median)
+    p=$(echo ${TP[$model,$t]} | tr ' ' '\n' | median)
+    d=$(echo ${TD[$model,$t]} | tr ' ' '\n' | median)
+    best=$(awk -v a="$p" -v b="$d" 'BEGIN {print (a > b) ? a : b}')
+    ratio=$(awk -v g="$g" -v b="$best" 'BEGIN {printf "%.2fx", g / b}')
+    limit="-"
+    if [[ $model == mlp ]]; then
+      limit=$(awk -v g="$g" -v f="$flops_mlp" -v s="${SG[$t]}" 'BEGIN {printf "%.0f%% of %.0f GFLOP/s sgemm (%d thr)", 100 * g * f / (s * 1e9), s, '"$t"'}')
+    fi
+    printf "%-7s %3s  %12.0f  %12.0f  %12.0f  %7s  %s\n" $model $t "$g" "$p" "$d" "$ratio" "$limit"
+    eval "G_${model}_$t=$g"
+  done
+done
+printf "\ngradwire 2 threads / 1 thread: mlp %.2fx, lenet5 %.2fx\n" \
+  "$(awk -v a="$G_mlp_2" -v b="$G_mlp_1" 'BEGIN {print a / b}')" \
+  "$(awk -v a="$G_lenet5_2" -v b="$G_lenet5_1" 'BEGIN {print a / b}')"

@@ -1,0 +1,20 @@
+#pragma once
+/// @file parallel_gemm.hpp
+/// A GEMM split over a thread pool: the output is cut into one block per
+/// thread along its larger dimension (block edges on 16-element bounds) and
+/// each block is an ordinary single-threaded backend GEMM. Each thread
+/// writes only its block, so a weight gradient is written once in total
+/// rather than once per thread (as micro-batch replicas must).
+
+#include "kernels/backend.hpp"
+#include "kernels/thread_pool.hpp"
+
+namespace gradwire::kernels {
+
+/// As backend::gemm; runs serially when `pool` is null, has one thread, or
+/// the product is too small to be worth splitting.
+void parallel_gemm(backend& be, thread_pool* pool, bool trans_a, bool trans_b, int m, int n, int k,
+                   float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+                   float* c, int ldc);
+
+} // namespace gradwire::kernels
