@@ -45,11 +45,12 @@ double sgemm_gflops(int threads, int n) {
 
 int main(int argc, char** argv) {
   CLI::App app{"gradwire training-throughput benchmark"};
-  std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu";
+  std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu", parallel = "auto";
   int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512;
   bool sgemm = false;
   app.add_option("--model", model_kind, "mlp | lenet5 | resnet20");
   app.add_option("--threads", threads, "worker threads");
+  app.add_option("--parallelism", parallel, "auto | batch | layer");
   app.add_option("--batch", batch, "batch size");
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--warmup", warmup, "untimed steps first");
@@ -60,7 +61,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   gradwire::kernels::backend_for(gradwire::kernels::device::cpu()); // sets OpenBLAS to 1 thread
-  if (getenv("GW_BLAS")) openblas_set_num_threads(atoi(getenv("GW_BLAS")));
   if (sgemm) {
     std::printf("sgemm_gflops=%.1f threads=%d n=%d\n", sgemm_gflops(threads, sgemm_n), threads, sgemm_n);
     return 0;
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   gm::optimizer_spec opt;
   opt.lr = 0.05f;
   opt.momentum = 0.9f;
-  gm::trainer tr(m, opt, threads);
+  gm::trainer tr(m, opt, threads, gm::parse_parallelism(parallel));
   gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
   gm::batch bt;
   auto next = [&] {
@@ -103,9 +103,10 @@ int main(int argc, char** argv) {
   be.synchronize();
   const double s = std::chrono::duration<double>(clk::now() - t0).count();
   const double flops = m.forward_flops_per_sample();
-  std::printf("model=%s threads=%d batch=%d device=%s samples_per_sec=%.0f step_ms=%.4f "
-              "data_ms=%.4f fwd_flops_per_sample=%.0f\n",
-              model_kind.c_str(), threads, batch, device.c_str(),
+  std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s samples_per_sec=%.0f "
+              "step_ms=%.4f data_ms=%.4f fwd_flops_per_sample=%.0f\n",
+              model_kind.c_str(), threads, tr.strategy() == gm::parallelism::layer ? "layer" : "batch",
+              batch, device.c_str(),
               static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops);
   return 0;
 }

@@ -195,6 +195,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.test_subset = r.integer("data.test_subset", 0, INT64_MAX);
   c.synthetic_train = r.integer("data.synthetic_train", 1, 10'000'000);
   c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
+  c.normalize = r.boolean("data.normalize");
 
   c.epochs = static_cast<int>(r.integer("train.epochs", 1, 100000));
   c.max_steps = r.integer("train.max_steps", 0, INT64_MAX);
@@ -206,6 +207,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay", 0, 1));
   c.target_accuracy = r.number("train.target_accuracy", 0, 1);
   c.threads = static_cast<int>(r.integer("train.threads", 1, 256));
+  c.parallelism = r.str("train.parallelism");
   c.device = r.str("train.device");
   try {
     kernels::parse_device(c.device);

@@ -27,6 +27,7 @@ struct run_config {
   std::string data_path;
   std::int64_t train_subset = 0, test_subset = 0;
   std::int64_t synthetic_train = 10000, synthetic_test = 2000;
+  bool normalize = true;
 
   int epochs = 5;
   std::int64_t max_steps = 0;
@@ -34,6 +35,7 @@ struct run_config {
   models::optimizer_spec opt;
   double target_accuracy = 0;
   int threads = 1;
+  std::string parallelism = "auto";
   std::string device = "cpu";
   int log_every = 50;
   int eval_every = 1;

@@ -21,6 +21,7 @@ const std::vector<key_spec>& config_schema() {
     {"data.test_subset", vt::integer, "0", {}, "evaluate on only the first N test samples (0 = all)"},
     {"data.synthetic_train", vt::integer, "10000", {}, "training samples of a synthetic dataset"},
     {"data.synthetic_test", vt::integer, "2000", {}, "test samples of a synthetic dataset"},
+    {"data.normalize", vt::boolean, "true", {}, "standardise pixels with the training set's mean and std (else pixels / 255)"},
 
     {"train.epochs", vt::integer, "5", {}, "passes over the training set"},
     {"train.max_steps", vt::integer, "0", {}, "stop after this many steps (0 = no limit)"},
@@ -31,7 +32,9 @@ const std::vector<key_spec>& config_schema() {
     {"train.nesterov", vt::boolean, "false", {}, "SGD Nesterov momentum"},
     {"train.weight_decay", vt::number, "0.0", {}, "L2 weight decay"},
     {"train.target_accuracy", vt::number, "0.0", {}, "report time_to_target when test accuracy reaches this (0 = off)"},
-    {"train.threads", vt::integer, "1", {}, "CPU threads per worker (micro-batch replicas)"},
+    {"train.threads", vt::integer, "1", {}, "CPU threads per worker"},
+    {"train.parallelism", vt::string, "\"auto\"", {"auto", "batch", "layer"},
+     "how a worker uses its threads: batch = micro-batch replicas, layer = split GEMMs; auto = layer for MLPs, batch for conv nets"},
     {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},

@@ -2,6 +2,9 @@
 
 #include "kernels/error.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace gradwire::scheduler {
 
 data_pair load_data(run_config& cfg) {
@@ -32,6 +35,20 @@ data_pair load_data(run_config& cfg) {
   }
   d.train = d.train.head(cfg.train_subset);
   d.test = d.test.head(cfg.test_subset);
+  if (cfg.normalize) {
+    // Standardise with the training set's statistics (torchvision's
+    // Normalize): both splits, one mean and std over all pixels.
+    double s = 0, ss = 0;
+    for (float v : d.train.images) {
+      s += v;
+      ss += static_cast<double>(v) * v;
+    }
+    const double n = static_cast<double>(d.train.images.size());
+    const double mean = s / n, sd = std::sqrt(std::max(ss / n - mean * mean, 1e-12));
+    for (auto* split : {&d.train, &d.test})
+      for (float& v : split->images)
+        v = static_cast<float>((v - mean) / sd);
+  }
   cfg.model.channels = d.train.channels;
   cfg.model.height = d.train.height;
   cfg.model.width = d.train.width;

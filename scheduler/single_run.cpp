@@ -29,7 +29,7 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
   auto data = load_data(cfg);
   const auto dev = kernels::parse_device(cfg.device);
   models::model model(cfg.model, dev, cfg.seed);
-  models::trainer trainer(model, cfg.opt, cfg.threads);
+  models::trainer trainer(model, cfg.opt, cfg.threads, models::parse_parallelism(cfg.parallelism));
   models::batcher batches(data.train, models::shard_indices(data.train.size(), 0, 1, cfg.seed),
                           cfg.batch_size, cfg.seed);
   results_writer out(cfg.out);
@@ -153,6 +153,7 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
     {"dataset", cfg.dataset},
     {"device", cfg.device},
     {"threads", trainer.threads()},
+    {"parallelism", trainer.strategy() == models::parallelism::layer ? "layer" : "batch"},
     {"batch_size", cfg.batch_size},
     {"optimizer", cfg.opt.kind},
     {"lr", cfg.opt.lr},

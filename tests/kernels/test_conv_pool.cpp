@@ -54,19 +54,19 @@ TEST_CASE("conv2d backward equals the adjoint of forward") {
     for (std::size_t i = 0; i < ws_n; ++i) {
       std::vector<float> e(ws_n, 0.f);
       e[i] = 1.f;
-      auto y = gwtest::ref_conv(g, x, e);
+      auto yr = gwtest::ref_conv(g, x, e);
       double s = 0;
       for (std::size_t j = 0; j < ys; ++j)
-        s += y[j] * dy[j];
+        s += yr[j] * dy[j];
       dw_ref[i] = s;
     }
     for (std::size_t i = 0; i < xs; ++i) {
       std::vector<float> e(xs, 0.f);
       e[i] = 1.f;
-      auto y = gwtest::ref_conv(g, e, w);
+      auto yr = gwtest::ref_conv(g, e, w);
       double s = 0;
       for (std::size_t j = 0; j < ys; ++j)
-        s += y[j] * dy[j];
+        s += yr[j] * dy[j];
       dx_ref[i] = s;
     }
     check_close(dw, dw_ref, 1e-4, 1e-4);

@@ -22,9 +22,10 @@ const dataset& fashion_test() {
 }
 
 std::vector<float> train_steps(const model_spec& spec, const dataset& data, int threads, int steps,
-                               int batch_size, const optimizer_spec& opt = {}) {
+                               int batch_size, parallelism how = parallelism::batch,
+                               const optimizer_spec& opt = {}) {
   model m(spec, kernels::device::cpu(), 3);
-  trainer t(m, opt, threads);
+  trainer t(m, opt, threads, how);
   batcher b(data, shard_indices(data.size(), 0, 1, 3), batch_size, 3);
   batch bt;
   for (int i = 0; i < steps; ++i) {
@@ -37,18 +38,20 @@ std::vector<float> train_steps(const model_spec& spec, const dataset& data, int 
 
 } // namespace
 
-TEST_CASE("T replicas of b/T samples give the same parameters as one replica of b") {
-  // Sums are reassociated across replicas, so equality is to float tolerance.
+TEST_CASE("T threads give the same parameters as one, splitting the batch or the layers") {
+  // Sums are reassociated across threads, so equality is to float tolerance.
   auto data = make_synthetic(512, 1, 28, 28, 10, 1);
   for (const char* kind : {"mlp", "lenet5"}) {
     model_spec spec;
     spec.kind = kind;
     auto one = train_steps(spec, data, 1, 10, 30);
-    for (int threads : {2, 3}) {
-      INFO(kind << " with " << threads << " threads");
-      gwtest::check_close(train_steps(spec, data, threads, 10, 30), one, 1e-4, 1e-5);
-    }
+    for (auto how : {parallelism::batch, parallelism::layer})
+      for (int threads : {2, 3}) {
+        INFO(kind << " with " << threads << " threads, " << (how == parallelism::batch ? "batch" : "layer"));
+        gwtest::check_close(train_steps(spec, data, threads, 10, 30, how), one, 1e-4, 1e-5);
+      }
   }
+  CHECK_THROWS_WITH(parse_parallelism("model"), Catch::Contains("auto, batch, layer"));
 }
 
 TEST_CASE("compute_gradients + apply equals step; Adam trains") {
