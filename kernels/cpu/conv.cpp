@@ -47,12 +47,12 @@ void im2col(const conv_geom& g, const float* x, float* cols, std::ptrdiff_t ld) 
         valid_range(g, s, ow, lo, hi);
         for (int y = 0; y < oh; ++y) {
           const int iy = y * g.stride - g.pad + r;
-          float* out = row + y * ow;
+          float* __restrict out = row + y * ow;
           if (iy < 0 || iy >= g.h) {
             std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(ow));
             continue;
           }
-          const float* in = plane + static_cast<std::ptrdiff_t>(iy) * g.w - g.pad + s;
+          const float* __restrict in = plane + static_cast<std::ptrdiff_t>(iy) * g.w - g.pad + s;
           for (int xo = 0; xo < lo; ++xo)
             out[xo] = 0.f;
           if (g.stride == 1) // rows are short (5-32): a loop beats a memcpy call
@@ -81,8 +81,8 @@ void col2im(const conv_geom& g, const float* cols, float* x, std::ptrdiff_t ld) 
           const int iy = y * g.stride - g.pad + r;
           if (iy < 0 || iy >= g.h)
             continue;
-          float* out = plane + static_cast<std::ptrdiff_t>(iy) * g.w - g.pad + s;
-          const float* in = row + y * ow;
+          float* __restrict out = plane + static_cast<std::ptrdiff_t>(iy) * g.w - g.pad + s;
+          const float* __restrict in = row + y * ow;
           if (g.stride == 1)
             for (int xo = lo; xo < hi; ++xo)
               out[xo] += in[xo];

@@ -44,6 +44,7 @@ void cpu_backend::bias_grad_nchw(const float* dy, float* dbias, int n, int c, in
     for (int ch = 0; ch < c; ++ch) {
       const float* p = dy + (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
       float s = 0;
+#pragma omp simd reduction(+ : s)
       for (int j = 0; j < hw; ++j)
         s += p[j];
       dbias[ch] += s;

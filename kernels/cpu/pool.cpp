@@ -77,6 +77,7 @@ void cpu_backend::avgpool_global_forward(const float* x, float* y, int n, int c,
   for (std::ptrdiff_t p = 0; p < static_cast<std::ptrdiff_t>(n) * c; ++p) {
     const float* in = x + p * hw;
     float s = 0;
+#pragma omp simd reduction(+ : s)
     for (int i = 0; i < hw; ++i)
       s += in[i];
     y[p] = s * inv;
