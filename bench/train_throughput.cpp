@@ -102,9 +102,9 @@ int main(int argc, char** argv) {
   }
   be.synchronize();
   const double s = std::chrono::duration<double>(clk::now() - t0).count();
-  const double flops = m.forward_flops_per_sample();
+  const double flops = m.train_flops_per_sample();
   std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s samples_per_sec=%.0f "
-              "step_ms=%.4f data_ms=%.4f fwd_flops_per_sample=%.0f\n",
+              "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f\n",
               model_kind.c_str(), threads, tr.strategy() == gm::parallelism::layer ? "layer" : "batch",
               batch, device.c_str(),
               static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops);

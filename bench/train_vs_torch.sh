@@ -33,12 +33,11 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS done" >&2
 done
 
-declare -A SG
+declare -A SG FL
 for t in 1 2; do SG[$t]=$($BIN --sgemm --threads $t | field sgemm_gflops); done
-# Training FLOPs per sample: forward + weight gradients + input gradients
-# of every layer but the first (measured from the model by the bench binary
-# as forward FLOPs; the first layer's input gradient is skipped).
-flops_mlp=$((2 * (784*256 + 256*128 + 128*10) * 2 + 2 * (256*128 + 128*10)))
+# Training FLOPs per sample (forward, weight gradients, input gradients of
+# all but the first trainable layer), as the bench binary computes them.
+for model in mlp lenet5; do FL[$model]=$($BIN --model $model --steps 1 --warmup 0 | field train_flops_per_sample); done
 
 printf "\n%-7s %3s  %12s  %12s  %12s  %7s  %s\n" model thr "gradwire/s" "torch best/s" "torch dflt/s" ratio "gradwire vs GEMM limit"
 for model in mlp lenet5; do
@@ -48,10 +47,7 @@ for model in mlp lenet5; do
     d=$(echo ${TD[$model,$t]} | tr ' ' '\n' | median)
     best=$(awk -v a="$p" -v b="$d" 'BEGIN {print (a > b) ? a : b}')
     ratio=$(awk -v g="$g" -v b="$best" 'BEGIN {printf "%.2fx", g / b}')
-    limit="-"
-    if [[ $model == mlp ]]; then
-      limit=$(awk -v g="$g" -v f="$flops_mlp" -v s="${SG[$t]}" 'BEGIN {printf "%.0f%% of %.0f GFLOP/s sgemm (%d thr)", 100 * g * f / (s * 1e9), s, '"$t"'}')
-    fi
+    limit=$(awk -v g="$g" -v f="${FL[$model]}" -v s="${SG[$t]}" 'BEGIN {printf "%.0f%% of %.0f GFLOP/s sgemm (%d thr)", 100 * g * f / (s * 1e9), s, '"$t"'}')
     printf "%-7s %3s  %12.0f  %12.0f  %12.0f  %7s  %s\n" $model $t "$g" "$p" "$d" "$ratio" "$limit"
     eval "G_${model}_$t=$g"
   done

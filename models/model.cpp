@@ -89,6 +89,10 @@ std::int64_t model::parameter_count() const {
   return n;
 }
 
+double model::train_flops_per_sample() const {
+  return factory_().train_flops({spec_.channels, spec_.height, spec_.width});
+}
+
 double model::forward_flops_per_sample() const {
   return factory_().forward_flops({spec_.channels, spec_.height, spec_.width});
 }

@@ -49,6 +49,8 @@ public:
   const std::vector<std::size_t>& param_offsets() const { return param_offsets_; }
   /// Forward FLOPs for one sample; a training step costs about 3x this.
   double forward_flops_per_sample() const;
+  /// Training FLOPs for one sample (network::train_flops).
+  double train_flops_per_sample() const;
 
 private:
   model_spec spec_;

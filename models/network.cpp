@@ -62,6 +62,23 @@ double network::forward_flops(const shape_t& sample) const {
   return f;
 }
 
+double network::train_flops(const shape_t& sample) const {
+  // Each GEMM-like layer costs its forward FLOPs again for the weight
+  // gradient and again for the input gradient; the first trainable layer
+  // skips the latter (see backward()).
+  shape_t s = {1};
+  s.insert(s.end(), sample.begin(), sample.end());
+  double f = 0;
+  bool first = true;
+  for (const auto& l : layers_) {
+    const double fwd = l->forward_flops(s);
+    f += fwd * (first && fwd > 0 ? 2 : 3);
+    first = first && fwd == 0;
+    s = l->output_shape(s);
+  }
+  return f;
+}
+
 namespace {
 
 using layers_t = std::vector<std::unique_ptr<layer>>;

@@ -37,6 +37,9 @@ public:
   tensor backward(const tensor& dlogits, bool input_grad = false);
   /// Forward FLOPs for one sample of shape `sample` (no batch dimension).
   double forward_flops(const shape_t& sample) const;
+  /// FLOPs of one training step for one sample: forward, weight gradients,
+  /// and input gradients of every layer above the first trainable one.
+  double train_flops(const shape_t& sample) const;
   /// Output shape for input `in` (with batch dimension).
   shape_t output_shape(const shape_t& in) const;
 

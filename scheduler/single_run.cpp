@@ -172,7 +172,7 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
     {"time_to_target", time_to_target},
     {"staleness", {{"mean", 0}, {"p50", 0}, {"p99", 0}, {"max", 0}, {"histogram", {step}}}},
     {"per_worker", {{{"worker", 0}, {"samples_per_sec", sps}, {"steps", step}, {"batch_size", cfg.batch_size}}}},
-    {"flops_per_sample_train", 3 * model.forward_flops_per_sample()},
+    {"flops_per_sample_train", model.train_flops_per_sample()},
   };
   out.write_summary(summary);
   return summary;

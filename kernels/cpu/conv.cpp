@@ -8,12 +8,14 @@
 //   y_i[K, OH*OW]       = W[K, C*R*S] * cols
 //   dW[K, CRS]         += dy_i * cols^T
 //   dcols[CRS, OH*OW]   = W^T * dy_i ;  dx_i = col2im(dcols)
-// When the whole batch's columns fit in cache_limit bytes (LeNet at batch
-// 64: 5 and 4 MB), forward keeps every image's columns in the workspace and
-// backward reuses them; otherwise (ResNet-20's first stage: ~38 MB a layer)
-// backward recomputes them image by image. Workspace: cols of N images (or
-// 1), then dcols of one image.
-// Measured, LeNet-5 batch 64, one thread: caching 5.8k -> 6.7k samples/s.
+// When the whole batch's columns fit in cache_limit bytes, forward keeps
+// every image's columns in the workspace and backward reuses them;
+// otherwise backward recomputes them image by image (one image's columns
+// stay in L1/L2). Workspace: cols of N images (or 1), then dcols of one.
+// Measured, LeNet-5 batch 64, one thread, A/B alternating runs (min/median
+// ms a step): limit 16 MB (both convs cached) 7.58/10.18, 4 MB (only conv2's
+// 3.8 MB) 7.42/8.06, 0 (none) 6.84/9.50: within this VM's noise, so the
+// middle setting is kept. ResNet-20's first stage (~38 MB) always recomputes.
 // One GEMM over the whole batch (COLS[CRS, N*PIX]) was slower (4.6k):
 // with M = 6 output channels OpenBLAS spends its time packing COLS.
 
@@ -95,7 +97,7 @@ void col2im(const conv_geom& g, const float* cols, float* x, std::ptrdiff_t ld) 
 
 bool is_pointwise(const conv_geom& g) { return g.r == 1 && g.s == 1 && g.stride == 1 && g.pad == 0; }
 
-constexpr std::size_t cache_limit = 16u << 20;
+constexpr std::size_t cache_limit = 4u << 20;
 
 std::size_t cols_floats(const conv_geom& g) {
   return static_cast<std::size_t>(g.c) * g.r * g.s * g.out_h() * g.out_w();

@@ -129,3 +129,14 @@ TEST_CASE("ResNet-20 learns synthetic CIFAR-shaped data") {
   CHECK(r.loss < before);
   CHECK(r.accuracy >= 0.3); // chance is 0.1
 }
+
+TEST_CASE("FLOP counts: forward and training step per sample") {
+  model_spec spec; // 784-256-128-10
+  model m(spec, kernels::device::cpu(), 1);
+  const double fwd = 2.0 * (784 * 256 + 256 * 128 + 128 * 10);
+  CHECK(m.forward_flops_per_sample() == fwd);
+  // Weight gradients cost the forward again; input gradients too, except
+  // for the first layer, whose input is the data.
+  CHECK(m.train_flops_per_sample() == 2 * fwd + 2.0 * (256 * 128 + 128 * 10));
+  CHECK(m.parameter_count() == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+}
