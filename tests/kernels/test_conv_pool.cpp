@@ -122,3 +122,34 @@ TEST_CASE("global average pooling and its gradient") {
   CHECK(dx[5] == Approx(dy[0] / hw));
   CHECK(dx[static_cast<std::size_t>(n * c * hw - 1)] == Approx(dy[static_cast<std::size_t>(n * c - 1)] / hw));
 }
+
+TEST_CASE("conv2d: large batches (columns recomputed) equal small ones (columns cached)") {
+  // 8 images of ResNet's first stage make ~4.7 MB of columns, over the cache
+  // limit; 2 images stay under it. Both paths must give the same results.
+  for (int stride : {1, 2}) {
+    INFO("stride " << stride);
+    conv_geom big;
+    big.n = 8; big.c = 16; big.h = big.w = 32; big.k = 16; big.r = big.s = 3; big.stride = stride; big.pad = 1;
+    conv_geom small = big;
+    small.n = 2;
+    const auto img = static_cast<std::size_t>(big.c) * big.h * big.w;
+    const auto out_img = static_cast<std::size_t>(big.k) * big.out_h() * big.out_w();
+    const auto wsz = static_cast<std::size_t>(big.k) * big.c * 9;
+    auto x = random_vec(img * 8, 21), w = random_vec(wsz, 22), dy = random_vec(out_img * 8, 23);
+    std::vector<float> y_big(out_img * 8), dx_big(img * 8), dw_big(wsz, 0.f);
+    std::vector<char> ws_big(cpu().conv2d_workspace_bytes(big) + 1);
+    cpu().conv2d_forward(big, x.data(), w.data(), y_big.data(), ws_big.data());
+    cpu().conv2d_backward(big, x.data(), w.data(), dy.data(), dx_big.data(), dw_big.data(), ws_big.data());
+    std::vector<float> y_small(out_img * 8), dx_small(img * 8), dw_small(wsz, 0.f);
+    std::vector<char> ws_small(cpu().conv2d_workspace_bytes(small) + 1);
+    for (int part = 0; part < 4; ++part) {
+      const auto xo = img * 2 * static_cast<std::size_t>(part), yo = out_img * 2 * static_cast<std::size_t>(part);
+      cpu().conv2d_forward(small, x.data() + xo, w.data(), y_small.data() + yo, ws_small.data());
+      cpu().conv2d_backward(small, x.data() + xo, w.data(), dy.data() + yo, dx_small.data() + xo,
+                            dw_small.data(), ws_small.data());
+    }
+    check_close(y_big, y_small, 1e-5, 1e-5);
+    check_close(dx_big, dx_small, 1e-5, 1e-5);
+    check_close(dw_big, dw_small, 1e-4, 1e-4);
+  }
+}

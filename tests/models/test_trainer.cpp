@@ -107,13 +107,17 @@ TEST_CASE("LeNet-5 reaches 80% test accuracy on Fashion-MNIST in one epoch") {
   CHECK(r.accuracy >= 0.80);
 }
 
-TEST_CASE("ResNet-20 learns synthetic CIFAR-shaped data") {
-  auto train = make_synthetic(512, 3, 32, 32, 10, 4);
-  auto test = make_synthetic(256, 3, 32, 32, 10, 5);
+TEST_CASE("ResNet-20 learns synthetic CIFAR-like data") {
+  // 16x16 images keep this to ~100 steps in a few seconds. With only 32
+  // steps (an earlier version) the result swung between 0.43 accuracy and
+  // divergence on a one-ulp change in a sum: too few steps for BatchNorm's
+  // running statistics, which evaluation uses.
+  auto train = make_synthetic(1024, 3, 16, 16, 10, 4);
+  auto test = make_synthetic(512, 3, 16, 16, 10, 5);
   model_spec spec;
   spec.kind = "resnet20";
   spec.channels = 3;
-  spec.height = spec.width = 32;
+  spec.height = spec.width = 16;
   model m(spec, kernels::device::cpu(), 1);
   optimizer_spec opt;
   opt.lr = 0.02f;
@@ -121,13 +125,13 @@ TEST_CASE("ResNet-20 learns synthetic CIFAR-shaped data") {
   const double before = t.evaluate(test).loss;
   batcher b(train, shard_indices(train.size(), 0, 1, 1), 32, 1);
   batch bt;
-  for (int epoch = 0; epoch < 2; ++epoch)
+  for (int epoch = 0; epoch < 3; ++epoch)
     while (b.next(bt))
       t.step(bt.x.data(), bt.y.data(), bt.size);
   auto r = t.evaluate(test);
   INFO("loss before " << before << ", after " << r.loss << ", accuracy " << r.accuracy);
   CHECK(r.loss < before);
-  CHECK(r.accuracy >= 0.3); // chance is 0.1
+  CHECK(r.accuracy >= 0.8); // chance is 0.1
 }
 
 TEST_CASE("FLOP counts: forward and training step per sample") {
