@@ -8,9 +8,11 @@
 # sides alternate over ROUNDS rounds and medians are compared.
 #
 #   bench/train_vs_torch.sh [ROUNDS]      (needs: scripts/setup.sh --bench, a build in build/)
+#   MODELS=lenet5 bench/train_vs_torch.sh  (one model only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
+MODELS=${MODELS:-"mlp lenet5"}
 BIN=${BUILD_DIR:-build}/gradwire-bench-train
 PY=/usr/bin/python3
 [[ -x $BIN ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
@@ -22,7 +24,7 @@ steps_for() { [[ $1 == mlp ]] && echo 3000 || echo 400; }
 
 declare -A GW TP TD
 for round in $(seq 1 "$ROUNDS"); do
-  for model in mlp lenet5; do
+  for model in $MODELS; do
     for t in 1 2; do
       s=$(steps_for $model)
       GW[$model,$t]+="$($BIN --model $model --threads $t --steps $s | field samples_per_sec) "
@@ -37,10 +39,10 @@ declare -A SG FL
 for t in 1 2; do SG[$t]=$($BIN --sgemm --threads $t | field sgemm_gflops); done
 # Training FLOPs per sample (forward, weight gradients, input gradients of
 # all but the first trainable layer), as the bench binary computes them.
-for model in mlp lenet5; do FL[$model]=$($BIN --model $model --steps 1 --warmup 0 | field train_flops_per_sample); done
+for model in $MODELS; do FL[$model]=$($BIN --model $model --steps 1 --warmup 0 | field train_flops_per_sample); done
 
 printf "\n%-7s %3s  %12s  %12s  %12s  %7s  %s\n" model thr "gradwire/s" "torch best/s" "torch dflt/s" ratio "gradwire vs GEMM limit"
-for model in mlp lenet5; do
+for model in $MODELS; do
   for t in 1 2; do
     g=$(echo ${GW[$model,$t]} | tr ' ' '\n' | median)
     p=$(echo ${TP[$model,$t]} | tr ' ' '\n' | median)
@@ -52,6 +54,8 @@ for model in mlp lenet5; do
     eval "G_${model}_$t=$g"
   done
 done
-printf "\ngradwire 2 threads / 1 thread: mlp %.2fx, lenet5 %.2fx\n" \
-  "$(awk -v a="$G_mlp_2" -v b="$G_mlp_1" 'BEGIN {print a / b}')" \
-  "$(awk -v a="$G_lenet5_2" -v b="$G_lenet5_1" 'BEGIN {print a / b}')"
+echo
+for model in $MODELS; do
+  eval "a=\$G_${model}_2 b=\$G_${model}_1"
+  printf "gradwire %s: 2 threads / 1 thread = %.2fx\n" "$model" "$(awk -v a="$a" -v b="$b" 'BEGIN {print a / b}')"
+done

@@ -1,7 +1,8 @@
 #pragma once
 /// @file parallel_gemm.hpp
-/// A GEMM split over a thread pool: the output is cut into one block per
-/// thread along its larger dimension (block edges on 16-element bounds) and
+/// A GEMM split over a thread pool: the output is cut into one block of rows
+/// per thread (of columns when there are too few rows; edges on 16-element
+/// bounds) and
 /// each block is an ordinary single-threaded backend GEMM. Each thread
 /// writes only its block, so a weight gradient is written once in total
 /// rather than once per thread (as micro-batch replicas must).
