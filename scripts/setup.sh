@@ -9,6 +9,7 @@ PACKAGES=(
   catch2 libtomlplusplus-dev libopenblas-dev libcli11-dev libspdlog-dev
   libfmt-dev nlohmann-json3-dev zlib1g-dev libhwloc-dev
   dataset-fashion-mnist
+  python3   # the CLI smoke test checks summary.json with it
 )
 # Only for bench/ (the PyTorch side of the side-by-side benchmarks).
 BENCH_PACKAGES=(python3-torch)
