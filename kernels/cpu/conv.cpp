@@ -38,8 +38,51 @@ inline void valid_range(const conv_geom& g, int s, int ow, int& lo, int& hi) {
 
 /// cols row j starts at cols + j * ld (ld = OH*OW for one image, N*OH*OW when
 /// the batch shares one matrix).
+/// im2col for stride 1 and "same" width (ow == w, LeNet's first layer):
+/// each tap's rows are one contiguous run of the input shifted by
+/// (r - pad) rows and (s - pad) columns, so it is one memcpy plus zeroing
+/// the |s - pad| edge columns of each row, instead of a loop per row.
+void im2col_same_width(const conv_geom& g, const float* x, float* cols, std::ptrdiff_t ld) {
+  const int oh = g.out_h(), ow = g.out_w();
+  const std::ptrdiff_t plane_len = static_cast<std::ptrdiff_t>(g.h) * g.w;
+  for (int c = 0; c < g.c; ++c)
+    for (int r = 0; r < g.r; ++r)
+      for (int s = 0; s < g.s; ++s) {
+        float* row = cols + ((static_cast<std::ptrdiff_t>(c) * g.r + r) * g.s + s) * ld;
+        const float* plane = x + static_cast<std::ptrdiff_t>(c) * plane_len;
+        const int shift = s - g.pad;
+        const int y0 = std::max(0, g.pad - r), y1 = std::min(oh, g.h + g.pad - r);
+        if (y1 <= y0) {
+          std::memset(row, 0, sizeof(float) * static_cast<std::size_t>(oh) * ow);
+          continue;
+        }
+        std::memset(row, 0, sizeof(float) * static_cast<std::size_t>(y0) * ow);
+        std::memset(row + static_cast<std::ptrdiff_t>(y1) * ow, 0, sizeof(float) * static_cast<std::size_t>(oh - y1) * ow);
+        // Output [y0*ow, y1*ow) <- input from (y0 + r - pad) * w + shift, clipped to the plane.
+        std::ptrdiff_t begin = 0, end = static_cast<std::ptrdiff_t>(y1 - y0) * ow;
+        const std::ptrdiff_t base = static_cast<std::ptrdiff_t>(y0 + r - g.pad) * g.w + shift;
+        begin = std::max(begin, -base);
+        end = std::min(end, plane_len - base);
+        float* out = row + static_cast<std::ptrdiff_t>(y0) * ow;
+        if (end > begin)
+          std::memcpy(out + begin, plane + base + begin, sizeof(float) * static_cast<std::size_t>(end - begin));
+        // Columns that read across a row edge (and the clipped ends) are padding.
+        for (int y = 0; y < y1 - y0; ++y) {
+          float* o = out + static_cast<std::ptrdiff_t>(y) * ow;
+          for (int xo = 0; xo < -shift; ++xo)
+            o[xo] = 0.f;
+          for (int xo = ow - shift; xo < ow; ++xo)
+            o[xo] = 0.f;
+        }
+      }
+}
+
 void im2col(const conv_geom& g, const float* x, float* cols, std::ptrdiff_t ld) {
   const int oh = g.out_h(), ow = g.out_w();
+  if (g.stride == 1 && ow == g.w && ld == static_cast<std::ptrdiff_t>(oh) * ow) {
+    im2col_same_width(g, x, cols, ld);
+    return;
+  }
   for (int c = 0; c < g.c; ++c)
     for (int r = 0; r < g.r; ++r)
       for (int s = 0; s < g.s; ++s) {
