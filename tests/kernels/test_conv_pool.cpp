@@ -49,26 +49,22 @@ TEST_CASE("conv2d backward equals the adjoint of forward") {
     std::vector<float> y(ys);
     cpu().conv2d_forward(g, x.data(), w.data(), y.data(), ws.data()); // backward may reuse its workspace
     cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), dx.data(), dw.data(), ws.data());
-    // dw[k,c,r,s] = sum over n, oy, ox of dy * x (shifted): probe each weight with a unit vector.
-    std::vector<double> dw_ref(ws_n), dx_ref(xs);
-    for (std::size_t i = 0; i < ws_n; ++i) {
-      std::vector<float> e(ws_n, 0.f);
-      e[i] = 1.f;
-      auto yr = gwtest::ref_conv(g, x, e);
-      double s = 0;
-      for (std::size_t j = 0; j < ys; ++j)
-        s += yr[j] * dy[j];
-      dw_ref[i] = s;
-    }
-    for (std::size_t i = 0; i < xs; ++i) {
-      std::vector<float> e(xs, 0.f);
-      e[i] = 1.f;
-      auto yr = gwtest::ref_conv(g, e, w);
-      double s = 0;
-      for (std::size_t j = 0; j < ys; ++j)
-        s += yr[j] * dy[j];
-      dx_ref[i] = s;
-    }
+    // <dy, conv(x, e_i)> for a unit vector e_i in the weights is dw[i]; in
+    // the input, dx[i]: probe every element.
+    auto probe = [&](std::size_t n, bool weights) {
+      std::vector<double> out(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::vector<float> e(n, 0.f);
+        e[i] = 1.f;
+        auto yr = weights ? gwtest::ref_conv(g, x, e) : gwtest::ref_conv(g, e, w);
+        double s = 0;
+        for (std::size_t j = 0; j < ys; ++j)
+          s += yr[j] * dy[j];
+        out[i] = s;
+      }
+      return out;
+    };
+    auto dw_ref = probe(ws_n, true), dx_ref = probe(xs, false);
     check_close(dw, dw_ref, 1e-4, 1e-4);
     check_close(dx, dx_ref, 1e-4, 1e-4);
   }
