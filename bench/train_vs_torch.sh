@@ -25,9 +25,14 @@ steps_for() { [[ $1 == mlp ]] && echo 3000 || echo 400; }
 declare -A GW TP TD
 for round in $(seq 1 "$ROUNDS"); do
   for model in $MODELS; do
+    s=$(steps_for $model)
+    # gradwire's 1- and 2-thread runs back to back, so that drift between
+    # them does not land in its scaling ratio; each is also interleaved
+    # with PyTorch's runs for the side-by-side ratio.
     for t in 1 2; do
-      s=$(steps_for $model)
       GW[$model,$t]+="$($BIN --model $model --threads $t --steps $s | field samples_per_sec) "
+    done
+    for t in 1 2; do
       TP[$model,$t]+="$(OMP_WAIT_POLICY=PASSIVE $PY bench/torch_train.py --model $model --threads $t --steps $s | field samples_per_sec) "
       TD[$model,$t]+="$($PY bench/torch_train.py --model $model --threads $t --steps $((s / 2)) | field samples_per_sec) "
     done
