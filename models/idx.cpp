@@ -113,7 +113,9 @@ dataset load_mnist_dir(const std::string& dir, bool train, const std::string& na
                          : " (set data.path to a folder with the IDX files)";
     throw error("dataset " + name + ": " + stem + "[.gz] not found in " + dir + hint);
   };
-  auto d = load_idx(find(prefix + "-images-idx3-ubyte"), find(prefix + "-labels-idx1-ubyte"));
+  const auto images = find(prefix + "-images-idx3-ubyte"); // images first, for the message
+  const auto labels = find(prefix + "-labels-idx1-ubyte");
+  auto d = load_idx(images, labels);
   d.name = name;
   return d;
 }

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace gradwire::scheduler {
@@ -87,7 +88,7 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
 
 /// Sets dotted `key` in `root` to the value parsed from `text` (TOML syntax,
 /// or a bare word taken as a string).
-void apply_override(toml::table& root, const std::string& arg) {
+void apply_override(toml::table& root, const std::string& arg, std::set<std::string>& overridden) {
   const auto eq = arg.find('=');
   check(eq != std::string::npos && eq > 0, "--set " + arg + ": expected key=value");
   const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
@@ -113,12 +114,14 @@ void apply_override(toml::table& root, const std::string& arg) {
     check(t != nullptr, loc + ": " + part + " is not a table");
   }
   t->insert_or_assign(key.substr(start), *parsed.get("v"));
+  overridden.insert(key);
 }
 
 /// Reads `key` from the merged table, falling back to the schema default.
 struct reader {
   const toml::table& root;
   const std::string& source;
+  const std::set<std::string>& overridden; // keys set by --set
   std::map<std::string, toml::table> defaults; // parsed schema defaults, kept alive
 
   const toml::node& get(const std::string& key) {
@@ -133,6 +136,8 @@ struct reader {
     return *it->second.get("v");
   }
   std::string loc(const std::string& key) {
+    if (overridden.count(key))
+      return "--set " + key;
     if (const auto* n = root.at_path(key).node())
       return where(source, *n) + ": " + key;
     return source + ": " + key + " (default)";
@@ -166,10 +171,11 @@ run_config parse_config(const std::string& text, const std::string& source,
                 std::string(e.description()));
   }
   walk(root, "", source);
+  std::set<std::string> overridden;
   for (const auto& o : overrides)
-    apply_override(root, o);
+    apply_override(root, o, overridden);
 
-  reader r{root, source, {}};
+  reader r{root, source, overridden, {}};
   run_config c;
   c.source = source;
   c.name = r.str("experiment.name");

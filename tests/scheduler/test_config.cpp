@@ -70,6 +70,8 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
   CHECK_THROWS_WITH(parse_config("[train]\nlr = 1e-1\nlr = 2\n", "t.toml"),
                     Catch::Contains("t.toml:3") && Catch::Contains("syntax error"));
   CHECK_THROWS_WITH(parse_config("", "t.toml", {"train.lr"}), Catch::Contains("expected key=value"));
+  CHECK_THROWS_WITH(parse_config("[train]\nthreads = 2\n", "t.toml", {"train.threads=0"}),
+                    Catch::Contains("--set train.threads = 0 is out of range"));
   CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
 }
 
