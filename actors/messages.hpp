@@ -1,0 +1,52 @@
+#pragma once
+/// @file messages.hpp
+/// The message vocabulary between gradwire's actors (DESIGN.md). Tensor
+/// payloads are kernels::tensor values: reference-counted views, so a
+/// message carries a pointer, never a copy of the floats. A sender hands
+/// over a tensor it will not write again (a fresh snapshot or gradient
+/// buffer); the transport layer encodes these at process boundaries.
+///
+/// | message | from -> to | payload | reply |
+/// |---|---|---|---|
+/// | pull   | worker -> shard | min_version | (version, parameter slice) |
+/// | push   | worker -> shard | base_version, step, gradient slice | (staleness, version) |
+/// | stats  | anyone -> shard | | (version, staleness histogram) |
+/// | fetch  | anyone -> shard | | (version, parameter slice) |
+/// | done   | worker -> coordinator | worker_report | |
+
+#include "kernels/tensor.hpp"
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace gradwire::actors {
+
+using pull_atom = caf::atom_constant<caf::atom("pull")>;
+using push_atom = caf::atom_constant<caf::atom("push")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+
+/// A parameter or gradient slice, passed by reference count.
+using slice = kernels::tensor;
+
+/// What a worker reports when it finishes (or fails).
+struct worker_report {
+  int rank = 0;
+  std::int64_t steps = 0, samples = 0;
+  double seconds = 0, compute_seconds = 0, comm_seconds = 0;
+  double last_loss = 0;            ///< mean loss of the last logged window
+  std::vector<std::int64_t> staleness; ///< one entry per applied push
+  std::string error;               ///< empty on success
+};
+
+/// Counts of staleness values 0, 1, 2, ... (index = staleness).
+using histogram = std::vector<std::int64_t>;
+
+} // namespace gradwire::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::kernels::tensor)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::actors::worker_report)

@@ -1,0 +1,118 @@
+#include "actors/ps_shard.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/denormals.hpp"
+
+#include <cstring>
+
+namespace gradwire::actors {
+namespace {
+
+struct pending_pull {
+  std::int64_t min_version;
+  caf::response_promise promise;
+};
+
+struct shard_state {
+  shard_config cfg;
+  slice params;               ///< the shard's own copy
+  slice sum;                  ///< sync: gradients summed for this version
+  int pushed = 0;             ///< sync: pushes received for this version
+  std::int64_t version = 0;
+  std::unique_ptr<models::optimizer> opt;
+  std::vector<pending_pull> waiting;
+  histogram staleness;
+  static inline const char* name = "ps_shard";
+};
+
+using shard_actor = caf::stateful_actor<shard_state>;
+
+std::size_t len(const shard_state& s) { return s.cfg.end - s.cfg.begin; }
+
+/// A snapshot the receiver may keep while the shard moves on.
+slice snapshot(const shard_state& s) {
+  auto out = slice::empty({static_cast<std::int64_t>(len(s))});
+  std::memcpy(out.data(), s.params.data(), len(s) * sizeof(float));
+  return out;
+}
+
+void record(shard_state& s, std::int64_t staleness) {
+  const auto i = static_cast<std::size_t>(std::max<std::int64_t>(0, staleness));
+  if (s.staleness.size() <= i)
+    s.staleness.resize(i + 1, 0);
+  ++s.staleness[i];
+}
+
+void apply(shard_state& s, const float* grad, float lr_scale) {
+  kernels::flush_denormals_on_this_thread();
+  s.opt->begin_step();
+  s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
+  ++s.version;
+}
+
+caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
+  auto& s = self->state;
+  s.cfg = cfg;
+  s.params = initial;
+  s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
+  if (cfg.sync)
+    s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
+  return {
+    [=](pull_atom, std::int64_t min_version) -> caf::result<std::int64_t, slice> {
+      auto& st = self->state;
+      if (st.version >= min_version)
+        return {st.version, snapshot(st)};
+      auto rp = self->make_response_promise();
+      st.waiting.push_back({min_version, rp});
+      return rp;
+    },
+    [=](push_atom, std::int64_t base_version, std::int64_t, slice grad)
+      -> caf::result<std::int64_t, std::int64_t> {
+      auto& st = self->state;
+      if (static_cast<std::size_t>(grad.numel()) != len(st))
+        return caf::make_error(caf::sec::invalid_argument,
+                               "shard " + std::to_string(st.cfg.id) + ": gradient of " +
+                                 std::to_string(grad.numel()) + " floats for a slice of " +
+                                 std::to_string(len(st)));
+      const std::int64_t staleness = st.version - base_version;
+      record(st, staleness);
+      if (!st.cfg.sync) {
+        const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
+        apply(st, grad.data(), scale);
+        return {staleness, st.version};
+      }
+      auto& be = kernels::backend_for(kernels::device::cpu());
+      be.axpy(len(st), 1.f, grad.data(), st.sum.data());
+      if (++st.pushed == st.cfg.workers) {
+        be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
+        apply(st, st.sum.data(), 1.f);
+        be.fill(st.sum.data(), len(st), 0.f);
+        st.pushed = 0;
+        // Answer the pulls this version satisfies.
+        std::vector<pending_pull> still;
+        for (auto& p : st.waiting) {
+          if (p.min_version <= st.version)
+            p.promise.deliver(st.version, snapshot(st));
+          else
+            still.push_back(std::move(p));
+        }
+        st.waiting = std::move(still);
+      }
+      return {staleness, st.version};
+    },
+    [=](stats_atom) -> caf::result<std::int64_t, histogram> {
+      return {self->state.version, self->state.staleness};
+    },
+    [=](fetch_atom) -> caf::result<std::int64_t, slice> {
+      return {self->state.version, snapshot(self->state)};
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial) {
+  return sys.spawn(shard_behavior, cfg, std::move(initial));
+}
+
+} // namespace gradwire::actors

@@ -1,0 +1,34 @@
+#pragma once
+/// @file ps_shard.hpp
+/// A parameter-server shard: owns the range [begin, end) of the model's
+/// parameter buffer and the optimizer state for it.
+///
+/// sync:  gradients of a version are summed until all `workers` have
+///        pushed; their mean is applied once and the version advances.
+///        A pull for a version not reached yet is answered when it is.
+/// async: each push is applied at once; its staleness (the shard's version
+///        when applied minus the version the worker read) is recorded and
+///        optionally divides the learning rate (staleness-aware lr).
+
+#include "actors/messages.hpp"
+#include "models/optimizer.hpp"
+
+#include <caf/all.hpp>
+
+#include <cstddef>
+
+namespace gradwire::actors {
+
+struct shard_config {
+  int id = 0;
+  std::size_t begin = 0, end = 0; ///< range in the model's parameter buffer
+  int workers = 1;
+  bool sync = true;
+  bool staleness_lr = false;      ///< async: lr / max(1, staleness)
+  models::optimizer_spec opt;
+};
+
+/// Spawns a shard starting from `initial` (a host slice of end - begin floats).
+caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial);
+
+} // namespace gradwire::actors

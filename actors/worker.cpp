@@ -1,0 +1,154 @@
+#include "actors/worker.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+#include "models/batcher.hpp"
+#include "models/model.hpp"
+
+#include <cstring>
+#include <memory>
+
+namespace gradwire::actors {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct worker_state {
+  worker_config cfg;
+  std::unique_ptr<models::model> model;
+  std::unique_ptr<models::trainer> trainer;
+  std::unique_ptr<models::batcher> batches;
+  models::batch bt;
+  std::int64_t step = 0;
+  std::size_t pending = 0;
+  std::vector<std::int64_t> base_version;
+  worker_report report;
+  clock_type::time_point start, phase;
+  double loss_sum = 0;
+  std::int64_t loss_samples = 0;
+  static inline const char* name = "worker";
+};
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+double since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+void finish(worker_actor* self, std::string error = {}) {
+  auto& st = self->state;
+  st.report.rank = st.cfg.rank;
+  st.report.steps = st.step;
+  st.report.seconds = since(st.start);
+  st.report.last_loss = st.loss_samples ? st.loss_sum / static_cast<double>(st.loss_samples) : 0;
+  st.report.error = std::move(error);
+  self->send(st.cfg.report_to, done_atom::value, st.report);
+  self->quit();
+}
+
+/// Next full batch; partial batches at the end of an epoch are skipped so
+/// that every step of every worker has the same size.
+void next_batch(worker_state& st) {
+  for (int tries = 0; tries < 3; ++tries)
+    if (st.batches->next(st.bt) && st.bt.size == st.cfg.batch_size)
+      return;
+  throw gradwire::error("worker " + std::to_string(st.cfg.rank) + ": its data shard holds no full batch of " +
+              std::to_string(st.cfg.batch_size));
+}
+
+void begin_step(worker_actor* self);
+
+void compute_and_push(worker_actor* self) {
+  auto& st = self->state;
+  st.report.comm_seconds += since(st.phase);
+  const auto t0 = clock_type::now();
+  try {
+    next_batch(st);
+  } catch (const gradwire::error& ex) {
+    finish(self, ex.what());
+    return;
+  }
+  auto r = st.trainer->compute_gradients(st.bt.x.data(), st.bt.y.data(), st.bt.size);
+  st.loss_sum += r.loss_sum;
+  st.loss_samples += r.samples;
+  st.report.samples += r.samples;
+  const float* g = st.trainer->gradients().data();
+  st.report.compute_seconds += since(t0);
+  st.phase = clock_type::now();
+  st.pending = st.cfg.shards.size();
+  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
+    const auto [b, e] = st.cfg.ranges[i];
+    auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
+    std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
+    self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.base_version[i], st.step, grad)
+      .then(
+        [=](std::int64_t staleness, std::int64_t) {
+          auto& s = self->state;
+          s.report.staleness.push_back(staleness);
+          if (--s.pending == 0) {
+            ++s.step;
+            begin_step(self);
+          }
+        },
+        [=](caf::error& err) {
+          finish(self, "worker " + std::to_string(self->state.cfg.rank) + ": push to shard " +
+                         std::to_string(i) + " failed: " + self->system().render(err));
+        });
+  }
+}
+
+void begin_step(worker_actor* self) {
+  auto& st = self->state;
+  if (st.step >= st.cfg.steps) {
+    finish(self);
+    return;
+  }
+  st.phase = clock_type::now();
+  st.pending = st.cfg.shards.size();
+  const std::int64_t want = st.cfg.sync ? st.step : 0;
+  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
+    self->request(st.cfg.shards[i], st.cfg.timeout, pull_atom::value, want)
+      .then(
+        [=](std::int64_t version, slice params) {
+          auto& s = self->state;
+          const auto [b, e] = s.cfg.ranges[i];
+          std::memcpy(s.model->params().data() + b, params.data(), (e - b) * sizeof(float));
+          s.base_version[i] = version;
+          if (--s.pending == 0)
+            compute_and_push(self);
+        },
+        [=](caf::error& err) {
+          finish(self, "worker " + std::to_string(self->state.cfg.rank) + ": no parameters from shard " +
+                         std::to_string(i) + " (" + self->system().render(err) + ")");
+        });
+  }
+}
+
+caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.start = clock_type::now();
+  st.base_version.assign(st.cfg.shards.size(), 0);
+  try {
+    st.model = std::make_unique<models::model>(st.cfg.spec, kernels::device::cpu(), st.cfg.seed);
+    st.trainer = std::make_unique<models::trainer>(*st.model, models::optimizer_spec{}, st.cfg.threads, st.cfg.how);
+    st.batches = std::make_unique<models::batcher>(
+      *st.cfg.data, models::shard_indices(st.cfg.data->size(), st.cfg.rank, st.cfg.world, st.cfg.seed),
+      st.cfg.batch_size, st.cfg.seed + static_cast<std::uint64_t>(st.cfg.rank));
+  } catch (const std::exception& e) {
+    finish(self, "worker " + std::to_string(st.cfg.rank) + ": " + e.what());
+    return {};
+  }
+  self->send(self, step_atom::value);
+  return {
+    [=](step_atom) { begin_step(self); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
+  return sys.spawn<caf::detached>(worker_behavior, std::move(cfg));
+}
+
+} // namespace gradwire::actors

@@ -1,0 +1,43 @@
+#pragma once
+/// @file worker.hpp
+/// A worker: a model replica and its shard of the data. Each step it pulls
+/// every parameter-server shard's slice, computes the gradient of one batch,
+/// and pushes each shard its slice of the gradient. It runs detached (its
+/// own thread), so computing never holds up the scheduler threads that
+/// deliver other actors' messages. Every request has a timeout; a missing
+/// reply ends the worker with an error naming the shard and the rank.
+
+#include "actors/messages.hpp"
+#include "models/dataset.hpp"
+#include "models/network.hpp"
+#include "models/trainer.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace gradwire::actors {
+
+struct worker_config {
+  int rank = 0, world = 1;
+  std::vector<caf::actor> shards;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges; ///< each shard's [begin, end)
+  models::model_spec spec;
+  int threads = 1;
+  models::parallelism how = models::parallelism::automatic;
+  int batch_size = 64;
+  std::int64_t steps = 0; ///< full batches to run (epochs wrap around)
+  std::uint64_t seed = 1;
+  bool sync = true;       ///< pull the version of the current step, not any
+  const models::dataset* data = nullptr; ///< shared, read-only
+  caf::actor report_to;   ///< receives (done_atom, worker_report)
+  std::chrono::milliseconds timeout{60000};
+};
+
+/// Spawns a detached worker that starts at once and reports when done.
+caf::actor spawn_worker(caf::actor_system& sys, worker_config cfg);
+
+} // namespace gradwire::actors

@@ -1,0 +1,49 @@
+#pragma once
+/// @file ps_topology.hpp
+/// Wires a parameter-server topology in one process: M shards over even
+/// ranges of the parameter buffer, N workers each with its shard of the
+/// data, and waits (bounded) for every worker to report.
+
+#include "actors/messages.hpp"
+#include "models/dataset.hpp"
+#include "models/network.hpp"
+#include "models/optimizer.hpp"
+#include "models/trainer.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+struct ps_setup {
+  models::model_spec spec;
+  models::optimizer_spec opt;
+  int workers = 2, shards = 1;
+  bool sync = true;
+  bool staleness_lr = false;
+  int batch_size = 64;
+  std::int64_t steps = 100; ///< per worker
+  int threads = 1;          ///< per worker
+  models::parallelism how = models::parallelism::automatic;
+  std::uint64_t seed = 1;
+  std::chrono::milliseconds timeout{60000}; ///< per request, and for each worker's report
+};
+
+struct ps_outcome {
+  std::vector<float> params; ///< the shards' final parameters, whole buffer
+  std::vector<actors::worker_report> reports; ///< by rank
+  actors::histogram staleness;                ///< summed over shards
+  double seconds = 0;
+};
+
+/// Even ranges of a buffer of `n` floats for `parts` shards (16-aligned edges).
+std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int parts);
+
+/// Runs the topology on `data`; throws gradwire::error naming the rank or
+/// shard when a worker fails or does not report within the timeout.
+ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
+                                const models::dataset& data);
+
+} // namespace gradwire::scheduler
