@@ -220,6 +220,11 @@ run_config parse_config(const std::string& text, const std::string& source,
   } catch (const error& e) {
     throw error(r.loc("train.device") + ": " + e.what());
   }
+  c.topology = r.str("topology.kind");
+  c.mode = r.str("topology.mode");
+  c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
+  c.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
+  c.staleness_lr = r.boolean("topology.staleness_lr");
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
 

@@ -37,6 +37,10 @@ struct run_config {
   int threads = 1;
   std::string parallelism = "auto";
   std::string device = "cpu";
+  std::string topology = "single";
+  std::string mode = "sync";
+  int workers = 2, shards = 1;
+  bool staleness_lr = false;
   int log_every = 50;
   int eval_every = 1;
 

@@ -36,6 +36,13 @@ const std::vector<key_spec>& config_schema() {
     {"train.parallelism", vt::string, "\"auto\"", {"auto", "batch", "layer"},
      "how a worker uses its threads: batch = micro-batch replicas, layer = split GEMMs; auto = layer for MLPs, batch for conv nets"},
     {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
+    {"topology.kind", vt::string, "\"single\"", {"single", "parameter-server"},
+     "single: one worker in this process; parameter-server: workers and shards as actors"},
+    {"topology.mode", vt::string, "\"sync\"", {"sync", "async"},
+     "parameter-server: sync waits for every worker each step; async applies each push at once"},
+    {"topology.workers", vt::integer, "2", {}, "parameter-server: number of workers"},
+    {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards"},
+    {"topology.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
   };

@@ -2,6 +2,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/config.hpp"
+#include "scheduler/ps_run.hpp"
 #include "scheduler/single_run.hpp"
 
 #include <CLI/CLI.hpp>
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
     gradwire::scheduler::run_options opts;
     opts.progress = !quiet;
     opts.stop = &g_stop;
-    auto summary = gradwire::scheduler::run_single(cfg, opts);
+    auto summary = cfg.topology == "parameter-server" ? gradwire::scheduler::run_ps(cfg, opts)
+                                                      : gradwire::scheduler::run_single(cfg, opts);
     auto acc = summary["final_test_accuracy"];
     std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n",
                 cfg.name.c_str(), summary["status"].get<std::string>().c_str(),

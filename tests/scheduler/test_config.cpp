@@ -82,7 +82,7 @@ TEST_CASE("gradwire keys lists every section") {
 }
 
 TEST_CASE("the shipped example configs parse") {
-  for (const char* f : {"default.toml", "lenet5.toml", "resnet20-synthetic.toml", "mlp-2threads.toml"}) {
+  for (const char* f : {"default.toml", "lenet5.toml", "resnet20-synthetic.toml", "mlp-2threads.toml", "ps-async.toml"}) {
     INFO(f);
     CHECK_NOTHROW(load_config(std::string(GW_SOURCE_DIR) + "/examples/" + f));
   }

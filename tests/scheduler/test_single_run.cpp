@@ -2,6 +2,7 @@
 // consistent, interrupts keep what was written, bad data is a clear error.
 #include "kernels/error.hpp"
 #include "scheduler/config.hpp"
+#include "scheduler/ps_run.hpp"
 #include "scheduler/single_run.hpp"
 
 #include <catch2/catch.hpp>
@@ -101,4 +102,42 @@ TEST_CASE("a missing dataset folder is a clear error") {
                                            Catch::Contains("dataset-fashion-mnist"));
   auto cifar = parse_config("[data]\ndataset = \"cifar10\"\n", "c.toml");
   CHECK_THROWS_WITH(run_single(cifar, {}), Catch::Contains("data.path"));
+}
+
+TEST_CASE("a parameter-server run writes the results folder with staleness statistics") {
+  for (const char* mode : {"sync", "async"}) {
+    INFO(mode);
+    const auto out = fresh_dir(std::string("ps-") + mode);
+    auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 500\n"
+                            "[topology]\nkind = \"parameter-server\"\nworkers = 3\nshards = 2\n"
+                            "[train]\nepochs = 2\nbatch_size = 32\nmomentum = 0.0\n",
+                            "t.toml", {"experiment.out=" + out, std::string("topology.mode=") + mode});
+    run_options o;
+    o.progress = false;
+    auto s = run_ps(cfg, o);
+    CHECK(s["topology"] == "parameter-server");
+    CHECK(s["workers"] == 3);
+    CHECK(s["steps_per_worker"] == 2 * (2048 / 3 / 32));
+    CHECK(s["samples"] == 3 * 2 * (2048 / 3 / 32) * 32);
+    CHECK(s["final_test_accuracy"].get<double>() > 0.5);
+    CHECK(s["staleness"]["count"] == 3 * 2 * s["steps_per_worker"].get<std::int64_t>());
+    if (std::string(mode) == "sync")
+      CHECK(s["staleness"]["max"] == 0);
+    CHECK(s["per_worker"].size() == 3);
+    CHECK(fs::exists(out + "/summary.json"));
+    int workers = 0;
+    for (const auto& r : read_jsonl(out + "/metrics.jsonl"))
+      workers += r["type"] == "worker";
+    CHECK(workers == 3);
+    fs::remove_all(out);
+  }
+}
+
+TEST_CASE("staleness summary: mean, quantiles and max from a histogram") {
+  auto s = staleness_summary({10, 0, 5, 0, 1});
+  CHECK(s["count"] == 16);
+  CHECK(s["mean"].get<double>() == Approx((0 * 10 + 2 * 5 + 4 * 1) / 16.0));
+  CHECK(s["p50"] == 0);
+  CHECK(s["p99"] == 4);
+  CHECK(s["max"] == 4);
 }

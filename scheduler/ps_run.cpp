@@ -1,0 +1,144 @@
+#include "scheduler/ps_run.hpp"
+
+#include "kernels/error.hpp"
+#include "models/model.hpp"
+#include "scheduler/data_source.hpp"
+#include "scheduler/progress.hpp"
+#include "scheduler/ps_topology.hpp"
+#include "scheduler/results.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace gradwire::scheduler {
+
+nlohmann::json staleness_summary(const std::vector<std::int64_t>& h) {
+  std::int64_t n = 0;
+  double sum = 0;
+  for (std::size_t k = 0; k < h.size(); ++k) {
+    n += h[k];
+    sum += static_cast<double>(k) * static_cast<double>(h[k]);
+  }
+  auto quantile = [&](double q) -> std::int64_t {
+    std::int64_t seen = 0;
+    for (std::size_t k = 0; k < h.size(); ++k) {
+      seen += h[k];
+      if (static_cast<double>(seen) >= q * static_cast<double>(n))
+        return static_cast<std::int64_t>(k);
+    }
+    return 0;
+  };
+  std::int64_t max = 0;
+  for (std::size_t k = 0; k < h.size(); ++k)
+    if (h[k] > 0)
+      max = static_cast<std::int64_t>(k);
+  return {{"mean", n ? sum / static_cast<double>(n) : 0.0}, {"p50", quantile(0.5)},
+          {"p99", quantile(0.99)}, {"max", max}, {"histogram", h}, {"count", n}};
+}
+
+nlohmann::json run_ps(run_config cfg, const run_options& opts) {
+  const auto t_start = std::chrono::steady_clock::now();
+  progress_line progress(opts.progress);
+  auto data = load_data(cfg);
+  check(cfg.device == "cpu", cfg.source + ": train.device = \"" + cfg.device +
+                               "\": the parameter-server topology runs on the CPU for now");
+  ps_setup setup;
+  setup.spec = cfg.model;
+  setup.opt = cfg.opt;
+  setup.workers = cfg.workers;
+  setup.shards = cfg.shards;
+  setup.sync = cfg.mode == "sync";
+  setup.staleness_lr = cfg.staleness_lr;
+  setup.batch_size = cfg.batch_size;
+  setup.threads = cfg.threads;
+  setup.how = models::parse_parallelism(cfg.parallelism);
+  setup.seed = cfg.seed;
+  // Every worker runs the same number of full batches (sync needs it).
+  const std::int64_t per_worker = data.train.size() / cfg.workers;
+  const std::int64_t per_epoch = per_worker / cfg.batch_size;
+  check(per_epoch >= 1, cfg.source + ": each of the " + std::to_string(cfg.workers) + " workers gets " +
+                          std::to_string(per_worker) + " samples, fewer than train.batch_size = " +
+                          std::to_string(cfg.batch_size));
+  setup.steps = per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0)
+    setup.steps = std::min(setup.steps, cfg.max_steps);
+
+  results_writer out(cfg.out);
+  out.write_file("config.toml", cfg.resolved_toml);
+  progress.note(fmt::format("gradwire: {} | parameter server, {}, {} worker(s) x {} thread(s), {} shard(s) | {} | {} "
+                            "steps per worker | results in {}",
+                            cfg.name, cfg.mode, cfg.workers, cfg.threads, cfg.shards, cfg.model.kind,
+                            setup.steps, cfg.out));
+  caf::actor_system_config sys_cfg;
+  sys_cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{sys_cfg};
+  auto res = run_parameter_server(sys, setup, data.train);
+
+  models::model final_model(cfg.model, kernels::device::cpu(), cfg.seed);
+  std::copy(res.params.begin(), res.params.end(), final_model.params().data());
+  models::trainer evaluator(final_model, cfg.opt, cfg.threads);
+  auto eval = evaluator.evaluate(data.test);
+
+  std::int64_t samples = 0;
+  double loss = 0;
+  nlohmann::json per_worker_json = nlohmann::json::array();
+  for (const auto& rep : res.reports) {
+    samples += rep.samples;
+    loss += rep.last_loss / static_cast<double>(res.reports.size());
+    std::vector<std::int64_t> h;
+    for (auto v : rep.staleness) {
+      if (h.size() <= static_cast<std::size_t>(v))
+        h.resize(static_cast<std::size_t>(v) + 1, 0);
+      ++h[static_cast<std::size_t>(v)];
+    }
+    nlohmann::json w = {{"worker", rep.rank},
+                        {"steps", rep.steps},
+                        {"samples", rep.samples},
+                        {"samples_per_sec", rep.seconds > 0 ? static_cast<double>(rep.samples) / rep.seconds : 0},
+                        {"compute_seconds", rep.compute_seconds},
+                        {"comm_seconds", rep.comm_seconds},
+                        {"final_loss", rep.last_loss},
+                        {"staleness", staleness_summary(h)}};
+    nlohmann::json record = {{"type", "worker"}, {"time", rep.seconds}};
+    record.update(w);
+    out.metric(record);
+    per_worker_json.push_back(w);
+  }
+  out.metric({{"type", "eval"}, {"time", res.seconds}, {"test_accuracy", eval.accuracy}, {"test_loss", eval.loss}});
+  out.flush();
+  nlohmann::json summary = {
+    {"name", cfg.name},
+    {"status", "completed"},
+    {"topology", "parameter-server"},
+    {"mode", cfg.mode},
+    {"workers", cfg.workers},
+    {"shards", cfg.shards},
+    {"model", cfg.model.kind},
+    {"parameters", final_model.parameter_count()},
+    {"dataset", cfg.dataset},
+    {"threads_per_worker", cfg.threads},
+    {"batch_size", cfg.batch_size},
+    {"optimizer", cfg.opt.kind},
+    {"lr", cfg.opt.lr},
+    {"staleness_lr", cfg.staleness_lr},
+    {"steps_per_worker", setup.steps},
+    {"samples", samples},
+    {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()},
+    {"train_seconds", res.seconds},
+    {"samples_per_sec", res.seconds > 0 ? static_cast<double>(samples) / res.seconds : 0},
+    {"final_loss", loss},
+    {"final_test_accuracy", eval.accuracy},
+    {"final_test_loss", eval.loss},
+    {"target_accuracy", nullptr},
+    {"time_to_target", nullptr},
+    {"staleness", staleness_summary(res.staleness)},
+    {"per_worker", per_worker_json},
+  };
+  out.write_summary(summary);
+  progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}",
+                            100 * eval.accuracy, eval.loss, summary["staleness"]["mean"].get<double>()));
+  return summary;
+}
+
+} // namespace gradwire::scheduler
