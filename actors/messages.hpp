@@ -9,7 +9,7 @@
 /// | message | from -> to | payload | reply |
 /// |---|---|---|---|
 /// | pull   | worker -> shard | min_version | (version, parameter slice) |
-/// | push   | worker -> shard | base_version, step, gradient slice | (staleness, version) |
+/// | push   | worker -> shard | base_version, step, samples, gradient slice (mean over samples) | (staleness, version) |
 /// | stats  | anyone -> shard | | (version, staleness histogram) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
 /// | done   | worker -> coordinator | worker_report | |

@@ -18,6 +18,7 @@ struct shard_state {
   slice params;               ///< the shard's own copy
   slice sum;                  ///< sync: gradients summed for this version
   int pushed = 0;             ///< sync: pushes received for this version
+  std::int64_t samples = 0;   ///< sync: samples behind them
   std::int64_t version = 0;
   std::unique_ptr<models::optimizer> opt;
   std::vector<pending_pull> waiting;
@@ -66,7 +67,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       st.waiting.push_back({min_version, rp});
       return rp;
     },
-    [=](push_atom, std::int64_t base_version, std::int64_t, slice grad)
+    [=](push_atom, std::int64_t base_version, std::int64_t, std::int64_t samples, slice grad)
       -> caf::result<std::int64_t, std::int64_t> {
       auto& st = self->state;
       if (static_cast<std::size_t>(grad.numel()) != len(st))
@@ -82,9 +83,11 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
         return {staleness, st.version};
       }
       auto& be = kernels::backend_for(kernels::device::cpu());
-      be.axpy(len(st), 1.f, grad.data(), st.sum.data());
+      be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
+      st.samples += samples;
       if (++st.pushed == st.cfg.workers) {
-        be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
+        be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
+        st.samples = 0;
         apply(st, st.sum.data(), 1.f);
         be.fill(st.sum.data(), len(st), 0.f);
         st.pushed = 0;

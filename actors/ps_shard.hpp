@@ -3,8 +3,10 @@
 /// A parameter-server shard: owns the range [begin, end) of the model's
 /// parameter buffer and the optimizer state for it.
 ///
-/// sync:  gradients of a version are summed until all `workers` have
-///        pushed; their mean is applied once and the version advances.
+/// sync:  gradients of a version are summed, weighted by each push's sample
+///        count, until all `workers` have pushed; the mean over all their
+///        samples is applied once and the version advances (workers of
+///        different batch sizes together equal one batch of all samples).
 ///        A pull for a version not reached yet is answered when it is.
 /// async: each push is applied at once; its staleness (the shard's version
 ///        when applied minus the version the worker read) is recorded and

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <thread>
 
 namespace gradwire::actors {
 namespace {
@@ -73,6 +74,8 @@ void compute_and_push(worker_actor* self) {
   st.loss_samples += r.samples;
   st.report.samples += r.samples;
   const float* g = st.trainer->gradients().data();
+  if (st.cfg.slowdown > 1.0)
+    std::this_thread::sleep_for(std::chrono::duration<double>((st.cfg.slowdown - 1.0) * since(t0)));
   st.report.compute_seconds += since(t0);
   st.phase = clock_type::now();
   st.pending = st.cfg.shards.size();
@@ -80,7 +83,8 @@ void compute_and_push(worker_actor* self) {
     const auto [b, e] = st.cfg.ranges[i];
     auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
     std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
-    self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.base_version[i], st.step, grad)
+    self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.base_version[i], st.step,
+                  static_cast<std::int64_t>(st.bt.size), grad)
       .then(
         [=](std::int64_t staleness, std::int64_t) {
           auto& s = self->state;

@@ -29,6 +29,9 @@ struct worker_config {
   int threads = 1;
   models::parallelism how = models::parallelism::automatic;
   int batch_size = 64;
+  /// Emulated slower node: after computing a batch in t seconds the worker
+  /// waits (slowdown - 1) * t more (1 = full speed).
+  double slowdown = 1.0;
   std::int64_t steps = 0; ///< full batches to run (epochs wrap around)
   std::uint64_t seed = 1;
   bool sync = true;       ///< pull the version of the current step, not any

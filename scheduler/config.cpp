@@ -68,6 +68,7 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
   for (const auto& [k, v] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const auto* sub = v.as_table()) {
+      check(key != "nodes", where(source, v) + ": write [[nodes]] (an array of tables, one per group of workers), not [nodes]");
       bool known_section = false;
       for (const auto& s : config_schema())
         known_section = known_section || s.key.rfind(key + ".", 0) == 0;
@@ -80,6 +81,13 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
                     (near.empty() ? "" : " (did you mean [" + near + "]?)"));
       }
       walk(*sub, key, source);
+    } else if (const auto* arr = v.as_array(); arr && key == "nodes") {
+      // [[nodes]]: an array of tables, each checked against nodes.*
+      for (const auto& elem : *arr) {
+        const auto* group = elem.as_table();
+        check(group != nullptr, where(source, elem) + ": [[nodes]] entries must be tables");
+        walk(*group, key, source);
+      }
     } else {
       check_leaf(key, v, where(source, v));
     }
@@ -225,12 +233,35 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
   c.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
   c.staleness_lr = r.boolean("topology.staleness_lr");
+  if (const auto* groups = root.get_as<toml::array>("nodes")) {
+    int total = 0;
+    for (std::size_t i = 0; i < groups->size(); ++i) {
+      const auto& t = *groups->get(i)->as_table();
+      const std::string loc = where(source, *groups->get(i)) + ": [[nodes]] #" + std::to_string(i + 1);
+      node_group g;
+      g.name = t["name"].value_or(std::string("group") + std::to_string(i));
+      g.count = static_cast<int>(t["count"].value_or(std::int64_t{1}));
+      g.slowdown = t["slowdown"].value_or(1.0);
+      g.batch_size = static_cast<int>(t["batch_size"].value_or(std::int64_t{0}));
+      check(g.count >= 1 && g.count <= 1024, loc + ": count must be in [1, 1024]");
+      check(g.slowdown >= 1.0 && g.slowdown <= 1000.0, loc + ": slowdown must be in [1, 1000]");
+      check(g.batch_size >= 0 && g.batch_size <= (1 << 20), loc + ": batch_size must be in [0, 1048576]");
+      total += g.count;
+      c.nodes.push_back(g);
+    }
+    check(total == c.workers, source + ": the [[nodes]] groups describe " + std::to_string(total) +
+                                " worker(s) but topology.workers = " + std::to_string(c.workers));
+    check(c.topology == "parameter-server",
+          source + ": [[nodes]] needs topology.kind = \"parameter-server\" (a single worker has no groups)");
+  }
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
 
   // Resolved config: every schema key with its effective value.
   toml::table resolved;
   for (const auto& k : config_schema()) {
+    if (k.key.rfind("nodes.", 0) == 0)
+      continue; // per group, below
     const auto dot = k.key.find('.');
     const auto section = k.key.substr(0, dot);
     if (!resolved.contains(section))
@@ -238,6 +269,13 @@ run_config parse_config(const std::string& text, const std::string& source,
     resolved.get(section)->as_table()->insert_or_assign(k.key.substr(dot + 1), r.get(k.key));
   }
   resolved["experiment"].as_table()->insert_or_assign("out", c.out);
+  if (!c.nodes.empty()) {
+    toml::array groups;
+    for (const auto& g : c.nodes)
+      groups.push_back(toml::table{{"name", g.name}, {"count", g.count}, {"slowdown", g.slowdown},
+                                   {"batch_size", g.batch_size}});
+    resolved.insert_or_assign("nodes", std::move(groups));
+  }
   std::ostringstream os;
   os << resolved;
   c.resolved_toml = os.str() + "\n";

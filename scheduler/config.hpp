@@ -14,6 +14,14 @@
 
 namespace gradwire::scheduler {
 
+/// A [[nodes]] group: `count` workers alike.
+struct node_group {
+  std::string name;
+  int count = 1;
+  double slowdown = 1.0;
+  int batch_size = 0; ///< 0: train.batch_size
+};
+
 struct run_config {
   std::string source; ///< file the config came from (for messages)
 
@@ -41,6 +49,7 @@ struct run_config {
   std::string mode = "sync";
   int workers = 2, shards = 1;
   bool staleness_lr = false;
+  std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;
   int eval_every = 1;
 

@@ -43,6 +43,10 @@ const std::vector<key_spec>& config_schema() {
     {"topology.workers", vt::integer, "2", {}, "parameter-server: number of workers"},
     {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards"},
     {"topology.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
+    {"nodes.name", vt::string, "\"\"", {}, "[[nodes]]: a group of workers: its name (default group<i>)"},
+    {"nodes.count", vt::integer, "1", {}, "[[nodes]]: workers in the group (the groups' counts add up to topology.workers)"},
+    {"nodes.slowdown", vt::number, "1.0", {}, "[[nodes]]: compute-time multiplier emulating a slower node (1 = full speed)"},
+    {"nodes.batch_size", vt::integer, "0", {}, "[[nodes]]: the group's batch size (0 = train.batch_size)"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
   };

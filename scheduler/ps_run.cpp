@@ -54,12 +54,21 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   setup.threads = cfg.threads;
   setup.how = models::parse_parallelism(cfg.parallelism);
   setup.seed = cfg.seed;
-  // Every worker runs the same number of full batches (sync needs it).
+  for (const auto& g : cfg.nodes)
+    for (int i = 0; i < g.count; ++i) {
+      setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
+      setup.worker_slowdown.push_back(g.slowdown);
+    }
+  // Every worker runs the same number of full batches (sync needs it): as
+  // many as the worker with the largest batch has in an epoch.
+  int largest = cfg.batch_size;
+  for (int b : setup.worker_batch)
+    largest = std::max(largest, b);
   const std::int64_t per_worker = data.train.size() / cfg.workers;
-  const std::int64_t per_epoch = per_worker / cfg.batch_size;
+  const std::int64_t per_epoch = per_worker / largest;
   check(per_epoch >= 1, cfg.source + ": each of the " + std::to_string(cfg.workers) + " workers gets " +
-                          std::to_string(per_worker) + " samples, fewer than train.batch_size = " +
-                          std::to_string(cfg.batch_size));
+                          std::to_string(per_worker) + " samples, fewer than its batch size " +
+                          std::to_string(largest));
   setup.steps = per_epoch * cfg.epochs;
   if (cfg.max_steps > 0)
     setup.steps = std::min(setup.steps, cfg.max_steps);
@@ -92,7 +101,10 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
         h.resize(static_cast<std::size_t>(v) + 1, 0);
       ++h[static_cast<std::size_t>(v)];
     }
+    const auto ri = static_cast<std::size_t>(rep.rank);
     nlohmann::json w = {{"worker", rep.rank},
+                        {"batch_size", ri < setup.worker_batch.size() ? setup.worker_batch[ri] : cfg.batch_size},
+                        {"slowdown", ri < setup.worker_slowdown.size() ? setup.worker_slowdown[ri] : 1.0},
                         {"steps", rep.steps},
                         {"samples", rep.samples},
                         {"samples_per_sec", rep.seconds > 0 ? static_cast<double>(rep.samples) / rep.seconds : 0},

@@ -53,7 +53,9 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
     wc.spec = setup.spec;
     wc.threads = setup.threads;
     wc.how = setup.how;
-    wc.batch_size = setup.batch_size;
+    const auto ri = static_cast<std::size_t>(r);
+    wc.batch_size = ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size;
+    wc.slowdown = ri < setup.worker_slowdown.size() ? setup.worker_slowdown[ri] : 1.0;
     wc.steps = setup.steps;
     wc.seed = setup.seed;
     wc.sync = setup.sync;

@@ -24,6 +24,9 @@ struct ps_setup {
   bool sync = true;
   bool staleness_lr = false;
   int batch_size = 64;
+  /// Per worker (by rank), overriding batch_size and 1.0 when not empty.
+  std::vector<int> worker_batch;
+  std::vector<double> worker_slowdown;
   std::int64_t steps = 100; ///< per worker
   int threads = 1;          ///< per worker
   models::parallelism how = models::parallelism::automatic;

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <numeric>
 
 using namespace gradwire;
@@ -116,6 +117,56 @@ TEST_CASE("async PS: every push applied once, staleness recorded, loss falls") {
   trainer tb(before, setup.opt, 1), ta(after, setup.opt, 1);
   INFO("loss before " << tb.evaluate(data, 1000).loss << ", after " << ta.evaluate(data, 1000).loss << ", mean staleness " << mean_staleness(out.staleness));
   CHECK(ta.evaluate(data, 1000).loss < 0.8 * tb.evaluate(data, 1000).loss);
+}
+
+TEST_CASE("sync PS with unequal batch sizes equals one batch of all their samples") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 6);
+  auto setup = small_setup(2, 2, true);
+  setup.worker_batch = {16, 48};
+  setup.steps = 6;
+  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  model ref(setup.spec, kernels::device::cpu(), setup.seed);
+  trainer t(ref, setup.opt, 1);
+  std::vector<std::unique_ptr<batcher>> feeds;
+  for (int r = 0; r < 2; ++r)
+    feeds.push_back(std::make_unique<batcher>(data, shard_indices(data.size(), r, 2, setup.seed),
+                                              setup.worker_batch[static_cast<std::size_t>(r)],
+                                              setup.seed + static_cast<std::uint64_t>(r)));
+  for (int step = 0; step < setup.steps; ++step) {
+    batch joint, part;
+    for (auto& f : feeds) {
+      REQUIRE(f->next(part));
+      joint.x.insert(joint.x.end(), part.x.begin(), part.x.end());
+      joint.y.insert(joint.y.end(), part.y.begin(), part.y.end());
+      joint.size += part.size;
+    }
+    t.step(joint.x.data(), joint.y.data(), joint.size);
+  }
+  gwtest::check_close(out.params, ref.params().to_vector(), 1e-4, 1e-5);
+  CHECK(out.reports[1].samples == 3 * out.reports[0].samples);
+}
+
+TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
+  actor_env env;
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 7);
+  auto setup = small_setup(3, 1, false);
+  setup.spec.hidden = {256, 128}; // compute (what slowdown multiplies) must dominate messaging
+  setup.batch_size = 64;
+  setup.opt.momentum = 0.f;
+  setup.steps = 12;
+  setup.worker_slowdown = {1.0, 1.0, 6.0};
+  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  auto max_of = [](const std::vector<std::int64_t>& v) {
+    return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
+  };
+  const auto fast = std::max(max_of(out.reports[0].staleness), max_of(out.reports[1].staleness));
+  const auto slow = max_of(out.reports[2].staleness);
+  INFO("max staleness: fast workers " << fast << ", slow worker " << slow);
+  // While the slow worker computes one batch, the two fast ones push ~10
+  // times. (Its mean is diluted: once the fast workers are done, its last
+  // pushes meet no one.)
+  CHECK(slow > 2 * std::max<std::int64_t>(fast, 1));
 }
 
 TEST_CASE("a worker that cannot run ends the run with an error naming its rank") {

@@ -75,6 +75,27 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
   CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
 }
 
+TEST_CASE("[[nodes]] groups: parsed, counted, and checked") {
+  const std::string topo = "[topology]\nkind = \"parameter-server\"\nworkers = 4\n";
+  auto c = parse_config(topo + "[[nodes]]\nname = \"fast\"\ncount = 2\n[[nodes]]\nname = \"slow\"\ncount = 2\n"
+                              "slowdown = 3.0\nbatch_size = 32\n", "n.toml");
+  REQUIRE(c.nodes.size() == 2);
+  CHECK(c.nodes[1].name == "slow");
+  CHECK(c.nodes[1].slowdown == 3.0);
+  CHECK(c.nodes[1].batch_size == 32);
+  CHECK(c.nodes[0].batch_size == 0);
+  CHECK_THAT(c.resolved_toml, Catch::Contains("[[nodes]]"));
+  CHECK(parse_config(c.resolved_toml, "resolved.toml").nodes.size() == 2);
+  CHECK_THROWS_WITH(parse_config(topo + "[[nodes]]\ncount = 3\n", "n.toml"),
+                    Catch::Contains("describe 3 worker(s) but topology.workers = 4"));
+  CHECK_THROWS_WITH(parse_config(topo + "[[nodes]]\ncount = 4\nslowness = 2\n", "n.toml"),
+                    Catch::Contains("n.toml:6") && Catch::Contains("did you mean 'nodes.slowdown'"));
+  CHECK_THROWS_WITH(parse_config(topo + "[[nodes]]\ncount = 4\nslowdown = 0.5\n", "n.toml"),
+                    Catch::Contains("slowdown must be in [1, 1000]"));
+  CHECK_THROWS_WITH(parse_config(topo + "[nodes]\ncount = 4\n", "n.toml"), Catch::Contains("write [[nodes]]"));
+  CHECK_THROWS_WITH(parse_config("[[nodes]]\ncount = 2\n", "n.toml"), Catch::Contains("parameter-server"));
+}
+
 TEST_CASE("gradwire keys lists every section") {
   auto k = describe_keys();
   for (const char* s : {"[experiment]", "[model]", "[data]", "[train]", "lr = 0.05", "fashion-mnist"})
@@ -82,7 +103,8 @@ TEST_CASE("gradwire keys lists every section") {
 }
 
 TEST_CASE("the shipped example configs parse") {
-  for (const char* f : {"default.toml", "lenet5.toml", "resnet20-synthetic.toml", "mlp-2threads.toml", "ps-async.toml"}) {
+  for (const char* f : {"default.toml", "lenet5.toml", "resnet20-synthetic.toml", "mlp-2threads.toml", "ps-async.toml",
+                        "ps-heterogeneous.toml"}) {
     INFO(f);
     CHECK_NOTHROW(load_config(std::string(GW_SOURCE_DIR) + "/examples/" + f));
   }
