@@ -51,12 +51,24 @@ void apply(shard_state& s, const float* grad, float lr_scale) {
   ++s.version;
 }
 
+/// Answers the waiting pulls the current version satisfies.
+void answer_pulls(shard_state& st) {
+  std::vector<pending_pull> still;
+  for (auto& p : st.waiting) {
+    if (p.min_version <= st.version)
+      p.promise.deliver(st.version, snapshot(st));
+    else
+      still.push_back(std::move(p));
+  }
+  st.waiting = std::move(still);
+}
+
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
   auto& s = self->state;
   s.cfg = cfg;
   s.params = initial;
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
-  if (cfg.sync)
+  if (cfg.sync || cfg.average)
     s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
   return {
     [=](pull_atom, std::int64_t min_version) -> caf::result<std::int64_t, slice> {
@@ -76,13 +88,25 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
                                  std::to_string(grad.numel()) + " floats for a slice of " +
                                  std::to_string(len(st)));
       const std::int64_t staleness = st.version - base_version;
+      auto& be = kernels::backend_for(kernels::device::cpu());
+      if (st.cfg.average) {
+        be.axpy(len(st), 1.f, grad.data(), st.sum.data());
+        if (++st.pushed == st.cfg.workers) {
+          be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
+          std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
+          be.fill(st.sum.data(), len(st), 0.f);
+          st.pushed = 0;
+          ++st.version;
+          answer_pulls(st);
+        }
+        return {staleness, st.version};
+      }
       record(st, staleness);
       if (!st.cfg.sync) {
         const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
         apply(st, grad.data(), scale);
         return {staleness, st.version};
       }
-      auto& be = kernels::backend_for(kernels::device::cpu());
       be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
       st.samples += samples;
       if (++st.pushed == st.cfg.workers) {
@@ -91,15 +115,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
         apply(st, st.sum.data(), 1.f);
         be.fill(st.sum.data(), len(st), 0.f);
         st.pushed = 0;
-        // Answer the pulls this version satisfies.
-        std::vector<pending_pull> still;
-        for (auto& p : st.waiting) {
-          if (p.min_version <= st.version)
-            p.promise.deliver(st.version, snapshot(st));
-          else
-            still.push_back(std::move(p));
-        }
-        st.waiting = std::move(still);
+        answer_pulls(st);
       }
       return {staleness, st.version};
     },

@@ -11,6 +11,9 @@
 /// async: each push is applied at once; its staleness (the shard's version
 ///        when applied minus the version the worker read) is recorded and
 ///        optionally divides the learning rate (staleness-aware lr).
+/// average (local SGD): pushes carry parameters, not gradients; once all
+///        workers have pushed, the shard's slice becomes their mean and
+///        the version advances. No optimizer runs here.
 
 #include "actors/messages.hpp"
 #include "models/optimizer.hpp"
@@ -27,6 +30,7 @@ struct shard_config {
   int workers = 1;
   bool sync = true;
   bool staleness_lr = false;      ///< async: lr / max(1, staleness)
+  bool average = false;           ///< local SGD: average pushed parameters
   models::optimizer_spec opt;
 };
 

@@ -73,10 +73,17 @@ void compute_and_push(worker_actor* self) {
   st.loss_sum += r.loss_sum;
   st.loss_samples += r.samples;
   st.report.samples += r.samples;
-  const float* g = st.trainer->gradients().data();
+  if (st.cfg.local_steps > 0)
+    st.trainer->apply();
+  const float* g = st.cfg.local_steps > 0 ? st.model->params().data() : st.trainer->gradients().data();
   if (st.cfg.slowdown > 1.0)
     std::this_thread::sleep_for(std::chrono::duration<double>((st.cfg.slowdown - 1.0) * since(t0)));
   st.report.compute_seconds += since(t0);
+  if (st.cfg.local_steps > 0 && (st.step + 1) % st.cfg.local_steps != 0 && st.step + 1 < st.cfg.steps) {
+    ++st.step; // a local step: no exchange
+    self->send(self, step_atom::value);
+    return;
+  }
   st.phase = clock_type::now();
   st.pending = st.cfg.shards.size();
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
@@ -107,9 +114,16 @@ void begin_step(worker_actor* self) {
     finish(self);
     return;
   }
+  if (st.cfg.local_steps > 0 && st.step % st.cfg.local_steps != 0) {
+    st.phase = clock_type::now(); // no communication in this step
+    compute_and_push(self);       // inside a round: keep training the local replica
+    return;
+  }
   st.phase = clock_type::now();
   st.pending = st.cfg.shards.size();
-  const std::int64_t want = st.cfg.sync ? st.step : 0;
+  const std::int64_t want = st.cfg.local_steps > 0 ? st.step / st.cfg.local_steps
+                            : st.cfg.sync          ? st.step
+                                                   : 0;
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
     self->request(st.cfg.shards[i], st.cfg.timeout, pull_atom::value, want)
       .then(
@@ -135,7 +149,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   st.base_version.assign(st.cfg.shards.size(), 0);
   try {
     st.model = std::make_unique<models::model>(st.cfg.spec, kernels::device::cpu(), st.cfg.seed);
-    st.trainer = std::make_unique<models::trainer>(*st.model, models::optimizer_spec{}, st.cfg.threads, st.cfg.how);
+    st.trainer = std::make_unique<models::trainer>(*st.model, st.cfg.opt, st.cfg.threads, st.cfg.how);
     st.batches = std::make_unique<models::batcher>(
       *st.cfg.data, models::shard_indices(st.cfg.data->size(), st.cfg.rank, st.cfg.world, st.cfg.seed),
       st.cfg.batch_size, st.cfg.seed + static_cast<std::uint64_t>(st.cfg.rank));

@@ -2,7 +2,8 @@
 /// @file worker.hpp
 /// A worker: a model replica and its shard of the data. Each step it pulls
 /// every parameter-server shard's slice, computes the gradient of one batch,
-/// and pushes each shard its slice of the gradient. It runs detached (its
+/// and pushes each shard its slice of the gradient. In local SGD it instead
+/// steps its own replica and exchanges parameters every few steps. It runs detached (its
 /// own thread), so computing never holds up the scheduler threads that
 /// deliver other actors' messages. Every request has a timeout; a missing
 /// reply ends the worker with an error naming the shard and the rank.
@@ -35,6 +36,11 @@ struct worker_config {
   std::int64_t steps = 0; ///< full batches to run (epochs wrap around)
   std::uint64_t seed = 1;
   bool sync = true;       ///< pull the version of the current step, not any
+  /// Local SGD: > 0 means the worker updates its own replica with `opt`
+  /// and, every `local_steps` steps (and after the last), pushes its
+  /// parameters to be averaged and continues from the average.
+  int local_steps = 0;
+  models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only
   caf::actor report_to;   ///< receives (done_atom, worker_report)
   std::chrono::milliseconds timeout{60000};

@@ -233,6 +233,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
   c.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
   c.staleness_lr = r.boolean("topology.staleness_lr");
+  c.local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
   if (const auto* groups = root.get_as<toml::array>("nodes")) {
     int total = 0;
     for (std::size_t i = 0; i < groups->size(); ++i) {
@@ -251,8 +252,8 @@ run_config parse_config(const std::string& text, const std::string& source,
     }
     check(total == c.workers, source + ": the [[nodes]] groups describe " + std::to_string(total) +
                                 " worker(s) but topology.workers = " + std::to_string(c.workers));
-    check(c.topology == "parameter-server",
-          source + ": [[nodes]] needs topology.kind = \"parameter-server\" (a single worker has no groups)");
+    check(c.topology != "single",
+          source + ": [[nodes]] needs several workers: topology.kind = \"parameter-server\" or \"local-sgd\"");
   }
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));

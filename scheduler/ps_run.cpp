@@ -50,6 +50,8 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   setup.shards = cfg.shards;
   setup.sync = cfg.mode == "sync";
   setup.staleness_lr = cfg.staleness_lr;
+  const bool local = cfg.topology == "local-sgd";
+  setup.local_steps = local ? cfg.local_steps : 0;
   setup.batch_size = cfg.batch_size;
   setup.threads = cfg.threads;
   setup.how = models::parse_parallelism(cfg.parallelism);
@@ -75,10 +77,12 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
 
   results_writer out(cfg.out);
   out.write_file("config.toml", cfg.resolved_toml);
-  progress.note(fmt::format("gradwire: {} | parameter server, {}, {} worker(s) x {} thread(s), {} shard(s) | {} | {} "
+  progress.note(fmt::format("gradwire: {} | {}, {} worker(s) x {} thread(s), {} shard(s) | {} | {} "
                             "steps per worker | results in {}",
-                            cfg.name, cfg.mode, cfg.workers, cfg.threads, cfg.shards, cfg.model.kind,
-                            setup.steps, cfg.out));
+                            cfg.name,
+                            local ? fmt::format("local SGD, average every {} steps", cfg.local_steps)
+                                  : "parameter server, " + cfg.mode,
+                            cfg.workers, cfg.threads, cfg.shards, cfg.model.kind, setup.steps, cfg.out));
   caf::actor_system_config sys_cfg;
   sys_cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{sys_cfg};
@@ -122,8 +126,9 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   nlohmann::json summary = {
     {"name", cfg.name},
     {"status", "completed"},
-    {"topology", "parameter-server"},
-    {"mode", cfg.mode},
+    {"topology", cfg.topology},
+    {"mode", local ? "local-sgd" : cfg.mode},
+    {"local_steps", local ? nlohmann::json(cfg.local_steps) : nlohmann::json(nullptr)},
     {"workers", cfg.workers},
     {"shards", cfg.shards},
     {"model", cfg.model.kind},

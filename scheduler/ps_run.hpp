@@ -10,8 +10,8 @@
 
 namespace gradwire::scheduler {
 
-/// Trains as `cfg` says (topology.kind = "parameter-server") and returns
-/// summary.json's content.
+/// Trains as `cfg` says (topology.kind = "parameter-server" or "local-sgd")
+/// and returns summary.json's content.
 nlohmann::json run_ps(run_config cfg, const run_options& opts = {});
 
 /// mean, p50, p99, max and the histogram itself, from counts per staleness.

@@ -37,6 +37,7 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
     sc.workers = setup.workers;
     sc.sync = setup.sync;
     sc.staleness_lr = setup.staleness_lr;
+    sc.average = setup.local_steps > 0;
     sc.opt = setup.opt;
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
     std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
@@ -59,6 +60,8 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
     wc.steps = setup.steps;
     wc.seed = setup.seed;
     wc.sync = setup.sync;
+    wc.local_steps = setup.local_steps;
+    wc.opt = setup.opt;
     wc.data = &data;
     wc.report_to = self;
     wc.timeout = setup.timeout;

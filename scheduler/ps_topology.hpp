@@ -23,6 +23,7 @@ struct ps_setup {
   int workers = 2, shards = 1;
   bool sync = true;
   bool staleness_lr = false;
+  int local_steps = 0; ///< > 0: local SGD, parameters averaged every local_steps steps
   int batch_size = 64;
   /// Per worker (by rank), overriding batch_size and 1.0 when not empty.
   std::vector<int> worker_batch;

@@ -169,6 +169,39 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   CHECK(slow > 2 * std::max<std::int64_t>(fast, 1));
 }
 
+TEST_CASE("local SGD averaging every step equals synchronous SGD (momentum included)") {
+  // Averaging after each local SGD-momentum step is linear in the updates:
+  // mean(w - lr v_r) with v_r = mu v_r + g_r evolves as one optimizer fed
+  // the mean gradient, i.e. as the sync parameter server.
+  actor_env env;
+  auto data = make_synthetic(512, 1, 28, 28, 10, 8);
+  auto sync = small_setup(3, 2, true);
+  auto local = sync;
+  local.local_steps = 1;
+  auto a = scheduler::run_parameter_server(*env.sys, sync, data);
+  auto b = scheduler::run_parameter_server(*env.sys, local, data);
+  gwtest::check_close(b.params, a.params, 1e-4, 1e-5);
+}
+
+TEST_CASE("local SGD with H = 4: parameters exchanged every 4 steps, and it learns") {
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 9);
+  auto setup = small_setup(2, 1, true);
+  setup.local_steps = 4;
+  setup.steps = 18; // 4 full rounds and a partial one of 2
+  setup.opt.lr = 0.02f;
+  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  for (const auto& rep : out.reports) {
+    CHECK(rep.error.empty());
+    CHECK(rep.steps == 18);
+    CHECK(rep.staleness.size() == 5); // one exchange per round
+  }
+  model before(setup.spec, kernels::device::cpu(), setup.seed), after(setup.spec, kernels::device::cpu(), setup.seed);
+  std::copy(out.params.begin(), out.params.end(), after.params().data());
+  trainer tb(before, setup.opt, 1), ta(after, setup.opt, 1);
+  CHECK(ta.evaluate(data, 1000).loss < 0.8 * tb.evaluate(data, 1000).loss);
+}
+
 TEST_CASE("a worker that cannot run ends the run with an error naming its rank") {
   actor_env env;
   auto data = make_synthetic(40, 1, 28, 28, 10, 5); // 20 samples a worker: no batch of 32

@@ -104,7 +104,7 @@ TEST_CASE("gradwire keys lists every section") {
 
 TEST_CASE("the shipped example configs parse") {
   for (const char* f : {"default.toml", "lenet5.toml", "resnet20-synthetic.toml", "mlp-2threads.toml", "ps-async.toml",
-                        "ps-heterogeneous.toml"}) {
+                        "ps-heterogeneous.toml", "local-sgd.toml"}) {
     INFO(f);
     CHECK_NOTHROW(load_config(std::string(GW_SOURCE_DIR) + "/examples/" + f));
   }

@@ -133,6 +133,22 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
   }
 }
 
+TEST_CASE("a local-SGD run writes the results folder") {
+  const auto out = fresh_dir("local-sgd");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 500\n"
+                          "[topology]\nkind = \"local-sgd\"\nworkers = 2\nlocal_steps = 4\n"
+                          "[train]\nepochs = 1\nbatch_size = 32\n",
+                          "t.toml", {"experiment.out=" + out});
+  run_options o;
+  o.progress = false;
+  auto s = run_ps(cfg, o);
+  CHECK(s["topology"] == "local-sgd");
+  CHECK(s["local_steps"] == 4);
+  CHECK(s["steps_per_worker"] == 2048 / 2 / 32);
+  CHECK(s["final_test_accuracy"].get<double>() > 0.5);
+  fs::remove_all(out);
+}
+
 TEST_CASE("staleness summary: mean, quantiles and max from a histogram") {
   auto s = staleness_summary({10, 0, 5, 0, 1});
   CHECK(s["count"] == 16);
