@@ -12,6 +12,7 @@
 /// | push   | worker -> shard | base_version, step, samples, gradient slice (mean over samples) | (staleness, version) |
 /// | stats  | anyone -> shard | | (version, staleness histogram) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
+/// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |
 /// | done   | worker -> coordinator | worker_report | |
 
 #include "kernels/tensor.hpp"
@@ -29,6 +30,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
 
 /// A parameter or gradient slice, passed by reference count.
 using slice = kernels::tensor;

@@ -5,6 +5,7 @@
 #include "models/batcher.hpp"
 #include "models/model.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -157,9 +158,19 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     finish(self, "worker " + std::to_string(st.cfg.rank) + ": " + e.what());
     return {};
   }
+  // Heartbeats come from a timer, so a worker waiting for a reply keeps
+  // sending them; only one stuck inside a computation falls silent. The
+  // interval is well under the coordinator's silence limit (timeout / 2).
+  const auto beat = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), st.cfg.timeout / 8);
   self->send(self, step_atom::value);
+  self->delayed_send(self, beat, beat_atom::value);
   return {
     [=](step_atom) { begin_step(self); },
+    [=](beat_atom) {
+      auto& s = self->state;
+      self->send(s.cfg.report_to, step_atom::value, s.cfg.rank, s.step, s.report.samples);
+      self->delayed_send(self, beat, beat_atom::value);
+    },
   };
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <unistd.h>
 
@@ -36,9 +37,11 @@ void progress_line::update(int epoch, int epochs, std::int64_t step, std::int64_
   const int filled = static_cast<int>(frac * width);
   std::string bar = std::string(static_cast<std::size_t>(filled), '#') +
                     std::string(static_cast<std::size_t>(width - filled), '-');
-  auto line = fmt::format("epoch {}/{} [{}] {:3.0f}%  step {}/{}  {:.0f} samples/s  loss {:.4f}  "
-                          "elapsed {}  ETA {}",
-                          epoch, epochs, bar, frac * 100, step, total_steps, samples_per_sec, loss,
+  // epochs = 0: no epoch to show; a NaN loss: none known (e.g. actors' runs).
+  auto line = fmt::format("{}[{}] {:3.0f}%  step {}/{}  {:.0f} samples/s  {}elapsed {}  ETA {}",
+                          epochs > 0 ? fmt::format("epoch {}/{} ", epoch, epochs) : std::string(), bar,
+                          frac * 100, step, total_steps, samples_per_sec,
+                          std::isnan(loss) ? std::string() : fmt::format("loss {:.4f}  ", loss),
                           format_duration(elapsed), format_duration(eta));
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s", line.c_str());

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace gradwire::scheduler {
 
@@ -86,7 +87,14 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   caf::actor_system_config sys_cfg;
   sys_cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{sys_cfg};
-  auto res = run_parameter_server(sys, setup, data.train);
+  const auto t_train = std::chrono::steady_clock::now();
+  const std::int64_t total_steps = setup.steps * cfg.workers;
+  auto res = run_parameter_server(sys, setup, data.train, [&](std::int64_t steps, std::int64_t samples) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
+    progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
+                    std::numeric_limits<double>::quiet_NaN());
+  });
+  progress.finish();
 
   models::model final_model(cfg.model, kernels::device::cpu(), cfg.seed);
   std::copy(res.params.begin(), res.params.end(), final_model.params().data());

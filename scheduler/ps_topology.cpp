@@ -20,7 +20,8 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 }
 
 ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
-                                const models::dataset& data) {
+                                const models::dataset& data,
+                                const std::function<void(std::int64_t, std::int64_t)>& on_progress) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
   const auto t0 = std::chrono::steady_clock::now();
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
@@ -64,32 +65,56 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
     wc.opt = setup.opt;
     wc.data = &data;
     wc.report_to = self;
-    wc.timeout = setup.timeout;
+    // Twice the silence limit: when one worker stalls a sync step, the
+    // others' requests must not time out before the stalled one is named.
+    wc.timeout = 2 * setup.timeout;
     workers.push_back(actors::spawn_worker(sys, wc));
   }
   ps_outcome out;
-  out.reports.resize(static_cast<std::size_t>(setup.workers));
+  const auto n = static_cast<std::size_t>(setup.workers);
+  out.reports.resize(n);
   std::string failure;
-  for (int got = 0; got < setup.workers; ++got) {
-    bool timed_out = false;
+  // Wait for every worker's report; fail when one stays silent (no
+  // heartbeat, no report) for longer than the timeout.
+  using clock = std::chrono::steady_clock;
+  std::vector<clock::time_point> last_seen(n, clock::now());
+  std::vector<std::int64_t> steps(n, 0), samples(n, 0);
+  std::vector<bool> finished(n, false);
+  std::size_t done = 0;
+  auto totals = [&] {
+    std::int64_t a = 0, b = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      a += steps[r];
+      b += samples[r];
+    }
+    if (on_progress)
+      on_progress(a, b);
+  };
+  while (done < n && failure.empty()) {
     self->receive(
       [&](actors::done_atom, actors::worker_report rep) {
-        if (!rep.error.empty() && failure.empty())
-          failure = rep.error;
-        out.reports[static_cast<std::size_t>(rep.rank)] = std::move(rep);
+        const auto r = static_cast<std::size_t>(rep.rank);
+        if (!rep.error.empty())
+          failure = rep.error; // one failed worker stalls sync shards: stop at once
+        steps[r] = rep.steps;
+        samples[r] = rep.samples;
+        finished[r] = true;
+        ++done;
+        out.reports[r] = std::move(rep);
+        totals();
       },
-      caf::after(setup.timeout) >> [&] { timed_out = true; });
-    if (timed_out) {
-      std::string missing;
-      for (int r = 0; r < setup.workers; ++r)
-        if (out.reports[static_cast<std::size_t>(r)].steps == 0 && out.reports[static_cast<std::size_t>(r)].samples == 0)
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      failure = "no report from worker rank(s) " + missing + " within " +
-                std::to_string(setup.timeout.count()) + " ms";
-      break;
-    }
-    if (!failure.empty())
-      break; // one failed worker stalls sync shards: stop at once
+      [&](actors::step_atom, int rank, std::int64_t step, std::int64_t sample_count) {
+        const auto r = static_cast<std::size_t>(rank);
+        last_seen[r] = clock::now();
+        steps[r] = step;
+        samples[r] = sample_count;
+        totals();
+      },
+      caf::after(std::chrono::milliseconds(250)) >> [] {});
+    for (std::size_t r = 0; r < n && failure.empty(); ++r)
+      if (!finished[r] && clock::now() - last_seen[r] > setup.timeout)
+        failure = "worker rank " + std::to_string(r) + " silent for " + std::to_string(setup.timeout.count()) +
+                  " ms (last heard at step " + std::to_string(steps[r]) + ")";
   }
   auto stop_all = [&] {
     for (auto& w : workers)

@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <functional>
 #include <vector>
 
 namespace gradwire::scheduler {
@@ -32,7 +33,10 @@ struct ps_setup {
   int threads = 1;          ///< per worker
   models::parallelism how = models::parallelism::automatic;
   std::uint64_t seed = 1;
-  std::chrono::milliseconds timeout{60000}; ///< per request, and for each worker's report
+  /// The longest a worker may stay silent (workers send a heartbeat about
+  /// twice a second) before the run fails naming it; workers' requests
+  /// time out after twice this.
+  std::chrono::milliseconds timeout{60000};
 };
 
 struct ps_outcome {
@@ -47,7 +51,10 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 
 /// Runs the topology on `data`; throws gradwire::error naming the rank or
 /// shard when a worker fails or does not report within the timeout.
-ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
-                                const models::dataset& data);
+/// `on_progress(steps, samples)` gets the totals over all workers as
+/// heartbeats arrive.
+ps_outcome run_parameter_server(
+  caf::actor_system& sys, const ps_setup& setup, const models::dataset& data,
+  const std::function<void(std::int64_t, std::int64_t)>& on_progress = {});
 
 } // namespace gradwire::scheduler

@@ -202,6 +202,40 @@ TEST_CASE("local SGD with H = 4: parameters exchanged every 4 steps, and it lear
   CHECK(ta.evaluate(data, 1000).loss < 0.8 * tb.evaluate(data, 1000).loss);
 }
 
+TEST_CASE("a run far longer than the timeout succeeds: silence, not duration, is the failure") {
+  actor_env env;
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 10);
+  auto setup = small_setup(2, 1, true);
+  setup.spec.hidden = {256, 128};
+  setup.batch_size = 64;
+  setup.steps = 30;
+  setup.worker_slowdown = {40.0, 40.0}; // ~40 ms a step: ~1.2 s in all
+  setup.timeout = std::chrono::milliseconds(400);
+  std::int64_t last_steps = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = scheduler::run_parameter_server(*env.sys, setup, data,
+                                             [&](std::int64_t steps, std::int64_t) { last_steps = steps; });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("ran " << secs << " s with a 0.4 s timeout");
+  CHECK(secs > 0.8);
+  CHECK(last_steps == 2 * 30);
+  for (const auto& rep : out.reports)
+    CHECK(rep.steps == 30);
+}
+
+TEST_CASE("a worker silent for longer than the timeout is reported by rank") {
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 11);
+  auto setup = small_setup(2, 1, true);
+  setup.spec.hidden = {256, 128};
+  setup.batch_size = 64;
+  setup.steps = 3;
+  setup.worker_slowdown = {1.0, 2000.0}; // rank 1: one step takes seconds, no heartbeat meanwhile
+  setup.timeout = std::chrono::milliseconds(300);
+  CHECK_THROWS_WITH(scheduler::run_parameter_server(*env.sys, setup, data),
+                    Catch::Contains("worker rank 1 silent for 300 ms"));
+}
+
 TEST_CASE("a worker that cannot run ends the run with an error naming its rank") {
   actor_env env;
   auto data = make_synthetic(40, 1, 28, 28, 10, 5); // 20 samples a worker: no batch of 32
