@@ -13,6 +13,7 @@
 /// | stats  | anyone -> shard | | (version, staleness histogram) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |
+/// | metrics| worker -> coordinator | step_metrics (every log_every steps) | |
 /// | done   | worker -> coordinator | worker_report | |
 
 #include "kernels/tensor.hpp"
@@ -31,6 +32,7 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 
 /// A parameter or gradient slice, passed by reference count.
 using slice = kernels::tensor;
@@ -45,6 +47,18 @@ struct worker_report {
   std::string error;               ///< empty on success
 };
 
+/// One worker's window of steps (the results contract's per-step record).
+struct step_metrics {
+  int rank = 0;
+  std::int64_t step = 0;      ///< steps done at the end of the window
+  std::int64_t samples = 0;   ///< samples done so far
+  std::int64_t steps = 0;     ///< steps in the window
+  double time = 0;            ///< seconds since the worker started
+  double loss = 0;            ///< mean training loss over the window
+  double compute_ms = 0, comm_ms = 0; ///< per step, averaged over the window
+  double staleness = 0;       ///< mean staleness of the window's pushes
+};
+
 /// Counts of staleness values 0, 1, 2, ... (index = staleness).
 using histogram = std::vector<std::int64_t>;
 
@@ -52,3 +66,4 @@ using histogram = std::vector<std::int64_t>;
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::kernels::tensor)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::actors::worker_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::actors::step_metrics)

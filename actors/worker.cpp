@@ -28,6 +28,9 @@ struct worker_state {
   clock_type::time_point start, phase;
   double loss_sum = 0;
   std::int64_t loss_samples = 0;
+  step_metrics window; ///< accumulating towards the next metrics record
+  double window_loss = 0, window_staleness = 0;
+  std::int64_t window_samples = 0, window_pushes = 0;
   static inline const char* name = "worker";
 };
 
@@ -60,9 +63,32 @@ void next_batch(worker_state& st) {
 
 void begin_step(worker_actor* self);
 
+/// Counts a finished step; every log_every steps sends the window's record.
+void end_step(worker_actor* self) {
+  auto& st = self->state;
+  ++st.step;
+  ++st.window.steps;
+  if (st.window.steps < st.cfg.log_every && st.step < st.cfg.steps)
+    return;
+  auto& w = st.window;
+  w.rank = st.cfg.rank;
+  w.step = st.step;
+  w.samples = st.report.samples;
+  w.time = since(st.start);
+  w.loss = st.window_samples ? st.window_loss / static_cast<double>(st.window_samples) : 0;
+  w.compute_ms /= static_cast<double>(w.steps);
+  w.comm_ms /= static_cast<double>(w.steps);
+  w.staleness = st.window_pushes ? st.window_staleness / static_cast<double>(st.window_pushes) : 0;
+  self->send(st.cfg.report_to, metrics_atom::value, w);
+  st.window = step_metrics{};
+  st.window_loss = st.window_staleness = 0;
+  st.window_samples = st.window_pushes = 0;
+}
+
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
   st.report.comm_seconds += since(st.phase);
+  st.window.comm_ms += since(st.phase) * 1e3;
   const auto t0 = clock_type::now();
   try {
     next_batch(st);
@@ -73,6 +99,8 @@ void compute_and_push(worker_actor* self) {
   auto r = st.trainer->compute_gradients(st.bt.x.data(), st.bt.y.data(), st.bt.size);
   st.loss_sum += r.loss_sum;
   st.loss_samples += r.samples;
+  st.window_loss += r.loss_sum;
+  st.window_samples += r.samples;
   st.report.samples += r.samples;
   if (st.cfg.local_steps > 0)
     st.trainer->apply();
@@ -80,8 +108,9 @@ void compute_and_push(worker_actor* self) {
   if (st.cfg.slowdown > 1.0)
     std::this_thread::sleep_for(std::chrono::duration<double>((st.cfg.slowdown - 1.0) * since(t0)));
   st.report.compute_seconds += since(t0);
+  st.window.compute_ms += since(t0) * 1e3;
   if (st.cfg.local_steps > 0 && (st.step + 1) % st.cfg.local_steps != 0 && st.step + 1 < st.cfg.steps) {
-    ++st.step; // a local step: no exchange
+    end_step(self); // a local step: no exchange
     self->send(self, step_atom::value);
     return;
   }
@@ -97,8 +126,10 @@ void compute_and_push(worker_actor* self) {
         [=](std::int64_t staleness, std::int64_t) {
           auto& s = self->state;
           s.report.staleness.push_back(staleness);
+          s.window_staleness += static_cast<double>(staleness);
+          ++s.window_pushes;
           if (--s.pending == 0) {
-            ++s.step;
+            end_step(self);
             begin_step(self);
           }
         },

@@ -42,6 +42,7 @@ struct worker_config {
   int local_steps = 0;
   models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only
+  int log_every = 50;     ///< steps per (metrics_atom, step_metrics) record
   caf::actor report_to;   ///< receives (step_atom, rank, steps, samples) about twice a second and (done_atom, worker_report)
   std::chrono::milliseconds timeout{60000};
 };

@@ -57,6 +57,7 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   setup.threads = cfg.threads;
   setup.how = models::parse_parallelism(cfg.parallelism);
   setup.seed = cfg.seed;
+  setup.log_every = cfg.log_every;
   for (const auto& g : cfg.nodes)
     for (int i = 0; i < g.count; ++i) {
       setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
@@ -93,6 +94,11 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
                     std::numeric_limits<double>::quiet_NaN());
+  }, [&](const actors::step_metrics& m) {
+    out.metric({{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step},
+                {"samples", m.samples}, {"steps", m.steps}, {"loss", m.loss},
+                {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", 0.0},
+                {"staleness", m.staleness}});
   });
   progress.finish();
 

@@ -21,7 +21,8 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 
 ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
                                 const models::dataset& data,
-                                const std::function<void(std::int64_t, std::int64_t)>& on_progress) {
+                                const std::function<void(std::int64_t, std::int64_t)>& on_progress,
+                                const std::function<void(const actors::step_metrics&)>& on_metrics) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
   const auto t0 = std::chrono::steady_clock::now();
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
@@ -62,6 +63,7 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
     wc.seed = setup.seed;
     wc.sync = setup.sync;
     wc.local_steps = setup.local_steps;
+    wc.log_every = setup.log_every;
     wc.opt = setup.opt;
     wc.data = &data;
     wc.report_to = self;
@@ -109,6 +111,11 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
         steps[r] = step;
         samples[r] = sample_count;
         totals();
+      },
+      [&](actors::metrics_atom, actors::step_metrics m) {
+        last_seen[static_cast<std::size_t>(m.rank)] = clock::now();
+        if (on_metrics)
+          on_metrics(m);
       },
       caf::after(std::chrono::milliseconds(250)) >> [] {});
     for (std::size_t r = 0; r < n && failure.empty(); ++r)

@@ -33,6 +33,7 @@ struct ps_setup {
   int threads = 1;          ///< per worker
   models::parallelism how = models::parallelism::automatic;
   std::uint64_t seed = 1;
+  int log_every = 50; ///< steps per worker metrics record
   /// The longest a worker may stay silent (workers send a heartbeat about
   /// twice a second) before the run fails naming it; workers' requests
   /// time out after twice this.
@@ -52,9 +53,10 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 /// Runs the topology on `data`; throws gradwire::error naming the rank or
 /// shard when a worker fails or does not report within the timeout.
 /// `on_progress(steps, samples)` gets the totals over all workers as
-/// heartbeats arrive.
+/// heartbeats arrive; `on_metrics` each worker's record every log_every steps.
 ps_outcome run_parameter_server(
   caf::actor_system& sys, const ps_setup& setup, const models::dataset& data,
-  const std::function<void(std::int64_t, std::int64_t)>& on_progress = {});
+  const std::function<void(std::int64_t, std::int64_t)>& on_progress = {},
+  const std::function<void(const actors::step_metrics&)>& on_metrics = {});
 
 } // namespace gradwire::scheduler

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 using namespace gradwire;
@@ -110,7 +111,7 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
     const auto out = fresh_dir(std::string("ps-") + mode);
     auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 500\n"
                             "[topology]\nkind = \"parameter-server\"\nworkers = 3\nshards = 2\n"
-                            "[train]\nepochs = 2\nbatch_size = 32\nmomentum = 0.0\n",
+                            "[train]\nepochs = 2\nbatch_size = 32\nmomentum = 0.0\nlog_every = 10\n",
                             "t.toml", {"experiment.out=" + out, std::string("topology.mode=") + mode});
     run_options o;
     o.progress = false;
@@ -126,9 +127,25 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
     CHECK(s["per_worker"].size() == 3);
     CHECK(fs::exists(out + "/summary.json"));
     int workers = 0;
-    for (const auto& r : read_jsonl(out + "/metrics.jsonl"))
+    std::map<int, std::int64_t> last_step;
+    std::map<int, int> records;
+    for (const auto& r : read_jsonl(out + "/metrics.jsonl")) {
       workers += r["type"] == "worker";
+      if (r["type"] == "step") {
+        for (const char* k : {"time", "step", "loss", "samples", "compute_ms", "comm_ms", "wait_ms", "staleness"})
+          CHECK(r.contains(k));
+        const int w = r["worker"].get<int>();
+        CHECK(r["step"].get<std::int64_t>() > last_step[w]); // in order per worker
+        last_step[w] = r["step"].get<std::int64_t>();
+        ++records[w];
+      }
+    }
     CHECK(workers == 3);
+    REQUIRE(last_step.size() == 3);
+    for (const auto& [w, step] : last_step) {
+      CHECK(step == s["steps_per_worker"].get<std::int64_t>());
+      CHECK(records[w] == (s["steps_per_worker"].get<int>() + 9) / 10); // log_every = 10
+    }
     fs::remove_all(out);
   }
 }
