@@ -8,9 +8,9 @@
 ///
 /// | message | from -> to | payload | reply |
 /// |---|---|---|---|
-/// | pull   | worker -> shard | min_version | (version, parameter slice) |
-/// | push   | worker -> shard | base_version, step, samples, gradient slice (mean over samples) | (staleness, version) |
-/// | stats  | anyone -> shard | | (version, staleness histogram) |
+/// | pull   | worker -> shard | min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice) |
+/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness, version) |
+/// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |
 /// | metrics| worker -> coordinator | step_metrics (every log_every steps) | |

@@ -3,6 +3,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/denormals.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gradwire::actors {
@@ -10,6 +11,7 @@ namespace {
 
 struct pending_pull {
   std::int64_t min_version;
+  std::int64_t min_clock;
   caf::response_promise promise;
 };
 
@@ -23,6 +25,8 @@ struct shard_state {
   std::unique_ptr<models::optimizer> opt;
   std::vector<pending_pull> waiting;
   histogram staleness;
+  std::vector<std::int64_t> clocks; ///< steps pushed, per worker rank
+  std::int64_t max_gap = 0;         ///< largest (fastest - slowest) clock seen
   static inline const char* name = "ps_shard";
 };
 
@@ -51,11 +55,19 @@ void apply(shard_state& s, const float* grad, float lr_scale) {
   ++s.version;
 }
 
-/// Answers the waiting pulls the current version satisfies.
+std::int64_t slowest(const shard_state& st) {
+  return *std::min_element(st.clocks.begin(), st.clocks.end());
+}
+
+bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clock) {
+  return st.version >= min_version && slowest(st) >= min_clock;
+}
+
+/// Answers the waiting pulls the current version and clocks satisfy.
 void answer_pulls(shard_state& st) {
   std::vector<pending_pull> still;
   for (auto& p : st.waiting) {
-    if (p.min_version <= st.version)
+    if (ready(st, p.min_version, p.min_clock))
       p.promise.deliver(st.version, snapshot(st));
     else
       still.push_back(std::move(p));
@@ -68,20 +80,26 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
   s.cfg = cfg;
   s.params = initial;
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
+  s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   if (cfg.sync || cfg.average)
     s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
   return {
-    [=](pull_atom, std::int64_t min_version) -> caf::result<std::int64_t, slice> {
+    [=](pull_atom, std::int64_t min_version, std::int64_t min_clock) -> caf::result<std::int64_t, slice> {
       auto& st = self->state;
-      if (st.version >= min_version)
+      if (ready(st, min_version, min_clock))
         return {st.version, snapshot(st)};
       auto rp = self->make_response_promise();
-      st.waiting.push_back({min_version, rp});
+      st.waiting.push_back({min_version, min_clock, rp});
       return rp;
     },
-    [=](push_atom, std::int64_t base_version, std::int64_t, std::int64_t samples, slice grad)
+    [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
       -> caf::result<std::int64_t, std::int64_t> {
       auto& st = self->state;
+      if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
+        return caf::make_error(caf::sec::invalid_argument,
+                               "shard " + std::to_string(st.cfg.id) + ": push from unknown rank " + std::to_string(rank));
+      st.clocks[static_cast<std::size_t>(rank)] = std::max(st.clocks[static_cast<std::size_t>(rank)], step + 1);
+      st.max_gap = std::max(st.max_gap, *std::max_element(st.clocks.begin(), st.clocks.end()) - slowest(st));
       if (static_cast<std::size_t>(grad.numel()) != len(st))
         return caf::make_error(caf::sec::invalid_argument,
                                "shard " + std::to_string(st.cfg.id) + ": gradient of " +
@@ -105,6 +123,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       if (!st.cfg.sync) {
         const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
         apply(st, grad.data(), scale);
+        answer_pulls(st); // SSP: this push may have advanced the slowest clock
         return {staleness, st.version};
       }
       be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
@@ -119,8 +138,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       }
       return {staleness, st.version};
     },
-    [=](stats_atom) -> caf::result<std::int64_t, histogram> {
-      return {self->state.version, self->state.staleness};
+    [=](stats_atom) -> caf::result<std::int64_t, histogram, std::int64_t> {
+      return {self->state.version, self->state.staleness, self->state.max_gap};
     },
     [=](fetch_atom) -> caf::result<std::int64_t, slice> {
       return {self->state.version, snapshot(self->state)};

@@ -11,6 +11,9 @@
 /// async: each push is applied at once; its staleness (the shard's version
 ///        when applied minus the version the worker read) is recorded and
 ///        optionally divides the learning rate (staleness-aware lr).
+/// ssp:   async, and a pull with min_clock waits until every worker has
+///        pushed min_clock steps (the worker's clock - bound): the fastest
+///        worker is never more than bound + 1 steps ahead of the slowest.
 /// average (local SGD): pushes carry parameters, not gradients; once all
 ///        workers have pushed, the shard's slice becomes their mean and
 ///        the version advances. No optimizer runs here.

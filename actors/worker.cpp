@@ -120,7 +120,7 @@ void compute_and_push(worker_actor* self) {
     const auto [b, e] = st.cfg.ranges[i];
     auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
     std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
-    self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.base_version[i], st.step,
+    self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.cfg.rank, st.base_version[i], st.step,
                   static_cast<std::int64_t>(st.bt.size), grad)
       .then(
         [=](std::int64_t staleness, std::int64_t) {
@@ -156,8 +156,10 @@ void begin_step(worker_actor* self) {
   const std::int64_t want = st.cfg.local_steps > 0 ? st.step / st.cfg.local_steps
                             : st.cfg.sync          ? st.step
                                                    : 0;
+  const std::int64_t min_clock =
+    !st.cfg.sync && st.cfg.local_steps == 0 && st.cfg.staleness_bound >= 0 ? st.step - st.cfg.staleness_bound : 0;
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
-    self->request(st.cfg.shards[i], st.cfg.timeout, pull_atom::value, want)
+    self->request(st.cfg.shards[i], st.cfg.timeout, pull_atom::value, want, min_clock)
       .then(
         [=](std::int64_t version, slice params) {
           auto& s = self->state;

@@ -36,6 +36,9 @@ struct worker_config {
   std::int64_t steps = 0; ///< full batches to run (epochs wrap around)
   std::uint64_t seed = 1;
   bool sync = true;       ///< pull the version of the current step, not any
+  /// Bounded staleness (async only): >= 0 makes the worker at step c wait
+  /// until every worker has pushed c - bound steps; < 0: no bound.
+  int staleness_bound = -1;
   /// Local SGD: > 0 means the worker updates its own replica with `opt`
   /// and, every `local_steps` steps (and after the last), pushes its
   /// parameters to be averaged and continues from the average.

@@ -234,6 +234,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
   c.staleness_lr = r.boolean("topology.staleness_lr");
   c.local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
+  c.staleness_bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   if (const auto* groups = root.get_as<toml::array>("nodes")) {
     int total = 0;
     for (std::size_t i = 0; i < groups->size(); ++i) {

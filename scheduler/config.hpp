@@ -49,6 +49,7 @@ struct run_config {
   std::string mode = "sync";
   int workers = 2, shards = 1;
   bool staleness_lr = false;
+  int staleness_bound = 2;
   int local_steps = 8;
   std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;

@@ -51,6 +51,7 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   setup.shards = cfg.shards;
   setup.sync = cfg.mode == "sync";
   setup.staleness_lr = cfg.staleness_lr;
+  setup.staleness_bound = cfg.mode == "ssp" ? cfg.staleness_bound : -1;
   const bool local = cfg.topology == "local-sgd";
   setup.local_steps = local ? cfg.local_steps : 0;
   setup.batch_size = cfg.batch_size;
@@ -153,6 +154,8 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
     {"optimizer", cfg.opt.kind},
     {"lr", cfg.opt.lr},
     {"staleness_lr", cfg.staleness_lr},
+    {"staleness_bound", cfg.mode == "ssp" ? nlohmann::json(cfg.staleness_bound) : nlohmann::json(nullptr)},
+    {"max_clock_gap", res.max_clock_gap},
     {"steps_per_worker", setup.steps},
     {"samples", samples},
     {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()},

@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gradwire::scheduler {
@@ -63,6 +64,7 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
     wc.seed = setup.seed;
     wc.sync = setup.sync;
     wc.local_steps = setup.local_steps;
+    wc.staleness_bound = setup.staleness_bound;
     wc.log_every = setup.log_every;
     wc.opt = setup.opt;
     wc.data = &data;
@@ -143,7 +145,8 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
         [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
     self->request(shards[i], setup.timeout, actors::stats_atom::value)
       .receive(
-        [&](std::int64_t, actors::histogram h) {
+        [&](std::int64_t, actors::histogram h, std::int64_t gap) {
+          out.max_clock_gap = std::max(out.max_clock_gap, gap);
           if (out.staleness.size() < h.size())
             out.staleness.resize(h.size(), 0);
           for (std::size_t k = 0; k < h.size(); ++k)

@@ -24,6 +24,7 @@ struct ps_setup {
   int workers = 2, shards = 1;
   bool sync = true;
   bool staleness_lr = false;
+  int staleness_bound = -1; ///< async: SSP bound s (< 0: none)
   int local_steps = 0; ///< > 0: local SGD, parameters averaged every local_steps steps
   int batch_size = 64;
   /// Per worker (by rank), overriding batch_size and 1.0 when not empty.
@@ -44,6 +45,7 @@ struct ps_outcome {
   std::vector<float> params; ///< the shards' final parameters, whole buffer
   std::vector<actors::worker_report> reports; ///< by rank
   actors::histogram staleness;                ///< summed over shards
+  std::int64_t max_clock_gap = 0;             ///< fastest - slowest worker, largest seen by any shard
   double seconds = 0;
 };
 

@@ -236,6 +236,28 @@ TEST_CASE("a worker silent for longer than the timeout is reported by rank") {
                     Catch::Contains("worker rank 1 silent for 300 ms"));
 }
 
+TEST_CASE("SSP: the fastest worker is never more than bound + 1 steps ahead of the slowest") {
+  actor_env env;
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 12);
+  auto setup = small_setup(3, 2, false);
+  setup.spec.hidden = {256, 128};
+  setup.batch_size = 64;
+  setup.opt.momentum = 0.f;
+  setup.steps = 12;
+  setup.worker_slowdown = {1.0, 1.0, 6.0};
+  auto unbounded = scheduler::run_parameter_server(*env.sys, setup, data);
+  for (int bound : {0, 1, 3}) {
+    INFO("bound " << bound);
+    setup.staleness_bound = bound;
+    auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+    CHECK(out.max_clock_gap <= bound + 1);
+    for (const auto& rep : out.reports)
+      CHECK(rep.steps == 12);
+  }
+  INFO("without a bound the fast workers ran " << unbounded.max_clock_gap << " steps ahead");
+  CHECK(unbounded.max_clock_gap > 4);
+}
+
 TEST_CASE("a worker that cannot run ends the run with an error naming its rank") {
   actor_env env;
   auto data = make_synthetic(40, 1, 28, 28, 10, 5); // 20 samples a worker: no batch of 32

@@ -106,7 +106,7 @@ TEST_CASE("a missing dataset folder is a clear error") {
 }
 
 TEST_CASE("a parameter-server run writes the results folder with staleness statistics") {
-  for (const char* mode : {"sync", "async"}) {
+  for (const char* mode : {"sync", "async", "ssp"}) {
     INFO(mode);
     const auto out = fresh_dir(std::string("ps-") + mode);
     auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 500\n"
@@ -124,6 +124,8 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
     CHECK(s["staleness"]["count"] == 3 * 2 * s["steps_per_worker"].get<std::int64_t>());
     if (std::string(mode) == "sync")
       CHECK(s["staleness"]["max"] == 0);
+    if (std::string(mode) == "ssp")
+      CHECK(s["max_clock_gap"].get<std::int64_t>() <= 2 + 1); // default staleness_bound = 2
     CHECK(s["per_worker"].size() == 3);
     CHECK(fs::exists(out + "/summary.json"));
     int workers = 0;
