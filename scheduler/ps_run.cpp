@@ -100,7 +100,7 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
                 {"samples", m.samples}, {"steps", m.steps}, {"loss", m.loss},
                 {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", 0.0},
                 {"staleness", m.staleness}});
-  });
+  }, opts.stop);
   progress.finish();
 
   models::model final_model(cfg.model, kernels::device::cpu(), cfg.seed);
@@ -140,7 +140,7 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   out.flush();
   nlohmann::json summary = {
     {"name", cfg.name},
-    {"status", "completed"},
+    {"status", res.interrupted ? "interrupted" : "completed"},
     {"topology", cfg.topology},
     {"mode", local ? "local-sgd" : cfg.mode},
     {"local_steps", local ? nlohmann::json(cfg.local_steps) : nlohmann::json(nullptr)},

@@ -23,7 +23,8 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
                                 const models::dataset& data,
                                 const std::function<void(std::int64_t, std::int64_t)>& on_progress,
-                                const std::function<void(const actors::step_metrics&)>& on_metrics) {
+                                const std::function<void(const actors::step_metrics&)>& on_metrics,
+                                const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
   const auto t0 = std::chrono::steady_clock::now();
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
@@ -95,6 +96,10 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
       on_progress(a, b);
   };
   while (done < n && failure.empty()) {
+    if (stop != nullptr && stop->load()) {
+      out.interrupted = true;
+      break;
+    }
     self->receive(
       [&](actors::done_atom, actors::worker_report rep) {
         const auto r = static_cast<std::size_t>(rep.rank);
@@ -134,6 +139,17 @@ ps_outcome run_parameter_server(caf::actor_system& sys, const ps_setup& setup,
   if (!failure.empty()) {
     stop_all();
     throw error("parameter server: " + failure);
+  }
+  if (out.interrupted) { // stop the workers first; the shards still answer
+    for (auto& w : workers)
+      self->send_exit(w, caf::exit_reason::user_shutdown);
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r]) { // what its last heartbeat said
+        out.reports[r].rank = static_cast<int>(r);
+        out.reports[r].steps = steps[r];
+        out.reports[r].samples = samples[r];
+        out.reports[r].seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      }
   }
   out.params.assign(initial.size(), 0.f);
   for (std::size_t i = 0; i < shards.size(); ++i) {

@@ -12,6 +12,7 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <vector>
@@ -47,6 +48,7 @@ struct ps_outcome {
   actors::histogram staleness;                ///< summed over shards
   std::int64_t max_clock_gap = 0;             ///< fastest - slowest worker, largest seen by any shard
   double seconds = 0;
+  bool interrupted = false; ///< stopped early by the stop flag
 };
 
 /// Even ranges of a buffer of `n` floats for `parts` shards (16-aligned edges).
@@ -56,9 +58,12 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 /// shard when a worker fails or does not report within the timeout.
 /// `on_progress(steps, samples)` gets the totals over all workers as
 /// heartbeats arrive; `on_metrics` each worker's record every log_every steps.
+/// When `*stop` becomes true the workers are stopped and the shards'
+/// parameters so far are returned with `interrupted` set.
 ps_outcome run_parameter_server(
   caf::actor_system& sys, const ps_setup& setup, const models::dataset& data,
   const std::function<void(std::int64_t, std::int64_t)>& on_progress = {},
-  const std::function<void(const actors::step_metrics&)>& on_metrics = {});
+  const std::function<void(const actors::step_metrics&)>& on_metrics = {},
+  const std::atomic<bool>* stop = nullptr);
 
 } // namespace gradwire::scheduler

@@ -152,6 +152,22 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
   }
 }
 
+TEST_CASE("a stop request ends a parameter-server run with status interrupted and all files written") {
+  const auto out = fresh_dir("ps-stop");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\n[topology]\nkind = \"parameter-server\"\n"
+                          "[train]\nepochs = 50\n", "t.toml", {"experiment.out=" + out});
+  std::atomic<bool> stop{true};
+  run_options o;
+  o.progress = false;
+  o.stop = &stop;
+  auto s = run_ps(cfg, o);
+  CHECK(s["status"] == "interrupted");
+  CHECK(s["final_test_accuracy"].is_number());
+  CHECK(fs::exists(out + "/summary.json"));
+  CHECK(fs::exists(out + "/metrics.jsonl"));
+  fs::remove_all(out);
+}
+
 TEST_CASE("a local-SGD run writes the results folder") {
   const auto out = fresh_dir("local-sgd");
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 500\n"
