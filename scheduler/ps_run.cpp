@@ -14,30 +14,6 @@
 
 namespace gradwire::scheduler {
 
-nlohmann::json staleness_summary(const std::vector<std::int64_t>& h) {
-  std::int64_t n = 0;
-  double sum = 0;
-  for (std::size_t k = 0; k < h.size(); ++k) {
-    n += h[k];
-    sum += static_cast<double>(k) * static_cast<double>(h[k]);
-  }
-  auto quantile = [&](double q) -> std::int64_t {
-    std::int64_t seen = 0;
-    for (std::size_t k = 0; k < h.size(); ++k) {
-      seen += h[k];
-      if (static_cast<double>(seen) >= q * static_cast<double>(n))
-        return static_cast<std::int64_t>(k);
-    }
-    return 0;
-  };
-  std::int64_t max = 0;
-  for (std::size_t k = 0; k < h.size(); ++k)
-    if (h[k] > 0)
-      max = static_cast<std::int64_t>(k);
-  return {{"mean", n ? sum / static_cast<double>(n) : 0.0}, {"p50", quantile(0.5)},
-          {"p99", quantile(0.99)}, {"max", max}, {"histogram", h}, {"count", n}};
-}
-
 nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   const auto t_start = std::chrono::steady_clock::now();
   progress_line progress(opts.progress);
@@ -114,12 +90,6 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   for (const auto& rep : res.reports) {
     samples += rep.samples;
     loss += rep.last_loss / static_cast<double>(res.reports.size());
-    std::vector<std::int64_t> h;
-    for (auto v : rep.staleness) {
-      if (h.size() <= static_cast<std::size_t>(v))
-        h.resize(static_cast<std::size_t>(v) + 1, 0);
-      ++h[static_cast<std::size_t>(v)];
-    }
     const auto ri = static_cast<std::size_t>(rep.rank);
     nlohmann::json w = {{"worker", rep.rank},
                         {"batch_size", ri < setup.worker_batch.size() ? setup.worker_batch[ri] : cfg.batch_size},
@@ -130,7 +100,7 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
                         {"compute_seconds", rep.compute_seconds},
                         {"comm_seconds", rep.comm_seconds},
                         {"final_loss", rep.last_loss},
-                        {"staleness", staleness_summary(h)}};
+                        {"staleness", staleness_summary(histogram_of(rep.staleness))}};
     nlohmann::json record = {{"type", "worker"}, {"time", rep.seconds}};
     record.update(w);
     out.metric(record);

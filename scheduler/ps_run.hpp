@@ -14,7 +14,4 @@ namespace gradwire::scheduler {
 /// and returns summary.json's content.
 nlohmann::json run_ps(run_config cfg, const run_options& opts = {});
 
-/// mean, p50, p99, max and the histogram itself, from counts per staleness.
-nlohmann::json staleness_summary(const std::vector<std::int64_t>& histogram);
-
 } // namespace gradwire::scheduler

@@ -40,4 +40,39 @@ void results_writer::write_summary(const nlohmann::json& summary) const {
   write_file("summary.json", summary.dump(2) + "\n");
 }
 
+nlohmann::json staleness_summary(const std::vector<std::int64_t>& h) {
+  std::int64_t n = 0;
+  double sum = 0;
+  for (std::size_t k = 0; k < h.size(); ++k) {
+    n += h[k];
+    sum += static_cast<double>(k) * static_cast<double>(h[k]);
+  }
+  auto quantile = [&](double q) -> std::int64_t {
+    std::int64_t seen = 0;
+    for (std::size_t k = 0; k < h.size(); ++k) {
+      seen += h[k];
+      if (static_cast<double>(seen) >= q * static_cast<double>(n))
+        return static_cast<std::int64_t>(k);
+    }
+    return 0;
+  };
+  std::int64_t max = 0;
+  for (std::size_t k = 0; k < h.size(); ++k)
+    if (h[k] > 0)
+      max = static_cast<std::int64_t>(k);
+  return {{"mean", n ? sum / static_cast<double>(n) : 0.0}, {"p50", quantile(0.5)},
+          {"p99", quantile(0.99)}, {"max", max}, {"histogram", h}, {"count", n}};
+}
+
+std::vector<std::int64_t> histogram_of(const std::vector<std::int64_t>& values) {
+  std::vector<std::int64_t> h;
+  for (auto v : values) {
+    const auto i = static_cast<std::size_t>(v < 0 ? 0 : v);
+    if (h.size() <= i)
+      h.resize(i + 1, 0);
+    ++h[i];
+  }
+  return h;
+}
+
 } // namespace gradwire::scheduler

@@ -7,8 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace gradwire::scheduler {
 
@@ -29,5 +31,12 @@ private:
   std::ofstream metrics_;
   int unflushed_ = 0;
 };
+
+/// summary.json's staleness object: mean, p50, p99, max, count and the
+/// histogram itself, from counts per staleness value (index = staleness).
+nlohmann::json staleness_summary(const std::vector<std::int64_t>& histogram);
+
+/// Counts per staleness value of `values` (negative values count as 0).
+std::vector<std::int64_t> histogram_of(const std::vector<std::int64_t>& values);
 
 } // namespace gradwire::scheduler

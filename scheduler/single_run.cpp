@@ -170,7 +170,7 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
     {"final_test_loss", evaluated ? nlohmann::json(last_eval.loss) : nlohmann::json(nullptr)},
     {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
     {"time_to_target", time_to_target},
-    {"staleness", {{"mean", 0}, {"p50", 0}, {"p99", 0}, {"max", 0}, {"histogram", {step}}}},
+    {"staleness", staleness_summary({step})}, // one worker: every step at staleness 0
     {"per_worker", {{{"worker", 0}, {"samples_per_sec", sps}, {"steps", step}, {"batch_size", cfg.batch_size}}}},
     {"flops_per_sample_train", model.train_flops_per_sample()},
   };

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "scheduler/config.hpp"
 #include "scheduler/ps_run.hpp"
+#include "scheduler/results.hpp"
 #include "scheduler/single_run.hpp"
 
 #include <catch2/catch.hpp>
@@ -48,6 +49,8 @@ TEST_CASE("a synthetic run writes summary.json, metrics.jsonl and config.toml") 
   CHECK(s["samples"] == 4000);
   CHECK(s["final_test_accuracy"].get<double>() > 0.5);
   CHECK(s["time_to_target"].is_number());
+  CHECK(s["staleness"]["count"] == s["steps"]);
+  CHECK(s["staleness"]["max"] == 0);
   CHECK(s["samples_per_sec"].get<double>() > 0);
   auto on_disk = nlohmann::json::parse(std::ifstream(out + "/summary.json"));
   CHECK(on_disk["steps"] == s["steps"]);
@@ -185,6 +188,7 @@ TEST_CASE("a local-SGD run writes the results folder") {
 }
 
 TEST_CASE("staleness summary: mean, quantiles and max from a histogram") {
+  CHECK(histogram_of({0, 2, 2, -1, 4}) == std::vector<std::int64_t>{2, 0, 2, 0, 1});
   auto s = staleness_summary({10, 0, 5, 0, 1});
   CHECK(s["count"] == 16);
   CHECK(s["mean"].get<double>() == Approx((0 * 10 + 2 * 5 + 4 * 1) / 16.0));
