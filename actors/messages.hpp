@@ -8,13 +8,17 @@
 ///
 /// | message | from -> to | payload | reply |
 /// |---|---|---|---|
-/// | pull   | worker -> shard | min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice) |
-/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness, version) |
-/// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen) |
+/// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) |
+/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness or -1 when dropped, version) |
+/// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |
 /// | metrics| worker -> coordinator | step_metrics (every log_every steps) | |
 /// | done   | worker -> coordinator | worker_report | |
+/// | wire   | topology -> ring peer | right neighbour (and ring members for hierarchical) | |
+/// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) |
+/// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | |
+/// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters |
 
 #include "kernels/tensor.hpp"
 
@@ -33,9 +37,22 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+using wire_atom = caf::atom_constant<caf::atom("wire")>;
+using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
+using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
+using ring_atom = caf::atom_constant<caf::atom("ring")>;
+using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
 
 /// A parameter or gradient slice, passed by reference count.
 using slice = kernels::tensor;
+
+/// A piece of an allreduced gradient: elements [offset, offset + data.numel())
+/// of the parameter buffer, shared read-only by every peer that holds it.
+struct piece {
+  std::size_t offset = 0;
+  slice data;
+};
+using pieces = std::vector<piece>;
 
 /// What a worker reports when it finishes (or fails).
 struct worker_report {
@@ -44,6 +61,9 @@ struct worker_report {
   double seconds = 0, compute_seconds = 0, comm_seconds = 0;
   double last_loss = 0;            ///< mean loss of the last logged window
   std::vector<std::int64_t> staleness; ///< one entry per applied push
+  std::int64_t dropped = 0;        ///< pushes a sync shard dropped (backup workers)
+  double wait_seconds = 0;         ///< part of comm_seconds spent waiting for other workers
+  slice params;                    ///< the final replica (ring, gossip, local models)
   std::string error;               ///< empty on success
 };
 
@@ -56,6 +76,7 @@ struct step_metrics {
   double time = 0;            ///< seconds since the worker started
   double loss = 0;            ///< mean training loss over the window
   double compute_ms = 0, comm_ms = 0; ///< per step, averaged over the window
+  double wait_ms = 0;         ///< the part of comm_ms spent waiting for other workers
   double staleness = 0;       ///< mean staleness of the window's pushes
 };
 
@@ -67,3 +88,4 @@ using histogram = std::vector<std::int64_t>;
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::kernels::tensor)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::actors::worker_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::actors::step_metrics)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradwire::actors::pieces)

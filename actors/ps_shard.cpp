@@ -4,15 +4,18 @@
 #include "kernels/cpu/denormals.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace gradwire::actors {
 namespace {
 
 struct pending_pull {
+  int rank;
   std::int64_t min_version;
   std::int64_t min_clock;
   caf::response_promise promise;
+  std::chrono::steady_clock::time_point since;
 };
 
 struct shard_state {
@@ -27,6 +30,9 @@ struct shard_state {
   histogram staleness;
   std::vector<std::int64_t> clocks; ///< steps pushed, per worker rank
   std::int64_t max_gap = 0;         ///< largest (fastest - slowest) clock seen
+  std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
+  std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
+  slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
   static inline const char* name = "ps_shard";
 };
 
@@ -63,12 +69,21 @@ bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clo
   return st.version >= min_version && slowest(st) >= min_clock;
 }
 
+/// The slice for a pull by `rank`; DC-ASGD keeps it as that rank's w_read.
+slice answer(shard_state& st, int rank) {
+  auto snap = snapshot(st);
+  if (st.cfg.dc_lambda > 0.f)
+    st.read[static_cast<std::size_t>(rank)] = snap; // read-only from here on, shared with the worker
+  return snap;
+}
+
 /// Answers the waiting pulls the current version and clocks satisfy.
 void answer_pulls(shard_state& st) {
   std::vector<pending_pull> still;
   for (auto& p : st.waiting) {
     if (ready(st, p.min_version, p.min_clock))
-      p.promise.deliver(st.version, snapshot(st));
+      p.promise.deliver(st.version, answer(st, p.rank),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - p.since).count());
     else
       still.push_back(std::move(p));
   }
@@ -81,15 +96,24 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
   s.params = initial;
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
+  s.dropped.assign(s.clocks.size(), 0);
+  if (cfg.dc_lambda > 0.f) {
+    s.read.assign(s.clocks.size(), initial);
+    s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});
+  }
   if (cfg.sync || cfg.average)
     s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
   return {
-    [=](pull_atom, std::int64_t min_version, std::int64_t min_clock) -> caf::result<std::int64_t, slice> {
+    [=](pull_atom, int rank, std::int64_t min_version,
+        std::int64_t min_clock) -> caf::result<std::int64_t, slice, double> {
       auto& st = self->state;
+      if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
+        return caf::make_error(caf::sec::invalid_argument,
+                               "shard " + std::to_string(st.cfg.id) + ": pull from unknown rank " + std::to_string(rank));
       if (ready(st, min_version, min_clock))
-        return {st.version, snapshot(st)};
+        return {st.version, answer(st, rank), 0.0};
       auto rp = self->make_response_promise();
-      st.waiting.push_back({min_version, min_clock, rp});
+      st.waiting.push_back({rank, min_version, min_clock, rp, std::chrono::steady_clock::now()});
       return rp;
     },
     [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
@@ -119,16 +143,30 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
         }
         return {staleness, st.version};
       }
+      if (st.cfg.sync && st.cfg.backup > 0 && base_version < st.version) {
+        ++st.dropped[static_cast<std::size_t>(rank)]; // a backup worker's late push
+        return {std::int64_t{-1}, st.version};
+      }
       record(st, staleness);
       if (!st.cfg.sync) {
         const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
-        apply(st, grad.data(), scale);
+        const float* g = grad.data();
+        if (st.cfg.dc_lambda > 0.f) { // delay compensation
+          const float* w = st.params.data();
+          const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
+          float* c = st.corrected.data();
+          const float lambda = st.cfg.dc_lambda;
+          for (std::size_t k = 0; k < len(st); ++k)
+            c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
+          g = c;
+        }
+        apply(st, g, scale);
         answer_pulls(st); // SSP: this push may have advanced the slowest clock
         return {staleness, st.version};
       }
       be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
       st.samples += samples;
-      if (++st.pushed == st.cfg.workers) {
+      if (++st.pushed == st.cfg.workers - st.cfg.backup) {
         be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
         st.samples = 0;
         apply(st, st.sum.data(), 1.f);
@@ -138,8 +176,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       }
       return {staleness, st.version};
     },
-    [=](stats_atom) -> caf::result<std::int64_t, histogram, std::int64_t> {
-      return {self->state.version, self->state.staleness, self->state.max_gap};
+    [=](stats_atom) -> caf::result<std::int64_t, histogram, std::int64_t, std::vector<std::int64_t>> {
+      return {self->state.version, self->state.staleness, self->state.max_gap, self->state.dropped};
     },
     [=](fetch_atom) -> caf::result<std::int64_t, slice> {
       return {self->state.version, snapshot(self->state)};

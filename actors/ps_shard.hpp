@@ -11,6 +11,13 @@
 /// async: each push is applied at once; its staleness (the shard's version
 ///        when applied minus the version the worker read) is recorded and
 ///        optionally divides the learning rate (staleness-aware lr).
+/// backup workers (sync, backup > 0): the first workers - backup pushes
+///        computed on the current version are applied; later pushes for an
+///        old version are dropped (replied with staleness -1) and counted
+///        per rank. A pull is answered with the newest version it allows.
+/// dc-asgd (async, dc_lambda > 0): each gradient is corrected for its delay,
+///        g + lambda * g * g * (w_now - w_read), w_read being the slice the
+///        pushing worker last pulled (a copy per worker).
 /// ssp:   async, and a pull with min_clock waits until every worker has
 ///        pushed min_clock steps (the worker's clock - bound): the fastest
 ///        worker is never more than bound + 1 steps ahead of the slowest.
@@ -33,6 +40,8 @@ struct shard_config {
   int workers = 1;
   bool sync = true;
   bool staleness_lr = false;      ///< async: lr / max(1, staleness)
+  int backup = 0;                 ///< sync: pushes per version not waited for
+  float dc_lambda = 0.f;          ///< async: DC-ASGD delay compensation (0 = off)
   bool average = false;           ///< local SGD: average pushed parameters
   models::optimizer_spec opt;
 };

@@ -75,8 +75,8 @@ public:
   virtual void axpy(std::size_t n, float a, const float* x, float* y) = 0;
   /// x *= a
   virtual void scale(std::size_t n, float a, float* x) = 0;
-  /// y = x0 + x1 (may alias)
-  virtual void add(std::size_t n, const float* x0, const float* x1, float* y) = 0;
+  /// y = (x0 + x1) * s (may alias)
+  virtual void add(std::size_t n, const float* x0, const float* x1, float* y, float s = 1.f) = 0;
   /// sum of x
   virtual double sum(const float* x, std::size_t n) = 0;
 

@@ -24,6 +24,10 @@ param_binder::bound param_binder::param(const std::string& name, const shape_t& 
   return {param_buf_.view(off, shape), grad_buf_.view(off, shape)};
 }
 
+std::size_t param_binder::position() const {
+  return next_param_ < param_offsets_.size() ? param_offsets_[next_param_] : static_cast<std::size_t>(grad_buf_.numel());
+}
+
 tensor param_binder::state(const std::string& name, const shape_t& shape) {
   check(next_state_ < state_.size(), "binding state '" + name + "' beyond the model layout");
   auto off = state_offsets_[next_state_++];

@@ -55,6 +55,8 @@ public:
   /// one that owns_state() updates it, so threads never race on it.
   tensor state(const std::string& name, const shape_t& shape);
   bool owns_state() const { return owns_state_; }
+  /// Buffer offset of the next parameter to bind (the buffer size after the last).
+  std::size_t position() const;
   /// Threads a layer may split its own work over (null: run serially).
   kernels::thread_pool* pool() const { return pool_; }
   kernels::backend& be() const;

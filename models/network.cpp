@@ -17,8 +17,11 @@ void network::describe(std::vector<param_spec>& params, std::vector<param_spec>&
 }
 
 void network::bind(param_binder& b) {
-  for (auto& l : layers_)
+  offsets_.clear();
+  for (auto& l : layers_) {
+    offsets_.push_back(b.position());
     l->bind(b);
+  }
   b.finish();
   first_trainable_ = layers_.size();
   for (std::size_t i = 0; i < layers_.size() && first_trainable_ == layers_.size(); ++i) {
@@ -36,11 +39,17 @@ const tensor& network::forward(const tensor& x, bool train) {
   return *h;
 }
 
-tensor network::backward(const tensor& dlogits, bool input_grad) {
+tensor network::backward(const tensor& dlogits, bool input_grad,
+                         const std::function<void(std::size_t)>* ready) {
   const tensor* g = &dlogits;
   const std::size_t stop = input_grad ? 0 : first_trainable_;
-  for (std::size_t i = layers_.size(); i-- > stop;)
+  for (std::size_t i = layers_.size(); i-- > stop;) {
     g = &layers_[i]->backward(*g, input_grad || i > stop);
+    if (ready != nullptr && *ready)
+      (*ready)(i == stop ? 0 : offsets_[i]);
+  }
+  if (ready != nullptr && *ready && stop == layers_.size())
+    (*ready)(0);
   return input_grad ? *g : tensor();
 }
 

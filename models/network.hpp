@@ -5,6 +5,7 @@
 
 #include "models/layer.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +35,11 @@ public:
   /// Back-propagates dL/dlogits, writing every parameter gradient. Returns
   /// dL/dx when `input_grad` (otherwise an undefined tensor, and the layers
   /// below the first trainable one are skipped).
-  tensor backward(const tensor& dlogits, bool input_grad = false);
+  /// `ready(from)`, when given, is called as backward goes down the layers:
+  /// the gradients of buffer elements [from, end) are final (a bucket of
+  /// them can start its allreduce while lower layers still run).
+  tensor backward(const tensor& dlogits, bool input_grad = false,
+                  const std::function<void(std::size_t)>* ready = nullptr);
   /// Forward FLOPs for one sample of shape `sample` (no batch dimension).
   double forward_flops(const shape_t& sample) const;
   /// FLOPs of one training step for one sample: forward, weight gradients,
@@ -48,6 +53,9 @@ private:
   /// Backward stops here: layers before the first one with parameters need
   /// no gradient, and that layer needs none for its input.
   std::size_t first_trainable_ = 0;
+  /// Offset in the parameter buffer of each layer's first parameter (the
+  /// next layer's offset for a layer without parameters).
+  std::vector<std::size_t> offsets_;
 };
 
 /// Builds a fresh (unbound) network for `spec`; throws gradwire::error for

@@ -21,17 +21,23 @@ optimizer::optimizer(optimizer_spec spec, std::size_t n, kernels::device dev)
 
 void optimizer::update(float* w, const float* g, std::size_t begin, std::size_t end,
                        float lr_scale) {
+  if (end > begin)
+    update_from(w, g + begin, begin, end, lr_scale);
+}
+
+void optimizer::update_from(float* w, const float* g, std::size_t begin, std::size_t end,
+                            float lr_scale) {
   if (end <= begin)
     return;
   auto& be = kernels::backend_for(dev_);
   const std::size_t n = end - begin;
   const float lr = spec_.lr * lr_scale;
   if (spec_.kind == "sgd") {
-    be.sgd_update(n, lr, spec_.momentum, spec_.weight_decay, spec_.nesterov, w + begin, g + begin,
+    be.sgd_update(n, lr, spec_.momentum, spec_.weight_decay, spec_.nesterov, w + begin, g,
                   v_.defined() ? v_.data() + begin : nullptr);
   } else {
     be.adam_update(n, lr, spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay,
-                   step_ < 1 ? 1 : step_, w + begin, g + begin, m_.data() + begin,
+                   step_ < 1 ? 1 : step_, w + begin, g, m_.data() + begin,
                    v_.data() + begin);
   }
 }

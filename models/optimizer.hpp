@@ -28,6 +28,9 @@ public:
   void begin_step() { ++step_; }
   /// Applies the update to w[begin, end) from g[begin, end).
   void update(float* w, const float* g, std::size_t begin, std::size_t end, float lr_scale = 1.f);
+  /// The same, with the gradient of [begin, end) in its own buffer: `g`
+  /// points at the gradient of element `begin` (an allreduced piece).
+  void update_from(float* w, const float* g, std::size_t begin, std::size_t end, float lr_scale = 1.f);
   const optimizer_spec& spec() const { return spec_; }
   std::int64_t steps() const { return step_; }
 

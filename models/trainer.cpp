@@ -55,7 +55,8 @@ trainer::trainer(model& m, const optimizer_spec& opt, int threads, parallelism h
   rep_dlogits_.resize(replicas_.size());
 }
 
-step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n) {
+step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n,
+                                       const std::function<void(std::size_t)>& ready) {
   check(n > 0, "empty batch");
   const auto& s = model_.spec();
   const shape_t xshape = {n, s.channels, s.height, s.width};
@@ -91,7 +92,7 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
                                                       static_cast<int>(rows),
                                                       static_cast<int>(logits.dim(1)),
                                                       dlv.data(), scale);
-    rep.net.backward(dlv);
+    rep.net.backward(dlv, false, parts == 1 ? &ready : nullptr);
     partial_[r] = {res.loss_sum, res.correct, rows};
   });
   if (parts > 1) {
@@ -103,6 +104,8 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
         kernels::backend_for(dev).axpy(e - b, 1.f, replicas_[r]->grads.data() + b, g0 + b);
     });
   }
+  if (parts > 1 && ready)
+    ready(0);
   step_result total;
   for (std::size_t r = 0; r < parts; ++r) {
     total.loss_sum += partial_[r].loss_sum;
@@ -125,6 +128,19 @@ void trainer::apply(const float* grads, float lr_scale) {
   pool_.run(parts, [&](std::size_t t) {
     auto [b, e] = part(model_.size(), parts, t, 16);
     opt_.update(w, g, b, e, lr_scale);
+  });
+}
+
+void trainer::apply_slices(const std::vector<grad_slice>& slices, float lr_scale) {
+  kernels::flush_denormals_on_this_thread();
+  float* w = model_.params().data();
+  opt_.begin_step();
+  const std::size_t parts = pool_.size();
+  pool_.run(parts, [&](std::size_t t) {
+    for (const auto& s : slices) {
+      auto [b, e] = part(s.end - s.begin, parts, t, 16);
+      opt_.update_from(w, s.g + b, s.begin + b, s.begin + e, lr_scale);
+    }
   });
 }
 

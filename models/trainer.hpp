@@ -19,6 +19,7 @@
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -49,10 +50,22 @@ public:
 
   /// Computes the gradient of the mean loss over `n` samples (host arrays)
   /// into gradients(); does not update parameters.
-  step_result compute_gradients(const float* x, const std::int32_t* y, int n);
+  /// `ready(from)` is called as gradients [from, size) become final, last
+  /// with from = 0 (with one replica during backward; with several, once
+  /// after they are summed).
+  step_result compute_gradients(const float* x, const std::int32_t* y, int n,
+                                const std::function<void(std::size_t)>& ready = {});
   /// Applies the optimizer to the model from gradients() (or from `grads`,
   /// a buffer of the model's layout on its device), scaled by lr_scale.
   void apply(const float* grads = nullptr, float lr_scale = 1.f);
+  /// A gradient for [begin, end) of the parameter buffer held elsewhere
+  /// (pieces of an allreduced gradient); `g` points at element `begin`.
+  struct grad_slice {
+    std::size_t begin = 0, end = 0;
+    const float* g = nullptr;
+  };
+  /// Applies the optimizer from gradient slices covering the buffer.
+  void apply_slices(const std::vector<grad_slice>& slices, float lr_scale = 1.f);
   /// compute_gradients + apply.
   step_result step(const float* x, const std::int32_t* y, int n);
 

@@ -235,6 +235,18 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.staleness_lr = r.boolean("topology.staleness_lr");
   c.local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
   c.staleness_bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
+  c.dc_lambda = r.number("topology.dc_lambda", 0, 1e6);
+  c.backup_workers = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
+  check(c.backup_workers < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(c.backup_workers) +
+                                        " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
+  c.bucket_kb = static_cast<int>(r.integer("topology.bucket_kb", 1, 1 << 22));
+  c.chunk_kb = static_cast<int>(r.integer("topology.chunk_kb", 1, 1 << 22));
+  c.overlap = r.boolean("topology.overlap");
+  c.group_size = static_cast<int>(r.integer("topology.group_size", 1, 1024));
+  c.gossip = r.str("topology.gossip");
+  c.graph = r.str("topology.graph");
+  c.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
+  c.same_init = r.boolean("topology.same_init");
   if (const auto* groups = root.get_as<toml::array>("nodes")) {
     int total = 0;
     for (std::size_t i = 0; i < groups->size(); ++i) {
@@ -245,6 +257,10 @@ run_config parse_config(const std::string& text, const std::string& source,
       g.count = static_cast<int>(t["count"].value_or(std::int64_t{1}));
       g.slowdown = t["slowdown"].value_or(1.0);
       g.batch_size = static_cast<int>(t["batch_size"].value_or(std::int64_t{0}));
+      g.delay_ms = t["delay_ms"].value_or(0.0);
+      g.jitter_ms = t["jitter_ms"].value_or(0.0);
+      check(g.delay_ms >= 0 && g.delay_ms <= 1e6 && g.jitter_ms >= 0 && g.jitter_ms <= 1e6,
+            loc + ": delay_ms and jitter_ms must be in [0, 1000000]");
       check(g.count >= 1 && g.count <= 1024, loc + ": count must be in [1, 1024]");
       check(g.slowdown >= 1.0 && g.slowdown <= 1000.0, loc + ": slowdown must be in [1, 1000]");
       check(g.batch_size >= 0 && g.batch_size <= (1 << 20), loc + ": batch_size must be in [0, 1048576]");
@@ -254,7 +270,7 @@ run_config parse_config(const std::string& text, const std::string& source,
     check(total == c.workers, source + ": the [[nodes]] groups describe " + std::to_string(total) +
                                 " worker(s) but topology.workers = " + std::to_string(c.workers));
     check(c.topology != "single",
-          source + ": [[nodes]] needs several workers: topology.kind = \"parameter-server\" or \"local-sgd\"");
+          source + ": [[nodes]] needs several workers: a topology.kind other than \"single\"");
   }
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
@@ -275,7 +291,8 @@ run_config parse_config(const std::string& text, const std::string& source,
     toml::array groups;
     for (const auto& g : c.nodes)
       groups.push_back(toml::table{{"name", g.name}, {"count", g.count}, {"slowdown", g.slowdown},
-                                   {"batch_size", g.batch_size}});
+                                   {"batch_size", g.batch_size}, {"delay_ms", g.delay_ms},
+                                   {"jitter_ms", g.jitter_ms}});
     resolved.insert_or_assign("nodes", std::move(groups));
   }
   std::ostringstream os;

@@ -20,6 +20,7 @@ struct node_group {
   int count = 1;
   double slowdown = 1.0;
   int batch_size = 0; ///< 0: train.batch_size
+  double delay_ms = 0, jitter_ms = 0;
 };
 
 struct run_config {
@@ -51,6 +52,14 @@ struct run_config {
   bool staleness_lr = false;
   int staleness_bound = 2;
   int local_steps = 8;
+  double dc_lambda = 0;
+  int backup_workers = 0;
+  int bucket_kb = 4096, chunk_kb = 1024;
+  bool overlap = false;
+  int group_size = 2;
+  std::string gossip = "dpsgd", graph = "ring";
+  int degree = 3;
+  bool same_init = true;
   std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;
   int eval_every = 1;

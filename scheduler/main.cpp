@@ -2,7 +2,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/config.hpp"
-#include "scheduler/ps_run.hpp"
+#include "scheduler/topology_run.hpp"
 #include "scheduler/single_run.hpp"
 
 #include <CLI/CLI.hpp>
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     gradwire::scheduler::run_options opts;
     opts.progress = !quiet;
     opts.stop = &g_stop;
-    auto summary = cfg.topology != "single" ? gradwire::scheduler::run_ps(cfg, opts)
+    auto summary = cfg.topology != "single" ? gradwire::scheduler::run_actors(cfg, opts)
                                                       : gradwire::scheduler::run_single(cfg, opts);
     auto acc = summary["final_test_accuracy"];
     std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n",

@@ -36,9 +36,14 @@ void cpu_backend::scale(std::size_t n, float a, float* x) {
     x[i] *= a;
 }
 
-void cpu_backend::add(std::size_t n, const float* x0, const float* x1, float* y) {
+void cpu_backend::add(std::size_t n, const float* x0, const float* x1, float* y, float s) {
+  if (s == 1.f) {
+    for (std::size_t i = 0; i < n; ++i)
+      y[i] = x0[i] + x1[i];
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i)
-    y[i] = x0[i] + x1[i];
+    y[i] = (x0[i] + x1[i]) * s;
 }
 
 double cpu_backend::sum(const float* x, std::size_t n) {

@@ -38,7 +38,7 @@ public:
   void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) override;
   void axpy(std::size_t n, float a, const float* x, float* y) override;
   void scale(std::size_t n, float a, float* x) override;
-  void add(std::size_t n, const float* x0, const float* x1, float* y) override;
+  void add(std::size_t n, const float* x0, const float* x1, float* y, float s = 1.f) override;
   double sum(const float* x, std::size_t n) override;
 
   std::size_t conv2d_workspace_bytes(const conv_geom& g) override;

@@ -20,8 +20,8 @@ __global__ void axpy_kernel(std::size_t n, float a, const float* x, float* y) {
   GW_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
 __global__ void scale_kernel(std::size_t n, float a, float* x) { GW_GRID_STRIDE(i, n) x[i] *= a; }
-__global__ void add_kernel(std::size_t n, const float* x0, const float* x1, float* y) {
-  GW_GRID_STRIDE(i, n) y[i] = x0[i] + x1[i];
+__global__ void add_kernel(std::size_t n, const float* x0, const float* x1, float* y, float s) {
+  GW_GRID_STRIDE(i, n) y[i] = (x0[i] + x1[i]) * s;
 }
 __global__ void sum_kernel(const float* x, std::size_t n, double* out) {
   __shared__ double part[threads_per_block];
@@ -56,8 +56,8 @@ void cuda_backend::scale(std::size_t n, float a, float* x) {
   scale_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, a, x);
   GW_CUDA_LAUNCHED();
 }
-void cuda_backend::add(std::size_t n, const float* x0, const float* x1, float* y) {
-  add_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, x0, x1, y);
+void cuda_backend::add(std::size_t n, const float* x0, const float* x1, float* y, float s) {
+  add_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, x0, x1, y, s);
   GW_CUDA_LAUNCHED();
 }
 double cuda_backend::sum(const float* x, std::size_t n) {

@@ -4,7 +4,7 @@
 #include "models/batcher.hpp"
 #include "models/model.hpp"
 #include "reference.hpp"
-#include "scheduler/ps_topology.hpp"
+#include "scheduler/topology.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,7 +13,7 @@
 
 using namespace gradwire;
 using namespace gradwire::models;
-using scheduler::ps_setup;
+using scheduler::topology_setup;
 
 namespace {
 
@@ -28,8 +28,8 @@ struct actor_env {
   }
 };
 
-ps_setup small_setup(int workers, int shards, bool sync) {
-  ps_setup s;
+topology_setup small_setup(int workers, int shards, bool sync) {
+  topology_setup s;
   s.spec.hidden = {32};
   s.opt.lr = 0.05f;
   s.opt.momentum = 0.9f;
@@ -45,7 +45,7 @@ ps_setup small_setup(int workers, int shards, bool sync) {
 
 /// Parameters of one trainer fed, each step, all workers' batches together
 /// (each worker's data shard, batch size and shuffle seed as the workers use).
-std::vector<float> joint_batch_reference(const ps_setup& setup, const dataset& data) {
+std::vector<float> joint_batch_reference(const topology_setup& setup, const dataset& data) {
   model ref(setup.spec, kernels::device::cpu(), setup.seed);
   trainer t(ref, setup.opt, 1);
   std::vector<std::unique_ptr<batcher>> feeds;
@@ -71,7 +71,7 @@ std::vector<float> joint_batch_reference(const ps_setup& setup, const dataset& d
 
 /// Mean loss on (the first 1000 samples of) `data` of the initial model
 /// and of `params`.
-std::pair<double, double> losses(const ps_setup& setup, const std::vector<float>& params,
+std::pair<double, double> losses(const topology_setup& setup, const std::vector<float>& params,
                                  const dataset& data) {
   model before(setup.spec, kernels::device::cpu(), setup.seed), after(setup.spec, kernels::device::cpu(), setup.seed);
   std::copy(params.begin(), params.end(), after.params().data());
@@ -96,7 +96,7 @@ TEST_CASE("sync PS: N workers at batch b equal one worker at batch N*b, step by 
   for (int shards : {1, 3}) {
     INFO(shards << " shard(s)");
     auto setup = small_setup(2, shards, true);
-    auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+    auto out = scheduler::run_topology(*env.sys, setup, data);
     gwtest::check_close(out.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
     // Every push of a sync step is applied at the version it was computed on.
     REQUIRE(!out.staleness.empty());
@@ -119,7 +119,7 @@ TEST_CASE("async PS: every push applied once, staleness recorded, loss falls") {
   // did not learn (loss 2.33 -> 2.19); asynchrony adds implicit momentum.
   // Momentum 0: 2.33 -> 0.08; momentum 0.9 at lr 0.01: 2.33 -> 0.17.
   setup.opt.momentum = 0.f;
-  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  auto out = scheduler::run_topology(*env.sys, setup, data);
   const auto pushes = std::accumulate(out.staleness.begin(), out.staleness.end(), std::int64_t{0});
   CHECK(pushes == 4 * 30 * 2);
   std::int64_t recorded = 0;
@@ -142,7 +142,7 @@ TEST_CASE("sync PS with unequal batch sizes equals one batch of all their sample
   auto setup = small_setup(2, 2, true);
   setup.worker_batch = {16, 48};
   setup.steps = 6;
-  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  auto out = scheduler::run_topology(*env.sys, setup, data);
   gwtest::check_close(out.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
   CHECK(out.reports[1].samples == 3 * out.reports[0].samples);
 }
@@ -156,7 +156,7 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   setup.opt.momentum = 0.f;
   setup.steps = 12;
   setup.worker_slowdown = {1.0, 1.0, 6.0};
-  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  auto out = scheduler::run_topology(*env.sys, setup, data);
   auto max_of = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
   };
@@ -177,9 +177,10 @@ TEST_CASE("local SGD averaging every step equals synchronous SGD (momentum inclu
   auto data = make_synthetic(512, 1, 28, 28, 10, 8);
   auto sync = small_setup(3, 2, true);
   auto local = sync;
+  local.kind = scheduler::topology_kind::local_sgd;
   local.local_steps = 1;
-  auto a = scheduler::run_parameter_server(*env.sys, sync, data);
-  auto b = scheduler::run_parameter_server(*env.sys, local, data);
+  auto a = scheduler::run_topology(*env.sys, sync, data);
+  auto b = scheduler::run_topology(*env.sys, local, data);
   gwtest::check_close(b.params, a.params, 1e-4, 1e-5);
 }
 
@@ -187,10 +188,11 @@ TEST_CASE("local SGD with H = 4: parameters exchanged every 4 steps, and it lear
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, true);
+  setup.kind = scheduler::topology_kind::local_sgd;
   setup.local_steps = 4;
   setup.steps = 18; // 4 full rounds and a partial one of 2
   setup.opt.lr = 0.02f;
-  auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+  auto out = scheduler::run_topology(*env.sys, setup, data);
   for (const auto& rep : out.reports) {
     CHECK(rep.error.empty());
     CHECK(rep.steps == 18);
@@ -212,7 +214,7 @@ TEST_CASE("a run far longer than the timeout succeeds: silence, not duration, is
   setup.timeout = std::chrono::milliseconds(400);
   std::int64_t last_steps = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  auto out = scheduler::run_parameter_server(*env.sys, setup, data,
+  auto out = scheduler::run_topology(*env.sys, setup, data,
                                              [&](std::int64_t steps, std::int64_t) { last_steps = steps; });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("ran " << secs << " s with a 0.4 s timeout");
@@ -231,7 +233,7 @@ TEST_CASE("a worker silent for longer than the timeout is reported by rank") {
   setup.steps = 3;
   setup.worker_slowdown = {1.0, 2000.0}; // rank 1: one step takes seconds, no heartbeat meanwhile
   setup.timeout = std::chrono::milliseconds(300);
-  CHECK_THROWS_WITH(scheduler::run_parameter_server(*env.sys, setup, data),
+  CHECK_THROWS_WITH(scheduler::run_topology(*env.sys, setup, data),
                     Catch::Contains("worker rank 1 silent for 300 ms"));
 }
 
@@ -244,11 +246,11 @@ TEST_CASE("SSP: the fastest worker is never more than bound + 1 steps ahead of t
   setup.opt.momentum = 0.f;
   setup.steps = 12;
   setup.worker_slowdown = {1.0, 1.0, 6.0};
-  auto unbounded = scheduler::run_parameter_server(*env.sys, setup, data);
+  auto unbounded = scheduler::run_topology(*env.sys, setup, data);
   for (int bound : {0, 1, 3}) {
     INFO("bound " << bound);
     setup.staleness_bound = bound;
-    auto out = scheduler::run_parameter_server(*env.sys, setup, data);
+    auto out = scheduler::run_topology(*env.sys, setup, data);
     CHECK(out.max_clock_gap <= bound + 1);
     for (const auto& rep : out.reports)
       CHECK(rep.steps == 12);
@@ -262,7 +264,7 @@ TEST_CASE("a worker that cannot run ends the run with an error naming its rank")
   auto data = make_synthetic(40, 1, 28, 28, 10, 5); // 20 samples a worker: no batch of 32
   auto setup = small_setup(2, 1, true);
   setup.batch_size = 32;
-  CHECK_THROWS_WITH(scheduler::run_parameter_server(*env.sys, setup, data),
+  CHECK_THROWS_WITH(scheduler::run_topology(*env.sys, setup, data),
                     Catch::Contains("worker") && Catch::Contains("no full batch of 32"));
 }
 

@@ -7,10 +7,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$gw" --help | grep -q "run" || fail "--help does not list run"
-"$gw" run --help | grep -q -- "--set" || fail "run --help does not explain --set"
-"$gw" keys | grep -q "batch_size" || fail "keys does not list train.batch_size"
-"$gw" info | grep -q "CUDA kernels" || fail "info does not report CUDA"
+# Output captured first: grep -q closing the pipe early would fail pipefail.
+has() { local out; out=$("$gw" "${@:2}") && grep -q -- "$1" <<<"$out"; }
+has "run" --help || fail "--help does not list run"
+has "--set" run --help || fail "run --help does not explain --set"
+has "batch_size" keys || fail "keys does not list train.batch_size"
+has "ring" keys || fail "keys does not list the ring topology"
+has "CUDA kernels" info || fail "info does not report CUDA"
 
 # A short real run on Fashion-MNIST: exit 0 and a complete results folder.
 "$gw" run "$src/examples/default.toml" --out "$tmp/run" -q \

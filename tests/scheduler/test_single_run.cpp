@@ -2,7 +2,7 @@
 // consistent, interrupts keep what was written, bad data is a clear error.
 #include "kernels/error.hpp"
 #include "scheduler/config.hpp"
-#include "scheduler/ps_run.hpp"
+#include "scheduler/topology_run.hpp"
 #include "scheduler/results.hpp"
 #include "scheduler/single_run.hpp"
 
@@ -118,7 +118,7 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
                             "t.toml", {"experiment.out=" + out, std::string("topology.mode=") + mode});
     run_options o;
     o.progress = false;
-    auto s = run_ps(cfg, o);
+    auto s = run_actors(cfg, o);
     CHECK(s["topology"] == "parameter-server");
     CHECK(s["workers"] == 3);
     CHECK(s["steps_per_worker"] == 2 * (2048 / 3 / 32));
@@ -163,7 +163,7 @@ TEST_CASE("a stop request ends a parameter-server run with status interrupted an
   run_options o;
   o.progress = false;
   o.stop = &stop;
-  auto s = run_ps(cfg, o);
+  auto s = run_actors(cfg, o);
   CHECK(s["status"] == "interrupted");
   CHECK(s["final_test_accuracy"].is_number());
   CHECK(fs::exists(out + "/summary.json"));
@@ -179,7 +179,7 @@ TEST_CASE("a local-SGD run writes the results folder") {
                           "t.toml", {"experiment.out=" + out});
   run_options o;
   o.progress = false;
-  auto s = run_ps(cfg, o);
+  auto s = run_actors(cfg, o);
   CHECK(s["topology"] == "local-sgd");
   CHECK(s["local_steps"] == 4);
   CHECK(s["steps_per_worker"] == 2048 / 2 / 32);

@@ -1,26 +1,62 @@
-#include "scheduler/ps_run.hpp"
+#include "scheduler/topology_run.hpp"
 
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/data_source.hpp"
 #include "scheduler/progress.hpp"
-#include "scheduler/ps_topology.hpp"
+#include "scheduler/topology.hpp"
 #include "scheduler/results.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace gradwire::scheduler {
 
-nlohmann::json run_ps(run_config cfg, const run_options& opts) {
+namespace {
+
+topology_kind kind_of(const std::string& k) {
+  if (k == "local-sgd")
+    return topology_kind::local_sgd;
+  if (k == "ring")
+    return topology_kind::ring;
+  if (k == "hierarchical")
+    return topology_kind::hierarchical;
+  if (k == "gossip")
+    return topology_kind::gossip;
+  return topology_kind::parameter_server;
+}
+
+/// What the topology does each step, for the first line of a run.
+std::string describe(const run_config& cfg) {
+  if (cfg.topology == "local-sgd")
+    return fmt::format("local SGD, average every {} steps", cfg.local_steps);
+  if (cfg.topology == "ring")
+    return fmt::format("ring allreduce, {} KiB buckets{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "");
+  if (cfg.topology == "hierarchical")
+    return fmt::format("hierarchical allreduce, groups of {}", cfg.group_size);
+  if (cfg.topology == "gossip")
+    return fmt::format("gossip {} on a {} graph", cfg.gossip == "dpsgd" ? "D-PSGD" : "AD-PSGD", cfg.graph);
+  std::string s = "parameter server, " + cfg.mode;
+  if (cfg.mode == "sync" && cfg.backup_workers > 0)
+    s += fmt::format(", {} backup worker(s)", cfg.backup_workers);
+  if (cfg.mode != "sync" && cfg.dc_lambda > 0)
+    s += fmt::format(", DC-ASGD lambda {}", cfg.dc_lambda);
+  return s + fmt::format(", {} shard(s)", cfg.shards);
+}
+
+} // namespace
+
+nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   const auto t_start = std::chrono::steady_clock::now();
   progress_line progress(opts.progress);
   auto data = load_data(cfg);
   check(cfg.device == "cpu", cfg.source + ": train.device = \"" + cfg.device +
-                               "\": the parameter-server topology runs on the CPU for now");
-  ps_setup setup;
+                               "\": topologies of several workers run on the CPU for now");
+  topology_setup setup;
+  setup.kind = kind_of(cfg.topology);
   setup.spec = cfg.model;
   setup.opt = cfg.opt;
   setup.workers = cfg.workers;
@@ -28,8 +64,18 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
   setup.sync = cfg.mode == "sync";
   setup.staleness_lr = cfg.staleness_lr;
   setup.staleness_bound = cfg.mode == "ssp" ? cfg.staleness_bound : -1;
+  setup.backup = cfg.backup_workers;
+  setup.dc_lambda = static_cast<float>(cfg.dc_lambda);
   const bool local = cfg.topology == "local-sgd";
   setup.local_steps = local ? cfg.local_steps : 0;
+  setup.bucket_floats = static_cast<std::size_t>(cfg.bucket_kb) * 256;
+  setup.chunk_floats = static_cast<std::size_t>(cfg.chunk_kb) * 256;
+  setup.overlap = cfg.overlap;
+  setup.group_size = cfg.group_size;
+  setup.gossip = cfg.gossip == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
+  setup.graph = cfg.graph;
+  setup.degree = cfg.degree;
+  setup.distinct_init = !cfg.same_init;
   setup.batch_size = cfg.batch_size;
   setup.threads = cfg.threads;
   setup.how = models::parse_parallelism(cfg.parallelism);
@@ -39,6 +85,8 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
     for (int i = 0; i < g.count; ++i) {
       setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
       setup.worker_slowdown.push_back(g.slowdown);
+      setup.worker_delay_ms.push_back(g.delay_ms);
+      setup.worker_jitter_ms.push_back(g.jitter_ms);
     }
   // Every worker runs the same number of full batches (sync needs it): as
   // many as the worker with the largest batch has in an epoch.
@@ -56,25 +104,21 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
 
   results_writer out(cfg.out);
   out.write_file("config.toml", cfg.resolved_toml);
-  progress.note(fmt::format("gradwire: {} | {}, {} worker(s) x {} thread(s), {} shard(s) | {} | {} "
-                            "steps per worker | results in {}",
-                            cfg.name,
-                            local ? fmt::format("local SGD, average every {} steps", cfg.local_steps)
-                                  : "parameter server, " + cfg.mode,
-                            cfg.workers, cfg.threads, cfg.shards, cfg.model.kind, setup.steps, cfg.out));
+  progress.note(fmt::format("gradwire: {} | {} | {} worker(s) x {} thread(s) | {} | {} steps per worker | results in {}",
+                            cfg.name, describe(cfg), cfg.workers, cfg.threads, cfg.model.kind, setup.steps, cfg.out));
   caf::actor_system_config sys_cfg;
   sys_cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{sys_cfg};
   const auto t_train = std::chrono::steady_clock::now();
   const std::int64_t total_steps = setup.steps * cfg.workers;
-  auto res = run_parameter_server(sys, setup, data.train, [&](std::int64_t steps, std::int64_t samples) {
+  auto res = run_topology(sys, setup, data.train, [&](std::int64_t steps, std::int64_t samples) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
                     std::numeric_limits<double>::quiet_NaN());
   }, [&](const actors::step_metrics& m) {
     out.metric({{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step},
                 {"samples", m.samples}, {"steps", m.steps}, {"loss", m.loss},
-                {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", 0.0},
+                {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
                 {"staleness", m.staleness}});
   }, opts.stop);
   progress.finish();
@@ -99,6 +143,8 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
                         {"samples_per_sec", rep.seconds > 0 ? static_cast<double>(rep.samples) / rep.seconds : 0},
                         {"compute_seconds", rep.compute_seconds},
                         {"comm_seconds", rep.comm_seconds},
+                        {"wait_seconds", rep.wait_seconds},
+                        {"dropped_pushes", ri < res.dropped.size() ? res.dropped[ri] : 0},
                         {"final_loss", rep.last_loss},
                         {"staleness", staleness_summary(histogram_of(rep.staleness))}};
     nlohmann::json record = {{"type", "worker"}, {"time", rep.seconds}};
@@ -112,7 +158,8 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
     {"topology", cfg.topology},
-    {"mode", local ? "local-sgd" : cfg.mode},
+    {"mode", cfg.topology == "parameter-server" ? cfg.mode : cfg.topology == "gossip" ? cfg.gossip : cfg.topology},
+    {"description", describe(cfg)},
     {"local_steps", local ? nlohmann::json(cfg.local_steps) : nlohmann::json(nullptr)},
     {"workers", cfg.workers},
     {"shards", cfg.shards},
@@ -126,6 +173,8 @@ nlohmann::json run_ps(run_config cfg, const run_options& opts) {
     {"staleness_lr", cfg.staleness_lr},
     {"staleness_bound", cfg.mode == "ssp" ? nlohmann::json(cfg.staleness_bound) : nlohmann::json(nullptr)},
     {"max_clock_gap", res.max_clock_gap},
+    {"replica_spread", res.replica_spread},
+    {"dropped_pushes", std::accumulate(res.dropped.begin(), res.dropped.end(), std::int64_t{0})},
     {"steps_per_worker", setup.steps},
     {"samples", samples},
     {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()},

@@ -1,0 +1,164 @@
+#include "actors/ring_allreduce.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <atomic>
+
+namespace gradwire::actors {
+
+std::vector<std::pair<std::size_t, std::size_t>> make_buckets(std::size_t n, std::size_t bucket_floats) {
+  check(bucket_floats > 0, "bucket size must be positive");
+  const std::size_t count = std::max<std::size_t>(1, (n + bucket_floats - 1) / bucket_floats);
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t i = count; i-- > 0;) {
+    auto edge = [&](std::size_t k) { return k == count ? n : n * k / count / 16 * 16; };
+    out.emplace_back(edge(i), edge(i + 1));
+  }
+  return out;
+}
+
+ring_allreduce::ring_allreduce(int pos, int size, int tag, std::vector<std::pair<std::size_t, std::size_t>> buckets,
+                               std::size_t chunk_floats, done_fn done)
+    : pos_(pos), size_(size), tag_(tag), buckets_(std::move(buckets)), done_(std::move(done)) {
+  check(size >= 1 && pos >= 0 && pos < size, "ring position out of range");
+  check(chunk_floats > 0, "chunk size must be positive");
+  const auto n = static_cast<std::size_t>(size);
+  for (const auto& [b, e] : buckets_) {
+    std::vector<chunk_info> cs;
+    const std::size_t len = e - b;
+    for (std::size_t s = 0; s < n; ++s)
+      for (std::size_t c0 = len * s / n, c1 = len * (s + 1) / n; c0 < c1; c0 += chunk_floats)
+        cs.push_back({c0, std::min(c1, c0 + chunk_floats), static_cast<int>(s)});
+    finals_.emplace_back(cs.size());
+    chunks_.push_back(std::move(cs));
+  }
+}
+
+std::string ring_allreduce::pending() const {
+  std::string out;
+  for (const auto& [key, a] : active_)
+    out += (out.empty() ? "" : ", ") + std::string("round ") + std::to_string(key.first) + " bucket " +
+           std::to_string(key.second) + " (" + std::to_string(a.count) + "/" +
+           std::to_string(chunks_[static_cast<std::size_t>(key.second)].size()) + " chunks" +
+           (a.started ? "" : ", not handed over") + ")";
+  return out;
+}
+
+void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int bucket, slice local, float scale) {
+  if (bucket < 0 || static_cast<std::size_t>(bucket) >= buckets_.size())
+    throw error("ring: no bucket " + std::to_string(bucket));
+  const auto& [b, e] = buckets_[static_cast<std::size_t>(bucket)];
+  if (static_cast<std::size_t>(local.numel()) != e - b)
+    throw error("ring: bucket " + std::to_string(bucket) + " handed over with " + std::to_string(local.numel()) +
+                " floats, expected " + std::to_string(e - b));
+  if (round < lowest_round_)
+    throw error("ring: bucket handed over for finished round " + std::to_string(round));
+  lowest_round_ = round; // every earlier round is complete here
+  auto& a = active_[{round, bucket}];
+  a.local = std::move(local);
+  a.scale = scale;
+  a.started = true;
+  a.t_start = std::chrono::steady_clock::now();
+  const auto& cs = chunks_[static_cast<std::size_t>(bucket)];
+  if (size_ == 1) { // the sum is the local contribution
+    if (scale != 1.f)
+      kernels::backend_for(kernels::device::cpu()).scale(e - b, scale, a.local.data());
+    a.got.push_back({b, a.local});
+    a.count = cs.size();
+    finish_if_complete(round, bucket);
+    return;
+  }
+  for (std::size_t c = 0; c < cs.size(); ++c)
+    if (cs[c].segment == pos_)
+      self->send(right_, ring_atom::value, tag_, round, bucket, static_cast<int>(c), 0,
+                 a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
+  auto early = std::move(a.early);
+  for (const auto& m : early)
+    handle(self, round, bucket, a, m);
+  finish_if_complete(round, bucket);
+}
+
+void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+  // A neighbour is at most one round ahead; a hierarchical group member may
+  // already be one round on while its own group ring finishes the last.
+  if (round < lowest_round_ - 1 || round > lowest_round_ + 1)
+    throw error("ring " + std::to_string(tag_) + " peer " + std::to_string(pos_) + ": chunk of round " +
+                std::to_string(round) + " while at round " + std::to_string(lowest_round_));
+  if (bucket < 0 || static_cast<std::size_t>(bucket) >= buckets_.size() || chunk < 0 ||
+      static_cast<std::size_t>(chunk) >= chunks_[static_cast<std::size_t>(bucket)].size() || hop < 0 ||
+      hop > 2 * size_ - 3)
+    throw error("ring: malformed chunk message (bucket " + std::to_string(bucket) + ", chunk " +
+                std::to_string(chunk) + ", hop " + std::to_string(hop) + ")");
+  auto& a = active_[{round, bucket}];
+  if (!a.heard) {
+    a.heard = true;
+    a.t_first = std::chrono::steady_clock::now();
+  }
+  message m{chunk, hop, std::move(data)};
+  if (!a.started) {
+    a.early.push_back(std::move(m));
+    return;
+  }
+  handle(self, round, bucket, a, m);
+  finish_if_complete(round, bucket);
+}
+
+void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m) {
+  const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
+  const std::size_t len = ci.end - ci.begin;
+  if (static_cast<std::size_t>(m.data.numel()) != len)
+    throw error("ring: chunk of " + std::to_string(m.data.numel()) + " floats, expected " + std::to_string(len));
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  const std::size_t offset = buckets_[static_cast<std::size_t>(bucket)].first + ci.begin;
+  const auto shape = kernels::shape_t{static_cast<std::int64_t>(len)};
+  if (m.hop < size_ - 2) { // reduce-scatter: add ours in place, pass it on
+    float* mine = a.local.data() + ci.begin;
+    be.axpy(len, 1.f, m.data.data(), mine);
+    self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, a.local.view(ci.begin, shape));
+    return;
+  }
+  if (m.hop == size_ - 2) { // the last contribution: this peer owns the chunk
+    auto fin = final_buffer(bucket, m.chunk, len);
+    be.add(len, m.data.data(), a.local.data() + ci.begin, fin.data(), a.scale);
+    a.got.push_back({offset, fin});
+    ++a.count;
+    if (size_ > 1)
+      self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, fin);
+    return;
+  }
+  a.got.push_back({offset, m.data}); // all-gather: keep the shared final chunk
+  ++a.count;
+  if (m.hop < 2 * size_ - 3)
+    self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, m.data);
+}
+
+slice ring_allreduce::final_buffer(int bucket, int chunk, std::size_t len) {
+  auto& slot = finals_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(chunk)];
+  // Reuse last round's buffer once every peer has let go of it (this pool
+  // holds the only reference); the acquire fence orders their last reads
+  // before this peer's writes.
+  if (slot.defined() && slot.shared_storage().use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return slot;
+  }
+  slot = slice::empty({static_cast<std::int64_t>(len)});
+  return slot;
+}
+
+void ring_allreduce::finish_if_complete(std::int64_t round, int bucket) {
+  auto it = active_.find({round, bucket});
+  if (it == active_.end() || !it->second.started || it->second.count < chunks_[static_cast<std::size_t>(bucket)].size())
+    return;
+  auto& a = it->second;
+  done_info d;
+  d.round = round;
+  d.bucket = bucket;
+  d.result = std::move(a.got);
+  d.wait_seconds = a.heard && a.t_first > a.t_start ? std::chrono::duration<double>(a.t_first - a.t_start).count() : 0;
+  active_.erase(it);
+  done_(std::move(d));
+}
+
+} // namespace gradwire::actors

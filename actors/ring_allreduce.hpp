@@ -1,0 +1,106 @@
+#pragma once
+/// @file ring_allreduce.hpp
+/// The ring allreduce protocol of one ring, as a state machine that a ring
+/// peer actor drives (a peer in a hierarchical allreduce drives two).
+///
+/// Each bucket (a range of the gradient buffer) is cut into `size`
+/// segments and each segment into chunks of at most `chunk_floats`. Every
+/// chunk travels on its own: reduce-scatter hops 0 .. size-2 carry a
+/// partial sum to the right neighbour, which adds its own contribution in
+/// place and passes it on; the peer that adds the last contribution (the
+/// chunk's owner) writes (sum * scale) into a fresh buffer, and all-gather
+/// hops size-1 .. 2*size-3 pass that one read-only buffer round the ring.
+/// Chunks of one bucket, and buckets, are in flight at once (pipelined);
+/// nothing waits for a whole segment.
+///
+/// Buffers: a peer's local bucket is a view of its worker's gradient
+/// buffer, handed over until the bucket completes. A reduce-scatter hop
+/// sends a view of it; the neighbour reads it before anything downstream
+/// of that read can lead back to a write (the all-gather of the same chunk
+/// and the next round both come after), so no copy is needed. The final
+/// chunks are fresh buffers that no one writes again.
+///
+/// Flow control: a peer can be at most one round ahead of its neighbours
+/// (finishing round r needs every peer's round-r contribution), so each
+/// peer holds at most two rounds of chunk messages: the window is
+/// structural, and messages for any other round are a protocol error.
+
+#include "actors/messages.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gradwire::actors {
+
+/// Even ranges of the buffer [0, n) of at most `bucket_floats` each, in the
+/// order backward produces them (from the end of the buffer).
+std::vector<std::pair<std::size_t, std::size_t>> make_buckets(std::size_t n, std::size_t bucket_floats);
+
+class ring_allreduce {
+public:
+  struct done_info {
+    std::int64_t round = 0;
+    int bucket = 0;
+    pieces result;       ///< covering the bucket, each read-only
+    double wait_seconds = 0; ///< from the hand-over to the first chunk from the left
+  };
+  using done_fn = std::function<void(done_info)>;
+
+  /// Position `pos` in a ring of `size` peers; `tag` tells apart the rings
+  /// one peer takes part in; buckets are ranges of the parameter buffer.
+  ring_allreduce(int pos, int size, int tag, std::vector<std::pair<std::size_t, std::size_t>> buckets,
+                 std::size_t chunk_floats, done_fn done);
+
+  void set_right(caf::actor right) { right_ = std::move(right); }
+  int size() const { return size_; }
+
+  /// The local contribution of `bucket` for `round`: a writable view of
+  /// the bucket's range, handed over until done. The result is sum * scale.
+  void start(caf::event_based_actor* self, std::int64_t round, int bucket, slice local, float scale);
+  /// A chunk from the left neighbour.
+  void on_chunk(caf::event_based_actor* self, std::int64_t round, int bucket, int chunk, int hop, slice data);
+  /// Buckets started but not complete, for error messages ("round 3: buckets 0, 2").
+  std::string pending() const;
+
+private:
+  struct chunk_info {
+    std::size_t begin, end; ///< relative to the bucket
+    int segment;
+  };
+  struct message {
+    int chunk, hop;
+    slice data;
+  };
+  struct active {
+    slice local;
+    float scale = 1.f;
+    pieces got;
+    std::size_t count = 0;
+    bool started = false;
+    std::chrono::steady_clock::time_point t_start, t_first;
+    bool heard = false;
+    std::vector<message> early; ///< chunks that came before the hand-over
+  };
+
+  void handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m);
+  void finish_if_complete(std::int64_t round, int bucket);
+  /// A buffer for a chunk this peer owns, pooled across rounds.
+  slice final_buffer(int bucket, int chunk, std::size_t len);
+
+  int pos_, size_, tag_;
+  std::vector<std::pair<std::size_t, std::size_t>> buckets_;
+  std::vector<std::vector<chunk_info>> chunks_; ///< per bucket
+  std::vector<std::vector<slice>> finals_;      ///< per bucket and chunk: pooled final buffers
+  caf::actor right_;
+  done_fn done_;
+  std::map<std::pair<std::int64_t, int>, active> active_;
+  std::int64_t lowest_round_ = 0; ///< rounds below this are finished
+};
+
+} // namespace gradwire::actors

@@ -1,0 +1,120 @@
+#include "actors/ring_peer.hpp"
+
+#include "actors/ring_allreduce.hpp"
+#include "kernels/cpu/denormals.hpp"
+#include "kernels/error.hpp"
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace gradwire::actors {
+namespace {
+
+struct peer_state {
+  ring_peer_config cfg;
+  caf::actor worker;
+  std::unique_ptr<ring_allreduce> group;   ///< the flat ring, or the ring within the group
+  std::unique_ptr<ring_allreduce> leaders; ///< hierarchical leaders only
+  std::vector<caf::actor> members;         ///< hierarchical leader: the group's other peers
+  std::map<std::pair<std::int64_t, int>, std::pair<slice, float>> local; ///< leader: bucket views and final scales
+  static inline const char* name = "ring_peer";
+};
+
+using peer_actor = caf::stateful_actor<peer_state>;
+
+bool leader(const peer_state& s) { return s.cfg.hierarchical && s.cfg.group_pos == 0; }
+
+/// Runs `fn`; a protocol error goes to the worker instead of killing the peer.
+template <class F>
+void guarded(peer_actor* self, std::int64_t round, F fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    self->send(self->state.worker, reduced_atom::value, round,
+               "ring peer " + std::to_string(self->state.cfg.rank) + ": " + e.what());
+  }
+}
+
+caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
+  auto& s = self->state;
+  s.cfg = cfg;
+  const int ring_size = cfg.hierarchical ? cfg.group_size : cfg.world;
+  const int ring_pos = cfg.hierarchical ? cfg.group_pos : cfg.rank;
+  auto to_worker = [self](ring_allreduce::done_info d) {
+    self->send(self->state.worker, reduced_atom::value, d.round, d.bucket, std::move(d.result), d.wait_seconds);
+  };
+  // The group's result: flat rings and leaders of a one-group hierarchy are
+  // done; a leader carries the group sum to the leaders' ring; other members
+  // wait for their leader's broadcast instead.
+  auto group_done = [self, to_worker](ring_allreduce::done_info d) {
+    auto& st = self->state;
+    if (!st.cfg.hierarchical) {
+      to_worker(std::move(d));
+      return;
+    }
+    if (!leader(st))
+      return;
+    const auto key = std::make_pair(d.round, d.bucket);
+    auto [view, scale] = st.local.at(key);
+    st.local.erase(key);
+    const std::size_t begin = st.cfg.buckets[static_cast<std::size_t>(d.bucket)].first;
+    for (const auto& p : d.result) // the group sum, into the leader's own bucket view
+      if (p.data.data() != view.data() + (p.offset - begin))
+        std::memcpy(view.data() + (p.offset - begin), p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
+    guarded(self, d.round, [&] { st.leaders->start(self, d.round, d.bucket, view, scale); });
+  };
+  auto leaders_done = [self, to_worker](ring_allreduce::done_info d) {
+    auto& st = self->state;
+    if (st.leaders->size() == 1) // the result is the leader's own gradient buffer: share a copy
+      for (auto& p : d.result) {
+        auto copy = slice::empty({p.data.numel()});
+        std::memcpy(copy.data(), p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
+        p.data = copy;
+      }
+    for (const auto& m : st.members)
+      self->send(m, reduced_atom::value, d.round, d.bucket, d.result, d.wait_seconds);
+    to_worker(std::move(d));
+  };
+  s.group = std::make_unique<ring_allreduce>(ring_pos, ring_size, 0, cfg.buckets, cfg.chunk_floats, group_done);
+  if (leader(s))
+    s.leaders = std::make_unique<ring_allreduce>(cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats, leaders_done);
+  return {
+    [=](wire_atom, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
+      auto& st = self->state;
+      st.group->set_right(std::move(right));
+      if (st.leaders)
+        st.leaders->set_right(std::move(leader_right));
+      st.members = std::move(members);
+    },
+    [=](reduce_atom, std::int64_t round, int bucket, slice view, float scale) {
+      auto& st = self->state;
+      kernels::flush_denormals_on_this_thread();
+      st.worker = caf::actor_cast<caf::actor>(self->current_sender());
+      guarded(self, round, [&] {
+        if (leader(st))
+          st.local[{round, bucket}] = {view, scale};
+        st.group->start(self, round, bucket, view, st.cfg.hierarchical ? 1.f : scale);
+      });
+    },
+    [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+      auto& st = self->state;
+      guarded(self, round, [&] {
+        check(tag == 0 || (tag == 1 && st.leaders), "chunk for ring " + std::to_string(tag) + ", not joined here");
+        (tag == 0 ? st.group : st.leaders)->on_chunk(self, round, bucket, chunk, hop, std::move(data));
+      });
+    },
+    [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
+      // hierarchical member: the leader's broadcast
+      self->send(self->state.worker, reduced_atom::value, round, bucket, std::move(result), wait);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg) {
+  return sys.spawn(peer_behavior, cfg);
+}
+
+} // namespace gradwire::actors

@@ -1,0 +1,42 @@
+#pragma once
+/// @file ring_peer.hpp
+/// A ring peer: the actor that runs its worker's allreduce while the worker
+/// computes (an event-based actor on the scheduler's threads, so chunks
+/// keep moving while the detached worker is inside backward).
+///
+/// flat:         one ring over all workers (ring_allreduce.hpp).
+/// hierarchical: a ring within each group sums the group's gradients; the
+///               group leaders (position 0 in each group) allreduce those
+///               sums on a second ring, and each leader sends the result to
+///               its group's peers. Intra-group traffic stays in the group
+///               and only one peer per group crosses groups (as NCCL's and
+///               Horovod's hierarchical allreduce between nodes).
+///
+/// Messages: (wire_atom, right, leader_right, group peers) once; from the
+/// worker (reduce_atom, round, bucket, view, scale), answered per bucket
+/// with (reduced_atom, round, bucket, pieces, wait seconds), or
+/// (reduced_atom, round, error text) when the protocol breaks.
+
+#include "actors/messages.hpp"
+
+#include <caf/all.hpp>
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace gradwire::actors {
+
+struct ring_peer_config {
+  int rank = 0, world = 1;
+  std::vector<std::pair<std::size_t, std::size_t>> buckets;
+  std::size_t chunk_floats = 65536;
+  /// Hierarchical: this peer's position in its group and the group's size,
+  /// the number of groups and this group's index. Flat: one group of all.
+  int group_pos = 0, group_size = 1, groups = 1, group = 0;
+  bool hierarchical = false;
+};
+
+caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);
+
+} // namespace gradwire::actors

@@ -1,0 +1,128 @@
+#include "actors/worker_core.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace gradwire::actors {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void worker_core::init(worker_config c) {
+  cfg = std::move(c);
+  start = phase = clock_type::now();
+  jitter_rng.seed(cfg.seed * 7919 + static_cast<std::uint64_t>(cfg.rank));
+  model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
+                                          cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
+  trainer = std::make_unique<models::trainer>(*model, cfg.opt, cfg.threads, cfg.how);
+  batches = std::make_unique<models::batcher>(
+    *cfg.data, models::shard_indices(cfg.data->size(), cfg.rank, cfg.world, cfg.seed), cfg.batch_size,
+    cfg.seed + static_cast<std::uint64_t>(cfg.rank));
+}
+
+models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {
+  end_comm();
+  const auto t0 = clock_type::now();
+  // Partial batches at the end of an epoch are skipped so that every step
+  // of every worker has the same size.
+  bool got = false;
+  for (int tries = 0; tries < 3 && !got; ++tries)
+    got = batches->next(bt) && bt.size == cfg.batch_size;
+  if (!got)
+    throw gradwire::error(who() + "its data shard holds no full batch of " + std::to_string(cfg.batch_size));
+  auto r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
+  loss_sum += r.loss_sum;
+  loss_samples += r.samples;
+  window_loss += r.loss_sum;
+  window_samples += r.samples;
+  report.samples += r.samples;
+  double extra = cfg.slowdown > 1.0 ? (cfg.slowdown - 1.0) * seconds_since(t0) : 0.0;
+  extra += cfg.delay_ms * 1e-3;
+  if (cfg.jitter_ms > 0)
+    extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
+  if (extra > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  report.compute_seconds += seconds_since(t0);
+  window.compute_ms += seconds_since(t0) * 1e3;
+  phase = clock_type::now();
+  return r;
+}
+
+void worker_core::end_comm() {
+  report.comm_seconds += seconds_since(phase);
+  window.comm_ms += seconds_since(phase) * 1e3;
+  phase = clock_type::now();
+}
+
+void worker_core::add_compute(double seconds) {
+  report.compute_seconds += seconds;
+  window.compute_ms += seconds * 1e3;
+}
+
+void worker_core::add_wait(double seconds) {
+  report.wait_seconds += seconds;
+  window.wait_ms += seconds * 1e3;
+}
+
+void worker_core::add_staleness(std::int64_t s) {
+  report.staleness.push_back(s);
+  window_staleness += static_cast<double>(s);
+  ++window_pushes;
+}
+
+void worker_core::end_step(caf::event_based_actor* self) {
+  ++step;
+  ++window.steps;
+  if (window.steps < cfg.log_every && step < cfg.steps)
+    return;
+  auto& w = window;
+  const auto n = static_cast<double>(w.steps);
+  w.rank = cfg.rank;
+  w.step = step;
+  w.samples = report.samples;
+  w.time = seconds_since(start);
+  w.loss = window_samples ? window_loss / static_cast<double>(window_samples) : 0;
+  w.compute_ms /= n;
+  w.comm_ms /= n;
+  w.wait_ms /= n;
+  w.staleness = window_pushes ? window_staleness / static_cast<double>(window_pushes) : 0;
+  self->send(cfg.report_to, metrics_atom::value, w);
+  window = step_metrics{};
+  window_loss = window_staleness = 0;
+  window_samples = window_pushes = 0;
+}
+
+std::chrono::milliseconds worker_core::beat_interval() const {
+  // Well under the coordinator's silence limit; a worker waiting for a
+  // reply keeps beating, only one stuck inside a computation falls silent.
+  return std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), cfg.timeout / 8);
+}
+
+void worker_core::start_heartbeats(caf::event_based_actor* self) {
+  self->delayed_send(self, beat_interval(), beat_atom::value);
+}
+
+void worker_core::on_beat(caf::event_based_actor* self) {
+  self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
+  self->delayed_send(self, beat_interval(), beat_atom::value);
+}
+
+void worker_core::finish(caf::event_based_actor* self, std::string error, bool with_params) {
+  report.rank = cfg.rank;
+  report.steps = step;
+  report.seconds = seconds_since(start);
+  report.last_loss = loss_samples ? loss_sum / static_cast<double>(loss_samples) : 0;
+  report.error = std::move(error);
+  if (with_params && model) {
+    report.params = slice::empty({static_cast<std::int64_t>(model->size())});
+    std::memcpy(report.params.data(), model->params().data(), model->size() * sizeof(float));
+  }
+  self->send(cfg.report_to, done_atom::value, report);
+  self->quit();
+}
+
+} // namespace gradwire::actors

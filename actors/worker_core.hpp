@@ -1,0 +1,137 @@
+#pragma once
+/// @file worker_core.hpp
+/// What every kind of worker shares: its configuration, its model replica,
+/// trainer and data shard, the timing of compute and communication, the
+/// per-window metrics record, heartbeats and the final report. The
+/// parameter-server worker (worker.cpp), the ring worker (ring_worker.cpp)
+/// and the gossip worker (gossip_worker.cpp) differ only in how they
+/// exchange gradients or parameters between steps.
+
+#include "actors/messages.hpp"
+#include "models/batcher.hpp"
+#include "models/dataset.hpp"
+#include "models/model.hpp"
+#include "models/network.hpp"
+#include "models/trainer.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace gradwire::actors {
+
+enum class gossip_mode { dpsgd, adpsgd };
+
+struct worker_config {
+  int rank = 0, world = 1;
+  models::model_spec spec;
+  int threads = 1;
+  models::parallelism how = models::parallelism::automatic;
+  int batch_size = 64;
+  /// Emulated slower node: after computing a batch in t seconds the worker
+  /// waits (slowdown - 1) * t more (1 = full speed), then delay_ms plus a
+  /// uniform random 0 .. jitter_ms.
+  double slowdown = 1.0;
+  double delay_ms = 0, jitter_ms = 0;
+  std::int64_t steps = 0; ///< full batches to run (epochs wrap around)
+  std::uint64_t seed = 1;
+  models::optimizer_spec opt;
+  const models::dataset* data = nullptr; ///< shared, read-only
+  int log_every = 50;     ///< steps per (metrics_atom, step_metrics) record
+  caf::actor report_to;   ///< receives (step_atom, rank, steps, samples) about twice a second and (done_atom, worker_report)
+  std::chrono::milliseconds timeout{60000};
+
+  // Parameter server (worker.cpp).
+  std::vector<caf::actor> shards;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges; ///< each shard's [begin, end)
+  bool sync = true;       ///< pull the version of the current step, not any
+  /// Sync with backup workers: steps count shard versions; a worker pulls
+  /// the newest version and its late pushes may be dropped.
+  bool backup = false;
+  /// Bounded staleness (async only): >= 0 makes the worker at step c wait
+  /// until every worker has pushed c - bound steps; < 0: no bound.
+  int staleness_bound = -1;
+  /// Local SGD: > 0 means the worker updates its own replica with `opt`
+  /// and, every `local_steps` steps (and after the last), pushes its
+  /// parameters to be averaged and continues from the average.
+  int local_steps = 0;
+
+  // Ring allreduce (ring_worker.cpp). Without a ring_peer the worker is its
+  // own ring peer (chunks go worker to worker; no overlap with backward).
+  caf::actor ring_peer;
+  std::size_t chunk_floats = 1 << 18;
+  std::vector<std::pair<std::size_t, std::size_t>> buckets; ///< as make_buckets gives them
+  /// Multiplies this worker's gradient before the sum (batch_i / mean batch,
+  /// so that workers of different batch sizes give the sample-weighted mean).
+  float grad_weight = 1.f;
+  bool overlap = false;   ///< hand buckets to the ring peer during backward
+
+  // Gossip (gossip_worker.cpp).
+  std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)
+  std::vector<int> graph;             ///< ranks of this worker's neighbours
+  /// D-PSGD mixing weights: one per neighbour in graph order, then this
+  /// worker's own (Metropolis-Hastings, so the mixing matrix is doubly stochastic).
+  std::vector<float> mix_weights;
+  /// Each replica starts from its own seed (seed + rank) instead of one
+  /// shared initialisation (studies of consensus from different starts).
+  bool distinct_init = false;
+  gossip_mode gossip = gossip_mode::dpsgd;
+};
+
+/// The replica, its data and its accounting.
+struct worker_core {
+  using clock_type = std::chrono::steady_clock;
+
+  worker_config cfg;
+  std::unique_ptr<models::model> model;
+  std::unique_ptr<models::trainer> trainer;
+  std::unique_ptr<models::batcher> batches;
+  models::batch bt;
+  std::int64_t step = 0;
+  worker_report report;
+  clock_type::time_point start, phase;
+  double loss_sum = 0;
+  std::int64_t loss_samples = 0;
+  step_metrics window; ///< accumulating towards the next metrics record
+  double window_loss = 0, window_staleness = 0;
+  std::int64_t window_samples = 0, window_pushes = 0;
+  std::mt19937_64 jitter_rng;
+
+  /// Builds the replica and data shard; throws on failure.
+  void init(worker_config c);
+  /// Runs one batch: gradients into trainer->gradients() (`ready` as in
+  /// trainer::compute_gradients), then the emulated slowdown. Counts the
+  /// time since `phase` as communication first. Throws when the shard has
+  /// no full batch.
+  models::step_result compute(const std::function<void(std::size_t)>& ready = {});
+  /// Starts timing a communication phase.
+  void begin_comm() { phase = clock_type::now(); }
+  /// Ends it: the time since begin_comm() counts as communication.
+  void end_comm();
+  /// Counts compute done outside compute() (an optimizer step after an allreduce).
+  void add_compute(double seconds);
+  /// Adds time spent waiting for others (part of the communication time).
+  void add_wait(double seconds);
+  /// Records one applied push's staleness.
+  void add_staleness(std::int64_t s);
+  /// Counts a finished step; every log_every steps sends the window's record.
+  void end_step(caf::event_based_actor* self);
+  /// Sends heartbeats from a timer (beat_atom must reach on_beat).
+  void start_heartbeats(caf::event_based_actor* self);
+  void on_beat(caf::event_based_actor* self);
+  /// Sends the report (with the final parameters when `with_params`) and quits.
+  void finish(caf::event_based_actor* self, std::string error = {}, bool with_params = false);
+  /// "worker 3: " for messages.
+  std::string who() const { return "worker " + std::to_string(cfg.rank) + ": "; }
+  std::chrono::milliseconds beat_interval() const;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t);
+
+} // namespace gradwire::actors

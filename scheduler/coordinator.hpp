@@ -1,0 +1,39 @@
+#pragma once
+/// @file coordinator.hpp
+/// The coordinator of an in-process run: the scheduler's own actor, which
+/// collects every worker's heartbeats, metrics and final report, fails the
+/// run when a worker stays silent too long (naming its rank and last step),
+/// and on a stop request asks every worker to finish at its next step
+/// boundary, so the parameters so far are kept.
+
+#include "actors/messages.hpp"
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+struct coordination {
+  std::vector<actors::worker_report> reports; ///< by rank
+  bool interrupted = false;
+  std::string failure; ///< the first failure, empty when none
+};
+
+/// Waits for the reports of `workers` (indexed by rank), which send theirs
+/// to `self`. On failure the workers are not stopped: the caller stops
+/// every actor of its topology.
+coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
+                        std::chrono::milliseconds timeout,
+                        const std::function<void(std::int64_t, std::int64_t)>& on_progress,
+                        const std::function<void(const actors::step_metrics&)>& on_metrics,
+                        const std::atomic<bool>* stop);
+
+/// Sends an exit to each actor.
+void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,100 @@
+#pragma once
+/// @file topology.hpp
+/// Wires a topology of actors in one process and runs it: the same worker,
+/// shard and peer actors, connected differently.
+///
+/// | kind | actors | exchange per step |
+/// |---|---|---|
+/// | parameter_server | N workers, M shards over even ranges of the parameter buffer | pull slices, push gradient slices (sync, async, SSP, backup workers, DC-ASGD) |
+/// | local_sgd | N workers, M averaging shards | parameters averaged every H steps |
+/// | ring | N workers, N ring peers | ring allreduce of gradient buckets |
+/// | hierarchical | N workers, N peers in groups | ring in each group, ring of group leaders |
+/// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
+
+#include "actors/messages.hpp"
+#include "actors/worker_core.hpp"
+#include "models/dataset.hpp"
+#include "models/network.hpp"
+#include "models/optimizer.hpp"
+#include "models/trainer.hpp"
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+enum class topology_kind { parameter_server, local_sgd, ring, hierarchical, gossip };
+
+struct topology_setup {
+  topology_kind kind = topology_kind::parameter_server;
+  models::model_spec spec;
+  models::optimizer_spec opt;
+  int workers = 2, shards = 1;
+  bool sync = true;
+  bool staleness_lr = false;
+  int staleness_bound = -1; ///< async: SSP bound s (< 0: none)
+  int backup = 0;           ///< sync parameter server: backup workers b
+  float dc_lambda = 0.f;    ///< async parameter server: DC-ASGD lambda (0 = off)
+  int local_steps = 0;      ///< local SGD: parameters averaged every local_steps steps
+  std::size_t bucket_floats = 1 << 20; ///< ring: gradient bucket size
+  std::size_t chunk_floats = 1 << 18;  ///< ring: largest message
+  bool overlap = false;     ///< ring: start a bucket's allreduce during backward
+  int group_size = 2;       ///< hierarchical: workers per group (the last may be smaller)
+  actors::gossip_mode gossip = actors::gossip_mode::dpsgd;
+  std::string graph = "ring"; ///< gossip: "ring" | "torus" | "random" | "complete"
+  int degree = 3;           ///< gossip, random graph: neighbours per worker (at least)
+  bool distinct_init = false; ///< every replica from its own seed
+  int batch_size = 64;
+  /// Per worker (by rank), overriding batch_size, 1.0 and 0 when not empty.
+  std::vector<int> worker_batch;
+  std::vector<double> worker_slowdown, worker_delay_ms, worker_jitter_ms;
+  std::int64_t steps = 100; ///< per worker
+  int threads = 1;          ///< per worker
+  models::parallelism how = models::parallelism::automatic;
+  std::uint64_t seed = 1;
+  int log_every = 50; ///< steps per worker metrics record
+  /// The longest a worker may stay silent (workers send a heartbeat about
+  /// twice a second) before the run fails naming it; workers' requests
+  /// time out after twice this.
+  std::chrono::milliseconds timeout{60000};
+};
+
+struct topology_outcome {
+  /// The trained parameters: the shards' (parameter server), rank 0's
+  /// replica (ring: all are equal), or the replicas' mean (gossip).
+  std::vector<float> params;
+  std::vector<actors::worker_report> reports; ///< by rank
+  actors::histogram staleness;                ///< summed over shards
+  std::int64_t max_clock_gap = 0;             ///< fastest - slowest worker, largest seen by any shard
+  std::vector<std::int64_t> dropped;          ///< backup workers: pushes dropped, by rank
+  /// Largest distance of a replica from the replicas' mean, relative to the
+  /// mean's norm (0 for parameter servers; ~0 for a ring).
+  double replica_spread = 0;
+  double seconds = 0;
+  bool interrupted = false; ///< stopped early by the stop flag
+};
+
+/// Even ranges of a buffer of `n` floats for `parts` shards (16-aligned edges).
+std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int parts);
+
+/// Gossip graph: each rank's neighbours (symmetric, no self loops).
+std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int degree, std::uint64_t seed);
+
+/// Runs the topology on `data`; throws gradwire::error naming the rank or
+/// shard when a worker fails or does not report within the timeout.
+/// `on_progress(steps, samples)` gets the totals over all workers as
+/// heartbeats arrive; `on_metrics` each worker's record every log_every steps.
+/// When `*stop` becomes true the workers are stopped and the parameters so
+/// far are returned with `interrupted` set.
+topology_outcome run_topology(
+  caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
+  const std::function<void(std::int64_t, std::int64_t)>& on_progress = {},
+  const std::function<void(const actors::step_metrics&)>& on_metrics = {},
+  const std::atomic<bool>* stop = nullptr);
+
+} // namespace gradwire::scheduler
