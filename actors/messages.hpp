@@ -9,7 +9,7 @@
 /// | message | from -> to | payload | reply |
 /// |---|---|---|---|
 /// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) |
-/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness or -1 when dropped, version) |
+/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness; -1 when dropped, -2 after the last version; version) |
 /// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |

@@ -143,6 +143,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
         }
         return {staleness, st.version};
       }
+      if (st.cfg.sync && st.cfg.backup > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
+        return {std::int64_t{-2}, st.version}; // the run is over here: neither applied nor dropped
       if (st.cfg.sync && st.cfg.backup > 0 && base_version < st.version) {
         ++st.dropped[static_cast<std::size_t>(rank)]; // a backup worker's late push
         return {std::int64_t{-1}, st.version};

@@ -41,6 +41,9 @@ struct shard_config {
   bool sync = true;
   bool staleness_lr = false;      ///< async: lr / max(1, staleness)
   int backup = 0;                 ///< sync: pushes per version not waited for
+  /// Backup workers: the version the run ends at; pushes after it are ignored
+  /// (workers finish on seeing it from every shard, not all at once).
+  std::int64_t last_version = 0;
   float dc_lambda = 0.f;          ///< async: DC-ASGD delay compensation (0 = off)
   bool average = false;           ///< local SGD: average pushed parameters
   models::optimizer_spec opt;

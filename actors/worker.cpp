@@ -47,9 +47,9 @@ void compute_and_push(worker_actor* self) {
       .then(
         [=](std::int64_t staleness, std::int64_t) {
           auto& s = self->state;
-          if (staleness < 0)
+          if (staleness == -1)
             ++s.report.dropped; // backup workers: this push came too late
-          else
+          else if (staleness >= 0)
             s.add_staleness(staleness);
           if (--s.pending == 0) {
             s.end_step(self);
@@ -67,8 +67,8 @@ void compute_and_push(worker_actor* self) {
 std::int64_t wanted_version(const worker_state& st, std::size_t i) {
   if (st.cfg.local_steps > 0)
     return st.step / st.cfg.local_steps;
-  if (st.cfg.backup) // the version after the one this worker last computed on
-    return st.step == 0 ? 0 : st.base_version[i] + 1;
+  if (st.cfg.backup) // the version after the one this worker last computed on (the last is cfg.steps)
+    return st.step == 0 ? 0 : std::min(st.base_version[i] + 1, st.cfg.steps);
   return st.cfg.sync ? st.step : 0;
 }
 

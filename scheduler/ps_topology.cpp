@@ -31,6 +31,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     sc.sync = setup.sync;
     sc.staleness_lr = setup.staleness_lr;
     sc.backup = setup.sync && !local ? setup.backup : 0;
+    sc.last_version = setup.steps;
     sc.dc_lambda = setup.sync || local ? 0.f : setup.dc_lambda;
     sc.average = local;
     sc.opt = setup.opt;

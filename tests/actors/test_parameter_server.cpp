@@ -4,7 +4,7 @@
 #include "models/batcher.hpp"
 #include "models/model.hpp"
 #include "reference.hpp"
-#include "scheduler/topology.hpp"
+#include "topology_support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,82 +13,9 @@
 
 using namespace gradwire;
 using namespace gradwire::models;
+using namespace gwtest;
 using scheduler::topology_setup;
 
-namespace {
-
-/// One actor system per test case, shut down at its end (a static one
-/// outlived CAF's own globals and corrupted the heap at exit).
-struct actor_env {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  actor_env() {
-    cfg.set("scheduler.max-threads", 2);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-};
-
-topology_setup small_setup(int workers, int shards, bool sync) {
-  topology_setup s;
-  s.spec.hidden = {32};
-  s.opt.lr = 0.05f;
-  s.opt.momentum = 0.9f;
-  s.workers = workers;
-  s.shards = shards;
-  s.sync = sync;
-  s.batch_size = 16;
-  s.steps = 8;
-  s.seed = 11;
-  s.timeout = std::chrono::milliseconds(30000);
-  return s;
-}
-
-/// Parameters of one trainer fed, each step, all workers' batches together
-/// (each worker's data shard, batch size and shuffle seed as the workers use).
-std::vector<float> joint_batch_reference(const topology_setup& setup, const dataset& data) {
-  model ref(setup.spec, kernels::device::cpu(), setup.seed);
-  trainer t(ref, setup.opt, 1);
-  std::vector<std::unique_ptr<batcher>> feeds;
-  for (int r = 0; r < setup.workers; ++r) {
-    const auto ri = static_cast<std::size_t>(r);
-    feeds.push_back(std::make_unique<batcher>(
-      data, shard_indices(data.size(), r, setup.workers, setup.seed),
-      ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size,
-      setup.seed + static_cast<std::uint64_t>(r)));
-  }
-  for (int step = 0; step < setup.steps; ++step) {
-    batch joint, part;
-    for (auto& f : feeds) {
-      REQUIRE(f->next(part));
-      joint.x.insert(joint.x.end(), part.x.begin(), part.x.end());
-      joint.y.insert(joint.y.end(), part.y.begin(), part.y.end());
-      joint.size += part.size;
-    }
-    t.step(joint.x.data(), joint.y.data(), joint.size);
-  }
-  return ref.params().to_vector();
-}
-
-/// Mean loss on (the first 1000 samples of) `data` of the initial model
-/// and of `params`.
-std::pair<double, double> losses(const topology_setup& setup, const std::vector<float>& params,
-                                 const dataset& data) {
-  model before(setup.spec, kernels::device::cpu(), setup.seed), after(setup.spec, kernels::device::cpu(), setup.seed);
-  std::copy(params.begin(), params.end(), after.params().data());
-  trainer tb(before, setup.opt, 1), ta(after, setup.opt, 1);
-  return {tb.evaluate(data, 1000).loss, ta.evaluate(data, 1000).loss};
-}
-
-double mean_staleness(const actors::histogram& h) {
-  double n = 0, s = 0;
-  for (std::size_t k = 0; k < h.size(); ++k) {
-    n += static_cast<double>(h[k]);
-    s += static_cast<double>(k) * static_cast<double>(h[k]);
-  }
-  return n > 0 ? s / n : 0;
-}
-
-} // namespace
 
 TEST_CASE("sync PS: N workers at batch b equal one worker at batch N*b, step by step") {
   actor_env env;

@@ -1,0 +1,326 @@
+// Ring and hierarchical allreduce, backup workers, DC-ASGD and gossip as
+// CAF actors in one process.
+#include "actors/ring_allreduce.hpp"
+#include "actors/ring_peer.hpp"
+#include "models/dataset.hpp"
+#include "reference.hpp"
+#include "topology_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+
+using namespace gradwire;
+using namespace gradwire::models;
+using namespace gwtest;
+using scheduler::topology_kind;
+using scheduler::topology_setup;
+
+namespace {
+
+/// Worker r's input at element k: an integer, so every sum is exact in float.
+float input(int r, std::size_t k, int round) {
+  return static_cast<float>((r + 1 + round) * static_cast<int>(k % 13)) - 5.f;
+}
+
+/// Runs two rounds of allreduce on peers wired as `run_topology` wires
+/// them, with this test's scoped actor as every worker, and checks every
+/// piece against the exact sum. Returns the number of pieces checked.
+std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std::size_t bucket_floats,
+                            std::size_t chunk_floats, int group_size) {
+  const bool hier = group_size > 0;
+  const int gsize = hier ? std::min(group_size, n) : n;
+  const int groups = (n + gsize - 1) / gsize;
+  const auto buckets = actors::make_buckets(size, bucket_floats);
+  std::vector<caf::actor> peers;
+  for (int r = 0; r < n; ++r) {
+    actors::ring_peer_config pc;
+    pc.rank = r;
+    pc.world = n;
+    pc.buckets = buckets;
+    pc.chunk_floats = chunk_floats;
+    pc.hierarchical = hier;
+    pc.group = r / gsize;
+    pc.group_pos = r % gsize;
+    pc.group_size = std::min(gsize, n - pc.group * gsize);
+    pc.groups = groups;
+    peers.push_back(actors::spawn_ring_peer(sys, pc));
+  }
+  caf::scoped_actor self{sys};
+  for (int r = 0; r < n; ++r) {
+    const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
+    caf::actor leader_right;
+    std::vector<caf::actor> members;
+    if (hier && r == first) {
+      leader_right = peers[static_cast<std::size_t>(((g + 1) % groups) * gsize)];
+      for (int m = first + 1; m < first + len; ++m)
+        members.push_back(peers[static_cast<std::size_t>(m)]);
+    }
+    self->send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
+               peers[static_cast<std::size_t>(first + (r - first + 1) % len)], leader_right, members);
+  }
+  std::size_t checked = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<kernels::tensor> grads;
+    for (int r = 0; r < n; ++r) {
+      auto g = kernels::tensor::empty({static_cast<std::int64_t>(size)});
+      for (std::size_t k = 0; k < size; ++k)
+        g.data()[k] = input(r, k, round);
+      grads.push_back(g);
+    }
+    for (int r = 0; r < n; ++r)
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
+        const auto [lo, hi] = buckets[b];
+        self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{round},
+                   static_cast<int>(b), grads[static_cast<std::size_t>(r)].view(lo, {static_cast<std::int64_t>(hi - lo)}),
+                   1.f);
+      }
+    // Every peer answers each bucket once; the pieces cover it exactly.
+    std::vector<int> coverage(size, 0);
+    std::size_t replies = 0;
+    std::string failure;
+    while (replies < static_cast<std::size_t>(n) * buckets.size() && failure.empty())
+      self->receive(
+        [&](actors::reduced_atom, std::int64_t r, int b, actors::pieces ps, double) {
+          CHECK(r == round);
+          CHECK(b >= 0);
+          ++replies;
+          for (const auto& p : ps)
+            for (std::int64_t i = 0; i < p.data.numel(); ++i) {
+              const std::size_t k = p.offset + static_cast<std::size_t>(i);
+              double want = 0;
+              for (int w = 0; w < n; ++w)
+                want += input(w, k, round);
+              if (p.data.data()[i] != static_cast<float>(want))
+                failure = "element " + std::to_string(k) + ": " + std::to_string(p.data.data()[i]) + " != " +
+                          std::to_string(want);
+              ++coverage[k];
+              ++checked;
+            }
+        },
+        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
+        caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
+    INFO("N = " << n << ", round " << round);
+    REQUIRE(failure.empty());
+    CHECK(std::all_of(coverage.begin(), coverage.end(), [&](int c) { return c == n; }));
+  }
+  for (const auto& p : peers)
+    self->send_exit(p, caf::exit_reason::user_shutdown);
+  return checked;
+}
+
+/// Spread of replicas initialised from seeds seed + 1000003 r, as the
+/// gossip workers with distinct_init start; and their mean.
+std::pair<double, std::vector<double>> initial_spread(const topology_setup& s) {
+  std::vector<std::vector<float>> reps;
+  for (int r = 0; r < s.workers; ++r)
+    reps.push_back(model(s.spec, kernels::device::cpu(), s.seed + 1000003ULL * static_cast<std::uint64_t>(r))
+                     .params()
+                     .to_vector());
+  std::vector<double> mean(reps[0].size(), 0.0);
+  for (const auto& p : reps)
+    for (std::size_t k = 0; k < p.size(); ++k)
+      mean[k] += p[k] / static_cast<double>(reps.size());
+  double norm = 0, worst = 0;
+  for (double v : mean)
+    norm += v * v;
+  for (const auto& p : reps) {
+    double d = 0;
+    for (std::size_t k = 0; k < p.size(); ++k)
+      d += (p[k] - mean[k]) * (p[k] - mean[k]);
+    worst = std::max(worst, std::sqrt(d / norm));
+  }
+  return {worst, mean};
+}
+
+} // namespace
+
+TEST_CASE("ring allreduce: exact sums for N = 1..8, sizes not divisible by N, many chunks and buckets") {
+  actor_env env;
+  for (int n = 1; n <= 8; ++n) {
+    const std::size_t size = 1000 + 7 * static_cast<std::size_t>(n) + 3; // not a multiple of N or of 16
+    // Three buckets, chunks of 5 floats: every segment is several chunks.
+    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, 0) == 2 * size * static_cast<std::size_t>(n));
+  }
+  // A bucket smaller than N: some segments are empty.
+  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0) == 2 * 5 * 8);
+}
+
+TEST_CASE("hierarchical allreduce: exact sums for N = 1..8 and group sizes 1..3") {
+  actor_env env;
+  for (int n = 1; n <= 8; ++n)
+    for (int g = 1; g <= 3; ++g) {
+      INFO("N = " << n << ", groups of " << g);
+      const std::size_t size = 517 + static_cast<std::size_t>(n);
+      CHECK(check_allreduce(*env.sys, n, size, 200, 7, g) == 2 * size * static_cast<std::size_t>(n));
+    }
+}
+
+TEST_CASE("sync ring: N workers at batch b equal one worker at batch N*b, step by step") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 21);
+  struct variant {
+    topology_kind kind;
+    int workers;
+    bool overlap;
+    int group;
+  };
+  for (const auto& v : {variant{topology_kind::ring, 1, false, 0}, variant{topology_kind::ring, 2, false, 0},
+                        variant{topology_kind::ring, 3, false, 0}, variant{topology_kind::ring, 3, true, 0},
+                        variant{topology_kind::hierarchical, 4, false, 2},
+                        variant{topology_kind::hierarchical, 5, true, 2}}) {
+    INFO("workers " << v.workers << (v.overlap ? ", overlap" : "") << (v.group ? ", hierarchical" : ""));
+    auto setup = small_setup(v.workers, 1, true);
+    setup.kind = v.kind;
+    setup.overlap = v.overlap;
+    setup.group_size = v.group;
+    setup.bucket_floats = 4000; // several buckets (the model has 25,450 parameters) ...
+    setup.chunk_floats = 333;   // ... each cut into many chunks
+    auto out = scheduler::run_topology(*env.sys, setup, data);
+    gwtest::check_close(out.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
+    CHECK(out.replica_spread == 0.0); // every replica applied the same pieces
+    for (const auto& rep : out.reports) {
+      CHECK(rep.error.empty());
+      CHECK(rep.steps == setup.steps);
+    }
+  }
+}
+
+TEST_CASE("sync ring with unequal batch sizes equals one batch of all their samples") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 22);
+  auto setup = small_setup(3, 1, true);
+  setup.kind = topology_kind::ring;
+  setup.worker_batch = {8, 16, 24};
+  auto out = scheduler::run_topology(*env.sys, setup, data);
+  gwtest::check_close(out.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
+}
+
+TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applied per step") {
+  actor_env env;
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 23);
+  auto setup = small_setup(3, 2, true);
+  setup.spec.hidden = {256, 128}; // ~1 ms per step: the run outlasts the slow worker's first step
+  setup.batch_size = 64;
+  setup.backup = 1;
+  setup.steps = 40;
+  // A fixed 25 ms per step (the fast ones take ~1 ms): far beyond the noise
+  // of three threads sharing two cores.
+  setup.worker_delay_ms = {0.0, 0.0, 25.0};
+  auto out = scheduler::run_topology(*env.sys, setup, data);
+  // Each shard applies exactly N - b = 2 pushes per version, all fresh.
+  const auto applied = std::accumulate(out.staleness.begin(), out.staleness.end(), std::int64_t{0});
+  CHECK(applied == 2 * setup.steps * setup.shards);
+  CHECK(out.staleness[0] == applied);
+  INFO("dropped per rank: " << out.dropped[0] << ", " << out.dropped[1] << ", " << out.dropped[2]);
+  CHECK(out.dropped[0] == 0);
+  CHECK(out.dropped[1] == 0);
+  // The slow worker computes each of its batches on a version the fast two
+  // have already moved past: none of its pushes is applied; each is dropped
+  // or, once the shards reached the last version, ignored.
+  CHECK(out.dropped[2] == out.reports[2].dropped);
+  CHECK(out.reports[2].staleness.empty());
+  CHECK(out.reports[2].dropped >= 1);
+  CHECK(out.reports[0].staleness.size() == static_cast<std::size_t>(setup.steps * setup.shards));
+  for (const auto& rep : out.reports)
+    CHECK(rep.error.empty());
+  const auto [before, after] = losses(setup, out.params, data);
+  CHECK(after < before);
+}
+
+TEST_CASE("DC-ASGD: delay-compensated async PS learns") {
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 24);
+  auto setup = small_setup(4, 2, false);
+  setup.steps = 30;
+  setup.opt.momentum = 0.f;
+  setup.dc_lambda = 0.04f;
+  auto out = scheduler::run_topology(*env.sys, setup, data);
+  const auto [before, after] = losses(setup, out.params, data);
+  INFO("loss before " << before << ", after " << after);
+  CHECK(after < 0.5 * before);
+}
+
+TEST_CASE("D-PSGD: replicas from different starts reach consensus on their mean") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 25);
+  for (const std::string graph : {"ring", "torus", "random", "complete"}) {
+    INFO(graph);
+    auto setup = small_setup(6, 1, true);
+    setup.kind = topology_kind::gossip;
+    setup.graph = graph;
+    setup.distinct_init = true;
+    setup.opt.lr = 0.f; // pure averaging: x <- W x with W doubly stochastic
+    setup.opt.momentum = 0.f;
+    setup.steps = 40;
+    const auto [spread0, mean0] = initial_spread(setup);
+    auto out = scheduler::run_topology(*env.sys, setup, data);
+    INFO("spread " << spread0 << " -> " << out.replica_spread);
+    CHECK(out.replica_spread < 1e-2 * spread0);
+    // The mean is preserved (columns of W sum to one).
+    gwtest::check_close(out.params, std::vector<float>(mean0.begin(), mean0.end()), 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 26);
+  auto setup = small_setup(4, 1, true);
+  setup.kind = topology_kind::gossip;
+  setup.gossip = actors::gossip_mode::adpsgd;
+  setup.distinct_init = true;
+  setup.opt.lr = 0.f;
+  setup.opt.momentum = 0.f;
+  setup.steps = 40;
+  const auto spread0 = initial_spread(setup).first;
+  auto still = scheduler::run_topology(*env.sys, setup, data);
+  INFO("spread " << spread0 << " -> " << still.replica_spread);
+  CHECK(still.replica_spread < 0.1 * spread0);
+  setup.distinct_init = false;
+  setup.opt.lr = 0.05f;
+  auto out = scheduler::run_topology(*env.sys, setup, data);
+  const auto [before, after] = losses(setup, out.params, data);
+  INFO("loss before " << before << ", after " << after);
+  CHECK(after < 0.5 * before);
+}
+
+TEST_CASE("every topology learns Fashion-MNIST: loss falls and accuracy passes 75%") {
+  actor_env env;
+  const auto train = load_mnist_dir(fashion_mnist_default_dir, true, "fashion-mnist");
+  const auto test = load_mnist_dir(fashion_mnist_default_dir, false, "fashion-mnist");
+  struct variant {
+    const char* name;
+    topology_kind kind;
+    bool sync;
+    float momentum;
+  };
+  for (const auto& v : {variant{"sync PS, 1 backup", topology_kind::parameter_server, true, 0.9f},
+                        variant{"async PS, DC-ASGD", topology_kind::parameter_server, false, 0.f},
+                        variant{"local SGD", topology_kind::local_sgd, true, 0.9f},
+                        variant{"ring", topology_kind::ring, true, 0.9f},
+                        variant{"hierarchical", topology_kind::hierarchical, true, 0.9f},
+                        variant{"D-PSGD", topology_kind::gossip, true, 0.9f}}) {
+    INFO(v.name);
+    auto setup = small_setup(4, 2, v.sync);
+    setup.kind = v.kind;
+    setup.spec.hidden = {128};
+    setup.opt.momentum = v.momentum;
+    setup.batch_size = 32;
+    setup.steps = 150; // 19,200 samples in all
+    setup.backup = 1;
+    setup.dc_lambda = 0.04f;
+    setup.local_steps = 4;
+    setup.group_size = 2;
+    auto out = scheduler::run_topology(*env.sys, setup, train);
+    model m(setup.spec, kernels::device::cpu(), setup.seed);
+    std::copy(out.params.begin(), out.params.end(), m.params().data());
+    trainer t(m, setup.opt, 1);
+    const auto acc = t.evaluate(test, 2000).accuracy;
+    const auto [before, after] = losses(setup, out.params, train);
+    INFO("loss " << before << " -> " << after << ", test accuracy " << acc);
+    CHECK(after < 0.5 * before);
+    CHECK(acc > 0.75);
+  }
+}

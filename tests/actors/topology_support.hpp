@@ -1,0 +1,90 @@
+#pragma once
+// What the topology tests share: an actor system per test case, a small
+// setup, and references to check topologies against.
+#include "models/batcher.hpp"
+#include "models/model.hpp"
+#include "models/trainer.hpp"
+#include "scheduler/topology.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace gwtest {
+
+using namespace gradwire;
+
+/// One actor system per test case, shut down at its end (a static one
+/// outlived CAF's own globals and corrupted the heap at exit).
+struct actor_env {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  actor_env() {
+    cfg.set("scheduler.max-threads", 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+inline scheduler::topology_setup small_setup(int workers, int shards, bool sync) {
+  scheduler::topology_setup s;
+  s.spec.hidden = {32};
+  s.opt.lr = 0.05f;
+  s.opt.momentum = 0.9f;
+  s.workers = workers;
+  s.shards = shards;
+  s.sync = sync;
+  s.batch_size = 16;
+  s.steps = 8;
+  s.seed = 11;
+  s.timeout = std::chrono::milliseconds(30000);
+  return s;
+}
+
+/// Parameters of one trainer fed, each step, all workers' batches together
+/// (each worker's data shard, batch size and shuffle seed as the workers use).
+inline std::vector<float> joint_batch_reference(const scheduler::topology_setup& setup, const models::dataset& data) {
+  models::model ref(setup.spec, gradwire::kernels::device::cpu(), setup.seed);
+  models::trainer t(ref, setup.opt, 1);
+  std::vector<std::unique_ptr<models::batcher>> feeds;
+  for (int r = 0; r < setup.workers; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    feeds.push_back(std::make_unique<models::batcher>(
+      data, models::shard_indices(data.size(), r, setup.workers, setup.seed),
+      ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size,
+      setup.seed + static_cast<std::uint64_t>(r)));
+  }
+  for (int step = 0; step < setup.steps; ++step) {
+    models::batch joint, part;
+    for (auto& f : feeds) {
+      REQUIRE(f->next(part));
+      joint.x.insert(joint.x.end(), part.x.begin(), part.x.end());
+      joint.y.insert(joint.y.end(), part.y.begin(), part.y.end());
+      joint.size += part.size;
+    }
+    t.step(joint.x.data(), joint.y.data(), joint.size);
+  }
+  return ref.params().to_vector();
+}
+
+/// Mean loss on (the first 1000 samples of) `data` of the initial model
+/// and of `params`.
+inline std::pair<double, double> losses(const scheduler::topology_setup& setup, const std::vector<float>& params,
+                                 const models::dataset& data) {
+  models::model before(setup.spec, gradwire::kernels::device::cpu(), setup.seed), after(setup.spec, gradwire::kernels::device::cpu(), setup.seed);
+  std::copy(params.begin(), params.end(), after.params().data());
+  models::trainer tb(before, setup.opt, 1), ta(after, setup.opt, 1);
+  return {tb.evaluate(data, 1000).loss, ta.evaluate(data, 1000).loss};
+}
+
+inline double mean_staleness(const actors::histogram& h) {
+  double n = 0, s = 0;
+  for (std::size_t k = 0; k < h.size(); ++k) {
+    n += static_cast<double>(h[k]);
+    s += static_cast<double>(k) * static_cast<double>(h[k]);
+  }
+  return n > 0 ? s / n : 0;
+}
+
+} // namespace gwtest
