@@ -4,6 +4,7 @@
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/error.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -115,6 +116,41 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg) {
   return sys.spawn(peer_behavior, cfg);
+}
+
+std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
+                                         const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                                         std::size_t chunk_floats, int group_size) {
+  const bool hier = group_size > 0;
+  const int gsize = hier ? std::min(group_size, n) : n;
+  const int groups = (n + gsize - 1) / gsize;
+  std::vector<caf::actor> peers;
+  for (int r = 0; r < n; ++r) {
+    ring_peer_config pc;
+    pc.rank = r;
+    pc.world = n;
+    pc.buckets = buckets;
+    pc.chunk_floats = chunk_floats;
+    pc.hierarchical = hier;
+    pc.group = r / gsize;
+    pc.group_pos = r % gsize;
+    pc.group_size = std::min(gsize, n - pc.group * gsize);
+    pc.groups = groups;
+    peers.push_back(spawn_ring_peer(sys, pc));
+  }
+  for (int r = 0; r < n; ++r) {
+    const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
+    caf::actor leader_right;
+    std::vector<caf::actor> members;
+    if (hier && r == first) {
+      leader_right = peers[static_cast<std::size_t>(((g + 1) % groups) * gsize)];
+      for (int m = first + 1; m < first + len; ++m)
+        members.push_back(peers[static_cast<std::size_t>(m)]);
+    }
+    caf::anon_send(peers[static_cast<std::size_t>(r)], wire_atom::value,
+                   peers[static_cast<std::size_t>(first + (r - first + 1) % len)], leader_right, members);
+  }
+  return peers;
 }
 
 } // namespace gradwire::actors

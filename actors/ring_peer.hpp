@@ -39,4 +39,11 @@ struct ring_peer_config {
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);
 
+/// Spawns and wires the peers of `n` workers: one flat ring (group_size 0)
+/// or groups of `group_size` consecutive ranks (the last may be smaller)
+/// with a ring of group leaders. Returns them by rank.
+std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
+                                         const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                                         std::size_t chunk_floats, int group_size);
+
 } // namespace gradwire::actors

@@ -16,38 +16,13 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   check(setup.chunk_floats > 0 && setup.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
   const std::size_t size = models::model(setup.spec, kernels::device::cpu(), setup.seed).size();
   const auto buckets = actors::make_buckets(size, setup.bucket_floats);
-  const int gsize = hier ? std::min(setup.group_size, n) : n;
-  const int groups = (n + gsize - 1) / gsize;
   // Without overlap (and flat) the workers run the ring themselves; with
   // it, a peer actor per worker moves chunks while its worker computes.
   const bool use_peers = hier || setup.overlap;
   std::vector<caf::actor> peers;
-  for (int r = 0; r < n && use_peers; ++r) {
-    actors::ring_peer_config pc;
-    pc.rank = r;
-    pc.world = n;
-    pc.buckets = buckets;
-    pc.chunk_floats = setup.chunk_floats;
-    pc.hierarchical = hier;
-    pc.group = r / gsize;
-    pc.group_pos = r % gsize;
-    pc.group_size = std::min(gsize, n - pc.group * gsize);
-    pc.groups = groups;
-    peers.push_back(actors::spawn_ring_peer(sys, pc));
-  }
+  if (use_peers)
+    peers = actors::spawn_ring_peers(sys, n, buckets, setup.chunk_floats, hier ? setup.group_size : 0);
   caf::scoped_actor self{sys};
-  for (int r = 0; r < n && use_peers; ++r) {
-    const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
-    const auto right = peers[static_cast<std::size_t>(first + (r - first + 1) % len)];
-    caf::actor leader_right;
-    std::vector<caf::actor> members;
-    if (r == first) {
-      leader_right = peers[static_cast<std::size_t>(((g + 1) % groups) * gsize)];
-      for (int m = first + 1; m < first + len; ++m)
-        members.push_back(peers[static_cast<std::size_t>(m)]);
-    }
-    self->send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value, right, leader_right, members);
-  }
   // Sample-weighted mean: worker r's gradient counts batch_r / mean batch.
   double total_batch = 0;
   for (int r = 0; r < n; ++r)

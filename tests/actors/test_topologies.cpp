@@ -30,37 +30,9 @@ float input(int r, std::size_t k, int round) {
 /// piece against the exact sum. Returns the number of pieces checked.
 std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std::size_t bucket_floats,
                             std::size_t chunk_floats, int group_size) {
-  const bool hier = group_size > 0;
-  const int gsize = hier ? std::min(group_size, n) : n;
-  const int groups = (n + gsize - 1) / gsize;
   const auto buckets = actors::make_buckets(size, bucket_floats);
-  std::vector<caf::actor> peers;
-  for (int r = 0; r < n; ++r) {
-    actors::ring_peer_config pc;
-    pc.rank = r;
-    pc.world = n;
-    pc.buckets = buckets;
-    pc.chunk_floats = chunk_floats;
-    pc.hierarchical = hier;
-    pc.group = r / gsize;
-    pc.group_pos = r % gsize;
-    pc.group_size = std::min(gsize, n - pc.group * gsize);
-    pc.groups = groups;
-    peers.push_back(actors::spawn_ring_peer(sys, pc));
-  }
+  auto peers = actors::spawn_ring_peers(sys, n, buckets, chunk_floats, group_size);
   caf::scoped_actor self{sys};
-  for (int r = 0; r < n; ++r) {
-    const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
-    caf::actor leader_right;
-    std::vector<caf::actor> members;
-    if (hier && r == first) {
-      leader_right = peers[static_cast<std::size_t>(((g + 1) % groups) * gsize)];
-      for (int m = first + 1; m < first + len; ++m)
-        members.push_back(peers[static_cast<std::size_t>(m)]);
-    }
-    self->send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
-               peers[static_cast<std::size_t>(first + (r - first + 1) % len)], leader_right, members);
-  }
   std::size_t checked = 0;
   for (int round = 0; round < 2; ++round) {
     std::vector<kernels::tensor> grads;
