@@ -100,9 +100,9 @@ void begin_step(gossip_actor* self) {
 caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   auto& st = self->state;
   try {
-    check(cfg.mix_weights.size() == cfg.graph.size() + 1, "gossip weights do not match the graph");
-    st.pick.seed(cfg.seed * 104729 + static_cast<std::uint64_t>(cfg.rank));
-    st.init(std::move(cfg));
+    st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
+    check(st.cfg.mix_weights.size() == st.cfg.graph.size() + 1, "gossip weights do not match the graph");
+    st.pick.seed(st.cfg.seed * 104729 + static_cast<std::uint64_t>(st.cfg.rank));
   } catch (const std::exception& e) {
     st.finish(self, st.who() + e.what());
     return {};

@@ -96,13 +96,14 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
 caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   auto& st = self->state;
   try {
-    st.results.resize(cfg.buckets.size());
-    if (cfg.ring_peer == nullptr)
+    st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
+    const auto& c = st.cfg;
+    st.results.resize(c.buckets.size());
+    if (c.ring_peer == nullptr)
       st.ring = std::make_unique<ring_allreduce>(
-        cfg.rank, cfg.world, 0, cfg.buckets, cfg.chunk_floats, [self](ring_allreduce::done_info d) {
+        c.rank, c.world, 0, c.buckets, c.chunk_floats, [self](ring_allreduce::done_info d) {
           on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
         });
-    st.init(std::move(cfg));
   } catch (const std::exception& e) {
     st.finish(self, st.who() + e.what());
     return {};

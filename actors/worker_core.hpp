@@ -103,7 +103,8 @@ struct worker_core {
   std::int64_t window_samples = 0, window_pushes = 0;
   std::mt19937_64 jitter_rng;
 
-  /// Builds the replica and data shard; throws on failure.
+  /// Keeps the configuration (so finish() can report), then builds the
+  /// replica and data shard; throws on failure.
   void init(worker_config c);
   /// Runs one batch: gradients into trainer->gradients() (`ready` as in
   /// trainer::compute_gradients), then the emulated slowdown. Counts the

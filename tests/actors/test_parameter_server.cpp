@@ -82,7 +82,9 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   setup.batch_size = 64;
   setup.opt.momentum = 0.f;
   setup.steps = 12;
-  setup.worker_slowdown = {1.0, 1.0, 6.0};
+  // A fixed 30 ms per step (the fast ones take ~1 ms), not a multiple of a
+  // compute time that other tests running beside this one can stretch.
+  setup.worker_delay_ms = {0.0, 0.0, 30.0};
   auto out = scheduler::run_topology(*env.sys, setup, data);
   auto max_of = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
