@@ -1,0 +1,197 @@
+#include "scheduler/bench_allreduce.hpp"
+
+#include "actors/messages.hpp"
+#include "actors/ring_allreduce.hpp"
+#include "actors/ring_peer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <future>
+
+namespace gradwire::scheduler {
+
+using actors::pieces;
+using actors::reduce_atom;
+using actors::reduced_atom;
+using actors::slice;
+
+std::size_t parse_bytes(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  check(end != text.c_str() && v > 0, what + " '" + text + "': expected a size such as 256K, 4M or 1G");
+  double mult = 1;
+  const std::string unit(end);
+  if (unit == "K" || unit == "k" || unit == "KiB")
+    mult = 1024;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else
+    check(unit.empty() || unit == "B", what + " '" + text + "': unknown unit '" + unit + "' (use K, M or G)");
+  return static_cast<std::size_t>(v * mult);
+}
+
+namespace {
+
+struct size_result {
+  double seconds = 0;    ///< per timed round
+  double max_error = 0;  ///< of the check round
+  std::string error;
+};
+
+float expected(int n, std::size_t i) { return static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 13 + 1); }
+
+/// Drives one size: the check round, then warm-up and timed rounds.
+caf::behavior driver(caf::event_based_actor* self, caf::actor peer, std::size_t floats, int rank, int n,
+                     int warmup, int iters, std::shared_ptr<std::promise<size_result>> done) {
+  struct state {
+    slice buf;
+    std::int64_t round = 0;
+    int pending = 0, iter = 0;
+    bool checking = true;
+    std::chrono::steady_clock::time_point t0;
+    size_result res;
+  };
+  auto st = std::make_shared<state>();
+  st->buf = slice::empty({static_cast<std::int64_t>(floats)});
+  for (std::size_t i = 0; i < floats; ++i)
+    st->buf.data()[i] = static_cast<float>(rank + 1) * static_cast<float>(i % 13 + 1);
+  auto launch = [self, peer, st, floats] {
+    st->pending = 1;
+    self->send(peer, reduce_atom::value, st->round, 0, st->buf.view(0, {static_cast<std::int64_t>(floats)}), 1.f);
+  };
+  launch();
+  return {
+    [=](reduced_atom, std::int64_t, int, const pieces& got, double) {
+      if (st->checking) {
+        std::size_t covered = 0;
+        for (const auto& p : got) {
+          const float* d = p.data.data();
+          for (std::int64_t k = 0; k < p.data.numel(); ++k)
+            st->res.max_error = std::max<double>(
+              st->res.max_error, std::fabs(d[k] - expected(n, p.offset + static_cast<std::size_t>(k))));
+          covered += static_cast<std::size_t>(p.data.numel());
+        }
+        if (covered != floats)
+          st->res.error = "result covers " + std::to_string(covered) + " of " + std::to_string(floats) + " floats";
+      }
+      if (--st->pending > 0)
+        return;
+      ++st->round;
+      if (st->checking) { // timed rounds run on zeros, which stay zeros (sums in place)
+        st->checking = false;
+        std::memset(st->buf.data(), 0, floats * sizeof(float));
+        st->t0 = std::chrono::steady_clock::now();
+      } else if (++st->iter == warmup) {
+        st->t0 = std::chrono::steady_clock::now();
+      }
+      if (st->iter == warmup + iters) {
+        st->res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count() / iters;
+        done->set_value(st->res);
+        self->quit();
+        return;
+      }
+      launch();
+    },
+    [=](reduced_atom, std::int64_t, const std::string& err) {
+      st->res.error = err;
+      done->set_value(st->res);
+      self->quit();
+    },
+  };
+}
+
+std::string human(std::size_t bytes) {
+  char b[32];
+  if (bytes >= (1u << 20))
+    std::snprintf(b, sizeof b, "%zuM", bytes >> 20);
+  else if (bytes >= 1024)
+    std::snprintf(b, sizeof b, "%zuK", bytes >> 10);
+  else
+    std::snprintf(b, sizeof b, "%zu", bytes);
+  return b;
+}
+
+} // namespace
+
+int bench_allreduce(const allreduce_bench_options& o) {
+  check(o.min_bytes >= 4 && o.max_bytes >= o.min_bytes, "bench allreduce: need 4 <= min size <= max size");
+  check(o.factor > 1, "bench allreduce: the factor must be > 1");
+  check(o.iters >= 1 && o.warmup >= 0, "bench allreduce: iterations must be >= 1, warm-up >= 0");
+  std::vector<std::size_t> sizes;
+  for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0001; s *= o.factor)
+    sizes.push_back(static_cast<std::size_t>(s) / 4 * 4);
+
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  auto j = join_job(sys, o.job);
+  const int rank = j.launch.rank, n = j.launch.size;
+  publish_barrier(sys, j);
+  std::vector<caf::actor> peers;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t floats = sizes[k] / 4;
+    actors::ring_peer_config pc;
+    pc.rank = rank;
+    pc.world = n;
+    pc.buckets = actors::make_buckets(floats, floats);
+    pc.chunk_floats = std::max<std::size_t>(1, o.chunk_bytes / 4);
+    peers.push_back(actors::spawn_ring_peer(sys, pc));
+    j.node->publish(static_cast<std::uint32_t>(100 + k), peers.back());
+  }
+  std::atomic<bool> finishing{false}; // after the last size, peers leave at their own pace
+  j.node->start([&](int r, const std::string& what) {
+    if (finishing)
+      return;
+    std::fprintf(stderr, "gradwire: rank %d: bench aborted: rank %d failed (%s)\n", rank, r, what.c_str());
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    auto right = j.node->remote((rank + 1) % n, static_cast<std::uint32_t>(100 + k));
+    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, std::vector<caf::actor>{});
+  }
+  barrier(sys, j, 0);
+  if (rank == 0) {
+    std::printf("# gradwire ring allreduce: %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n", n,
+                n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
+                o.iters);
+    std::printf("%12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                "check");
+    std::fflush(stdout);
+  }
+  int status = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    auto done = std::make_shared<std::promise<size_result>>();
+    auto fut = done->get_future();
+    sys.spawn(driver, peers[k], sizes[k] / 4, rank, n, o.warmup, o.iters, done);
+    const auto bound = std::chrono::seconds(60);
+    if (fut.wait_for(bound) != std::future_status::ready)
+      throw error("rank " + std::to_string(rank) + ": allreduce of " + human(sizes[k]) + " did not finish within " +
+                  std::to_string(bound.count()) + " s");
+    auto r = fut.get();
+    const bool ok = r.error.empty() && r.max_error == 0;
+    if (!ok) {
+      status = 4;
+      std::fprintf(stderr, "gradwire: rank %d: allreduce of %s is wrong: %s (max error %g)\n", rank,
+                   human(sizes[k]).c_str(), r.error.c_str(), r.max_error);
+    }
+    if (rank == 0) {
+      const double algbw = static_cast<double>(sizes[k]) / r.seconds / 1e9;
+      std::printf("%12zu %12zu %12.1f %12.3f %12.3f %8s\n", sizes[k], sizes[k] / 4, r.seconds * 1e6, algbw,
+                  algbw * 2.0 * (n - 1) / n, ok ? "ok" : "WRONG");
+      std::fflush(stdout);
+    }
+  }
+  finishing = true;
+  barrier(sys, j, 1);
+  j.node->close();
+  for (auto& p : peers)
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  return status;
+}
+
+} // namespace gradwire::scheduler

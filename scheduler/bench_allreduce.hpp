@@ -1,0 +1,32 @@
+#pragma once
+/// @file bench_allreduce.hpp
+/// `gradwire bench allreduce`, in the manner of nccl-tests: the ring
+/// allreduce of actors/ (the same ring peers that training uses), one per
+/// process, across the processes of a job over UCX. For each size from
+/// min to max (times factor): one check round on inputs whose sum is known
+/// exactly (rank r holds (r+1)·(i mod 13 + 1): the sum is n(n+1)/2·(i mod 13
+/// + 1)), then warm-up and timed rounds. Rank 0 prints size, time, algbw
+/// = bytes/time and busbw = algbw·2(n-1)/n, and the check.
+
+#include "scheduler/job.hpp"
+
+#include <cstddef>
+
+namespace gradwire::scheduler {
+
+struct allreduce_bench_options {
+  std::size_t min_bytes = std::size_t{256} << 10;
+  std::size_t max_bytes = std::size_t{64} << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5;
+  std::size_t chunk_bytes = std::size_t{1} << 20; ///< pipelining unit of the ring
+  job_options job;
+};
+
+/// Runs in this process as one rank of the job; returns the exit status.
+int bench_allreduce(const allreduce_bench_options& opts);
+
+/// "256K", "4M", "1G", "1000" -> bytes. Throws gradwire::error naming `what`.
+std::size_t parse_bytes(const std::string& text, const std::string& what);
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,82 @@
+#include "scheduler/job.hpp"
+
+#include "transport/ucx_link.hpp"
+
+#include <map>
+
+namespace gradwire::scheduler {
+
+job join_job(caf::actor_system& sys, const job_options& opts) {
+  job j;
+  j.launch = transport::detect_launch();
+  if (!opts.rendezvous.empty())
+    transport::parse_host_port(opts.rendezvous, "--rendezvous", j.launch.rendezvous);
+  if (!opts.token.empty())
+    j.launch.rendezvous.token = opts.token;
+  j.launch.rendezvous.timeout_ms = opts.timeout_ms;
+  transport::ucx_options uo;
+  uo.tls = opts.tls;
+  auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
+  auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
+  link->connect(table);
+  j.node = std::make_shared<transport::node>(sys, std::move(link), j.launch.rendezvous.token);
+  return j;
+}
+
+} // namespace gradwire::scheduler
+
+namespace gradwire::scheduler {
+
+namespace {
+using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+} // namespace
+
+void publish_barrier(caf::actor_system& sys, job& j) {
+  const int n = j.launch.size;
+  auto b = sys.spawn([n](caf::event_based_actor* self) -> caf::behavior {
+    auto waiting = std::make_shared<std::map<int, std::map<int, caf::actor>>>(); // epoch -> rank -> waiter
+    return {
+      [=](barrier_atom, int epoch, int rank, caf::actor waiter) {
+        auto& w = (*waiting)[epoch];
+        w[rank] = std::move(waiter);
+        if (static_cast<int>(w.size()) == n) {
+          for (auto& [r, a] : w)
+            self->send(a, release_atom::value, epoch);
+          waiting->erase(epoch);
+        }
+      },
+      [=](caf::atom_constant<caf::atom("missing")>, int epoch) {
+        std::string names;
+        auto& w = (*waiting)[epoch];
+        for (int r = 0; r < n; ++r)
+          if (!w.count(r))
+            names += (names.empty() ? "" : ", ") + std::to_string(r);
+        return names;
+      },
+    };
+  });
+  j.node->publish(barrier_slot, b);
+}
+
+void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
+  if (j.launch.size == 1)
+    return;
+  caf::scoped_actor me{sys};
+  auto root = j.node->remote(0, barrier_slot);
+  me->send(root, barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
+  bool ok = false;
+  me->receive([&](release_atom, int e) { ok = e == epoch; },
+              caf::after(std::chrono::milliseconds(timeout_ms)) >> [&] {});
+  if (ok)
+    return;
+  std::string missing = "?";
+  if (j.launch.rank == 0)
+    me->request(root, std::chrono::seconds(5), caf::atom_constant<caf::atom("missing")>::value, epoch)
+      .receive([&](const std::string& names) { missing = names; }, [](caf::error&) {});
+  throw error("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) + " timed out after " +
+              std::to_string(timeout_ms / 1000) + " s" +
+              (j.launch.rank == 0 ? " waiting for rank(s) " + missing : std::string(" waiting for rank 0")));
+}
+
+} // namespace gradwire::scheduler

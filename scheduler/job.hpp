@@ -1,0 +1,47 @@
+#pragma once
+/// @file job.hpp
+/// Joining a multi-process job: rank and size from the launcher's
+/// environment (launch_env.hpp), a UCX link, the rendezvous that exchanges
+/// worker addresses (and checks the job token), and the node that holds
+/// this process's published actors and proxies.
+
+#include "transport/launch_env.hpp"
+#include "transport/node.hpp"
+
+#include <caf/all.hpp>
+
+#include <memory>
+#include <string>
+
+namespace gradwire::scheduler {
+
+struct job_options {
+  std::string tls;        ///< UCX transports ("" = UCX_TLS or UCX's choice)
+  std::string rendezvous; ///< host:port ("" = environment, else 127.0.0.1:29500)
+  std::string token;      ///< "" = GRADWIRE_TOKEN
+  int timeout_ms = 60000; ///< rendezvous bound
+};
+
+struct job {
+  transport::launch_info launch;
+  std::shared_ptr<transport::node> node; ///< not started: publish first, then start
+};
+
+/// Connects this process to the job. Throws gradwire::error.
+job join_job(caf::actor_system& sys, const job_options& opts);
+
+} // namespace gradwire::scheduler
+
+namespace gradwire::scheduler {
+
+/// Slot of the barrier actor every process publishes (rank 0's is used).
+constexpr std::uint32_t barrier_slot = 1;
+
+/// Publishes this process's barrier actor; call before node->start().
+void publish_barrier(caf::actor_system& sys, job& j);
+
+/// Waits until every rank has called barrier with the same epoch. Throws
+/// gradwire::error after `timeout_ms`, naming the missing ranks on rank 0.
+void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms = 60000);
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,229 @@
+#include "transport/codec.hpp"
+
+#include "actors/messages.hpp"
+#include "transport/wire.capnp.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+
+namespace gradwire::transport {
+
+using actors::pieces;
+using actors::slice;
+
+std::uint64_t token_hash(const std::string& token) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : token) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+namespace {
+
+void set_ref(wire::ActorRef::Builder b, actor_ref r) {
+  b.setRank(r.rank);
+  b.setSlot(r.slot);
+}
+
+std::string type_name(const caf::message& msg, std::size_t i) {
+  const auto* ti = msg.type(i).second;
+  return ti ? ti->name() : "type #" + std::to_string(msg.type(i).first);
+}
+
+} // namespace
+
+encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uint32_t dst, actor_ref sender,
+                     const std::function<actor_ref(const caf::actor&)>& ref) {
+  capnp::MallocMessageBuilder mb;
+  auto h = mb.initRoot<wire::Header>();
+  h.setMagic(frame_magic);
+  h.setToken(ctx.token);
+  h.setSrc(ctx.rank);
+  h.setDst(dst);
+  set_ref(h.initSender(), sender);
+  std::vector<slice> tensors;
+  auto add_tensor = [&](const slice& t) {
+    check(t.defined() && t.type() == kernels::dtype::f32 && t.dev().is_cpu(),
+          "only float32 host tensors cross processes");
+    tensors.push_back(t);
+    return static_cast<std::uint32_t>(tensors.size() - 1);
+  };
+  check(msg.size() <= ctx.limits.max_values, "message of " + std::to_string(msg.size()) + " elements is over the limit");
+  auto values = h.initValues(static_cast<unsigned>(msg.size()));
+  for (std::size_t i = 0; i < msg.size(); ++i) {
+    auto v = values[static_cast<unsigned>(i)];
+    if (msg.match_element<caf::atom_value>(i))
+      v.setAtom(static_cast<std::uint64_t>(msg.get_as<caf::atom_value>(i)));
+    else if (msg.match_element<std::int32_t>(i))
+      v.setI32(msg.get_as<std::int32_t>(i));
+    else if (msg.match_element<std::int64_t>(i))
+      v.setI64(msg.get_as<std::int64_t>(i));
+    else if (msg.match_element<std::uint64_t>(i))
+      v.setU64(msg.get_as<std::uint64_t>(i));
+    else if (msg.match_element<float>(i))
+      v.setF32(msg.get_as<float>(i));
+    else if (msg.match_element<double>(i))
+      v.setF64(msg.get_as<double>(i));
+    else if (msg.match_element<bool>(i))
+      v.setBoolean(msg.get_as<bool>(i));
+    else if (msg.match_element<std::string>(i))
+      v.setText(msg.get_as<std::string>(i));
+    else if (msg.match_element<slice>(i))
+      v.setTensor(add_tensor(msg.get_as<slice>(i)));
+    else if (msg.match_element<caf::actor>(i))
+      set_ref(v.initActor(), ref(msg.get_as<caf::actor>(i)));
+    else if (msg.match_element<std::vector<caf::actor>>(i)) {
+      const auto& xs = msg.get_as<std::vector<caf::actor>>(i);
+      auto l = v.initActors(static_cast<unsigned>(xs.size()));
+      for (unsigned k = 0; k < xs.size(); ++k)
+        set_ref(l[k], ref(xs[k]));
+    } else if (msg.match_element<pieces>(i)) {
+      const auto& xs = msg.get_as<pieces>(i);
+      auto l = v.initPieces(static_cast<unsigned>(xs.size()));
+      for (unsigned k = 0; k < xs.size(); ++k) {
+        l[k].setOffset(xs[k].offset);
+        l[k].setTensor(add_tensor(xs[k].data));
+      }
+    } else if (msg.match_element<std::vector<std::int64_t>>(i)) {
+      const auto& xs = msg.get_as<std::vector<std::int64_t>>(i);
+      auto l = v.initI64s(static_cast<unsigned>(xs.size()));
+      for (unsigned k = 0; k < xs.size(); ++k)
+        l.set(k, xs[k]);
+    } else
+      throw error("cannot send a " + type_name(msg, i) + " (element " + std::to_string(i) +
+                  ") across processes: no wire encoding for it");
+  }
+  auto lens = h.initTensors(static_cast<unsigned>(tensors.size()));
+  std::size_t total = 0;
+  for (unsigned k = 0; k < tensors.size(); ++k) {
+    lens.set(k, static_cast<std::uint64_t>(tensors[k].numel()));
+    total += tensors[k].bytes();
+  }
+  encoded_frame out;
+  if (tensors.size() == 1) {
+    out.data = tensors[0]; // zero-copy: the sender's own buffer
+  } else if (!tensors.empty()) {
+    out.data = slice::empty({static_cast<std::int64_t>(total / sizeof(float))});
+    auto* dst_bytes = reinterpret_cast<unsigned char*>(out.data.data());
+    for (const auto& t : tensors) {
+      std::memcpy(dst_bytes, t.data(), t.bytes());
+      dst_bytes += t.bytes();
+    }
+  }
+  check(total <= ctx.limits.max_data_bytes, "message data of " + std::to_string(total) + " bytes is over the limit");
+  auto words = capnp::messageToFlatArray(mb);
+  out.header.resize(words.size());
+  std::memcpy(out.header.data(), words.begin(), words.size() * sizeof(capnp::word));
+  check(out.header.size() * 8 <= ctx.limits.max_header_bytes, "message header is over the limit");
+  return out;
+}
+
+namespace {
+
+actor_ref read_ref(wire::ActorRef::Reader r) {
+  return {r.getRank(), r.getSlot()};
+}
+
+decoded_frame decode_checked(const void* header, std::size_t header_bytes, const slice& data,
+                             const frame_context& ctx, const std::function<caf::actor(actor_ref)>& resolve) {
+  if (header_bytes == 0 || header_bytes % sizeof(capnp::word) != 0)
+    throw frame_error("header of " + std::to_string(header_bytes) + " bytes is not a whole number of words");
+  if (header_bytes > ctx.limits.max_header_bytes)
+    throw frame_error("header of " + std::to_string(header_bytes) + " bytes is over the limit of " +
+                      std::to_string(ctx.limits.max_header_bytes));
+  std::vector<capnp::word> words(header_bytes / sizeof(capnp::word)); // aligned copy (the header is small)
+  std::memcpy(words.data(), header, header_bytes);
+  capnp::ReaderOptions opts;
+  opts.traversalLimitInWords = words.size() * 4;
+  opts.nestingLimit = 16;
+  capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()), opts);
+  auto h = reader.getRoot<wire::Header>();
+  if (h.getMagic() != frame_magic)
+    throw frame_error("not a gradwire frame (bad magic)");
+  if (h.getToken() != ctx.token)
+    throw frame_error("wrong job token from rank " + std::to_string(h.getSrc()));
+  decoded_frame out;
+  out.src = h.getSrc();
+  out.dst = h.getDst();
+  out.sender = read_ref(h.getSender());
+  auto lens = h.getTensors();
+  std::size_t total = 0;
+  std::vector<std::size_t> starts;
+  for (auto n : lens) {
+    if (n > ctx.limits.max_data_bytes / sizeof(float))
+      throw frame_error("tensor of " + std::to_string(n) + " floats is over the limit");
+    starts.push_back(total);
+    total += n;
+  }
+  const std::size_t have = data.defined() ? static_cast<std::size_t>(data.numel()) : 0;
+  if (total != have)
+    throw frame_error("header announces " + std::to_string(total) + " floats, data frame holds " + std::to_string(have));
+  auto tensor_at = [&](std::uint32_t k) {
+    if (k >= lens.size())
+      throw frame_error("tensor index " + std::to_string(k) + " out of range");
+    return data.view(starts[k], {static_cast<std::int64_t>(lens[k])});
+  };
+  auto values = h.getValues();
+  if (values.size() > ctx.limits.max_values)
+    throw frame_error("message of " + std::to_string(values.size()) + " elements is over the limit");
+  caf::message_builder mb;
+  for (auto v : values) {
+    switch (v.which()) {
+    case wire::Value::ATOM: mb.append(static_cast<caf::atom_value>(v.getAtom())); break;
+    case wire::Value::I32: mb.append(v.getI32()); break;
+    case wire::Value::I64: mb.append(static_cast<std::int64_t>(v.getI64())); break;
+    case wire::Value::U64: mb.append(static_cast<std::uint64_t>(v.getU64())); break;
+    case wire::Value::F32: mb.append(v.getF32()); break;
+    case wire::Value::F64: mb.append(v.getF64()); break;
+    case wire::Value::BOOLEAN: mb.append(v.getBoolean()); break;
+    case wire::Value::TEXT: mb.append(std::string(v.getText().cStr())); break;
+    case wire::Value::TENSOR: mb.append(tensor_at(v.getTensor())); break;
+    case wire::Value::ACTOR: mb.append(resolve(read_ref(v.getActor()))); break;
+    case wire::Value::ACTORS: {
+      std::vector<caf::actor> xs;
+      for (auto r : v.getActors())
+        xs.push_back(resolve(read_ref(r)));
+      mb.append(std::move(xs));
+      break;
+    }
+    case wire::Value::PIECES: {
+      pieces xs;
+      for (auto p : v.getPieces())
+        xs.push_back({static_cast<std::size_t>(p.getOffset()), tensor_at(p.getTensor())});
+      mb.append(std::move(xs));
+      break;
+    }
+    case wire::Value::I64S: {
+      std::vector<std::int64_t> xs;
+      for (auto x : v.getI64s())
+        xs.push_back(x);
+      mb.append(std::move(xs));
+      break;
+    }
+    default: throw frame_error("unknown value kind " + std::to_string(static_cast<int>(v.which())));
+    }
+  }
+  out.msg = mb.move_to_message();
+  return out;
+}
+
+} // namespace
+
+decoded_frame decode(const void* header, std::size_t header_bytes, const slice& data, const frame_context& ctx,
+                     int peer, const std::function<caf::actor(actor_ref)>& resolve) {
+  try {
+    return decode_checked(header, header_bytes, data, ctx, resolve);
+  } catch (const frame_error& e) {
+    throw frame_error("bad frame" + (peer >= 0 ? " from rank " + std::to_string(peer) : std::string()) + ": " + e.what());
+  } catch (const kj::Exception& e) {
+    throw frame_error("bad frame" + (peer >= 0 ? " from rank " + std::to_string(peer) : std::string()) + ": " +
+                      e.getDescription().cStr());
+  }
+}
+
+} // namespace gradwire::transport

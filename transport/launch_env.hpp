@@ -1,0 +1,29 @@
+#pragma once
+/// @file launch_env.hpp
+/// Where this process stands in a job: rank and size from the launcher's
+/// environment (srun: SLURM_PROCID/SLURM_NTASKS; mpirun:
+/// OMPI_COMM_WORLD_RANK/SIZE; MPICH/Hydra: PMI_RANK/PMI_SIZE; gradwire's
+/// own --procs launcher: GRADWIRE_RANK/GRADWIRE_SIZE), and the rendezvous
+/// address (GRADWIRE_RENDEZVOUS=host:port, or MASTER_ADDR/MASTER_PORT as
+/// with torchrun; default 127.0.0.1:29500) and job token (GRADWIRE_TOKEN).
+
+#include "transport/rendezvous.hpp"
+
+#include <string>
+
+namespace gradwire::transport {
+
+struct launch_info {
+  int rank = 0, size = 1;
+  std::string source = "single process"; ///< which variables gave rank and size
+  rendezvous_options rendezvous;
+};
+
+/// Reads the environment. Inconsistent or malformed variables throw
+/// gradwire::error naming the variable.
+launch_info detect_launch();
+
+/// Parses "host:port" (for --rendezvous and GRADWIRE_RENDEZVOUS).
+void parse_host_port(const std::string& text, const std::string& what, rendezvous_options& out);
+
+} // namespace gradwire::transport

@@ -1,0 +1,49 @@
+#pragma once
+/// @file link.hpp
+/// The small interface between remote actor proxies and a transport: one
+/// process's connection to every other process of the job. It moves
+/// frames (a header of 8-byte words and one data frame of floats) and
+/// knows nothing of actors. Implementations: ucx_link (shared memory, TCP,
+/// InfiniBand through UCX) and inproc_link (threads in one process, for
+/// tests).
+
+#include "kernels/tensor.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gradwire::transport {
+
+class link {
+public:
+  struct handlers {
+    /// A frame arrived (on the link's receive thread). `data` is a pooled
+    /// buffer the receiver may keep; it is undefined when the frame has none.
+    std::function<void(const void* header, std::size_t header_bytes, kernels::tensor data)> receive;
+    /// A peer failed or went away (once per peer).
+    std::function<void(int peer, const std::string& what)> peer_error;
+    /// A frame was rejected before decoding (over a limit, malformed).
+    std::function<void(const std::string& what)> rejected;
+  };
+
+  virtual ~link() = default;
+  link() = default;
+  link(const link&) = delete;
+  link& operator=(const link&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Starts delivering frames to `h`; call once, before the first send.
+  virtual void start(handlers h) = 0;
+  /// Sends a frame to `peer` (never this rank), from any thread. `data`
+  /// (may be undefined) is kept alive until the transport is done with it.
+  virtual void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) = 0;
+  /// Waits (up to `timeout_ms`) for every send to complete, then stops.
+  virtual void close(int timeout_ms) = 0;
+  /// What carries the frames, for logs ("ucx: posix, tcp").
+  virtual std::string describe() const = 0;
+};
+
+} // namespace gradwire::transport

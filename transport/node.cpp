@@ -1,0 +1,185 @@
+#include "transport/node.hpp"
+
+#include <cstdio>
+
+namespace gradwire::transport {
+
+namespace {
+
+/// A handle to an actor in another process. Its enqueue encodes and sends
+/// on the sender's own thread: no mailbox, no scheduling hop (as CAF's own
+/// forwarding proxies do for its network layer).
+class proxy_actor final : public caf::monitorable_actor {
+public:
+  proxy_actor(caf::actor_config& cfg, std::weak_ptr<transport::node> n, int rank, std::uint32_t slot)
+      : caf::monitorable_actor(cfg), node_(std::move(n)), rank_(rank), slot_(slot) {}
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
+    if (!what)
+      return;
+    auto n = node_.lock();
+    std::string failure;
+    if (!n)
+      failure = "the transport is closed";
+    else if (what->mid.is_request())
+      failure = "replies across processes are not supported";
+    else
+      try {
+        n->forward(rank_, slot_, what->sender, what->move_content_to_message());
+        return;
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    const auto text = "message to rank " + std::to_string(rank_) + " slot " + std::to_string(slot_) + ": " + failure;
+    if (what->mid.is_request() && what->sender)
+      what->sender->enqueue(caf::make_mailbox_element(nullptr, what->mid.response_id(), {},
+                                                      caf::make_error(caf::sec::feature_disabled, text)),
+                            nullptr);
+    else if (n)
+      n->note_failure(text);
+  }
+
+  const char* name() const override { return "remote_proxy"; }
+
+private:
+  std::weak_ptr<transport::node> node_;
+  int rank_;
+  std::uint32_t slot_;
+};
+
+} // namespace
+
+node::node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& token)
+    : sys_(sys), link_(std::move(l)) {
+  ctx_.token = token_hash(token);
+  ctx_.rank = link_->rank();
+}
+
+node::~node() { close(1000); }
+
+void node::start(down_fn on_down) {
+  link::handlers h;
+  h.receive = [this](const void* header, std::size_t bytes, kernels::tensor data) {
+    on_frame(header, bytes, std::move(data));
+  };
+  h.peer_error = [this, on_down](int peer, const std::string& what) {
+    std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
+    if (on_down)
+      on_down(peer, what);
+  };
+  h.rejected = [this](const std::string& what) { reject(what); };
+  link_->start(std::move(h));
+}
+
+void node::note_failure(const std::string& what) { reject(what); }
+
+void node::reject(const std::string& what) {
+  const auto n = ++rejected_;
+  if (n <= 20) // bounded log: a flood of garbage must not flood stderr
+    std::fprintf(stderr, "gradwire: rank %d: %s\n", rank(), what.c_str());
+}
+
+void node::publish(std::uint32_t slot, caf::actor a) {
+  check(slot < next_slot_, "slot " + std::to_string(slot) + " is reserved");
+  std::lock_guard<std::mutex> lk(mu_);
+  slot_of_[a.address()] = slot;
+  published_[slot] = std::move(a);
+}
+
+caf::actor node::remote(int r, std::uint32_t slot) {
+  check(r >= 0 && r < size(), "no rank " + std::to_string(r) + " in a job of " + std::to_string(size()));
+  std::lock_guard<std::mutex> lk(mu_);
+  if (r == rank()) {
+    auto it = published_.find(slot);
+    check(it != published_.end(), "rank " + std::to_string(r) + " has nothing in slot " + std::to_string(slot));
+    return it->second;
+  }
+  auto& p = proxies_[{r, slot}];
+  if (!p) {
+    caf::actor_config cfg;
+    p = caf::make_actor<proxy_actor, caf::actor>(sys_.next_actor_id(), sys_.node(), &sys_, cfg, weak_from_this(), r,
+                                                 slot);
+    proxy_ref_[p.address()] = {r, slot};
+  }
+  return p;
+}
+
+actor_ref node::ref_of(const caf::strong_actor_ptr& p) {
+  if (!p)
+    return {};
+  return ref_of(caf::actor_cast<caf::actor>(p));
+}
+
+actor_ref node::ref_of(const caf::actor& a) {
+  if (!a)
+    return {};
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = proxy_ref_.find(a.address()); it != proxy_ref_.end())
+    return it->second;
+  auto it = slot_of_.find(a.address());
+  if (it == slot_of_.end()) { // an actor named in a message: give it a slot
+    it = slot_of_.emplace(a.address(), next_slot_++).first;
+    published_[it->second] = a;
+  }
+  return {rank(), it->second};
+}
+
+caf::actor node::resolve(actor_ref r) {
+  if (r.rank < 0)
+    return {};
+  if (r.rank >= size())
+    throw frame_error("actor reference to rank " + std::to_string(r.rank) + " of " + std::to_string(size()));
+  if (r.rank == rank()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = published_.find(r.slot);
+    if (it == published_.end())
+      throw frame_error("actor reference to slot " + std::to_string(r.slot) + ", nothing there");
+    return it->second;
+  }
+  return remote(r.rank, r.slot);
+}
+
+void node::forward(int r, std::uint32_t slot, const caf::strong_actor_ptr& sender, const caf::message& msg) {
+  auto f = encode(msg, ctx_, slot, ref_of(sender), [this](const caf::actor& a) { return ref_of(a); });
+  link_->send(r, std::move(f.header), std::move(f.data));
+}
+
+void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data) {
+  try {
+    auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
+    if (f.src < 0 || f.src >= size() || f.src == rank())
+      throw frame_error("frame claims to come from rank " + std::to_string(f.src));
+    caf::actor dst;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = published_.find(f.dst);
+      if (it == published_.end())
+        throw frame_error("frame from rank " + std::to_string(f.src) + " for slot " + std::to_string(f.dst) +
+                          ", nothing published there");
+      dst = it->second;
+    }
+    auto sender = f.sender.rank >= 0 ? resolve(f.sender) : caf::actor{};
+    dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(sender), caf::make_message_id(),
+                                           {}, std::move(f.msg)),
+                 nullptr);
+  } catch (const std::exception& e) {
+    reject(e.what());
+  }
+}
+
+void node::close(int timeout_ms) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_)
+      return;
+    closed_ = true;
+  }
+  link_->close(timeout_ms);
+  std::lock_guard<std::mutex> lk(mu_);
+  proxies_.clear();
+  proxy_ref_.clear();
+  published_.clear();
+  slot_of_.clear();
+}
+
+} // namespace gradwire::transport

@@ -1,0 +1,85 @@
+#pragma once
+/// @file node.hpp
+/// One process's view of the job: its link to the other processes, the
+/// local actors it makes reachable (published in slots) and proxies for
+/// remote ones. A proxy is an ordinary CAF actor: a message sent to it is
+/// encoded (codec.hpp) and sent over the link to the process that holds
+/// the real actor, which delivers it with a proxy of the original sender
+/// as the sender. Actor handles inside messages travel as (rank, slot) and
+/// arrive as proxies (or as the local actor itself on its own process), so
+/// the actors of actors/ run unchanged across processes.
+///
+/// A proxy's enqueue encodes and hands the frame to the link on the
+/// sender's own thread (no mailbox or scheduling hop); the link's receive
+/// thread enqueues into the local actor's mailbox.
+///
+/// Scope: one-way messages (send). A request (request/then) to a proxy is
+/// answered with an error naming the actor: reply routing across processes
+/// is not built yet.
+
+#include "transport/codec.hpp"
+#include "transport/link.hpp"
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace gradwire::transport {
+
+class node : public std::enable_shared_from_this<node> {
+public:
+  using down_fn = std::function<void(int rank, const std::string& what)>;
+
+  /// Takes over `l` (not yet started); frames must carry `token`.
+  node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& token);
+  ~node();
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Starts receiving; `on_down` hears of failed peers (on the link thread).
+  void start(down_fn on_down = {});
+  int rank() const { return link_->rank(); }
+  int size() const { return link_->size(); }
+  const link& transport() const { return *link_; }
+
+  /// Makes `a` reachable from other processes as (rank(), slot).
+  void publish(std::uint32_t slot, caf::actor a);
+  /// The actor in `slot` of process `rank`: the local actor itself, or a proxy.
+  caf::actor remote(int rank, std::uint32_t slot);
+
+  /// Frames refused so far (bad, oversized, wrong token, unknown slot).
+  std::int64_t rejected() const { return rejected_.load(); }
+  /// Waits for sends in flight, then stops the link and the proxies.
+  void close(int timeout_ms = 5000);
+
+  /// A send that could not go out (logged, counted with rejected()).
+  void note_failure(const std::string& what);
+  /// Used by proxies: encode and send `msg` to (rank, slot).
+  void forward(int rank, std::uint32_t slot, const caf::strong_actor_ptr& sender, const caf::message& msg);
+
+private:
+  actor_ref ref_of(const caf::actor& a);
+  actor_ref ref_of(const caf::strong_actor_ptr& p);
+  caf::actor resolve(actor_ref r);
+  void on_frame(const void* header, std::size_t bytes, kernels::tensor data);
+  void reject(const std::string& what);
+
+  caf::actor_system& sys_;
+  std::unique_ptr<link> link_;
+  frame_context ctx_;
+  std::mutex mu_;
+  std::map<std::uint32_t, caf::actor> published_;
+  std::map<caf::actor_addr, std::uint32_t> slot_of_;
+  std::uint32_t next_slot_ = 1u << 24; ///< slots for actors named only inside messages
+  std::map<std::pair<int, std::uint32_t>, caf::actor> proxies_;
+  std::map<caf::actor_addr, actor_ref> proxy_ref_;
+  std::atomic<std::int64_t> rejected_{0};
+  bool closed_ = false;
+};
+
+} // namespace gradwire::transport

@@ -1,0 +1,244 @@
+#include "transport/rendezvous.hpp"
+
+#include "kernels/error.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace gradwire::transport {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr std::uint32_t hello_magic = 0x56525747; // "GWRV"
+constexpr std::uint32_t max_token = 4096, max_blob = 1u << 20;
+
+/// A socket closed on scope exit.
+class socket_fd {
+public:
+  explicit socket_fd(int fd = -1) : fd_(fd) {}
+  ~socket_fd() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  socket_fd(socket_fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  socket_fd& operator=(socket_fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  int get() const { return fd_; }
+
+private:
+  int fd_;
+};
+
+int ms_left(clock_type::time_point until) {
+  return static_cast<int>(std::max<long long>(
+    0, std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count()));
+}
+
+void io_all(int fd, void* buf, std::size_t n, bool writing, clock_type::time_point until) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    pollfd pfd{fd, static_cast<short>(writing ? POLLOUT : POLLIN), 0};
+    if (::poll(&pfd, 1, ms_left(until)) <= 0)
+      throw error("timed out");
+    const auto k = writing ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (k <= 0)
+      throw error(k == 0 ? "connection closed" : std::strerror(errno));
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+}
+
+struct buffer {
+  std::vector<std::uint8_t> bytes;
+  void u32(std::uint32_t v) { put(&v, 4); }
+  void blob(const void* p, std::size_t n) {
+    u32(static_cast<std::uint32_t>(n));
+    put(p, n);
+  }
+  void put(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+};
+
+std::uint32_t read_u32(int fd, clock_type::time_point until) {
+  std::uint32_t v = 0;
+  io_all(fd, &v, 4, false, until);
+  return v;
+}
+
+std::vector<std::uint8_t> read_blob(int fd, std::uint32_t limit, const char* what, clock_type::time_point until) {
+  const auto n = read_u32(fd, until);
+  if (n > limit)
+    throw error(std::string(what) + " of " + std::to_string(n) + " bytes is over the limit");
+  std::vector<std::uint8_t> out(n);
+  io_all(fd, out.data(), n, false, until);
+  return out;
+}
+
+addrinfo* resolve(const rendezvous_options& o, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* res = nullptr;
+  const auto port = std::to_string(o.port);
+  if (int rc = ::getaddrinfo(o.host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    throw error("rendezvous host '" + o.host + "': " + ::gai_strerror(rc));
+  return res;
+}
+
+std::string where(const rendezvous_options& o) { return o.host + ":" + std::to_string(o.port); }
+
+std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options& o,
+                                             const std::vector<std::uint8_t>& mine) {
+  auto* ai = resolve(o, true);
+  socket_fd ls(::socket(ai->ai_family, SOCK_STREAM, 0));
+  int one = 1;
+  ::setsockopt(ls.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const int rc = ::bind(ls.get(), ai->ai_addr, ai->ai_addrlen);
+  ::freeaddrinfo(ai);
+  if (rc != 0 || ::listen(ls.get(), 128) != 0)
+    throw error("rank 0 cannot listen for the rendezvous on " + where(o) + ": " + std::strerror(errno) +
+                " (choose another port with --rendezvous HOST:PORT or MASTER_PORT)");
+  std::vector<std::vector<std::uint8_t>> table(static_cast<std::size_t>(size));
+  std::vector<bool> have(static_cast<std::size_t>(size), false);
+  std::vector<socket_fd> conns(static_cast<std::size_t>(size));
+  table[0] = mine;
+  have[0] = true;
+  int missing = size - 1;
+  const auto until = clock_type::now() + std::chrono::milliseconds(o.timeout_ms);
+  while (missing > 0) {
+    pollfd pfd{ls.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, ms_left(until)) <= 0) {
+      std::string names;
+      for (int r = 0; r < size; ++r)
+        if (!have[static_cast<std::size_t>(r)])
+          names += (names.empty() ? "" : ", ") + std::to_string(r);
+      throw error("rendezvous on " + where(o) + ": timed out after " + std::to_string(o.timeout_ms / 1000) +
+                  " s waiting for rank(s) " + names + " of " + std::to_string(size));
+    }
+    sockaddr_in peer{};
+    socklen_t plen = sizeof peer;
+    socket_fd c(::accept(ls.get(), reinterpret_cast<sockaddr*>(&peer), &plen));
+    if (c.get() < 0)
+      continue;
+    char ip[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+    auto refuse = [&](const std::string& why) {
+      std::fprintf(stderr, "gradwire: rendezvous: refused a process from %s: %s\n", ip, why.c_str());
+      buffer b;
+      b.u32(1);
+      b.blob(why.data(), why.size());
+      try {
+        io_all(c.get(), b.bytes.data(), b.bytes.size(), true, clock_type::now() + std::chrono::seconds(1));
+      } catch (const error&) {
+      }
+    };
+    try {
+      const auto step = std::min(until, clock_type::now() + std::chrono::seconds(5)); // per-connection bound
+      if (read_u32(c.get(), step) != hello_magic) {
+        refuse("not a gradwire rendezvous message");
+        continue;
+      }
+      const auto tok = read_blob(c.get(), max_token, "token", step);
+      const auto rank = static_cast<std::int32_t>(read_u32(c.get(), step));
+      const auto their_size = static_cast<std::int32_t>(read_u32(c.get(), step));
+      auto blob = read_blob(c.get(), max_blob, "address", step);
+      if (std::string(tok.begin(), tok.end()) != o.token)
+        refuse("wrong job token (rank " + std::to_string(rank) + ")");
+      else if (their_size != size)
+        refuse("rank " + std::to_string(rank) + " was started for " + std::to_string(their_size) +
+               " processes, rank 0 for " + std::to_string(size));
+      else if (rank <= 0 || rank >= size)
+        refuse("rank " + std::to_string(rank) + " is out of range 1.." + std::to_string(size - 1));
+      else if (have[static_cast<std::size_t>(rank)])
+        refuse("rank " + std::to_string(rank) + " joined twice");
+      else {
+        table[static_cast<std::size_t>(rank)] = std::move(blob);
+        have[static_cast<std::size_t>(rank)] = true;
+        conns[static_cast<std::size_t>(rank)] = std::move(c);
+        --missing;
+      }
+    } catch (const error& e) {
+      std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", ip, e.what());
+    }
+  }
+  buffer reply;
+  reply.u32(0);
+  for (const auto& blob : table)
+    reply.blob(blob.data(), blob.size());
+  for (int r = 1; r < size; ++r) {
+    try {
+      io_all(conns[static_cast<std::size_t>(r)].get(), reply.bytes.data(), reply.bytes.size(), true,
+             clock_type::now() + std::chrono::seconds(10));
+    } catch (const error& e) {
+      throw error("rendezvous: rank " + std::to_string(r) + " left before the table was sent: " + e.what());
+    }
+  }
+  return table;
+}
+
+std::vector<std::vector<std::uint8_t>> join(int rank, int size, const rendezvous_options& o,
+                                            const std::vector<std::uint8_t>& mine) {
+  const auto until = clock_type::now() + std::chrono::milliseconds(o.timeout_ms);
+  std::string last = "no attempt";
+  while (true) {
+    auto* ai = resolve(o, false);
+    socket_fd s(::socket(ai->ai_family, SOCK_STREAM, 0));
+    const int rc = ::connect(s.get(), ai->ai_addr, ai->ai_addrlen);
+    ::freeaddrinfo(ai);
+    if (rc != 0) {
+      last = std::strerror(errno);
+      if (clock_type::now() >= until)
+        throw error("rank " + std::to_string(rank) + ": cannot reach the rendezvous on " + where(o) + " (" + last +
+                    ") after " + std::to_string(o.timeout_ms / 1000) + " s: is rank 0 running?");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    try {
+      buffer b;
+      b.u32(hello_magic);
+      b.blob(o.token.data(), o.token.size());
+      b.u32(static_cast<std::uint32_t>(rank));
+      b.u32(static_cast<std::uint32_t>(size));
+      b.blob(mine.data(), mine.size());
+      io_all(s.get(), b.bytes.data(), b.bytes.size(), true, until);
+      if (read_u32(s.get(), until) != 0) {
+        auto why = read_blob(s.get(), max_token, "reason", until);
+        throw error("rank 0 refused this process: " + std::string(why.begin(), why.end()));
+      }
+      std::vector<std::vector<std::uint8_t>> table;
+      for (int r = 0; r < size; ++r)
+        table.push_back(read_blob(s.get(), max_blob, "address", until));
+      return table;
+    } catch (const error& e) {
+      throw error("rank " + std::to_string(rank) + ": rendezvous on " + where(o) + ": " + e.what());
+    }
+  }
+}
+
+} // namespace
+
+std::vector<std::vector<std::uint8_t>> rendezvous(int rank, int size, const rendezvous_options& opts,
+                                                   const std::vector<std::uint8_t>& mine) {
+  check(size >= 1 && rank >= 0 && rank < size,
+        "rank " + std::to_string(rank) + " is out of range for " + std::to_string(size) + " processes");
+  if (size == 1)
+    return {mine};
+  return rank == 0 ? serve(size, opts, mine) : join(rank, size, opts, mine);
+}
+
+} // namespace gradwire::transport

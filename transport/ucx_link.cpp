@@ -1,0 +1,354 @@
+#include "transport/ucx_link.hpp"
+
+#include "kernels/error.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace gradwire::transport {
+
+namespace {
+
+constexpr unsigned am_id = 7;
+
+void ucs_check(ucs_status_t st, const char* what) {
+  if (st != UCS_OK)
+    throw error(std::string("UCX: ") + what + ": " + ucs_status_string(st));
+}
+
+/// A send in flight: what must stay alive until UCX is done with it.
+struct pending_send {
+  ucx_link::impl* link;
+  std::vector<std::uint64_t> header;
+  kernels::tensor data;
+  int peer;
+};
+
+/// A rendezvous frame whose data is still to be fetched.
+struct pending_recv {
+  ucx_link::impl* link;
+  std::vector<std::uint64_t> header;
+  std::size_t header_bytes;
+  void* desc;
+  std::size_t length;
+  kernels::tensor buffer;
+};
+
+struct peer_slot {
+  ucx_link::impl* link;
+  int rank;
+};
+
+} // namespace
+
+struct ucx_link::impl {
+  int rank, size;
+  ucx_options opts;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::vector<ucp_ep_h> eps;
+  std::vector<std::unique_ptr<peer_slot>> slots;
+  std::vector<std::atomic<bool>> dead;
+  int efd = -1;
+  std::shared_ptr<buffer_pool> pool = std::make_shared<buffer_pool>();
+  handlers h;
+  std::thread progress;
+  std::atomic<bool> stop{false};
+  std::atomic<long> in_flight{0};           ///< queued or posted, not complete
+  std::mutex queue_mu;
+  std::vector<std::unique_ptr<pending_send>> queue; ///< sends from other threads, posted by the progress thread
+  std::atomic<int> queued{0};
+  std::vector<pending_recv*> rndv; ///< progress thread only
+
+  impl(int r, int n, ucx_options o) : rank(r), size(n), opts(std::move(o)), dead(static_cast<std::size_t>(n)) {}
+
+  void report_peer(int peer, const std::string& what) {
+    if (peer < 0 || peer >= size || dead[static_cast<std::size_t>(peer)].exchange(true))
+      return;
+    if (h.peer_error)
+      h.peer_error(peer, what);
+  }
+
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) {
+    auto* s = static_cast<peer_slot*>(arg);
+    s->link->report_peer(s->rank, std::string("connection to rank ") + std::to_string(s->rank) +
+                                      " failed: " + ucs_status_string(st));
+  }
+
+  static void on_send_done(void* request, ucs_status_t st, void* user) {
+    std::unique_ptr<pending_send> ps(static_cast<pending_send*>(user));
+    if (st != UCS_OK)
+      ps->link->report_peer(ps->peer, std::string("send to rank ") + std::to_string(ps->peer) +
+                                          " failed: " + ucs_status_string(st));
+    ps->link->in_flight.fetch_sub(1);
+    ucp_request_free(request);
+  }
+
+  void deliver(const std::vector<std::uint64_t>& header, std::size_t header_bytes, kernels::tensor data) {
+    if (h.receive)
+      h.receive(header.data(), header_bytes, std::move(data));
+  }
+
+  static ucs_status_t on_am(void* arg, const void* header, std::size_t header_bytes, void* data, std::size_t length,
+                            const ucp_am_recv_param_t* param) {
+    auto* self = static_cast<impl*>(arg);
+    if (header_bytes > self->opts.max_header_bytes || length > self->opts.max_data_bytes || length % sizeof(float)) {
+      if (self->h.rejected)
+        self->h.rejected("frame refused: header " + std::to_string(header_bytes) + " bytes, data " +
+                         std::to_string(length) + " bytes (limits " + std::to_string(self->opts.max_header_bytes) +
+                         ", " + std::to_string(self->opts.max_data_bytes) + ", data a whole number of floats)");
+      return UCS_OK; // dropped (a rendezvous is released by UCX)
+    }
+    std::vector<std::uint64_t> hdr((header_bytes + 7) / 8);
+    if (header_bytes)
+      std::memcpy(hdr.data(), header, header_bytes);
+    if (length == 0) {
+      self->deliver(hdr, header_bytes, {});
+      return UCS_OK;
+    }
+    auto buf = self->pool->get(length / sizeof(float));
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+      self->rndv.push_back(new pending_recv{self, std::move(hdr), header_bytes, data, length, std::move(buf)});
+      return UCS_INPROGRESS;
+    }
+    std::memcpy(buf.data(), data, length);
+    self->deliver(hdr, header_bytes, std::move(buf));
+    return UCS_OK;
+  }
+
+  static void on_recv_done(void* request, ucs_status_t st, std::size_t, void* user) {
+    std::unique_ptr<pending_recv> pr(static_cast<pending_recv*>(user));
+    if (st == UCS_OK)
+      pr->link->deliver(pr->header, pr->header_bytes, std::move(pr->buffer));
+    else if (pr->link->h.rejected)
+      pr->link->h.rejected(std::string("receiving a frame's data failed: ") + ucs_status_string(st));
+    ucp_request_free(request);
+  }
+
+  void fetch_rendezvous() {
+    auto todo = std::move(rndv);
+    rndv.clear();
+    for (auto* raw : todo) {
+      std::unique_ptr<pending_recv> pr(raw);
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      p.cb.recv_am = on_recv_done;
+      p.user_data = pr.get();
+      void* req = ucp_am_recv_data_nbx(worker, pr->desc, pr->buffer.data(), pr->length, &p);
+      if (req == nullptr) {
+        deliver(pr->header, pr->header_bytes, std::move(pr->buffer));
+      } else if (UCS_PTR_IS_ERR(req)) {
+        if (h.rejected)
+          h.rejected(std::string("receiving a frame's data failed: ") + ucs_status_string(UCS_PTR_STATUS(req)));
+      } else {
+        (void)pr.release(); // on_recv_done owns it now
+      }
+    }
+  }
+
+  void post(std::unique_ptr<pending_send> ps) {
+    const int peer = ps->peer;
+    if (dead[static_cast<std::size_t>(peer)].load()) {
+      in_flight.fetch_sub(1);
+      return;
+    }
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    prm.cb.send = &on_send_done;
+    prm.user_data = ps.get();
+    const void* buf = ps->data.defined() ? ps->data.data() : nullptr;
+    const std::size_t len = ps->data.defined() ? ps->data.bytes() : 0;
+    void* req = ucp_am_send_nbx(eps[static_cast<std::size_t>(peer)], am_id, ps->header.data(),
+                                ps->header.size() * sizeof(std::uint64_t), buf, len, &prm);
+    if (req == nullptr) {
+      in_flight.fetch_sub(1);
+    } else if (UCS_PTR_IS_ERR(req)) {
+      in_flight.fetch_sub(1);
+      report_peer(peer, std::string("send to rank ") + std::to_string(peer) +
+                          " failed: " + ucs_status_string(UCS_PTR_STATUS(req)));
+    } else {
+      (void)ps.release(); // on_send_done owns it now
+    }
+  }
+
+  bool drain_queue() {
+    if (queued.load(std::memory_order_acquire) == 0)
+      return false;
+    std::vector<std::unique_ptr<pending_send>> todo;
+    {
+      std::lock_guard<std::mutex> lk(queue_mu);
+      todo.swap(queue);
+      queued.store(0, std::memory_order_release);
+    }
+    for (auto& ps : todo)
+      post(std::move(ps));
+    return true;
+  }
+
+  void run() {
+    auto last = std::chrono::steady_clock::now();
+    while (!stop.load(std::memory_order_relaxed)) {
+      const bool posted = drain_queue();
+      const unsigned n = ucp_worker_progress(worker) + (posted ? 1u : 0u);
+      if (!rndv.empty()) {
+        fetch_rendezvous();
+        last = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (n) {
+        last = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - last < std::chrono::microseconds(opts.spin_us))
+        continue;
+      if (ucp_worker_arm(worker) == UCS_ERR_BUSY || queued.load(std::memory_order_acquire) > 0)
+        continue; // (a send queued before the arm would not wake the poll)
+      pollfd pfd{efd, POLLIN, 0};
+      (void)::poll(&pfd, 1, 1); // 1 ms: also bounds any missed wake-up
+      last = std::chrono::steady_clock::now() - std::chrono::microseconds(opts.spin_us / 2);
+    }
+  }
+};
+
+ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<impl>(rank, size, std::move(opts))) {
+  check(size >= 1 && rank >= 0 && rank < size, "rank " + std::to_string(rank) + " out of range for " +
+                                                   std::to_string(size) + " processes");
+  if (const char* spin = std::getenv("GRADWIRE_UCX_SPIN_US"))
+    p_->opts.spin_us = std::atoi(spin);
+  ucp_config_t* config = nullptr;
+  ucs_check(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
+  if (!p_->opts.tls.empty()) {
+    auto st = ucp_config_modify(config, "TLS", p_->opts.tls.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      ucs_check(st, ("setting TLS=" + p_->opts.tls).c_str());
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  auto st = ucp_init(&params, config, &p_->context);
+  ucp_config_release(config);
+  ucs_check(st, "initialising the context");
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE; // only the progress thread calls UCX (and ucp_worker_signal)
+  ucs_check(ucp_worker_create(p_->context, &wp, &p_->worker), "creating the worker");
+  ucs_check(ucp_worker_get_efd(p_->worker, &p_->efd), "getting the worker's event descriptor");
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  hp.id = am_id;
+  hp.cb = &impl::on_am;
+  hp.arg = p_.get();
+  hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+  ucs_check(ucp_worker_set_am_recv_handler(p_->worker, &hp), "setting the message handler");
+}
+
+ucx_link::~ucx_link() {
+  close(2000);
+  if (p_->worker)
+    ucp_worker_destroy(p_->worker);
+  if (p_->context)
+    ucp_cleanup(p_->context);
+}
+
+std::vector<std::uint8_t> ucx_link::address() const {
+  ucp_address_t* addr = nullptr;
+  std::size_t len = 0;
+  ucs_check(ucp_worker_get_address(p_->worker, &addr, &len), "getting the worker address");
+  std::vector<std::uint8_t> out(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
+  ucp_worker_release_address(p_->worker, addr);
+  return out;
+}
+
+void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) {
+  check(static_cast<int>(addresses.size()) == p_->size, "connect: one address per rank expected");
+  p_->eps.assign(addresses.size(), nullptr);
+  for (int r = 0; r < p_->size; ++r) {
+    if (r == p_->rank)
+      continue;
+    p_->slots.push_back(std::make_unique<peer_slot>(peer_slot{p_.get(), r}));
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(addresses[static_cast<std::size_t>(r)].data());
+    // Peer error-handling mode would rule out shared memory in UCX 1.13 (the
+    // endpoint is "unreachable"): dead peers are found by node.hpp's
+    // heartbeats instead; errors UCX does report still reach peer_error.
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_handler.cb = &impl::on_ep_error;
+    ep.err_handler.arg = p_->slots.back().get();
+    ucs_check(ucp_ep_create(p_->worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
+              ("connecting to rank " + std::to_string(r)).c_str());
+  }
+}
+
+int ucx_link::rank() const { return p_->rank; }
+int ucx_link::size() const { return p_->size; }
+
+void ucx_link::start(handlers h) {
+  p_->h = std::move(h);
+  p_->progress = std::thread([this] { p_->run(); });
+}
+
+void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) {
+  check(peer >= 0 && peer < p_->size && peer != p_->rank && !p_->eps.empty(),
+        "send to rank " + std::to_string(peer) + ": no such peer");
+  if (p_->dead[static_cast<std::size_t>(peer)].load())
+    return; // reported once already
+  p_->in_flight.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lk(p_->queue_mu);
+    p_->queue.push_back(std::make_unique<pending_send>(pending_send{p_.get(), std::move(header), std::move(data), peer}));
+    p_->queued.fetch_add(1, std::memory_order_release);
+  }
+  ucp_worker_signal(p_->worker);
+}
+
+void ucx_link::close(int timeout_ms) {
+  if (p_->progress.joinable()) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (p_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    p_->stop = true;
+    ucp_worker_signal(p_->worker);
+    p_->progress.join();
+  }
+  for (auto& ep : p_->eps) {
+    if (!ep)
+      continue;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* req = ucp_ep_close_nbx(ep, &prm);
+    if (req && !UCS_PTR_IS_ERR(req)) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      while (ucp_request_check_status(req) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+        ucp_worker_progress(p_->worker);
+      ucp_request_free(req);
+    }
+    ep = nullptr;
+  }
+  for (auto* pr : p_->rndv) { // fetched never: hand the descriptors back
+    ucp_am_data_release(p_->worker, pr->desc);
+    std::unique_ptr<pending_recv> gone(pr);
+  }
+  p_->rndv.clear();
+}
+
+std::string ucx_link::describe() const {
+  return "ucx" + (p_->opts.tls.empty() ? std::string() : " (TLS " + p_->opts.tls + ")");
+}
+
+} // namespace gradwire::transport

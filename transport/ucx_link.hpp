@@ -1,0 +1,55 @@
+#pragma once
+/// @file ucx_link.hpp
+/// The link over UCX active messages. One UCX context and worker per
+/// process (thread mode MULTI: actors send from their own threads), one
+/// endpoint per peer, created from the peer's worker address (so pairs on
+/// one node use shared memory and others TCP or InfiniBand: a sockaddr
+/// connection would be TCP only), in peer error-handling mode: a peer that
+/// dies is reported through handlers::peer_error.
+///
+/// A progress thread drives the worker: it polls while there is traffic,
+/// spins `spin_us` after the last event, then sleeps on the worker's event
+/// file descriptor (woken by the network or by a local send). Frames above
+/// UCX's eager limit arrive by rendezvous: the header comes first, the data
+/// is fetched straight into a pooled buffer.
+
+#include "transport/buffer_pool.hpp"
+#include "transport/link.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradwire::transport {
+
+struct ucx_options {
+  std::string tls;               ///< UCX_TLS for this context ("" = UCX's choice / environment)
+  int spin_us = 50;              ///< busy-poll this long after the last event before sleeping
+  std::size_t max_header_bytes = std::size_t{64} << 10;
+  std::size_t max_data_bytes = std::size_t{1} << 31;
+};
+
+class ucx_link final : public link {
+public:
+  ucx_link(int rank, int size, ucx_options opts = {});
+  ~ucx_link() override;
+
+  /// This worker's address, for the rendezvous.
+  std::vector<std::uint8_t> address() const;
+  /// Connects to every peer; `addresses[r]` is rank r's worker address.
+  void connect(const std::vector<std::vector<std::uint8_t>>& addresses);
+
+  int rank() const override;
+  int size() const override;
+  void start(handlers h) override;
+  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) override;
+  void close(int timeout_ms) override;
+  std::string describe() const override;
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> p_;
+};
+
+} // namespace gradwire::transport

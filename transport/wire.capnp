@@ -1,0 +1,50 @@
+@0xd4c6b1a0e2f39a57;
+# gradwire's wire header: one per actor message between processes
+# (ps-lite's Meta). Tensor bytes never travel inside it: they follow as one
+# separate data frame, sent zero-copy from the sender's buffer and received
+# into a pooled, aligned buffer. Generated at build time (capnp_generate_cpp).
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("gradwire::transport::wire");
+
+# An actor handle: rank -1 is an invalid (empty) handle.
+struct ActorRef {
+  rank @0 :Int32;
+  slot @1 :UInt32;
+}
+
+# A piece of an allreduced gradient: its offset and the index of its
+# tensor in Header.tensors.
+struct PieceRef {
+  offset @0 :UInt64;
+  tensor @1 :UInt32;
+}
+
+# One element of an actor message, typed as the C++ handlers expect it.
+struct Value {
+  union {
+    atom @0 :UInt64;
+    i32 @1 :Int32;
+    i64 @2 :Int64;
+    u64 @3 :UInt64;
+    f32 @4 :Float32;
+    f64 @5 :Float64;
+    boolean @6 :Bool;
+    text @7 :Text;
+    tensor @8 :UInt32;            # index into Header.tensors
+    actor @9 :ActorRef;
+    actors @10 :List(ActorRef);
+    pieces @11 :List(PieceRef);
+    i64s @12 :List(Int64);
+  }
+}
+
+struct Header {
+  magic @0 :UInt32;               # 0x47574831 ("GWH1")
+  token @1 :UInt64;               # hash of the job token
+  src @2 :Int32;                  # sending rank
+  dst @3 :UInt32;                 # slot of the receiving actor in the receiving process
+  sender @4 :ActorRef;            # the sending actor, for its replies
+  values @5 :List(Value);
+  tensors @6 :List(UInt64);       # float32 element counts, in data-frame order
+}
