@@ -16,6 +16,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   j.launch.rendezvous.timeout_ms = opts.timeout_ms;
   transport::ucx_options uo;
   uo.tls = opts.tls;
+  uo.spin_us = opts.spin_us;
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
   link->connect(table);

@@ -20,6 +20,7 @@ struct job_options {
   std::string rendezvous; ///< host:port ("" = environment, else 127.0.0.1:29500)
   std::string token;      ///< "" = GRADWIRE_TOKEN
   int timeout_ms = 60000; ///< rendezvous bound
+  int spin_us = 50;       ///< the link's busy-poll after each event (ucx_options::spin_us)
 };
 
 struct job {

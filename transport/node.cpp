@@ -1,6 +1,7 @@
 #include "transport/node.hpp"
 
 #include <cstdio>
+#include <deque>
 
 namespace gradwire::transport {
 
@@ -47,10 +48,34 @@ private:
   std::uint32_t slot_;
 };
 
+/// Runs the actors that arriving frames wake on the link's receive thread,
+/// as a CAF worker would (and actors they wake in turn), so a hop through
+/// a ring peer costs no thread hand-off: on a machine with fewer cores
+/// than threads, each hand-off is a wake-up of tens to hundreds of us.
+/// Detached actors (workers) still wake on their own threads.
+class inline_unit final : public caf::execution_unit {
+public:
+  explicit inline_unit(caf::actor_system* sys) : caf::execution_unit(sys) {}
+  void exec_later(caf::resumable* job) override { queue_.push_back(job); }
+  void run() {
+    while (!queue_.empty()) {
+      auto* job = queue_.front();
+      queue_.pop_front();
+      switch (job->resume(this, 64)) {
+      case caf::resumable::resume_later: queue_.push_back(job); break;
+      default: intrusive_ptr_release(job); break; // the reference exec_later's caller took
+      }
+    }
+  }
+
+private:
+  std::deque<caf::resumable*> queue_;
+};
+
 } // namespace
 
 node::node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& token)
-    : sys_(sys), link_(std::move(l)) {
+    : sys_(sys), link_(std::move(l)), unit_(std::make_unique<inline_unit>(&sys)) {
   ctx_.token = token_hash(token);
   ctx_.rank = link_->rank();
 }
@@ -159,9 +184,11 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
       dst = it->second;
     }
     auto sender = f.sender.rank >= 0 ? resolve(f.sender) : caf::actor{};
+    auto* unit = static_cast<inline_unit*>(unit_.get());
     dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(sender), caf::make_message_id(),
                                            {}, std::move(f.msg)),
-                 nullptr);
+                 unit);
+    unit->run();
   } catch (const std::exception& e) {
     reject(e.what());
   }

@@ -78,6 +78,7 @@ private:
   std::uint32_t next_slot_ = 1u << 24; ///< slots for actors named only inside messages
   std::map<std::pair<int, std::uint32_t>, caf::actor> proxies_;
   std::map<caf::actor_addr, actor_ref> proxy_ref_;
+  std::unique_ptr<caf::execution_unit> unit_; ///< runs actors on the link's receive thread
   std::atomic<std::int64_t> rejected_{0};
   bool closed_ = false;
 };

@@ -222,8 +222,6 @@ struct ucx_link::impl {
 ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<impl>(rank, size, std::move(opts))) {
   check(size >= 1 && rank >= 0 && rank < size, "rank " + std::to_string(rank) + " out of range for " +
                                                    std::to_string(size) + " processes");
-  if (const char* spin = std::getenv("GRADWIRE_UCX_SPIN_US"))
-    p_->opts.spin_us = std::atoi(spin);
   ucp_config_t* config = nullptr;
   ucs_check(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
   if (!p_->opts.tls.empty()) {
