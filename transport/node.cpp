@@ -1,5 +1,6 @@
 #include "transport/node.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <deque>
 
@@ -82,18 +83,69 @@ node::node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& t
 
 node::~node() { close(1000); }
 
-void node::start(down_fn on_down) {
+namespace {
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
+constexpr std::uint32_t heartbeat_slot = 0;
+} // namespace
+
+void node::peer_down(int peer, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    if (down_[static_cast<std::size_t>(peer)])
+      return;
+    down_[static_cast<std::size_t>(peer)] = true;
+  }
+  std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
+  if (on_down_)
+    on_down_(peer, what);
+}
+
+void node::start(down_fn on_down, liveness live) {
+  on_down_ = std::move(on_down);
+  down_.assign(static_cast<std::size_t>(size()), false);
+  heard_ = std::make_unique<std::atomic<std::int64_t>[]>(static_cast<std::size_t>(size()));
+  for (int r = 0; r < size(); ++r)
+    heard_[static_cast<std::size_t>(r)] = now_ms();
   link::handlers h;
   h.receive = [this](const void* header, std::size_t bytes, kernels::tensor data) {
     on_frame(header, bytes, std::move(data));
   };
-  h.peer_error = [this, on_down](int peer, const std::string& what) {
-    std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
-    if (on_down)
-      on_down(peer, what);
-  };
+  h.peer_error = [this](int peer, const std::string& what) { peer_down(peer, what); };
   h.rejected = [this](const std::string& what) { reject(what); };
   link_->start(std::move(h));
+  if (size() == 1)
+    return;
+  beat_ = std::thread([this, live] {
+    auto beat = caf::make_message(heartbeat_atom::value);
+    while (!stop_beat_.load()) {
+      for (int r = 0; r < size(); ++r) {
+        if (r == rank())
+          continue;
+        {
+          std::lock_guard<std::mutex> lk(down_mu_);
+          if (down_[static_cast<std::size_t>(r)])
+            continue;
+        }
+        const auto silent = now_ms() - heard_[static_cast<std::size_t>(r)].load();
+        if (silent > live.peer_timeout_ms) {
+          peer_down(r, "no frame for " + std::to_string(silent / 1000.0).substr(0, 4) +
+                         " s (the process died, hangs, or its network is down)");
+          continue;
+        }
+        try {
+          forward(r, heartbeat_slot, nullptr, beat);
+        } catch (const std::exception& e) {
+          reject(e.what());
+        }
+      }
+      for (int t = 0; t < live.heartbeat_ms && !stop_beat_.load(); t += 10)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
 }
 
 void node::note_failure(const std::string& what) { reject(what); }
@@ -174,6 +226,9 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
     auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
     if (f.src < 0 || f.src >= size() || f.src == rank())
       throw frame_error("frame claims to come from rank " + std::to_string(f.src));
+    heard_[static_cast<std::size_t>(f.src)] = now_ms();
+    if (f.dst == heartbeat_slot)
+      return;
     caf::actor dst;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -201,6 +256,9 @@ void node::close(int timeout_ms) {
       return;
     closed_ = true;
   }
+  stop_beat_ = true;
+  if (beat_.joinable())
+    beat_.join();
   link_->close(timeout_ms);
   std::lock_guard<std::mutex> lk(mu_);
   proxies_.clear();

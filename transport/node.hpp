@@ -28,8 +28,17 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace gradwire::transport {
+
+/// Liveness: every process sends a heartbeat frame to every peer each
+/// `heartbeat_ms`; a peer silent for `peer_timeout_ms` is reported down.
+struct liveness {
+  int heartbeat_ms = 200;
+  int peer_timeout_ms = 5000;
+};
 
 class node : public std::enable_shared_from_this<node> {
 public:
@@ -41,8 +50,8 @@ public:
   node(const node&) = delete;
   node& operator=(const node&) = delete;
 
-  /// Starts receiving; `on_down` hears of failed peers (on the link thread).
-  void start(down_fn on_down = {});
+  /// Starts receiving; `on_down` hears of failed peers, once per peer.
+  void start(down_fn on_down = {}, liveness live = {});
   int rank() const { return link_->rank(); }
   int size() const { return link_->size(); }
   const link& transport() const { return *link_; }
@@ -81,6 +90,13 @@ private:
   std::unique_ptr<caf::execution_unit> unit_; ///< runs actors on the link's receive thread
   std::atomic<std::int64_t> rejected_{0};
   bool closed_ = false;
+  down_fn on_down_;
+  std::mutex down_mu_;
+  std::vector<bool> down_;                          ///< reported already
+  std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
+  std::thread beat_;
+  std::atomic<bool> stop_beat_{false};
+  void peer_down(int peer, const std::string& what);
 };
 
 } // namespace gradwire::transport

@@ -139,14 +139,15 @@ TEST_CASE("a run far longer than the timeout succeeds: silence, not duration, is
   setup.spec.hidden = {256, 128};
   setup.batch_size = 64;
   setup.steps = 30;
-  setup.worker_slowdown = {40.0, 40.0}; // ~40 ms a step: ~1.2 s in all
-  setup.timeout = std::chrono::milliseconds(400);
+  setup.worker_delay_ms = {40.0, 40.0}; // ~40 ms a step: ~1.2 s in all (a fixed delay: a slowdown
+                                        // multiplier would also multiply contention from other tests)
+  setup.timeout = std::chrono::milliseconds(500);
   std::int64_t last_steps = 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto out = scheduler::run_topology(*env.sys, setup, data,
                                              [&](std::int64_t steps, std::int64_t) { last_steps = steps; });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  INFO("ran " << secs << " s with a 0.4 s timeout");
+  INFO("ran " << secs << " s with a 0.5 s timeout");
   CHECK(secs > 0.8);
   CHECK(last_steps == 2 * 30);
   for (const auto& rep : out.reports)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Real processes: ring allreduce across 2 and 4 processes over shared memory
+# and TCP (exact sums checked by the bench itself: a wrong sum exits 4);
+# a process with the wrong job token is refused; a killed peer is reported
+# by rank within the liveness bound, and nothing hangs.
+# Usage: multiprocess.sh path/to/gradwire
+set -uo pipefail
+GW=$1
+fail=0
+work=$(mktemp -d)
+r1=
+trap 'rm -rf "$work"; [ -n "$r1" ] && kill -9 $r1 2>/dev/null' EXIT
+say() { printf '%s\n' "$*"; }
+bad() { say "FAIL: $*"; fail=1; }
+has() { grep -q -- "$2" "$1" || { bad "$1 lacks '$2'"; sed 's/^/    /' "$1"; }; }
+port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+for case in "2 posix,cma" "2 tcp" "4 posix,cma" "3 tcp"; do
+  set -- $case
+  out=$work/ar_$1_$2.txt
+  if timeout 120 "$GW" bench allreduce --procs "$1" --tls "$2" -b 4K -e 4M -f 32 -n 3 -w 1 --spin-us 50 >"$out" 2>&1; then
+    rows=$(grep -cE '^ +[0-9]+ .* ok$' "$out")
+    [ "$rows" = 3 ] || { bad "allreduce $1 procs over $2: $rows of 3 sizes ok"; cat "$out"; }
+  else
+    bad "allreduce $1 procs over $2 exited $?"; cat "$out"
+  fi
+done
+
+# Wrong token: rank 1 is refused by rank 0 and says why.
+p=$(port)
+GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=right GRADWIRE_RANK=0 \
+  timeout 30 "$GW" bench allreduce -b 4K -e 4K -n 1 -w 0 >"$work/tok0.txt" 2>&1 &
+r0=$!
+GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=wrong GRADWIRE_RANK=1 \
+  timeout 30 "$GW" bench allreduce -b 4K -e 4K -n 1 -w 0 >"$work/tok1.txt" 2>&1
+rc=$?
+kill $r0 2>/dev/null; wait $r0 2>/dev/null
+[ $rc = 2 ] || bad "wrong token: rank 1 exited $rc, expected 2"
+has "$work/tok1.txt" "wrong job token"
+has "$work/tok0.txt" "refused a process"
+
+# Killed peer: rank 0 reports rank 1 by number within the liveness bound (5 s).
+p=$(port)
+export GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=k
+GRADWIRE_RANK=0 timeout 60 "$GW" bench allreduce -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill0.txt" 2>&1 &
+r0=$!
+GRADWIRE_RANK=1 "$GW" bench allreduce -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill1.txt" 2>&1 &
+r1=$!  # the process itself (not a timeout wrapper): it is the one to kill
+sleep 2
+kill -9 $r1
+wait $r1 2>/dev/null
+r1=
+start=$(date +%s)
+wait $r0; rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc = 3 ] || bad "killed peer: rank 0 exited $rc, expected 3"
+[ $took -le 15 ] || bad "killed peer: rank 0 took $took s to notice"
+has "$work/kill0.txt" "rank 1 failed"
+unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
+
+# A bad rendezvous address fails every rank with a message; the launcher
+# passes the status on.
+timeout 60 "$GW" bench allreduce --procs 2 -b 4K -e 4K --rendezvous no-such-host.invalid:5000 >"$work/launch.txt" 2>&1
+rc=$?
+[ $rc = 2 ] || bad "a job with an unknown rendezvous host exited $rc, expected 2"
+has "$work/launch.txt" "rendezvous host 'no-such-host.invalid'"
+
+[ $fail = 0 ] && say "multiprocess: all checks passed"
+exit $fail

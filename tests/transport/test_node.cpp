@@ -1,0 +1,196 @@
+// Remote actor proxies over the in-process link (each rank its own actor
+// system, frames copied as a wire would): the ring peers of actors/ give
+// exact sums across "processes"; bad frames are refused and counted while
+// good traffic goes on; a dead or silent peer is reported by rank.
+#include "actors/messages.hpp"
+#include "actors/ring_allreduce.hpp"
+#include "actors/ring_peer.hpp"
+#include "transport/codec.hpp"
+#include "transport/inproc_link.hpp"
+#include "transport/node.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <future>
+
+using namespace gradwire;
+using namespace gradwire::transport;
+
+namespace {
+
+/// N ranks, each with its own actor system and node over an inproc link.
+struct job_of_threads {
+  std::vector<std::unique_ptr<caf::actor_system_config>> cfgs;
+  std::vector<std::unique_ptr<caf::actor_system>> systems;
+  std::vector<std::shared_ptr<node>> nodes;
+  std::vector<inproc_link*> links;
+  explicit job_of_threads(int n) {
+    auto group = inproc_link::make_group(n);
+    for (int r = 0; r < n; ++r) {
+      cfgs.push_back(std::make_unique<caf::actor_system_config>());
+      cfgs.back()->set("scheduler.max-threads", 1);
+      systems.push_back(std::make_unique<caf::actor_system>(*cfgs.back()));
+      links.push_back(group[static_cast<std::size_t>(r)].get());
+      nodes.push_back(std::make_shared<node>(*systems.back(), std::move(group[static_cast<std::size_t>(r)]), "tok"));
+    }
+  }
+  ~job_of_threads() {
+    for (auto& n : nodes)
+      n->close(1000);
+    nodes.clear();
+    systems.clear();
+  }
+};
+
+/// Rank r's input: (r + 1) * (i mod 13 + 1); the sum is n(n+1)/2 * (i mod 13 + 1).
+actors::slice input(int r, std::size_t len) {
+  auto t = actors::slice::empty({static_cast<std::int64_t>(len)});
+  for (std::size_t i = 0; i < len; ++i)
+    t.data()[i] = static_cast<float>(r + 1) * static_cast<float>(i % 13 + 1);
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("ring allreduce across nodes: exact sums for N = 1..5, multi-chunk, two rounds") {
+  for (int n = 1; n <= 5; ++n) {
+    const std::size_t len = 1003; // not divisible by N
+    INFO("N = " << n);
+    job_of_threads job(n);
+    const auto buckets = actors::make_buckets(len, 400); // 3 buckets
+    std::vector<caf::actor> peers;
+    for (int r = 0; r < n; ++r) {
+      actors::ring_peer_config pc;
+      pc.rank = r;
+      pc.world = n;
+      pc.buckets = buckets;
+      pc.chunk_floats = 37; // many chunks per segment
+      peers.push_back(actors::spawn_ring_peer(*job.systems[static_cast<std::size_t>(r)], pc));
+      job.nodes[static_cast<std::size_t>(r)]->publish(100, peers.back());
+    }
+    for (auto& nd : job.nodes)
+      nd->start();
+    for (int r = 0; r < n; ++r)
+      caf::anon_send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
+                     job.nodes[static_cast<std::size_t>(r)]->remote((r + 1) % n, 100), caf::actor{},
+                     std::vector<caf::actor>{});
+    for (std::int64_t round = 0; round < 2; ++round) {
+      std::vector<std::future<double>> errs;
+      for (int r = 0; r < n; ++r) {
+        auto done = std::make_shared<std::promise<double>>();
+        errs.push_back(done->get_future());
+        auto& sys = *job.systems[static_cast<std::size_t>(r)];
+        sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+          auto buf = input(r, len);
+          auto left = std::make_shared<int>(static_cast<int>(buckets.size()));
+          auto worst = std::make_shared<double>(0);
+          for (std::size_t b = 0; b < buckets.size(); ++b)
+            self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, round, static_cast<int>(b),
+                       buf.view(buckets[b].first, {static_cast<std::int64_t>(buckets[b].second - buckets[b].first)}),
+                       1.f);
+          return {
+            [=](actors::reduced_atom, std::int64_t, int, const actors::pieces& ps, double) {
+              for (const auto& p : ps)
+                for (std::int64_t k = 0; k < p.data.numel(); ++k) {
+                  const auto i = p.offset + static_cast<std::size_t>(k);
+                  const float want = static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i % 13 + 1);
+                  *worst = std::max<double>(*worst, std::fabs(p.data.data()[k] - want));
+                }
+              if (--*left == 0) {
+                done->set_value(*worst);
+                self->quit();
+              }
+            },
+            [=](actors::reduced_atom, std::int64_t, const std::string& err) {
+              done->set_exception(std::make_exception_ptr(std::runtime_error(err)));
+              self->quit();
+            },
+          };
+        });
+      }
+      for (auto& f : errs) {
+        REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+        CHECK(f.get() == 0.0);
+      }
+    }
+    for (auto& nd : job.nodes)
+      CHECK(nd->rejected() == 0);
+    for (int r = 0; r < n; ++r)
+      caf::anon_send_exit(peers[static_cast<std::size_t>(r)], caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_CASE("bad frames are refused and counted; the next good frame is delivered") {
+  job_of_threads job(2);
+  std::promise<int> got;
+  auto sink = job.systems[1]->spawn([&got](caf::event_based_actor* self) -> caf::behavior {
+    return {[&got, self](actors::step_atom, int x) {
+      got.set_value(x);
+      self->quit();
+    }};
+  });
+  job.nodes[1]->publish(5, sink);
+  for (auto& nd : job.nodes)
+    nd->start();
+  auto* victim = job.links[1];
+  std::vector<std::uint64_t> junk{0x1234, 0xdeadbeef, 0, 42};
+  victim->inject(junk.data(), junk.size() * 8, {});                   // garbage
+  victim->inject(junk.data(), 5, {});                                 // truncated
+  frame_context other;
+  other.token = token_hash("other job");
+  other.rank = 0;
+  auto f = encode(caf::make_message(actors::step_atom::value, 1), other, 5, {}, [](const caf::actor&) {
+    return actor_ref{};
+  });
+  victim->inject(f.header.data(), f.header.size() * 8, {});
+  frame_context mine;
+  mine.token = token_hash("tok");
+  mine.rank = 0;
+  auto to_nowhere = encode(caf::make_message(actors::step_atom::value, 2), mine, 999, {}, [](const caf::actor&) {
+    return actor_ref{};
+  });
+  victim->inject(to_nowhere.header.data(), to_nowhere.header.size() * 8, {}); // nothing in slot 999
+  caf::anon_send(job.nodes[0]->remote(1, 5), actors::step_atom::value, 77);   // and a good one
+  auto fut = got.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(fut.get() == 77);
+  CHECK(job.nodes[1]->rejected() == 4);
+}
+
+TEST_CASE("a failed peer is reported once, by rank; a silent one after the liveness timeout") {
+  SECTION("the link reports it") {
+    job_of_threads job(3);
+    std::promise<int> down;
+    job.nodes[0]->start([&](int r, const std::string&) { down.set_value(r); });
+    job.nodes[1]->start();
+    job.nodes[2]->start();
+    job.links[0]->kill_peer(2);
+    auto fut = down.get_future();
+    REQUIRE(fut.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    CHECK(fut.get() == 2);
+  }
+  SECTION("heartbeats stop") {
+    job_of_threads job(2);
+    std::promise<std::string> down;
+    liveness live;
+    live.heartbeat_ms = 50;
+    live.peer_timeout_ms = 400;
+    job.nodes[0]->start([&](int r, const std::string& what) { down.set_value(std::to_string(r) + ": " + what); },
+                        live);
+    // rank 1 never starts: no heartbeats, as a process that hangs or died
+    auto fut = down.get_future();
+    REQUIRE(fut.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    CHECK_THAT(fut.get(), Catch::StartsWith("1: no frame for"));
+  }
+  SECTION("live peers are not reported") {
+    job_of_threads job(2);
+    std::atomic<int> downs{0};
+    liveness live;
+    live.heartbeat_ms = 50;
+    live.peer_timeout_ms = 400;
+    job.nodes[0]->start([&](int, const std::string&) { ++downs; }, live);
+    job.nodes[1]->start({}, live);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    CHECK(downs == 0);
+  }
+}

@@ -1,0 +1,160 @@
+// The UCX link for real, two ranks as threads of this process, over shared
+// memory and over TCP: eager and rendezvous frames arrive byte-exact; a
+// node behind UCX refuses garbage and oversized frames and still delivers
+// the next good one; the rendezvous refuses a wrong job token.
+#include "actors/messages.hpp"
+#include "transport/codec.hpp"
+#include "transport/node.hpp"
+#include "transport/rendezvous.hpp"
+#include "transport/ucx_link.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <mutex>
+#include <thread>
+
+using namespace gradwire;
+using namespace gradwire::transport;
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// Two connected UCX links (ranks 0 and 1) in this process.
+std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected_pair(const std::string& tls,
+                                                                               std::size_t max_data = std::size_t{1} << 31) {
+  ucx_options o;
+  o.tls = tls;
+  o.max_data_bytes = max_data;
+  auto l0 = std::make_unique<ucx_link>(0, 2, o);
+  auto l1 = std::make_unique<ucx_link>(1, 2, o);
+  rendezvous_options ro;
+  ro.port = free_port();
+  ro.token = "t";
+  ro.timeout_ms = 10000;
+  auto a1 = std::async(std::launch::async, [&] { return rendezvous(1, 2, ro, l1->address()); });
+  auto table0 = rendezvous(0, 2, ro, l0->address());
+  auto table1 = a1.get();
+  REQUIRE(table0 == table1);
+  l0->connect(table0);
+  l1->connect(table1);
+  return {std::move(l0), std::move(l1)};
+}
+
+actors::slice pattern(std::size_t n, float seed) {
+  auto t = actors::slice::empty({static_cast<std::int64_t>(n)});
+  for (std::size_t i = 0; i < n; ++i)
+    t.data()[i] = seed + static_cast<float>(i % 1000) * 0.5f;
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
+  const std::string tls = GENERATE(std::string("posix,cma"), std::string("tcp"));
+  INFO("UCX_TLS " << tls);
+  auto [l0, l1] = connected_pair(tls);
+  std::mutex mu;
+  std::vector<std::pair<std::vector<std::uint64_t>, actors::slice>> got;
+  std::promise<void> all;
+  link::handlers h;
+  h.receive = [&](const void* hdr, std::size_t bytes, kernels::tensor data) {
+    std::lock_guard<std::mutex> lk(mu);
+    std::vector<std::uint64_t> words(bytes / 8);
+    std::memcpy(words.data(), hdr, bytes);
+    got.emplace_back(std::move(words), std::move(data));
+    if (got.size() == 3)
+      all.set_value();
+  };
+  l0->start(h);
+  l1->start({});
+  const std::size_t sizes[] = {16, std::size_t{1} << 20, 0}; // eager, rendezvous (4 MiB), header only
+  for (std::size_t k = 0; k < 3; ++k)
+    l1->send(0, {k, 0xabcdef, k * 7}, sizes[k] ? pattern(sizes[k], static_cast<float>(k)) : actors::slice{});
+  auto fut = all.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  for (const auto& [hdr, data] : got) {
+    REQUIRE(hdr.size() == 3);
+    const auto k = hdr[0];
+    CHECK(hdr[1] == 0xabcdef);
+    CHECK(hdr[2] == k * 7);
+    if (sizes[k] == 0) {
+      CHECK(!data.defined());
+      continue;
+    }
+    REQUIRE(data.numel() == static_cast<std::int64_t>(sizes[k]));
+    CHECK(reinterpret_cast<std::uintptr_t>(data.data()) % 64 == 0);
+    CHECK(data.to_vector() == pattern(sizes[k], static_cast<float>(k)).to_vector());
+  }
+  l1->close(2000);
+  l0->close(2000);
+}
+
+TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes on") {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 1);
+  caf::actor_system sys{cfg};
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 20); // rank 0 takes data frames up to 1 MiB
+  auto* raw = l1.get();
+  raw->start({});
+  auto n0 = std::make_shared<node>(sys, std::move(l0), "job");
+  std::promise<float> got;
+  auto sink = sys.spawn([&got](caf::event_based_actor* self) -> caf::behavior {
+    return {[&got, self](actors::step_atom, const actors::slice& s) {
+      got.set_value(s.data()[3]);
+      self->quit();
+    }};
+  });
+  n0->publish(3, sink);
+  n0->start();
+  raw->send(0, {0x1111, 0x2222, 0x3333}, {});                          // garbage header
+  raw->send(0, {1, 2}, actors::slice::zeros({std::int64_t{1} << 19}));   // 2 MiB: over rank 0's limit
+  frame_context c;
+  c.token = token_hash("job");
+  c.rank = 1;
+  auto f = encode(caf::make_message(actors::step_atom::value, pattern(64, 1)), c, 3, {}, [](const caf::actor&) {
+    return actor_ref{};
+  });
+  raw->send(0, f.header, f.data); // a good frame
+  auto fut = got.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(fut.get() == 1 + 3 * 0.5f);
+  CHECK(n0->rejected() == 2);
+  n0->close(1000);
+  raw->close(1000);
+}
+
+TEST_CASE("rendezvous refuses a process with the wrong job token, and times out naming the rank") {
+  rendezvous_options r0, r1;
+  r0.port = r1.port = free_port();
+  r0.token = "right";
+  r1.token = "wrong";
+  r0.timeout_ms = 1500;
+  r1.timeout_ms = 5000;
+  auto joiner = std::async(std::launch::async, [&] { return rendezvous(1, 2, r1, {1, 2, 3}); });
+  CHECK_THROWS_WITH(rendezvous(0, 2, r0, {9}), Catch::Contains("waiting for rank(s) 1"));
+  CHECK_THROWS_WITH(joiner.get(), Catch::Contains("refused") && Catch::Contains("wrong job token"));
+}
+
+TEST_CASE("rendezvous: a rank that cannot reach rank 0 says so") {
+  rendezvous_options r;
+  r.port = free_port();
+  r.timeout_ms = 300;
+  CHECK_THROWS_WITH(rendezvous(1, 2, r, {1}), Catch::Contains("cannot reach the rendezvous") &&
+                                                   Catch::Contains("is rank 0 running"));
+}
