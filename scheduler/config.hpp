@@ -60,6 +60,9 @@ struct run_config {
   std::string gossip = "dpsgd", graph = "ring";
   int degree = 3;
   bool same_init = true;
+  std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
+  int spin_us = 0;
+  int peer_timeout_ms = 5000;
   std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;
   int eval_every = 1;

@@ -63,6 +63,9 @@ const std::vector<key_spec>& config_schema() {
     {"nodes.batch_size", vt::integer, "0", {}, "[[nodes]]: the group's batch size (0 = train.batch_size)"},
     {"nodes.delay_ms", vt::number, "0.0", {}, "[[nodes]]: fixed delay added to every step (ms), e.g. a slow link or a busy node"},
     {"nodes.jitter_ms", vt::number, "0.0", {}, "[[nodes]]: plus a uniform random delay of 0 .. jitter_ms per step"},
+    {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice)"},
+    {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},
+    {"transport.peer_timeout_ms", vt::integer, "5000", {}, "across processes: a peer silent this long (no heartbeat) is reported failed, by rank"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
   };

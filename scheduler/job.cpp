@@ -20,6 +20,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
   link->connect(table);
+  j.live = opts.live;
   j.node = std::make_shared<transport::node>(sys, std::move(link), j.launch.rendezvous.token);
   return j;
 }

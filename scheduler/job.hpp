@@ -20,12 +20,14 @@ struct job_options {
   std::string rendezvous; ///< host:port ("" = environment, else 127.0.0.1:29500)
   std::string token;      ///< "" = GRADWIRE_TOKEN
   int timeout_ms = 60000; ///< rendezvous bound
-  int spin_us = 50;       ///< the link's busy-poll after each event (ucx_options::spin_us)
+  int spin_us = 0;        ///< the link's busy-poll after each event (ucx_options::spin_us)
+  transport::liveness live;
 };
 
 struct job {
   transport::launch_info launch;
   std::shared_ptr<transport::node> node; ///< not started: publish first, then start
+  transport::liveness live;              ///< for node->start
 };
 
 /// Connects this process to the job. Throws gradwire::error.

@@ -68,12 +68,15 @@ int main(int argc, char** argv) {
   run->add_option("--set,-s", overrides, "override a config key: --set train.epochs=1 (repeatable)")
     ->type_name("KEY=VALUE");
   run->add_flag("--quiet,-q", quiet, "no progress line");
+  int procs = 0;
+  run->add_option("--procs,-p", procs,
+                  "start this many local processes, one worker each (srun/mpirun need no flag: rank and size "
+                  "come from their environment)");
 
   auto* bench = app.add_subcommand("bench", "benchmarks of the runtime itself");
   bench->require_subcommand(1);
   gradwire::scheduler::allreduce_bench_options ab;
   std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
-  int procs = 0;
   auto* allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
   allreduce->footer(allreduce_help);
   allreduce->add_option("-b,--minbytes", ab_min, "smallest size (256K)");
@@ -133,6 +136,8 @@ int main(int argc, char** argv) {
     opts.stop = &g_stop;
     auto summary = cfg.topology != "single" ? gradwire::scheduler::run_actors(cfg, opts)
                                                       : gradwire::scheduler::run_single(cfg, opts);
+    if (summary.contains("rank")) // a rank other than 0 of a multi-process job: rank 0 reports
+      return g_stop ? 130 : 0;
     auto acc = summary["final_test_accuracy"];
     std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n",
                 cfg.name.c_str(), summary["status"].get<std::string>().c_str(),

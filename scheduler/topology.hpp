@@ -17,12 +17,14 @@
 #include "models/network.hpp"
 #include "models/optimizer.hpp"
 #include "models/trainer.hpp"
+#include "transport/node.hpp"
 
 #include <caf/all.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,12 @@ struct topology_setup {
   std::vector<double> worker_slowdown, worker_delay_ms, worker_jitter_ms;
   std::int64_t steps = 100; ///< per worker
   int threads = 1;          ///< per worker
+  /// Across processes: this process's node (one worker per process, rank =
+  /// node rank; rank 0 also coordinates). Null: every actor in this process.
+  std::shared_ptr<transport::node> node;
+  /// Across processes: called once this process's actors are published
+  /// (starts the node and waits for every rank to get there).
+  std::function<void()> on_published;
   models::parallelism how = models::parallelism::automatic;
   std::uint64_t seed = 1;
   int log_every = 50; ///< steps per worker metrics record

@@ -6,10 +6,15 @@
 #include "scheduler/progress.hpp"
 #include "scheduler/topology.hpp"
 #include "scheduler/results.hpp"
+#include "scheduler/job.hpp"
+#include "transport/launch_env.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <limits>
 #include <numeric>
 
@@ -102,13 +107,61 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   if (cfg.max_steps > 0)
     setup.steps = std::min(setup.steps, cfg.max_steps);
 
+  caf::actor_system_config sys_cfg;
+  sys_cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{sys_cfg};
+  // Across processes (srun, mpirun, --procs): one worker per process, rank 0
+  // coordinates and writes the results.
+  std::optional<job> jb;
+  struct close_on_exit { // before the actor system goes: published actors must be let go
+    std::optional<job>& j;
+    topology_setup& s;
+    ~close_on_exit() {
+      if (j)
+        j->node->close();
+      s.node.reset();
+    }
+  } closer{jb, setup};
+  if (transport::detect_launch().size > 1) {
+    check(setup.kind == topology_kind::ring && !cfg.overlap,
+          cfg.source + ": topology.kind = \"" + cfg.topology + "\"" + (cfg.overlap ? " with overlap" : "") +
+            ": only the flat ring (without topology.overlap) runs across processes so far; parameter servers, "
+            "local SGD, hierarchical and gossip run in one process (drop --procs / srun / mpirun)");
+    job_options jo;
+    jo.tls = cfg.transport_tls;
+    jo.spin_us = cfg.spin_us;
+    jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
+    jb = join_job(sys, jo);
+    const int rank = jb->launch.rank;
+    setup.node = jb->node;
+    publish_barrier(sys, *jb);
+    setup.on_published = [&sys, &jb, rank] {
+      auto node = jb->node;
+      jb->node->start([node, rank](int peer, const std::string& what) {
+        actors::worker_report failed;
+        failed.rank = peer;
+        failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
+        if (rank == 0) // the coordinator fails the run, naming the rank
+          caf::anon_send(node->remote(0, 2), actors::done_atom::value, failed);
+        else {
+          std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
+          std::fflush(stderr);
+          std::_Exit(3);
+        }
+      }, jb->live);
+      barrier(sys, *jb, 0);
+    };
+    if (rank != 0) {
+      run_topology(sys, setup, data.train, {}, {}, opts.stop);
+      barrier(sys, *jb, 1, static_cast<int>(setup.timeout.count()));
+      jb->node->close();
+      return {{"status", "completed"}, {"rank", rank}, {"processes", jb->launch.size}};
+    }
+  }
   results_writer out(cfg.out);
   out.write_file("config.toml", cfg.resolved_toml);
   progress.note(fmt::format("gradwire: {} | {} | {} worker(s) x {} thread(s) | {} | {} steps per worker | results in {}",
                             cfg.name, describe(cfg), cfg.workers, cfg.threads, cfg.model.kind, setup.steps, cfg.out));
-  caf::actor_system_config sys_cfg;
-  sys_cfg.set("scheduler.max-threads", 2);
-  caf::actor_system sys{sys_cfg};
   const auto t_train = std::chrono::steady_clock::now();
   const std::int64_t total_steps = setup.steps * cfg.workers;
   auto res = run_topology(sys, setup, data.train, [&](std::int64_t steps, std::int64_t samples) {
@@ -122,6 +175,10 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                 {"staleness", m.staleness}});
   }, opts.stop);
   progress.finish();
+  if (jb) { // every worker has reported: let the other ranks go
+    barrier(sys, *jb, 1);
+    jb->node->close();
+  }
 
   models::model final_model(cfg.model, kernels::device::cpu(), cfg.seed);
   std::copy(res.params.begin(), res.params.end(), final_model.params().data());
@@ -162,6 +219,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     {"description", describe(cfg)},
     {"local_steps", local ? nlohmann::json(cfg.local_steps) : nlohmann::json(nullptr)},
     {"workers", cfg.workers},
+    {"processes", jb ? jb->launch.size : 1},
+    {"launch", jb ? jb->launch.source : "single process"},
     {"shards", cfg.shards},
     {"model", cfg.model.kind},
     {"parameters", final_model.parameter_count()},

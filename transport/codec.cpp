@@ -89,6 +89,36 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
         l[k].setOffset(xs[k].offset);
         l[k].setTensor(add_tensor(xs[k].data));
       }
+    } else if (msg.match_element<actors::step_metrics>(i)) {
+      const auto& m = msg.get_as<actors::step_metrics>(i);
+      auto w = v.initMetrics();
+      w.setRank(m.rank);
+      w.setStep(m.step);
+      w.setSamples(m.samples);
+      w.setSteps(m.steps);
+      w.setTime(m.time);
+      w.setLoss(m.loss);
+      w.setComputeMs(m.compute_ms);
+      w.setCommMs(m.comm_ms);
+      w.setWaitMs(m.wait_ms);
+      w.setStaleness(m.staleness);
+    } else if (msg.match_element<actors::worker_report>(i)) {
+      const auto& r = msg.get_as<actors::worker_report>(i);
+      auto w = v.initReport();
+      w.setRank(r.rank);
+      w.setSteps(r.steps);
+      w.setSamples(r.samples);
+      w.setSeconds(r.seconds);
+      w.setComputeSeconds(r.compute_seconds);
+      w.setCommSeconds(r.comm_seconds);
+      w.setLastLoss(r.last_loss);
+      auto st = w.initStaleness(static_cast<unsigned>(r.staleness.size()));
+      for (unsigned k = 0; k < r.staleness.size(); ++k)
+        st.set(k, r.staleness[k]);
+      w.setDropped(r.dropped);
+      w.setWaitSeconds(r.wait_seconds);
+      w.setParams(r.params.defined() ? static_cast<std::int32_t>(add_tensor(r.params)) : -1);
+      w.setError(r.error);
     } else if (msg.match_element<std::vector<std::int64_t>>(i)) {
       const auto& xs = msg.get_as<std::vector<std::int64_t>>(i);
       auto l = v.initI64s(static_cast<unsigned>(xs.size()));
@@ -203,6 +233,42 @@ decoded_frame decode_checked(const void* header, std::size_t header_bytes, const
       for (auto x : v.getI64s())
         xs.push_back(x);
       mb.append(std::move(xs));
+      break;
+    }
+    case wire::Value::METRICS: {
+      auto w = v.getMetrics();
+      actors::step_metrics m;
+      m.rank = w.getRank();
+      m.step = w.getStep();
+      m.samples = w.getSamples();
+      m.steps = w.getSteps();
+      m.time = w.getTime();
+      m.loss = w.getLoss();
+      m.compute_ms = w.getComputeMs();
+      m.comm_ms = w.getCommMs();
+      m.wait_ms = w.getWaitMs();
+      m.staleness = w.getStaleness();
+      mb.append(std::move(m));
+      break;
+    }
+    case wire::Value::REPORT: {
+      auto w = v.getReport();
+      actors::worker_report r;
+      r.rank = w.getRank();
+      r.steps = w.getSteps();
+      r.samples = w.getSamples();
+      r.seconds = w.getSeconds();
+      r.compute_seconds = w.getComputeSeconds();
+      r.comm_seconds = w.getCommSeconds();
+      r.last_loss = w.getLastLoss();
+      for (auto x : w.getStaleness())
+        r.staleness.push_back(x);
+      r.dropped = w.getDropped();
+      r.wait_seconds = w.getWaitSeconds();
+      if (w.getParams() >= 0)
+        r.params = tensor_at(static_cast<std::uint32_t>(w.getParams()));
+      r.error = w.getError().cStr();
+      mb.append(std::move(r));
       break;
     }
     default: throw frame_error("unknown value kind " + std::to_string(static_cast<int>(v.which())));

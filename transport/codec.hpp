@@ -8,7 +8,8 @@
 ///
 /// Element types that cross: atoms, int32, int64, uint64 (size_t), float,
 /// double, bool, std::string, tensors (actors::slice), actor handles,
-/// vectors of actor handles, actors::pieces and vectors of int64. Anything
+/// vectors of actor handles, actors::pieces, vectors of int64,
+/// actors::step_metrics and actors::worker_report. Anything
 /// else is refused at the sender with the type's name.
 ///
 /// decode() trusts nothing: a frame that is garbage, truncated, over a

@@ -67,6 +67,11 @@ struct ucx_link::impl {
   std::mutex queue_mu;
   std::vector<std::unique_ptr<pending_send>> queue; ///< sends from other threads, posted by the progress thread
   std::atomic<int> queued{0};
+  /// UCX runs in single-thread mode; this lock makes it one thread at a
+  /// time: the progress thread (released while it sleeps) and senders that
+  /// post directly (saving the progress thread's wake-up per frame).
+  std::mutex ucx_mu;
+  std::thread::id progress_thread;
   std::vector<pending_recv*> rndv; ///< progress thread only
 
   impl(int r, int n, ucx_options o) : rank(r), size(n), opts(std::move(o)), dead(static_cast<std::size_t>(n)) {}
@@ -195,8 +200,10 @@ struct ucx_link::impl {
   }
 
   void run() {
+    progress_thread = std::this_thread::get_id();
     auto last = std::chrono::steady_clock::now();
     while (!stop.load(std::memory_order_relaxed)) {
+      std::unique_lock<std::mutex> lk(ucx_mu);
       const bool posted = drain_queue();
       const unsigned n = ucp_worker_progress(worker) + (posted ? 1u : 0u);
       if (!rndv.empty()) {
@@ -212,6 +219,7 @@ struct ucx_link::impl {
         continue;
       if (ucp_worker_arm(worker) == UCS_ERR_BUSY || queued.load(std::memory_order_acquire) > 0)
         continue; // (a send queued before the arm would not wake the poll)
+      lk.unlock();
       pollfd pfd{efd, POLLIN, 0};
       (void)::poll(&pfd, 1, 1); // 1 ms: also bounds any missed wake-up
       last = std::chrono::steady_clock::now() - std::chrono::microseconds(opts.spin_us / 2);
@@ -306,9 +314,21 @@ void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor
   if (p_->dead[static_cast<std::size_t>(peer)].load())
     return; // reported once already
   p_->in_flight.fetch_add(1);
+  auto ps = std::make_unique<pending_send>(pending_send{p_.get(), std::move(header), std::move(data), peer});
+  // From the progress thread itself (an actor run by a frame's delivery,
+  // inside a UCX callback): queue it for the loop. From any other thread:
+  // post at once under the lock, unless the progress thread holds it.
+  if (std::this_thread::get_id() != p_->progress_thread) {
+    std::unique_lock<std::mutex> lk(p_->ucx_mu, std::try_to_lock);
+    if (lk.owns_lock() && !p_->stop.load()) {
+      p_->post(std::move(ps));
+      ucp_worker_signal(p_->worker); // a rendezvous needs the progress thread awake
+      return;
+    }
+  }
   {
     std::lock_guard<std::mutex> lk(p_->queue_mu);
-    p_->queue.push_back(std::make_unique<pending_send>(pending_send{p_.get(), std::move(header), std::move(data), peer}));
+    p_->queue.push_back(std::move(ps));
     p_->queued.fetch_add(1, std::memory_order_release);
   }
   ucp_worker_signal(p_->worker);

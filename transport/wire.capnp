@@ -36,7 +36,40 @@ struct Value {
     actors @10 :List(ActorRef);
     pieces @11 :List(PieceRef);
     i64s @12 :List(Int64);
+    metrics @13 :StepMetrics;
+    report @14 :WorkerReport;
   }
+}
+
+# actors::step_metrics: one worker's window of steps.
+struct StepMetrics {
+  rank @0 :Int32;
+  step @1 :Int64;
+  samples @2 :Int64;
+  steps @3 :Int64;
+  time @4 :Float64;
+  loss @5 :Float64;
+  computeMs @6 :Float64;
+  commMs @7 :Float64;
+  waitMs @8 :Float64;
+  staleness @9 :Float64;
+}
+
+# actors::worker_report: a worker's final report (params: a tensor index,
+# or -1 when the report carries no replica).
+struct WorkerReport {
+  rank @0 :Int32;
+  steps @1 :Int64;
+  samples @2 :Int64;
+  seconds @3 :Float64;
+  computeSeconds @4 :Float64;
+  commSeconds @5 :Float64;
+  lastLoss @6 :Float64;
+  staleness @7 :List(Int64);
+  dropped @8 :Int64;
+  waitSeconds @9 :Float64;
+  params @10 :Int32;
+  error @11 :Text;
 }
 
 struct Header {

@@ -65,5 +65,30 @@ rc=$?
 [ $rc = 2 ] || bad "a job with an unknown rendezvous host exited $rc, expected 2"
 has "$work/launch.txt" "rendezvous host 'no-such-host.invalid'"
 
+# Training across processes: the same sync ring config gives the same
+# model in one process and in 2 (shared memory) or 3 (TCP) processes.
+src=$(cd "$(dirname "$0")/../.." && pwd)
+common=(--set train.max_steps=40 --set train.log_every=10 -q)
+topo() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['final_test_loss'], s['processes'], s['replica_spread'])" "$1"; }
+for case in "2 posix,cma" "3 tcp"; do
+  set -- $case
+  "$GW" run "$src/examples/ring.toml" --set topology.workers=$1 "${common[@]}" --out "$work/in_$1" >"$work/in_$1.txt" 2>&1 ||
+    { bad "in-process ring of $1 failed"; cat "$work/in_$1.txt"; }
+  timeout 120 "$GW" run "$src/examples/ring.toml" --procs $1 --set topology.workers=$1 --set transport.tls=\"$2\" \
+    "${common[@]}" --out "$work/mp_$1" >"$work/mp_$1.txt" 2>&1 || { bad "ring across $1 processes failed"; cat "$work/mp_$1.txt"; }
+  a=$(topo "$work/in_$1/summary.json" | cut -d' ' -f1)
+  read -r b procs spread <<<"$(topo "$work/mp_$1/summary.json")"
+  [ "$a" = "$b" ] || bad "ring of $1: test loss $a in one process, $b across processes"
+  [ "$procs" = "$1" ] || bad "summary.json says processes=$procs, expected $1"
+  [ "$spread" = "0.0" ] || bad "replicas across processes differ (spread $spread)"
+  grep -q '"worker":1,' "$work/mp_$1/metrics.jsonl" || bad "rank 0's metrics.jsonl lacks worker 1's records"
+done
+# Topologies not yet wired across processes say so.
+timeout 60 "$GW" run "$src/examples/ps-async.toml" --procs 2 -q --out "$work/ps" >"$work/ps.txt" 2>&1
+rc=$?
+[ $rc = 2 ] || bad "parameter server across processes exited $rc, expected 2"
+has "$work/ps.txt" "runs across processes so far"
+has "$work/ps.txt" "ps-async.toml"
+
 [ $fail = 0 ] && say "multiprocess: all checks passed"
 exit $fail

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# gradwire's ring allreduce over UCX against OpenMPI's MPI_Allreduce, in the
+# same run, at 2 and 4 local processes: each MPI algorithm of the tuned
+# component (default choice, recursive doubling, ring, segmented ring,
+# Rabenseifner) is run and the best busbw per size is the peer. Rounds are
+# interleaved (the VM drifts) and the median of ROUNDS is kept. Also prints
+# UCX's own point-to-point bandwidth (ucx_perftest, active messages, shared
+# memory) as the limit.
+#
+# Needs: openmpi-bin libopenmpi-dev ucx-utils (apt). Usage:
+#   bench/allreduce_vs_mpi.sh [build-dir] [ROUNDS]
+set -euo pipefail
+build=${1:-build}
+rounds=${2:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+gw=$build/gradwire
+command -v mpicc >/dev/null || { echo "needs OpenMPI: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 2; }
+[ -x "$gw" ] || { echo "build gradwire first: $gw missing" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
+MIN=262144 MAX=67108864 FACTOR=4 ITERS=20 WARMUP=5
+mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
+algos="0:default 3:recursive-doubling 4:ring 5:segmented-ring 6:rabenseifner"
+
+for np in 2 4; do
+  for r in $(seq "$rounds"); do
+    "$gw" bench allreduce --procs "$np" -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP \
+      | awk '/^ +[0-9]/ {print $1, $5, $6}' >"$tmp/gw_${np}_$r"
+    for a in $algos; do
+      id=${a%%:*}
+      "${mpi[@]}" -n "$np" --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$id" \
+        "$tmp/mpi_allreduce" $MIN $MAX $FACTOR $ITERS $WARMUP 2>/dev/null \
+        | awk '/^ +[0-9]/ {print $1, $5, $6}' >"$tmp/mpi_${np}_${id}_$r"
+    done
+  done
+  echo "## $np processes (median of $rounds rounds; busbw in GB/s)"
+  /usr/bin/python3 - "$tmp" "$np" "$rounds" "$algos" <<'PY'
+import sys, statistics, glob
+tmp, np, rounds, algos = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+def load(path):
+    rows = {}
+    for line in open(path):
+        size, bus, check = line.split()
+        rows[int(size)] = (float(bus), check)
+    return rows
+def median(prefix):
+    runs = [load(f"{tmp}/{prefix}_{r}") for r in range(1, rounds + 1)]
+    return {s: (statistics.median(run[s][0] for run in runs), all(run[s][1] == "ok" for run in runs)) for s in runs[0]}
+gw = median(f"gw_{np}")
+mpi = {a.split(':')[1]: median(f"mpi_{np}_{a.split(':')[0]}") for a in algos}
+print(f"{'size':>10} {'gradwire':>9} {'best MPI':>9} {'(algorithm)':>20} {'ratio':>6}  check")
+for s in sorted(gw):
+    name, (bw, ok) = max(((k, v[s]) for k, v in mpi.items()), key=lambda kv: kv[1][0])
+    g, gok = gw[s]
+    print(f"{s:>10} {g:9.3f} {bw:9.3f} {name:>20} {g / bw:6.2f}  {'ok' if gok and ok else 'WRONG'}")
+PY
+done
+
+echo "## UCX point-to-point limit (ucx_perftest ucp_am_bw, shared memory, 4 MiB)"
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+UCX_TLS=posix,cma ucx_perftest -t ucp_am_bw -s 4194304 -n 500 -p "$port" >/dev/null 2>&1 &
+sleep 1
+UCX_TLS=posix,cma ucx_perftest 127.0.0.1 -t ucp_am_bw -s 4194304 -n 500 -p "$port" 2>/dev/null |
+  awk '/^Final/ {printf "ucx_perftest: %.2f GB/s\n", $6 * 1.048576 / 1000}'
+wait
