@@ -81,7 +81,7 @@ for case in "2 posix,cma" "3 tcp"; do
   [ "$a" = "$b" ] || bad "ring of $1: test loss $a in one process, $b across processes"
   [ "$procs" = "$1" ] || bad "summary.json says processes=$procs, expected $1"
   [ "$spread" = "0.0" ] || bad "replicas across processes differ (spread $spread)"
-  grep -q '"worker":1,' "$work/mp_$1/metrics.jsonl" || bad "rank 0's metrics.jsonl lacks worker 1's records"
+  grep -qE '"worker":1[,}]' "$work/mp_$1/metrics.jsonl" || bad "rank 0's metrics.jsonl lacks worker 1's records"
 done
 # Topologies not yet wired across processes say so.
 timeout 60 "$GW" run "$src/examples/ps-async.toml" --procs 2 -q --out "$work/ps" >"$work/ps.txt" 2>&1
