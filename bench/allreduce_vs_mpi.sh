@@ -2,7 +2,8 @@
 # gradwire's ring allreduce over UCX against OpenMPI's MPI_Allreduce, in the
 # same run, at 2 and 4 local processes: each MPI algorithm of the tuned
 # component (default choice, recursive doubling, ring, segmented ring,
-# Rabenseifner) is run and the best busbw per size is the peer. Rounds are
+# Rabenseifner over shared memory; default and ring over UCX) is run and
+# the best busbw per size is the peer. Rounds are
 # interleaved (the VM drifts) and the median of ROUNDS is kept. Also prints
 # UCX's own point-to-point bandwidth (ucx_perftest, active messages, shared
 # memory) as the limit.
@@ -20,8 +21,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
 MIN=262144 MAX=67108864 FACTOR=4 ITERS=20 WARMUP=5
-mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
-algos="0:default 3:recursive-doubling 4:ring 5:segmented-ring 6:rabenseifner"
+mpi=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo)
+# pml/btl choice (ob1 over shared memory "vader", or UCX) x tuned algorithm
+ob1=(--mca pml ob1 --mca btl self,vader)
+ucx=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
+algos="ob1.0:default ob1.3:recursive-doubling ob1.4:ring ob1.5:segmented-ring ob1.6:rabenseifner ucx.0:ucx-default ucx.4:ucx-ring"
 
 for np in 2 4; do
   for r in $(seq "$rounds"); do
@@ -29,7 +33,8 @@ for np in 2 4; do
       | awk '/^ +[0-9]/ {print $1, $5, $6}' >"$tmp/gw_${np}_$r"
     for a in $algos; do
       id=${a%%:*}
-      "${mpi[@]}" -n "$np" --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$id" \
+      if [[ $id == ucx.* ]]; then pml=("${ucx[@]}"); else pml=("${ob1[@]}"); fi
+      "${mpi[@]}" "${pml[@]}" -n "$np" --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "${id#*.}" \
         "$tmp/mpi_allreduce" $MIN $MAX $FACTOR $ITERS $WARMUP 2>/dev/null \
         | awk '/^ +[0-9]/ {print $1, $5, $6}' >"$tmp/mpi_${np}_${id}_$r"
     done

@@ -11,8 +11,8 @@ PACKAGES=(
   dataset-fashion-mnist
   python3   # the CLI smoke test checks summary.json with it
 )
-# Only for bench/ (the PyTorch side of the side-by-side benchmarks).
-BENCH_PACKAGES=(python3-torch)
+# Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
+BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev)
 
 want=("${PACKAGES[@]}")
 if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PACKAGES[@]}"); fi

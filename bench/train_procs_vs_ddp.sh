@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Data-parallel training across local processes, gradwire vs PyTorch DDP
+# (gloo), side by side in one run: MLP 784-256-128-10 on Fashion-MNIST,
+# batch 64 per worker, SGD lr 0.05 momentum 0.9, one thread per process.
+# gradwire runs examples/ring.toml with --procs 1 (one worker) and
+# --procs 2 (the sync ring over UCX shared memory); DDP with 1 and 2
+# processes. Prints aggregate samples/s and the scaling efficiency
+# (throughput_2 / 2) / throughput_1 of each, medians over ROUNDS
+# interleaved rounds (this VM drifts).
+#
+#   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+GW=${BUILD_DIR:-build}/gradwire
+PY=/usr/bin/python3
+STEPS=600
+[[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+gw_run() { # procs -> samples/s (training only, from summary.json)
+  local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set topology.workers=$1 --out "$tmp/gw$1")
+  [[ $1 -gt 1 ]] && args+=(--procs $1)
+  "$GW" "${args[@]}" >/dev/null
+  $PY -c "import json; print(json.load(open('$tmp/gw$1/summary.json'))['samples_per_sec'])"
+}
+declare -A G T
+for r in $(seq "$ROUNDS"); do
+  for p in 1 2; do
+    G[$p]+="$(gw_run $p) "
+    T[$p]+="$(cd bench && $PY torch_ddp.py --procs $p --steps $STEPS | sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p') "
+  done
+  echo "round $r/$ROUNDS done" >&2
+done
+printf "%-10s %12s %12s %12s\n" "" "1 process" "2 processes" "efficiency"
+for side in gradwire ddp; do
+  if [[ $side == gradwire ]]; then a=${G[1]}; b=${G[2]}; else a=${T[1]}; b=${T[2]}; fi
+  m1=$(echo $a | tr ' ' '\n' | median); m2=$(echo $b | tr ' ' '\n' | median)
+  printf "%-10s %12.0f %12.0f %11.1f%%\n" $side "$m1" "$m2" "$(echo "$m2 / 2 / $m1 * 100" | bc -l)"
+done
