@@ -38,7 +38,8 @@ std::string type_name(const caf::message& msg, std::size_t i) {
 } // namespace
 
 encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uint32_t dst, actor_ref sender,
-                     const std::function<actor_ref(const caf::actor&)>& ref) {
+                     const std::function<actor_ref(const caf::actor&)>& ref, std::uint64_t request_id,
+                     frame_kind kind) {
   capnp::MallocMessageBuilder mb;
   auto h = mb.initRoot<wire::Header>();
   h.setMagic(frame_magic);
@@ -46,6 +47,8 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
   h.setSrc(ctx.rank);
   h.setDst(dst);
   set_ref(h.initSender(), sender);
+  h.setRequestId(request_id);
+  h.setReply(static_cast<std::uint8_t>(kind));
   std::vector<slice> tensors;
   auto add_tensor = [&](const slice& t) {
     check(t.defined() && t.type() == kernels::dtype::f32 && t.dev().is_cpu(),
@@ -181,6 +184,12 @@ decoded_frame decode_checked(const void* header, std::size_t header_bytes, const
   out.src = h.getSrc();
   out.dst = h.getDst();
   out.sender = read_ref(h.getSender());
+  out.request_id = h.getRequestId();
+  if (h.getReply() > 2)
+    throw frame_error("unknown frame kind " + std::to_string(h.getReply()));
+  out.kind = static_cast<frame_kind>(h.getReply());
+  if (out.kind != frame_kind::message && out.request_id == 0)
+    throw frame_error("a reply without a request id");
   auto lens = h.getTensors();
   std::size_t total = 0;
   std::vector<std::size_t> starts;

@@ -61,14 +61,21 @@ struct frame_context {
   frame_limits limits;
 };
 
+/// What a frame is: a one-way message, a request (request_id != 0), or
+/// the reply or error reply to request `request_id`.
+enum class frame_kind : std::uint8_t { message = 0, reply = 1, error_reply = 2 };
+
 /// Encodes `msg` for the actor in slot `dst`; `ref` names actor handles.
 encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uint32_t dst, actor_ref sender,
-                     const std::function<actor_ref(const caf::actor&)>& ref);
+                     const std::function<actor_ref(const caf::actor&)>& ref, std::uint64_t request_id = 0,
+                     frame_kind kind = frame_kind::message);
 
 struct decoded_frame {
   int src = -1;
   std::uint32_t dst = 0;
   actor_ref sender;
+  std::uint64_t request_id = 0;
+  frame_kind kind = frame_kind::message;
   caf::message msg;
 };
 

@@ -23,11 +23,12 @@ public:
     std::string failure;
     if (!n)
       failure = "the transport is closed";
-    else if (what->mid.is_request())
-      failure = "replies across processes are not supported";
     else
       try {
-        n->forward(rank_, slot_, what->sender, what->move_content_to_message());
+        if (what->mid.is_request())
+          n->forward_request(rank_, slot_, what->sender, what->mid, what->move_content_to_message());
+        else
+          n->forward(rank_, slot_, what->sender, what->move_content_to_message());
         return;
       } catch (const std::exception& e) {
         failure = e.what();
@@ -47,6 +48,29 @@ private:
   std::weak_ptr<transport::node> node_;
   int rank_;
   std::uint32_t slot_;
+};
+
+/// Stands in for a remote requester: a request from rank `rank` is
+/// delivered with this actor as its sender, so the handler's reply (or
+/// error) lands in this enqueue, which sends it back as a reply frame.
+class reply_catcher final : public caf::monitorable_actor {
+public:
+  reply_catcher(caf::actor_config& cfg, std::weak_ptr<transport::node> n, int rank)
+      : caf::monitorable_actor(cfg), node_(std::move(n)), rank_(rank) {}
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
+    auto n = node_.lock();
+    if (!what || !n || !what->mid.is_response())
+      return;
+    const auto id = what->mid.request_id().integer_value() & caf::message_id::request_id_mask;
+    n->send_reply(rank_, id, what->move_content_to_message());
+  }
+
+  const char* name() const override { return "remote_reply"; }
+
+private:
+  std::weak_ptr<transport::node> node_;
+  int rank_;
 };
 
 /// Runs the actors that arriving frames wake on the link's receive thread,
@@ -100,6 +124,19 @@ void node::peer_down(int peer, const std::string& what) {
     down_[static_cast<std::size_t>(peer)] = true;
   }
   std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
+  std::vector<pending_request> failed; // requests to it will never be answered
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();)
+      if (it->second.rank == peer) {
+        failed.push_back(it->second);
+        it = pending_.erase(it);
+      } else
+        ++it;
+  }
+  for (const auto& p : failed)
+    answer(p, caf::make_message(caf::make_error(caf::sec::runtime_error,
+                                                "rank " + std::to_string(peer) + " is gone: " + what)));
   if (on_down_)
     on_down_(peer, what);
 }
@@ -221,12 +258,65 @@ void node::forward(int r, std::uint32_t slot, const caf::strong_actor_ptr& sende
   link_->send(r, std::move(f.header), std::move(f.data));
 }
 
+void node::forward_request(int r, std::uint32_t slot, const caf::strong_actor_ptr& sender, caf::message_id mid,
+                           const caf::message& msg) {
+  std::uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    id = next_request_++;
+    pending_[id] = {r, sender, mid};
+  }
+  auto f = encode(msg, ctx_, slot, ref_of(sender), [this](const caf::actor& a) { return ref_of(a); }, id);
+  link_->send(r, std::move(f.header), std::move(f.data));
+}
+
+void node::send_reply(int r, std::uint64_t id, const caf::message& reply) {
+  try {
+    if (reply.size() == 1 && reply.match_element<caf::error>(0)) {
+      auto text = caf::make_message(sys_.render(reply.get_as<caf::error>(0)));
+      auto f = encode(text, ctx_, 0, {}, [](const caf::actor&) { return actor_ref{}; }, id, frame_kind::error_reply);
+      link_->send(r, std::move(f.header), std::move(f.data));
+      return;
+    }
+    auto f = encode(reply, ctx_, 0, {}, [this](const caf::actor& a) { return ref_of(a); }, id, frame_kind::reply);
+    link_->send(r, std::move(f.header), std::move(f.data));
+  } catch (const std::exception& e) {
+    auto text = caf::make_message(std::string("the reply could not be sent: ") + e.what());
+    auto f = encode(text, ctx_, 0, {}, [](const caf::actor&) { return actor_ref{}; }, id, frame_kind::error_reply);
+    link_->send(r, std::move(f.header), std::move(f.data));
+  }
+}
+
+void node::answer(const pending_request& p, caf::message content) {
+  if (p.sender)
+    p.sender->enqueue(caf::make_mailbox_element(nullptr, p.mid.response_id(), {}, std::move(content)), nullptr);
+}
+
 void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data) {
   try {
     auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
     if (f.src < 0 || f.src >= size() || f.src == rank())
       throw frame_error("frame claims to come from rank " + std::to_string(f.src));
     heard_[static_cast<std::size_t>(f.src)] = now_ms();
+    if (f.kind != frame_kind::message) { // the reply to one of our requests
+      pending_request p;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = pending_.find(f.request_id);
+        if (it == pending_.end() || it->second.rank != f.src)
+          throw frame_error("reply from rank " + std::to_string(f.src) + " to unknown request " +
+                            std::to_string(f.request_id));
+        p = it->second;
+        pending_.erase(it);
+      }
+      if (f.kind == frame_kind::error_reply) {
+        const std::string text = f.msg.size() == 1 && f.msg.match_element<std::string>(0)
+                                   ? f.msg.get_as<std::string>(0) : std::string("(no text)");
+        answer(p, caf::make_message(caf::make_error(caf::sec::runtime_error, "rank " + std::to_string(f.src) + ": " + text)));
+      } else
+        answer(p, std::move(f.msg));
+      return;
+    }
     if (f.dst == heartbeat_slot)
       return;
     caf::actor dst;
@@ -238,8 +328,27 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
                           ", nothing published there");
       dst = it->second;
     }
-    auto sender = f.sender.rank >= 0 ? resolve(f.sender) : caf::actor{};
     auto* unit = static_cast<inline_unit*>(unit_.get());
+    if (f.request_id != 0) { // a request: the reply goes back through this rank's catcher
+      caf::actor catcher;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto& c = catchers_[f.src];
+        if (!c) {
+          caf::actor_config cfg;
+          c = caf::make_actor<reply_catcher, caf::actor>(sys_.next_actor_id(), sys_.node(), &sys_, cfg,
+                                                        weak_from_this(), f.src);
+        }
+        catcher = c;
+      }
+      check(f.request_id <= caf::message_id::request_id_mask, "request id out of range");
+      dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(catcher),
+                                             caf::make_message_id(f.request_id), {}, std::move(f.msg)),
+                   unit);
+      unit->run();
+      return;
+    }
+    auto sender = f.sender.rank >= 0 ? resolve(f.sender) : caf::actor{};
     dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(sender), caf::make_message_id(),
                                            {}, std::move(f.msg)),
                  unit);
@@ -263,6 +372,7 @@ void node::close(int timeout_ms) {
   std::lock_guard<std::mutex> lk(mu_);
   proxies_.clear();
   proxy_ref_.clear();
+  catchers_.clear();
   published_.clear();
   slot_of_.clear();
 }

@@ -13,9 +13,11 @@
 /// sender's own thread (no mailbox or scheduling hop); the link's receive
 /// thread enqueues into the local actor's mailbox.
 ///
-/// Scope: one-way messages (send). A request (request/then) to a proxy is
-/// answered with an error naming the actor: reply routing across processes
-/// is not built yet.
+/// Requests (request/then) cross too: the request frame carries an id, the
+/// receiving process delivers it with a stand-in sender that catches the
+/// handler's reply (or error) and sends it back; the requester gets it as
+/// the response CAF expects. Open requests to a rank that fails end with
+/// an error naming the rank.
 
 #include "transport/codec.hpp"
 #include "transport/link.hpp"
@@ -70,6 +72,12 @@ public:
   void note_failure(const std::string& what);
   /// Used by proxies: encode and send `msg` to (rank, slot).
   void forward(int rank, std::uint32_t slot, const caf::strong_actor_ptr& sender, const caf::message& msg);
+  /// Used by proxies: a request; its reply (or error) comes back to `sender`
+  /// as the response to `mid`. A rank that fails fails its open requests.
+  void forward_request(int rank, std::uint32_t slot, const caf::strong_actor_ptr& sender, caf::message_id mid,
+                       const caf::message& msg);
+  /// Used by reply catchers: the reply to request `id` of rank `rank`.
+  void send_reply(int rank, std::uint64_t id, const caf::message& reply);
 
 private:
   actor_ref ref_of(const caf::actor& a);
@@ -89,6 +97,15 @@ private:
   std::map<caf::actor_addr, actor_ref> proxy_ref_;
   std::unique_ptr<caf::execution_unit> unit_; ///< runs actors on the link's receive thread
   std::atomic<std::int64_t> rejected_{0};
+  struct pending_request {
+    int rank = -1;
+    caf::strong_actor_ptr sender;
+    caf::message_id mid;
+  };
+  void answer(const pending_request& p, caf::message content);
+  std::uint64_t next_request_ = 1;
+  std::map<std::uint64_t, pending_request> pending_; ///< our requests awaiting replies
+  std::map<int, caf::actor> catchers_;              ///< by requesting rank
   bool closed_ = false;
   down_fn on_down_;
   std::mutex down_mu_;

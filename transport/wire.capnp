@@ -80,4 +80,6 @@ struct Header {
   sender @4 :ActorRef;            # the sending actor, for its replies
   values @5 :List(Value);
   tensors @6 :List(UInt64);       # float32 element counts, in data-frame order
+  requestId @7 :UInt64;           # 0: a one-way message; else the request it is or answers
+  reply @8 :UInt8;                # 0: message or request, 1: a request's reply, 2: its error (text)
 }

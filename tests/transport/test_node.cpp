@@ -194,3 +194,55 @@ TEST_CASE("a failed peer is reported once, by rank; a silent one after the liven
     CHECK(downs == 0);
   }
 }
+
+TEST_CASE("requests cross processes: replies, error replies, and a failed peer's open requests") {
+  job_of_threads job(2);
+  auto shard = job.systems[1]->spawn([](caf::event_based_actor* self) -> caf::behavior {
+    auto held = std::make_shared<std::vector<caf::response_promise>>();
+    return {
+      [](actors::pull_atom, int rank, std::int64_t v) {
+        return caf::make_message(v + rank, actors::slice::zeros({5}), 0.5);
+      },
+      [](actors::push_atom, int) -> caf::result<std::int64_t> {
+        return caf::make_error(caf::sec::runtime_error, "push refused");
+      },
+      [self, held](actors::fetch_atom) { // never answered: held until the peer fails
+        held->push_back(self->make_response_promise());
+        return caf::delegated<std::int64_t>{};
+      },
+    };
+  });
+  job.nodes[1]->publish(7, shard);
+  for (auto& nd : job.nodes)
+    nd->start();
+  auto remote = job.nodes[0]->remote(1, 7);
+  caf::scoped_actor me{*job.systems[0]};
+  std::int64_t version = -1;
+  std::int64_t numel = 0;
+  me->request(remote, std::chrono::seconds(10), actors::pull_atom::value, 3, std::int64_t{39})
+    .receive([&](std::int64_t v, const actors::slice& s, double) { version = v; numel = s.numel(); },
+             [&](caf::error& e) { FAIL("pull failed: " << job.systems[0]->render(e)); });
+  CHECK(version == 42);
+  CHECK(numel == 5);
+  std::string err;
+  me->request(remote, std::chrono::seconds(10), actors::push_atom::value, 1)
+    .receive([&](std::int64_t) { FAIL("push should fail"); }, [&](caf::error& e) { err = job.systems[0]->render(e); });
+  CHECK_THAT(err, Catch::Contains("push refused") && Catch::Contains("rank 1"));
+  // An open request fails as soon as its rank is known to be gone.
+  std::atomic<bool> failed{false};
+  std::string why;
+  auto asker = job.systems[0]->spawn([&, remote](caf::event_based_actor* self) {
+    self->request(remote, std::chrono::seconds(30), actors::fetch_atom::value)
+      .then([](std::int64_t) {}, [&](caf::error& e) {
+        why = job.systems[0]->render(e);
+        failed = true;
+      });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  job.links[0]->kill_peer(1);
+  for (int i = 0; i < 100 && !failed; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(failed);
+  CHECK_THAT(why, Catch::Contains("rank 1 is gone"));
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+}
