@@ -1,5 +1,7 @@
 #include "scheduler/coordinator.hpp"
 
+#include <cstdio>
+
 namespace gradwire::scheduler {
 
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors) {
@@ -11,7 +13,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         std::chrono::milliseconds timeout,
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
-                        const std::atomic<bool>* stop) {
+                        const std::atomic<bool>* stop, bool carry_on) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const std::size_t n = workers.size();
@@ -57,6 +59,23 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
         ++done;
         out.reports[r] = std::move(rep);
         totals();
+      },
+      [&](actors::done_atom, actors::worker_report rep, bool) { // its process failed
+        const auto r = static_cast<std::size_t>(rep.rank);
+        if (r >= n || finished[r])
+          return;
+        if (!carry_on && !stopping) {
+          out.failure = rep.error;
+          return;
+        }
+        std::fprintf(stderr, "gradwire: carrying on without worker %zu: %s\n", r, rep.error.c_str());
+        rep.steps = steps[r];
+        rep.samples = samples[r];
+        rep.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+        out.lost.push_back(static_cast<int>(r));
+        finished[r] = true;
+        ++done;
+        out.reports[r] = std::move(rep);
       },
       [&](actors::step_atom, int rank, std::int64_t step, std::int64_t sample_count) {
         const auto r = static_cast<std::size_t>(rank);

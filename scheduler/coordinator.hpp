@@ -22,16 +22,20 @@ struct coordination {
   std::vector<actors::worker_report> reports; ///< by rank
   bool interrupted = false;
   std::string failure; ///< the first failure, empty when none
+  std::vector<int> lost; ///< workers whose process failed while the run carried on
 };
 
 /// Waits for the reports of `workers` (indexed by rank), which send theirs
 /// to `self`. On failure the workers are not stopped: the caller stops
-/// every actor of its topology.
+/// every actor of its topology. A worker whose process failed arrives as
+/// (done_atom, report with the error, true): with `carry_on` (an async
+/// parameter server, which waits for no one) the run goes on without it
+/// and lists it in `lost`; otherwise the run fails naming it.
 coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
                         std::chrono::milliseconds timeout,
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
-                        const std::atomic<bool>* stop);
+                        const std::atomic<bool>* stop, bool carry_on = false);
 
 /// Sends an exit to each actor.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);

@@ -36,17 +36,29 @@ using release_atom = caf::atom_constant<caf::atom("release")>;
 
 void publish_barrier(caf::actor_system& sys, job& j) {
   const int n = j.launch.size;
-  auto b = sys.spawn([n](caf::event_based_actor* self) -> caf::behavior {
+  std::weak_ptr<transport::node> weak = j.node;
+  auto b = sys.spawn([n, weak](caf::event_based_actor* self) -> caf::behavior {
     auto waiting = std::make_shared<std::map<int, std::map<int, caf::actor>>>(); // epoch -> rank -> waiter
+    // Released once every rank has arrived or is known to have failed (a
+    // job that carried on without a worker must still end).
+    auto try_release = [=](int epoch) {
+      auto& w = (*waiting)[epoch];
+      auto nd = weak.lock();
+      for (int r = 0; r < n; ++r)
+        if (!w.count(r) && !(nd && nd->is_down(r)))
+          return;
+      for (auto& [r, a] : w)
+        self->send(a, release_atom::value, epoch);
+      waiting->erase(epoch);
+    };
     return {
       [=](barrier_atom, int epoch, int rank, caf::actor waiter) {
-        auto& w = (*waiting)[epoch];
-        w[rank] = std::move(waiter);
-        if (static_cast<int>(w.size()) == n) {
-          for (auto& [r, a] : w)
-            self->send(a, release_atom::value, epoch);
-          waiting->erase(epoch);
-        }
+        (*waiting)[epoch][rank] = std::move(waiter);
+        try_release(epoch);
+      },
+      [=](caf::atom_constant<caf::atom("recheck")>, int epoch) {
+        if (waiting->count(epoch))
+          try_release(epoch);
       },
       [=](caf::atom_constant<caf::atom("missing")>, int epoch) {
         std::string names;
@@ -67,9 +79,16 @@ void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   caf::scoped_actor me{sys};
   auto root = j.node->remote(0, barrier_slot);
   me->send(root, barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
-  bool ok = false;
-  me->receive([&](release_atom, int e) { ok = e == epoch; },
-              caf::after(std::chrono::milliseconds(timeout_ms)) >> [&] {});
+  bool ok = false, waited_out = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!ok && !waited_out) {
+    me->receive([&](release_atom, int e) { ok = e == epoch; },
+                caf::after(std::chrono::milliseconds(200)) >> [&] {
+                  waited_out = std::chrono::steady_clock::now() > until;
+                  if (j.launch.rank == 0) // ranks may have failed since
+                    me->send(root, caf::atom_constant<caf::atom("recheck")>::value, epoch);
+                });
+  }
   if (ok)
     return;
   std::string missing = "?";

@@ -21,8 +21,18 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   for (const auto& [b, e] : ranges)
     check(e > b, "topology.shards = " + std::to_string(setup.shards) + " leaves a shard empty (the model has " +
                    std::to_string(initial.size()) + " parameters)");
+  // Across processes: the shards and the coordinator live on rank 0, one
+  // worker in every process; the workers' pulls and pushes are requests
+  // that cross the transport.
+  auto* nd = setup.node.get();
+  const int rank = nd ? nd->rank() : 0;
+  if (nd)
+    check(setup.workers == nd->size(), "topology.workers = " + std::to_string(setup.workers) + " but the job has " +
+                                         std::to_string(nd->size()) + " processes: across processes each process "
+                                         "runs one worker (set topology.workers = " + std::to_string(nd->size()) + ")");
+  constexpr std::uint32_t coordinator_slot = 2, worker_slot = 10, shard_slot = 20;
   std::vector<caf::actor> shards;
-  for (int i = 0; i < setup.shards; ++i) {
+  for (int i = 0; i < setup.shards && rank == 0; ++i) {
     actors::shard_config sc;
     sc.id = i;
     sc.begin = ranges[static_cast<std::size_t>(i)].first;
@@ -38,28 +48,62 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
     std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
     shards.push_back(actors::spawn_ps_shard(sys, sc, slice0));
+    if (nd)
+      nd->publish(shard_slot + static_cast<std::uint32_t>(i), shards.back());
   }
   caf::scoped_actor self{sys};
   std::vector<caf::actor> workers;
+  if (nd) {
+    if (rank == 0)
+      nd->publish(coordinator_slot, caf::actor_cast<caf::actor>(self));
+    if (setup.on_published)
+      setup.on_published();
+  }
+  std::vector<caf::actor> shard_handles = shards;
+  if (nd && rank != 0)
+    for (int i = 0; i < setup.shards; ++i)
+      shard_handles.push_back(nd->remote(0, shard_slot + static_cast<std::uint32_t>(i)));
   for (int r = 0; r < setup.workers; ++r) {
-    auto wc = base_worker(setup, data, r, self);
-    wc.shards = shards;
+    if (nd && r != rank)
+      continue;
+    auto wc = base_worker(setup, data, r, rank == 0 ? caf::actor_cast<caf::actor>(self) : nd->remote(0, coordinator_slot));
+    wc.shards = shard_handles;
     wc.ranges = ranges;
     wc.sync = setup.sync;
     wc.backup = setup.sync && !local && setup.backup > 0;
     wc.local_steps = local ? setup.local_steps : 0;
     wc.staleness_bound = setup.staleness_bound;
     workers.push_back(actors::spawn_worker(sys, wc));
+    if (nd)
+      nd->publish(worker_slot, workers.back());
   }
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop);
+  if (nd && rank != 0) { // this worker reports to rank 0; wait for it to finish
+    self->monitor(workers.front());
+    bool done = false;
+    while (!done)
+      self->receive([&](caf::down_msg&) { done = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [&] {
+                      if (stop && stop->load())
+                        self->send(workers.front(), actors::done_atom::value);
+                    });
+    return {};
+  }
+  std::vector<caf::actor> local_workers = workers;
+  if (nd)
+    for (int r = 1; r < setup.workers; ++r)
+      workers.push_back(nd->remote(r, worker_slot));
+  // An async parameter server waits for no worker: it carries on without one whose process failed.
+  const bool carry_on = nd && !setup.sync && setup.staleness_bound < 0 && !local;
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on);
   if (!c.failure.empty()) {
-    stop_actors(self, workers);
+    stop_actors(self, local_workers);
     stop_actors(self, shards);
     throw error("parameter server: " + c.failure);
   }
-  stop_actors(self, workers);
+  stop_actors(self, local_workers);
   topology_outcome out;
   out.interrupted = c.interrupted;
+  out.lost = c.lost;
   out.reports = std::move(c.reports);
   out.params.assign(initial.size(), 0.f);
   out.dropped.assign(static_cast<std::size_t>(setup.workers), 0);

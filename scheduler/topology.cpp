@@ -128,9 +128,9 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
                               const progress_fn& on_progress, const metrics_fn& on_metrics,
                               const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
-  check(!setup.node || setup.kind == topology_kind::ring,
-        "only topology.kind = \"ring\" runs across processes so far; parameter servers, local SGD, "
-        "hierarchical and gossip run in one process (drop --procs)");
+  check(!setup.node || setup.kind == topology_kind::ring || setup.kind == topology_kind::parameter_server ||
+          setup.kind == topology_kind::local_sgd,
+        "hierarchical and gossip topologies run in one process so far (drop --procs)");
   const auto t0 = std::chrono::steady_clock::now();
   topology_outcome out;
   switch (setup.kind) {

@@ -85,6 +85,7 @@ struct topology_outcome {
   double replica_spread = 0;
   double seconds = 0;
   bool interrupted = false; ///< stopped early by the stop flag
+  std::vector<int> lost;    ///< across processes: workers whose process failed (async parameter server carried on)
 };
 
 /// Even ranges of a buffer of `n` floats for `parts` shards (16-aligned edges).

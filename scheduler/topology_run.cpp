@@ -123,10 +123,12 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     }
   } closer{jb, setup};
   if (transport::detect_launch().size > 1) {
-    check(setup.kind == topology_kind::ring && !cfg.overlap,
+    const bool ring = setup.kind == topology_kind::ring;
+    check((ring && !cfg.overlap) || setup.kind == topology_kind::parameter_server ||
+            setup.kind == topology_kind::local_sgd,
           cfg.source + ": topology.kind = \"" + cfg.topology + "\"" + (cfg.overlap ? " with overlap" : "") +
-            ": only the flat ring (without topology.overlap) runs across processes so far; parameter servers, "
-            "local SGD, hierarchical and gossip run in one process (drop --procs / srun / mpirun)");
+            ": across processes run the flat ring (without topology.overlap), the parameter server (sync, async, "
+            "SSP) and local SGD so far; hierarchical and gossip run in one process (drop --procs / srun / mpirun)");
     job_options jo;
     jo.tls = cfg.transport_tls;
     jo.spin_us = cfg.spin_us;
@@ -141,9 +143,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
         actors::worker_report failed;
         failed.rank = peer;
         failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
-        if (rank == 0) // the coordinator fails the run, naming the rank
-          caf::anon_send(node->remote(0, 2), actors::done_atom::value, failed);
-        else {
+        if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
+          caf::anon_send(node->remote(0, 2), actors::done_atom::value, failed, true);
+        else if (peer == 0) { // the coordinator is gone (other ranks are rank 0's business)
           std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
           std::fflush(stderr);
           std::_Exit(3);
@@ -233,6 +235,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     {"staleness_bound", cfg.mode == "ssp" ? nlohmann::json(cfg.staleness_bound) : nlohmann::json(nullptr)},
     {"max_clock_gap", res.max_clock_gap},
     {"replica_spread", res.replica_spread},
+    {"lost_workers", res.lost},
     {"dropped_pushes", std::accumulate(res.dropped.begin(), res.dropped.end(), std::int64_t{0})},
     {"steps_per_worker", setup.steps},
     {"samples", samples},

@@ -35,7 +35,7 @@ struct actor_ref {
 };
 
 struct frame_limits {
-  std::size_t max_header_bytes = std::size_t{64} << 10; ///< 64 KiB
+  std::size_t max_header_bytes = std::size_t{16} << 20; ///< 16 MiB (a final report lists every push's staleness)
   std::size_t max_data_bytes = std::size_t{1} << 31;    ///< 2 GiB
   std::size_t max_values = 256;
 };

@@ -116,6 +116,11 @@ using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
 constexpr std::uint32_t heartbeat_slot = 0;
 } // namespace
 
+bool node::is_down(int r) {
+  std::lock_guard<std::mutex> lk(down_mu_);
+  return r >= 0 && static_cast<std::size_t>(r) < down_.size() && down_[static_cast<std::size_t>(r)];
+}
+
 void node::peer_down(int peer, const std::string& what) {
   {
     std::lock_guard<std::mutex> lk(down_mu_);

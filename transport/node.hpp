@@ -63,6 +63,8 @@ public:
   /// The actor in `slot` of process `rank`: the local actor itself, or a proxy.
   caf::actor remote(int rank, std::uint32_t slot);
 
+  /// Whether `rank` has been reported failed.
+  bool is_down(int rank);
   /// Frames refused so far (bad, oversized, wrong token, unknown slot).
   std::int64_t rejected() const { return rejected_.load(); }
   /// Waits for sends in flight, then stops the link and the proxies.

@@ -19,6 +19,8 @@ namespace gradwire::transport {
 namespace {
 
 constexpr unsigned am_id = 7;
+constexpr std::uint64_t inline_marker = 0x4757494e4c494e45ull; // "GWINLINE": header at the front of the data
+constexpr std::size_t max_am_header = 4096;
 
 void ucs_check(ucs_status_t st, const char* what) {
   if (st != UCS_OK)
@@ -99,8 +101,23 @@ struct ucx_link::impl {
   }
 
   void deliver(const std::vector<std::uint64_t>& header, std::size_t header_bytes, kernels::tensor data) {
-    if (h.receive)
-      h.receive(header.data(), header_bytes, std::move(data));
+    if (!h.receive)
+      return;
+    if (header_bytes == 2 * sizeof(std::uint64_t) && header[0] == inline_marker) { // header inside the data
+      const std::size_t hb = header[1], have = data.defined() ? data.bytes() : 0;
+      if (hb % sizeof(std::uint64_t) || hb > have || hb > opts.max_header_bytes) {
+        if (h.rejected)
+          h.rejected("frame refused: inline header of " + std::to_string(hb) + " bytes in " + std::to_string(have) +
+                     " bytes of data");
+        return;
+      }
+      std::vector<std::uint64_t> inner(hb / sizeof(std::uint64_t));
+      std::memcpy(inner.data(), data.data(), hb);
+      const auto rest = static_cast<std::int64_t>((have - hb) / sizeof(float));
+      h.receive(inner.data(), hb, rest ? data.view(hb / sizeof(float), {rest}) : kernels::tensor{});
+      return;
+    }
+    h.receive(header.data(), header_bytes, std::move(data));
   }
 
   static ucs_status_t on_am(void* arg, const void* header, std::size_t header_bytes, void* data, std::size_t length,
@@ -314,6 +331,15 @@ void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor
   if (p_->dead[static_cast<std::size_t>(peer)].load())
     return; // reported once already
   p_->in_flight.fetch_add(1);
+  if (header.size() * sizeof(std::uint64_t) > max_am_header) { // [header words][data] behind a marker
+    const std::size_t hb = header.size() * sizeof(std::uint64_t), db = data.defined() ? data.bytes() : 0;
+    auto packed = kernels::tensor::empty({static_cast<std::int64_t>((hb + db) / sizeof(float))});
+    std::memcpy(packed.data(), header.data(), hb);
+    if (db)
+      std::memcpy(reinterpret_cast<char*>(packed.data()) + hb, data.data(), db);
+    header = {inline_marker, hb};
+    data = std::move(packed);
+  }
   auto ps = std::make_unique<pending_send>(pending_send{p_.get(), std::move(header), std::move(data), peer});
   // From the progress thread itself (an actor run by a frame's delivery,
   // inside a UCX callback): queue it for the loop. From any other thread:

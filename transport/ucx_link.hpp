@@ -11,7 +11,9 @@
 /// spins `spin_us` after the last event, then sleeps on the worker's event
 /// file descriptor (woken by the network or by a local send). Frames above
 /// UCX's eager limit arrive by rendezvous: the header comes first, the data
-/// is fetched straight into a pooled buffer.
+/// is fetched straight into a pooled buffer. UCX caps a rendezvous
+/// header near 8 KiB: a larger header (a final report) travels at the
+/// front of the data frame behind a two-word marker.
 
 #include "transport/buffer_pool.hpp"
 #include "transport/link.hpp"
@@ -25,7 +27,7 @@ namespace gradwire::transport {
 struct ucx_options {
   std::string tls;               ///< UCX_TLS for this context ("" = UCX's choice / environment)
   int spin_us = 50;              ///< busy-poll this long after the last event before sleeping
-  std::size_t max_header_bytes = std::size_t{64} << 10;
+  std::size_t max_header_bytes = std::size_t{16} << 20;
   std::size_t max_data_bytes = std::size_t{1} << 31;
 };
 

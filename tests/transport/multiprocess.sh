@@ -83,12 +83,44 @@ for case in "2 posix,cma" "3 tcp"; do
   [ "$spread" = "0.0" ] || bad "replicas across processes differ (spread $spread)"
   grep -qE '"worker":1[,}]' "$work/mp_$1/metrics.jsonl" || bad "rank 0's metrics.jsonl lacks worker 1's records"
 done
+# Sync parameter server: the same model in 1 and 2 processes; async over 4
+# processes and local SGD over 2 train.
+ps=(run "$src/examples/ps-async.toml" --set topology.workers=2 --set 'topology.mode="sync"' "${common[@]}")
+"$GW" "${ps[@]}" --out "$work/ps1" >"$work/ps1.txt" 2>&1 || { bad "sync PS in one process failed"; cat "$work/ps1.txt"; }
+timeout 120 "$GW" "${ps[@]}" --procs 2 --out "$work/ps2" >"$work/ps2.txt" 2>&1 || { bad "sync PS across 2 processes failed"; cat "$work/ps2.txt"; }
+[ "$(topo "$work/ps1/summary.json" | cut -d' ' -f1)" = "$(topo "$work/ps2/summary.json" | cut -d' ' -f1)" ] ||
+  bad "sync parameter server: different models in 1 and 2 processes"
+timeout 120 "$GW" run "$src/examples/ps-async.toml" --procs 4 "${common[@]}" --out "$work/ps4" >"$work/ps4.txt" 2>&1 ||
+  { bad "async PS across 4 processes failed"; cat "$work/ps4.txt"; }
+timeout 120 "$GW" run "$src/examples/local-sgd.toml" --procs 2 --set topology.workers=2 "${common[@]}" --out "$work/ls2" \
+  >"$work/ls2.txt" 2>&1 || { bad "local SGD across 2 processes failed"; cat "$work/ls2.txt"; }
 # Topologies not yet wired across processes say so.
-timeout 60 "$GW" run "$src/examples/ps-async.toml" --procs 2 -q --out "$work/ps" >"$work/ps.txt" 2>&1
+timeout 60 "$GW" run "$src/examples/gossip-dpsgd.toml" --procs 2 -q --out "$work/gossip" >"$work/gossip.txt" 2>&1
 rc=$?
-[ $rc = 2 ] || bad "parameter server across processes exited $rc, expected 2"
-has "$work/ps.txt" "runs across processes so far"
-has "$work/ps.txt" "ps-async.toml"
+[ $rc = 2 ] || bad "gossip across processes exited $rc, expected 2"
+has "$work/gossip.txt" "run in one process"
+has "$work/gossip.txt" "gossip-dpsgd.toml"
+
+# Async parameter server: a worker process killed mid-run; rank 0 carries on
+# without it and says so (launched by hand, as srun without --kill-on-bad-exit).
+p=$(port)
+export GRADWIRE_SIZE=3 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=a
+async=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set train.epochs=2 --set transport.peer_timeout_ms=1000 -q)
+GRADWIRE_RANK=0 timeout 120 "$GW" "${async[@]}" --out "$work/lost" >"$work/lost0.txt" 2>&1 &
+r0=$!
+GRADWIRE_RANK=1 timeout 120 "$GW" "${async[@]}" >"$work/lost1.txt" 2>&1 &
+q1=$!
+GRADWIRE_RANK=2 "$GW" "${async[@]}" >"$work/lost2.txt" 2>&1 &
+r1=$!
+sleep 3
+kill -9 $r1; wait $r1 2>/dev/null; r1=
+wait $r0; rc=$?
+wait $q1
+unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
+[ $rc = 0 ] || { bad "async PS without a lost worker: rank 0 exited $rc"; cat "$work/lost0.txt"; }
+has "$work/lost0.txt" "carrying on without worker 2"
+[ -f "$work/lost/summary.json" ] && /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['lost_workers'] != [2])" \
+  "$work/lost/summary.json" || bad "summary.json does not list worker 2 as lost"
 
 [ $fail = 0 ] && say "multiprocess: all checks passed"
 exit $fail

@@ -158,3 +158,27 @@ TEST_CASE("rendezvous: a rank that cannot reach rank 0 says so") {
   CHECK_THROWS_WITH(rendezvous(1, 2, r, {1}), Catch::Contains("cannot reach the rendezvous") &&
                                                    Catch::Contains("is rank 0 running"));
 }
+
+TEST_CASE("UCX link: a header too large for a rendezvous header travels inside the data frame") {
+  auto [l0, l1] = connected_pair("posix,cma");
+  std::promise<std::pair<std::vector<std::uint64_t>, actors::slice>> got;
+  link::handlers h;
+  h.receive = [&](const void* hdr, std::size_t bytes, kernels::tensor data) {
+    std::vector<std::uint64_t> words(bytes / 8);
+    std::memcpy(words.data(), hdr, bytes);
+    got.set_value({std::move(words), std::move(data)});
+  };
+  l0->start(h);
+  l1->start({});
+  std::vector<std::uint64_t> big(20000); // 160 KB: UCX's rendezvous header limit is ~8 KiB
+  for (std::size_t i = 0; i < big.size(); ++i)
+    big[i] = i * 2654435761u;
+  l1->send(0, big, pattern(4096, 2));
+  auto fut = got.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  auto [hdr, data] = fut.get();
+  CHECK(hdr == big);
+  CHECK(data.to_vector() == pattern(4096, 2).to_vector());
+  l1->close(2000);
+  l0->close(2000);
+}
