@@ -63,6 +63,7 @@ struct run_config {
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
   int spin_us = 0;
   int peer_timeout_ms = 5000;
+  double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes
   std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;
   int eval_every = 1;

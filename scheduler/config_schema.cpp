@@ -66,6 +66,8 @@ const std::vector<key_spec>& config_schema() {
     {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice)"},
     {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},
     {"transport.peer_timeout_ms", vt::integer, "5000", {}, "across processes: a peer silent this long (no heartbeat) is reported failed, by rank"},
+    {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)"},
+    {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
   };

@@ -21,7 +21,8 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
   link->connect(table);
   j.live = opts.live;
-  j.node = std::make_shared<transport::node>(sys, std::move(link), j.launch.rendezvous.token);
+  j.node = std::make_shared<transport::node>(sys, transport::emulate(std::move(link), opts.shape),
+                                             j.launch.rendezvous.token);
   return j;
 }
 

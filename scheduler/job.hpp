@@ -6,6 +6,7 @@
 /// this process's published actors and proxies.
 
 #include "transport/launch_env.hpp"
+#include "transport/emulated_link.hpp"
 #include "transport/node.hpp"
 
 #include <caf/all.hpp>
@@ -22,6 +23,7 @@ struct job_options {
   int timeout_ms = 60000; ///< rendezvous bound
   int spin_us = 0;        ///< the link's busy-poll after each event (ucx_options::spin_us)
   transport::liveness live;
+  transport::link_shape shape; ///< link emulation (latency, bandwidth)
 };
 
 struct job {

@@ -133,6 +133,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     jo.tls = cfg.transport_tls;
     jo.spin_us = cfg.spin_us;
     jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
+    jo.shape.latency_us = cfg.latency_us;
+    jo.shape.bandwidth_gbps = cfg.bandwidth_gbps;
     jb = join_job(sys, jo);
     const int rank = jb->launch.rank;
     setup.node = jb->node;

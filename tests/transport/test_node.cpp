@@ -6,6 +6,7 @@
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
 #include "transport/codec.hpp"
+#include "transport/emulated_link.hpp"
 #include "transport/inproc_link.hpp"
 #include "transport/node.hpp"
 
@@ -245,4 +246,43 @@ TEST_CASE("requests cross processes: replies, error replies, and a failed peer's
   CHECK(failed);
   CHECK_THAT(why, Catch::Contains("rank 1 is gone"));
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("link emulation delays frames by latency and size, keeps their order and content") {
+  auto group = inproc_link::make_group(2);
+  link_shape shape;
+  shape.latency_us = 30000;    // 30 ms one way
+  shape.bandwidth_gbps = 0.08; // 10 MB/s: 400 KB take 40 ms on the wire
+  auto slow = emulate(std::move(group[0]), shape);
+  std::mutex mu;
+  std::vector<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> got;
+  std::promise<void> all;
+  link::handlers h;
+  h.receive = [&](const void* hdr, std::size_t, kernels::tensor data) {
+    std::uint64_t k = 0;
+    std::memcpy(&k, hdr, 8);
+    std::lock_guard<std::mutex> lk(mu);
+    CHECK(data.numel() == 100000);
+    CHECK(data.data()[99999] == static_cast<float>(k));
+    got.emplace_back(k, std::chrono::steady_clock::now());
+    if (got.size() == 3)
+      all.set_value();
+  };
+  group[1]->start(h);
+  slow->start({});
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    auto t = kernels::tensor::zeros({100000}); // 400 KB
+    t.data()[99999] = static_cast<float>(k);
+    slow->send(1, {k}, t);
+  }
+  REQUIRE(all.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    CHECK(got[k].first == k); // in order
+    // The emulated delay is enforced, so it is a lower bound (no upper bound is checked).
+    const double ms = std::chrono::duration<double, std::milli>(got[k].second - t0).count();
+    CHECK(ms >= 30 + 40 * (k + 1) - 1);
+  }
+  slow->close(1000);
+  group[1]->close(1000);
 }

@@ -1,0 +1,25 @@
+#pragma once
+/// @file emulated_link.hpp
+/// Link emulation: a link that delays every frame as a slower network
+/// would, around any other link (UCX or in-process). A frame to a peer
+/// leaves once the link to that peer is free and has carried its bytes at
+/// `bandwidth_gbps`, and arrives `latency_us` later; frames to one peer
+/// stay in order. Lets one machine study slow or uneven networks
+/// ([transport] latency_us, bandwidth_gbps).
+
+#include "transport/link.hpp"
+
+#include <memory>
+
+namespace gradwire::transport {
+
+struct link_shape {
+  double latency_us = 0;     ///< one way, per frame
+  double bandwidth_gbps = 0; ///< per peer link, gigabits/s (0: unlimited)
+  bool active() const { return latency_us > 0 || bandwidth_gbps > 0; }
+};
+
+/// Wraps `inner` (connected, not started).
+std::unique_ptr<link> emulate(std::unique_ptr<link> inner, link_shape shape);
+
+} // namespace gradwire::transport
