@@ -118,37 +118,51 @@ caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg) 
   return sys.spawn(peer_behavior, cfg);
 }
 
-std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
-                                         const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                         std::size_t chunk_floats, int group_size) {
+ring_peer_config ring_peer_layout(int r, int n, const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                                  std::size_t chunk_floats, int group_size) {
+  const bool hier = group_size > 0;
+  const int gsize = hier ? std::min(group_size, n) : n;
+  ring_peer_config pc;
+  pc.rank = r;
+  pc.world = n;
+  pc.buckets = buckets;
+  pc.chunk_floats = chunk_floats;
+  pc.hierarchical = hier;
+  pc.group = r / gsize;
+  pc.group_pos = r % gsize;
+  pc.group_size = std::min(gsize, n - pc.group * gsize);
+  pc.groups = (n + gsize - 1) / gsize;
+  return pc;
+}
+
+ring_peer_links ring_peer_wiring(int r, int n, int group_size) {
   const bool hier = group_size > 0;
   const int gsize = hier ? std::min(group_size, n) : n;
   const int groups = (n + gsize - 1) / gsize;
-  std::vector<caf::actor> peers;
-  for (int r = 0; r < n; ++r) {
-    ring_peer_config pc;
-    pc.rank = r;
-    pc.world = n;
-    pc.buckets = buckets;
-    pc.chunk_floats = chunk_floats;
-    pc.hierarchical = hier;
-    pc.group = r / gsize;
-    pc.group_pos = r % gsize;
-    pc.group_size = std::min(gsize, n - pc.group * gsize);
-    pc.groups = groups;
-    peers.push_back(spawn_ring_peer(sys, pc));
+  const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
+  ring_peer_links out;
+  out.right = first + (r - first + 1) % len;
+  if (hier && r == first) {
+    out.leader_right = ((g + 1) % groups) * gsize;
+    for (int m = first + 1; m < first + len; ++m)
+      out.members.push_back(m);
   }
+  return out;
+}
+
+std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
+                                         const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                                         std::size_t chunk_floats, int group_size) {
+  std::vector<caf::actor> peers;
+  for (int r = 0; r < n; ++r)
+    peers.push_back(spawn_ring_peer(sys, ring_peer_layout(r, n, buckets, chunk_floats, group_size)));
+  auto at = [&](int r) { return r < 0 ? caf::actor{} : peers[static_cast<std::size_t>(r)]; };
   for (int r = 0; r < n; ++r) {
-    const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
-    caf::actor leader_right;
+    auto w = ring_peer_wiring(r, n, group_size);
     std::vector<caf::actor> members;
-    if (hier && r == first) {
-      leader_right = peers[static_cast<std::size_t>(((g + 1) % groups) * gsize)];
-      for (int m = first + 1; m < first + len; ++m)
-        members.push_back(peers[static_cast<std::size_t>(m)]);
-    }
-    caf::anon_send(peers[static_cast<std::size_t>(r)], wire_atom::value,
-                   peers[static_cast<std::size_t>(first + (r - first + 1) % len)], leader_right, members);
+    for (int m : w.members)
+      members.push_back(at(m));
+    caf::anon_send(peers[static_cast<std::size_t>(r)], wire_atom::value, at(w.right), at(w.leader_right), members);
   }
   return peers;
 }

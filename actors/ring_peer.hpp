@@ -39,6 +39,20 @@ struct ring_peer_config {
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);
 
+/// Peer `r`'s configuration among `n`: one flat ring (group_size 0) or
+/// groups of `group_size` consecutive ranks (the last may be smaller).
+ring_peer_config ring_peer_layout(int r, int n, const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                                  std::size_t chunk_floats, int group_size);
+
+/// Whom peer `r` sends to, as ranks: its right neighbour in its ring; a
+/// group leader also its right neighbour in the leaders' ring and its
+/// group's other members (-1 / empty otherwise).
+struct ring_peer_links {
+  int right = -1, leader_right = -1;
+  std::vector<int> members;
+};
+ring_peer_links ring_peer_wiring(int r, int n, int group_size);
+
 /// Spawns and wires the peers of `n` workers: one flat ring (group_size 0)
 /// or groups of `group_size` consecutive ranks (the last may be smaller)
 /// with a ring of group leaders. Returns them by rank.

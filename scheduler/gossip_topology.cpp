@@ -11,10 +11,8 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
   const int n = setup.workers;
   const auto graph = gossip_graph(setup.graph, n, setup.degree, setup.seed);
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> workers;
-  for (int r = 0; r < n; ++r) {
-    auto wc = base_worker(setup, data, r, self);
+  auto config_of = [&](int r, const caf::actor& report_to) {
+    auto wc = base_worker(setup, data, r, report_to);
     wc.graph = graph[static_cast<std::size_t>(r)];
     wc.gossip = setup.gossip;
     // Metropolis-Hastings weights: w_ij = 1 / (1 + max(d_i, d_j)), w_ii = 1 - sum.
@@ -26,8 +24,25 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
       rest -= wc.mix_weights.back();
     }
     wc.mix_weights.push_back(rest);
-    workers.push_back(actors::spawn_gossip_worker(sys, wc));
+    return wc;
+  };
+  if (setup.node) { // across processes: this process's worker, its neighbours' proxies
+    auto c = run_worker_across(
+      sys, setup, [&](const caf::actor& to) { return actors::spawn_gossip_worker(sys, config_of(setup.node->rank(), to)); },
+      [](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
+        self->send(local, actors::wire_atom::value, all);
+      },
+      on_progress, on_metrics, stop);
+    if (!c)
+      return {};
+    if (!c->failure.empty())
+      throw error("gossip across processes: " + c->failure);
+    return replicas_outcome(std::move(*c), false);
   }
+  caf::scoped_actor self{sys};
+  std::vector<caf::actor> workers;
+  for (int r = 0; r < n; ++r)
+    workers.push_back(actors::spawn_gossip_worker(sys, config_of(r, self)));
   // Each worker starts once it knows every other's handle.
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);

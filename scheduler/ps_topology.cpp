@@ -30,7 +30,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     check(setup.workers == nd->size(), "topology.workers = " + std::to_string(setup.workers) + " but the job has " +
                                          std::to_string(nd->size()) + " processes: across processes each process "
                                          "runs one worker (set topology.workers = " + std::to_string(nd->size()) + ")");
-  constexpr std::uint32_t coordinator_slot = 2, worker_slot = 10, shard_slot = 20;
+  constexpr std::uint32_t shard_slot = 20;
   std::vector<caf::actor> shards;
   for (int i = 0; i < setup.shards && rank == 0; ++i) {
     actors::shard_config sc;
@@ -51,50 +51,40 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     if (nd)
       nd->publish(shard_slot + static_cast<std::uint32_t>(i), shards.back());
   }
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> workers;
-  if (nd) {
-    if (rank == 0)
-      nd->publish(coordinator_slot, caf::actor_cast<caf::actor>(self));
-    if (setup.on_published)
-      setup.on_published();
-  }
   std::vector<caf::actor> shard_handles = shards;
   if (nd && rank != 0)
     for (int i = 0; i < setup.shards; ++i)
       shard_handles.push_back(nd->remote(0, shard_slot + static_cast<std::uint32_t>(i)));
-  for (int r = 0; r < setup.workers; ++r) {
-    if (nd && r != rank)
-      continue;
-    auto wc = base_worker(setup, data, r, rank == 0 ? caf::actor_cast<caf::actor>(self) : nd->remote(0, coordinator_slot));
+  auto config_of = [&](int r, const caf::actor& report_to) {
+    auto wc = base_worker(setup, data, r, report_to);
     wc.shards = shard_handles;
     wc.ranges = ranges;
     wc.sync = setup.sync;
     wc.backup = setup.sync && !local && setup.backup > 0;
     wc.local_steps = local ? setup.local_steps : 0;
     wc.staleness_bound = setup.staleness_bound;
-    workers.push_back(actors::spawn_worker(sys, wc));
-    if (nd)
-      nd->publish(worker_slot, workers.back());
+    return wc;
+  };
+  caf::scoped_actor self{sys};
+  std::vector<caf::actor> local_workers;
+  coordination c;
+  if (nd) {
+    // An async parameter server waits for no worker: it carries on without one whose process failed.
+    const bool carry_on = !setup.sync && setup.staleness_bound < 0 && !local;
+    auto got = run_worker_across(
+      sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, config_of(rank, to)); },
+      [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
+      on_progress, on_metrics, stop, carry_on);
+    if (!got)
+      return {};
+    c = std::move(*got);
+  } else {
+    std::vector<caf::actor> workers;
+    for (int r = 0; r < setup.workers; ++r)
+      workers.push_back(actors::spawn_worker(sys, config_of(r, self)));
+    local_workers = workers;
+    c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop);
   }
-  if (nd && rank != 0) { // this worker reports to rank 0; wait for it to finish
-    self->monitor(workers.front());
-    bool done = false;
-    while (!done)
-      self->receive([&](caf::down_msg&) { done = true; },
-                    caf::after(std::chrono::milliseconds(200)) >> [&] {
-                      if (stop && stop->load())
-                        self->send(workers.front(), actors::done_atom::value);
-                    });
-    return {};
-  }
-  std::vector<caf::actor> local_workers = workers;
-  if (nd)
-    for (int r = 1; r < setup.workers; ++r)
-      workers.push_back(nd->remote(r, worker_slot));
-  // An async parameter server waits for no worker: it carries on without one whose process failed.
-  const bool carry_on = nd && !setup.sync && setup.staleness_bound < 0 && !local;
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on);
   if (!c.failure.empty()) {
     stop_actors(self, local_workers);
     stop_actors(self, shards);

@@ -124,13 +124,46 @@ topology_outcome replicas_outcome(coordination c, bool first) {
   return out;
 }
 
+std::optional<coordination> run_worker_across(
+  caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
+  const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
+  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on) {
+  auto& nd = *setup.node;
+  const int n = setup.workers, rank = nd.rank();
+  check(n == nd.size(), "topology.workers = " + std::to_string(n) + " but the job has " + std::to_string(nd.size()) +
+                          " processes: across processes each process runs one worker (set topology.workers = " +
+                          std::to_string(nd.size()) + ")");
+  caf::scoped_actor self{sys};
+  if (rank == 0)
+    nd.publish(coordinator_slot, caf::actor_cast<caf::actor>(self));
+  auto worker = spawn(rank == 0 ? caf::actor_cast<caf::actor>(self) : nd.remote(0, coordinator_slot));
+  nd.publish(worker_slot, worker);
+  if (setup.on_published)
+    setup.on_published(); // every rank has published: frames find their actors
+  std::vector<caf::actor> workers;
+  for (int r = 0; r < n; ++r)
+    workers.push_back(r == rank ? worker : nd.remote(r, worker_slot));
+  wire(self, worker, workers);
+  if (rank != 0) { // the worker reports to rank 0; wait for it to finish
+    self->monitor(worker);
+    bool done = false;
+    while (!done)
+      self->receive([&](caf::down_msg&) { done = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [&] {
+                      if (stop && stop->load())
+                        self->send(worker, actors::done_atom::value);
+                    });
+    return std::nullopt;
+  }
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on);
+  stop_actors(self, {worker});
+  return c;
+}
+
 topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                               const progress_fn& on_progress, const metrics_fn& on_metrics,
                               const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
-  check(!setup.node || setup.kind == topology_kind::ring || setup.kind == topology_kind::parameter_server ||
-          setup.kind == topology_kind::local_sgd,
-        "hierarchical and gossip topologies run in one process so far (drop --procs)");
   const auto t0 = std::chrono::steady_clock::now();
   topology_outcome out;
   switch (setup.kind) {

@@ -5,6 +5,8 @@
 #include "scheduler/coordinator.hpp"
 #include "scheduler/topology.hpp"
 
+#include <optional>
+
 namespace gradwire::scheduler {
 
 using progress_fn = std::function<void(std::int64_t, std::int64_t)>;
@@ -23,6 +25,19 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
 topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop);
+
+/// Across processes (setup.node set), the part every wiring shares: this
+/// process runs worker `rank` only. `spawn(report_to)` spawns it (and
+/// whatever it owns); it is published in worker_slot; once every rank has
+/// published, `wire(local, workers)` starts it, workers[r] being rank r's
+/// worker (a proxy unless local). Rank 0 coordinates every worker and
+/// returns the coordination; the others wait for their worker to finish
+/// and return nothing.
+constexpr std::uint32_t coordinator_slot = 2, worker_slot = 10;
+std::optional<coordination> run_worker_across(
+  caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
+  const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
+  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false);
 
 /// The outcome of workers that return their replicas: params = their mean
 /// (rank 0's when `first`), replica_spread, reports. Throws on a failure.

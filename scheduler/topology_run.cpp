@@ -123,12 +123,6 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     }
   } closer{jb, setup};
   if (transport::detect_launch().size > 1) {
-    const bool ring = setup.kind == topology_kind::ring;
-    check((ring && !cfg.overlap) || setup.kind == topology_kind::parameter_server ||
-            setup.kind == topology_kind::local_sgd,
-          cfg.source + ": topology.kind = \"" + cfg.topology + "\"" + (cfg.overlap ? " with overlap" : "") +
-            ": across processes run the flat ring (without topology.overlap), the parameter server (sync, async, "
-            "SSP) and local SGD so far; hierarchical and gossip run in one process (drop --procs / srun / mpirun)");
     job_options jo;
     jo.tls = cfg.transport_tls;
     jo.spin_us = cfg.spin_us;

@@ -94,12 +94,22 @@ timeout 120 "$GW" run "$src/examples/ps-async.toml" --procs 4 "${common[@]}" --o
   { bad "async PS across 4 processes failed"; cat "$work/ps4.txt"; }
 timeout 120 "$GW" run "$src/examples/local-sgd.toml" --procs 2 --set topology.workers=2 "${common[@]}" --out "$work/ls2" \
   >"$work/ls2.txt" 2>&1 || { bad "local SGD across 2 processes failed"; cat "$work/ls2.txt"; }
-# Topologies not yet wired across processes say so.
-timeout 60 "$GW" run "$src/examples/gossip-dpsgd.toml" --procs 2 -q --out "$work/gossip" >"$work/gossip.txt" 2>&1
+# Every other topology trains across 4 processes (AD-PSGD with its requests
+# and a slow worker), and the ring with overlap (ring peer actors) across 2.
+for case in "gossip-dpsgd 4" "gossip-adpsgd 4" "hierarchical 4"; do
+  set -- $case
+  timeout 120 "$GW" run "$src/examples/$1.toml" --procs $2 --set topology.workers=$2 "${common[@]}" --out "$work/$1" \
+    >"$work/$1.txt" 2>&1 || { bad "$1 across $2 processes failed"; cat "$work/$1.txt"; }
+done
+timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.overlap=true "${common[@]}" --out "$work/ov" \
+  >"$work/ov.txt" 2>&1 || { bad "ring with overlap across 2 processes failed"; cat "$work/ov.txt"; }
+[ "$(topo "$work/ov/summary.json" | cut -d' ' -f1)" = "$(topo "$work/in_2/summary.json" | cut -d' ' -f1)" ] ||
+  bad "ring with overlap across processes differs from the ring in one process"
+# A job whose worker count disagrees with its processes says so.
+timeout 60 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.workers=3 -q --out "$work/mis" >"$work/mis.txt" 2>&1
 rc=$?
-[ $rc = 2 ] || bad "gossip across processes exited $rc, expected 2"
-has "$work/gossip.txt" "run in one process"
-has "$work/gossip.txt" "gossip-dpsgd.toml"
+[ $rc = 2 ] || bad "3 workers on 2 processes exited $rc, expected 2"
+has "$work/mis.txt" "each process runs one worker"
 
 # Async parameter server: a worker process killed mid-run; rank 0 carries on
 # without it and says so (launched by hand, as srun without --kill-on-bad-exit).
