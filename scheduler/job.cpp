@@ -2,7 +2,9 @@
 
 #include "transport/ucx_link.hpp"
 
+#include <algorithm>
 #include <map>
+#include <thread>
 
 namespace gradwire::scheduler {
 
@@ -17,6 +19,8 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   transport::ucx_options uo;
   uo.tls = opts.tls;
   uo.spin_us = opts.spin_us;
+  if (opts.pin)
+    uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
   link->connect(table);

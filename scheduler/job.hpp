@@ -24,6 +24,7 @@ struct job_options {
   int spin_us = 0;        ///< the link's busy-poll after each event (ucx_options::spin_us)
   transport::liveness live;
   transport::link_shape shape; ///< link emulation (latency, bandwidth)
+  bool pin = false;            ///< pin the progress thread to CPU (local rank mod CPUs)
 };
 
 struct job {

@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   allreduce->add_option("-c,--chunk", ab_chunk, "ring pipelining chunk (1M)");
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
   allreduce->add_option("--spin-us", ab.job.spin_us, "busy-poll the link this long after each event (1000)");
+  ab.job.pin = true;
+  allreduce->add_flag("--pin,!--no-pin", ab.job.pin,
+                      "pin each rank's progress thread to CPU rank mod CPUs (default; as MPI binds ranks to cores)");
   allreduce->add_option("--rendezvous", ab.job.rendezvous, "HOST:PORT of rank 0 (default: environment)");
   allreduce->add_option("--procs,-p", procs, "start this many local processes (otherwise one rank of srun/mpirun)");
 

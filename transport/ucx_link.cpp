@@ -5,6 +5,10 @@
 #include <ucp/api/ucp.h>
 
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <chrono>
@@ -218,6 +222,13 @@ struct ucx_link::impl {
 
   void run() {
     progress_thread = std::this_thread::get_id();
+    if (opts.pin_cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(opts.pin_cpu, &set);
+      if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+        std::fprintf(stderr, "gradwire: could not pin the progress thread to CPU %d\n", opts.pin_cpu);
+    }
     auto last = std::chrono::steady_clock::now();
     while (!stop.load(std::memory_order_relaxed)) {
       std::unique_lock<std::mutex> lk(ucx_mu);

@@ -27,6 +27,7 @@ namespace gradwire::transport {
 struct ucx_options {
   std::string tls;               ///< UCX_TLS for this context ("" = UCX's choice / environment)
   int spin_us = 50;              ///< busy-poll this long after the last event before sleeping
+  int pin_cpu = -1;              ///< pin the progress thread to this CPU (-1: let the OS place it)
   std::size_t max_header_bytes = std::size_t{16} << 20;
   std::size_t max_data_bytes = std::size_t{1} << 31;
 };
