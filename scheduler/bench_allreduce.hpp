@@ -22,7 +22,7 @@ struct allreduce_bench_options {
   std::size_t chunk_bytes = std::size_t{1} << 20; ///< pipelining unit of the ring
   job_options job = [] {
     job_options j;
-    j.spin_us = 1000; // a benchmark owns the machine: poll through the gaps between chunks
+    j.spin_us = -1; // auto: 1000 us when every rank has a CPU of its own, 0 when ranks share CPUs
     return j;
   }();
 };
