@@ -6,6 +6,7 @@
 #include "scheduler/launch.hpp"
 #include "scheduler/topology_run.hpp"
 #include "scheduler/single_run.hpp"
+#include "scheduler/sweep.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -68,6 +69,11 @@ int main(int argc, char** argv) {
   run->add_option("--set,-s", overrides, "override a config key: --set train.epochs=1 (repeatable)")
     ->type_name("KEY=VALUE");
   run->add_flag("--quiet,-q", quiet, "no progress line");
+  std::vector<std::string> sweeps;
+  run->add_option("--sweep", sweeps,
+                  "run a grid: --sweep topology.workers=1,2,4,8 (repeatable; experiment.seed values are repeats, "
+                  "averaged); writes sweep.md, sweep.csv, sweep.json")
+    ->type_name("KEY=V1,V2,...");
   int procs = 0;
   run->add_option("--procs,-p", procs,
                   "start this many local processes, one worker each (srun/mpirun need no flag: rank and size "
@@ -129,6 +135,17 @@ int main(int argc, char** argv) {
                   gradwire::kernels::built_with_cuda() ? "built" : "not built",
                   gradwire::kernels::cuda_device_count());
       return 0;
+    }
+    if (!sweeps.empty()) {
+      std::vector<gradwire::scheduler::sweep_axis> axes;
+      for (const auto& s : sweeps)
+        axes.push_back(gradwire::scheduler::parse_sweep(s));
+      std::signal(SIGINT, on_sigint);
+      gradwire::scheduler::run_options so;
+      so.progress = !quiet;
+      so.stop = &g_stop;
+      gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so);
+      return g_stop ? 130 : 0;
     }
     auto cfg = gradwire::scheduler::load_config(config_path, overrides);
     if (!out_dir.empty())

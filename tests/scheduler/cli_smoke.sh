@@ -45,4 +45,28 @@ set +e
 "$gw" run "$tmp/nope.toml" 2> "$tmp/err2.txt"; rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "nope.toml" "$tmp/err2.txt" || fail "missing config: rc=$rc $(cat "$tmp/err2.txt")"
+# A sweep: every point runs, the table has one row per worker count with
+# speedup and efficiency, seeds are averaged as repeats.
+"$gw" run "$src/examples/ring.toml" -q --out "$tmp/sweep" --set train.max_steps=30 --set data.test_subset=500 \
+  --sweep topology.workers=1,2 --sweep experiment.seed=1,2 > "$tmp/sweep.txt" 2>&1 || fail "sweep failed: $(cat "$tmp/sweep.txt")"
+for f in sweep.md sweep.csv sweep.json point-000/summary.json point-003/summary.json; do
+  [[ -s "$tmp/sweep/$f" ]] || fail "sweep folder lacks $f"
+done
+python3 - "$tmp/sweep/sweep.json" <<'PY' || fail "sweep.json rows are wrong"
+import json, sys
+s = json.load(open(sys.argv[1]))
+rows = s["rows"]
+assert [r["topology.workers"] for r in rows] == ["1", "2"], rows
+assert all(r["runs"] == 2 for r in rows), rows
+assert rows[0]["speedup"] == 1.0 and abs(rows[0]["efficiency"] - 1.0) < 1e-9, rows[0]
+assert abs(rows[1]["efficiency"] - rows[1]["speedup"] / 2) < 1e-9, rows[1]
+assert len(s["points"]) == 4
+PY
+grep -q "efficiency" "$tmp/sweep.txt" || fail "the sweep table was not printed"
+set +e
+"$gw" run "$src/examples/ring.toml" --sweep topology.workers 2> "$tmp/err3.txt"; rc=$?
+"$gw" run "$src/examples/ring.toml" --sweep topology.wrkers=1,2 2> "$tmp/err4.txt"; rc4=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "KEY=V1,V2" "$tmp/err3.txt" || fail "bad --sweep: rc=$rc $(cat "$tmp/err3.txt")"
+[[ $rc4 -eq 2 ]] && grep -q "did you mean" "$tmp/err4.txt" || fail "misspelt sweep key: rc=$rc4 $(cat "$tmp/err4.txt")"
 echo "cli smoke: all checks passed"

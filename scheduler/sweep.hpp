@@ -1,0 +1,35 @@
+#pragma once
+/// @file sweep.hpp
+/// Sweeps: a grid over config keys (`--sweep topology.workers=1,2,4,8
+/// --sweep experiment.seed=1,2,3`), every point a normal run in its own
+/// folder, then one comparison table (sweep.csv, sweep.md, printed):
+/// throughput, speedup and scaling efficiency against the point with the
+/// fewest workers, final accuracy and loss, staleness mean and p99. Points
+/// that differ only in experiment.seed are repeats: the table gives their
+/// mean and spread (sample standard deviation).
+
+#include "scheduler/single_run.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+struct sweep_axis {
+  std::string key;
+  std::vector<std::string> values; ///< TOML values as written (quoted strings stay quoted)
+};
+
+/// Parses "key=v1,v2,..." (values that are arrays, e.g. model.hidden=[64,32],
+/// keep their commas). Throws gradwire::error naming the argument.
+sweep_axis parse_sweep(const std::string& text);
+
+/// Runs every point of the grid (in order, the last axis fastest) under
+/// `out_dir` (default results/<name>-sweep) and writes the table. Returns
+/// the rows (one per group of repeats).
+nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
+                         const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts);
+
+} // namespace gradwire::scheduler
