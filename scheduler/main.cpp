@@ -25,10 +25,13 @@ extern "C" void on_sigint(int) {
     std::_Exit(130); // second Ctrl-C: leave at once
 }
 
-constexpr const char* run_help = R"(Train as the config file says, in this process.
+constexpr const char* run_help = R"(Train as the config file says: in this process, or across processes
+(--procs N, or as one rank of srun / mpirun: rank and size come from
+their environment, rank 0 writes the results).
 
-The config is TOML with sections [experiment], [model], [data], [train]
-(`gradwire keys` lists every key, its default and meaning). Results go to
+The config is TOML with sections [experiment], [model], [data], [train],
+[topology], [transport] and [[nodes]] groups (`gradwire keys` lists every
+key, its default and meaning). Results go to
 experiment.out (default results/<experiment.name>): summary.json,
 metrics.jsonl (one record per train.log_every steps, plus one per
 evaluation) and config.toml (the fully resolved config, to rerun exactly).
@@ -38,7 +41,10 @@ Ctrl-C stops after the current step and still writes the results folder.
 Examples:
   gradwire run examples/default.toml
   gradwire run examples/lenet5.toml --set train.epochs=1 --out /tmp/lenet
-  gradwire run examples/default.toml --set train.threads=2 --set model.hidden=[512,256])";
+  gradwire run examples/default.toml --set train.threads=2 --set model.hidden=[512,256]
+  gradwire run examples/ring.toml --procs 2              (2 processes over UCX, one worker each)
+  srun -n 4 gradwire run examples/ring.toml --set topology.workers=4
+  gradwire run examples/ring.toml --sweep topology.workers=1,2,4,8   (scaling table))";
 
 constexpr const char* allreduce_help = R"(Every process holds one ring peer (the actor training uses); chunks
 travel between processes over UCX as Cap'n Proto headers plus zero-copy

@@ -54,7 +54,7 @@ start=$(date +%s)
 wait $r0; rc=$?
 took=$(( $(date +%s) - start ))
 [ $rc = 3 ] || bad "killed peer: rank 0 exited $rc, expected 3"
-[ $took -le 15 ] || bad "killed peer: rank 0 took $took s to notice"
+[ $took -le 30 ] || bad "killed peer: rank 0 took $took s to notice (liveness bound 5 s)"
 has "$work/kill0.txt" "rank 1 failed"
 unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
 
@@ -115,14 +115,14 @@ has "$work/mis.txt" "each process runs one worker"
 # without it and says so (launched by hand, as srun without --kill-on-bad-exit).
 p=$(port)
 export GRADWIRE_SIZE=3 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=a
-async=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set train.epochs=2 --set transport.peer_timeout_ms=1000 -q)
+async=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set train.epochs=4 --set transport.peer_timeout_ms=1000 -q)
 GRADWIRE_RANK=0 timeout 120 "$GW" "${async[@]}" --out "$work/lost" >"$work/lost0.txt" 2>&1 &
 r0=$!
 GRADWIRE_RANK=1 timeout 120 "$GW" "${async[@]}" >"$work/lost1.txt" 2>&1 &
 q1=$!
 GRADWIRE_RANK=2 "$GW" "${async[@]}" >"$work/lost2.txt" 2>&1 &
 r1=$!
-sleep 3
+sleep 4  # well after the rendezvous, well before the end
 kill -9 $r1; wait $r1 2>/dev/null; r1=
 wait $r0; rc=$?
 wait $q1
