@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -178,6 +179,39 @@ run_config parse_config(const std::string& text, const std::string& source,
                 std::to_string(e.source().begin.column) + ": TOML syntax error: " +
                 std::string(e.description()));
   }
+  // [sweep]: "key" = [values] (a grid for `gradwire run`), kept apart from the run's own keys.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
+  if (auto* sw = root.get("sweep")) {
+    check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
+    std::function<void(const toml::table&, const std::string&)> flatten = [&](const toml::table& t, const std::string& prefix) {
+      for (const auto& [k, v] : t) {
+        const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+        if (const auto* sub = v.as_table()) {
+          flatten(*sub, key);
+          continue;
+        }
+        const auto* arr = v.as_array();
+        check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
+        if (!find_key(key)) {
+          std::vector<std::string> all;
+          for (const auto& s : config_schema())
+            all.push_back(s.key);
+          auto near = nearest_of(key, all);
+          throw error(where(source, v) + ": [sweep] unknown key '" + key + "'" +
+                      (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+        }
+        std::vector<std::string> values;
+        for (const auto& e : *arr) {
+          std::ostringstream os;
+          e.visit([&](const auto& x) { os << x; });
+          values.push_back(os.str());
+        }
+        sweep.emplace_back(key, std::move(values));
+      }
+    };
+    flatten(*sw->as_table(), "");
+    root.erase("sweep");
+  }
   walk(root, "", source);
   std::set<std::string> overridden;
   for (const auto& o : overrides)
@@ -303,6 +337,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   std::ostringstream os;
   os << resolved;
   c.resolved_toml = os.str() + "\n";
+  c.sweep = std::move(sweep);
   return c;
 }
 

@@ -71,6 +71,8 @@ struct run_config {
   /// The fully resolved config (defaults filled in) as TOML text, written
   /// to the results folder so a run can be repeated exactly.
   std::string resolved_toml;
+  /// [sweep]: the grid for `gradwire run` (key, values as TOML text), in file order.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
 };
 
 /// Parses the file at `path` and applies `overrides` ("key=value").

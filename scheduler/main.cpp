@@ -7,6 +7,7 @@
 #include "scheduler/topology_run.hpp"
 #include "scheduler/single_run.hpp"
 #include "scheduler/sweep.hpp"
+#include "transport/launch_env.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -115,6 +116,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (!sweeps.empty() && (procs > 0 || gradwire::transport::detect_launch().size > 1))
+      throw gradwire::error("--sweep runs its points in one process for now: drop --procs (or srun/mpirun)");
     if (procs > 0 && !std::getenv("GRADWIRE_RANK")) {
       std::vector<std::string> args;
       for (int i = 1; i < argc; ++i) {
@@ -142,10 +145,13 @@ int main(int argc, char** argv) {
                   gradwire::kernels::cuda_device_count());
       return 0;
     }
-    if (!sweeps.empty()) {
-      std::vector<gradwire::scheduler::sweep_axis> axes;
-      for (const auto& s : sweeps)
-        axes.push_back(gradwire::scheduler::parse_sweep(s));
+    std::vector<gradwire::scheduler::sweep_axis> axes;
+    for (const auto& s : sweeps)
+      axes.push_back(gradwire::scheduler::parse_sweep(s));
+    if (axes.empty() && gradwire::transport::detect_launch().size == 1) // a [sweep] section in the config
+      for (auto& [key, values] : gradwire::scheduler::load_config(config_path, overrides).sweep)
+        axes.push_back({key, values});
+    if (!axes.empty()) {
       std::signal(SIGINT, on_sigint);
       gradwire::scheduler::run_options so;
       so.progress = !quiet;

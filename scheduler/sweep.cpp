@@ -42,6 +42,13 @@ sweep_axis parse_sweep(const std::string& text) {
 
 namespace {
 
+/// A value as a table shows it: TOML strings without their quotes.
+std::string shown(const std::string& v) {
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+    return v.substr(1, v.size() - 2);
+  return v;
+}
+
 double num(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
@@ -129,17 +136,17 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
   check(!done.empty(), "the sweep was stopped before its first point finished");
   // Group repeats (points equal but for experiment.seed), in first-seen order.
   std::vector<std::string> keys;
-  std::vector<std::size_t> shown; // axes other than the seed
+  std::vector<std::size_t> axes_shown; // axes other than the seed
   for (std::size_t k = 0; k < axes.size(); ++k)
     if (axes[k].key != "experiment.seed") {
-      shown.push_back(k);
+      axes_shown.push_back(k);
       keys.push_back(axes[k].key);
     }
   std::vector<std::pair<std::string, std::vector<const point*>>> groups;
   std::map<std::string, std::size_t> index;
   for (const auto& p : done) {
     std::string g;
-    for (auto k : shown)
+    for (auto k : axes_shown)
       g += p.values[k] + "\x1f";
     auto [it, fresh] = index.emplace(g, groups.size());
     if (fresh)
@@ -188,10 +195,11 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
     const double eff = speedup * base_workers / w;
     nlohmann::json row;
     md += "| ";
-    for (std::size_t k = 0; k < shown.size(); ++k) {
-      row[keys[k]] = ps.front()->values[shown[k]];
-      md += ps.front()->values[shown[k]] + " | ";
-      csv += ps.front()->values[shown[k]] + ",";
+    for (std::size_t k = 0; k < axes_shown.size(); ++k) {
+      const auto v = shown(ps.front()->values[axes_shown[k]]);
+      row[keys[k]] = v;
+      md += v + " | ";
+      csv += v + ",";
     }
     row.update({{"runs", ps.size()}, {"samples_per_sec", thr.mean}, {"speedup", speedup}, {"efficiency", eff},
                 {"final_test_accuracy", acc.mean}, {"final_loss", loss.mean}, {"staleness_mean", sm.mean},
