@@ -6,6 +6,7 @@
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
 #include "transport/codec.hpp"
+#include "transport/buffer_pool.hpp"
 #include "transport/emulated_link.hpp"
 #include "transport/inproc_link.hpp"
 #include "transport/node.hpp"
@@ -285,4 +286,24 @@ TEST_CASE("link emulation delays frames by latency and size, keeps their order a
   }
   slow->close(1000);
   group[1]->close(1000);
+}
+
+TEST_CASE("receive buffers return to the pool and are reused; they outlive a closed pool") {
+  auto pool = std::make_shared<buffer_pool>(2);
+  const float* first = nullptr;
+  {
+    auto a = pool->get(1000), b = pool->get(1000), c = pool->get(3000);
+    first = a.data();
+    CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 64 == 0);
+    CHECK(pool->free_count() == 0);
+  }
+  CHECK(pool->free_count() == 3); // a and b in one bin (kept: at most 2 per bin), c in another
+  auto again = pool->get(900);    // same bin as a and b
+  CHECK(pool->free_count() == 2);
+  CHECK(again.data() == first);    // the last one returned (a: destroyed after b) comes back first
+  auto view = again.view(10, {5}); // a view keeps the buffer out of the pool
+  again = kernels::tensor{};
+  CHECK(pool->free_count() == 2);
+  pool.reset(); // the pool goes first: the last view frees its buffer itself
+  view.data()[0] = 1.f;
 }
