@@ -1,11 +1,14 @@
 #pragma once
 /// @file ucx_link.hpp
 /// The link over UCX active messages. One UCX context and worker per
-/// process (thread mode MULTI: actors send from their own threads), one
-/// endpoint per peer, created from the peer's worker address (so pairs on
-/// one node use shared memory and others TCP or InfiniBand: a sockaddr
-/// connection would be TCP only), in peer error-handling mode: a peer that
-/// dies is reported through handlers::peer_error.
+/// process (single-thread mode behind one lock: a sender posts directly
+/// when the progress thread does not hold it, else the frame is queued for
+/// the progress loop), one endpoint per peer, created from the peer's
+/// worker address (so pairs on one node use shared memory and others TCP
+/// or InfiniBand: a sockaddr connection would be TCP only). Endpoints do
+/// not use peer error-handling mode (in UCX 1.13 it rules out shared
+/// memory); failed sends reach handlers::peer_error, and node.hpp's
+/// heartbeats find peers that die silently.
 ///
 /// A progress thread drives the worker: it polls while there is traffic,
 /// spins `spin_us` after the last event, then sleeps on the worker's event
