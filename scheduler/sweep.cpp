@@ -159,6 +159,22 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
       xs.push_back(num(p->summary, key));
     return of(xs);
   };
+  // The slowest workers' staleness tail (heterogeneous runs): p99 over the
+  // workers with the largest slowdown, when some are slower than others.
+  auto slow_p99 = [](const std::vector<const point*>& ps) {
+    std::vector<double> xs;
+    for (const auto* p : ps) {
+      const auto& pw = p->summary.value("per_worker", nlohmann::json::array());
+      double top = 1, p99 = std::nan("");
+      for (const auto& w : pw)
+        top = std::max(top, w.value("slowdown", 1.0));
+      for (const auto& w : pw)
+        if (top > 1 && w.value("slowdown", 1.0) == top && w.contains("staleness"))
+          p99 = std::isnan(p99) ? num(w["staleness"], "p99") : std::max(p99, num(w["staleness"], "p99"));
+      xs.push_back(p99);
+    }
+    return of(xs);
+  };
   auto stale = [](const std::vector<const point*>& ps, const char* key) {
     std::vector<double> xs;
     for (const auto* p : ps)
@@ -181,15 +197,16 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
     md += k + " | ";
     csv += k + ",";
   }
-  md += "runs | samples/s | speedup | efficiency | test accuracy | final loss | staleness mean | staleness p99 |\n|";
+  md += "runs | samples/s | speedup | efficiency | test accuracy | final loss | staleness mean | staleness p99 | "
+        "slowest workers' p99 |\n|";
   csv += "runs,samples_per_sec,samples_per_sec_sd,speedup,efficiency,final_test_accuracy,final_test_accuracy_sd,"
-         "final_loss,staleness_mean,staleness_p99\n";
-  for (std::size_t k = 0; k < keys.size() + 8; ++k)
+         "final_loss,staleness_mean,staleness_p99,slowest_workers_staleness_p99\n";
+  for (std::size_t k = 0; k < keys.size() + 9; ++k)
     md += "---|";
   md += "\n";
   for (const auto& [g, ps] : groups) {
     const auto thr = metric(ps, "samples_per_sec"), acc = metric(ps, "final_test_accuracy"),
-               loss = metric(ps, "final_loss"), sm = stale(ps, "mean"), sp = stale(ps, "p99");
+               loss = metric(ps, "final_loss"), sm = stale(ps, "mean"), sp = stale(ps, "p99"), slow = slow_p99(ps);
     const int w = ps.front()->summary.value("workers", 1);
     const double speedup = thr.mean / base_thr;
     const double eff = speedup * base_workers / w;
@@ -203,13 +220,15 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
     }
     row.update({{"runs", ps.size()}, {"samples_per_sec", thr.mean}, {"speedup", speedup}, {"efficiency", eff},
                 {"final_test_accuracy", acc.mean}, {"final_loss", loss.mean}, {"staleness_mean", sm.mean},
-                {"staleness_p99", sp.mean}});
+                {"staleness_p99", sp.mean},
+                {"slowest_workers_staleness_p99", std::isnan(slow.mean) ? nlohmann::json(nullptr) : nlohmann::json(slow.mean)}});
     rows.push_back(row);
-    md += fmt::format("{} | {} | {:.2f} | {:.0f}% | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
-                      100 * eff, cell(acc, "{:.2f}%", 100), cell(loss, "{:.4f}"), cell(sm, "{:.2f}"), cell(sp, "{:.1f}"));
-    csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.3f},{:.1f}\n", ps.size(), thr.mean,
+    md += fmt::format("{} | {} | {:.2f} | {:.0f}% | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
+                      100 * eff, cell(acc, "{:.2f}%", 100), cell(loss, "{:.4f}"), cell(sm, "{:.2f}"), cell(sp, "{:.1f}"),
+                      cell(slow, "{:.1f}"));
+    csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.3f},{:.1f},{:.1f}\n", ps.size(), thr.mean,
                        std::isnan(thr.sd) ? 0.0 : thr.sd, speedup, eff, acc.mean, std::isnan(acc.sd) ? 0.0 : acc.sd,
-                       loss.mean, sm.mean, sp.mean);
+                       loss.mean, sm.mean, sp.mean, slow.mean);
   }
   std::filesystem::create_directories(out_dir);
   std::ofstream(out_dir + "/sweep.md") << md;

@@ -4,7 +4,8 @@
 /// --sweep experiment.seed=1,2,3`), every point a normal run in its own
 /// folder, then one comparison table (sweep.csv, sweep.md, printed):
 /// throughput, speedup and scaling efficiency against the point with the
-/// fewest workers, final accuracy and loss, staleness mean and p99. Points
+/// fewest workers, final accuracy and loss, staleness mean and p99 and the
+/// slowest workers' p99 (those with the largest slowdown). Points
 /// that differ only in experiment.seed are repeats: the table gives their
 /// mean and spread (sample standard deviation).
 

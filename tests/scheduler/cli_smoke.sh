@@ -61,6 +61,7 @@ assert all(r["runs"] == 2 for r in rows), rows
 assert rows[0]["speedup"] == 1.0 and abs(rows[0]["efficiency"] - 1.0) < 1e-9, rows[0]
 assert abs(rows[1]["efficiency"] - rows[1]["speedup"] / 2) < 1e-9, rows[1]
 assert len(s["points"]) == 4
+assert all("slowest_workers_staleness_p99" in r for r in rows), rows
 PY
 grep -q "efficiency" "$tmp/sweep.txt" || fail "the sweep table was not printed"
 set +e
