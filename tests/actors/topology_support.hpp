@@ -1,6 +1,7 @@
 #pragma once
 // What the topology tests share: an actor system per test case, a small
 // setup, and references to check topologies against.
+#include "actor_env.hpp"
 #include "models/batcher.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
@@ -15,17 +16,6 @@
 namespace gwtest {
 
 using namespace gradwire;
-
-/// One actor system per test case, shut down at its end (a static one
-/// outlived CAF's own globals and corrupted the heap at exit).
-struct actor_env {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  actor_env() {
-    cfg.set("scheduler.max-threads", 2);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-};
 
 inline scheduler::topology_setup small_setup(int workers, int shards, bool sync) {
   scheduler::topology_setup s;

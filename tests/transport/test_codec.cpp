@@ -1,6 +1,7 @@
 // The wire codec: every element type round-trips; bad frames (garbage,
 // truncated, zeros, wrong magic or token, data that disagrees with the
 // header, over a limit, random bit flips) throw frame_error, never crash.
+#include "actor_env.hpp"
 #include "actors/messages.hpp"
 #include "transport/codec.hpp"
 
@@ -13,15 +14,6 @@ using namespace gradwire;
 using namespace gradwire::transport;
 
 namespace {
-
-struct env {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  env() {
-    cfg.set("scheduler.max-threads", 1);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-};
 
 frame_context ctx(int rank) {
   frame_context c;
@@ -40,7 +32,7 @@ actors::slice ramp(std::int64_t n, float base) {
 } // namespace
 
 TEST_CASE("every element type survives encode and decode") {
-  env e;
+  gwtest::actor_env e(1);
   auto a = e.sys->spawn([] { return caf::behavior{[](int) {}}; });
   auto b = e.sys->spawn([] { return caf::behavior{[](int) {}}; });
   actors::pieces ps{{5, ramp(3, 10)}, {100, ramp(4, 20)}};

@@ -2,6 +2,7 @@
 // system, frames copied as a wire would): the ring peers of actors/ give
 // exact sums across "processes"; bad frames are refused and counted while
 // good traffic goes on; a dead or silent peer is reported by rank.
+#include "actor_env.hpp"
 #include "actors/messages.hpp"
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
@@ -22,16 +23,15 @@ namespace {
 
 /// N ranks, each with its own actor system and node over an inproc link.
 struct job_of_threads {
-  std::vector<std::unique_ptr<caf::actor_system_config>> cfgs;
-  std::vector<std::unique_ptr<caf::actor_system>> systems;
+  std::vector<std::unique_ptr<gwtest::actor_env>> envs;
+  std::vector<caf::actor_system*> systems;
   std::vector<std::shared_ptr<node>> nodes;
   std::vector<inproc_link*> links;
   explicit job_of_threads(int n) {
     auto group = inproc_link::make_group(n);
     for (int r = 0; r < n; ++r) {
-      cfgs.push_back(std::make_unique<caf::actor_system_config>());
-      cfgs.back()->set("scheduler.max-threads", 1);
-      systems.push_back(std::make_unique<caf::actor_system>(*cfgs.back()));
+      envs.push_back(std::make_unique<gwtest::actor_env>(1));
+      systems.push_back(envs.back()->sys.get());
       links.push_back(group[static_cast<std::size_t>(r)].get());
       nodes.push_back(std::make_shared<node>(*systems.back(), std::move(group[static_cast<std::size_t>(r)]), "tok"));
     }
@@ -41,6 +41,7 @@ struct job_of_threads {
       n->close(1000);
     nodes.clear();
     systems.clear();
+    envs.clear();
   }
 };
 

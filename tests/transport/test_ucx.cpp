@@ -2,6 +2,7 @@
 // memory and over TCP: eager and rendezvous frames arrive byte-exact; a
 // node behind UCX refuses garbage and oversized frames and still delivers
 // the next good one; the rendezvous refuses a wrong job token.
+#include "actor_env.hpp"
 #include "actors/messages.hpp"
 #include "transport/codec.hpp"
 #include "transport/node.hpp"
@@ -106,9 +107,8 @@ TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
 }
 
 TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes on") {
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 1);
-  caf::actor_system sys{cfg};
+  gwtest::actor_env env(1);
+  auto& sys = *env.sys;
   auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 20); // rank 0 takes data frames up to 1 MiB
   auto* raw = l1.get();
   raw->start({});

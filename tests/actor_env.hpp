@@ -1,0 +1,20 @@
+#pragma once
+// One actor system per test case (or per emulated process), shut down at
+// its end: a static one outlived CAF's own globals and corrupted the heap
+// at exit.
+#include <caf/all.hpp>
+
+#include <memory>
+
+namespace gwtest {
+
+struct actor_env {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  explicit actor_env(int threads = 2) {
+    cfg.set("scheduler.max-threads", threads);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+} // namespace gwtest
