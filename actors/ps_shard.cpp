@@ -33,6 +33,7 @@ struct shard_state {
   std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
   std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
   slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
+  trace_ref tr;
   static inline const char* name = "ps_shard";
 };
 
@@ -55,6 +56,7 @@ void record(shard_state& s, std::int64_t staleness) {
 }
 
 void apply(shard_state& s, const float* grad, float lr_scale) {
+  trace_scope span(s.tr, "apply", s.version);
   kernels::flush_denormals_on_this_thread();
   s.opt->begin_step();
   s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
@@ -93,6 +95,7 @@ void answer_pulls(shard_state& st) {
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
   auto& s = self->state;
   s.cfg = cfg;
+  s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id));
   s.params = initial;
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
@@ -119,6 +122,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
       -> caf::result<std::int64_t, std::int64_t> {
       auto& st = self->state;
+      trace_scope span(st.tr, "push", rank);
       if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
         return caf::make_error(caf::sec::invalid_argument,
                                "shard " + std::to_string(st.cfg.id) + ": push from unknown rank " + std::to_string(rank));

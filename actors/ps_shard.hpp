@@ -26,11 +26,13 @@
 ///        the version advances. No optimizer runs here.
 
 #include "actors/messages.hpp"
+#include "actors/trace.hpp"
 #include "models/optimizer.hpp"
 
 #include <caf/all.hpp>
 
 #include <cstddef>
+#include <memory>
 
 namespace gradwire::actors {
 
@@ -47,6 +49,7 @@ struct shard_config {
   float dc_lambda = 0.f;          ///< async: DC-ASGD delay compensation (0 = off)
   bool average = false;           ///< local SGD: average pushed parameters
   models::optimizer_spec opt;
+  std::shared_ptr<tracer> trace; ///< track "shard <id>": push (arg rank), apply (arg version)
 };
 
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).

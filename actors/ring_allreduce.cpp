@@ -70,10 +70,12 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
     finish_if_complete(round, bucket);
     return;
   }
+  const auto t_send = std::chrono::steady_clock::now();
   for (std::size_t c = 0; c < cs.size(); ++c)
     if (cs[c].segment == pos_)
       self->send(right_, ring_atom::value, tag_, round, bucket, static_cast<int>(c), 0,
                  a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
+  trace_.since("send", t_send, round);
   auto early = std::move(a.early);
   for (const auto& m : early)
     handle(self, round, bucket, a, m);
@@ -106,6 +108,7 @@ void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, 
 }
 
 void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m) {
+  const auto t0 = std::chrono::steady_clock::now();
   const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
   const std::size_t len = ci.end - ci.begin;
   if (static_cast<std::size_t>(m.data.numel()) != len)
@@ -117,6 +120,7 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
     float* mine = a.local.data() + ci.begin;
     be.axpy(len, 1.f, m.data.data(), mine);
     self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, a.local.view(ci.begin, shape));
+    trace_.since("reduce", t0, round);
     return;
   }
   if (m.hop == size_ - 2) { // the last contribution: this peer owns the chunk
@@ -126,12 +130,14 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
     ++a.count;
     if (size_ > 1)
       self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, fin);
+    trace_.since("reduce", t0, round);
     return;
   }
   a.got.push_back({offset, m.data}); // all-gather: keep the shared final chunk
   ++a.count;
   if (m.hop < 2 * size_ - 3)
     self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, m.data);
+  trace_.since("gather", t0, round);
 }
 
 slice ring_allreduce::final_buffer(int bucket, int chunk, std::size_t len) {

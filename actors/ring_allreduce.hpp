@@ -26,6 +26,7 @@
 /// structural, and messages for any other round are a protocol error.
 
 #include "actors/messages.hpp"
+#include "actors/trace.hpp"
 
 #include <caf/all.hpp>
 
@@ -58,6 +59,9 @@ public:
                  std::size_t chunk_floats, done_fn done);
 
   void set_right(caf::actor right) { right_ = std::move(right); }
+  /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
+  /// passed on) and "gather" (a final chunk passed on), arg = round.
+  void set_trace(trace_ref t) { trace_ = std::move(t); }
   int size() const { return size_; }
 
   /// The local contribution of `bucket` for `round`: a writable view of
@@ -98,6 +102,7 @@ private:
   std::vector<std::vector<chunk_info>> chunks_; ///< per bucket
   std::vector<std::vector<slice>> finals_;      ///< per bucket and chunk: pooled final buffers
   caf::actor right_;
+  trace_ref trace_;
   done_fn done_;
   std::map<std::pair<std::int64_t, int>, active> active_;
   std::int64_t lowest_round_ = 0; ///< rounds below this are finished

@@ -80,6 +80,12 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
   s.group = std::make_unique<ring_allreduce>(ring_pos, ring_size, 0, cfg.buckets, cfg.chunk_floats, group_done);
   if (leader(s))
     s.leaders = std::make_unique<ring_allreduce>(cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats, leaders_done);
+  if (cfg.trace) { // one track for both rings: the peer runs them one message at a time
+    auto t = trace_ref::open(cfg.trace, "ring peer " + std::to_string(cfg.rank));
+    s.group->set_trace(t);
+    if (s.leaders)
+      s.leaders->set_trace(t);
+  }
   return {
     [=](wire_atom, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
       auto& st = self->state;
@@ -152,10 +158,13 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size) {
 
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                         std::size_t chunk_floats, int group_size) {
+                                         std::size_t chunk_floats, int group_size, std::shared_ptr<tracer> trace) {
   std::vector<caf::actor> peers;
-  for (int r = 0; r < n; ++r)
-    peers.push_back(spawn_ring_peer(sys, ring_peer_layout(r, n, buckets, chunk_floats, group_size)));
+  for (int r = 0; r < n; ++r) {
+    auto pc = ring_peer_layout(r, n, buckets, chunk_floats, group_size);
+    pc.trace = trace;
+    peers.push_back(spawn_ring_peer(sys, pc));
+  }
   auto at = [&](int r) { return r < 0 ? caf::actor{} : peers[static_cast<std::size_t>(r)]; };
   for (int r = 0; r < n; ++r) {
     auto w = ring_peer_wiring(r, n, group_size);

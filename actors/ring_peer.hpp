@@ -18,10 +18,12 @@
 /// (reduced_atom, round, error text) when the protocol breaks.
 
 #include "actors/messages.hpp"
+#include "actors/trace.hpp"
 
 #include <caf/all.hpp>
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,7 @@ struct ring_peer_config {
   /// the number of groups and this group's index. Flat: one group of all.
   int group_pos = 0, group_size = 1, groups = 1, group = 0;
   bool hierarchical = false;
+  std::shared_ptr<tracer> trace; ///< track "ring peer <rank>"; null: none
 };
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);
@@ -58,6 +61,7 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size);
 /// with a ring of group leaders. Returns them by rank.
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                         std::size_t chunk_floats, int group_size);
+                                         std::size_t chunk_floats, int group_size,
+                                         std::shared_ptr<tracer> trace = {});
 
 } // namespace gradwire::actors

@@ -86,9 +86,9 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.trainer->apply_slices(slices);
   for (auto& ps : st.results)
     ps.clear(); // let go of the shared pieces
-  st.add_compute(seconds_since(t0)); // the optimizer is part of the step's compute
+  st.add_compute(t0); // the optimizer is part of the step's compute
   st.begin_comm();
-  st.add_wait(st.round_wait);
+  st.add_wait(st.round_wait, false); // the ring's track shows where it waited
   st.end_step(self);
   self->send(self, step_atom::value); // not begin_step(): this may run inside the ring's own call
 }
@@ -104,6 +104,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
         c.rank, c.world, 0, c.buckets, c.chunk_floats, [self](ring_allreduce::done_info d) {
           on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
         });
+    if (st.ring)
+      st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
   } catch (const std::exception& e) {
     st.finish(self, st.who() + e.what());
     return {};

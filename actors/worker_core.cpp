@@ -15,6 +15,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 void worker_core::init(worker_config c) {
   cfg = std::move(c);
   start = phase = clock_type::now();
+  tr = trace_ref::open(cfg.trace, "worker " + std::to_string(cfg.rank));
   jitter_rng.seed(cfg.seed * 7919 + static_cast<std::uint64_t>(cfg.rank));
   model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
                                           cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
@@ -49,23 +50,35 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   report.compute_seconds += seconds_since(t0);
   window.compute_ms += seconds_since(t0) * 1e3;
   phase = clock_type::now();
+  tr.span("compute", t0, phase, step);
   return r;
 }
 
 void worker_core::end_comm() {
-  report.comm_seconds += seconds_since(phase);
-  window.comm_ms += seconds_since(phase) * 1e3;
-  phase = clock_type::now();
+  const auto now = clock_type::now();
+  const double s = std::chrono::duration<double>(now - phase).count();
+  report.comm_seconds += s;
+  window.comm_ms += s * 1e3;
+  if (s > 2e-6) // steps without an exchange (local SGD) leave no span
+    tr.span("exchange", phase, now, step);
+  phase = now;
 }
 
-void worker_core::add_compute(double seconds) {
-  report.compute_seconds += seconds;
-  window.compute_ms += seconds * 1e3;
+void worker_core::add_compute(clock_type::time_point t0) {
+  const auto now = clock_type::now();
+  const double s = std::chrono::duration<double>(now - t0).count();
+  report.compute_seconds += s;
+  window.compute_ms += s * 1e3;
+  tr.span("apply", t0, now, step);
 }
 
-void worker_core::add_wait(double seconds) {
+void worker_core::add_wait(double seconds, bool span) {
   report.wait_seconds += seconds;
   window.wait_ms += seconds * 1e3;
+  if (span && seconds > 0) {
+    const auto now = clock_type::now();
+    tr.span("wait", now - std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds)), now, step);
+  }
 }
 
 void worker_core::add_staleness(std::int64_t s) {

@@ -8,6 +8,7 @@
 /// exchange gradients or parameters between steps.
 
 #include "actors/messages.hpp"
+#include "actors/trace.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
 #include "models/model.hpp"
@@ -46,6 +47,9 @@ struct worker_config {
   int log_every = 50;     ///< steps per (metrics_atom, step_metrics) record
   caf::actor report_to;   ///< receives (step_atom, rank, steps, samples) about twice a second and (done_atom, worker_report)
   std::chrono::milliseconds timeout{60000};
+  /// Spans for trace.json (track "worker <rank>"; a ring worker without a
+  /// peer adds "ring <rank>"); null: no tracing.
+  std::shared_ptr<tracer> trace;
 
   // Parameter server (worker.cpp).
   std::vector<caf::actor> shards;
@@ -102,6 +106,7 @@ struct worker_core {
   double window_loss = 0, window_staleness = 0;
   std::int64_t window_samples = 0, window_pushes = 0;
   std::mt19937_64 jitter_rng;
+  trace_ref tr; ///< "worker <rank>": compute, exchange, wait, apply
 
   /// Keeps the configuration (so finish() can report), then builds the
   /// replica and data shard; throws on failure.
@@ -115,10 +120,12 @@ struct worker_core {
   void begin_comm() { phase = clock_type::now(); }
   /// Ends it: the time since begin_comm() counts as communication.
   void end_comm();
-  /// Counts compute done outside compute() (an optimizer step after an allreduce).
-  void add_compute(double seconds);
-  /// Adds time spent waiting for others (part of the communication time).
-  void add_wait(double seconds);
+  /// Counts compute done outside compute() since `t0` (an optimizer step
+  /// after an allreduce; traced as "apply").
+  void add_compute(clock_type::time_point t0);
+  /// Adds time spent waiting for others (part of the communication time);
+  /// `span`: it ended now, so trace it as "wait".
+  void add_wait(double seconds, bool span = true);
   /// Records one applied push's staleness.
   void add_staleness(std::int64_t s);
   /// Counts a finished step; every log_every steps sends the window's record.

@@ -312,6 +312,8 @@ run_config parse_config(const std::string& text, const std::string& source,
           source + ": [[nodes]] needs several workers: a topology.kind other than \"single\"");
   }
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
+  c.trace = r.boolean("experiment.trace");
+  c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
 
   // Resolved config: every schema key with its effective value.

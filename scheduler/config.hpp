@@ -67,6 +67,8 @@ struct run_config {
   std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;
   int eval_every = 1;
+  bool trace = true;        ///< write trace.json
+  int trace_spans = 20000;  ///< per actor track (ring buffer)
 
   /// The fully resolved config (defaults filled in) as TOML text, written
   /// to the results folder so a run can be repeated exactly.

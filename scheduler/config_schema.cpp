@@ -10,6 +10,8 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.name", vt::string, "\"default\"", {}, "name of the run; also the default results folder name"},
     {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding"},
     {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
+    {"experiment.trace", vt::boolean, "true", {}, "write trace.json: spans per actor (compute, exchange, wait, apply, ring send/reduce) for Perfetto or chrome://tracing"},
+    {"experiment.trace_spans", vt::integer, "20000", {}, "spans kept per actor in trace.json (a ring buffer: the last ones; bounds the file)"},
 
     {"model.kind", vt::string, "\"mlp\"", {"mlp", "lenet5", "resnet20", "resnet32", "resnet44", "resnet56"}, "network"},
     {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},

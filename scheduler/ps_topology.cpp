@@ -45,6 +45,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     sc.dc_lambda = setup.sync || local ? 0.f : setup.dc_lambda;
     sc.average = local;
     sc.opt = setup.opt;
+    sc.trace = setup.trace;
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
     std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
     shards.push_back(actors::spawn_ps_shard(sys, sc, slice0));

@@ -39,7 +39,9 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
     auto& nd = *setup.node;
     caf::actor peer;
     if (use_peers) {
-      peer = actors::spawn_ring_peer(sys, actors::ring_peer_layout(nd.rank(), n, buckets, setup.chunk_floats, group_size));
+      auto pc = actors::ring_peer_layout(nd.rank(), n, buckets, setup.chunk_floats, group_size);
+      pc.trace = setup.trace;
+      peer = actors::spawn_ring_peer(sys, pc);
       nd.publish(peer_slot, peer);
     }
     auto c = run_worker_across(
@@ -66,7 +68,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   }
   std::vector<caf::actor> peers;
   if (use_peers)
-    peers = actors::spawn_ring_peers(sys, n, buckets, setup.chunk_floats, group_size);
+    peers = actors::spawn_ring_peers(sys, n, buckets, setup.chunk_floats, group_size, setup.trace);
   caf::scoped_actor self{sys};
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r)

@@ -7,6 +7,7 @@
 #include "scheduler/data_source.hpp"
 #include "scheduler/progress.hpp"
 #include "scheduler/results.hpp"
+#include "scheduler/trace_file.hpp"
 
 #include <fmt/format.h>
 
@@ -34,6 +35,9 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
                           cfg.batch_size, cfg.seed);
   results_writer out(cfg.out);
   out.write_file("config.toml", cfg.resolved_toml);
+  auto tracer = cfg.trace ? std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans)) : nullptr;
+  const auto tr = actors::trace_ref::open(tracer, "worker 0"); // data, compute (forward, backward, update), evaluate
+  trace_output trace_out(tracer, cfg.out, cfg.name, 1);
 
   progress.note(fmt::format("gradwire: {} | {} ({} parameters) on {} x {} thread(s) | {} train / {} "
                             "test samples | results in {}",
@@ -93,6 +97,8 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
       if (!dev.is_cpu())
         kernels::backend_for(dev).synchronize();
       const auto t2 = clock_type::now();
+      tr.span("data", t0, t1, step);
+      tr.span("compute", t1, t2, step);
       ++step;
       samples += b.size;
       window_loss += r.loss_sum;
@@ -117,6 +123,7 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
       const auto te = clock_type::now();
       last_eval = trainer.evaluate(data.test);
       eval_seconds += seconds_since(te);
+      tr.since("evaluate", te, step);
       evaluated = true;
       out.metric({{"type", "eval"},
                   {"time", seconds_since(t_start)},

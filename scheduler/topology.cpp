@@ -87,6 +87,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.log_every = setup.log_every;
   wc.report_to = coordinator;
   wc.distinct_init = setup.distinct_init;
+  wc.trace = setup.trace;
   // Twice the silence limit: when one worker stalls a sync step, the
   // others' requests must not time out before the stalled one is named.
   wc.timeout = 2 * setup.timeout;

@@ -12,6 +12,7 @@
 /// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
 
 #include "actors/messages.hpp"
+#include "actors/trace.hpp"
 #include "actors/worker_core.hpp"
 #include "models/dataset.hpp"
 #include "models/network.hpp"
@@ -66,6 +67,8 @@ struct topology_setup {
   models::parallelism how = models::parallelism::automatic;
   std::uint64_t seed = 1;
   int log_every = 50; ///< steps per worker metrics record
+  /// Spans of every actor in this process, for trace.json (null: none).
+  std::shared_ptr<actors::tracer> trace;
   /// The longest a worker may stay silent (workers send a heartbeat about
   /// twice a second) before the run fails naming it; workers' requests
   /// time out after twice this.

@@ -6,6 +6,7 @@
 #include "scheduler/progress.hpp"
 #include "scheduler/topology.hpp"
 #include "scheduler/results.hpp"
+#include "scheduler/trace_file.hpp"
 #include "scheduler/job.hpp"
 #include "transport/launch_env.hpp"
 
@@ -86,6 +87,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   setup.how = models::parse_parallelism(cfg.parallelism);
   setup.seed = cfg.seed;
   setup.log_every = cfg.log_every;
+  if (cfg.trace)
+    setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));
   for (const auto& g : cfg.nodes)
     for (int i = 0; i < g.count; ++i) {
       setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
@@ -151,6 +154,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     };
     if (rank != 0) {
       run_topology(sys, setup, data.train, {}, {}, opts.stop);
+      if (setup.trace) // before the barrier: rank 0 merges the parts after it
+        write_trace_part(cfg.out, rank, trace_part(*setup.trace, rank));
       barrier(sys, *jb, 1, static_cast<int>(setup.timeout.count()));
       jb->node->close();
       return {{"status", "completed"}, {"rank", rank}, {"processes", jb->launch.size}};
@@ -158,6 +163,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   }
   results_writer out(cfg.out);
   out.write_file("config.toml", cfg.resolved_toml);
+  // trace.json is written however the run ends (a failure too); on success
+  // after the other ranks' parts are in.
+  trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
   progress.note(fmt::format("gradwire: {} | {} | {} worker(s) x {} thread(s) | {} | {} steps per worker | results in {}",
                             cfg.name, describe(cfg), cfg.workers, cfg.threads, cfg.model.kind, setup.steps, cfg.out));
   const auto t_train = std::chrono::steady_clock::now();
@@ -177,6 +185,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     barrier(sys, *jb, 1);
     jb->node->close();
   }
+  trace_out.write();
 
   models::model final_model(cfg.model, kernels::device::cpu(), cfg.seed);
   std::copy(res.params.begin(), res.params.end(), final_model.params().data());

@@ -82,6 +82,10 @@ for case in "2 posix,cma" "3 tcp"; do
   [ "$procs" = "$1" ] || bad "summary.json says processes=$procs, expected $1"
   [ "$spread" = "0.0" ] || bad "replicas across processes differ (spread $spread)"
   grep -qE '"worker":1[,}]' "$work/mp_$1/metrics.jsonl" || bad "rank 0's metrics.jsonl lacks worker 1's records"
+  # trace.json: rank 0 merged every rank's spans (one process row each) and removed the parts.
+  /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(sorted({e['pid'] for e in d['traceEvents'] if e['name']=='compute'}) != list(range(int(sys.argv[2]))))" \
+    "$work/mp_$1/trace.json" $1 || bad "trace.json of the ring across $1 processes lacks a rank's compute spans"
+  ls "$work/mp_$1"/*.part.json >/dev/null 2>&1 && bad "trace parts left in the results folder"
 done
 # Sync parameter server: the same model in 1 and 2 processes; async over 4
 # processes and local SGD over 2 train.
@@ -115,8 +119,8 @@ has "$work/mis.txt" "each process runs one worker"
 # without it and says so (launched by hand, as srun without --kill-on-bad-exit).
 p=$(port)
 export GRADWIRE_SIZE=3 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=a
-async=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set train.epochs=4 --set transport.peer_timeout_ms=1000 -q)
-GRADWIRE_RANK=0 timeout 120 "$GW" "${async[@]}" --out "$work/lost" >"$work/lost0.txt" 2>&1 &
+async=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set train.epochs=4 --set transport.peer_timeout_ms=1000 -q --out "$work/lost")
+GRADWIRE_RANK=0 timeout 120 "$GW" "${async[@]}" >"$work/lost0.txt" 2>&1 &
 r0=$!
 GRADWIRE_RANK=1 timeout 120 "$GW" "${async[@]}" >"$work/lost1.txt" 2>&1 &
 q1=$!
@@ -131,6 +135,8 @@ unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
 has "$work/lost0.txt" "carrying on without worker 2"
 [ -f "$work/lost/summary.json" ] && /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['lost_workers'] != [2])" \
   "$work/lost/summary.json" || bad "summary.json does not list worker 2 as lost"
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d['otherData']['missing_ranks'] != [2])" \
+  "$work/lost/trace.json" || bad "trace.json of the run that lost rank 2 is not valid or does not say rank 2 is missing"
 
 [ $fail = 0 ] && say "multiprocess: all checks passed"
 exit $fail
