@@ -42,6 +42,9 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
+/// Worker 0 to the coordinator: (eval_atom, step, its parameters) to evaluate
+/// on the test set during the run.
+using eval_atom = caf::atom_constant<caf::atom("eval")>;
 
 /// A parameter or gradient slice, passed by reference count.
 using slice = kernels::tensor;

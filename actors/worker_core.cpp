@@ -90,6 +90,11 @@ void worker_core::add_staleness(std::int64_t s) {
 void worker_core::end_step(caf::event_based_actor* self) {
   ++step;
   ++window.steps;
+  if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
+    auto snap = slice::empty({static_cast<std::int64_t>(model->size())});
+    std::memcpy(snap.data(), model->params().data(), model->size() * sizeof(float));
+    self->send(cfg.report_to, eval_atom::value, step, std::move(snap));
+  }
   if (window.steps < cfg.log_every && step < cfg.steps)
     return;
   auto& w = window;

@@ -45,6 +45,9 @@ struct worker_config {
   models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only
   int log_every = 50;     ///< steps per (metrics_atom, step_metrics) record
+  /// Rank 0 only: every eval_every steps (before the last) it sends a
+  /// snapshot of its replica as (eval_atom, step, slice) to report_to.
+  std::int64_t eval_every = 0;
   caf::actor report_to;   ///< receives (step_atom, rank, steps, samples) about twice a second and (done_atom, worker_report)
   std::chrono::milliseconds timeout{60000};
   /// Spans for trace.json (track "worker <rank>"; a ring worker without a

@@ -315,6 +315,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.trace = r.boolean("experiment.trace");
   c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
+  c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
 
   // Resolved config: every schema key with its effective value.
   toml::table resolved;

@@ -67,6 +67,7 @@ struct run_config {
   std::vector<node_group> nodes; ///< empty: all workers alike
   int log_every = 50;
   int eval_every = 1;
+  std::int64_t eval_steps = 0; ///< also evaluate every N steps (0: epochs only)
   bool trace = true;        ///< write trace.json
   int trace_spans = 20000;  ///< per actor track (ring buffer)
 

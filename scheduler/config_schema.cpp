@@ -72,6 +72,7 @@ const std::vector<key_spec>& config_schema() {
     {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
+    {"train.eval_steps", vt::integer, "0", {}, "also evaluate every N steps (per worker), for accuracy-against-time curves (0 = only every eval_every epochs)"},
   };
   return schema;
 }

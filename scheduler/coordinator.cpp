@@ -13,7 +13,8 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         std::chrono::milliseconds timeout,
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
-                        const std::atomic<bool>* stop, bool carry_on) {
+                        const std::atomic<bool>* stop, bool carry_on,
+                        const std::function<void(std::int64_t, const actors::slice&)>& on_eval) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const std::size_t n = workers.size();
@@ -83,6 +84,12 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
         steps[r] = step;
         samples[r] = sample_count;
         totals();
+      },
+      [&](actors::eval_atom, std::int64_t step, actors::slice params) {
+        if (on_eval && !stopping)
+          on_eval(step, params);
+        for (auto& t : last_seen) // evaluating kept this thread from hearing the workers
+          t = std::max(t, clock::now() - std::chrono::milliseconds(50));
       },
       [&](actors::metrics_atom, actors::step_metrics m) {
         last_seen[static_cast<std::size_t>(m.rank)] = clock::now();

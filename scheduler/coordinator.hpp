@@ -30,12 +30,14 @@ struct coordination {
 /// every actor of its topology. A worker whose process failed arrives as
 /// (done_atom, report with the error, true): with `carry_on` (an async
 /// parameter server, which waits for no one) the run goes on without it
-/// and lists it in `lost`; otherwise the run fails naming it.
+/// and lists it in `lost`; otherwise the run fails naming it. `on_eval`
+/// gets worker 0's snapshots (eval_atom) and runs on this thread.
 coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
                         std::chrono::milliseconds timeout,
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
-                        const std::atomic<bool>* stop, bool carry_on = false);
+                        const std::atomic<bool>* stop, bool carry_on = false,
+                        const std::function<void(std::int64_t, const actors::slice&)>& on_eval = {});
 
 /// Sends an exit to each actor.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);

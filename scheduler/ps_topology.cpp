@@ -84,7 +84,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     for (int r = 0; r < setup.workers; ++r)
       workers.push_back(actors::spawn_worker(sys, config_of(r, self)));
     local_workers = workers;
-    c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop);
+    c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
   }
   if (!c.failure.empty()) {
     stop_actors(self, local_workers);

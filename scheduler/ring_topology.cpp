@@ -76,7 +76,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)]);
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
   stop_actors(self, workers);
   stop_actors(self, peers);
   if (!c.failure.empty())

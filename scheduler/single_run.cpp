@@ -84,8 +84,30 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
     window_correct = window_samples = window_steps = 0;
   };
 
+  // Evaluation time is not training time: `paused` collects it within an epoch.
+  double paused = 0;
+  auto evaluate = [&](int epoch) {
+    const auto te = clock_type::now();
+    last_eval = trainer.evaluate(data.test);
+    eval_seconds += seconds_since(te);
+    tr.since("evaluate", te, step);
+    evaluated = true;
+    out.metric({{"type", "eval"},
+                {"time", seconds_since(t_start)},
+                {"epoch", epoch},
+                {"step", step},
+                {"test_accuracy", last_eval.accuracy},
+                {"test_loss", last_eval.loss},
+                {"train_seconds", train_seconds}});
+    out.flush();
+    if (cfg.target_accuracy > 0 && time_to_target.is_null() && last_eval.accuracy >= cfg.target_accuracy)
+      time_to_target = train_seconds;
+    return seconds_since(te);
+  };
+
   for (int epoch = 1; epoch <= cfg.epochs && step < total_steps && !stopped(); ++epoch) {
     const auto t_epoch = clock_type::now();
+    paused = 0;
     for (;;) {
       if (step >= total_steps || stopped())
         break;
@@ -109,33 +131,24 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
       window_compute_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
       if (step % cfg.log_every == 0)
         flush_window(epoch);
-      const double elapsed = train_seconds + seconds_since(t_epoch);
+      if (cfg.eval_steps > 0 && step % cfg.eval_steps == 0 && step % steps_per_epoch != 0 && step < total_steps) {
+        const double before = train_seconds;
+        train_seconds += seconds_since(t_epoch) - paused; // as of now, for the record
+        paused += evaluate(epoch);
+        train_seconds = before;
+      }
+      const double elapsed = train_seconds + seconds_since(t_epoch) - paused;
       progress.update(epoch, cfg.epochs, step, total_steps,
                       elapsed > 0 ? static_cast<double>(samples) / elapsed : 0,
                       window_samples ? window_loss / static_cast<double>(window_samples) : last_loss);
     }
-    train_seconds += seconds_since(t_epoch);
+    train_seconds += seconds_since(t_epoch) - paused;
     flush_window(epoch);
     if (stopped())
       break;
     const bool last = epoch == cfg.epochs || step >= total_steps;
     if (epoch % cfg.eval_every == 0 || last) {
-      const auto te = clock_type::now();
-      last_eval = trainer.evaluate(data.test);
-      eval_seconds += seconds_since(te);
-      tr.since("evaluate", te, step);
-      evaluated = true;
-      out.metric({{"type", "eval"},
-                  {"time", seconds_since(t_start)},
-                  {"epoch", epoch},
-                  {"step", step},
-                  {"test_accuracy", last_eval.accuracy},
-                  {"test_loss", last_eval.loss},
-                  {"train_seconds", train_seconds}});
-      out.flush();
-      if (cfg.target_accuracy > 0 && time_to_target.is_null() &&
-          last_eval.accuracy >= cfg.target_accuracy)
-        time_to_target = train_seconds;
+      evaluate(epoch);
       progress.note(fmt::format("epoch {}/{}: train loss {:.4f}, train acc {:.2f}%, test loss {:.4f}, "
                                 "test acc {:.2f}%, {:.0f} samples/s",
                                 epoch, cfg.epochs, last_loss, 100 * last_train_acc, last_eval.loss,

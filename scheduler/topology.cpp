@@ -88,6 +88,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.report_to = coordinator;
   wc.distinct_init = setup.distinct_init;
   wc.trace = setup.trace;
+  wc.eval_every = setup.eval_every;
   // Twice the silence limit: when one worker stalls a sync step, the
   // others' requests must not time out before the stalled one is named.
   wc.timeout = 2 * setup.timeout;
@@ -156,7 +157,7 @@ std::optional<coordination> run_worker_across(
                     });
     return std::nullopt;
   }
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval);
   stop_actors(self, {worker});
   return c;
 }

@@ -170,6 +170,31 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                             cfg.name, describe(cfg), cfg.workers, cfg.threads, cfg.model.kind, setup.steps, cfg.out));
   const auto t_train = std::chrono::steady_clock::now();
   const std::int64_t total_steps = setup.steps * cfg.workers;
+  // Evaluations during the run: worker 0's replica, on this thread while
+  // the workers go on (the time they take counts as training time here).
+  models::model eval_model(cfg.model, kernels::device::cpu(), cfg.seed);
+  models::trainer eval_trainer(eval_model, cfg.opt, cfg.threads);
+  nlohmann::json time_to_target = nullptr;
+  const auto coord_trace = actors::trace_ref::open(setup.trace, "coordinator");
+  auto eval_record = [&](std::int64_t step, double secs, const models::eval_result& e) {
+    out.metric({{"type", "eval"}, {"time", secs}, {"train_seconds", secs}, {"step", step},
+                {"epoch", static_cast<double>(step) / static_cast<double>(per_epoch)},
+                {"test_accuracy", e.accuracy}, {"test_loss", e.loss}});
+    out.flush();
+    if (cfg.target_accuracy > 0 && time_to_target.is_null() && e.accuracy >= cfg.target_accuracy)
+      time_to_target = secs;
+  };
+  setup.eval_every = cfg.eval_steps > 0 ? cfg.eval_steps : per_epoch * cfg.eval_every;
+  setup.on_eval = [&](std::int64_t step, const actors::slice& params) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
+    if (static_cast<std::size_t>(params.numel()) != eval_model.size())
+      return; // not this model's parameters (cannot happen with our workers)
+    std::copy(params.data(), params.data() + eval_model.size(), eval_model.params().data());
+    const auto te = std::chrono::steady_clock::now();
+    auto e = eval_trainer.evaluate(data.test);
+    eval_record(step, secs, e);
+    coord_trace.since("evaluate", te, step);
+  };
   auto res = run_topology(sys, setup, data.train, [&](std::int64_t steps, std::int64_t samples) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
@@ -185,12 +210,13 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     barrier(sys, *jb, 1);
     jb->node->close();
   }
-  trace_out.write();
 
-  models::model final_model(cfg.model, kernels::device::cpu(), cfg.seed);
+  auto& final_model = eval_model;
   std::copy(res.params.begin(), res.params.end(), final_model.params().data());
-  models::trainer evaluator(final_model, cfg.opt, cfg.threads);
-  auto eval = evaluator.evaluate(data.test);
+  const auto t_eval = std::chrono::steady_clock::now();
+  auto eval = eval_trainer.evaluate(data.test);
+  coord_trace.since("evaluate", t_eval, setup.steps);
+  trace_out.write();
 
   std::int64_t samples = 0;
   double loss = 0;
@@ -216,8 +242,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     out.metric(record);
     per_worker_json.push_back(w);
   }
-  out.metric({{"type", "eval"}, {"time", res.seconds}, {"test_accuracy", eval.accuracy}, {"test_loss", eval.loss}});
-  out.flush();
+  eval_record(res.reports.empty() ? 0 : res.reports.front().steps, res.seconds, eval);
   nlohmann::json summary = {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
@@ -250,8 +275,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     {"final_loss", loss},
     {"final_test_accuracy", eval.accuracy},
     {"final_test_loss", eval.loss},
-    {"target_accuracy", nullptr},
-    {"time_to_target", nullptr},
+    {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
+    {"time_to_target", time_to_target},
     {"staleness", staleness_summary(res.staleness)},
     {"per_worker", per_worker_json},
   };

@@ -196,3 +196,34 @@ TEST_CASE("staleness summary: mean, quantiles and max from a histogram") {
   CHECK(s["p99"] == 4);
   CHECK(s["max"] == 4);
 }
+
+TEST_CASE("train.eval_steps evaluates during the run, in one worker and in a topology, and finds time_to_target") {
+  for (const char* kind : {"single", "ring", "parameter-server"}) {
+    INFO(kind);
+    const auto out = fresh_dir(std::string("evals-") + kind);
+    auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 300\n"
+                            "[train]\nepochs = 2\nbatch_size = 32\neval_steps = 10\ntarget_accuracy = 0.3\n",
+                            "t.toml", {"experiment.out=" + out, std::string("topology.kind=\"") + kind + "\""});
+    run_options o;
+    o.progress = false;
+    auto s = std::string(kind) == "single" ? run_single(cfg, o) : run_actors(cfg, o);
+    const auto steps = std::string(kind) == "single" ? s["steps"].get<std::int64_t>() : s["steps_per_worker"].get<std::int64_t>();
+    std::vector<std::int64_t> eval_steps;
+    double last_time = -1;
+    for (const auto& r : read_jsonl(out + "/metrics.jsonl"))
+      if (r["type"] == "eval") {
+        eval_steps.push_back(r["step"].get<std::int64_t>());
+        CHECK(r["time"].get<double>() >= last_time);
+        last_time = r["time"].get<double>();
+        CHECK(r["test_accuracy"].get<double>() >= 0.0);
+      }
+    // Every 10 steps (epoch ends too in one worker), and the final one.
+    REQUIRE(eval_steps.size() >= static_cast<std::size_t>(steps / 10));
+    CHECK(eval_steps.front() == 10);
+    CHECK(eval_steps.back() == steps);
+    CHECK(std::is_sorted(eval_steps.begin(), eval_steps.end()));
+    CHECK(s["time_to_target"].is_number()); // synthetic data passes 30% quickly
+    CHECK(s["time_to_target"].get<double>() <= last_time + 1e-9);
+    fs::remove_all(out);
+  }
+}
