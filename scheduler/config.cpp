@@ -180,7 +180,60 @@ run_config parse_config(const std::string& text, const std::string& source,
                 std::string(e.description()));
   }
   // [sweep]: "key" = [values] (a grid for `gradwire run`), kept apart from the run's own keys.
-  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep, variants;
+  std::vector<std::uint32_t> variant_lines;
+  auto toml_text = [](const toml::node& n) {
+    std::ostringstream os;
+    n.visit([&](const auto& x) { os << x; });
+    return os.str();
+  };
+  auto check_key = [&](const std::string& key, const toml::node& at, const std::string& what) {
+    if (find_key(key))
+      return;
+    std::vector<std::string> all;
+    for (const auto& s : config_schema())
+      all.push_back(s.key);
+    auto near = nearest_of(key, all);
+    throw error(where(source, at) + ": " + what + " unknown key '" + key + "'" +
+                (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  };
+  if (auto* sw = root.get("sweep"); sw && sw->is_table()) {
+    if (auto* vs = sw->as_table()->get("variants")) {
+      // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
+      check(vs->is_table() && !vs->as_table()->empty(),
+            where(source, *vs) + ": write [sweep.variants] as \"label\" = { \"key\" = value, ... }");
+      for (const auto& [label, v] : *vs->as_table()) {
+        check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
+                              " must be a table of \"key\" = value");
+        std::vector<std::string> sets;
+        std::function<void(const toml::table&, const std::string&)> flat = [&](const toml::table& t, const std::string& prefix) {
+          for (const auto& [k, x] : t) {
+            const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+            if (const auto* sub = x.as_table()) {
+              flat(*sub, key);
+              continue;
+            }
+            check_key(key, x, "[sweep.variants] " + std::string(label.str()) + ":");
+            sets.push_back(key + "=" + toml_text(x));
+          }
+        };
+        flat(*v.as_table(), "");
+        check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
+        variants.emplace_back(std::string(label.str()), std::move(sets));
+        variant_lines.push_back(v.source().begin.line);
+      }
+      // toml++ keeps keys sorted: put the variants back in file order.
+      std::vector<std::size_t> order(variants.size());
+      for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return variant_lines[a] < variant_lines[b]; });
+      decltype(variants) sorted;
+      for (auto i : order)
+        sorted.push_back(std::move(variants[i]));
+      variants = std::move(sorted);
+      sw->as_table()->erase("variants");
+    }
+  }
   if (auto* sw = root.get("sweep")) {
     check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
     std::function<void(const toml::table&, const std::string&)> flatten = [&](const toml::table& t, const std::string& prefix) {
@@ -192,20 +245,10 @@ run_config parse_config(const std::string& text, const std::string& source,
         }
         const auto* arr = v.as_array();
         check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
-        if (!find_key(key)) {
-          std::vector<std::string> all;
-          for (const auto& s : config_schema())
-            all.push_back(s.key);
-          auto near = nearest_of(key, all);
-          throw error(where(source, v) + ": [sweep] unknown key '" + key + "'" +
-                      (near.empty() ? "" : " (did you mean '" + near + "'?)"));
-        }
+        check_key(key, v, "[sweep]");
         std::vector<std::string> values;
-        for (const auto& e : *arr) {
-          std::ostringstream os;
-          e.visit([&](const auto& x) { os << x; });
-          values.push_back(os.str());
-        }
+        for (const auto& e : *arr)
+          values.push_back(toml_text(e));
         sweep.emplace_back(key, std::move(values));
       }
     };
@@ -341,6 +384,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   os << resolved;
   c.resolved_toml = os.str() + "\n";
   c.sweep = std::move(sweep);
+  c.sweep_variants = std::move(variants);
   return c;
 }
 

@@ -76,6 +76,9 @@ struct run_config {
   std::string resolved_toml;
   /// [sweep]: the grid for `gradwire run` (key, values as TOML text), in file order.
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
+  /// [sweep.variants]: label -> overrides ("key=value") that go together
+  /// (e.g. a topology kind with its mode), one axis of the grid, in file order.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep_variants;
 };
 
 /// Parses the file at `path` and applies `overrides` ("key=value").

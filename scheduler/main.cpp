@@ -148,9 +148,19 @@ int main(int argc, char** argv) {
     std::vector<gradwire::scheduler::sweep_axis> axes;
     for (const auto& s : sweeps)
       axes.push_back(gradwire::scheduler::parse_sweep(s));
-    if (axes.empty() && gradwire::transport::detect_launch().size == 1) // a [sweep] section in the config
-      for (auto& [key, values] : gradwire::scheduler::load_config(config_path, overrides).sweep)
-        axes.push_back({key, values});
+    if (axes.empty() && gradwire::transport::detect_launch().size == 1) { // a [sweep] section in the config
+      auto c = gradwire::scheduler::load_config(config_path, overrides);
+      if (!c.sweep_variants.empty()) { // the variants first: the slowest axis
+        gradwire::scheduler::sweep_axis v{"variant", {}, {}};
+        for (auto& [label, sets] : c.sweep_variants) {
+          v.values.push_back(label);
+          v.sets.push_back(sets);
+        }
+        axes.push_back(std::move(v));
+      }
+      for (auto& [key, values] : c.sweep)
+        axes.push_back({key, values, {}});
+    }
     if (!axes.empty()) {
       std::signal(SIGINT, on_sigint);
       gradwire::scheduler::run_options so;

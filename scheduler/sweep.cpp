@@ -114,21 +114,27 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
       std::size_t stride = 1;
       for (std::size_t m = k + 1; m < axes.size(); ++m)
         stride *= axes[m].values.size();
-      const auto& v = axes[k].values[(rest / stride) % axes[k].values.size()];
+      const auto vi = (rest / stride) % axes[k].values.size();
+      const auto& v = axes[k].values[vi];
       p.values.push_back(v);
-      ov.push_back(axes[k].key + "=" + v);
+      if (axes[k].sets.empty())
+        ov.push_back(axes[k].key + "=" + v);
+      else
+        ov.insert(ov.end(), axes[k].sets[vi].begin(), axes[k].sets[vi].end());
       label += (label.empty() ? "" : ",") + axes[k].key + "=" + v;
     }
     auto cfg = load_config(config_path, ov);
     if (pass == 0)
       continue;
-    cfg.out = fmt::format("{}/point-{:03d}", out_dir, i);
+    const auto point_dir = fmt::format("point-{:03d}", i);
+    cfg.out = out_dir + "/" + point_dir;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "gradwire sweep: point %zu of %zu: %s%s\n", i + 1, points, label.c_str(),
                  i ? fmt::format(" (ETA {:.0f} s)", elapsed / static_cast<double>(i) * static_cast<double>(points - i)).c_str() : "");
     run_options po = opts;
     p.summary = cfg.topology != "single" ? run_actors(cfg, po) : run_single(cfg, po);
     p.summary["sweep_point"] = label;
+    p.summary["point_dir"] = point_dir;
     done.push_back(std::move(p));
     if (opts.stop && opts.stop->load())
       break;
@@ -197,16 +203,17 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
     md += k + " | ";
     csv += k + ",";
   }
-  md += "runs | samples/s | speedup | efficiency | test accuracy | final loss | staleness mean | staleness p99 | "
-        "slowest workers' p99 |\n|";
+  md += "runs | samples/s | speedup | efficiency | test accuracy | time to target (s) | final loss | staleness mean | "
+        "staleness p99 | slowest workers' p99 |\n|";
   csv += "runs,samples_per_sec,samples_per_sec_sd,speedup,efficiency,final_test_accuracy,final_test_accuracy_sd,"
-         "final_loss,staleness_mean,staleness_p99,slowest_workers_staleness_p99\n";
-  for (std::size_t k = 0; k < keys.size() + 9; ++k)
+         "time_to_target,final_loss,staleness_mean,staleness_p99,slowest_workers_staleness_p99\n";
+  for (std::size_t k = 0; k < keys.size() + 10; ++k)
     md += "---|";
   md += "\n";
   for (const auto& [g, ps] : groups) {
     const auto thr = metric(ps, "samples_per_sec"), acc = metric(ps, "final_test_accuracy"),
-               loss = metric(ps, "final_loss"), sm = stale(ps, "mean"), sp = stale(ps, "p99"), slow = slow_p99(ps);
+               loss = metric(ps, "final_loss"), sm = stale(ps, "mean"), sp = stale(ps, "p99"), slow = slow_p99(ps),
+               ttt = metric(ps, "time_to_target"); // n/a where a run never reached it
     const int w = ps.front()->summary.value("workers", 1);
     const double speedup = thr.mean / base_thr;
     const double eff = speedup * base_workers / w;
@@ -219,16 +226,24 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
       csv += v + ",";
     }
     row.update({{"runs", ps.size()}, {"samples_per_sec", thr.mean}, {"speedup", speedup}, {"efficiency", eff},
-                {"final_test_accuracy", acc.mean}, {"final_loss", loss.mean}, {"staleness_mean", sm.mean},
+                {"final_test_accuracy", acc.mean},
+                {"time_to_target", std::isnan(ttt.mean) ? nlohmann::json(nullptr) : nlohmann::json(ttt.mean)},
+                {"final_loss", loss.mean}, {"staleness_mean", sm.mean},
                 {"staleness_p99", sp.mean},
                 {"slowest_workers_staleness_p99", std::isnan(slow.mean) ? nlohmann::json(nullptr) : nlohmann::json(slow.mean)}});
     rows.push_back(row);
-    md += fmt::format("{} | {} | {:.2f} | {:.0f}% | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
-                      100 * eff, cell(acc, "{:.2f}%", 100), cell(loss, "{:.4f}"), cell(sm, "{:.2f}"), cell(sp, "{:.1f}"),
-                      cell(slow, "{:.1f}"));
-    csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.5f},{:.3f},{:.1f},{:.1f}\n", ps.size(), thr.mean,
+    std::size_t reached = 0;
+    for (const auto* p : ps)
+      reached += p->summary.contains("time_to_target") && p->summary["time_to_target"].is_number();
+    auto ttt_cell = cell(ttt, "{:.2f}");
+    if (reached > 0 && reached < ps.size())
+      ttt_cell += fmt::format(" ({} of {})", reached, ps.size());
+    md += fmt::format("{} | {} | {:.2f} | {:.0f}% | {} | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
+                      100 * eff, cell(acc, "{:.2f}%", 100), ttt_cell, cell(loss, "{:.4f}"), cell(sm, "{:.2f}"),
+                      cell(sp, "{:.1f}"), cell(slow, "{:.1f}"));
+    csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.5f},{:.3f},{:.1f},{:.1f}\n", ps.size(), thr.mean,
                        std::isnan(thr.sd) ? 0.0 : thr.sd, speedup, eff, acc.mean, std::isnan(acc.sd) ? 0.0 : acc.sd,
-                       loss.mean, sm.mean, sp.mean, slow.mean);
+                       ttt.mean, loss.mean, sm.mean, sp.mean, slow.mean);
   }
   std::filesystem::create_directories(out_dir);
   std::ofstream(out_dir + "/sweep.md") << md;

@@ -21,6 +21,9 @@ namespace gradwire::scheduler {
 struct sweep_axis {
   std::string key;
   std::vector<std::string> values; ///< TOML values as written (quoted strings stay quoted)
+  /// Variants ([sweep.variants]; key "variant"): values are labels and
+  /// value i stands for the overrides sets[i] ("key=value") instead.
+  std::vector<std::vector<std::string>> sets;
 };
 
 /// Parses "key=v1,v2,..." (values that are arrays, e.g. model.hidden=[64,32],

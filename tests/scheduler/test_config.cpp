@@ -109,3 +109,26 @@ TEST_CASE("the shipped example configs parse") {
     CHECK_NOTHROW(load_config(std::string(GW_SOURCE_DIR) + "/examples/" + f));
   }
 }
+
+TEST_CASE("[sweep] axes and [sweep.variants] in file order, mistakes name the line and key") {
+  auto c = parse_config("[sweep]\n\"experiment.seed\" = [1, 2]\n[sweep.variants]\n"
+                        "\"sync\" = { \"topology.kind\" = \"parameter-server\", \"topology.mode\" = \"sync\" }\n"
+                        "\"a ring\" = { topology.kind = \"ring\", topology.workers = 4 }\n",
+                        "s.toml");
+  REQUIRE(c.sweep.size() == 1);
+  CHECK(c.sweep[0].first == "experiment.seed");
+  CHECK(c.sweep[0].second == std::vector<std::string>{"1", "2"});
+  REQUIRE(c.sweep_variants.size() == 2);
+  CHECK(c.sweep_variants[0].first == "sync"); // file order, not toml++'s sorted order
+  CHECK(c.sweep_variants[1].first == "a ring");
+  CHECK(c.sweep_variants[0].second ==
+        std::vector<std::string>{"topology.kind=\"parameter-server\"", "topology.mode=\"sync\""});
+  CHECK(c.sweep_variants[1].second == std::vector<std::string>{"topology.kind=\"ring\"", "topology.workers=4"});
+  CHECK_THROWS_WITH(parse_config("[sweep.variants]\nx = { \"topology.kinds\" = \"ring\" }\n", "s.toml"),
+                    Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'topology.kinds'") &&
+                      Catch::Contains("did you mean 'topology.kind'"));
+  CHECK_THROWS_WITH(parse_config("[sweep.variants]\nx = 3\n", "s.toml"),
+                    Catch::Contains("s.toml:2") && Catch::Contains("must be a table"));
+  CHECK_THROWS_WITH(parse_config("[sweep]\n\"train.lr\" = []\n", "s.toml"),
+                    Catch::Contains("s.toml:2") && Catch::Contains("non-empty array"));
+}
