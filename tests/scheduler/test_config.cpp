@@ -110,7 +110,7 @@ TEST_CASE("the shipped example configs parse") {
   }
 }
 
-TEST_CASE("[sweep] axes and [sweep.variants] in file order, mistakes name the line and key") {
+TEST_CASE("sweep axes and sweep variants in file order and mistakes name the line and key") {
   auto c = parse_config("[sweep]\n\"experiment.seed\" = [1, 2]\n[sweep.variants]\n"
                         "\"sync\" = { \"topology.kind\" = \"parameter-server\", \"topology.mode\" = \"sync\" }\n"
                         "\"a ring\" = { topology.kind = \"ring\", topology.workers = 4 }\n",
