@@ -122,8 +122,8 @@ TEST_CASE("sweep axes and sweep variants in file order and mistakes name the lin
   CHECK(c.sweep_variants[0].first == "sync"); // file order, not toml++'s sorted order
   CHECK(c.sweep_variants[1].first == "a ring");
   CHECK(c.sweep_variants[0].second ==
-        std::vector<std::string>{"topology.kind=\"parameter-server\"", "topology.mode=\"sync\""});
-  CHECK(c.sweep_variants[1].second == std::vector<std::string>{"topology.kind=\"ring\"", "topology.workers=4"});
+        std::vector<std::string>{"topology.kind='parameter-server'", "topology.mode='sync'"}); // TOML literal strings
+  CHECK(c.sweep_variants[1].second == std::vector<std::string>{"topology.kind='ring'", "topology.workers=4"});
   CHECK_THROWS_WITH(parse_config("[sweep.variants]\nx = { \"topology.kinds\" = \"ring\" }\n", "s.toml"),
                     Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'topology.kinds'") &&
                       Catch::Contains("did you mean 'topology.kind'"));
