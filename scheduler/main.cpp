@@ -4,6 +4,7 @@
 #include "scheduler/bench_allreduce.hpp"
 #include "scheduler/config.hpp"
 #include "scheduler/launch.hpp"
+#include "scheduler/report.hpp"
 #include "scheduler/topology_run.hpp"
 #include "scheduler/single_run.hpp"
 #include "scheduler/sweep.hpp"
@@ -59,6 +60,14 @@ Examples:
   srun -n 8 gradwire bench allreduce        (rank, size from SLURM; set MASTER_ADDR)
   mpirun -n 2 gradwire bench allreduce)";
 
+/// Writes DIR/report.html and says where (or why there are no plots).
+void report_on(const std::string& dir) {
+  auto r = gradwire::scheduler::write_report(dir);
+  std::printf("report: %s (%zu plot(s))\n", r.html.c_str(), r.plots);
+  if (r.plots == 0)
+    std::printf("report: %s\n", r.problem.c_str());
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -76,6 +85,8 @@ int main(int argc, char** argv) {
   run->add_option("--set,-s", overrides, "override a config key: --set train.epochs=1 (repeatable)")
     ->type_name("KEY=VALUE");
   run->add_flag("--quiet,-q", quiet, "no progress line");
+  bool no_report = false;
+  run->add_flag("--no-report", no_report, "skip report.html and its plots at the end");
   std::vector<std::string> sweeps;
   run->add_option("--sweep", sweeps,
                   "run a grid: --sweep topology.workers=1,2,4,8 (repeatable; experiment.seed values are repeats, "
@@ -106,6 +117,20 @@ int main(int argc, char** argv) {
   allreduce->add_option("--rendezvous", ab.job.rendezvous, "HOST:PORT of rank 0 (default: environment)");
   allreduce->add_option("--procs,-p", procs, "start this many local processes (otherwise one rank of srun/mpirun)");
 
+  std::string report_dir;
+  auto* report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
+  report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
+against wall time and steps, staleness histograms, the summary and
+per-worker tables. For a sweep folder (sweep.json): the comparison table,
+accuracy and loss curves of every point overlaid, speedup and efficiency
+against workers, staleness per point. Plots need gnuplot (Debian:
+gnuplot-nox); without it the page has the tables and says so.
+`gradwire run` writes the report itself unless --no-report.
+
+Examples:
+  gradwire report results/default
+  gradwire report results/study-scaling-sweep)");
+  report->add_option("dir", report_dir, "results folder of a run or a sweep")->required();
   auto* keys = app.add_subcommand("keys", "list every config key with its default and meaning");
   auto* info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
 
@@ -139,6 +164,10 @@ int main(int argc, char** argv) {
       std::fputs(gradwire::scheduler::describe_keys().c_str(), stdout);
       return 0;
     }
+    if (*report) {
+      report_on(report_dir);
+      return 0;
+    }
     if (*info) {
       std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\n",
                   gradwire::kernels::built_with_cuda() ? "built" : "not built",
@@ -166,7 +195,9 @@ int main(int argc, char** argv) {
       gradwire::scheduler::run_options so;
       so.progress = !quiet;
       so.stop = &g_stop;
-      gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so);
+      auto sweep_dir = gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so);
+      if (!no_report)
+        report_on(sweep_dir);
       return g_stop ? 130 : 0;
     }
     auto cfg = gradwire::scheduler::load_config(config_path, overrides);
@@ -186,6 +217,8 @@ int main(int argc, char** argv) {
                 summary["wall_seconds"].get<double>(), summary["samples_per_sec"].get<double>(),
                 acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(),
                 cfg.out.c_str());
+    if (!no_report)
+      report_on(cfg.out);
     return g_stop ? 130 : 0;
   } catch (const gradwire::error& e) {
     std::fprintf(stderr, "gradwire: error: %s\n", e.what());

@@ -90,7 +90,7 @@ std::string cell(stat s, const char* f, double scale = 1) {
 
 } // namespace
 
-nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
+std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
                          const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts) {
   check(!axes.empty(), "a sweep needs at least one --sweep KEY=V1,V2,...");
   auto base = load_config(config_path, overrides); // errors in the config itself surface before any run
@@ -254,7 +254,7 @@ nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::
   std::ofstream(out_dir + "/sweep.json") << nlohmann::json{{"points", all}, {"rows", rows}}.dump(2) << "\n";
   std::printf("\n%s\nsweep of %zu point(s): %s/sweep.md, sweep.csv, sweep.json; each point in %s/point-NNN/\n",
               md.c_str(), done.size(), out_dir.c_str(), out_dir.c_str());
-  return rows;
+  return out_dir;
 }
 
 } // namespace gradwire::scheduler

@@ -31,9 +31,9 @@ struct sweep_axis {
 sweep_axis parse_sweep(const std::string& text);
 
 /// Runs every point of the grid (in order, the last axis fastest) under
-/// `out_dir` (default results/<name>-sweep) and writes the table. Returns
-/// the rows (one per group of repeats).
-nlohmann::json run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
+/// `out_dir` (default results/<name>-sweep) and writes the table (rows:
+/// one per group of repeats). Returns the sweep's folder.
+std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
                          const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts);
 
 } // namespace gradwire::scheduler

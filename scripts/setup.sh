@@ -10,12 +10,21 @@ PACKAGES=(
   libfmt-dev nlohmann-json3-dev zlib1g-dev libhwloc-dev
   dataset-fashion-mnist
   python3   # the CLI smoke test checks summary.json with it
+  gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
 )
+# Only for the test suite: report.html is opened in headless Chromium.
+TEST_PACKAGES=(chromium)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
 BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev)
 
 want=("${PACKAGES[@]}")
-if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PACKAGES[@]}"); fi
+for arg in "$@"; do
+  case "$arg" in
+    --bench) want+=("${BENCH_PACKAGES[@]}") ;;
+    --test) want+=("${TEST_PACKAGES[@]}") ;;
+    *) echo "setup.sh: unknown option '$arg' (expected --bench or --test)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do

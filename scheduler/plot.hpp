@@ -1,0 +1,40 @@
+#pragma once
+/// @file plot.hpp
+/// Plots with gnuplot (Debian's gnuplot-nox): one script with inline data
+/// blocks, one SVG per plot. gnuplot is optional: without it nothing is
+/// drawn and the reason says what to install; the caller carries on.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+struct plot_series {
+  std::string title;
+  std::vector<std::pair<double, double>> xy;
+};
+
+struct plot_spec {
+  std::string name;  ///< file name without .svg
+  std::string title, xlabel, ylabel;
+  std::vector<plot_series> series;
+  enum class style { lines, linespoints, points, boxes } how = style::lines;
+  bool log_y = false;
+  bool ideal_diagonal = false; ///< adds y = x (perfect speedup)
+  double y_min = 0, y_max = 0; ///< both 0: automatic
+};
+
+struct plot_outcome {
+  std::vector<std::string> files; ///< SVG paths written, in spec order (empty series are skipped)
+  std::string problem;            ///< why none were drawn, when none were
+};
+
+/// The gnuplot executable: $GRADWIRE_GNUPLOT when set, else `gnuplot` on
+/// the PATH; empty when there is none.
+std::string find_gnuplot();
+
+/// Writes `dir`/plot.gp and runs gnuplot on it, making `dir`/<name>.svg.
+plot_outcome draw_plots(const std::string& dir, const std::vector<plot_spec>& plots);
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,137 @@
+// gradwire report: report.html with tables and gnuplot plots for a run and
+// for a sweep; without gnuplot the tables remain and the page says why.
+#include "kernels/error.hpp"
+#include "scheduler/config.hpp"
+#include "scheduler/plot.hpp"
+#include "scheduler/report.hpp"
+#include "scheduler/sweep.hpp"
+#include "scheduler/topology_run.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace gradwire;
+using namespace gradwire::scheduler;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  auto p = fs::temp_directory_path() / ("gw-report-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1))
+    ++n;
+  return n;
+}
+
+const char* async_ps = "[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\nsynthetic_test = 200\n"
+                       "[topology]\nkind = \"parameter-server\"\nmode = \"async\"\nworkers = 3\n"
+                       "[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\nlog_every = 4\n";
+
+/// Sets or clears GRADWIRE_GNUPLOT for one scope.
+struct gnuplot_env {
+  explicit gnuplot_env(const char* value) {
+    if (value)
+      ::setenv("GRADWIRE_GNUPLOT", value, 1);
+  }
+  ~gnuplot_env() { ::unsetenv("GRADWIRE_GNUPLOT"); }
+};
+
+} // namespace
+
+TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot is there") {
+  const auto dir = fresh_dir("run");
+  auto cfg = parse_config(async_ps, "t.toml", {"experiment.out=" + dir});
+  run_options o;
+  o.progress = false;
+  run_actors(cfg, o);
+  auto r = write_report(dir);
+  CHECK(r.html == dir + "/report.html");
+  const auto html = slurp(r.html);
+  CHECK(html.rfind("<!doctype html>", 0) == 0);
+  CHECK(html.find("</html>") != std::string::npos);
+  CHECK(html.find("staleness p99") != std::string::npos);
+  CHECK(count(html, "<tr>") >= 3 + 10); // per-worker rows and summary rows
+  if (find_gnuplot().empty()) {
+    WARN("gnuplot not installed: only the no-plot page is checked");
+    CHECK(r.plots == 0);
+    return;
+  }
+  // Loss and accuracy against time and steps, staleness overall and per worker.
+  CHECK(r.plots == 6);
+  for (const char* f : {"loss_time", "loss_steps", "accuracy_time", "accuracy_steps", "staleness", "staleness_per_worker"}) {
+    INFO(f);
+    const auto svg = slurp(dir + "/plots/" + f + ".svg");
+    CHECK(svg.find("<svg") != std::string::npos);
+    CHECK(svg.find("<path") != std::string::npos); // something was drawn
+  }
+  CHECK(count(html, "data:image/svg+xml;base64,") == 6); // embedded: the page stands alone
+  fs::remove_all(dir);
+}
+
+TEST_CASE("without gnuplot the report keeps its tables and says what to install") {
+  const auto dir = fresh_dir("nognuplot");
+  auto cfg = parse_config(async_ps, "t.toml", {"experiment.out=" + dir, "train.epochs=1"});
+  run_options o;
+  o.progress = false;
+  run_actors(cfg, o);
+  gnuplot_env env("/nonexistent/gnuplot");
+  auto r = write_report(dir);
+  CHECK(r.plots == 0);
+  CHECK(r.problem.find("gnuplot-nox") != std::string::npos);
+  const auto html = slurp(r.html);
+  CHECK(html.find("id=\"no-plots\"") != std::string::npos);
+  CHECK(html.find("apt-get install gnuplot-nox") != std::string::npos);
+  CHECK(html.find("staleness p99") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and efficiency against workers") {
+  const auto dir = fresh_dir("sweep");
+  const auto cfg_path = dir + ".toml";
+  std::ofstream(cfg_path) << "[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\nsynthetic_test = 200\n"
+                             "[topology]\nkind = \"ring\"\n[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\n";
+  run_options o;
+  o.progress = false;
+  const auto out = run_sweep(cfg_path, {}, {sweep_axis{"topology.workers", {"1", "2"}, {}}}, dir, o);
+  CHECK(out == dir);
+  auto r = write_report(dir);
+  const auto html = slurp(r.html);
+  CHECK(html.find("efficiency") != std::string::npos);
+  CHECK(html.find("point-001") != std::string::npos);
+  if (!find_gnuplot().empty()) {
+    CHECK(r.plots == 4); // accuracy, loss, speedup, efficiency (a ring has no staleness)
+    CHECK(fs::exists(dir + "/plots/speedup.svg"));
+    CHECK(fs::exists(dir + "/plots/efficiency.svg"));
+    // One curve per point in the overlay.
+    CHECK(count(slurp(dir + "/plots/plot.gp"), "topology.workers=") >= 4);
+  }
+  fs::remove_all(dir);
+  fs::remove(cfg_path);
+}
+
+TEST_CASE("a folder that is neither a run nor a sweep is a clear error") {
+  const auto dir = fresh_dir("empty");
+  fs::create_directories(dir);
+  CHECK_THROWS_WITH(write_report(dir), Catch::Contains(dir) && Catch::Contains("neither summary.json"));
+  std::ofstream(dir + "/summary.json") << "{ not json";
+  CHECK_THROWS_WITH(write_report(dir), Catch::Contains("summary.json: not valid JSON"));
+  fs::remove_all(dir);
+}
