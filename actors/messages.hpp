@@ -42,8 +42,9 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
-/// Worker 0 to the coordinator: (eval_atom, step, its parameters) to evaluate
-/// on the test set during the run.
+/// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
+/// BatchNorm statistics or an empty slice) to evaluate on the test set
+/// during the run.
 using eval_atom = caf::atom_constant<caf::atom("eval")>;
 
 /// A parameter or gradient slice, passed by reference count.
@@ -67,6 +68,7 @@ struct worker_report {
   std::int64_t dropped = 0;        ///< pushes a sync shard dropped (backup workers)
   double wait_seconds = 0;         ///< part of comm_seconds spent waiting for other workers
   slice params;                    ///< the final replica (ring, gossip, local models)
+  slice state;                     ///< its BatchNorm running statistics (models that have any)
   std::string error;               ///< empty on success
 };
 

@@ -8,6 +8,19 @@
 
 namespace gradwire::actors {
 
+namespace {
+
+/// A host copy the receiver may keep (empty when `t` is).
+slice copy_of(const kernels::tensor& t) {
+  if (t.numel() == 0)
+    return {};
+  auto out = slice::empty({t.numel()});
+  std::memcpy(out.data(), t.data(), static_cast<std::size_t>(t.numel()) * sizeof(float));
+  return out;
+}
+
+} // namespace
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -90,11 +103,8 @@ void worker_core::add_staleness(std::int64_t s) {
 void worker_core::end_step(caf::event_based_actor* self) {
   ++step;
   ++window.steps;
-  if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
-    auto snap = slice::empty({static_cast<std::int64_t>(model->size())});
-    std::memcpy(snap.data(), model->params().data(), model->size() * sizeof(float));
-    self->send(cfg.report_to, eval_atom::value, step, std::move(snap));
-  }
+  if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps)
+    self->send(cfg.report_to, eval_atom::value, step, copy_of(model->params()), copy_of(model->state()));
   if (window.steps < cfg.log_every && step < cfg.steps)
     return;
   auto& w = window;
@@ -135,10 +145,10 @@ void worker_core::finish(caf::event_based_actor* self, std::string error, bool w
   report.seconds = seconds_since(start);
   report.last_loss = loss_samples ? loss_sum / static_cast<double>(loss_samples) : 0;
   report.error = std::move(error);
-  if (with_params && model) {
-    report.params = slice::empty({static_cast<std::int64_t>(model->size())});
-    std::memcpy(report.params.data(), model->params().data(), model->size() * sizeof(float));
-  }
+  if (with_params && model)
+    report.params = copy_of(model->params());
+  if (model && model->state().numel() > 0) // the evaluation needs BatchNorm's statistics too
+    report.state = copy_of(model->state());
   self->send(cfg.report_to, done_atom::value, report);
   self->quit();
 }

@@ -282,6 +282,7 @@ run_config parse_config(const std::string& text, const std::string& source,
 
   c.dataset = r.str("data.dataset");
   c.data_path = r.str("data.path");
+  c.if_missing = r.str("data.if_missing");
   c.train_subset = r.integer("data.train_subset", 0, INT64_MAX);
   c.test_subset = r.integer("data.test_subset", 0, INT64_MAX);
   c.synthetic_train = r.integer("data.synthetic_train", 1, 10'000'000);

@@ -34,6 +34,7 @@ struct run_config {
 
   std::string dataset = "fashion-mnist";
   std::string data_path;
+  std::string if_missing = "error"; ///< "error" | "synthetic"
   std::int64_t train_subset = 0, test_subset = 0;
   std::int64_t synthetic_train = 10000, synthetic_test = 2000;
   bool normalize = true;

@@ -23,6 +23,8 @@ const std::vector<key_spec>& config_schema() {
     {"data.test_subset", vt::integer, "0", {}, "evaluate on only the first N test samples (0 = all)"},
     {"data.synthetic_train", vt::integer, "10000", {}, "training samples of a synthetic dataset"},
     {"data.synthetic_test", vt::integer, "2000", {}, "test samples of a synthetic dataset"},
+    {"data.if_missing", vt::string, "\"error\"", {"error", "synthetic"},
+     "when the dataset's files are absent: stop with an error, or train on synthetic data of the same shape (said on stderr and in summary.json's dataset)"},
     {"data.normalize", vt::boolean, "true", {}, "standardise pixels with the training set's mean and std (else pixels / 255)"},
 
     {"train.epochs", vt::integer, "5", {}, "passes over the training set"},

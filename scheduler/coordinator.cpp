@@ -14,7 +14,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
                         const std::atomic<bool>* stop, bool carry_on,
-                        const std::function<void(std::int64_t, const actors::slice&)>& on_eval) {
+                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const std::size_t n = workers.size();
@@ -85,9 +85,9 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
         samples[r] = sample_count;
         totals();
       },
-      [&](actors::eval_atom, std::int64_t step, actors::slice params) {
+      [&](actors::eval_atom, std::int64_t step, actors::slice params, actors::slice state) {
         if (on_eval && !stopping)
-          on_eval(step, params);
+          on_eval(step, params, state);
         for (auto& t : last_seen) // evaluating kept this thread from hearing the workers
           t = std::max(t, clock::now() - std::chrono::milliseconds(50));
       },

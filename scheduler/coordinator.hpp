@@ -37,7 +37,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
                         const std::atomic<bool>* stop, bool carry_on = false,
-                        const std::function<void(std::int64_t, const actors::slice&)>& on_eval = {});
+                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {});
 
 /// Sends an exit to each actor.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace gradwire::scheduler {
 
-data_pair load_data(run_config& cfg) {
+namespace {
+
+data_pair load_named(const run_config& cfg) {
   data_pair d;
   const auto& ds = cfg.dataset;
   if (ds == "fashion-mnist" || ds == "mnist") {
@@ -32,6 +35,25 @@ data_pair load_data(run_config& cfg) {
     d.train.name = d.test.name = ds;
   } else {
     throw error("unknown dataset '" + ds + "' in " + cfg.source);
+  }
+  return d;
+}
+
+} // namespace
+
+data_pair load_data(run_config& cfg) {
+  data_pair d;
+  try {
+    d = load_named(cfg);
+  } catch (const error& e) {
+    if (cfg.if_missing != "synthetic" || cfg.dataset.rfind("synthetic", 0) == 0)
+      throw;
+    // data.if_missing = "synthetic": data of the same shape, said loudly.
+    const bool cifar = cfg.dataset == "cifar10";
+    std::fprintf(stderr, "gradwire: %s\ngradwire: using synthetic %s-shaped data instead (data.if_missing = \"synthetic\")\n",
+                 e.what(), cifar ? "CIFAR" : "MNIST");
+    cfg.dataset = cifar ? "synthetic-cifar" : "synthetic";
+    d = load_named(cfg);
   }
   d.train = d.train.head(cfg.train_subset);
   d.test = d.test.head(cfg.test_subset);

@@ -190,6 +190,9 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
   // Speedup and efficiency against the group with the fewest workers.
   double base_thr = std::nan("");
   int base_workers = 1 << 30;
+  bool same_workers = true;
+  for (const auto& [g, ps] : groups)
+    same_workers = same_workers && ps.front()->summary.value("workers", 1) == groups.front().second.front()->summary.value("workers", 1);
   for (const auto& [g, ps] : groups) {
     const int w = ps.front()->summary.value("workers", 1);
     if (w < base_workers) {
@@ -216,7 +219,9 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
                ttt = metric(ps, "time_to_target"); // n/a where a run never reached it
     const int w = ps.front()->summary.value("workers", 1);
     const double speedup = thr.mean / base_thr;
-    const double eff = speedup * base_workers / w;
+    // Efficiency only where the worker count varies; otherwise speedup is
+    // the throughput relative to the first row.
+    const double eff = same_workers ? std::nan("") : speedup * base_workers / w;
     nlohmann::json row;
     md += "| ";
     for (std::size_t k = 0; k < axes_shown.size(); ++k) {
@@ -225,7 +230,7 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
       md += v + " | ";
       csv += v + ",";
     }
-    row.update({{"runs", ps.size()}, {"samples_per_sec", thr.mean}, {"speedup", speedup}, {"efficiency", eff},
+    row.update({{"runs", ps.size()}, {"samples_per_sec", thr.mean}, {"speedup", speedup}, {"efficiency", std::isnan(eff) ? nlohmann::json(nullptr) : nlohmann::json(eff)},
                 {"final_test_accuracy", acc.mean},
                 {"time_to_target", std::isnan(ttt.mean) ? nlohmann::json(nullptr) : nlohmann::json(ttt.mean)},
                 {"final_loss", loss.mean}, {"staleness_mean", sm.mean},
@@ -238,8 +243,8 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     auto ttt_cell = cell(ttt, "{:.2f}");
     if (reached > 0 && reached < ps.size())
       ttt_cell += fmt::format(" ({} of {})", reached, ps.size());
-    md += fmt::format("{} | {} | {:.2f} | {:.0f}% | {} | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
-                      100 * eff, cell(acc, "{:.2f}%", 100), ttt_cell, cell(loss, "{:.4f}"), cell(sm, "{:.2f}"),
+    md += fmt::format("{} | {} | {:.2f} | {} | {} | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
+                      std::isnan(eff) ? std::string("n/a") : fmt::format("{:.0f}%", 100 * eff), cell(acc, "{:.2f}%", 100), ttt_cell, cell(loss, "{:.4f}"), cell(sm, "{:.2f}"),
                       cell(sp, "{:.1f}"), cell(slow, "{:.1f}"));
     csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.5f},{:.3f},{:.1f},{:.1f}\n", ps.size(), thr.mean,
                        std::isnan(thr.sd) ? 0.0 : thr.sd, speedup, eff, acc.mean, std::isnan(acc.sd) ? 0.0 : acc.sd,

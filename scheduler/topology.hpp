@@ -72,7 +72,7 @@ struct topology_setup {
   /// Worker 0's replica every eval_every steps (0: never), evaluated by
   /// on_eval on the coordinator's thread while the workers go on.
   std::int64_t eval_every = 0;
-  std::function<void(std::int64_t, const actors::slice&)> on_eval;
+  std::function<void(std::int64_t, const actors::slice& params, const actors::slice& state)> on_eval;
   /// The longest a worker may stay silent (workers send a heartbeat about
   /// twice a second) before the run fails naming it; workers' requests
   /// time out after twice this.

@@ -185,11 +185,17 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
       time_to_target = secs;
   };
   setup.eval_every = cfg.eval_steps > 0 ? cfg.eval_steps : per_epoch * cfg.eval_every;
-  setup.on_eval = [&](std::int64_t step, const actors::slice& params) {
+  // BatchNorm statistics come with the parameters (as DDP takes rank 0's buffers).
+  auto set_state = [&](const actors::slice& state) {
+    if (state.defined() && state.numel() == eval_model.state().numel())
+      std::copy(state.data(), state.data() + state.numel(), eval_model.state().data());
+  };
+  setup.on_eval = [&](std::int64_t step, const actors::slice& params, const actors::slice& state) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
     if (static_cast<std::size_t>(params.numel()) != eval_model.size())
       return; // not this model's parameters (cannot happen with our workers)
     std::copy(params.data(), params.data() + eval_model.size(), eval_model.params().data());
+    set_state(state);
     const auto te = std::chrono::steady_clock::now();
     auto e = eval_trainer.evaluate(data.test);
     eval_record(step, secs, e);
@@ -213,6 +219,11 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
 
   auto& final_model = eval_model;
   std::copy(res.params.begin(), res.params.end(), final_model.params().data());
+  for (const auto& rep : res.reports) // worker 0's statistics (the first that reported any)
+    if (rep.state.defined()) {
+      set_state(rep.state);
+      break;
+    }
   const auto t_eval = std::chrono::steady_clock::now();
   auto eval = eval_trainer.evaluate(data.test);
   coord_trace.since("evaluate", t_eval, setup.steps);

@@ -121,6 +121,7 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
       w.setDropped(r.dropped);
       w.setWaitSeconds(r.wait_seconds);
       w.setParams(r.params.defined() ? static_cast<std::int32_t>(add_tensor(r.params)) : -1);
+      w.setState(r.state.defined() ? static_cast<std::int32_t>(add_tensor(r.state)) : -1);
       w.setError(r.error);
     } else if (msg.match_element<std::vector<std::int64_t>>(i)) {
       const auto& xs = msg.get_as<std::vector<std::int64_t>>(i);
@@ -276,6 +277,8 @@ decoded_frame decode_checked(const void* header, std::size_t header_bytes, const
       r.wait_seconds = w.getWaitSeconds();
       if (w.getParams() >= 0)
         r.params = tensor_at(static_cast<std::uint32_t>(w.getParams()));
+      if (w.getState() >= 0)
+        r.state = tensor_at(static_cast<std::uint32_t>(w.getState()));
       r.error = w.getError().cStr();
       mb.append(std::move(r));
       break;

@@ -70,6 +70,7 @@ struct WorkerReport {
   waitSeconds @9 :Float64;
   params @10 :Int32;
   error @11 :Text;
+  state @12 :Int32;               # BatchNorm running statistics: a tensor index, or -1
 }
 
 struct Header {

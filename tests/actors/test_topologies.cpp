@@ -296,3 +296,27 @@ TEST_CASE("every topology learns Fashion-MNIST: loss falls and accuracy passes 7
     CHECK(acc > 0.75);
   }
 }
+
+TEST_CASE("BatchNorm statistics come back with every worker's report, as trained") {
+  actor_env env;
+  auto data = make_synthetic(128, 3, 32, 32, 10, 5);
+  for (auto kind : {topology_kind::ring, topology_kind::parameter_server}) {
+    auto setup = small_setup(2, 1, true);
+    setup.kind = kind;
+    setup.spec.kind = "resnet20";
+    setup.spec.channels = 3;
+    setup.spec.height = setup.spec.width = 32;
+    setup.batch_size = 8;
+    setup.steps = 2;
+    auto out = scheduler::run_topology(*env.sys, setup, data);
+    model fresh(setup.spec, kernels::device::cpu(), setup.seed);
+    REQUIRE(fresh.state().numel() > 0);
+    const auto initial = fresh.state().to_vector();
+    REQUIRE(out.reports.size() == 2);
+    for (const auto& r : out.reports) {
+      REQUIRE(r.state.defined());
+      CHECK(r.state.numel() == fresh.state().numel());
+      CHECK(r.state.to_vector() != initial); // the running statistics moved
+    }
+  }
+}

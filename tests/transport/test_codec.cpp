@@ -172,6 +172,7 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   r.dropped = 4;
   r.wait_seconds = 0.1;
   r.params = ramp(10, 3);
+  r.state = ramp(4, 7); // BatchNorm statistics
   r.error = "boom";
   actors::step_metrics m;
   m.rank = 2;
@@ -192,6 +193,7 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   CHECK(r2.dropped == 4);
   CHECK(r2.wait_seconds == 0.1);
   CHECK(r2.params.to_vector() == ramp(10, 3).to_vector());
+  CHECK(r2.state.to_vector() == ramp(4, 7).to_vector());
   CHECK(r2.error == "boom");
   const auto& m2 = d.msg.get_as<actors::step_metrics>(2);
   CHECK(m2.rank == 2);
