@@ -185,6 +185,9 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
   plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
                   "fraction of pushes", {}, st::linespoints};
   stale.log_y = true;
+  plot_spec slow{"staleness_slowest", "staleness of the slowest workers' gradients per point (log scale)",
+                 "staleness (versions)", "fraction of their pushes", {}, st::linespoints};
+  slow.log_y = true;
   std::map<int, std::vector<double>> thr_by_workers;
   for (const auto& s : sweep.value("points", json::array())) {
     auto label = s.value("sweep_point", std::string("point"));
@@ -201,6 +204,22 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     }
     if (has_staleness(s) && stale.series.size() < 24)
       stale.series.push_back({label, fractions(s["staleness"]["histogram"])});
+    // Heterogeneous points: the workers with the largest slowdown, together.
+    const auto& pw = s.value("per_worker", json::array());
+    double top = 1;
+    for (const auto& w : pw)
+      top = std::max(top, w.value("slowdown", 1.0));
+    if (top > 1 && has_staleness(s) && slow.series.size() < 24) {
+      json sum = json::array();
+      for (const auto& w : pw)
+        if (w.value("slowdown", 1.0) == top && w.contains("staleness"))
+          for (std::size_t k = 0; k < w["staleness"]["histogram"].size(); ++k) {
+            while (sum.size() <= k)
+              sum.push_back(0.0);
+            sum[k] = sum[k].get<double>() + w["staleness"]["histogram"][k].get<double>();
+          }
+      slow.series.push_back({label, fractions(sum)});
+    }
     thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
   }
   std::vector<plot_spec> p{acc, loss};
@@ -230,6 +249,8 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
   }
   if (!stale.series.empty())
     p.push_back(std::move(stale));
+  if (!slow.series.empty())
+    p.push_back(std::move(slow));
   return p;
 }
 
