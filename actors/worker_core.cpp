@@ -1,6 +1,7 @@
 #include "actors/worker_core.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/tensor.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -33,6 +34,12 @@ void worker_core::init(worker_config c) {
   model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
                                           cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
   trainer = std::make_unique<models::trainer>(*model, cfg.opt, cfg.threads, cfg.how);
+  if (!cfg.device.is_cpu() || cfg.separate_compute) {
+    compute_model = std::make_unique<models::model>(cfg.spec, cfg.device, 0);
+    if (model->state().numel() > 0) // the same start (parameters go up every batch)
+      kernels::copy(model->state(), compute_model->state());
+    compute_trainer = std::make_unique<models::trainer>(*compute_model, cfg.opt, cfg.device.is_cpu() ? cfg.threads : 1, cfg.how);
+  }
   batches = std::make_unique<models::batcher>(
     *cfg.data, models::shard_indices(cfg.data->size(), cfg.rank, cfg.world, cfg.seed), cfg.batch_size,
     cfg.seed + static_cast<std::uint64_t>(cfg.rank));
@@ -48,7 +55,18 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
     got = batches->next(bt) && bt.size == cfg.batch_size;
   if (!got)
     throw gradwire::error(who() + "its data shard holds no full batch of " + std::to_string(cfg.batch_size));
-  auto r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
+  models::step_result r;
+  if (compute_model) { // the batch runs on the device replica
+    kernels::copy(model->params(), compute_model->params());
+    r = compute_trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
+    kernels::copy(compute_trainer->gradients(), trainer->gradients());
+    if (model->state().numel() > 0)
+      kernels::copy(compute_model->state(), model->state());
+    if (ready)
+      ready(0); // every gradient is final at once
+  } else {
+    r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
+  }
   loss_sum += r.loss_sum;
   loss_samples += r.samples;
   window_loss += r.loss_sum;

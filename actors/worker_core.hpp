@@ -33,6 +33,14 @@ struct worker_config {
   int rank = 0, world = 1;
   models::model_spec spec;
   int threads = 1;
+  /// Where the forward and backward passes run. The replica the actors
+  /// exchange (params, gradients, optimizer) stays on the host; a worker on
+  /// a GPU keeps a second replica there: parameters go up before each
+  /// batch, gradients (and BatchNorm statistics) come down after it.
+  kernels::device device = kernels::device::cpu();
+  /// Use that second replica even on the CPU (what a GPU worker does, for
+  /// tests on machines without one).
+  bool separate_compute = false;
   models::parallelism how = models::parallelism::automatic;
   int batch_size = 64;
   /// Emulated slower node: after computing a batch in t seconds the worker
@@ -98,6 +106,8 @@ struct worker_core {
   worker_config cfg;
   std::unique_ptr<models::model> model;
   std::unique_ptr<models::trainer> trainer;
+  std::unique_ptr<models::model> compute_model;     ///< on cfg.device, when separate
+  std::unique_ptr<models::trainer> compute_trainer;
   std::unique_ptr<models::batcher> batches;
   models::batch bt;
   std::int64_t step = 0;

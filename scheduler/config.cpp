@@ -342,6 +342,16 @@ run_config parse_config(const std::string& text, const std::string& source,
       g.batch_size = static_cast<int>(t["batch_size"].value_or(std::int64_t{0}));
       g.delay_ms = t["delay_ms"].value_or(0.0);
       g.jitter_ms = t["jitter_ms"].value_or(0.0);
+      g.device = t["device"].value_or(std::string());
+      g.threads = static_cast<int>(t["threads"].value_or(std::int64_t{0}));
+      if (!g.device.empty()) {
+        try {
+          kernels::parse_device(g.device);
+        } catch (const std::exception& e) {
+          throw error(loc + ": device: " + e.what());
+        }
+      }
+      check(g.threads >= 0 && g.threads <= 256, loc + ": threads must be in [0, 256]");
       check(g.delay_ms >= 0 && g.delay_ms <= 1e6 && g.jitter_ms >= 0 && g.jitter_ms <= 1e6,
             loc + ": delay_ms and jitter_ms must be in [0, 1000000]");
       check(g.count >= 1 && g.count <= 1024, loc + ": count must be in [1, 1024]");
@@ -378,7 +388,7 @@ run_config parse_config(const std::string& text, const std::string& source,
     for (const auto& g : c.nodes)
       groups.push_back(toml::table{{"name", g.name}, {"count", g.count}, {"slowdown", g.slowdown},
                                    {"batch_size", g.batch_size}, {"delay_ms", g.delay_ms},
-                                   {"jitter_ms", g.jitter_ms}});
+                                   {"jitter_ms", g.jitter_ms}, {"device", g.device}, {"threads", g.threads}});
     resolved.insert_or_assign("nodes", std::move(groups));
   }
   std::ostringstream os;

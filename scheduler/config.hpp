@@ -21,6 +21,8 @@ struct node_group {
   double slowdown = 1.0;
   int batch_size = 0; ///< 0: train.batch_size
   double delay_ms = 0, jitter_ms = 0;
+  std::string device; ///< "" = train.device
+  int threads = 0;    ///< 0 = train.threads
 };
 
 struct run_config {

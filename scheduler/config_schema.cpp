@@ -66,6 +66,8 @@ const std::vector<key_spec>& config_schema() {
     {"nodes.slowdown", vt::number, "1.0", {}, "[[nodes]]: compute-time multiplier emulating a slower node (1 = full speed)"},
     {"nodes.batch_size", vt::integer, "0", {}, "[[nodes]]: the group's batch size (0 = train.batch_size)"},
     {"nodes.delay_ms", vt::number, "0.0", {}, "[[nodes]]: fixed delay added to every step (ms), e.g. a slow link or a busy node"},
+    {"nodes.device", vt::string, "\"\"", {}, "[[nodes]]: the group's device, \"cpu\" or \"cuda:N\" (\"\" = train.device): CPU and GPU workers mix in one job"},
+    {"nodes.threads", vt::integer, "0", {}, "[[nodes]]: CPU threads per worker of the group (0 = train.threads)"},
     {"nodes.jitter_ms", vt::number, "0.0", {}, "[[nodes]]: plus a uniform random delay of 0 .. jitter_ms per step"},
     {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice)"},
     {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},

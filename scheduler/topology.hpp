@@ -56,6 +56,12 @@ struct topology_setup {
   /// Per worker (by rank), overriding batch_size, 1.0 and 0 when not empty.
   std::vector<int> worker_batch;
   std::vector<double> worker_slowdown, worker_delay_ms, worker_jitter_ms;
+  /// Per worker (by rank): its device and threads (empty: cpu, `threads`).
+  std::vector<kernels::device> worker_device;
+  std::vector<int> worker_threads;
+  /// Every worker computes on a second replica (a GPU worker's path) even
+  /// on the CPU: for tests.
+  bool separate_compute = false;
   std::int64_t steps = 100; ///< per worker
   int threads = 1;          ///< per worker
   /// Across processes: this process's node (one worker per process, rank =

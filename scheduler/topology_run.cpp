@@ -1,5 +1,6 @@
 #include "scheduler/topology_run.hpp"
 
+#include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/data_source.hpp"
@@ -59,8 +60,6 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   const auto t_start = std::chrono::steady_clock::now();
   progress_line progress(opts.progress);
   auto data = load_data(cfg);
-  check(cfg.device == "cpu", cfg.source + ": train.device = \"" + cfg.device +
-                               "\": topologies of several workers run on the CPU for now");
   topology_setup setup;
   setup.kind = kind_of(cfg.topology);
   setup.spec = cfg.model;
@@ -89,8 +88,27 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   setup.log_every = cfg.log_every;
   if (cfg.trace)
     setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));
+  // Devices: train.device for every worker, or each group's own. A GPU that
+  // is not there is an error naming the group, before anything starts.
+  auto device_of = [&](const std::string& text, const std::string& who) {
+    const auto d = kernels::parse_device(text);
+    if (!d.is_cpu()) {
+      check(kernels::built_with_cuda(), cfg.source + ": " + who + " device " + text +
+                                          ": this gradwire was built without CUDA (gradwire info)");
+      const int n = kernels::cuda_device_count();
+      check(d.index < n, cfg.source + ": " + who + " device " + text + ", but " + std::to_string(n) +
+                           " CUDA device(s) are visible (gradwire info)");
+    }
+    return d;
+  };
+  if (cfg.nodes.empty()) {
+    const auto d = device_of(cfg.device, "train.device:");
+    setup.worker_device.assign(static_cast<std::size_t>(cfg.workers), d);
+  }
   for (const auto& g : cfg.nodes)
     for (int i = 0; i < g.count; ++i) {
+      setup.worker_device.push_back(device_of(g.device.empty() ? cfg.device : g.device, "[[nodes]] group '" + g.name + "':"));
+      setup.worker_threads.push_back(g.threads > 0 ? g.threads : cfg.threads);
       setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
       setup.worker_slowdown.push_back(g.slowdown);
       setup.worker_delay_ms.push_back(g.delay_ms);
@@ -239,6 +257,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     nlohmann::json w = {{"worker", rep.rank},
                         {"batch_size", ri < setup.worker_batch.size() ? setup.worker_batch[ri] : cfg.batch_size},
                         {"slowdown", ri < setup.worker_slowdown.size() ? setup.worker_slowdown[ri] : 1.0},
+                        {"device", ri < setup.worker_device.size() ? kernels::to_string(setup.worker_device[ri]) : "cpu"},
+                        {"threads", ri < setup.worker_threads.size() ? setup.worker_threads[ri] : cfg.threads},
                         {"steps", rep.steps},
                         {"samples", rep.samples},
                         {"samples_per_sec", rep.seconds > 0 ? static_cast<double>(rep.samples) / rep.seconds : 0},

@@ -5,7 +5,9 @@
 #include "kernels/backend.hpp"
 #include "models/batcher.hpp"
 #include "models/trainer.hpp"
+#include "actor_env.hpp"
 #include "reference.hpp"
+#include "scheduler/topology.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -208,6 +210,22 @@ TEST_CASE("training on cuda:0 follows the CPU run and reports throughput") {
                 static_cast<double>(samples) / s, r.accuracy);
     CHECK(r.accuracy > 0.8);
   }
+}
+
+TEST_CASE("CPU and GPU workers in one sync ring follow the all-CPU ring") {
+  gwtest::actor_env env;
+  auto data = models::load_mnist_dir(models::fashion_mnist_default_dir, true, "fashion-mnist").head(4096);
+  scheduler::topology_setup setup;
+  setup.kind = scheduler::topology_kind::ring;
+  setup.workers = 2;
+  setup.batch_size = 32;
+  setup.steps = 20;
+  setup.timeout = std::chrono::milliseconds(60000);
+  auto cpu_only = scheduler::run_topology(*env.sys, setup, data);
+  setup.worker_device = {device::cpu(), device::cuda(0)}; // worker 1 on the GPU
+  auto mixed = scheduler::run_topology(*env.sys, setup, data);
+  check_close(mixed.params, cpu_only.params, 1e-2, 1e-4); // 20 steps of float sums in another order
+  CHECK(mixed.replica_spread == 0.0); // the replicas stay equal: one allreduced gradient
 }
 
 int main(int argc, char** argv) {

@@ -74,4 +74,11 @@ set -e
 printf '[topology]\nkind = "parameter-server"\nworkers = 2\n[train]\nmax_steps = 20\n[data]\ntest_subset = 500\n[sweep]\n"topology.mode" = ["sync", "async"]\n' > "$tmp/sw.toml"
 "$gw" run "$tmp/sw.toml" -q --out "$tmp/sw" > "$tmp/sw.txt" 2>&1 || fail "[sweep] config failed: $(cat "$tmp/sw.txt")"
 grep -q "| async |" "$tmp/sw/sweep.md" || fail "[sweep] table lacks the async row: $(cat "$tmp/sw/sweep.md")"
+# A GPU group on a machine without a GPU: an error naming the group, before any run.
+if "$gw" info | grep -q "visible CUDA devices: 0"; then
+  printf '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\nname = "gpus"\ndevice = "cuda:0"\n[[nodes]]\nname = "cpus"\n' > "$tmp/gpu.toml"
+  rc=0; "$gw" run "$tmp/gpu.toml" -q > "$tmp/gpu.txt" 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] && grep -q "group 'gpus': device cuda:0, but 0 CUDA device(s) are visible" "$tmp/gpu.txt" ||
+    fail "a GPU group without a GPU: rc=$rc $(cat "$tmp/gpu.txt")"
+fi
 echo "cli smoke: all checks passed"

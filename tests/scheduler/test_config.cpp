@@ -132,3 +132,20 @@ TEST_CASE("sweep axes and sweep variants in file order and mistakes name the lin
   CHECK_THROWS_WITH(parse_config("[sweep]\n\"train.lr\" = []\n", "s.toml"),
                     Catch::Contains("s.toml:2") && Catch::Contains("non-empty array"));
 }
+
+TEST_CASE("node groups carry their device and threads, and a bad device names the group's line") {
+  auto c = parse_config("[topology]\nkind = \"ring\"\nworkers = 3\n"
+                        "[[nodes]]\nname = \"gpu\"\ncount = 1\ndevice = \"cuda:1\"\n"
+                        "[[nodes]]\nname = \"cpu\"\ncount = 2\nthreads = 2\n",
+                        "n.toml");
+  REQUIRE(c.nodes.size() == 2);
+  CHECK(c.nodes[0].device == "cuda:1");
+  CHECK(c.nodes[0].threads == 0); // train.threads
+  CHECK(c.nodes[1].device.empty()); // train.device
+  CHECK(c.nodes[1].threads == 2);
+  CHECK_THAT(c.resolved_toml, Catch::Contains("device = 'cuda:1'"));
+  CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\ndevice = \"gpu0\"\n", "n.toml"),
+                    Catch::Contains("n.toml:4") && Catch::Contains("unknown device 'gpu0'"));
+  CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\nthreads = -1\n", "n.toml"),
+                    Catch::Contains("threads must be in [0, 256]"));
+}
