@@ -65,6 +65,8 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
   if (size_ == 1) { // the sum is the local contribution
     if (scale != 1.f)
       kernels::backend_for(kernels::device::cpu()).scale(e - b, scale, a.local.data());
+    if (on_owned_)
+      on_owned_(b, a.local);
     a.got.push_back({b, a.local});
     a.count = cs.size();
     finish_if_complete(round, bucket);
@@ -126,6 +128,8 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
   if (m.hop == size_ - 2) { // the last contribution: this peer owns the chunk
     auto fin = final_buffer(bucket, m.chunk, len);
     be.add(len, m.data.data(), a.local.data() + ci.begin, fin.data(), a.scale);
+    if (on_owned_)
+      on_owned_(offset, fin);
     a.got.push_back({offset, fin});
     ++a.count;
     if (size_ > 1)

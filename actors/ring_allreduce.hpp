@@ -62,6 +62,12 @@ public:
   /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
   /// passed on) and "gather" (a final chunk passed on), arg = round.
   void set_trace(trace_ref t) { trace_ = std::move(t); }
+  /// Called where this peer holds the final sum of a chunk (global offset,
+  /// the sum): it may replace the sum in place by what the others should
+  /// receive in the all-gather instead, e.g. the parameters it updated
+  /// from it (a sharded optimizer). Default: the sum travels on.
+  using owned_fn = std::function<void(std::size_t offset, slice& sum)>;
+  void set_on_owned(owned_fn f) { on_owned_ = std::move(f); }
   int size() const { return size_; }
 
   /// The local contribution of `bucket` for `round`: a writable view of
@@ -103,6 +109,7 @@ private:
   std::vector<std::vector<slice>> finals_;      ///< per bucket and chunk: pooled final buffers
   caf::actor right_;
   trace_ref trace_;
+  owned_fn on_owned_;
   done_fn done_;
   std::map<std::pair<std::int64_t, int>, active> active_;
   std::int64_t lowest_round_ = 0; ///< rounds below this are finished

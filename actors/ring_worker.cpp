@@ -6,6 +6,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace gradwire::actors {
 namespace {
@@ -20,6 +21,10 @@ struct ring_worker_state : worker_core {
   /// Without a ring peer actor the worker runs the ring itself, between
   /// its computations (no thread besides the workers' own).
   std::unique_ptr<ring_allreduce> ring;
+  /// The ring carries updated parameters (cfg.sharded_update, own ring of
+  /// several workers) and owned_apply the time spent updating this round.
+  bool sharded = false;
+  double owned_apply = 0;
   static inline const char* name = "ring_worker";
 };
 
@@ -31,6 +36,8 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
   auto& st = self->state;
   const auto& grads = st.trainer->gradients();
   const float scale = 1.f / static_cast<float>(st.cfg.world);
+  if (st.sharded && st.handed == 0)
+    st.trainer->begin_update(); // this round's optimizer step, applied chunk by chunk as the ring owns them
   for (; st.handed < st.cfg.buckets.size() && st.cfg.buckets[st.handed].first >= from; ++st.handed) {
     const auto [b, e] = st.cfg.buckets[st.handed];
     auto view = grads.view(b, {static_cast<std::int64_t>(e - b)});
@@ -78,12 +85,22 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
     return;
   st.in_round = false;
   st.end_comm();
+  st.comm_to_compute(st.owned_apply); // the owned chunks' optimizer work is compute
+  st.owned_apply = 0;
   const auto t0 = worker_core::clock_type::now();
-  std::vector<models::trainer::grad_slice> slices;
-  for (const auto& ps : st.results)
-    for (const auto& p : ps)
-      slices.push_back({p.offset, p.offset + static_cast<std::size_t>(p.data.numel()), p.data.data()});
-  st.trainer->apply_slices(slices);
+  if (st.sharded) { // the pieces are parameters, updated by their owners (this worker's own too)
+    float* w = st.model->params().data();
+    for (const auto& ps : st.results)
+      for (const auto& p : ps)
+        if (p.data.data() != w + p.offset)
+          std::memcpy(w + p.offset, p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
+  } else {
+    std::vector<models::trainer::grad_slice> slices;
+    for (const auto& ps : st.results)
+      for (const auto& p : ps)
+        slices.push_back({p.offset, p.offset + static_cast<std::size_t>(p.data.numel()), p.data.data()});
+    st.trainer->apply_slices(slices);
+  }
   for (auto& ps : st.results)
     ps.clear(); // let go of the shared pieces
   st.add_compute(t0); // the optimizer is part of the step's compute
@@ -106,6 +123,17 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
         });
     if (st.ring)
       st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
+    if (st.ring && c.sharded_update && c.world > 1) {
+      st.sharded = true;
+      st.ring->set_on_owned([self](std::size_t offset, slice& sum) {
+        auto& s = self->state;
+        const auto t0 = worker_core::clock_type::now();
+        const auto n = static_cast<std::size_t>(sum.numel());
+        s.trainer->apply_range(offset, offset + n, sum.data());
+        std::memcpy(sum.data(), s.model->params().data() + offset, n * sizeof(float)); // what the others receive
+        s.owned_apply += seconds_since(t0);
+      });
+    }
   } catch (const std::exception& e) {
     st.finish(self, st.who() + e.what());
     return {};

@@ -103,6 +103,13 @@ void worker_core::add_compute(clock_type::time_point t0) {
   tr.span("apply", t0, now, step);
 }
 
+void worker_core::comm_to_compute(double seconds) {
+  report.comm_seconds -= seconds;
+  window.comm_ms -= seconds * 1e3;
+  report.compute_seconds += seconds;
+  window.compute_ms += seconds * 1e3;
+}
+
 void worker_core::add_wait(double seconds, bool span) {
   report.wait_seconds += seconds;
   window.wait_ms += seconds * 1e3;

@@ -86,6 +86,11 @@ struct worker_config {
   /// so that workers of different batch sizes give the sample-weighted mean).
   float grad_weight = 1.f;
   bool overlap = false;   ///< hand buckets to the ring peer during backward
+  /// A worker that runs its own flat ring (no peer actor) updates only the
+  /// chunks it owns after the reduce-scatter and all-gathers parameters
+  /// instead of gradients: each replica does 1/N of the optimizer work
+  /// (ZeRO-1 style sharding of the update; the same model, bit for bit).
+  bool sharded_update = true;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)
@@ -136,6 +141,9 @@ struct worker_core {
   /// Counts compute done outside compute() since `t0` (an optimizer step
   /// after an allreduce; traced as "apply").
   void add_compute(clock_type::time_point t0);
+  /// Counts `seconds` of the communication phase just ended as compute
+  /// instead (optimizer work done inside the exchange).
+  void comm_to_compute(double seconds);
   /// Adds time spent waiting for others (part of the communication time);
   /// `span`: it ended now, so trace it as "wait".
   void add_wait(double seconds, bool span = true);

@@ -40,6 +40,7 @@ struct variant {
   gs::topology_kind kind;
   bool sync = true;
   int local_steps = 0;
+  bool sharded_update = true; ///< ring: each worker updates only its chunks
 };
 
 struct measure {
@@ -59,6 +60,7 @@ measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int
   s.steps = steps;
   s.group_size = 2;
   s.log_every = 1 << 30;
+  s.sharded_update = v.sharded_update;
   auto out = gs::run_topology(sys, s, data);
   measure m;
   std::int64_t samples = 0;
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
   std::vector<variant> variants = {
     {"independent", gs::topology_kind::local_sgd, true, 1 << 30},
     {"ring", gs::topology_kind::ring, true, 0},
+    {"ring-full-update", gs::topology_kind::ring, true, 0, false}, // every worker applies the whole update
     {"hierarchical", gs::topology_kind::hierarchical, true, 0},
     {"ps-sync", gs::topology_kind::parameter_server, true, 0},
     {"ps-async", gs::topology_kind::parameter_server, false, 0},

@@ -144,6 +144,11 @@ void trainer::apply_slices(const std::vector<grad_slice>& slices, float lr_scale
   });
 }
 
+void trainer::apply_range(std::size_t begin, std::size_t end, const float* g, float lr_scale) {
+  kernels::flush_denormals_on_this_thread();
+  opt_.update_from(model_.params().data(), g, begin, end, lr_scale);
+}
+
 step_result trainer::step(const float* x, const std::int32_t* y, int n) {
   auto r = compute_gradients(x, y, n);
   apply();

@@ -66,6 +66,12 @@ public:
   };
   /// Applies the optimizer from gradient slices covering the buffer.
   void apply_slices(const std::vector<grad_slice>& slices, float lr_scale = 1.f);
+  /// A step applied range by range (a sharded optimizer): begin_update()
+  /// once, then apply_range for ranges that together cover what this
+  /// replica updates; `g` points at the gradient of element `begin`. The
+  /// same updates as apply_slices, element for element.
+  void begin_update() { opt_.begin_step(); }
+  void apply_range(std::size_t begin, std::size_t end, const float* g, float lr_scale = 1.f);
   /// compute_gradients + apply.
   step_result step(const float* x, const std::int32_t* y, int n);
 

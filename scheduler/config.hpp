@@ -59,6 +59,7 @@ struct run_config {
   int backup_workers = 0;
   int bucket_kb = 4096, chunk_kb = 1024;
   bool overlap = false;
+  bool sharded_update = true;
   int group_size = 2;
   std::string gossip = "dpsgd", graph = "ring";
   int degree = 3;

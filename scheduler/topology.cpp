@@ -77,6 +77,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.threads = ri < setup.worker_threads.size() ? setup.worker_threads[ri] : setup.threads;
   wc.device = ri < setup.worker_device.size() ? setup.worker_device[ri] : kernels::device::cpu();
   wc.separate_compute = setup.separate_compute;
+  wc.sharded_update = setup.sharded_update;
   wc.how = setup.how;
   wc.batch_size = ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size;
   wc.slowdown = at(setup.worker_slowdown, 1.0);

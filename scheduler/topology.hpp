@@ -47,6 +47,7 @@ struct topology_setup {
   std::size_t bucket_floats = 1 << 20; ///< ring: gradient bucket size
   std::size_t chunk_floats = 1 << 18;  ///< ring: largest message
   bool overlap = false;     ///< ring: start a bucket's allreduce during backward
+  bool sharded_update = true; ///< flat ring without peers: each worker updates only the chunks it owns
   int group_size = 2;       ///< hierarchical: workers per group (the last may be smaller)
   actors::gossip_mode gossip = actors::gossip_mode::dpsgd;
   std::string graph = "ring"; ///< gossip: "ring" | "torus" | "random" | "complete"

@@ -76,6 +76,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   setup.bucket_floats = static_cast<std::size_t>(cfg.bucket_kb) * 256;
   setup.chunk_floats = static_cast<std::size_t>(cfg.chunk_kb) * 256;
   setup.overlap = cfg.overlap;
+  setup.sharded_update = cfg.sharded_update;
   setup.group_size = cfg.group_size;
   setup.gossip = cfg.gossip == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
   setup.graph = cfg.graph;
