@@ -326,6 +326,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
   c.same_init = r.boolean("topology.same_init");
   c.sharded_update = r.boolean("topology.sharded_update");
+  c.shard_placement = r.str("topology.shard_placement");
   c.transport_tls = r.str("transport.tls");
   c.spin_us = static_cast<int>(r.integer("transport.spin_us", 0, 10000000));
   c.peer_timeout_ms = static_cast<int>(r.integer("transport.peer_timeout_ms", 100, 86400000));

@@ -60,6 +60,7 @@ struct run_config {
   int bucket_kb = 4096, chunk_kb = 1024;
   bool overlap = false;
   bool sharded_update = true;
+  std::string shard_placement = "rank0";
   int group_size = 2;
   std::string gossip = "dpsgd", graph = "ring";
   int degree = 3;

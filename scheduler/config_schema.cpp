@@ -54,6 +54,8 @@ const std::vector<key_spec>& config_schema() {
     {"topology.backup_workers", vt::integer, "0", {}, "sync parameter-server: apply the first workers - b gradients of each step, drop the b slowest"},
     {"topology.bucket_kb", vt::integer, "4096", {}, "ring, hierarchical: gradient bucket size in KiB (buckets are allreduced separately)"},
     {"topology.chunk_kb", vt::integer, "1024", {}, "ring, hierarchical: largest message in KiB (a bucket's segments are cut into chunks that pipeline)"},
+    {"topology.shard_placement", vt::string, "\"rank0\"", {"rank0", "spread"},
+     "across processes: parameter-server shards all on rank 0 (with the coordinator), or shard i on rank i mod processes (spread)"},
     {"topology.sharded_update", vt::boolean, "true", {}, "ring without overlap: each worker applies the optimizer only to the chunks it owns after the reduce-scatter and the ring all-gathers parameters (1/N of the update per worker; the same model)"},
     {"topology.overlap", vt::boolean, "false", {}, "ring, hierarchical: start a bucket's allreduce while backward still runs"},
     {"topology.group_size", vt::integer, "2", {}, "hierarchical: workers per group (consecutive ranks; the last group may be smaller)"},

@@ -31,8 +31,15 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
                                          std::to_string(nd->size()) + " processes: across processes each process "
                                          "runs one worker (set topology.workers = " + std::to_string(nd->size()) + ")");
   constexpr std::uint32_t shard_slot = 20;
-  std::vector<caf::actor> shards;
-  for (int i = 0; i < setup.shards && rank == 0; ++i) {
+  // Shard i lives on rank 0, or on rank i mod processes (spread).
+  auto home = [&](int i) { return nd && setup.spread_shards ? i % nd->size() : 0; };
+  std::vector<caf::actor> shards;       ///< this process's own
+  std::vector<caf::actor> shard_handles(static_cast<std::size_t>(setup.shards)); ///< every shard, by id
+  for (int i = 0; i < setup.shards; ++i) {
+    if (home(i) != rank) {
+      shard_handles[static_cast<std::size_t>(i)] = nd->remote(home(i), shard_slot + static_cast<std::uint32_t>(i));
+      continue;
+    }
     actors::shard_config sc;
     sc.id = i;
     sc.begin = ranges[static_cast<std::size_t>(i)].first;
@@ -49,13 +56,14 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
     std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
     shards.push_back(actors::spawn_ps_shard(sys, sc, slice0));
+    shard_handles[static_cast<std::size_t>(i)] = shards.back();
     if (nd)
       nd->publish(shard_slot + static_cast<std::uint32_t>(i), shards.back());
   }
-  std::vector<caf::actor> shard_handles = shards;
-  if (nd && rank != 0)
-    for (int i = 0; i < setup.shards; ++i)
-      shard_handles.push_back(nd->remote(0, shard_slot + static_cast<std::uint32_t>(i)));
+  // Spread shards outlive their process's worker: every rank keeps its
+  // shards until rank 0 has fetched them (the others may still push).
+  constexpr int shards_fetched = 2;
+  const bool wait_for_fetch = nd && setup.spread_shards && setup.sync_ranks;
   auto config_of = [&](int r, const caf::actor& report_to) {
     auto wc = base_worker(setup, data, r, report_to);
     wc.shards = shard_handles;
@@ -71,13 +79,17 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   coordination c;
   if (nd) {
     // An async parameter server waits for no worker: it carries on without one whose process failed.
-    const bool carry_on = !setup.sync && setup.staleness_bound < 0 && !local;
+    const bool carry_on = !setup.sync && setup.staleness_bound < 0 && !local && !setup.spread_shards;
     auto got = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, config_of(rank, to)); },
       [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
       on_progress, on_metrics, stop, carry_on);
-    if (!got)
+    if (!got) {
+      if (wait_for_fetch)
+        setup.sync_ranks(shards_fetched);
+      stop_actors(self, shards);
       return {};
+    }
     c = std::move(*got);
   } else {
     std::vector<caf::actor> workers;
@@ -89,7 +101,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   if (!c.failure.empty()) {
     stop_actors(self, local_workers);
     stop_actors(self, shards);
-    throw error("parameter server: " + c.failure);
+    throw error("parameter server: " + c.failure); // the other ranks stop with rank 0
   }
   stop_actors(self, local_workers);
   topology_outcome out;
@@ -99,14 +111,14 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   out.params.assign(initial.size(), 0.f);
   out.dropped.assign(static_cast<std::size_t>(setup.workers), 0);
   std::string failure;
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    self->request(shards[i], setup.timeout, actors::fetch_atom::value)
+  for (std::size_t i = 0; i < shard_handles.size(); ++i) { // on any rank
+    self->request(shard_handles[i], setup.timeout, actors::fetch_atom::value)
       .receive(
         [&](std::int64_t, actors::slice p) {
           std::memcpy(out.params.data() + ranges[i].first, p.data(), static_cast<std::size_t>(p.numel()) * sizeof(float));
         },
         [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
-    self->request(shards[i], setup.timeout, actors::stats_atom::value)
+    self->request(shard_handles[i], setup.timeout, actors::stats_atom::value)
       .receive(
         [&](std::int64_t, actors::histogram h, std::int64_t gap, std::vector<std::int64_t> dropped) {
           out.max_clock_gap = std::max(out.max_clock_gap, gap);
@@ -119,6 +131,8 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
         },
         [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
   }
+  if (wait_for_fetch)
+    setup.sync_ranks(shards_fetched); // the other ranks may let their shards go
   stop_actors(self, shards);
   check(failure.empty(), "parameter server: " + failure);
   return out;

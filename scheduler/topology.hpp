@@ -71,6 +71,13 @@ struct topology_setup {
   /// Across processes: called once this process's actors are published
   /// (starts the node and waits for every rank to get there).
   std::function<void()> on_published;
+  /// Across processes: where the parameter-server shards live. false: all
+  /// on rank 0 with the coordinator; true: shard i on rank i mod processes
+  /// (parameter-server tasks beside the workers, spreading their traffic).
+  bool spread_shards = false;
+  /// Across processes: waits until every rank calls it with the same epoch
+  /// (the job's barrier; epochs 0 and 1 are the scheduler's own).
+  std::function<void(int epoch)> sync_ranks;
   models::parallelism how = models::parallelism::automatic;
   std::uint64_t seed = 1;
   int log_every = 50; ///< steps per worker metrics record

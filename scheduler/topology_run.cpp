@@ -154,6 +154,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     jb = join_job(sys, jo);
     const int rank = jb->launch.rank;
     setup.node = jb->node;
+    setup.spread_shards = cfg.shard_placement == "spread";
+    setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
     publish_barrier(sys, *jb);
     setup.on_published = [&sys, &jb, rank] {
       auto node = jb->node;
