@@ -169,6 +169,23 @@ struct reader {
 
 } // namespace
 
+namespace {
+
+/// Calls fn(dotted key, value) for every non-table value under `t`
+/// ("a" = { b = 1 } and "a.b" = 1 both give "a.b").
+void for_each_leaf(const toml::table& t, const std::function<void(const std::string&, const toml::node&)>& fn,
+                   const std::string& prefix = "") {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table())
+      for_each_leaf(*sub, fn, key);
+    else
+      fn(key, v);
+  }
+}
+
+} // namespace
+
 run_config parse_config(const std::string& text, const std::string& source,
                         const std::vector<std::string>& overrides) {
   toml::table root;
@@ -206,29 +223,21 @@ run_config parse_config(const std::string& text, const std::string& source,
         check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
                               " must be a table of \"key\" = value");
         std::vector<std::string> sets;
-        std::function<void(const toml::table&, const std::string&)> flat = [&](const toml::table& t, const std::string& prefix) {
-          for (const auto& [k, x] : t) {
-            const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-            if (const auto* sub = x.as_table()) {
-              flat(*sub, key);
-              continue;
-            }
-            check_key(key, x, "[sweep.variants] " + std::string(label.str()) + ":");
-            sets.push_back(key + "=" + toml_text(x));
-          }
-        };
-        flat(*v.as_table(), "");
+        for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
+          check_key(key, x, "[sweep.variants] " + std::string(label.str()) + ":");
+          sets.push_back(key + "=" + toml_text(x));
+        });
         check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
         variants.emplace_back(std::string(label.str()), std::move(sets));
         variant_lines.push_back(v.source().begin.line);
       }
       // toml++ keeps keys sorted: put the variants back in file order.
-      std::vector<std::size_t> order(variants.size());
-      for (std::size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return variant_lines[a] < variant_lines[b]; });
+      std::vector<std::pair<std::uint32_t, std::size_t>> order;
+      for (std::size_t i = 0; i < variants.size(); ++i)
+        order.emplace_back(variant_lines[i], i);
+      std::sort(order.begin(), order.end());
       decltype(variants) sorted;
-      for (auto i : order)
+      for (const auto& [line, i] : order)
         sorted.push_back(std::move(variants[i]));
       variants = std::move(sorted);
       sw->as_table()->erase("variants");
@@ -236,23 +245,22 @@ run_config parse_config(const std::string& text, const std::string& source,
   }
   if (auto* sw = root.get("sweep")) {
     check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
-    std::function<void(const toml::table&, const std::string&)> flatten = [&](const toml::table& t, const std::string& prefix) {
-      for (const auto& [k, v] : t) {
-        const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-        if (const auto* sub = v.as_table()) {
-          flatten(*sub, key);
-          continue;
-        }
-        const auto* arr = v.as_array();
-        check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
-        check_key(key, v, "[sweep]");
-        std::vector<std::string> values;
-        for (const auto& e : *arr)
-          values.push_back(toml_text(e));
-        sweep.emplace_back(key, std::move(values));
-      }
-    };
-    flatten(*sw->as_table(), "");
+    std::vector<std::pair<std::uint32_t, std::size_t>> order; // file order, as for the variants
+    for_each_leaf(*sw->as_table(), [&](const std::string& key, const toml::node& v) {
+      const auto* arr = v.as_array();
+      check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
+      check_key(key, v, "[sweep]");
+      std::vector<std::string> values;
+      for (const auto& e : *arr)
+        values.push_back(toml_text(e));
+      order.emplace_back(v.source().begin.line, sweep.size());
+      sweep.emplace_back(key, std::move(values));
+    });
+    std::sort(order.begin(), order.end());
+    decltype(sweep) sorted;
+    for (const auto& [line, i] : order)
+      sorted.push_back(std::move(sweep[i]));
+    sweep = std::move(sorted);
     root.erase("sweep");
   }
   walk(root, "", source);

@@ -111,13 +111,14 @@ TEST_CASE("the shipped example configs parse") {
 }
 
 TEST_CASE("sweep axes and sweep variants in file order and mistakes name the line and key") {
-  auto c = parse_config("[sweep]\n\"experiment.seed\" = [1, 2]\n[sweep.variants]\n"
+  auto c = parse_config("[sweep]\n\"topology.workers\" = [1, 2]\n\"experiment.seed\" = [1, 2]\n[sweep.variants]\n"
                         "\"sync\" = { \"topology.kind\" = \"parameter-server\", \"topology.mode\" = \"sync\" }\n"
                         "\"a ring\" = { topology.kind = \"ring\", topology.workers = 4 }\n",
                         "s.toml");
-  REQUIRE(c.sweep.size() == 1);
-  CHECK(c.sweep[0].first == "experiment.seed");
-  CHECK(c.sweep[0].second == std::vector<std::string>{"1", "2"});
+  REQUIRE(c.sweep.size() == 2);
+  CHECK(c.sweep[0].first == "topology.workers"); // file order: the last axis varies fastest
+  CHECK(c.sweep[1].first == "experiment.seed");
+  CHECK(c.sweep[1].second == std::vector<std::string>{"1", "2"});
   REQUIRE(c.sweep_variants.size() == 2);
   CHECK(c.sweep_variants[0].first == "sync"); // file order, not toml++'s sorted order
   CHECK(c.sweep_variants[1].first == "a ring");

@@ -7,6 +7,8 @@
 #include "scheduler/sweep.hpp"
 #include "scheduler/topology_run.hpp"
 
+#include "temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -21,11 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  auto p = fs::temp_directory_path() / ("gw-report-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(p);
-  return p.string();
-}
+using gwtest::fresh_dir;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

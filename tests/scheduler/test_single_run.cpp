@@ -6,6 +6,8 @@
 #include "scheduler/results.hpp"
 #include "scheduler/single_run.hpp"
 
+#include "temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -20,11 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  auto p = fs::temp_directory_path() / ("gw-run-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(p);
-  return p.string();
-}
+using gwtest::fresh_dir;
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::ifstream in(path);

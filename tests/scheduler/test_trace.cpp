@@ -5,6 +5,8 @@
 #include "scheduler/topology_run.hpp"
 #include "scheduler/trace_file.hpp"
 
+#include "temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -21,12 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  auto p = fs::temp_directory_path() / ("gw-trace-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string fresh_dir(const std::string& name) { return gwtest::fresh_dir(name, true); }
 
 nlohmann::json load(const std::string& path) {
   std::ifstream in(path);
