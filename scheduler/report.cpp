@@ -368,13 +368,24 @@ std::string sweep_body(const std::string& dir, const json& sw, report_outcome& o
   out.plots = po.files.size();
   out.problem = po.problem;
   h += "<h2>Plots</h2>\n" + figures(po, specs);
-  std::vector<std::vector<std::string>> pts;
-  for (const auto& s : sw.value("points", json::array()))
-    pts.push_back({s.value("point_dir", std::string("?")), s.value("sweep_point", std::string("")),
-                   shown(s.value("samples_per_sec", json())), shown(s.value("final_test_accuracy", json())),
-                   shown(s.value("time_to_target", json()))});
-  h += "<h2>Points</h2>\n" + table({"folder", "settings", "samples/s", "test accuracy", "time to target (s)"}, pts);
-  return h;
+  // Every point gets its own page (per-worker curves, staleness per worker), linked here.
+  h += "<h2>Points</h2>\n<table><thead><tr><th>report</th><th>settings</th><th>samples/s</th><th>test accuracy</th>"
+       "<th>time to target (s)</th></tr></thead><tbody>\n";
+  for (const auto& s : sw.value("points", json::array())) {
+    const auto pd = s.value("point_dir", std::string());
+    std::string link = esc(pd.empty() ? "?" : pd);
+    if (!pd.empty() && fs::exists(dir + "/" + pd + "/summary.json")) {
+      try {
+        write_report(dir + "/" + pd);
+        link = "<a href=\"" + esc(pd) + "/report.html\">" + esc(pd) + "</a>";
+      } catch (const std::exception&) { // a damaged point keeps the sweep's page
+      }
+    }
+    h += "<tr><td>" + link + "</td><td>" + esc(s.value("sweep_point", std::string())) + "</td><td>" +
+         esc(shown(s.value("samples_per_sec", json()))) + "</td><td>" + esc(shown(s.value("final_test_accuracy", json()))) +
+         "</td><td>" + esc(shown(s.value("time_to_target", json()))) + "</td></tr>\n";
+  }
+  return h + "</tbody></table>\n";
 }
 
 } // namespace

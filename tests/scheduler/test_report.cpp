@@ -113,7 +113,8 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
   auto r = write_report(dir);
   const auto html = slurp(r.html);
   CHECK(html.find("efficiency") != std::string::npos);
-  CHECK(html.find("point-001") != std::string::npos);
+  CHECK(html.find("href=\"point-001/report.html\"") != std::string::npos); // each point has its own page
+  CHECK(fs::exists(dir + "/point-000/report.html"));
   if (!find_gnuplot().empty()) {
     CHECK(r.plots == 4); // accuracy, loss, speedup, efficiency (a ring has no staleness)
     CHECK(fs::exists(dir + "/plots/speedup.svg"));
