@@ -93,9 +93,12 @@ int main(int argc, char** argv) {
                   "averaged); writes sweep.md, sweep.csv, sweep.json")
     ->type_name("KEY=V1,V2,...");
   int procs = 0;
-  run->add_option("--procs,-p", procs,
-                  "start this many local processes, one worker each (srun/mpirun need no flag: rank and size "
-                  "come from their environment)");
+  std::string run_procs;
+  run->add_option("--procs,-p", run_procs,
+                  "start this many local processes, one worker each, or `workers` for as many as topology.workers "
+                  "(srun/mpirun need no flag: rank and size come from their environment); with a sweep, every "
+                  "point runs across that many processes")
+    ->type_name("N|workers");
 
   auto* bench = app.add_subcommand("bench", "benchmarks of the runtime itself");
   bench->require_subcommand(1);
@@ -141,8 +144,53 @@ Examples:
   }
 
   try {
-    if (!sweeps.empty() && (procs > 0 || gradwire::transport::detect_launch().size > 1))
-      throw gradwire::error("--sweep runs its points in one process for now: drop --procs (or srun/mpirun)");
+    // run --procs N | workers: -1 stands for "as many as topology.workers".
+    if (*run && !run_procs.empty()) {
+      if (run_procs == "workers") {
+        procs = -1;
+      } else {
+        std::size_t used = 0;
+        try {
+          procs = std::stoi(run_procs, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != run_procs.size() || procs < 1)
+          throw gradwire::error("--procs " + run_procs + ": expected a number of processes (1 or more) or `workers`");
+      }
+    }
+    if (!sweeps.empty() && gradwire::transport::detect_launch().size > 1)
+      throw gradwire::error("a sweep is driven by one process: run it without srun/mpirun, with --procs N or "
+                            "--procs workers for points across processes");
+    // A sweep (--sweep or a [sweep] section), in the driving process only.
+    std::vector<gradwire::scheduler::sweep_axis> axes;
+    for (const auto& s : sweeps)
+      axes.push_back(gradwire::scheduler::parse_sweep(s));
+    if (*run && axes.empty() && gradwire::transport::detect_launch().size == 1 && !std::getenv("GRADWIRE_RANK")) {
+      auto c = gradwire::scheduler::load_config(config_path, overrides);
+      if (!c.sweep_variants.empty()) { // the variants first: the slowest axis
+        gradwire::scheduler::sweep_axis v{"variant", {}, {}};
+        for (auto& [label, sets] : c.sweep_variants) {
+          v.values.push_back(label);
+          v.sets.push_back(sets);
+        }
+        axes.push_back(std::move(v));
+      }
+      for (auto& [key, values] : c.sweep)
+        axes.push_back({key, values, {}});
+    }
+    if (!axes.empty()) {
+      std::signal(SIGINT, on_sigint);
+      gradwire::scheduler::run_options so;
+      so.progress = !quiet;
+      so.stop = &g_stop;
+      auto sweep_dir = gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so, procs);
+      if (!no_report)
+        report_on(sweep_dir);
+      return g_stop ? 130 : 0;
+    }
+    if (procs == -1)
+      procs = gradwire::scheduler::load_config(config_path, overrides).workers;
     if (procs > 0 && !std::getenv("GRADWIRE_RANK")) {
       std::vector<std::string> args;
       for (int i = 1; i < argc; ++i) {
@@ -173,32 +221,6 @@ Examples:
                   gradwire::kernels::built_with_cuda() ? "built" : "not built",
                   gradwire::kernels::cuda_device_count());
       return 0;
-    }
-    std::vector<gradwire::scheduler::sweep_axis> axes;
-    for (const auto& s : sweeps)
-      axes.push_back(gradwire::scheduler::parse_sweep(s));
-    if (axes.empty() && gradwire::transport::detect_launch().size == 1) { // a [sweep] section in the config
-      auto c = gradwire::scheduler::load_config(config_path, overrides);
-      if (!c.sweep_variants.empty()) { // the variants first: the slowest axis
-        gradwire::scheduler::sweep_axis v{"variant", {}, {}};
-        for (auto& [label, sets] : c.sweep_variants) {
-          v.values.push_back(label);
-          v.sets.push_back(sets);
-        }
-        axes.push_back(std::move(v));
-      }
-      for (auto& [key, values] : c.sweep)
-        axes.push_back({key, values, {}});
-    }
-    if (!axes.empty()) {
-      std::signal(SIGINT, on_sigint);
-      gradwire::scheduler::run_options so;
-      so.progress = !quiet;
-      so.stop = &g_stop;
-      auto sweep_dir = gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so);
-      if (!no_report)
-        report_on(sweep_dir);
-      return g_stop ? 130 : 0;
     }
     auto cfg = gradwire::scheduler::load_config(config_path, overrides);
     if (!out_dir.empty())

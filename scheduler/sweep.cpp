@@ -2,6 +2,7 @@
 
 #include "kernels/error.hpp"
 #include "scheduler/config.hpp"
+#include "scheduler/launch.hpp"
 #include "scheduler/topology_run.hpp"
 
 #include <fmt/format.h>
@@ -91,7 +92,7 @@ std::string cell(stat s, const char* f, double scale = 1) {
 } // namespace
 
 std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
-                         const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts) {
+                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs) {
   check(!axes.empty(), "a sweep needs at least one --sweep KEY=V1,V2,...");
   auto base = load_config(config_path, overrides); // errors in the config itself surface before any run
   if (out_dir.empty())
@@ -131,8 +132,23 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "gradwire sweep: point %zu of %zu: %s%s\n", i + 1, points, label.c_str(),
                  i ? fmt::format(" (ETA {:.0f} s)", elapsed / static_cast<double>(i) * static_cast<double>(points - i)).c_str() : "");
-    run_options po = opts;
-    p.summary = cfg.topology != "single" ? run_actors(cfg, po) : run_single(cfg, po);
+    const int n = procs == -1 ? cfg.workers : procs;
+    if (n > 1 && cfg.topology != "single") { // a job of n processes, as `gradwire run --procs n` starts it
+      std::vector<std::string> args = {"run", config_path, "-q", "--no-report", "--out", cfg.out};
+      for (const auto& o : ov) {
+        args.push_back("--set");
+        args.push_back(o);
+      }
+      const int rc = launch_local(n, args);
+      check(rc == 0, fmt::format("sweep point {} of {} ({}): the job of {} processes exited with status {}", i + 1,
+                                 points, label, n, rc));
+      std::ifstream in(cfg.out + "/summary.json");
+      p.summary = nlohmann::json::parse(in, nullptr, false);
+      check(p.summary.is_object(), "sweep point " + label + ": no summary.json in " + cfg.out);
+    } else {
+      run_options po = opts;
+      p.summary = cfg.topology != "single" ? run_actors(cfg, po) : run_single(cfg, po);
+    }
     p.summary["sweep_point"] = label;
     p.summary["point_dir"] = point_dir;
     done.push_back(std::move(p));

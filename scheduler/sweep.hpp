@@ -33,7 +33,11 @@ sweep_axis parse_sweep(const std::string& text);
 /// Runs every point of the grid (in order, the last axis fastest) under
 /// `out_dir` (default results/<name>-sweep) and writes the table (rows:
 /// one per group of repeats). Returns the sweep's folder.
+/// `procs`: 0 runs every point in this process; n > 0 launches each point
+/// as a job of n local processes (`--procs n`), -1 as one of as many
+/// processes as the point's topology.workers (the scaling study across
+/// processes); a point of one worker always runs here.
 std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
-                         const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts);
+                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs = 0);
 
 } // namespace gradwire::scheduler

@@ -117,6 +117,15 @@ timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.overlap
   >"$work/ov.txt" 2>&1 || { bad "ring with overlap across 2 processes failed"; cat "$work/ov.txt"; }
 [ "$(topo "$work/ov/summary.json" | cut -d' ' -f1)" = "$(topo "$work/in_2/summary.json" | cut -d' ' -f1)" ] ||
   bad "ring with overlap across processes differs from the ring in one process"
+# A sweep whose points run across processes: --procs workers gives each
+# point as many processes as workers (the scaling study with real processes).
+timeout 180 "$GW" run "$src/examples/ring.toml" --procs workers --sweep topology.workers=1,2 "${common[@]}" --no-report \
+  --out "$work/sweep" >"$work/sweep.txt" 2>&1 || { bad "a sweep across processes failed"; cat "$work/sweep.txt"; }
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit([(p['workers'], p['processes']) for p in d['points']] != [(1, 1), (2, 2)])" \
+  "$work/sweep/sweep.json" || bad "sweep.json does not show 1 and 2 processes for 1 and 2 workers"
+timeout 30 "$GW" run "$src/examples/ring.toml" --procs two -q >"$work/badprocs.txt" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "expected a number of processes" "$work/badprocs.txt" || bad "--procs two: rc=$rc $(cat "$work/badprocs.txt")"
 # A job whose worker count disagrees with its processes says so.
 timeout 60 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.workers=3 -q --out "$work/mis" >"$work/mis.txt" 2>&1
 rc=$?
