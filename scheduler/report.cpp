@@ -91,7 +91,7 @@ std::string shown(const json& v) {
 }
 
 std::string table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
-  std::string h = "<table><thead><tr>";
+  std::string h = "<div class=\"wide\"><table><thead><tr>";
   for (const auto& c : head)
     h += "<th>" + esc(c) + "</th>";
   h += "</tr></thead><tbody>\n";
@@ -101,7 +101,7 @@ std::string table(const std::vector<std::string>& head, const std::vector<std::v
       h += "<td>" + esc(c) + "</td>";
     h += "</tr>\n";
   }
-  return h + "</tbody></table>\n";
+  return h + "</tbody></table></div>\n";
 }
 
 /// Counts per staleness value -> fraction of all.
@@ -255,7 +255,7 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
 }
 
 const char* style_css = R"(body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+h1{font-size:1.5em}.wide{overflow-x:auto}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.note{background:#fff6d6;padding:.6em;border:1px solid #e8d48a}
 figure{display:inline-block;margin:.4em;vertical-align:top;width:530px}figure img{width:100%}figcaption{font-size:.85em;color:#444}.meta{color:#666})";
