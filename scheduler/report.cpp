@@ -181,6 +181,8 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
 std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
   using st = plot_spec::style;
   plot_spec acc{"accuracy_time", "test accuracy against wall time, every point", "seconds", "test accuracy (%)", {}, st::linespoints};
+  plot_spec acc_steps{"accuracy_steps", "test accuracy against steps, every point", "step (per worker)", "test accuracy (%)",
+                      {}, st::linespoints};
   plot_spec loss{"loss_time", "training loss (worker 0) against wall time, every point", "seconds", "loss", {}, st::lines};
   plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
                   "fraction of pushes", {}, st::linespoints};
@@ -199,6 +201,7 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     curves(read_records(pdir + "/metrics.jsonl"), label, lt, ls, at, as);
     if (acc.series.size() < 24) {
       acc.series.push_back(std::move(at));
+      acc_steps.series.push_back(std::move(as));
       if (!lt.empty())
         loss.series.push_back(std::move(lt.begin()->second));
     }
@@ -222,7 +225,7 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     }
     thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
   }
-  std::vector<plot_spec> p{acc, loss};
+  std::vector<plot_spec> p{acc, acc_steps, loss};
   // Scaling: only when the worker count is what the rows differ in.
   if (thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == thr_by_workers.size()) {
     const int w0 = thr_by_workers.begin()->first;

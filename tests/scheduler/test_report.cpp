@@ -116,7 +116,7 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
   CHECK(html.find("href=\"point-001/report.html\"") != std::string::npos); // each point has its own page
   CHECK(fs::exists(dir + "/point-000/report.html"));
   if (!find_gnuplot().empty()) {
-    CHECK(r.plots == 4); // accuracy, loss, speedup, efficiency (a ring has no staleness)
+    CHECK(r.plots == 5); // accuracy against time and steps, loss, speedup, efficiency (a ring has no staleness)
     CHECK(fs::exists(dir + "/plots/speedup.svg"));
     CHECK(fs::exists(dir + "/plots/efficiency.svg"));
     // One curve per point in the overlay.
