@@ -86,10 +86,13 @@ plot_outcome draw_plots(const std::string& dir, const std::vector<plot_spec>& pl
     gp += "set title " + quoted(p.title) + "\nset xlabel " + quoted(p.xlabel) + "\nset ylabel " + quoted(p.ylabel) + "\n";
     if (p.log_y)
       gp += "set logscale y\n";
+    if (p.x_tic > 0)
+      gp += fmt::format("set xtics {}\n", p.x_tic);
     if (p.y_min != 0 || p.y_max != 0)
       gp += fmt::format("set yrange [{}:{}]\n", p.y_min, p.y_max);
     if (p.how == plot_spec::style::boxes)
-      gp += "set boxwidth 0.8 relative\nset style fill solid 0.5\n";
+      gp += (p.box_width > 0 ? fmt::format("set boxwidth {} absolute\n", p.box_width) : std::string("set boxwidth 0.8 relative\n")) +
+            "set style fill solid 0.5\n";
     std::string cmd = "plot ";
     for (std::size_t i = 0; i < parts.size(); ++i)
       cmd += (i ? ", " : "") + parts[i];

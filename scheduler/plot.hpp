@@ -23,6 +23,8 @@ struct plot_spec {
   bool log_y = false;
   bool ideal_diagonal = false; ///< adds y = x (perfect speedup)
   double y_min = 0, y_max = 0; ///< both 0: automatic
+  double box_width = 0;        ///< boxes: width in x units (0: 80% of the spacing)
+  double x_tic = 0;            ///< spacing of the x tics (0: automatic)
 };
 
 struct plot_outcome {

@@ -160,6 +160,23 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
   p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
   p.push_back({"accuracy_time", "test accuracy against wall time", "seconds", "test accuracy (%)", {acc_t}, st::linespoints});
   p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
+  // Where each worker's time went: the fast ones' waiting shows here.
+  const auto& workers = summary.value("per_worker", json::array());
+  if (workers.size() > 1 && workers.size() <= 32) {
+    plot_spec split{"time_split", "where each worker's time went", "worker", "seconds", {}, st::boxes};
+    split.box_width = 0.25;
+    split.x_tic = 1;
+    plot_series compute{"compute", {}}, exchange{"exchange (not waiting)", {}}, wait{"waiting for others", {}};
+    for (const auto& w : workers) {
+      const double r = w.value("worker", 0);
+      const double c = num(w, "compute_seconds", 0), m = num(w, "comm_seconds", 0), wt = num(w, "wait_seconds", 0);
+      compute.xy.emplace_back(r - 0.25, c);
+      exchange.xy.emplace_back(r, std::max(0.0, m - wt));
+      wait.xy.emplace_back(r + 0.25, wt);
+    }
+    split.series = {compute, exchange, wait};
+    p.push_back(std::move(split));
+  }
   if (has_staleness(summary)) {
     p.push_back({"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
                  {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes});

@@ -7,8 +7,9 @@
 /// be sent on its own:
 ///
 /// run:   training loss and test accuracy against wall time and against
-///        steps (per worker), staleness histogram (all pushes, and per
-///        worker when there are several);
+///        steps (per worker), each worker's compute / exchange / waiting
+///        time, staleness histogram (all pushes, and per worker when
+///        there are several);
 /// sweep: the comparison table; test accuracy against time and steps and
 ///        loss against time, overlaid for every point; speedup and scaling efficiency against
 ///        workers (when the sweep varies the worker count); staleness

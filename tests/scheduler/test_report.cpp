@@ -72,15 +72,17 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
     CHECK(r.plots == 0);
     return;
   }
-  // Loss and accuracy against time and steps, staleness overall and per worker.
-  CHECK(r.plots == 6);
-  for (const char* f : {"loss_time", "loss_steps", "accuracy_time", "accuracy_steps", "staleness", "staleness_per_worker"}) {
+  // Loss and accuracy against time and steps, each worker's time split,
+  // staleness overall and per worker.
+  CHECK(r.plots == 7);
+  for (const char* f : {"loss_time", "loss_steps", "accuracy_time", "accuracy_steps", "time_split", "staleness",
+                        "staleness_per_worker"}) {
     INFO(f);
     const auto svg = slurp(dir + "/plots/" + f + ".svg");
     CHECK(svg.find("<svg") != std::string::npos);
     CHECK(svg.find("<path") != std::string::npos); // something was drawn
   }
-  CHECK(count(html, "data:image/svg+xml;base64,") == 6); // embedded: the page stands alone
+  CHECK(count(html, "data:image/svg+xml;base64,") == 7); // embedded: the page stands alone
   fs::remove_all(dir);
 }
 
