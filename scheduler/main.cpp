@@ -189,8 +189,20 @@ Examples:
         report_on(sweep_dir);
       return g_stop ? 130 : 0;
     }
-    if (procs == -1)
-      procs = gradwire::scheduler::load_config(config_path, overrides).workers;
+    if (*run && procs != 0) {
+      const auto c = gradwire::scheduler::load_config(config_path, overrides);
+      const bool single = c.topology == "single";
+      if (procs == -1) // as many processes as workers; one worker needs no launch
+        procs = single ? 0 : c.workers;
+      if (single && procs > 1)
+        throw gradwire::error(c.source + ": topology.kind = \"single\" trains one worker in one process: drop --procs " +
+                              std::to_string(procs) + ", or choose a topology of several workers (e.g. --set topology.kind=\"ring\")");
+    }
+    if (*run && !std::getenv("GRADWIRE_RANK") && gradwire::transport::detect_launch().size > 1 &&
+        gradwire::scheduler::load_config(config_path, overrides).topology == "single")
+      throw gradwire::error("topology.kind = \"single\" trains one worker in one process, but this is one of " +
+                            std::to_string(gradwire::transport::detect_launch().size) +
+                            " ranks (srun/mpirun): choose a topology of several workers");
     if (procs > 0 && !std::getenv("GRADWIRE_RANK")) {
       std::vector<std::string> args;
       for (int i = 1; i < argc; ++i) {

@@ -126,6 +126,10 @@ timeout 180 "$GW" run "$src/examples/ring.toml" --procs workers --sweep topology
 timeout 30 "$GW" run "$src/examples/ring.toml" --procs two -q >"$work/badprocs.txt" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "expected a number of processes" "$work/badprocs.txt" || bad "--procs two: rc=$rc $(cat "$work/badprocs.txt")"
+# One worker cannot be spread over processes: an error, not two copies of the run.
+timeout 30 "$GW" run "$src/examples/default.toml" --procs 2 -q --out "$work/single2" >"$work/single2.txt" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'trains one worker in one process' "$work/single2.txt" || bad "single topology on 2 processes: rc=$rc $(cat "$work/single2.txt")"
 # A job whose worker count disagrees with its processes says so.
 timeout 60 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.workers=3 -q --out "$work/mis" >"$work/mis.txt" 2>&1
 rc=$?
