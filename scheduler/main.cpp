@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace {
 
@@ -159,24 +160,29 @@ Examples:
           throw gradwire::error("--procs " + run_procs + ": expected a number of processes (1 or more) or `workers`");
       }
     }
-    if (!sweeps.empty() && gradwire::transport::detect_launch().size > 1)
+    // The config, read once: the sweep, the launch and the run all use it.
+    std::optional<gradwire::scheduler::run_config> base;
+    if (*run)
+      base = gradwire::scheduler::load_config(config_path, overrides);
+    const int ranks = gradwire::transport::detect_launch().size;
+    const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
+    if (!sweeps.empty() && ranks > 1)
       throw gradwire::error("a sweep is driven by one process: run it without srun/mpirun, with --procs N or "
                             "--procs workers for points across processes");
     // A sweep (--sweep or a [sweep] section), in the driving process only.
     std::vector<gradwire::scheduler::sweep_axis> axes;
     for (const auto& s : sweeps)
       axes.push_back(gradwire::scheduler::parse_sweep(s));
-    if (*run && axes.empty() && gradwire::transport::detect_launch().size == 1 && !std::getenv("GRADWIRE_RANK")) {
-      auto c = gradwire::scheduler::load_config(config_path, overrides);
-      if (!c.sweep_variants.empty()) { // the variants first: the slowest axis
+    if (base && axes.empty() && ranks == 1 && !launched_child) {
+      if (!base->sweep_variants.empty()) { // the variants first: the slowest axis
         gradwire::scheduler::sweep_axis v{"variant", {}, {}};
-        for (auto& [label, sets] : c.sweep_variants) {
+        for (const auto& [label, sets] : base->sweep_variants) {
           v.values.push_back(label);
           v.sets.push_back(sets);
         }
         axes.push_back(std::move(v));
       }
-      for (auto& [key, values] : c.sweep)
+      for (const auto& [key, values] : base->sweep)
         axes.push_back({key, values, {}});
     }
     if (!axes.empty()) {
@@ -189,21 +195,19 @@ Examples:
         report_on(sweep_dir);
       return g_stop ? 130 : 0;
     }
-    if (*run && procs != 0) {
-      const auto c = gradwire::scheduler::load_config(config_path, overrides);
-      const bool single = c.topology == "single";
-      if (procs == -1) // as many processes as workers; one worker needs no launch
-        procs = single ? 0 : c.workers;
-      if (single && procs > 1)
-        throw gradwire::error(c.source + ": topology.kind = \"single\" trains one worker in one process: drop --procs " +
+    if (base && base->topology == "single") { // one worker: one process
+      if (procs == -1)
+        procs = 0;
+      if (procs > 1)
+        throw gradwire::error(base->source + ": topology.kind = \"single\" trains one worker in one process: drop --procs " +
                               std::to_string(procs) + ", or choose a topology of several workers (e.g. --set topology.kind=\"ring\")");
+      if (ranks > 1 && !launched_child)
+        throw gradwire::error("topology.kind = \"single\" trains one worker in one process, but this is one of " +
+                              std::to_string(ranks) + " ranks (srun/mpirun): choose a topology of several workers");
     }
-    if (*run && !std::getenv("GRADWIRE_RANK") && gradwire::transport::detect_launch().size > 1 &&
-        gradwire::scheduler::load_config(config_path, overrides).topology == "single")
-      throw gradwire::error("topology.kind = \"single\" trains one worker in one process, but this is one of " +
-                            std::to_string(gradwire::transport::detect_launch().size) +
-                            " ranks (srun/mpirun): choose a topology of several workers");
-    if (procs > 0 && !std::getenv("GRADWIRE_RANK")) {
+    if (base && procs == -1) // as many processes as workers
+      procs = base->workers;
+    if (procs > 0 && !launched_child) {
       std::vector<std::string> args;
       for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -234,7 +238,7 @@ Examples:
                   gradwire::kernels::cuda_device_count());
       return 0;
     }
-    auto cfg = gradwire::scheduler::load_config(config_path, overrides);
+    auto cfg = std::move(*base);
     if (!out_dir.empty())
       cfg.out = out_dir;
     std::signal(SIGINT, on_sigint);
