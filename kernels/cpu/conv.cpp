@@ -1,9 +1,14 @@
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/direct_conv.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-// Convolution as im2col + GEMM, one image at a time. For image i:
+// Stride-1 convolutions of small images (rows of at most 32 pixels: LeNet-5,
+// ResNet-20's stages) take the direct kernels of direct_conv.hpp when the
+// CPU has AVX2+FMA or AVX-512 (LeNet-5, batch 64, one thread: 7.2k -> 10-12k
+// samples/s; ResNet-20 on CIFAR: 108 -> 125 samples/s). The rest:
+// convolution as im2col + GEMM, one image at a time. For image i:
 //   cols[C*R*S, OH*OW]  = im2col(x_i)
 //   y_i[K, OH*OW]       = W[K, C*R*S] * cols
 //   dW[K, CRS]         += dy_i * cols^T
@@ -154,6 +159,8 @@ bool caches_cols(const conv_geom& g) {
 } // namespace
 
 std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
+  if (direct_conv::applies(g))
+    return direct_conv::workspace_bytes(g);
   if (is_pointwise(g))
     return 0;
   const std::size_t images = caches_cols(g) ? static_cast<std::size_t>(g.n) : 1;
@@ -162,6 +169,8 @@ std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
 
 void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
                                  void* workspace) {
+  if (direct_conv::applies(g))
+    return direct_conv::forward(g, x, w, y, static_cast<float*>(workspace));
   const int crs = g.c * g.r * g.s;
   const int pix = g.out_h() * g.out_w();
   const std::ptrdiff_t in_img = static_cast<std::ptrdiff_t>(g.c) * g.h * g.w;
@@ -179,6 +188,8 @@ void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float
 
 void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const float* w,
                                   const float* dy, float* dx, float* dw, void* workspace) {
+  if (direct_conv::applies(g))
+    return direct_conv::backward(g, x, w, dy, dx, dw, static_cast<float*>(workspace));
   const int crs = g.c * g.r * g.s;
   const int pix = g.out_h() * g.out_w();
   const std::ptrdiff_t in_img = static_cast<std::ptrdiff_t>(g.c) * g.h * g.w;

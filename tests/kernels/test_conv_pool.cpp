@@ -1,5 +1,6 @@
 // Convolution and pooling against direct (naive) implementations.
 #include "kernels/backend.hpp"
+#include "kernels/cpu/direct_conv.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
@@ -18,7 +19,11 @@ std::vector<conv_geom> geometries() {
     return g;
   };
   return {make(2, 1, 7, 7, 3, 3, 1, 1), make(3, 2, 9, 6, 4, 5, 1, 2), make(2, 3, 8, 8, 5, 3, 2, 1),
-          make(1, 4, 5, 5, 2, 1, 1, 0), make(2, 3, 6, 7, 3, 1, 2, 0), make(2, 2, 5, 5, 3, 5, 1, 0)};
+          make(1, 4, 5, 5, 2, 1, 1, 0), make(2, 3, 6, 7, 3, 1, 2, 0), make(2, 2, 5, 5, 3, 5, 1, 0),
+          // Direct-kernel shapes: uneven channel blocks, rows of 2 to 2 registers
+          // and a partial one, wide and tall images, more output than input channels.
+          make(2, 7, 4, 4, 19, 3, 1, 1), make(3, 5, 2, 2, 33, 3, 1, 1), make(1, 3, 6, 30, 5, 3, 1, 1),
+          make(2, 2, 17, 5, 3, 3, 1, 0), make(1, 6, 10, 10, 16, 5, 1, 0)};
 }
 } // namespace
 
@@ -147,5 +152,43 @@ TEST_CASE("conv2d: large batches (columns recomputed) equal small ones (columns 
     check_close(y_big, y_small, 1e-5, 1e-5);
     check_close(dx_big, dx_small, 1e-5, 1e-5);
     check_close(dw_big, dw_small, 1e-4, 1e-4);
+  }
+}
+
+TEST_CASE("conv2d: direct kernels and im2col + GEMM agree (LeNet-5, ResNet stages, batch groups)") {
+  if (!direct_conv::available()) {
+    WARN("this CPU has neither AVX-512 nor AVX2 with FMA: only im2col + GEMM exists here");
+    return;
+  }
+  auto make = [](int n, int c, int h, int w, int k, int r, int pad) {
+    conv_geom g;
+    g.n = n; g.c = c; g.h = h; g.w = w; g.k = k; g.r = g.s = r; g.stride = 1; g.pad = pad;
+    return g;
+  };
+  // LeNet-5's two layers at batch 64; ResNet-20's three stages (the first
+  // with 20 images spans two groups of the weight-gradient pass).
+  for (const auto& g : {make(64, 1, 28, 28, 6, 5, 2), make(64, 6, 14, 14, 16, 5, 0),
+                        make(20, 16, 32, 32, 16, 3, 1), make(4, 32, 16, 16, 32, 3, 1),
+                        make(4, 64, 8, 8, 64, 3, 1)}) {
+    INFO("n=" << g.n << " c=" << g.c << " h=" << g.h << " k=" << g.k << " r=" << g.r << " pad=" << g.pad);
+    const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
+    const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
+    const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
+    auto x = random_vec(xs, 31), w = random_vec(wn, 32), dy = random_vec(ys, 33);
+    struct result { std::vector<float> y, dx, dw; };
+    auto run = [&](bool direct) {
+      direct_conv::set_enabled(direct);
+      REQUIRE(direct_conv::applies(g) == direct);
+      result r{std::vector<float>(ys), std::vector<float>(xs), std::vector<float>(wn, 0.f)};
+      std::vector<char> ws(cpu().conv2d_workspace_bytes(g));
+      cpu().conv2d_forward(g, x.data(), w.data(), r.y.data(), ws.data());
+      cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), r.dx.data(), r.dw.data(), ws.data());
+      direct_conv::set_enabled(true);
+      return r;
+    };
+    const auto a = run(true), b = run(false);
+    check_close(a.y, b.y, 1e-4, 1e-4);
+    check_close(a.dx, b.dx, 1e-4, 1e-4);
+    check_close(a.dw, b.dw, 1e-3, 1e-3); // sums over the batch: larger magnitudes
   }
 }
