@@ -11,8 +11,9 @@
 /// with broadcast weights; the input gradient is the same kernel on the
 /// zero-padded output gradient with flipped, transposed weights; the weight
 /// gradient accumulates over the whole batch in registers before one
-/// horizontal sum. Compiled for AVX-512 and for AVX2+FMA, chosen at run time;
-/// other CPUs keep im2col + GEMM.
+/// horizontal sum. Compiled for AVX-512 and for AVX2+FMA, chosen at run time
+/// (AVX-512 by default; GRADWIRE_DIRECT_CONV=0|avx2|avx512 overrides); other
+/// CPUs keep im2col + GEMM.
 
 #include "kernels/backend.hpp"
 
@@ -20,13 +21,19 @@
 
 namespace gradwire::kernels::direct_conv {
 
-/// Whether this CPU has a direct kernel (AVX-512F, or AVX2 with FMA).
+/// Whether this CPU has a direct kernel (AVX-512F, or AVX2 with FMA; the
+/// AVX2 ones only on request: GRADWIRE_DIRECT_CONV=avx2 or use_isa).
 bool available();
 /// Use the direct kernels where they apply (default on; tests and benchmarks
 /// turn them off to compare with im2col + GEMM). Not thread-safe against
 /// running convolutions: set it before training starts.
 void set_enabled(bool on);
 bool enabled();
+/// The instruction set in use ("avx512", "avx2" or "" when none), and a
+/// switch to another one this CPU has (tests run both; "default" goes back to
+/// the default choice): false when it lacks it.
+const char* isa_name();
+bool use_isa(const char* name);
 /// Whether `g` takes the direct path: enabled, available, stride 1,
 /// padding below the kernel size, input and output rows within two (AVX-512)
 /// or four (AVX2) registers.

@@ -27,8 +27,35 @@ std::vector<conv_geom> geometries() {
 }
 } // namespace
 
+/// The instruction sets whose direct kernels this CPU can run, then "" (the
+/// im2col + GEMM path alone), so that every kernel is checked here.
+std::vector<std::string> conv_paths() {
+  std::vector<std::string> paths;
+  for (const char* isa : {"avx512", "avx2"})
+    if (direct_conv::use_isa(isa))
+      paths.push_back(isa);
+  paths.push_back("");
+  return paths;
+}
+
+/// Selects a path for one scope; back to the CPU's best on exit.
+struct conv_path {
+  explicit conv_path(const std::string& isa) {
+    direct_conv::set_enabled(!isa.empty());
+    if (!isa.empty())
+      direct_conv::use_isa(isa.c_str());
+  }
+  ~conv_path() {
+    direct_conv::set_enabled(true);
+    direct_conv::use_isa("default");
+  }
+};
+
 TEST_CASE("conv2d forward matches direct convolution (stride, padding, 1x1, odd sizes)") {
+  for (const auto& path : conv_paths())
   for (const auto& g : geometries()) {
+    conv_path use(path);
+    INFO("path " << (path.empty() ? "im2col" : path));
     INFO("n=" << g.n << " c=" << g.c << " h=" << g.h << " w=" << g.w << " k=" << g.k << " r=" << g.r
               << " stride=" << g.stride << " pad=" << g.pad);
     auto x = random_vec(static_cast<std::size_t>(g.n) * g.c * g.h * g.w, 1);
@@ -43,7 +70,10 @@ TEST_CASE("conv2d forward matches direct convolution (stride, padding, 1x1, odd 
 TEST_CASE("conv2d backward equals the adjoint of forward") {
   // For a linear map y = A(x, w): <dy, A(dx_probe, w)> = <A^T dy, dx_probe>,
   // and the weight gradient likewise; checked against the direct reference.
+  for (const auto& path : conv_paths())
   for (const auto& g : geometries()) {
+    conv_path use(path);
+    INFO("path " << (path.empty() ? "im2col" : path));
     INFO("k=" << g.k << " r=" << g.r << " stride=" << g.stride << " pad=" << g.pad);
     const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
     const auto ws_n = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
@@ -160,6 +190,10 @@ TEST_CASE("conv2d: direct kernels and im2col + GEMM agree (LeNet-5, ResNet stage
     WARN("this CPU has neither AVX-512 nor AVX2 with FMA: only im2col + GEMM exists here");
     return;
   }
+  for (const auto& isa : conv_paths()) {
+  if (isa.empty())
+    continue;
+  INFO("direct kernels: " << isa);
   auto make = [](int n, int c, int h, int w, int k, int r, int pad) {
     conv_geom g;
     g.n = n; g.c = c; g.h = h; g.w = w; g.k = k; g.r = g.s = r; g.stride = 1; g.pad = pad;
@@ -177,18 +211,18 @@ TEST_CASE("conv2d: direct kernels and im2col + GEMM agree (LeNet-5, ResNet stage
     auto x = random_vec(xs, 31), w = random_vec(wn, 32), dy = random_vec(ys, 33);
     struct result { std::vector<float> y, dx, dw; };
     auto run = [&](bool direct) {
-      direct_conv::set_enabled(direct);
+      conv_path use(direct ? isa : "");
       REQUIRE(direct_conv::applies(g) == direct);
       result r{std::vector<float>(ys), std::vector<float>(xs), std::vector<float>(wn, 0.f)};
       std::vector<char> ws(cpu().conv2d_workspace_bytes(g));
       cpu().conv2d_forward(g, x.data(), w.data(), r.y.data(), ws.data());
       cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), r.dx.data(), r.dw.data(), ws.data());
-      direct_conv::set_enabled(true);
       return r;
     };
     const auto a = run(true), b = run(false);
     check_close(a.y, b.y, 1e-4, 1e-4);
     check_close(a.dx, b.dx, 1e-4, 1e-4);
     check_close(a.dw, b.dw, 1e-3, 1e-3); // sums over the batch: larger magnitudes
+  }
   }
 }
