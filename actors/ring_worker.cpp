@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace gradwire::actors {
 namespace {
@@ -25,6 +26,7 @@ struct ring_worker_state : worker_core {
   /// several workers) and owned_apply the time spent updating this round.
   bool sharded = false;
   double owned_apply = 0;
+
   static inline const char* name = "ring_worker";
 };
 
@@ -50,6 +52,29 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
   }
 }
 
+/// While a round is in progress, waits for the next message by polling the
+/// mailbox (busy ~50 us, then yielding the core, up to ~2 ms) instead of
+/// returning to CAF, which blocks the detached thread on a condition
+/// variable: then the neighbour's chunk costs a futex wake on both sides.
+/// In-process ring, 2 workers, MLP: samples/s over that of 2 independent
+/// workers 0.75-0.82 -> 0.82-0.85 (5 runs each, interleaved).
+void await_mail(ring_worker_actor* self) {
+  auto& st = self->state;
+  if (!st.ring || !st.in_round || !st.cfg.spin_wait)
+    return;
+  using clock = worker_core::clock_type;
+  const auto start = clock::now();
+  for (int i = 0; self->mailbox().empty(); ++i) {
+    if ((i & 63) != 63)
+      continue;
+    const auto waited = clock::now() - start;
+    if (waited > std::chrono::microseconds(2000))
+      return;
+    if (waited > std::chrono::microseconds(50))
+      std::this_thread::yield();
+  }
+}
+
 void begin_step(ring_worker_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
@@ -70,6 +95,7 @@ void begin_step(ring_worker_actor* self) {
     return;
   }
   hand_over(self, 0);
+  await_mail(self);
 }
 
 void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces result, double wait) {
@@ -151,6 +177,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
         if (s.ring == nullptr)
           throw error("a ring chunk, but this worker has a ring peer");
         s.ring->on_chunk(self, round, bucket, chunk, hop, std::move(data));
+        await_mail(self);
       } catch (const std::exception& e) {
         s.finish(self, s.who() + e.what());
       }

@@ -91,6 +91,12 @@ struct worker_config {
   /// instead of gradients: each replica does 1/N of the optimizer work
   /// (ZeRO-1 style sharding of the update; the same model, bit for bit).
   bool sharded_update = true;
+  /// Ring worker running the ring itself: wait for a neighbour's chunk by
+  /// polling the mailbox (busy ~50 us, then yielding, up to ~2 ms) instead
+  /// of sleeping on CAF's condition variable. Only when the worker threads
+  /// of this process fit its cores, or a poller would take a core from a
+  /// computing worker.
+  bool spin_wait = false;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)

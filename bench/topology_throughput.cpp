@@ -61,6 +61,7 @@ measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int
   s.group_size = 2;
   s.log_every = 1 << 30;
   s.sharded_update = v.sharded_update;
+  s.spin_wait = gs::spin_wait_default(workers);
   auto out = gs::run_topology(sys, s, data);
   measure m;
   std::int64_t samples = 0;

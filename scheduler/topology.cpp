@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
+#include <thread>
 
 namespace gradwire::scheduler {
 
@@ -66,6 +69,12 @@ std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int d
   return out;
 }
 
+bool spin_wait_default(int job_threads) {
+  if (const char* v = std::getenv("GRADWIRE_SPIN_WAIT"))
+    return std::string(v) != "0";
+  return job_threads <= static_cast<int>(std::thread::hardware_concurrency());
+}
+
 actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
                                   const caf::actor& coordinator) {
   actors::worker_config wc;
@@ -78,6 +87,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.device = ri < setup.worker_device.size() ? setup.worker_device[ri] : kernels::device::cpu();
   wc.separate_compute = setup.separate_compute;
   wc.sharded_update = setup.sharded_update;
+  wc.spin_wait = setup.spin_wait;
   wc.how = setup.how;
   wc.batch_size = ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size;
   wc.slowdown = at(setup.worker_slowdown, 1.0);

@@ -48,6 +48,9 @@ struct topology_setup {
   std::size_t chunk_floats = 1 << 18;  ///< ring: largest message
   bool overlap = false;     ///< ring: start a bucket's allreduce during backward
   bool sharded_update = true; ///< flat ring without peers: each worker updates only the chunks it owns
+  /// Ring workers poll for chunks instead of sleeping (worker_config::spin_wait):
+  /// see spin_wait_default.
+  bool spin_wait = false;
   int group_size = 2;       ///< hierarchical: workers per group (the last may be smaller)
   actors::gossip_mode gossip = actors::gossip_mode::dpsgd;
   std::string graph = "ring"; ///< gossip: "ring" | "torus" | "random" | "complete"
@@ -126,5 +129,11 @@ topology_outcome run_topology(
   const std::function<void(std::int64_t, std::int64_t)>& on_progress = {},
   const std::function<void(const actors::step_metrics&)>& on_metrics = {},
   const std::atomic<bool>* stop = nullptr);
+
+/// Whether ring workers should poll for chunks: when `job_threads` (the
+/// worker threads of the whole job) fit this machine's cores; across
+/// processes that assumes every rank is here, the cautious side.
+/// GRADWIRE_SPIN_WAIT=0|1 overrides.
+bool spin_wait_default(int job_threads);
 
 } // namespace gradwire::scheduler

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <limits>
 #include <numeric>
@@ -144,6 +143,12 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
       s.node.reset();
     }
   } closer{jb, setup};
+  {
+    int threads = 0;
+    for (int r = 0; r < cfg.workers; ++r)
+      threads += static_cast<std::size_t>(r) < setup.worker_threads.size() ? setup.worker_threads[static_cast<std::size_t>(r)] : cfg.threads;
+    setup.spin_wait = spin_wait_default(threads);
+  }
   if (transport::detect_launch().size > 1) {
     job_options jo;
     jo.tls = cfg.transport_tls;
