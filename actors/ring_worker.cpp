@@ -4,10 +4,10 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
+#include "kernels/poll_wait.hpp"
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 namespace gradwire::actors {
 namespace {
@@ -53,7 +53,7 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
 }
 
 /// While a round is in progress, waits for the next message by polling the
-/// mailbox (busy ~50 us, then yielding the core, up to ~2 ms) instead of
+/// mailbox (kernels::poll_until) instead of
 /// returning to CAF, which blocks the detached thread on a condition
 /// variable: then the neighbour's chunk costs a futex wake on both sides.
 /// In-process ring, 2 workers, MLP: samples/s over that of 2 independent
@@ -62,17 +62,7 @@ void await_mail(ring_worker_actor* self) {
   auto& st = self->state;
   if (!st.ring || !st.in_round || !st.cfg.spin_wait)
     return;
-  using clock = worker_core::clock_type;
-  const auto start = clock::now();
-  for (int i = 0; self->mailbox().empty(); ++i) {
-    if ((i & 63) != 63)
-      continue;
-    const auto waited = clock::now() - start;
-    if (waited > std::chrono::microseconds(2000))
-      return;
-    if (waited > std::chrono::microseconds(50))
-      std::this_thread::yield();
-  }
+  kernels::poll_until([self] { return !self->mailbox().empty(); });
 }
 
 void begin_step(ring_worker_actor* self) {

@@ -2,43 +2,9 @@
 
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/error.hpp"
-
-#include <chrono>
-#include <thread>
+#include "kernels/poll_wait.hpp"
 
 namespace gradwire::kernels {
-namespace {
-
-/// Spins until pred() holds or ~50 us pass; returns pred().
-/// Waits until pred() holds: busy for ~50 us, then yielding the core between
-/// checks until ~2 ms, then returns pred() (the caller sleeps on its
-/// condition variable). The yielding phase keeps the hand-off fast across
-/// the serial stretches of a step (data, loss, optimizer: MLP at 2 threads
-/// fell asleep ~20 times a step with 50 us of spinning alone, and every
-/// futex wake-up costs tens of microseconds on this VM) without taking the
-/// core from other runnable threads (another worker's actor, say).
-template <typename Pred>
-bool spin_until(Pred pred) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const auto busy_until = start + std::chrono::microseconds(50);
-  const auto yield_until = start + std::chrono::microseconds(2000);
-  bool yielding = false;
-  for (int i = 0;; ++i) {
-    if (pred())
-      return true;
-    if (yielding)
-      std::this_thread::yield();
-    if (yielding || (i & 63) == 63) {
-      const auto now = clock::now();
-      if (now > yield_until)
-        return pred();
-      yielding = now > busy_until;
-    }
-  }
-}
-
-} // namespace
 
 thread_pool::thread_pool(std::size_t threads) {
   for (std::size_t i = 1; i < threads; ++i)
@@ -81,7 +47,7 @@ void thread_pool::run(std::size_t n, const std::function<void(std::size_t)>& fn)
   } catch (...) {
     mine = std::current_exception();
   }
-  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+  if (!poll_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [this] { return pending_.load() == 0; });
   }
@@ -97,7 +63,7 @@ void thread_pool::loop(std::size_t id) {
   flush_denormals_on_this_thread();
   std::size_t seen = 0;
   for (;;) {
-    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+    if (!poll_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
       std::unique_lock<std::mutex> lock(mu_);
       start_cv_.wait(lock, [&] { return generation_.load() != seen; });
     }
