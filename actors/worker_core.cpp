@@ -52,7 +52,7 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   // of every worker has the same size.
   bool got = false;
   for (int tries = 0; tries < 3 && !got; ++tries)
-    got = batches->next(bt) && bt.size == cfg.batch_size;
+    got = batches->next(bt, &trainer->pool()) && bt.size == cfg.batch_size;
   if (!got)
     throw gradwire::error(who() + "its data shard holds no full batch of " + std::to_string(cfg.batch_size));
   models::step_result r;

@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
   gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
   gm::batch bt;
   auto next = [&] {
-    if (!b.next(bt) || bt.size != batch)
-      b.next(bt);
+    if (!b.next(bt, &tr.pool()) || bt.size != batch)
+      b.next(bt, &tr.pool());
   };
   for (int i = 0; i < warmup; ++i) {
     next();

@@ -6,7 +6,7 @@ namespace gradwire::kernels {
 
 void parallel_gemm(backend& be, thread_pool* pool, bool trans_a, bool trans_b, int m, int n, int k,
                    float alpha, const float* a, int lda, const float* b, int ldb, float beta,
-                   float* c, int ldc) {
+                   float* c, int ldc, const gemm_epilogue& epilogue) {
   constexpr double min_flops_per_thread = 2e5; // below this a fork-join costs more than it saves
   const int threads = pool == nullptr ? 1 : static_cast<int>(pool->size());
   const double flops = 2.0 * m * n * k;
@@ -23,6 +23,8 @@ void parallel_gemm(backend& be, thread_pool* pool, bool trans_a, bool trans_b, i
   const int parts = std::min({threads, extent / 16, static_cast<int>(flops / min_flops_per_thread)});
   if (parts <= 1) {
     be.gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (epilogue)
+      epilogue(0, m, 0, n);
     return;
   }
   pool->run(static_cast<std::size_t>(parts), [&](std::size_t t) {
@@ -37,10 +39,14 @@ void parallel_gemm(backend& be, thread_pool* pool, bool trans_a, bool trans_b, i
       const float* a_blk = trans_a ? a + lo : a + static_cast<std::ptrdiff_t>(lo) * lda;
       be.gemm(trans_a, trans_b, hi - lo, n, k, alpha, a_blk, lda, b, ldb, beta,
               c + static_cast<std::ptrdiff_t>(lo) * ldc, ldc);
+      if (epilogue)
+        epilogue(lo, hi, 0, n);
     } else {
       // Columns lo..hi of C and of op(B): B is [k, n] (offset by columns) or [n, k] (by rows).
       const float* b_blk = trans_b ? b + static_cast<std::ptrdiff_t>(lo) * ldb : b + lo;
       be.gemm(trans_a, trans_b, m, hi - lo, k, alpha, a, lda, b_blk, ldb, beta, c + lo, ldc);
+      if (epilogue)
+        epilogue(0, m, lo, hi);
     }
   });
 }

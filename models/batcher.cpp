@@ -41,7 +41,7 @@ std::int64_t batcher::batches_per_epoch() const {
   return (samples_per_epoch() + batch_size_ - 1) / batch_size_;
 }
 
-bool batcher::next(batch& out) {
+bool batcher::next(batch& out, kernels::thread_pool* pool) {
   if (pos_ >= indices_.size()) {
     ++epoch_;
     pos_ = 0;
@@ -53,11 +53,18 @@ bool batcher::next(batch& out) {
   out.size = static_cast<int>(n);
   out.x.resize(n * m);
   out.y.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto idx = indices_[pos_ + i];
-    std::memcpy(out.x.data() + i * m, data_.image(idx), m * sizeof(float));
-    out.y[i] = data_.labels[static_cast<std::size_t>(idx)];
-  }
+  auto copy_rows = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      const auto idx = indices_[pos_ + i];
+      std::memcpy(out.x.data() + i * m, data_.image(idx), m * sizeof(float));
+      out.y[i] = data_.labels[static_cast<std::size_t>(idx)];
+    }
+  };
+  const std::size_t parts = pool == nullptr ? 1 : std::min(pool->size(), n);
+  if (parts <= 1)
+    copy_rows(0, n);
+  else
+    pool->run(parts, [&](std::size_t t) { copy_rows(n * t / parts, n * (t + 1) / parts); });
   pos_ += n;
   return true;
 }

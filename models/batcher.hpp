@@ -5,6 +5,7 @@
 /// permutation, so shards are disjoint, cover the dataset, and are the same
 /// on every machine for the same seed.
 
+#include "kernels/thread_pool.hpp"
 #include "models/dataset.hpp"
 
 #include <cstdint>
@@ -32,7 +33,9 @@ public:
 
   /// Fills `out` with the next batch; returns false (and fills nothing) at
   /// the end of an epoch, after which the next call starts a new epoch.
-  bool next(batch& out);
+  /// With a `pool`, its threads copy the rows (scattered over the dataset,
+  /// so a batch gather waits on DRAM: 2 threads halve it).
+  bool next(batch& out, kernels::thread_pool* pool = nullptr);
   int epoch() const { return epoch_; }
   std::int64_t batches_per_epoch() const;
   std::int64_t samples_per_epoch() const { return static_cast<std::int64_t>(indices_.size()); }

@@ -6,6 +6,8 @@
 /// format, and a seeded synthetic dataset. Every reader validates sizes and
 /// throws gradwire::error naming the file and what is wrong.
 
+#include "kernels/huge_pages.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@ namespace gradwire::models {
 struct dataset {
   std::string name;
   int channels = 1, height = 28, width = 28, classes = 10;
-  std::vector<float> images;
+  std::vector<float, kernels::huge_page_allocator<float>> images; ///< huge pages: batches gather at random
   std::vector<std::int32_t> labels;
 
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }

@@ -25,7 +25,7 @@ const std::vector<std::string>& model_kinds();
 
 class network {
 public:
-  explicit network(std::vector<std::unique_ptr<layer>> layers) : layers_(std::move(layers)) {}
+  explicit network(std::vector<std::unique_ptr<layer>> layers);
 
   /// Describes all parameters and state tensors in binding order.
   void describe(std::vector<param_spec>& params, std::vector<param_spec>& state) const;

@@ -82,6 +82,8 @@ public:
   const tensor& gradients() const { return replicas_[0]->grads; }
   model& get_model() { return model_; }
   int threads() const { return static_cast<int>(pool_.size()); }
+  /// The trainer's threads, for work between steps (batch gathering).
+  kernels::thread_pool& pool() { return pool_; }
   /// The strategy in use (never automatic).
   parallelism strategy() const { return how_; }
 

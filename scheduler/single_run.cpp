@@ -112,7 +112,7 @@ nlohmann::json run_single(run_config cfg, const run_options& opts) {
       if (step >= total_steps || stopped())
         break;
       const auto t0 = clock_type::now();
-      if (!batches.next(b))
+      if (!batches.next(b, &trainer.pool()))
         break;
       const auto t1 = clock_type::now();
       auto r = trainer.step(b.x.data(), b.y.data(), b.size);

@@ -21,9 +21,13 @@ public:
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
   double forward_flops(const shape_t&) const override { return 2.0 * in_ * out_; }
+  /// Outputs max(0, y) from now on: the network calls this when a relu
+  /// follows, which then passes its input through (see relu::input_rectified).
+  void fuse_relu() { relu_out_ = true; }
 
 private:
   int in_, out_;
+  bool relu_out_ = false;
   param_binder::bound w_, b_;
   tensor x_, y_, dx_;
   scratch y_buf_, dx_buf_;
@@ -59,8 +63,12 @@ public:
   shape_t output_shape(const shape_t& in) const override { return in; }
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
+  /// The layer before already applies max(0, .) (linear::fuse_relu):
+  /// forward passes its input through; backward is unchanged.
+  void input_rectified() { rectified_ = true; }
 
 private:
+  bool rectified_ = false;
   tensor y_, dx_;
   scratch y_buf_, dx_buf_;
 };

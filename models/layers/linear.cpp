@@ -28,14 +28,49 @@ const tensor& linear::forward(const tensor& x, bool) {
   const int n = static_cast<int>(x.dim(0));
   x_ = x;
   y_ = y_buf_.get(output_shape(x.shape()), x.dev());
+  // Bias and ReLU on each thread's block of y, while it is in that core's cache.
+  float* y = y_.data();
+  const float* bias = b_.value.data();
   kernels::parallel_gemm(be(), pool_, false, true, n, out_, in_, 1.f, x.data(), in_, w_.value.data(), in_,
-                         0.f, y_.data(), out_);
-  be().bias_add_rows(y_.data(), b_.value.data(), n, out_);
+                         0.f, y, out_, [&](int r0, int r1, int c0, int c1) {
+                           if (c0 == 0 && c1 == out_) { // whole rows: one call
+                             float* blk = y + static_cast<std::ptrdiff_t>(r0) * out_;
+                             const auto count = static_cast<std::size_t>(r1 - r0) * static_cast<std::size_t>(out_);
+                             be().bias_add_rows(blk, bias, r1 - r0, out_);
+                             if (relu_out_)
+                               be().relu_forward(blk, blk, count);
+                             return;
+                           }
+                           for (int r = r0; r < r1; ++r) {
+                             float* row = y + static_cast<std::ptrdiff_t>(r) * out_ + c0;
+                             be().bias_add_rows(row, bias + c0, 1, c1 - c0);
+                             if (relu_out_)
+                               be().relu_forward(row, row, static_cast<std::size_t>(c1 - c0));
+                           }
+                         });
   return y_;
 }
 
 const tensor& linear::backward(const tensor& dy, bool need_dx) {
   const int n = static_cast<int>(dy.dim(0));
+  // The weight and input gradients cost the same (2 n in out FLOPs) and are
+  // independent: on two threads each takes one whole GEMM (one fork-join,
+  // and neither packs the other's operands, as splitting both would).
+  if (need_dx && pool_ != nullptr && pool_->size() == 2 && 2.0 * n * in_ * out_ >= 4e5) {
+    dx_ = dx_buf_.get({n, in_}, dy.dev());
+    pool_->run(2, [&](std::size_t t) {
+      if (t == 0) {
+        be().gemm(true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_, 0.f,
+                  w_.grad.data(), in_);
+      } else {
+        be().gemm(false, false, n, in_, out_, 1.f, dy.data(), out_, w_.value.data(), in_, 0.f,
+                  dx_.data(), in_);
+        be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
+        be().bias_grad_rows(dy.data(), b_.grad.data(), n, out_);
+      }
+    });
+    return dx_;
+  }
   // dW[out, in] = dy^T[out, N] x[N, in] (overwrites: beta = 0)
   kernels::parallel_gemm(be(), pool_, true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_,
                          0.f, w_.grad.data(), in_);

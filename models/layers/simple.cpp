@@ -6,6 +6,10 @@
 namespace gradwire::models {
 
 const tensor& relu::forward(const tensor& x, bool) {
+  if (rectified_) {
+    y_ = x;
+    return y_;
+  }
   y_ = y_buf_.get(x.shape(), x.dev());
   be().relu_forward(x.data(), y_.data(), static_cast<std::size_t>(x.numel()));
   return y_;

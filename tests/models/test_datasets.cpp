@@ -209,3 +209,23 @@ TEST_CASE("batcher: every sample once per epoch, reshuffled, last batch partial"
   std::sort(s1.begin(), s1.end());
   CHECK(s0 == s1); // same samples
 }
+
+TEST_CASE("batcher: gathering on a thread pool gives the same batches, partial ones included") {
+  auto ds = make_synthetic(23, 1, 3, 3, 5, 2);
+  batcher serial(ds, shard_indices(ds.size(), 0, 1, 1), 8, 5);
+  kernels::thread_pool pool(3);
+  batcher pooled(ds, shard_indices(ds.size(), 0, 1, 1), 8, 5);
+  batch a, b;
+  int batches = 0;
+  for (int i = 0; i < 8; ++i) { // two epochs of 8, 8, 7 and the ends between them
+    const bool more = serial.next(a);
+    REQUIRE(pooled.next(b, &pool) == more);
+    if (!more)
+      continue;
+    ++batches;
+    CHECK(a.size == b.size);
+    CHECK(a.x == b.x);
+    CHECK(a.y == b.y);
+  }
+  CHECK(batches == 6);
+}
