@@ -62,11 +62,15 @@ public:
   /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
   /// passed on) and "gather" (a final chunk passed on), arg = round.
   void set_trace(trace_ref t) { trace_ = std::move(t); }
-  /// Called where this peer holds the final sum of a chunk (global offset,
-  /// the sum): it may replace the sum in place by what the others should
-  /// receive in the all-gather instead, e.g. the parameters it updated
-  /// from it (a sharded optimizer). Default: the sum travels on.
-  using owned_fn = std::function<void(std::size_t offset, slice& sum)>;
+  /// Called where this peer adds the last contribution to a chunk (it owns
+  /// the chunk): the sum is (in0 + in1) * scale (in0 * scale when in1 is
+  /// null, a ring of one), and `out` (a buffer of the chunk's length, which
+  /// may be in0) must receive what the all-gather passes on: the sum, or
+  /// e.g. the parameters the owner updated from it (a sharded optimizer,
+  /// which can then read the two contributions in its own pass instead of
+  /// a written sum). Default: out = the sum.
+  using owned_fn = std::function<void(std::size_t offset, const float* in0, const float* in1, float scale,
+                                      slice& out)>;
   void set_on_owned(owned_fn f) { on_owned_ = std::move(f); }
   int size() const { return size_; }
 

@@ -141,12 +141,27 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
     if (st.ring && c.sharded_update && c.world > 1) {
       st.sharded = true;
-      st.ring->set_on_owned([self](std::size_t offset, slice& sum) {
+      // The owner of a chunk applies the optimizer to it and passes on the
+      // updated parameters. With SGD the sum of the two contributions, the
+      // update and the copy out are one pass (the reduction is folded into
+      // the optimizer's read of the gradient, so it counts as its compute).
+      st.ring->set_on_owned([self](std::size_t offset, const float* in0, const float* in1, float scale, slice& out) {
         auto& s = self->state;
         const auto t0 = worker_core::clock_type::now();
-        const auto n = static_cast<std::size_t>(sum.numel());
-        s.trainer->apply_range(offset, offset + n, sum.data());
-        std::memcpy(sum.data(), s.model->params().data() + offset, n * sizeof(float)); // what the others receive
+        const auto n = static_cast<std::size_t>(out.numel());
+        if (!s.trainer->apply_range_sum(offset, offset + n, in0, in1, scale, out.data())) {
+          auto& be = kernels::backend_for(kernels::device::cpu());
+          if (in1 != nullptr)
+            be.add(n, in0, in1, out.data(), scale);
+          else {
+            if (out.data() != in0)
+              std::memcpy(out.data(), in0, n * sizeof(float));
+            if (scale != 1.f)
+              be.scale(n, scale, out.data());
+          }
+          s.trainer->apply_range(offset, offset + n, out.data());
+          std::memcpy(out.data(), s.model->params().data() + offset, n * sizeof(float)); // what the others receive
+        }
         s.owned_apply += seconds_since(t0);
       });
     }

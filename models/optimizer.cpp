@@ -1,6 +1,7 @@
 #include "models/optimizer.hpp"
 
 #include "kernels/backend.hpp"
+#include "kernels/cpu/fused_optim.hpp"
 #include "kernels/error.hpp"
 
 namespace gradwire::models {
@@ -40,6 +41,17 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
                    step_ < 1 ? 1 : step_, w + begin, g, m_.data() + begin,
                    v_.data() + begin);
   }
+}
+
+bool optimizer::update_sum(float* w, const float* g0, const float* g1, float s, std::size_t begin,
+                           std::size_t end, float* w_out, float lr_scale) {
+  if (spec_.kind != "sgd" || !dev_.is_cpu())
+    return false;
+  if (end > begin)
+    kernels::cpu::sgd_update_sum(end - begin, spec_.lr * lr_scale, spec_.momentum, spec_.weight_decay,
+                                 spec_.nesterov, w + begin, g0, g1, s,
+                                 v_.defined() ? v_.data() + begin : nullptr, w_out);
+  return true;
 }
 
 } // namespace gradwire::models

@@ -31,6 +31,12 @@ public:
   /// The same, with the gradient of [begin, end) in its own buffer: `g`
   /// points at the gradient of element `begin` (an allreduced piece).
   void update_from(float* w, const float* g, std::size_t begin, std::size_t end, float lr_scale = 1.f);
+  /// update_from with the gradient (g0 + g1) * s (g0 * s when g1 is null),
+  /// g0 and g1 covering [begin, end), in one pass that also writes the new
+  /// w[begin, end) to w_out (may be g0). Returns false, doing nothing,
+  /// where there is no fused kernel (Adam, device memory).
+  bool update_sum(float* w, const float* g0, const float* g1, float s, std::size_t begin, std::size_t end,
+                  float* w_out, float lr_scale = 1.f);
   const optimizer_spec& spec() const { return spec_; }
   std::int64_t steps() const { return step_; }
 

@@ -144,6 +144,12 @@ void trainer::apply_slices(const std::vector<grad_slice>& slices, float lr_scale
   });
 }
 
+bool trainer::apply_range_sum(std::size_t begin, std::size_t end, const float* g0, const float* g1, float s,
+                              float* w_out, float lr_scale) {
+  kernels::flush_denormals_on_this_thread();
+  return opt_.update_sum(model_.params().data(), g0, g1, s, begin, end, w_out, lr_scale);
+}
+
 void trainer::apply_range(std::size_t begin, std::size_t end, const float* g, float lr_scale) {
   kernels::flush_denormals_on_this_thread();
   opt_.update_from(model_.params().data(), g, begin, end, lr_scale);

@@ -72,6 +72,11 @@ public:
   /// same updates as apply_slices, element for element.
   void begin_update() { opt_.begin_step(); }
   void apply_range(std::size_t begin, std::size_t end, const float* g, float lr_scale = 1.f);
+  /// apply_range from the gradient (g0 + g1) * s, fused, also writing the
+  /// updated parameters to w_out (optimizer::update_sum); false where the
+  /// optimizer has no fused kernel (then nothing is done).
+  bool apply_range_sum(std::size_t begin, std::size_t end, const float* g0, const float* g1, float s,
+                       float* w_out, float lr_scale = 1.f);
   /// compute_gradients + apply.
   step_result step(const float* x, const std::int32_t* y, int n);
 

@@ -35,3 +35,46 @@ void cpu_backend::adam_update(std::size_t n, float lr, float beta1, float beta2,
 }
 
 } // namespace gradwire::kernels
+
+namespace gradwire::kernels::cpu {
+
+namespace {
+
+// One loop per case so that each vectorises without branches; the gradient
+// expression matches cpu_backend::add's ((g0 + g1) * s) so that results are
+// bitwise those of add + sgd_update.
+template <bool Two, bool Out>
+void sgd_sum_loop(std::size_t n, float lr, float momentum, float wd, bool nesterov, float* w,
+                  const float* g0, const float* g1, float s, float* v, float* w_out) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = Two ? (g0[i] + g1[i]) * s : g0[i] * s;
+    const float gi = g + wd * w[i];
+    float wi;
+    if (v == nullptr) {
+      wi = w[i] - lr * gi;
+    } else {
+      const float vi = momentum * v[i] + gi;
+      v[i] = vi;
+      wi = w[i] - lr * (nesterov ? gi + momentum * vi : vi);
+    }
+    w[i] = wi;
+    if (Out)
+      w_out[i] = wi;
+  }
+}
+
+} // namespace
+
+void sgd_update_sum(std::size_t n, float lr, float momentum, float weight_decay, bool nesterov,
+                    float* w, const float* g0, const float* g1, float s, float* v, float* w_out) {
+  if (momentum == 0.f)
+    v = nullptr;
+  if (g1 != nullptr)
+    w_out != nullptr ? sgd_sum_loop<true, true>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v, w_out)
+                     : sgd_sum_loop<true, false>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v, w_out);
+  else
+    w_out != nullptr ? sgd_sum_loop<false, true>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v, w_out)
+                     : sgd_sum_loop<false, false>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v, w_out);
+}
+
+} // namespace gradwire::kernels::cpu
