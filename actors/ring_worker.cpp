@@ -62,7 +62,12 @@ void await_mail(ring_worker_actor* self) {
   auto& st = self->state;
   if (!st.ring || !st.in_round || !st.cfg.spin_wait)
     return;
-  kernels::poll_until([self] { return !self->mailbox().empty(); });
+  const auto& idle_poll = st.cfg.idle_poll;
+  kernels::poll_until([self, &idle_poll] {
+    if (idle_poll)
+      idle_poll();
+    return !self->mailbox().empty();
+  });
 }
 
 void begin_step(ring_worker_actor* self) {

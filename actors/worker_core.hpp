@@ -97,6 +97,11 @@ struct worker_config {
   /// of this process fit its cores, or a poller would take a core from a
   /// computing worker.
   bool spin_wait = false;
+  /// Called in that polling loop: across processes, moves the transport on
+  /// from the waiting worker's own thread (transport::node::poll), so that
+  /// frames for it are handled without waking the receive thread (one
+  /// thread per process on the critical path, as MPI's progress does).
+  std::function<bool()> idle_poll;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)

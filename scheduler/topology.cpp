@@ -88,6 +88,13 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.separate_compute = setup.separate_compute;
   wc.sharded_update = setup.sharded_update;
   wc.spin_wait = setup.spin_wait;
+  if (setup.node && setup.spin_wait) {
+    std::weak_ptr<transport::node> nd = setup.node;
+    wc.idle_poll = [nd] {
+      auto n = nd.lock();
+      return n && n->poll();
+    };
+  }
   wc.how = setup.how;
   wc.batch_size = ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size;
   wc.slowdown = at(setup.worker_slowdown, 1.0);

@@ -44,6 +44,11 @@ public:
   virtual void close(int timeout_ms) = 0;
   /// What carries the frames, for logs ("ucx: posix, tcp").
   virtual std::string describe() const = 0;
+  /// Moves the transport on from the calling thread (frames delivered from
+  /// here run their handlers here), if no other thread is doing so; for a
+  /// thread that would otherwise spin waiting for a frame. Returns whether
+  /// anything happened. Links with nothing to drive return false.
+  virtual bool poll() { return false; }
 };
 
 } // namespace gradwire::transport

@@ -57,6 +57,9 @@ public:
   int rank() const { return link_->rank(); }
   int size() const { return link_->size(); }
   const link& transport() const { return *link_; }
+  /// link::poll from the calling thread: a worker waiting for a frame moves
+  /// the transport on itself instead of waking its receive thread.
+  bool poll() { return link_->poll(); }
 
   /// Makes `a` reachable from other processes as (rank(), slot).
   void publish(std::uint32_t slot, caf::actor a);

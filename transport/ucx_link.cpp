@@ -54,6 +54,10 @@ struct peer_slot {
   int rank;
 };
 
+/// The link whose UCX worker this thread is driving right now (holding its
+/// lock): a send from here (an actor run by a delivery) is queued.
+thread_local const ucx_link::impl* driving = nullptr;
+
 } // namespace
 
 struct ucx_link::impl {
@@ -77,8 +81,10 @@ struct ucx_link::impl {
   /// time: the progress thread (released while it sleeps) and senders that
   /// post directly (saving the progress thread's wake-up per frame).
   std::mutex ucx_mu;
-  std::thread::id progress_thread;
-  std::vector<pending_recv*> rndv; ///< progress thread only
+  std::vector<pending_recv*> rndv; ///< under ucx_mu
+  /// Some thread polled within the last ~100 us (ucx_link::poll): a direct
+  /// send then need not wake the progress thread.
+  std::atomic<std::int64_t> last_poll_ns{0};
 
   impl(int r, int n, ucx_options o) : rank(r), size(n), opts(std::move(o)), dead(static_cast<std::size_t>(n)) {}
 
@@ -220,8 +226,30 @@ struct ucx_link::impl {
     return true;
   }
 
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+  }
+
+  /// One round of the progress loop from any thread, if the lock is free.
+  bool poll_once() {
+    std::unique_lock<std::mutex> lk(ucx_mu, std::try_to_lock);
+    if (!lk.owns_lock() || stop.load(std::memory_order_relaxed))
+      return false;
+    driving = this;
+    const bool posted = drain_queue();
+    unsigned n = ucp_worker_progress(worker);
+    if (!rndv.empty()) {
+      fetch_rendezvous();
+      ++n;
+    }
+    driving = nullptr;
+    last_poll_ns.store(now_ns(), std::memory_order_relaxed);
+    return n > 0 || posted;
+  }
+
   void run() {
-    progress_thread = std::this_thread::get_id();
+    driving = this; // this thread only ever drives this link
     if (opts.pin_cpu >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);
@@ -297,6 +325,10 @@ ucx_link::~ucx_link() {
     ucp_cleanup(p_->context);
 }
 
+bool ucx_link::poll() {
+  return p_->poll_once();
+}
+
 std::vector<std::uint8_t> ucx_link::address() const {
   ucp_address_t* addr = nullptr;
   std::size_t len = 0;
@@ -355,11 +387,15 @@ void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor
   // From the progress thread itself (an actor run by a frame's delivery,
   // inside a UCX callback): queue it for the loop. From any other thread:
   // post at once under the lock, unless the progress thread holds it.
-  if (std::this_thread::get_id() != p_->progress_thread) {
+  if (driving != p_.get()) {
     std::unique_lock<std::mutex> lk(p_->ucx_mu, std::try_to_lock);
     if (lk.owns_lock() && !p_->stop.load()) {
       p_->post(std::move(ps));
-      ucp_worker_signal(p_->worker); // a rendezvous needs the progress thread awake
+      // A rendezvous needs someone to progress the worker: the progress
+      // thread, unless a thread is polling (a ring worker waiting for its
+      // neighbour), whose next poll will (saves a wake-up per frame).
+      if (impl::now_ns() - p_->last_poll_ns.load(std::memory_order_relaxed) > 100'000)
+        ucp_worker_signal(p_->worker);
       return;
     }
   }

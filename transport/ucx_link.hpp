@@ -51,6 +51,7 @@ public:
   void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) override;
   void close(int timeout_ms) override;
   std::string describe() const override;
+  bool poll() override;
 
   struct impl;
 
