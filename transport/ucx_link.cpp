@@ -365,7 +365,8 @@ int ucx_link::size() const { return p_->size; }
 
 void ucx_link::start(handlers h) {
   p_->h = std::move(h);
-  p_->progress = std::thread([this] { p_->run(); });
+  if (p_->opts.progress_thread)
+    p_->progress = std::thread([this] { p_->run(); });
 }
 
 void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) {
@@ -415,6 +416,11 @@ void ucx_link::close(int timeout_ms) {
     p_->stop = true;
     ucp_worker_signal(p_->worker);
     p_->progress.join();
+  } else { // the application drives the link: finish the sends in flight here
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (p_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until)
+      p_->poll_once();
+    p_->stop = true;
   }
   for (auto& ep : p_->eps) {
     if (!ep)

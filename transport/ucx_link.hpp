@@ -31,6 +31,9 @@ struct ucx_options {
   std::string tls;               ///< UCX_TLS for this context ("" = UCX's choice / environment)
   int spin_us = 50;              ///< busy-poll this long after the last event before sleeping
   int pin_cpu = -1;              ///< pin the progress thread to this CPU (-1: let the OS place it)
+  /// false: no progress thread; the application drives the link with
+  /// poll() (MPI style). Tests use it to make every delivery a polled one.
+  bool progress_thread = true;
   std::size_t max_header_bytes = std::size_t{16} << 20;
   std::size_t max_data_bytes = std::size_t{1} << 31;
 };

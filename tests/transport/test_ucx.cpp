@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -38,11 +39,14 @@ int free_port() {
 
 /// Two connected UCX links (ranks 0 and 1) in this process.
 std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected_pair(const std::string& tls,
-                                                                               std::size_t max_data = std::size_t{1} << 31) {
+                                                                               std::size_t max_data = std::size_t{1} << 31,
+                                                                               bool progress_thread0 = true) {
   ucx_options o;
   o.tls = tls;
   o.max_data_bytes = max_data;
-  auto l0 = std::make_unique<ucx_link>(0, 2, o);
+  ucx_options o0 = o;
+  o0.progress_thread = progress_thread0;
+  auto l0 = std::make_unique<ucx_link>(0, 2, o0);
   auto l1 = std::make_unique<ucx_link>(1, 2, o);
   rendezvous_options ro;
   ro.port = free_port();
@@ -179,6 +183,46 @@ TEST_CASE("UCX link: a header too large for a rendezvous header travels inside t
   auto [hdr, data] = fut.get();
   CHECK(hdr == big);
   CHECK(data.to_vector() == pattern(4096, 2).to_vector());
+  l1->close(2000);
+  l0->close(2000);
+}
+
+TEST_CASE("UCX link: a thread that polls the link receives frames and can reply from the handler") {
+  // A ring worker waiting for its neighbour drives the link itself
+  // (link::poll); a frame delivered there runs its handler on that thread,
+  // holding the link's lock, and a send from the handler must be queued,
+  // not deadlock. Rank 0 has no progress thread, so every delivery is a
+  // polled one; rank 1 has its own.
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, false);
+  constexpr int frames = 40;
+  std::atomic<int> got{0}, replies{0}, on_poller{0}, bad{0};
+  const auto poller = std::this_thread::get_id();
+  ucx_link* back = l0.get();
+  link::handlers h0;
+  h0.receive = [&](const void* hdr, std::size_t bytes, kernels::tensor data) {
+    std::uint64_t k = 0;
+    std::memcpy(&k, hdr, sizeof k);
+    const std::size_t n = k % 2 ? std::size_t{1} << 18 : 8; // odd frames by rendezvous (1 MiB)
+    if (bytes != 16 || !data.defined() || data.to_vector() != pattern(n, static_cast<float>(k)).to_vector())
+      ++bad;
+    if (std::this_thread::get_id() == poller)
+      ++on_poller;
+    ++got;
+    back->send(1, {k}, {}); // from inside the delivery
+  };
+  link::handlers h1;
+  h1.receive = [&](const void*, std::size_t, kernels::tensor) { ++replies; };
+  l0->start(h0);
+  l1->start(h1);
+  for (std::uint64_t k = 0; k < frames; ++k)
+    l1->send(0, {k, 0}, pattern(k % 2 ? std::size_t{1} << 18 : 8, static_cast<float>(k)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((got < frames || replies < frames) && std::chrono::steady_clock::now() < deadline)
+    l0->poll();
+  CHECK(got == frames);
+  CHECK(on_poller == frames);
+  CHECK(replies == frames);
+  CHECK(bad == 0);
   l1->close(2000);
   l0->close(2000);
 }
