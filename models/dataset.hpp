@@ -25,6 +25,8 @@ struct dataset {
   const float* image(std::int64_t i) const { return images.data() + i * sample_numel(); }
   /// The first `n` samples (all when n <= 0 or n >= size()).
   dataset head(std::int64_t n) const;
+  /// Keeps only the first `n` samples, in place (all when n <= 0 or n >= size()).
+  void keep_first(std::int64_t n);
 };
 
 /// Reads an IDX image file (magic 0x00000803) and label file (0x00000801).

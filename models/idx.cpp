@@ -120,6 +120,13 @@ dataset load_mnist_dir(const std::string& dir, bool train, const std::string& na
   return d;
 }
 
+void dataset::keep_first(std::int64_t n) {
+  if (n <= 0 || n >= size())
+    return;
+  labels.resize(static_cast<std::size_t>(n));
+  images.resize(static_cast<std::size_t>(n * sample_numel()));
+}
+
 dataset dataset::head(std::int64_t n) const {
   if (n <= 0 || n >= size())
     return *this;

@@ -229,3 +229,24 @@ TEST_CASE("batcher: gathering on a thread pool gives the same batches, partial o
   }
   CHECK(batches == 6);
 }
+
+TEST_CASE("head and keep_first: the first n samples, all when n <= 0 or n >= size") {
+  const auto ds = make_synthetic(10, 1, 2, 3, 4, 9);
+  const auto h = ds.head(4);
+  REQUIRE(h.size() == 4);
+  CHECK(std::vector<float>(h.images.begin(), h.images.end()) ==
+        std::vector<float>(ds.images.begin(), ds.images.begin() + 4 * 6));
+  CHECK(std::vector<std::int32_t>(h.labels.begin(), h.labels.end()) ==
+        std::vector<std::int32_t>(ds.labels.begin(), ds.labels.begin() + 4));
+  auto k = ds;
+  k.keep_first(4);
+  CHECK(k.images == h.images);
+  CHECK(k.labels == h.labels);
+  for (std::int64_t n : {0, -1, 10, 11}) {
+    auto all = ds;
+    all.keep_first(n);
+    CHECK(all.size() == 10);
+    CHECK(all.images == ds.images);
+    CHECK(ds.head(n).size() == 10);
+  }
+}
