@@ -4,7 +4,6 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
-#include "kernels/poll_wait.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -60,14 +59,8 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
 /// workers 0.75-0.82 -> 0.82-0.85 (5 runs each, interleaved).
 void await_mail(ring_worker_actor* self) {
   auto& st = self->state;
-  if (!st.ring || !st.in_round || !st.cfg.spin_wait)
-    return;
-  const auto& idle_poll = st.cfg.idle_poll;
-  kernels::poll_until([self, &idle_poll] {
-    if (idle_poll)
-      idle_poll();
-    return !self->mailbox().empty();
-  });
+  if (st.ring && st.in_round)
+    st.await_mail(self);
 }
 
 void begin_step(ring_worker_actor* self) {

@@ -83,7 +83,9 @@ void begin_step(worker_actor* self) {
     compute_and_push(self); // inside a round: keep training the local replica
     return;
   }
-  st.begin_comm();
+  // The exchange runs from the end of the last computation (the pushes and
+  // their replies) to the start of the next (the pulls): no begin_comm()
+  // here, which would drop the pushes' round trip from comm_seconds.
   st.pending = st.cfg.shards.size();
   const std::int64_t min_clock =
     !st.cfg.sync && st.cfg.local_steps == 0 && st.cfg.staleness_bound >= 0 ? st.step - st.cfg.staleness_bound : 0;

@@ -9,6 +9,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/trace.hpp"
+#include "kernels/poll_wait.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
 #include "models/model.hpp"
@@ -137,6 +138,22 @@ struct worker_core {
   std::mt19937_64 jitter_rng;
   trace_ref tr; ///< "worker <rank>": compute, exchange, wait, apply
 
+  /// With cfg.spin_wait, waits for the next message by polling `self`'s
+  /// mailbox (kernels::poll_until: busy, then yielding, up to ~2 ms) and,
+  /// across processes, moving the transport on (cfg.idle_poll), instead of
+  /// returning to CAF, whose detached thread would sleep on a condition
+  /// variable (a wake-up on both sides per message).
+  template <typename Self>
+  void await_mail(Self* self) const {
+    if (!cfg.spin_wait)
+      return;
+    const auto& idle_poll = cfg.idle_poll;
+    kernels::poll_until([self, &idle_poll] {
+      if (idle_poll)
+        idle_poll();
+      return !self->mailbox().empty();
+    });
+  }
   /// Keeps the configuration (so finish() can report), then builds the
   /// replica and data shard; throws on failure.
   void init(worker_config c);
