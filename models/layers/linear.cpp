@@ -33,7 +33,7 @@ const tensor& linear::forward(const tensor& x, bool) {
   const float* bias = b_.value.data();
   kernels::parallel_gemm(be(), pool_, false, true, n, out_, in_, 1.f, x.data(), in_, w_.value.data(), in_,
                          0.f, y, out_, [&](int r0, int r1, int c0, int c1) {
-                           if (c0 == 0 && c1 == out_) { // whole rows: one call
+                           if (c0 == 0 && c1 == out_) { // whole rows: one call each (one launch on a GPU)
                              float* blk = y + static_cast<std::ptrdiff_t>(r0) * out_;
                              const auto count = static_cast<std::size_t>(r1 - r0) * static_cast<std::size_t>(out_);
                              be().bias_add_rows(blk, bias, r1 - r0, out_);
@@ -53,37 +53,33 @@ const tensor& linear::forward(const tensor& x, bool) {
 
 const tensor& linear::backward(const tensor& dy, bool need_dx) {
   const int n = static_cast<int>(dy.dim(0));
-  // The weight and input gradients cost the same (2 n in out FLOPs) and are
-  // independent: on two threads each takes one whole GEMM (one fork-join,
-  // and neither packs the other's operands, as splitting both would).
-  if (need_dx && pool_ != nullptr && pool_->size() == 2 && 2.0 * n * in_ * out_ >= 4e5) {
-    dx_ = dx_buf_.get({n, in_}, dy.dev());
-    pool_->run(2, [&](std::size_t t) {
-      if (t == 0) {
-        be().gemm(true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_, 0.f,
-                  w_.grad.data(), in_);
-      } else {
-        be().gemm(false, false, n, in_, out_, 1.f, dy.data(), out_, w_.value.data(), in_, 0.f,
-                  dx_.data(), in_);
-        be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
-        be().bias_grad_rows(dy.data(), b_.grad.data(), n, out_);
-      }
-    });
-    return dx_;
-  }
-  // dW[out, in] = dy^T[out, N] x[N, in] (overwrites: beta = 0)
-  kernels::parallel_gemm(be(), pool_, true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_,
-                         0.f, w_.grad.data(), in_);
-  be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
-  be().bias_grad_rows(dy.data(), b_.grad.data(), n, out_);
+  // dW[out, in] = dy^T[out, N] x[N, in] (overwrites: beta = 0), db = column sums of dy.
+  auto weight_grads = [&](kernels::thread_pool* pool) {
+    kernels::parallel_gemm(be(), pool, true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_, 0.f,
+                           w_.grad.data(), in_);
+    be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
+    be().bias_grad_rows(dy.data(), b_.grad.data(), n, out_);
+  };
+  // dx[N, in] = dy[N, out] W[out, in]
+  auto input_grads = [&](kernels::thread_pool* pool) {
+    kernels::parallel_gemm(be(), pool, false, false, n, in_, out_, 1.f, dy.data(), out_, w_.value.data(), in_,
+                           0.f, dx_.data(), in_);
+  };
   if (!need_dx) {
+    weight_grads(pool_);
     dx_ = tensor();
     return dx_;
   }
-  // dx[N, in] = dy[N, out] W[out, in]
   dx_ = dx_buf_.get({n, in_}, dy.dev());
-  kernels::parallel_gemm(be(), pool_, false, false, n, in_, out_, 1.f, dy.data(), out_,
-                         w_.value.data(), in_, 0.f, dx_.data(), in_);
+  // The two cost the same (2 n in out FLOPs) and are independent: on two
+  // threads each takes one whole GEMM (one fork-join, and neither packs
+  // the other's operands, as splitting both would).
+  if (pool_ != nullptr && pool_->size() == 2 && 2.0 * n * in_ * out_ >= 4e5) {
+    pool_->run(2, [&](std::size_t t) { t == 0 ? weight_grads(nullptr) : input_grads(nullptr); });
+  } else {
+    weight_grads(pool_);
+    input_grads(pool_);
+  }
   return dx_;
 }
 
