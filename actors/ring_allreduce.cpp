@@ -64,10 +64,12 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
   const auto& cs = chunks_[static_cast<std::size_t>(bucket)];
   if (size_ == 1) { // the sum is the local contribution
     if (on_owned_)
-      on_owned_(b, a.local.data(), nullptr, scale, a.local);
-    else if (scale != 1.f)
-      kernels::backend_for(kernels::device::cpu()).scale(e - b, scale, a.local.data());
-    a.got.push_back({b, a.local});
+      a.got.push_back({b, on_owned_(b, a.local.data(), nullptr, scale, e - b)});
+    else {
+      if (scale != 1.f)
+        kernels::backend_for(kernels::device::cpu()).scale(e - b, scale, a.local.data());
+      a.got.push_back({b, a.local});
+    }
     a.count = cs.size();
     finish_if_complete(round, bucket);
     return;
@@ -126,11 +128,13 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
     return;
   }
   if (m.hop == size_ - 2) { // the last contribution: this peer owns the chunk
-    auto fin = final_buffer(bucket, m.chunk, len);
+    slice fin;
     if (on_owned_)
-      on_owned_(offset, m.data.data(), a.local.data() + ci.begin, a.scale, fin);
-    else
+      fin = on_owned_(offset, m.data.data(), a.local.data() + ci.begin, a.scale, len);
+    else {
+      fin = final_buffer(bucket, m.chunk, len);
       be.add(len, m.data.data(), a.local.data() + ci.begin, fin.data(), a.scale);
+    }
     a.got.push_back({offset, fin});
     ++a.count;
     if (size_ > 1)

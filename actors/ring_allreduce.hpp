@@ -64,13 +64,15 @@ public:
   void set_trace(trace_ref t) { trace_ = std::move(t); }
   /// Called where this peer adds the last contribution to a chunk (it owns
   /// the chunk): the sum is (in0 + in1) * scale (in0 * scale when in1 is
-  /// null, a ring of one), and `out` (a buffer of the chunk's length, which
-  /// may be in0) must receive what the all-gather passes on: the sum, or
-  /// e.g. the parameters the owner updated from it (a sharded optimizer,
-  /// which can then read the two contributions in its own pass instead of
-  /// a written sum). Default: out = the sum.
-  using owned_fn = std::function<void(std::size_t offset, const float* in0, const float* in1, float scale,
-                                      slice& out)>;
+  /// null, a ring of one), over `len` floats. Returns what the all-gather
+  /// passes on: e.g. a view of the parameters the owner updated from the
+  /// sum (a sharded optimizer, which reads the two contributions in its own
+  /// pass and writes only its weights). It must stay unwritten until this
+  /// peer's next round (every peer has let go of this round's result by
+  /// then: the ring's own final buffers rely on the same). Default: the
+  /// sum, in a buffer pooled across rounds.
+  using owned_fn = std::function<slice(std::size_t offset, const float* in0, const float* in1, float scale,
+                                       std::size_t len)>;
   void set_on_owned(owned_fn f) { on_owned_ = std::move(f); }
   int size() const { return size_; }
 

@@ -25,6 +25,7 @@ struct ring_worker_state : worker_core {
   /// several workers) and owned_apply the time spent updating this round.
   bool sharded = false;
   double owned_apply = 0;
+  slice owned_sum; ///< scratch for optimizers without a fused update (Adam)
 
   static inline const char* name = "ring_worker";
 };
@@ -139,28 +140,32 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
     if (st.ring && c.sharded_update && c.world > 1) {
       st.sharded = true;
-      // The owner of a chunk applies the optimizer to it and passes on the
-      // updated parameters. With SGD the sum of the two contributions, the
-      // update and the copy out are one pass (the reduction is folded into
-      // the optimizer's read of the gradient, so it counts as its compute).
-      st.ring->set_on_owned([self](std::size_t offset, const float* in0, const float* in1, float scale, slice& out) {
+      // The owner of a chunk applies the optimizer to it and passes on a
+      // view of its updated parameters (read by the others before this
+      // worker's next update of the chunk, which needs their next round).
+      // With SGD the sum of the two contributions and the update are one
+      // pass that writes only the weights (the reduction is folded into the
+      // optimizer's read of the gradient, so it counts as its compute).
+      st.ring->set_on_owned([self](std::size_t offset, const float* in0, const float* in1, float scale,
+                                   std::size_t n) {
         auto& s = self->state;
         const auto t0 = worker_core::clock_type::now();
-        const auto n = static_cast<std::size_t>(out.numel());
-        if (!s.trainer->apply_range_sum(offset, offset + n, in0, in1, scale, out.data())) {
+        if (!s.trainer->apply_range_sum(offset, offset + n, in0, in1, scale, nullptr)) {
           auto& be = kernels::backend_for(kernels::device::cpu());
+          auto& sum = s.owned_sum;
+          if (static_cast<std::size_t>(sum.numel()) < n)
+            sum = slice::empty({static_cast<std::int64_t>(n)});
           if (in1 != nullptr)
-            be.add(n, in0, in1, out.data(), scale);
+            be.add(n, in0, in1, sum.data(), scale);
           else {
-            if (out.data() != in0)
-              std::memcpy(out.data(), in0, n * sizeof(float));
+            std::memcpy(sum.data(), in0, n * sizeof(float));
             if (scale != 1.f)
-              be.scale(n, scale, out.data());
+              be.scale(n, scale, sum.data());
           }
-          s.trainer->apply_range(offset, offset + n, out.data());
-          std::memcpy(out.data(), s.model->params().data() + offset, n * sizeof(float)); // what the others receive
+          s.trainer->apply_range(offset, offset + n, sum.data());
         }
         s.owned_apply += seconds_since(t0);
+        return s.model->params().view(offset, {static_cast<std::int64_t>(n)});
       });
     }
   } catch (const std::exception& e) {
