@@ -33,6 +33,8 @@ void worker_core::init(worker_config c) {
   jitter_rng.seed(cfg.seed * 7919 + static_cast<std::uint64_t>(cfg.rank));
   model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
                                           cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
+  if (cfg.shared_params.defined())
+    model->share_params(cfg.shared_params); // before the trainer binds its replicas
   trainer = std::make_unique<models::trainer>(*model, cfg.opt, cfg.threads, cfg.how);
   if (!cfg.device.is_cpu() || cfg.separate_compute) {
     compute_model = std::make_unique<models::model>(cfg.spec, cfg.device, 0);

@@ -92,6 +92,13 @@ struct worker_config {
   /// instead of gradients: each replica does 1/N of the optimizer work
   /// (ZeRO-1 style sharding of the update; the same model, bit for bit).
   bool sharded_update = true;
+  /// With the sharded update in one process: the replicas' one weight
+  /// buffer (undefined: a buffer of its own). Each owner writes only its
+  /// chunks, after every worker has handed over that round's gradient and
+  /// before any can start the next, so the all-gather passes views of it
+  /// and no replica copies the others' chunks in (saves a copy of
+  /// (N-1)/N of the weights per step and worker).
+  kernels::tensor shared_params;
   /// Ring worker running the ring itself: wait for a neighbour's chunk by
   /// polling the mailbox (busy ~50 us, then yielding, up to ~2 ms) instead
   /// of sleeping on CAF's condition variable. Only when the worker threads

@@ -60,6 +60,12 @@ model::model(std::function<network()> factory, model_spec spec, kernels::device 
   init(seed);
 }
 
+void model::share_params(const tensor& shared) {
+  check(shared.defined() && shared.numel() == params_.numel() && shared.dev() == params_.dev(),
+        "share_params: a parameter buffer of " + std::to_string(params_.numel()) + " floats on the same device expected");
+  params_ = shared;
+}
+
 void model::init(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto fill = [&](const std::vector<param_spec>& specs, const std::vector<std::size_t>& offs,

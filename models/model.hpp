@@ -34,6 +34,12 @@ public:
   /// Its layers may split their work over `pool` (intra-layer parallelism).
   std::unique_ptr<replica> make_replica(bool owns_state, kernels::thread_pool* pool = nullptr) const;
 
+  /// Uses `shared` (same length and device) as this model's parameters from
+  /// now on, e.g. one weight buffer for the replicas of a synchronous ring
+  /// in one process whose owners each update their own chunks. Only before
+  /// the first make_replica (replicas bind to the buffer they were made on).
+  void share_params(const tensor& shared);
+
   /// (Re)initialises parameters and state deterministically from `seed`.
   void init(std::uint64_t seed);
 

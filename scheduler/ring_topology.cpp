@@ -14,7 +14,8 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   const int n = setup.workers;
   check(!hier || setup.group_size >= 1, "topology.group_size must be at least 1");
   check(setup.chunk_floats > 0 && setup.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
-  const std::size_t size = models::model(setup.spec, kernels::device::cpu(), setup.seed).size();
+  const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
+  const std::size_t size = initial.size();
   const auto buckets = actors::make_buckets(size, setup.bucket_floats);
   // Without overlap (and flat) the workers run the ring themselves; with
   // it, a peer actor per worker moves chunks while its worker computes.
@@ -69,10 +70,17 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   std::vector<caf::actor> peers;
   if (use_peers)
     peers = actors::spawn_ring_peers(sys, n, buckets, setup.chunk_floats, group_size, setup.trace);
+  // The sharded update in one process: the replicas share one weight buffer
+  // (worker_config::shared_params), which starts as every replica would.
+  const bool share = setup.sharded_update && !use_peers && n > 1 && !setup.distinct_init;
   caf::scoped_actor self{sys};
   std::vector<caf::actor> workers;
-  for (int r = 0; r < n; ++r)
-    workers.push_back(actors::spawn_ring_worker(sys, config_of(r, self, use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{})));
+  for (int r = 0; r < n; ++r) {
+    auto wc = config_of(r, self, use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
+    if (share)
+      wc.shared_params = initial.params();
+    workers.push_back(actors::spawn_ring_worker(sys, std::move(wc)));
+  }
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)]);
