@@ -1,5 +1,7 @@
 #include "transport/buffer_pool.hpp"
 
+#include "kernels/huge_pages.hpp"
+
 #include <cstdlib>
 #include <new>
 
@@ -25,7 +27,7 @@ kernels::tensor buffer_pool::get(std::size_t floats) {
     }
   }
   if (!p) {
-    p = std::aligned_alloc(64, bytes);
+    p = kernels::alloc_host(bytes, kernels::huge_page_min_tensor);
     if (!p)
       throw std::bad_alloc();
   }

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/huge_pages.hpp"
 
 #include <cblas.h>
 #include <cstdlib>
@@ -15,10 +16,8 @@ cpu_backend::cpu_backend() {
 }
 
 std::shared_ptr<storage> cpu_backend::allocate(std::size_t bytes) {
-  constexpr std::size_t align = 64;
-  std::size_t rounded = (bytes + align - 1) / align * align;
-  void* p = rounded ? std::aligned_alloc(align, rounded) : nullptr;
-  check(rounded == 0 || p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+  void* p = bytes ? alloc_host(bytes, huge_page_min_tensor) : nullptr;
+  check(bytes == 0 || p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
   return std::make_shared<storage>(p, bytes, device::cpu(), [](void* q) { std::free(q); });
 }
 
