@@ -6,15 +6,23 @@
 /// silently to ordinary pages where the kernel refuses.
 ///
 /// - Large arrays read at random (a dataset that mini-batches gather rows
-///   from; huge_page_allocator, from 2 MiB): a gather of 64 random images
-///   costs ~64 TLB misses fewer.
-/// - Tensors and receive buffers from 512 KiB (cpu_backend::allocate,
-///   transport::buffer_pool): a shared-memory copy between processes (CMA)
-///   pins and walks the source and destination page by page, 512 times
-///   fewer pages on huge ones. 2-process allreduce busbw, paired runs:
-///   medians of 4-5 pairs, 1 MiB +6-8%, 4 MiB +10-17%, 16-64 MiB +0-5%. A
-///   buffer of 512 KiB to 2 MiB then takes a whole huge page (at most 4x
-///   its size; such buffers are few: gradient buckets, ring chunks).
+///   from; huge_page_allocator): a gather of 64 random images costs ~64 TLB
+///   misses fewer.
+/// - Tensors from 2 MiB (cpu_backend::allocate) and transport receive
+///   buffers from 512 KiB (transport::buffer_pool): a shared-memory copy
+///   between processes (CMA) pins and walks the source and destination
+///   page by page, 512 times fewer pages on huge ones. 2-process allreduce
+///   busbw, medians of 4 paired runs: 1 MiB +8%, 4 MiB +10%, 16 MiB +6%,
+///   64 MiB +4%. A receive buffer of 512 KiB to 2 MiB takes a whole huge
+///   page (at most 4x its size; a ring holds a few at a time).
+///
+/// Buffers that start on a 2 MiB boundary all share their address bits
+/// below 4 KiB, so an update streaming through weights, gradients and
+/// momentum at once (SGD) aliases in the L1 cache and the store buffer:
+/// with every tensor from 512 KiB on huge pages the MLP's SGD step went
+/// from ~10% to 28% of a training step. cpu_backend::allocate therefore
+/// starts each large tensor at a different offset (a multiple of 320
+/// bytes), and tensors below 2 MiB stay on ordinary pages.
 
 #include <cstddef>
 #include <cstdlib>
@@ -25,8 +33,8 @@
 namespace gradwire::kernels {
 
 constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
-/// Tensors and transport buffers of at least this many bytes use huge pages.
-constexpr std::size_t huge_page_min_tensor = std::size_t{512} << 10;
+/// Transport receive buffers of at least this many bytes use huge pages.
+constexpr std::size_t huge_page_min_buffer = std::size_t{512} << 10;
 
 /// `bytes` of host memory, 64-byte aligned; from `min_huge` bytes up on
 /// huge pages as above. Null when out of memory. Release with std::free.

@@ -27,7 +27,7 @@ kernels::tensor buffer_pool::get(std::size_t floats) {
     }
   }
   if (!p) {
-    p = kernels::alloc_host(bytes, kernels::huge_page_min_tensor);
+    p = kernels::alloc_host(bytes, kernels::huge_page_min_buffer);
     if (!p)
       throw std::bad_alloc();
   }

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "kernels/huge_pages.hpp"
 
+#include <atomic>
 #include <cblas.h>
 #include <cstdlib>
 #include <cstring>
@@ -16,9 +17,13 @@ cpu_backend::cpu_backend() {
 }
 
 std::shared_ptr<storage> cpu_backend::allocate(std::size_t bytes) {
-  void* p = bytes ? alloc_host(bytes, huge_page_min_tensor) : nullptr;
-  check(bytes == 0 || p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
-  return std::make_shared<storage>(p, bytes, device::cpu(), [](void* q) { std::free(q); });
+  // Large tensors on huge pages, each at its own offset below 4 KiB (see
+  // huge_pages.hpp: tensors read together must not alias).
+  static std::atomic<unsigned> next_color{0};
+  const std::size_t color = bytes >= huge_page_bytes ? (next_color++ % 13) * 320 : 0;
+  char* base = bytes ? static_cast<char*>(alloc_host(bytes + color, huge_page_bytes)) : nullptr;
+  check(bytes == 0 || base != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
+  return std::make_shared<storage>(base ? base + color : nullptr, bytes, device::cpu(), [base](void*) { std::free(base); });
 }
 
 void cpu_backend::copy_bytes(void* dst, device dst_dev, const void* src, device src_dev,
