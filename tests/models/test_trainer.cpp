@@ -77,6 +77,32 @@ TEST_CASE("compute_gradients + apply equals step; Adam trains") {
   CHECK(last < 0.5 * first);
 }
 
+TEST_CASE("models sharing one weight buffer: a trainer's update is the other's weights; a wrong buffer is refused") {
+  auto data = make_synthetic(128, 1, 28, 28, 10, 4);
+  model_spec spec;
+  model a(spec, kernels::device::cpu(), 5), b(spec, kernels::device::cpu(), 5);
+  b.share_params(a.params());
+  REQUIRE(b.params().data() == a.params().data());
+  trainer tb(b, optimizer_spec{}, 1); // bound after sharing: its replica reads and updates a's buffer
+  batcher bat(data, shard_indices(data.size(), 0, 1, 4), 32, 4);
+  batch bt;
+  REQUIRE(bat.next(bt));
+  const auto before = a.params().to_vector();
+  tb.step(bt.x.data(), bt.y.data(), bt.size);
+  CHECK(a.params().to_vector() != before);
+  // The same step on a model of its own gives the same weights.
+  model c(spec, kernels::device::cpu(), 5);
+  trainer tc(c, optimizer_spec{}, 1);
+  tc.step(bt.x.data(), bt.y.data(), bt.size);
+  CHECK(c.params().to_vector() == a.params().to_vector());
+
+  model_spec wide = spec;
+  wide.hidden = {300};
+  model other(wide, kernels::device::cpu(), 5);
+  CHECK_THROWS_WITH(b.share_params(other.params()), Catch::Contains("share_params") && Catch::Contains("floats"));
+  CHECK_THROWS_WITH(b.share_params(kernels::tensor{}), Catch::Contains("share_params"));
+}
+
 /// Test accuracy after one epoch of SGD (lr 0.05, momentum 0.9, batch 64, 2 threads).
 static eval_result fashion_one_epoch(const model_spec& spec) {
   model m(spec, kernels::device::cpu(), 1);
