@@ -46,7 +46,7 @@ for t in 1 2; do SG[$t]=$($BIN --sgemm --threads $t | field sgemm_gflops); done
 # all but the first trainable layer), as the bench binary computes them.
 for model in $MODELS; do FL[$model]=$($BIN --model $model --steps 1 --warmup 0 | field train_flops_per_sample); done
 
-printf "\n%-7s %3s  %12s  %12s  %12s  %7s  %s\n" model thr "gradwire/s" "torch passv/s" "torch dflt/s" "ratio*" "gradwire vs GEMM limit"
+printf "\n%-7s %3s  %12s  %12s  %12s  %7s  %s\n" model thr "gradwire/s" "torch pasv/s" "torch dflt/s" "ratio*" "gradwire vs GEMM limit"
 for model in $MODELS; do
   for t in 1 2; do
     g=$(echo ${GW[$model,$t]} | tr ' ' '\n' | median)
