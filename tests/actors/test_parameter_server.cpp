@@ -176,17 +176,31 @@ TEST_CASE("SSP: the fastest worker is never more than bound + 1 steps ahead of t
   setup.opt.momentum = 0.f;
   setup.steps = 12;
   setup.worker_slowdown = {1.0, 1.0, 6.0};
+  // The recorded staleness (in shard versions, one per push) follows from
+  // the rule: while a worker computes on what it read after k pushes of its
+  // own (every worker had made k - bound), each of the other 2 can push at
+  // most 2 bound + 1 times before it has to wait for this one.
+  auto max_staleness = [](const actors::histogram& h) {
+    std::int64_t m = 0;
+    for (std::size_t i = 0; i < h.size(); ++i)
+      if (h[i] > 0)
+        m = static_cast<std::int64_t>(i);
+    return m;
+  };
   auto unbounded = scheduler::run_topology(*env.sys, setup, data);
   for (int bound : {0, 1, 3}) {
     INFO("bound " << bound);
     setup.staleness_bound = bound;
     auto out = scheduler::run_topology(*env.sys, setup, data);
     CHECK(out.max_clock_gap <= bound + 1);
+    CHECK(max_staleness(out.staleness) <= (2 * bound + 1) * 2);
     for (const auto& rep : out.reports)
       CHECK(rep.steps == 12);
   }
-  INFO("without a bound the fast workers ran " << unbounded.max_clock_gap << " steps ahead");
+  INFO("without a bound the fast workers ran " << unbounded.max_clock_gap << " steps ahead, staleness up to "
+                                               << max_staleness(unbounded.staleness));
   CHECK(unbounded.max_clock_gap > 4);
+  CHECK(max_staleness(unbounded.staleness) > 2); // what bound 0 allows
 }
 
 TEST_CASE("a worker that cannot run ends the run with an error naming its rank") {
