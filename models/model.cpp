@@ -61,6 +61,7 @@ model::model(std::function<network()> factory, model_spec spec, kernels::device 
 }
 
 void model::share_params(const tensor& shared) {
+  check(!bound_, "share_params: replicas are already bound to this model's own parameters (share before making a trainer)");
   check(shared.defined() && shared.numel() == params_.numel() && shared.dev() == params_.dev(),
         "share_params: a parameter buffer of " + std::to_string(params_.numel()) + " floats on the same device expected");
   params_ = shared;
@@ -80,6 +81,7 @@ void model::init(std::uint64_t seed) {
 }
 
 std::unique_ptr<model::replica> model::make_replica(bool owns_state, kernels::thread_pool* pool) const {
+  bound_ = true;
   auto grads = tensor::zeros(params_.shape(), params_.dev());
   auto r = std::make_unique<replica>(replica{factory_(), grads});
   param_binder b(param_specs_, param_offsets_, state_specs_, state_offsets_, params_, grads,

@@ -37,7 +37,8 @@ public:
   /// Uses `shared` (same length and device) as this model's parameters from
   /// now on, e.g. one weight buffer for the replicas of a synchronous ring
   /// in one process whose owners each update their own chunks. Only before
-  /// the first make_replica (replicas bind to the buffer they were made on).
+  /// the first make_replica (replicas bind to the buffer they were made on):
+  /// later it throws.
   void share_params(const tensor& shared);
 
   /// (Re)initialises parameters and state deterministically from `seed`.
@@ -64,6 +65,7 @@ private:
   std::vector<param_spec> param_specs_, state_specs_;
   std::vector<std::size_t> param_offsets_, state_offsets_;
   tensor params_, state_;
+  mutable bool bound_ = false; ///< a replica has been made (share_params is too late then)
 };
 
 } // namespace gradwire::models

@@ -1,6 +1,7 @@
 #pragma once
 /// @file buffer_pool.hpp
-/// Receive buffers for data frames: 64-byte aligned, handed out as tensors
+/// Receive buffers for data frames: 64-byte aligned (from 512 KiB on huge
+/// pages: kernels::alloc_host), handed out as tensors
 /// whose storage returns to the pool when the last view goes away (so a
 /// received gradient chunk can travel on to actors without a copy, and the
 /// steady state of a training loop allocates nothing). Buffers are binned

@@ -77,7 +77,7 @@ TEST_CASE("compute_gradients + apply equals step; Adam trains") {
   CHECK(last < 0.5 * first);
 }
 
-TEST_CASE("models sharing one weight buffer: a trainer's update is the other's weights; a wrong buffer is refused") {
+TEST_CASE("models sharing one weight buffer: a trainer's update is the other's weights; a wrong buffer, or sharing after a trainer, is refused") {
   auto data = make_synthetic(128, 1, 28, 28, 10, 4);
   model_spec spec;
   model a(spec, kernels::device::cpu(), 5), b(spec, kernels::device::cpu(), 5);
@@ -101,6 +101,7 @@ TEST_CASE("models sharing one weight buffer: a trainer's update is the other's w
   model other(wide, kernels::device::cpu(), 5);
   CHECK_THROWS_WITH(b.share_params(other.params()), Catch::Contains("share_params") && Catch::Contains("floats"));
   CHECK_THROWS_WITH(b.share_params(kernels::tensor{}), Catch::Contains("share_params"));
+  CHECK_THROWS_WITH(c.share_params(a.params()), Catch::Contains("already bound")); // c has a trainer
 }
 
 /// Test accuracy after one epoch of SGD (lr 0.05, momentum 0.9, batch 64, 2 threads).
