@@ -19,6 +19,7 @@
 /// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) |
 /// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | |
 /// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters |
+/// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | |
 
 #include "kernels/tensor.hpp"
 
@@ -42,6 +43,7 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
+using balance_atom = caf::atom_constant<caf::atom("balance")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
 /// during the run.
@@ -70,6 +72,7 @@ struct worker_report {
   slice params;                    ///< the final replica (ring, gossip, local models)
   slice state;                     ///< its BatchNorm running statistics (models that have any)
   std::string error;               ///< empty on success
+  std::vector<int> batches;        ///< speed balancing: the batch size of each step (else empty)
 };
 
 /// One worker's window of steps (the results contract's per-step record).

@@ -1,5 +1,6 @@
 #include "actors/worker.hpp"
 
+#include "actors/batch_balance.hpp"
 #include "actors/ring_allreduce.hpp"
 
 #include "kernels/backend.hpp"
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 namespace gradwire::actors {
 namespace {
@@ -26,6 +28,23 @@ struct ring_worker_state : worker_core {
   bool sharded = false;
   double owned_apply = 0;
   slice owned_sum; ///< scratch for optimizers without a fused update (Adam)
+
+  /// Speed balancing (cfg.balance_every > 0).
+  struct balancing {
+    std::vector<caf::actor> workers; ///< by rank
+    std::vector<int> batches;        ///< the split in force
+    std::int64_t total = 0;          ///< the global batch
+    balance_limits limits;
+    speed_sample window;             ///< this worker's, since the last round
+    /// Measurements by round, filled by rank as they arrive.
+    std::map<std::int64_t, std::pair<std::vector<speed_sample>, int>> rounds;
+    bool waiting = false; ///< begin_step held until a round is complete
+    clock_type::time_point wait_start;
+  } bal;
+  /// A round's split is applied this many steps after it is measured (the
+  /// others' measurements arrive meanwhile; a sync ring keeps its workers
+  /// within a step of each other).
+  static constexpr std::int64_t balance_lag = 2;
 
   static inline const char* name = "ring_worker";
 };
@@ -64,21 +83,85 @@ void await_mail(ring_worker_actor* self) {
     st.await_mail(self);
 }
 
+/// Balancing round due at the start of this step, or -1.
+std::int64_t due_round(const ring_worker_state& st) {
+  const auto k = static_cast<std::int64_t>(st.cfg.balance_every);
+  const auto r = st.step - ring_worker_state::balance_lag;
+  return k > 0 && r > 0 && r % k == 0 ? r : -1;
+}
+
+/// After a step: every balance_every steps, this worker's window goes to
+/// every ring worker (itself included, directly).
+void share_speed(ring_worker_actor* self) {
+  auto& st = self->state;
+  auto& b = st.bal;
+  const auto k = static_cast<std::int64_t>(st.cfg.balance_every);
+  if (k <= 0 || st.step % k != 0 || st.step + ring_worker_state::balance_lag >= st.cfg.steps)
+    return;
+  const auto& w = b.window;
+  for (std::size_t r = 0; r < b.workers.size(); ++r)
+    if (static_cast<int>(r) != st.cfg.rank)
+      self->send(b.workers[r], balance_atom::value, st.step, st.cfg.rank, w.compute_seconds, w.fixed_seconds,
+                 w.samples, w.steps);
+  auto& round = b.rounds[st.step];
+  round.first.resize(static_cast<std::size_t>(st.cfg.world));
+  round.first[static_cast<std::size_t>(st.cfg.rank)] = w;
+  ++round.second;
+  b.window = {};
+}
+
+/// At the start of a step: applies the round due now. False when some
+/// worker's measurements have not arrived yet (the step waits for them).
+bool apply_balance(ring_worker_actor* self) {
+  auto& st = self->state;
+  auto& b = st.bal;
+  const auto r = due_round(st);
+  if (r < 0)
+    return true;
+  auto it = b.rounds.find(r);
+  if (it == b.rounds.end() || it->second.second < st.cfg.world) {
+    if (!b.waiting)
+      b.wait_start = worker_core::clock_type::now();
+    b.waiting = true;
+    return false;
+  }
+  if (b.waiting) {
+    b.waiting = false;
+    st.add_wait(seconds_since(b.wait_start));
+  }
+  b.batches = rebalance(b.batches, it->second.first, b.limits);
+  b.rounds.erase(b.rounds.begin(), std::next(it));
+  const int mine = b.batches[static_cast<std::size_t>(st.cfg.rank)];
+  st.cfg.batch_size = mine;
+  st.batches->set_batch_size(mine);
+  st.cfg.grad_weight = static_cast<float>(static_cast<double>(mine) * st.cfg.world / static_cast<double>(b.total));
+  return true;
+}
+
 void begin_step(ring_worker_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
     st.finish(self, {}, true);
     return;
   }
+  if (st.cfg.balance_every > 0 && !apply_balance(self))
+    return; // resumed by the missing (balance_atom, ...)
   st.handed = st.reduced = 0;
   st.round_wait = 0;
   st.in_round = true;
   st.round_start = worker_core::clock_type::now();
   try {
+    const auto t0 = worker_core::clock_type::now();
+    const auto samples = st.report.samples;
     if (st.cfg.overlap)
       st.compute([self](std::size_t from) { hand_over(self, from); });
     else
       st.compute();
+    if (st.cfg.balance_every > 0)
+      st.report.batches.push_back(st.cfg.batch_size);
+    st.bal.window.compute_seconds += seconds_since(t0);
+    st.bal.window.samples += st.report.samples - samples;
+    ++st.bal.window.steps;
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;
@@ -101,6 +184,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.in_round = false;
   st.end_comm();
   st.comm_to_compute(st.owned_apply); // the owned chunks' optimizer work is compute
+  st.bal.window.fixed_seconds += st.owned_apply;
   st.owned_apply = 0;
   const auto t0 = worker_core::clock_type::now();
   if (st.sharded) { // the pieces are parameters, updated by their owners (this worker's own too)
@@ -118,10 +202,12 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   }
   for (auto& ps : st.results)
     ps.clear(); // let go of the shared pieces
+  st.bal.window.fixed_seconds += seconds_since(t0);
   st.add_compute(t0); // the optimizer is part of the step's compute
   st.begin_comm();
   st.add_wait(st.round_wait, false); // the ring's track shows where it waited
   st.end_step(self);
+  share_speed(self);
   self->send(self, step_atom::value); // not begin_step(): this may run inside the ring's own call
 }
 
@@ -131,6 +217,19 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
     const auto& c = st.cfg;
     st.results.resize(c.buckets.size());
+    if (c.balance_every > 0) {
+      auto& b = st.bal;
+      b.batches = c.balance_batches;
+      check(static_cast<int>(b.batches.size()) == c.world && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
+            "speed balancing: " + std::to_string(b.batches.size()) + " starting batches for " +
+              std::to_string(c.world) + " workers, or not this worker's batch " + std::to_string(c.batch_size));
+      for (int x : b.batches)
+        b.total += x;
+      b.limits.min_batch = default_min_batch(b.total, c.world);
+      // No batch larger than the smallest shard (each holds size / world or one more).
+      b.limits.max_batch = static_cast<int>(std::min<std::int64_t>(b.total, c.data->size() / c.world));
+      b.limits.min_batch = std::min(b.limits.min_batch, b.limits.max_batch);
+    }
     if (c.ring_peer == nullptr)
       st.ring = std::make_unique<ring_allreduce>(
         c.rank, c.world, 0, c.buckets, c.chunk_floats, [self](ring_allreduce::done_info d) {
@@ -174,10 +273,41 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   }
   st.start_heartbeats(self);
   return {
-    [=](wire_atom, caf::actor right) { // from the wiring: the ring is complete, start
-      if (self->state.ring)
-        self->state.ring->set_right(std::move(right));
+    [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { // from the wiring: the ring is complete, start
+      auto& s = self->state;
+      if (s.cfg.balance_every > 0 && all.size() != static_cast<std::size_t>(s.cfg.world)) {
+        s.finish(self, s.who() + "speed balancing needs every worker's handle, got " + std::to_string(all.size()) +
+                         " for " + std::to_string(s.cfg.world) + " workers");
+        return;
+      }
+      s.bal.workers = std::move(all);
+      if (s.ring)
+        s.ring->set_right(std::move(right));
       begin_step(self);
+    },
+    [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
+        std::int64_t steps) {
+      auto& s = self->state;
+      const auto k = static_cast<std::int64_t>(s.cfg.balance_every);
+      if (k <= 0 || rank < 0 || rank >= s.cfg.world || rank == s.cfg.rank || round <= 0 || round % k != 0 ||
+          round + ring_worker_state::balance_lag < s.step || steps <= 0) {
+        s.finish(self, s.who() + "unexpected speed measurement of round " + std::to_string(round) + " from rank " +
+                         std::to_string(rank) + " at step " + std::to_string(s.step) +
+                         (k <= 0 ? " (balancing is off here: is topology.balance_every the same on every rank?)" : ""));
+        return;
+      }
+      auto& entry = s.bal.rounds[round];
+      entry.first.resize(static_cast<std::size_t>(s.cfg.world));
+      if (entry.first[static_cast<std::size_t>(rank)].steps > 0) {
+        s.finish(self, s.who() + "rank " + std::to_string(rank) + " sent its speed of step " + std::to_string(round) + " twice");
+        return;
+      }
+      entry.first[static_cast<std::size_t>(rank)] = speed_sample{compute_s, fixed_s, samples, steps};
+      ++entry.second;
+      if (s.bal.waiting && due_round(s) == round && entry.second == s.cfg.world)
+        begin_step(self);
+      else
+        await_mail(self);
     },
     [=](ring_atom, int, std::int64_t round, int bucket, int chunk, int hop, slice data) {
       auto& s = self->state;
@@ -195,6 +325,16 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](beat_atom) {
       // The heartbeat doubles as the watchdog of the allreduce in progress.
       auto& s = self->state;
+      if (s.bal.waiting && worker_core::clock_type::now() - s.bal.wait_start > s.cfg.timeout) {
+        std::string missing;
+        const auto it = s.bal.rounds.find(due_round(s));
+        for (int r = 0; r < s.cfg.world; ++r)
+          if (it == s.bal.rounds.end() || it->second.first[static_cast<std::size_t>(r)].steps == 0)
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        s.finish(self, s.who() + "speed measurements of step " + std::to_string(due_round(s)) + " missing after " +
+                         std::to_string(s.cfg.timeout.count()) + " ms from rank(s) " + missing);
+        return;
+      }
       if (s.in_round && worker_core::clock_type::now() - s.round_start > s.cfg.timeout) {
         s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
                          std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +

@@ -87,6 +87,13 @@ struct worker_config {
   /// so that workers of different batch sizes give the sample-weighted mean).
   float grad_weight = 1.f;
   bool overlap = false;   ///< hand buckets to the ring peer during backward
+  /// Speed balancing (batch_balance.hpp): > 0 means every balance_every
+  /// steps each worker sends its measured speed to every other (handles
+  /// from the wiring's (wire_atom, right, all)); two steps later all move
+  /// the split of the global batch, the sum of `balance_batches` (the
+  /// starting batches by rank), to the same new split. 0: fixed batches.
+  int balance_every = 0;
+  std::vector<int> balance_batches;
   /// A worker that runs its own flat ring (no peer actor) updates only the
   /// chunks it owns after the reduce-scatter and all-gathers parameters
   /// instead of gradients: each replica does 1/N of the optimizer work

@@ -41,6 +41,7 @@ struct variant {
   bool sync = true;
   int local_steps = 0;
   bool sharded_update = true; ///< ring: each worker updates only its chunks
+  int balance_every = 0;      ///< ring: re-split the global batch by speed every N steps
 };
 
 struct measure {
@@ -61,6 +62,7 @@ measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int
   s.group_size = 2;
   s.log_every = 1 << 30;
   s.sharded_update = v.sharded_update;
+  s.balance_every = v.balance_every;
   s.spin_wait = gs::spin_wait_default(workers);
   auto out = gs::run_topology(sys, s, data);
   measure m;
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
     {"independent", gs::topology_kind::local_sgd, true, 1 << 30},
     {"ring", gs::topology_kind::ring, true, 0},
     {"ring-full-update", gs::topology_kind::ring, true, 0, false}, // every worker applies the whole update
+    {"ring-balanced", gs::topology_kind::ring, true, 0, true, 20}, // batches follow each worker's speed
     {"hierarchical", gs::topology_kind::hierarchical, true, 0},
     {"ps-sync", gs::topology_kind::parameter_server, true, 0},
     {"ps-async", gs::topology_kind::parameter_server, false, 0},

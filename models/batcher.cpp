@@ -37,6 +37,11 @@ void batcher::shuffle() {
   std::shuffle(indices_.begin(), indices_.end(), rng);
 }
 
+void batcher::set_batch_size(int batch_size) {
+  check(batch_size > 0, "batch size must be positive, got " + std::to_string(batch_size));
+  batch_size_ = batch_size;
+}
+
 std::int64_t batcher::batches_per_epoch() const {
   return (samples_per_epoch() + batch_size_ - 1) / batch_size_;
 }

@@ -37,6 +37,10 @@ public:
   /// so a batch gather waits on DRAM: 2 threads halve it).
   bool next(batch& out, kernels::thread_pool* pool = nullptr);
   int epoch() const { return epoch_; }
+  /// Batches from the next call on have `batch_size` samples (speed
+  /// balancing moves a worker's share of the global batch during a run).
+  void set_batch_size(int batch_size);
+  int batch_size() const { return batch_size_; }
   std::int64_t batches_per_epoch() const;
   std::int64_t samples_per_epoch() const { return static_cast<std::int64_t>(indices_.size()); }
 

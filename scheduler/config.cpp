@@ -328,6 +328,10 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.bucket_kb = static_cast<int>(r.integer("topology.bucket_kb", 1, 1 << 22));
   c.chunk_kb = static_cast<int>(r.integer("topology.chunk_kb", 1, 1 << 22));
   c.overlap = r.boolean("topology.overlap");
+  c.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
+  check(c.balance_every == 0 || c.topology == "ring" || c.topology == "hierarchical",
+        r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
+                                          "(topology.kind ring or hierarchical), not " + c.topology);
   c.group_size = static_cast<int>(r.integer("topology.group_size", 1, 1024));
   c.gossip = r.str("topology.gossip");
   c.graph = r.str("topology.graph");

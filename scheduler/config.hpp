@@ -59,6 +59,7 @@ struct run_config {
   int backup_workers = 0;
   int bucket_kb = 4096, chunk_kb = 1024;
   bool overlap = false;
+  int balance_every = 0; ///< ring, hierarchical: steps between re-splits of the global batch by speed (0: off)
   bool sharded_update = true;
   std::string shard_placement = "rank0";
   int group_size = 2;

@@ -33,6 +33,11 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
     wc.chunk_floats = setup.chunk_floats;
     wc.overlap = setup.overlap;
     wc.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
+    if (setup.balance_every > 0 && n > 1) {
+      wc.balance_every = setup.balance_every;
+      for (int q = 0; q < n; ++q)
+        wc.balance_batches.push_back(base_worker(setup, data, q, report_to).batch_size);
+    }
     return wc;
   };
   if (setup.node) { // across processes: this process's worker (and its peer); neighbours are proxies
@@ -56,7 +61,8 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
             members.push_back(at(m));
           self->send(peer, actors::wire_atom::value, at(w.right), at(w.leader_right), members);
         }
-        self->send(local, actors::wire_atom::value, use_peers ? caf::actor{} : all[static_cast<std::size_t>((nd.rank() + 1) % n)]);
+        self->send(local, actors::wire_atom::value, use_peers ? caf::actor{} : all[static_cast<std::size_t>((nd.rank() + 1) % n)],
+                   all);
       },
       on_progress, on_metrics, stop);
     if (peer)
@@ -83,7 +89,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   }
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
-               use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)]);
+               use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
   stop_actors(self, workers);
   stop_actors(self, peers);

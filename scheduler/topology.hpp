@@ -47,6 +47,9 @@ struct topology_setup {
   std::size_t bucket_floats = 1 << 20; ///< ring: gradient bucket size
   std::size_t chunk_floats = 1 << 18;  ///< ring: largest message
   bool overlap = false;     ///< ring: start a bucket's allreduce during backward
+  /// Ring, hierarchical: every balance_every steps the split of the global
+  /// batch follows the workers' measured speed (actors/batch_balance.hpp); 0: fixed.
+  int balance_every = 0;
   bool sharded_update = true; ///< flat ring without peers: each worker updates only the chunks it owns
   /// Ring workers poll for chunks instead of sleeping (worker_config::spin_wait):
   /// see spin_wait_default.

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <optional>
 #include <limits>
+#include <map>
 #include <numeric>
 
 namespace gradwire::scheduler {
@@ -40,9 +41,11 @@ std::string describe(const run_config& cfg) {
   if (cfg.topology == "local-sgd")
     return fmt::format("local SGD, average every {} steps", cfg.local_steps);
   if (cfg.topology == "ring")
-    return fmt::format("ring allreduce, {} KiB buckets{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "");
+    return fmt::format("ring allreduce, {} KiB buckets{}{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "",
+                       cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "");
   if (cfg.topology == "hierarchical")
-    return fmt::format("hierarchical allreduce, groups of {}", cfg.group_size);
+    return fmt::format("hierarchical allreduce, groups of {}{}", cfg.group_size,
+                       cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "");
   if (cfg.topology == "gossip")
     return fmt::format("gossip {} on a {} graph", cfg.gossip == "dpsgd" ? "D-PSGD" : "AD-PSGD", cfg.graph);
   std::string s = "parameter server, " + cfg.mode;
@@ -75,6 +78,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   setup.bucket_floats = static_cast<std::size_t>(cfg.bucket_kb) * 256;
   setup.chunk_floats = static_cast<std::size_t>(cfg.chunk_kb) * 256;
   setup.overlap = cfg.overlap;
+  setup.balance_every = cfg.balance_every;
   setup.sharded_update = cfg.sharded_update;
   setup.group_size = cfg.group_size;
   setup.gossip = cfg.gossip == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
@@ -231,9 +235,13 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
                     std::numeric_limits<double>::quiet_NaN());
-  }, [&](const actors::step_metrics& m) {
+  }, [&, last_samples = std::map<int, std::int64_t>{}](const actors::step_metrics& m) mutable {
+    // The window's mean batch (balancing moves it; otherwise the worker's own).
+    auto& last = last_samples[m.rank];
+    const double batch = m.steps > 0 ? static_cast<double>(m.samples - last) / static_cast<double>(m.steps) : 0;
+    last = m.samples;
     out.metric({{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step},
-                {"samples", m.samples}, {"steps", m.steps}, {"loss", m.loss},
+                {"samples", m.samples}, {"steps", m.steps}, {"batch", batch}, {"loss", m.loss},
                 {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
                 {"staleness", m.staleness}});
   }, opts.stop);
@@ -269,6 +277,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                         {"threads", ri < setup.worker_threads.size() ? setup.worker_threads[ri] : cfg.threads},
                         {"steps", rep.steps},
                         {"samples", rep.samples},
+                        {"mean_batch", rep.steps > 0 ? static_cast<double>(rep.samples) / static_cast<double>(rep.steps) : 0.0},
                         {"samples_per_sec", rep.seconds > 0 ? static_cast<double>(rep.samples) / rep.seconds : 0},
                         {"compute_seconds", rep.compute_seconds},
                         {"comm_seconds", rep.comm_seconds},

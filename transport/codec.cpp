@@ -123,6 +123,9 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
       w.setParams(r.params.defined() ? static_cast<std::int32_t>(add_tensor(r.params)) : -1);
       w.setState(r.state.defined() ? static_cast<std::int32_t>(add_tensor(r.state)) : -1);
       w.setError(r.error);
+      auto bs = w.initBatches(static_cast<unsigned>(r.batches.size()));
+      for (unsigned k = 0; k < r.batches.size(); ++k)
+        bs.set(k, r.batches[k]);
     } else if (msg.match_element<std::vector<std::int64_t>>(i)) {
       const auto& xs = msg.get_as<std::vector<std::int64_t>>(i);
       auto l = v.initI64s(static_cast<unsigned>(xs.size()));
@@ -280,6 +283,8 @@ decoded_frame decode_checked(const void* header, std::size_t header_bytes, const
       if (w.getState() >= 0)
         r.state = tensor_at(static_cast<std::uint32_t>(w.getState()));
       r.error = w.getError().cStr();
+      for (auto x : w.getBatches())
+        r.batches.push_back(x);
       mb.append(std::move(r));
       break;
     }

@@ -71,6 +71,7 @@ struct WorkerReport {
   params @10 :Int32;
   error @11 :Text;
   state @12 :Int32;               # BatchNorm running statistics: a tensor index, or -1
+  batches @13 :List(Int32);       # speed balancing: the batch size of every step (else empty)
 }
 
 struct Header {

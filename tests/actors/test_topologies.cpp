@@ -170,6 +170,49 @@ TEST_CASE("sync ring with unequal batch sizes equals one batch of all their samp
   gwtest::check_close(out.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
 }
 
+TEST_CASE("speed balancing: the slow worker's share shrinks, the global batch stays, the model is the joint batch's") {
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 24);
+  struct variant {
+    topology_kind kind;
+    int workers;
+    bool overlap;
+  };
+  for (const auto& v : {variant{topology_kind::ring, 2, false}, variant{topology_kind::ring, 3, true},
+                        variant{topology_kind::hierarchical, 4, false}}) {
+    INFO("workers " << v.workers << (v.overlap ? ", overlap" : "")
+                    << (v.kind == topology_kind::hierarchical ? ", hierarchical" : ""));
+    auto setup = small_setup(v.workers, 1, true);
+    setup.kind = v.kind;
+    setup.overlap = v.overlap;
+    setup.group_size = 2;
+    setup.steps = 16;
+    setup.balance_every = 2;
+    // The last worker spends 4 ms more on every step than the others.
+    setup.worker_delay_ms.assign(static_cast<std::size_t>(v.workers), 0.0);
+    setup.worker_delay_ms.back() = 4.0;
+    auto out = scheduler::run_topology(*env.sys, setup, data);
+    std::vector<std::vector<int>> batches;
+    for (const auto& rep : out.reports) {
+      REQUIRE(rep.error.empty());
+      REQUIRE(rep.batches.size() == static_cast<std::size_t>(setup.steps));
+      CHECK(rep.batches.front() == setup.batch_size); // the first split is the configured one
+      batches.push_back(rep.batches);
+    }
+    const int total = setup.batch_size * v.workers;
+    for (std::size_t k = 0; k < static_cast<std::size_t>(setup.steps); ++k) {
+      int sum = 0;
+      for (const auto& b : batches)
+        sum += b[k];
+      CHECK(sum == total);
+    }
+    CHECK(batches.back().back() < setup.batch_size / 2); // the slow worker, after 6 re-splits
+    CHECK(batches.front().back() > setup.batch_size);
+    CHECK(out.replica_spread == 0.0);
+    gwtest::check_close(out.params, joint_batch_reference(setup, data, batches), 1e-4, 1e-5);
+  }
+}
+
 TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applied per step") {
   actor_env env;
   auto data = make_synthetic(4096, 1, 28, 28, 10, 23);

@@ -33,8 +33,10 @@ inline scheduler::topology_setup small_setup(int workers, int shards, bool sync)
 }
 
 /// Parameters of one trainer fed, each step, all workers' batches together
-/// (each worker's data shard, batch size and shuffle seed as the workers use).
-inline std::vector<float> joint_batch_reference(const scheduler::topology_setup& setup, const models::dataset& data) {
+/// (each worker's data shard, batch size and shuffle seed as the workers use;
+/// with `batches`, worker r's batch at step k is batches[r][k]).
+inline std::vector<float> joint_batch_reference(const scheduler::topology_setup& setup, const models::dataset& data,
+                                                const std::vector<std::vector<int>>& batches = {}) {
   models::model ref(setup.spec, gradwire::kernels::device::cpu(), setup.seed);
   models::trainer t(ref, setup.opt, 1);
   std::vector<std::unique_ptr<models::batcher>> feeds;
@@ -47,7 +49,10 @@ inline std::vector<float> joint_batch_reference(const scheduler::topology_setup&
   }
   for (int step = 0; step < setup.steps; ++step) {
     models::batch joint, part;
-    for (auto& f : feeds) {
+    for (std::size_t r = 0; r < feeds.size(); ++r) {
+      auto& f = feeds[r];
+      if (!batches.empty())
+        f->set_batch_size(batches[r].at(static_cast<std::size_t>(step)));
       REQUIRE(f->next(part));
       joint.x.insert(joint.x.end(), part.x.begin(), part.x.end());
       joint.y.insert(joint.y.end(), part.y.begin(), part.y.end());

@@ -73,6 +73,11 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
   CHECK_THROWS_WITH(parse_config("[train]\nthreads = 2\n", "t.toml", {"train.threads=0"}),
                     Catch::Contains("--set train.threads = 0 is out of range"));
   CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
+  // Speed balancing splits a synchronous allreduce's batch: elsewhere it is refused, where it was written.
+  CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"parameter-server\"\nbalance_every = 10\n", "t.toml"),
+                    Catch::Contains("t.toml:3") && Catch::Contains("topology.balance_every") &&
+                      Catch::Contains("not parameter-server"));
+  CHECK(parse_config("[topology]\nkind = \"ring\"\nbalance_every = 10\n", "t.toml").balance_every == 10);
 }
 
 TEST_CASE("[[nodes]] groups: parsed, counted, and checked") {

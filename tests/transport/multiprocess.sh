@@ -117,6 +117,16 @@ timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.overlap
   >"$work/ov.txt" 2>&1 || { bad "ring with overlap across 2 processes failed"; cat "$work/ov.txt"; }
 [ "$(topo "$work/ov/summary.json" | cut -d' ' -f1)" = "$(topo "$work/in_2/summary.json" | cut -d' ' -f1)" ] ||
   bad "ring with overlap across processes differs from the ring in one process"
+# Speed balancing across 2 processes (its measurements cross the wire):
+# the slow rank's share shrinks, the global batch and the replicas stay.
+timeout 120 "$GW" run "$src/examples/ring-balanced.toml" --procs 2 --set topology.balance_every=5 "${common[@]}" \
+  --out "$work/bal" >"$work/bal.txt" 2>&1 || { bad "balanced ring across 2 processes failed"; cat "$work/bal.txt"; }
+/usr/bin/python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))
+w = {p['worker']: p for p in s['per_worker']}
+ok = s['replica_spread'] == 0.0 and w[0]['samples'] + w[1]['samples'] == 40 * 128 and w[1]['mean_batch'] < 64 < w[0]['mean_batch']
+sys.exit(0 if ok else 1)" "$work/bal/summary.json" || { bad "balanced ring across processes: shares or replicas wrong"; cat "$work/bal/summary.json"; }
 # A sweep whose points run across processes: --procs workers gives each
 # point as many processes as workers (the scaling study with real processes).
 timeout 180 "$GW" run "$src/examples/ring.toml" --procs workers --sweep topology.workers=1,2 "${common[@]}" --no-report \

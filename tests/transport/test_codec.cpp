@@ -174,6 +174,7 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   r.params = ramp(10, 3);
   r.state = ramp(4, 7); // BatchNorm statistics
   r.error = "boom";
+  r.batches = {64, 60, 71};
   actors::step_metrics m;
   m.rank = 2;
   m.step = 50;
@@ -195,6 +196,7 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   CHECK(r2.params.to_vector() == ramp(10, 3).to_vector());
   CHECK(r2.state.to_vector() == ramp(4, 7).to_vector());
   CHECK(r2.error == "boom");
+  CHECK(r2.batches == std::vector<int>{64, 60, 71});
   const auto& m2 = d.msg.get_as<actors::step_metrics>(2);
   CHECK(m2.rank == 2);
   CHECK(m2.step == 50);

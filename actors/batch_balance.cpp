@@ -1,0 +1,90 @@
+#include "actors/batch_balance.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace gradwire::actors {
+
+int default_min_batch(std::int64_t total, int workers) {
+  return static_cast<int>(std::max<std::int64_t>(1, total / (16 * std::max(1, workers))));
+}
+
+std::vector<int> rebalance(const std::vector<int>& current, const std::vector<speed_sample>& measured,
+                           const balance_limits& limits) {
+  const std::size_t n = current.size();
+  check(measured.size() == n, "rebalance: " + std::to_string(measured.size()) + " measurements for " +
+                                std::to_string(n) + " workers");
+  const std::int64_t total = std::accumulate(current.begin(), current.end(), std::int64_t{0});
+  const int lo = std::max(1, limits.min_batch);
+  const std::int64_t hi = limits.max_batch > 0 ? limits.max_batch : total;
+  check(static_cast<std::int64_t>(n) * lo <= total && static_cast<std::int64_t>(n) * hi >= total,
+        "rebalance: a global batch of " + std::to_string(total) + " cannot be split " + std::to_string(n) +
+          " ways within [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (n <= 1)
+    return current;
+  // Balanced split of the measured workers' part: b_i = (T - f_i) / a_i
+  // with sum b_i = their total.
+  std::vector<double> a(n, 0), f(n, 0);
+  double measured_total = 0, inv_a = 0, f_over_a = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& m = measured[i];
+    if (m.samples <= 0 || m.steps <= 0 || !(m.compute_seconds > 0))
+      continue;
+    a[i] = m.compute_seconds / static_cast<double>(m.samples);
+    f[i] = std::max(0.0, m.fixed_seconds / static_cast<double>(m.steps));
+    measured_total += current[i];
+    inv_a += 1 / a[i];
+    f_over_a += f[i] / a[i];
+  }
+  std::vector<double> target(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double want = current[i];
+    if (a[i] > 0) {
+      const double t = (measured_total + f_over_a) / inv_a;
+      want = (t - f[i]) / a[i];
+    }
+    target[i] = current[i] + limits.gain * (want - current[i]);
+  }
+  // Clamp into [lo, hi], then spread what clamping and rounding moved
+  // (largest remainders first; ties to the lower rank) so the sum is exact.
+  std::vector<int> out(n);
+  std::vector<double> rest(n);
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double t = std::clamp(target[i], static_cast<double>(lo), static_cast<double>(hi));
+    out[i] = static_cast<int>(std::floor(t));
+    rest[i] = t - out[i];
+    sum += out[i];
+  }
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return rest[x] > rest[y]; });
+  while (sum < total) { // give to the largest remainders (then to anyone below hi)
+    bool gave = false;
+    for (std::size_t k = 0; k < n && sum < total; ++k)
+      if (out[order[k]] < hi) {
+        ++out[order[k]];
+        ++sum;
+        gave = true;
+      }
+    if (!gave)
+      break;
+  }
+  while (sum > total) { // take from the smallest remainders (then from anyone above lo)
+    bool took = false;
+    for (std::size_t k = n; k-- > 0 && sum > total;)
+      if (out[order[k]] > lo) {
+        --out[order[k]];
+        --sum;
+        took = true;
+      }
+    if (!took)
+      break;
+  }
+  return out;
+}
+
+} // namespace gradwire::actors
