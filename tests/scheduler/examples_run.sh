@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every shipped example config runs with `gradwire run` as a user would
+# start it, cut short (a few steps, a small test subset): no config in
+# examples/ may rot. Usage: examples_run.sh GRADWIRE SOURCE_DIR
+set -u
+gw=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+for f in "$src"/examples/*.toml; do
+  name=$(basename "$f" .toml)
+  start=$(date +%s.%N)
+  if ! timeout 120 "$gw" run "$f" -q --no-report --out "$tmp/$name" --set train.max_steps=12 --set train.log_every=4 \
+      --set data.test_subset=300 >"$tmp/$name.txt" 2>&1; then
+    echo "FAIL: examples/$name.toml"
+    sed 's/^/    /' "$tmp/$name.txt"
+    fail=1
+    continue
+  fi
+  # A run's results folder or a sweep's: either way its summary.
+  if [ ! -s "$tmp/$name/summary.json" ] && [ ! -s "$tmp/$name/sweep.json" ]; then
+    echo "FAIL: examples/$name.toml wrote neither summary.json nor sweep.json in its --out folder"
+    fail=1
+    continue
+  fi
+  awk -v n="$name" -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "ok   examples/%s.toml (%.1f s)\n", n, b - a }'
+done
+exit $fail
