@@ -98,6 +98,13 @@ private:
   dtype dtype_ = dtype::f32;
 };
 
+/// Where host tensors of at least `min_bytes` come from instead of the
+/// heap (transport::shm_arena: memory that processes on one node share).
+/// `alloc(bytes, color)` returns storage whose data starts `color` bytes
+/// into its block, or null to fall back to the heap. Empty: the heap.
+using host_allocator = std::function<std::shared_ptr<storage>(std::size_t bytes, std::size_t color)>;
+void set_host_allocator(host_allocator alloc, std::size_t min_bytes);
+
 /// Copies `src` into `dst` (same element count), across devices if needed.
 void copy(const tensor& src, const tensor& dst);
 

@@ -23,6 +23,7 @@ struct allreduce_bench_options {
   job_options job = [] {
     job_options j;
     j.spin_us = -1; // auto: 1000 us when every rank has a CPU of its own, 0 when ranks share CPUs
+    j.shm_refs = true;
     return j;
   }();
 };

@@ -68,6 +68,7 @@ struct run_config {
   bool same_init = true;
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
   int spin_us = 0;
+  bool shm_refs = true; ///< across processes on one node: ring chunks by reference into shared memory
   int peer_timeout_ms = 5000;
   double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes
   std::vector<node_group> nodes; ///< empty: all workers alike

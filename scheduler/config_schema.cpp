@@ -74,6 +74,7 @@ const std::vector<key_spec>& config_schema() {
     {"nodes.threads", vt::integer, "0", {}, "[[nodes]]: CPU threads per worker of the group (0 = train.threads)"},
     {"nodes.jitter_ms", vt::number, "0.0", {}, "[[nodes]]: plus a uniform random delay of 0 .. jitter_ms per step"},
     {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice)"},
+    {"transport.shm_refs", vt::boolean, "true", {}, "across processes on one node: ring chunks travel as references into the sender's shared memory and are read where they lie (the add reads the neighbour's buffer: no copy); false: every frame is copied"},
     {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},
     {"transport.peer_timeout_ms", vt::integer, "5000", {}, "across processes: a peer silent this long (no heartbeat) is reported failed, by rank"},
     {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)"},

@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   allreduce->add_option("-w,--warmup_iters", ab.warmup, "warm-up rounds per size (5)");
   allreduce->add_option("-c,--chunk", ab_chunk, "ring pipelining chunk (1M)");
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
+  allreduce->add_flag("--shm-refs,!--no-shm-refs", ab.job.shm_refs,
+                      "on one node, pass chunks as references into the sender's shared memory (default: on)");
   allreduce->add_option("--spin-us", ab.job.spin_us, "busy-poll the link this long after each event (default: 1000 when each rank has a CPU, else 0)");
   ab.job.pin = true;
   allreduce->add_flag("--pin,!--no-pin", ab.job.pin,

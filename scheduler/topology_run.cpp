@@ -157,6 +157,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     job_options jo;
     jo.tls = cfg.transport_tls;
     jo.spin_us = cfg.spin_us;
+    jo.shm_refs = cfg.shm_refs;
     jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
     jo.shape.latency_us = cfg.latency_us;
     jo.shape.bandwidth_gbps = cfg.bandwidth_gbps;

@@ -30,7 +30,7 @@ public:
     timer_ = std::thread([this] { run(); });
   }
 
-  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) override {
+  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool = false) override { // an emulated network copies
     check(peer >= 0 && peer < size(), "send to rank " + std::to_string(peer) + ": no such peer");
     const double bytes = static_cast<double>(header.size() * 8 + (data.defined() ? data.bytes() : 0));
     const auto wire = shape_.bandwidth_gbps > 0 ? std::chrono::duration<double>(bytes * 8 / (shape_.bandwidth_gbps * 1e9))

@@ -75,7 +75,7 @@ void inproc_link::inject(const void* header, std::size_t header_bytes, kernels::
   b.cv.notify_one();
 }
 
-void inproc_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) {
+void inproc_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool) {
   check(peer >= 0 && peer < size_ && peer != rank_, "send to rank " + std::to_string(peer) + ": no such peer");
   auto& me = *hub_->boxes[static_cast<std::size_t>(rank_)];
   {

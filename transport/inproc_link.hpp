@@ -25,7 +25,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void start(handlers h) override;
-  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) override;
+  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool may_reference = false) override;
   void close(int timeout_ms) override;
   std::string describe() const override { return "inproc"; }
 

@@ -39,7 +39,11 @@ public:
   virtual void start(handlers h) = 0;
   /// Sends a frame to `peer` (never this rank), from any thread. `data`
   /// (may be undefined) is kept alive until the transport is done with it.
-  virtual void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) = 0;
+  /// `may_reference`: the receiver only reads `data`, so a link may hand it
+  /// a read-only view of the sender's memory instead of a copy
+  /// (ucx_options::shm_refs; the sender's reference is then held until the
+  /// receiver lets go).
+  virtual void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool may_reference = false) = 0;
   /// Waits (up to `timeout_ms`) for every send to complete, then stops.
   virtual void close(int timeout_ms) = 0;
   /// What carries the frames, for logs ("ucx: posix, tcp").

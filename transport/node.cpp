@@ -1,5 +1,7 @@
 #include "transport/node.hpp"
 
+#include "actors/messages.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -260,7 +262,11 @@ caf::actor node::resolve(actor_ref r) {
 
 void node::forward(int r, std::uint32_t slot, const caf::strong_actor_ptr& sender, const caf::message& msg) {
   auto f = encode(msg, ctx_, slot, ref_of(sender), [this](const caf::actor& a) { return ref_of(a); });
-  link_->send(r, std::move(f.header), std::move(f.data));
+  // A ring chunk's receiver only reads it (adds it, passes it on, copies it
+  // into its replica): it may get a view of this process's memory.
+  const bool ring_chunk = msg.size() > 0 && msg.match_element<caf::atom_value>(0) &&
+                          msg.get_as<caf::atom_value>(0) == actors::ring_atom::value;
+  link_->send(r, std::move(f.header), std::move(f.data), ring_chunk);
 }
 
 void node::forward_request(int r, std::uint32_t slot, const caf::strong_actor_ptr& sender, caf::message_id mid,

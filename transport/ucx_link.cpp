@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -16,7 +17,9 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <thread>
+#include <unordered_map>
 
 namespace gradwire::transport {
 
@@ -25,6 +28,77 @@ namespace {
 constexpr unsigned am_id = 7;
 constexpr std::uint64_t inline_marker = 0x4757494e4c494e45ull; // "GWINLINE": header at the front of the data
 constexpr std::size_t max_am_header = 4096;
+// A ring chunk by reference: [ref_marker, sender, id, owner rank, offset, bytes, frame header...].
+constexpr std::uint64_t ref_marker = 0x475753484d524546ull;     // "GWSHMREF"
+// The receiver let go of it: [release_marker, receiver, id].
+constexpr std::uint64_t release_marker = 0x475753484d52454cull; // "GWSHMREL"
+// After connecting, to each peer on the node: [announce_marker, sender, bytes, name length, name...].
+constexpr std::uint64_t announce_marker = 0x475753484d414e4eull; // "GWSHMANN"
+// The answer, once mapped: [mapped_marker, sender].
+constexpr std::uint64_t mapped_marker = 0x475753484d4d4150ull;  // "GWSHMMAP"
+constexpr std::uint64_t address_magic = 0x4757414444523031ull;  // "GWADDR01"
+constexpr std::size_t ref_words = 6;
+
+/// What a rank's rendezvous address carries: its UCX worker address, its
+/// host and its shared-memory arena (name, bytes; empty without shm_refs).
+struct address_blob {
+  std::vector<std::uint8_t> ucx;
+  std::string host, arena;
+  std::uint64_t arena_bytes = 0;
+};
+
+void put_bytes(std::vector<std::uint8_t>& out, const void* p, std::size_t n) {
+  const auto* b = static_cast<const std::uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+std::vector<std::uint8_t> pack_address(const address_blob& a) {
+  std::vector<std::uint8_t> out;
+  put_bytes(out, &address_magic, 8);
+  for (const auto* part : {&a.ucx}) {
+    const auto n = static_cast<std::uint32_t>(part->size());
+    put_bytes(out, &n, 4);
+    put_bytes(out, part->data(), n);
+  }
+  for (const auto* s : {&a.host, &a.arena}) {
+    const auto n = static_cast<std::uint32_t>(s->size());
+    put_bytes(out, &n, 4);
+    put_bytes(out, s->data(), n);
+  }
+  put_bytes(out, &a.arena_bytes, 8);
+  return out;
+}
+
+address_blob unpack_address(const std::vector<std::uint8_t>& in, int rank) {
+  std::size_t at = 0;
+  auto take = [&](void* dst, std::size_t n) {
+    check(at + n <= in.size(), "rendezvous: rank " + std::to_string(rank) + "'s address is truncated");
+    std::memcpy(dst, in.data() + at, n);
+    at += n;
+  };
+  std::uint64_t magic = 0;
+  take(&magic, 8);
+  check(magic == address_magic, "rendezvous: rank " + std::to_string(rank) + "'s address is not a gradwire address");
+  address_blob a;
+  auto take_bytes = [&](auto& dst) {
+    std::uint32_t n = 0;
+    take(&n, 4);
+    check(n <= in.size(), "rendezvous: rank " + std::to_string(rank) + "'s address is malformed");
+    dst.resize(n);
+    take(dst.data(), n);
+  };
+  take_bytes(a.ucx);
+  take_bytes(a.host);
+  take_bytes(a.arena);
+  take(&a.arena_bytes, 8);
+  return a;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
 
 void ucs_check(ucs_status_t st, const char* what) {
   if (st != UCS_OK)
@@ -86,11 +160,162 @@ struct ucx_link::impl {
   /// send then need not wake the progress thread.
   std::atomic<std::int64_t> last_poll_ns{0};
 
-  impl(int r, int n, ucx_options o) : rank(r), size(n), opts(std::move(o)), dead(static_cast<std::size_t>(n)) {}
+  // Shared-memory references (opts.shm_refs).
+  std::shared_ptr<shm_arena> arena;           ///< this process's
+  std::vector<std::shared_ptr<shm_mapping>> maps; ///< by rank: peers on this node
+  std::vector<bool> local;                    ///< by rank: on this node (from the rendezvous)
+  std::vector<std::atomic<bool>> can_ref;     ///< by rank: it has mapped our arena
+  mutable std::mutex refs_mu;
+  std::vector<std::unordered_map<std::uint64_t, kernels::tensor>> held; ///< by peer: lent, not released
+  std::atomic<std::uint64_t> next_ref{1};
+  std::atomic<int> peers_mapped{0}; ///< node-local peers that said they mapped our arena
+  /// Lets a received view's release reach the link while it exists.
+  struct alive_token {
+    std::mutex mu;
+    impl* link = nullptr;
+  };
+  std::shared_ptr<alive_token> alive = std::make_shared<alive_token>();
+
+  impl(int r, int n, ucx_options o)
+    : rank(r), size(n), opts(std::move(o)), dead(static_cast<std::size_t>(n)), can_ref(static_cast<std::size_t>(n)) {
+    alive->link = this;
+  }
+
+  /// Queues a frame for the progress thread (any thread).
+  void enqueue(int peer, std::vector<std::uint64_t> header) {
+    if (stop.load() || dead[static_cast<std::size_t>(peer)].load())
+      return;
+    in_flight.fetch_add(1);
+    auto ps = std::make_unique<pending_send>(pending_send{this, std::move(header), {}, peer});
+    {
+      std::lock_guard<std::mutex> lk(queue_mu);
+      queue.push_back(std::move(ps));
+      queued.fetch_add(1, std::memory_order_release);
+    }
+    ucp_worker_signal(worker);
+  }
+
+  /// A peer on this node announced its arena: map it, say so.
+  void on_announce(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
+    const auto src = hdr[1], bytes = hdr[2], len = hdr[3];
+    if (!arena || src >= static_cast<std::uint64_t>(size) || !local[src] || len > 200 || 32 + len > header_bytes) {
+      if (h.rejected)
+        h.rejected("frame refused: malformed or unexpected shared-memory announcement");
+      return;
+    }
+    std::string name(reinterpret_cast<const char*>(hdr.data() + 4), len);
+    try {
+      auto m = std::make_shared<shm_mapping>(name, bytes);
+      {
+        std::lock_guard<std::mutex> lk(refs_mu);
+        maps[src] = std::move(m);
+      }
+      enqueue(static_cast<int>(src), {mapped_marker, static_cast<std::uint64_t>(rank)});
+    } catch (const std::exception& e) { // that peer keeps copying its frames to us
+      std::fprintf(stderr, "gradwire: rank %d: %s (rank %d's frames will be copied)\n", rank, e.what(),
+                   static_cast<int>(src));
+    }
+  }
+
+  /// After connect(): this process's arena, when shm_refs and a peer shares the node.
+  void open_arena();
+
+  int local_peers() const {
+    int n = 0;
+    for (bool l : local)
+      n += l ? 1 : 0;
+    return n;
+  }
+
+  /// Where `t` lies in memory `peer` has mapped: in our arena or its own
+  /// (a chunk passed back round the ring); its owner's rank and offset.
+  bool locate(const kernels::tensor& t, int peer, int& owner, std::int64_t& offset) {
+    offset = arena->offset_of(t.data(), t.bytes());
+    if (offset >= 0) {
+      owner = rank;
+      return true;
+    }
+    std::lock_guard<std::mutex> lk(refs_mu);
+    for (int q : {peer}) {
+      const auto& m = maps[static_cast<std::size_t>(q)];
+      if (!m)
+        continue;
+      const char* c = reinterpret_cast<const char*>(t.data());
+      if (c >= m->base() && c + t.bytes() <= m->base() + m->size()) {
+        owner = q;
+        offset = c - m->base();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// A ring chunk by reference: a read-only view where it lies, released
+  /// to its sender when the last reference here goes.
+  void on_ref(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
+    auto refuse = [&](const std::string& why) {
+      if (h.rejected)
+        h.rejected("frame refused: shared-memory reference " + why);
+    };
+    if (header_bytes < ref_words * 8 || !arena)
+      return refuse(arena ? "too short" : "but this process has no shared memory (shm_refs off)");
+    const auto src = static_cast<std::int64_t>(hdr[1]), owner = static_cast<std::int64_t>(hdr[3]);
+    const std::uint64_t id = hdr[2], off = hdr[4], bytes = hdr[5];
+    if (src < 0 || src >= size || src == rank || owner < 0 || owner >= size)
+      return refuse("from rank " + std::to_string(src) + " to rank " + std::to_string(owner) + "'s memory: no such rank");
+    const char* base = nullptr;
+    std::size_t limit = 0;
+    std::shared_ptr<void> keep; // the memory stays mapped while the view lives
+    if (owner == rank) { // our own memory, come back round the ring
+      base = arena->base();
+      limit = arena->size();
+      keep = arena;
+    } else if (auto m = mapping(static_cast<int>(owner))) {
+      base = m->base();
+      limit = m->size();
+      keep = m;
+    } else {
+      return refuse("into rank " + std::to_string(owner) + "'s memory, which this process has not mapped");
+    }
+    if (bytes == 0 || bytes % sizeof(float) || bytes > opts.max_data_bytes || off > limit || bytes > limit - off)
+      return refuse("of " + std::to_string(bytes) + " bytes at " + std::to_string(off) + " in rank " +
+                    std::to_string(owner) + "'s memory (" + std::to_string(limit) + " bytes)");
+    const char* p = base + off;
+    auto token = alive;
+    auto st = std::make_shared<kernels::storage>(const_cast<char*>(p), bytes, kernels::device::cpu(),
+                                                 [token, keep, src, id, me = rank](void*) {
+                                                   std::lock_guard<std::mutex> lk(token->mu);
+                                                   if (token->link)
+                                                     token->link->enqueue(static_cast<int>(src),
+                                                                          {release_marker, static_cast<std::uint64_t>(me), id});
+                                                 });
+    kernels::tensor view(st, 0, {static_cast<std::int64_t>(bytes / sizeof(float))}, kernels::dtype::f32);
+    std::vector<std::uint64_t> inner(hdr.begin() + ref_words, hdr.end());
+    deliver(inner, header_bytes - ref_words * 8, std::move(view));
+  }
+
+  std::shared_ptr<shm_mapping> mapping(int r) {
+    std::lock_guard<std::mutex> lk(refs_mu);
+    return maps[static_cast<std::size_t>(r)];
+  }
+
+  void on_release(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
+    if (header_bytes != 3 * 8 || hdr[1] >= static_cast<std::uint64_t>(size)) {
+      if (h.rejected)
+        h.rejected("frame refused: malformed shared-memory release");
+      return;
+    }
+    std::lock_guard<std::mutex> lk(refs_mu);
+    held[hdr[1]].erase(hdr[2]);
+  }
 
   void report_peer(int peer, const std::string& what) {
     if (peer < 0 || peer >= size || dead[static_cast<std::size_t>(peer)].exchange(true))
       return;
+    if (!held.empty()) {
+      std::lock_guard<std::mutex> lk(refs_mu);
+      held[static_cast<std::size_t>(peer)].clear(); // it will not release them
+    }
     if (h.peer_error)
       h.peer_error(peer, what);
   }
@@ -143,6 +368,28 @@ struct ucx_link::impl {
     std::vector<std::uint64_t> hdr((header_bytes + 7) / 8);
     if (header_bytes)
       std::memcpy(hdr.data(), header, header_bytes);
+    if (header_bytes == 16 && hdr[0] == mapped_marker) {
+      const auto src = hdr[1];
+      if (self->arena && src < static_cast<std::uint64_t>(self->size) && self->local[src] &&
+          !self->can_ref[src].exchange(true) && self->peers_mapped.fetch_add(1) + 1 == self->local_peers())
+        self->arena->unlink(); // every peer on the node has it mapped: a crash from here leaves nothing in /dev/shm
+      return UCS_OK;
+    }
+    if (header_bytes >= 32 && hdr[0] == announce_marker) {
+      self->on_announce(hdr, header_bytes);
+      return UCS_OK;
+    }
+    if (header_bytes >= 8 && (hdr[0] == ref_marker || hdr[0] == release_marker)) {
+      if (length != 0) {
+        if (self->h.rejected)
+          self->h.rejected("frame refused: a shared-memory reference with " + std::to_string(length) + " bytes of data");
+      } else if (hdr[0] == ref_marker) {
+        self->on_ref(hdr, header_bytes);
+      } else {
+        self->on_release(hdr, header_bytes);
+      }
+      return UCS_OK;
+    }
     if (length == 0) {
       self->deliver(hdr, header_bytes, {});
       return UCS_OK;
@@ -315,15 +562,44 @@ ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<i
   hp.arg = p_.get();
   hp.flags = UCP_AM_FLAG_WHOLE_MSG;
   ucs_check(ucp_worker_set_am_recv_handler(p_->worker, &hp), "setting the message handler");
+  p_->maps.resize(static_cast<std::size_t>(size));
+  p_->local.assign(static_cast<std::size_t>(size), false);
+  p_->held.resize(static_cast<std::size_t>(size));
+}
+
+void ucx_link::impl::open_arena() {
+  if (opts.shm_refs && local_peers() > 0) {
+    std::random_device rd;
+    const std::string name = "/gradwire-" + std::to_string(::getpid()) + "-" + std::to_string(rank) + "-" +
+                             std::to_string(rd() & 0xffffff);
+    arena = std::make_shared<shm_arena>(name, opts.arena_bytes);
+    std::weak_ptr<shm_arena> weak = arena;
+    kernels::set_host_allocator([weak](std::size_t bytes, std::size_t color) -> std::shared_ptr<kernels::storage> {
+      auto a = weak.lock();
+      return a ? a->allocate(bytes, color) : nullptr;
+    }, opts.min_ref_bytes);
+  }
 }
 
 ucx_link::~ucx_link() {
+  if (p_->arena)
+    kernels::set_host_allocator({}, 0);
   close(2000);
   if (p_->worker)
     ucp_worker_destroy(p_->worker);
   if (p_->context)
     ucp_cleanup(p_->context);
 }
+
+std::size_t ucx_link::lent() const {
+  std::lock_guard<std::mutex> lk(p_->refs_mu);
+  std::size_t n = 0;
+  for (const auto& m : p_->held)
+    n += m.size();
+  return n;
+}
+
+int ucx_link::peers_mapped() const { return p_->peers_mapped.load(); }
 
 bool ucx_link::poll() {
   return p_->poll_once();
@@ -333,22 +609,27 @@ std::vector<std::uint8_t> ucx_link::address() const {
   ucp_address_t* addr = nullptr;
   std::size_t len = 0;
   ucs_check(ucp_worker_get_address(p_->worker, &addr, &len), "getting the worker address");
-  std::vector<std::uint8_t> out(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
+  address_blob a;
+  a.ucx.assign(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
   ucp_worker_release_address(p_->worker, addr);
-  return out;
+  a.host = host_name();
+  return pack_address(a);
 }
 
 void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) {
   check(static_cast<int>(addresses.size()) == p_->size, "connect: one address per rank expected");
   p_->eps.assign(addresses.size(), nullptr);
+  const std::string host = host_name();
   for (int r = 0; r < p_->size; ++r) {
     if (r == p_->rank)
       continue;
+    const auto blob = unpack_address(addresses[static_cast<std::size_t>(r)], r);
+    p_->local[static_cast<std::size_t>(r)] = blob.host == host;
     p_->slots.push_back(std::make_unique<peer_slot>(peer_slot{p_.get(), r}));
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t*>(addresses[static_cast<std::size_t>(r)].data());
+    ep.address = reinterpret_cast<const ucp_address_t*>(blob.ucx.data());
     // Peer error-handling mode would rule out shared memory in UCX 1.13 (the
     // endpoint is "unreachable"): dead peers are found by node.hpp's
     // heartbeats instead; errors UCX does report still reach peer_error.
@@ -358,6 +639,7 @@ void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) 
     ucs_check(ucp_ep_create(p_->worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
               ("connecting to rank " + std::to_string(r)).c_str());
   }
+  p_->open_arena();
 }
 
 int ucx_link::rank() const { return p_->rank; }
@@ -367,13 +649,39 @@ void ucx_link::start(handlers h) {
   p_->h = std::move(h);
   if (p_->opts.progress_thread)
     p_->progress = std::thread([this] { p_->run(); });
+  if (p_->arena) { // offer the peers on this node our arena (they answer once mapped)
+    const auto& name = p_->arena->name();
+    std::vector<std::uint64_t> ann = {announce_marker, static_cast<std::uint64_t>(p_->rank), p_->arena->size(), name.size()};
+    ann.resize(4 + (name.size() + 7) / 8);
+    std::memcpy(ann.data() + 4, name.data(), name.size());
+    for (int r = 0; r < p_->size; ++r)
+      if (p_->local[static_cast<std::size_t>(r)])
+        p_->enqueue(r, ann);
+  }
 }
 
-void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) {
+void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool may_reference) {
   check(peer >= 0 && peer < p_->size && peer != p_->rank && !p_->eps.empty(),
         "send to rank " + std::to_string(peer) + ": no such peer");
   if (p_->dead[static_cast<std::size_t>(peer)].load())
     return; // reported once already
+  if (may_reference && p_->arena && data.defined() && data.bytes() >= p_->opts.min_ref_bytes &&
+      p_->can_ref[static_cast<std::size_t>(peer)].load() && header.size() + ref_words <= max_am_header / 8) {
+    int owner = -1;
+    std::int64_t off = -1;
+    if (p_->locate(data, peer, owner, off)) {
+      const auto id = p_->next_ref.fetch_add(1);
+      std::vector<std::uint64_t> h2 = {ref_marker, static_cast<std::uint64_t>(p_->rank), id, static_cast<std::uint64_t>(owner),
+                                       static_cast<std::uint64_t>(off), data.bytes()};
+      h2.insert(h2.end(), header.begin(), header.end());
+      {
+        std::lock_guard<std::mutex> lk(p_->refs_mu);
+        p_->held[static_cast<std::size_t>(peer)][id] = std::move(data); // until its release
+      }
+      header = std::move(h2);
+      data = {};
+    }
+  }
   p_->in_flight.fetch_add(1);
   if (header.size() * sizeof(std::uint64_t) > max_am_header) { // [header words][data] behind a marker
     const std::size_t hb = header.size() * sizeof(std::uint64_t), db = data.defined() ? data.bytes() : 0;
@@ -437,6 +745,17 @@ void ucx_link::close(int timeout_ms) {
     }
     ep = nullptr;
   }
+  {
+    std::lock_guard<std::mutex> lk(p_->alive->mu);
+    p_->alive->link = nullptr; // views still held elsewhere release nothing now
+  }
+  {
+    std::lock_guard<std::mutex> lk(p_->refs_mu);
+    for (auto& m : p_->held)
+      m.clear();
+  }
+  if (p_->arena)
+    p_->arena->unlink();
   for (auto* pr : p_->rndv) { // fetched never: hand the descriptors back
     ucp_am_data_release(p_->worker, pr->desc);
     std::unique_ptr<pending_recv> gone(pr);
@@ -445,7 +764,8 @@ void ucx_link::close(int timeout_ms) {
 }
 
 std::string ucx_link::describe() const {
-  return "ucx" + (p_->opts.tls.empty() ? std::string() : " (TLS " + p_->opts.tls + ")");
+  return "ucx" + (p_->opts.tls.empty() ? std::string() : " (TLS " + p_->opts.tls + ")") +
+         (p_->arena ? ", ring chunks by shared-memory reference" : "");
 }
 
 } // namespace gradwire::transport

@@ -19,6 +19,7 @@
 /// front of the data frame behind a two-word marker.
 
 #include "transport/buffer_pool.hpp"
+#include "transport/shm_arena.hpp"
 #include "transport/link.hpp"
 
 #include <memory>
@@ -34,6 +35,13 @@ struct ucx_options {
   /// false: no progress thread; the application drives the link with
   /// poll() (MPI style). Tests use it to make every delivery a polled one.
   bool progress_thread = true;
+  /// Ring chunks between processes on one node travel as references into
+  /// the sender's shared memory (shm_arena.hpp): this process's tensors
+  /// from min_ref_bytes up are allocated there, in an arena of arena_bytes
+  /// (sparse; full: the heap, and frames copied as before).
+  bool shm_refs = false;
+  std::size_t arena_bytes = std::size_t{4} << 30;
+  std::size_t min_ref_bytes = std::size_t{64} << 10;
   std::size_t max_header_bytes = std::size_t{16} << 20;
   std::size_t max_data_bytes = std::size_t{1} << 31;
 };
@@ -51,10 +59,14 @@ public:
   int rank() const override;
   int size() const override;
   void start(handlers h) override;
-  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data) override;
+  void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool may_reference = false) override;
   void close(int timeout_ms) override;
   std::string describe() const override;
   bool poll() override;
+  /// Tensors lent to peers as shared-memory references, not yet released.
+  std::size_t lent() const;
+  /// Peers on this node that have mapped this process's arena.
+  int peers_mapped() const;
 
   struct impl;
 

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace gradwire::kernels {
 
@@ -16,11 +17,32 @@ cpu_backend::cpu_backend() {
   openblas_set_num_threads(1);
 }
 
+namespace {
+std::mutex host_alloc_mu;
+host_allocator host_alloc;
+std::size_t host_alloc_min = 0;
+} // namespace
+
+void set_host_allocator(host_allocator alloc, std::size_t min_bytes) {
+  std::lock_guard<std::mutex> lk(host_alloc_mu);
+  host_alloc = std::move(alloc);
+  host_alloc_min = min_bytes;
+}
+
 std::shared_ptr<storage> cpu_backend::allocate(std::size_t bytes) {
   // Large tensors on huge pages, each at its own offset below 4 KiB (see
   // huge_pages.hpp: tensors read together must not alias).
   static std::atomic<unsigned> next_color{0};
   const std::size_t color = bytes >= huge_page_bytes ? (next_color++ % 13) * 320 : 0;
+  host_allocator alloc;
+  {
+    std::lock_guard<std::mutex> lk(host_alloc_mu);
+    if (host_alloc && bytes >= host_alloc_min)
+      alloc = host_alloc;
+  }
+  if (alloc)
+    if (auto st = alloc(bytes, color))
+      return st;
   char* base = bytes ? static_cast<char*>(alloc_host(bytes + color, huge_page_bytes)) : nullptr;
   check(bytes == 0 || base != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
   return std::make_shared<storage>(base ? base + color : nullptr, bytes, device::cpu(), [base](void*) { std::free(base); });

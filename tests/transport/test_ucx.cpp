@@ -40,9 +40,12 @@ int free_port() {
 /// Two connected UCX links (ranks 0 and 1) in this process.
 std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected_pair(const std::string& tls,
                                                                                std::size_t max_data = std::size_t{1} << 31,
-                                                                               bool progress_thread0 = true) {
+                                                                               bool progress_thread0 = true,
+                                                                               bool shm_refs = false) {
   ucx_options o;
   o.tls = tls;
+  o.shm_refs = shm_refs;
+  o.arena_bytes = std::size_t{64} << 20;
   o.max_data_bytes = max_data;
   ucx_options o0 = o;
   o0.progress_thread = progress_thread0;
@@ -108,6 +111,68 @@ TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
   }
   l1->close(2000);
   l0->close(2000);
+}
+
+TEST_CASE("UCX link: ring chunks by shared-memory reference arrive exact, are released, and bad references are refused") {
+  std::vector<std::string> rejected;
+  {
+    auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true);
+    std::mutex mu;
+    std::vector<std::pair<std::vector<std::uint64_t>, actors::slice>> got;
+    // Rank 1 sends, rank 0 receives: both links live in this process and the
+    // tensor allocator is the last connected one's (rank 1's arena).
+    link::handlers h1;
+    h1.receive = [&](const void* hdr, std::size_t hb, kernels::tensor data) {
+      std::lock_guard<std::mutex> lk(mu);
+      const auto* w = static_cast<const std::uint64_t*>(hdr);
+      got.emplace_back(std::vector<std::uint64_t>(w, w + hb / 8), std::move(data));
+    };
+    h1.rejected = [&](const std::string& what) {
+      std::lock_guard<std::mutex> lk(mu);
+      rejected.push_back(what);
+    };
+    link::handlers h0;
+    l0->start(h1);
+    l1->start(h0);
+    auto wait_for = [&](auto pred) {
+      for (int i = 0; i < 5000 && !pred(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return pred();
+    };
+    REQUIRE(wait_for([&] { return l0->peers_mapped() == 1 && l1->peers_mapped() == 1; }));
+    // Allocated after connecting: in rank 1's arena (kernels::set_host_allocator).
+    auto big = pattern(100000, 2.f);
+    l1->send(0, {42, 7}, big, true);
+    l1->send(0, {43}, pattern(100, 1.f), true); // below min_ref_bytes: copied
+    REQUIRE(wait_for([&] {
+      std::lock_guard<std::mutex> lk(mu);
+      return got.size() == 2;
+    }));
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      CHECK(got[0].first == std::vector<std::uint64_t>{42, 7});
+      CHECK(got[0].second.to_vector() == big.to_vector());
+      CHECK(got[1].second.to_vector() == pattern(100, 1.f).to_vector());
+    }
+    CHECK(l1->lent() == 1); // held until rank 0 lets go of its view
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      got.clear();
+    }
+    CHECK(wait_for([&] { return l1->lent() == 0; }));
+    // A reference outside rank 0's arena and one from a rank that does not exist.
+    l1->send(0, {0x475753484d524546ull, 1, 99, 0, std::uint64_t{1} << 40, 4096}, {});
+    l1->send(0, {0x475753484d524546ull, 5, 99, 0, 0, 4096}, {});
+    CHECK(wait_for([&] {
+      std::lock_guard<std::mutex> lk(mu);
+      return rejected.size() == 2;
+    }));
+    l0->close(2000);
+    l1->close(2000);
+  }
+  REQUIRE(rejected.size() == 2);
+  CHECK_THAT(rejected[0], Catch::Contains("shared-memory reference") && Catch::Contains("in rank 0's memory"));
+  CHECK_THAT(rejected[1], Catch::Contains("no such rank"));
 }
 
 TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes on") {
