@@ -169,6 +169,9 @@ struct ucx_link::impl {
   std::vector<std::unordered_map<std::uint64_t, kernels::tensor>> held; ///< by peer: lent, not released
   std::atomic<std::uint64_t> next_ref{1};
   std::atomic<int> peers_mapped{0}; ///< node-local peers that said they mapped our arena
+  /// References into a third rank's arena that arrived before its
+  /// announcement (under refs_mu; replayed once mapped).
+  std::vector<std::vector<std::pair<std::vector<std::uint64_t>, std::size_t>>> deferred;
   /// Lets a received view's release reach the link while it exists.
   struct alive_token {
     std::mutex mu;
@@ -206,14 +209,23 @@ struct ucx_link::impl {
     std::string name(reinterpret_cast<const char*>(hdr.data() + 4), len);
     try {
       auto m = std::make_shared<shm_mapping>(name, bytes);
+      std::vector<std::pair<std::vector<std::uint64_t>, std::size_t>> waiting;
       {
         std::lock_guard<std::mutex> lk(refs_mu);
         maps[src] = std::move(m);
+        waiting.swap(deferred[src]);
       }
       enqueue(static_cast<int>(src), {mapped_marker, static_cast<std::uint64_t>(rank)});
+      for (const auto& [hd, hb] : waiting) // passed on by a third rank before this arrived
+        on_ref(hd, hb);
     } catch (const std::exception& e) { // that peer keeps copying its frames to us
       std::fprintf(stderr, "gradwire: rank %d: %s (rank %d's frames will be copied)\n", rank, e.what(),
                    static_cast<int>(src));
+      std::lock_guard<std::mutex> lk(refs_mu);
+      if (!deferred[src].empty() && h.rejected)
+        h.rejected("frame refused: " + std::to_string(deferred[src].size()) + " reference(s) into rank " +
+                   std::to_string(src) + "'s memory, which could not be mapped");
+      deferred[src].clear();
     }
   }
 
@@ -236,7 +248,9 @@ struct ucx_link::impl {
       return true;
     }
     std::lock_guard<std::mutex> lk(refs_mu);
-    for (int q : {peer}) {
+    for (int q = 0; q < size; ++q) { // our own memory, the receiver's, or a third rank's on this node
+      if (q != peer && !local[static_cast<std::size_t>(q)])
+        continue;
       const auto& m = maps[static_cast<std::size_t>(q)];
       if (!m)
         continue;
@@ -274,6 +288,16 @@ struct ucx_link::impl {
       base = m->base();
       limit = m->size();
       keep = m;
+    } else if (local[static_cast<std::size_t>(owner)] && !dead[static_cast<std::size_t>(owner)].load()) {
+      // Passed on from a third rank on this node whose announcement is still on its way.
+      std::lock_guard<std::mutex> lk(refs_mu);
+      if (!maps[static_cast<std::size_t>(owner)]) {
+        deferred[static_cast<std::size_t>(owner)].emplace_back(hdr, header_bytes);
+        return;
+      }
+      base = maps[static_cast<std::size_t>(owner)]->base();
+      limit = maps[static_cast<std::size_t>(owner)]->size();
+      keep = maps[static_cast<std::size_t>(owner)];
     } else {
       return refuse("into rank " + std::to_string(owner) + "'s memory, which this process has not mapped");
     }
@@ -315,6 +339,7 @@ struct ucx_link::impl {
     if (!held.empty()) {
       std::lock_guard<std::mutex> lk(refs_mu);
       held[static_cast<std::size_t>(peer)].clear(); // it will not release them
+      deferred[static_cast<std::size_t>(peer)].clear();
     }
     if (h.peer_error)
       h.peer_error(peer, what);
@@ -565,6 +590,7 @@ ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<i
   p_->maps.resize(static_cast<std::size_t>(size));
   p_->local.assign(static_cast<std::size_t>(size), false);
   p_->held.resize(static_cast<std::size_t>(size));
+  p_->deferred.resize(static_cast<std::size_t>(size));
 }
 
 void ucx_link::impl::open_arena() {
