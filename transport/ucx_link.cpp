@@ -600,9 +600,13 @@ void ucx_link::impl::open_arena() {
                              std::to_string(rd() & 0xffffff);
     arena = std::make_shared<shm_arena>(name, opts.arena_bytes);
     std::weak_ptr<shm_arena> weak = arena;
-    kernels::set_host_allocator([weak](std::size_t bytes, std::size_t color) -> std::shared_ptr<kernels::storage> {
+    // Arena blocks are powers of two on their own alignment: every tensor
+    // starts at its own offset (as cpu_backend does from 2 MiB, see
+    // kernels/huge_pages.hpp), or weights, gradients and momentum alias.
+    auto next = std::make_shared<std::atomic<unsigned>>(0);
+    kernels::set_host_allocator([weak, next](std::size_t bytes, std::size_t) -> std::shared_ptr<kernels::storage> {
       auto a = weak.lock();
-      return a ? a->allocate(bytes, color) : nullptr;
+      return a ? a->allocate(bytes, (next->fetch_add(1) % 13) * 320) : nullptr;
     }, opts.min_ref_bytes);
   }
 }
