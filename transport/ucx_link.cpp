@@ -201,7 +201,9 @@ struct ucx_link::impl {
   /// A peer on this node announced its arena: map it, say so.
   void on_announce(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
     const auto src = hdr[1], bytes = hdr[2], len = hdr[3];
-    if (!arena || src >= static_cast<std::uint64_t>(size) || !local[src] || len > 200 || 32 + len > header_bytes) {
+    if (!arena)
+      return; // shm_refs off here (or no shared memory): that peer goes on copying
+    if (src >= static_cast<std::uint64_t>(size) || !local[src] || len > 200 || 32 + len > header_bytes) {
       if (h.rejected)
         h.rejected("frame refused: malformed or unexpected shared-memory announcement");
       return;
@@ -598,7 +600,12 @@ void ucx_link::impl::open_arena() {
     std::random_device rd;
     const std::string name = "/gradwire-" + std::to_string(::getpid()) + "-" + std::to_string(rank) + "-" +
                              std::to_string(rd() & 0xffffff);
-    arena = std::make_shared<shm_arena>(name, opts.arena_bytes);
+    try {
+      arena = std::make_shared<shm_arena>(name, opts.arena_bytes);
+    } catch (const std::exception& e) { // no /dev/shm here: frames are copied, as with shm_refs off
+      std::fprintf(stderr, "gradwire: rank %d: %s; every frame will be copied\n", rank, e.what());
+      return;
+    }
     std::weak_ptr<shm_arena> weak = arena;
     // Arena blocks are powers of two on their own alignment: every tensor
     // starts at its own offset (as cpu_backend does from 2 MiB, see
