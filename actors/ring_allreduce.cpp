@@ -75,7 +75,13 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
     return;
   }
   const auto t_send = std::chrono::steady_clock::now();
-  for (std::size_t c = 0; c < cs.size(); ++c)
+  if (direct()) { // every chunk straight to its owner
+    for (std::size_t c = 0; c < cs.size(); ++c)
+      if (cs[c].segment != pos_)
+        self->send(direct_[static_cast<std::size_t>(cs[c].segment)], ring_atom::value, tag_, round, bucket,
+                   static_cast<int>(c), 0, a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
+  }
+  for (std::size_t c = 0; c < cs.size() && !direct(); ++c)
     if (cs[c].segment == pos_)
       self->send(right_, ring_atom::value, tag_, round, bucket, static_cast<int>(c), 0,
                  a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
@@ -111,7 +117,56 @@ void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, 
   finish_if_complete(round, bucket);
 }
 
+void ring_allreduce::handle_direct(caf::event_based_actor* self, std::int64_t round, int bucket, active& a,
+                                   const message& m) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
+  const std::size_t len = ci.end - ci.begin;
+  const bool mine = ci.segment == pos_;
+  if (static_cast<std::size_t>(m.data.numel()) != len || m.hop > 1 || mine != (m.hop == 0))
+    throw error("direct allreduce: chunk " + std::to_string(m.chunk) + " (hop " + std::to_string(m.hop) + ", " +
+                std::to_string(m.data.numel()) + " floats) is not one this peer " +
+                (mine ? "owns" : "waits for") + " as sent");
+  const std::size_t offset = buckets_[static_cast<std::size_t>(bucket)].first + ci.begin;
+  if (m.hop == 1) { // the owner's result
+    a.got.push_back({offset, m.data});
+    ++a.count;
+    trace_.since("gather", t0, round);
+    return;
+  }
+  auto& parts = a.parts[m.chunk];
+  parts.push_back(m.data);
+  if (parts.size() < static_cast<std::size_t>(size_ - 1))
+    return;
+  // Every contribution is here: the sum in one pass over them.
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  const float* local = a.local.data() + ci.begin;
+  slice fin;
+  if (parts.size() == 1 && on_owned_) {
+    fin = on_owned_(offset, parts[0].data(), local, a.scale, len);
+  } else {
+    slice sum = final_buffer(bucket, m.chunk, len);
+    be.add(len, parts[0].data(), local, sum.data(), parts.size() == 1 ? a.scale : 1.f);
+    for (std::size_t k = 1; k < parts.size(); ++k)
+      be.axpy(len, 1.f, parts[k].data(), sum.data());
+    if (parts.size() > 1 && a.scale != 1.f)
+      be.scale(len, a.scale, sum.data());
+    fin = on_owned_ ? on_owned_(offset, sum.data(), nullptr, 1.f, len) : sum;
+  }
+  a.parts.erase(m.chunk);
+  a.got.push_back({offset, fin});
+  ++a.count;
+  for (int p = 0; p < size_; ++p)
+    if (p != pos_)
+      self->send(direct_[static_cast<std::size_t>(p)], ring_atom::value, tag_, round, bucket, m.chunk, 1, fin);
+  trace_.since("reduce", t0, round);
+}
+
 void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m) {
+  if (direct()) {
+    handle_direct(self, round, bucket, a, m);
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
   const std::size_t len = ci.end - ci.begin;

@@ -59,6 +59,14 @@ public:
                  std::size_t chunk_floats, done_fn done);
 
   void set_right(caf::actor right) { right_ = std::move(right); }
+  /// Direct instead of ring (every peer's handle, by position): each chunk
+  /// goes straight to its owner (hop 0), which sums all N contributions
+  /// in one pass and sends the result straight to every other peer (hop
+  /// 1). The same data volume as the ring in 2 steps instead of 2(N-1):
+  /// latency-bound sizes on many peers, where each ring hop waits for a
+  /// peer to be scheduled (MPI picks recursive doubling there).
+  void set_direct(std::vector<caf::actor> peers) { direct_ = std::move(peers); }
+  bool direct() const { return !direct_.empty(); }
   /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
   /// passed on) and "gather" (a final chunk passed on), arg = round.
   void set_trace(trace_ref t) { trace_ = std::move(t); }
@@ -102,9 +110,11 @@ private:
     std::chrono::steady_clock::time_point t_start, t_first;
     bool heard = false;
     std::vector<message> early; ///< chunks that came before the hand-over
+    std::map<int, std::vector<slice>> parts; ///< direct: contributions to chunks this peer owns
   };
 
   void handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m);
+  void handle_direct(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m);
   void finish_if_complete(std::int64_t round, int bucket);
   /// A buffer for a chunk this peer owns, pooled across rounds.
   slice final_buffer(int bucket, int chunk, std::size_t len);
@@ -114,6 +124,7 @@ private:
   std::vector<std::vector<chunk_info>> chunks_; ///< per bucket
   std::vector<std::vector<slice>> finals_;      ///< per bucket and chunk: pooled final buffers
   caf::actor right_;
+  std::vector<caf::actor> direct_;
   trace_ref trace_;
   owned_fn on_owned_;
   done_fn done_;

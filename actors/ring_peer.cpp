@@ -92,7 +92,10 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
       st.group->set_right(std::move(right));
       if (st.leaders)
         st.leaders->set_right(std::move(leader_right));
-      st.members = std::move(members);
+      if (st.cfg.direct && !st.cfg.hierarchical) // flat direct allreduce: every peer, by rank
+        st.group->set_direct(std::move(members));
+      else
+        st.members = std::move(members);
     },
     [=](reduce_atom, std::int64_t round, int bucket, slice view, float scale) {
       auto& st = self->state;
@@ -158,11 +161,13 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size) {
 
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                         std::size_t chunk_floats, int group_size, std::shared_ptr<tracer> trace) {
+                                         std::size_t chunk_floats, int group_size, std::shared_ptr<tracer> trace,
+                                         bool direct) {
   std::vector<caf::actor> peers;
   for (int r = 0; r < n; ++r) {
     auto pc = ring_peer_layout(r, n, buckets, chunk_floats, group_size);
     pc.trace = trace;
+    pc.direct = direct && group_size <= 0;
     peers.push_back(spawn_ring_peer(sys, pc));
   }
   auto at = [&](int r) { return r < 0 ? caf::actor{} : peers[static_cast<std::size_t>(r)]; };
@@ -171,6 +176,8 @@ std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
     std::vector<caf::actor> members;
     for (int m : w.members)
       members.push_back(at(m));
+    if (direct && group_size <= 0)
+      members = peers;
     caf::anon_send(peers[static_cast<std::size_t>(r)], wire_atom::value, at(w.right), at(w.leader_right), members);
   }
   return peers;

@@ -37,6 +37,9 @@ struct ring_peer_config {
   /// the number of groups and this group's index. Flat: one group of all.
   int group_pos = 0, group_size = 1, groups = 1, group = 0;
   bool hierarchical = false;
+  /// Flat only: the direct algorithm (ring_allreduce::set_direct); the
+  /// wiring's members are then every peer by rank.
+  bool direct = false;
   std::shared_ptr<tracer> trace; ///< track "ring peer <rank>"; null: none
 };
 
@@ -62,6 +65,6 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size);
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
                                          std::size_t chunk_floats, int group_size,
-                                         std::shared_ptr<tracer> trace = {});
+                                         std::shared_ptr<tracer> trace = {}, bool direct = false);
 
 } // namespace gradwire::actors

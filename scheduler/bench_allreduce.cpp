@@ -145,6 +145,7 @@ int bench_allreduce(const allreduce_bench_options& o) {
     pc.world = n;
     pc.buckets = actors::make_buckets(floats, floats);
     pc.chunk_floats = std::max<std::size_t>(1, o.chunk_bytes / 4);
+    pc.direct = o.algo == "direct" || (o.algo == "auto" && n > 2 && sizes[k] < o.direct_below);
     peers.push_back(actors::spawn_ring_peer(sys, pc));
     j.node->publish(static_cast<std::uint32_t>(100 + k), peers.back());
   }
@@ -158,12 +159,17 @@ int bench_allreduce(const allreduce_bench_options& o) {
   });
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     auto right = j.node->remote((rank + 1) % n, static_cast<std::uint32_t>(100 + k));
-    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, std::vector<caf::actor>{});
+    std::vector<caf::actor> all; // the direct algorithm's peers, by rank
+    for (int r = 0; r < n; ++r)
+      all.push_back(r == rank ? peers[k] : j.node->remote(r, static_cast<std::uint32_t>(100 + k)));
+    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, all);
   }
   barrier(sys, j, 0);
   if (rank == 0) {
-    std::printf("# gradwire ring allreduce: %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n", n,
-                n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
+    std::printf("# gradwire allreduce (%s): %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n",
+                o.algo == "auto" ? (n > 2 ? ("direct below " + human(o.direct_below) + ", ring above").c_str() : "ring")
+                                 : o.algo.c_str(),
+                n, n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
                 o.iters);
     std::printf("%12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
                 "check");

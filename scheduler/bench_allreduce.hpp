@@ -11,6 +11,7 @@
 #include "scheduler/job.hpp"
 
 #include <cstddef>
+#include <string>
 
 namespace gradwire::scheduler {
 
@@ -20,6 +21,11 @@ struct allreduce_bench_options {
   double factor = 2;
   int iters = 20, warmup = 5;
   std::size_t chunk_bytes = std::size_t{1} << 20; ///< pipelining unit of the ring
+  /// "ring", "direct" (chunks straight to their owners and back:
+  /// ring_allreduce::set_direct) or "auto" (direct below direct_below
+  /// bytes on more than 2 processes, where ring hops are latency-bound).
+  std::string algo = "auto";
+  std::size_t direct_below = std::size_t{16} << 20;
   job_options job = [] {
     job_options j;
     j.spin_us = -1; // auto: 1000 us when every rank has a CPU of its own, 0 when ranks share CPUs

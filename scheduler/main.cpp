@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
   allreduce->add_option("-n,--iters", ab.iters, "timed rounds per size (20)");
   allreduce->add_option("-w,--warmup_iters", ab.warmup, "warm-up rounds per size (5)");
   allreduce->add_option("-c,--chunk", ab_chunk, "ring pipelining chunk (1M)");
+  allreduce->add_option("--algo", ab.algo, "ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
+    ->check(CLI::IsMember({"ring", "direct", "auto"}));
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
   allreduce->add_flag("--shm-refs,!--no-shm-refs", ab.job.shm_refs,
                       "on one node, pass chunks as references into the sender's shared memory (default: on)");

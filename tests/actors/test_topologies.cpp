@@ -29,9 +29,9 @@ float input(int r, std::size_t k, int round) {
 /// them, with this test's scoped actor as every worker, and checks every
 /// piece against the exact sum. Returns the number of pieces checked.
 std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std::size_t bucket_floats,
-                            std::size_t chunk_floats, int group_size) {
+                            std::size_t chunk_floats, int group_size, bool direct = false) {
   const auto buckets = actors::make_buckets(size, bucket_floats);
-  auto peers = actors::spawn_ring_peers(sys, n, buckets, chunk_floats, group_size);
+  auto peers = actors::spawn_ring_peers(sys, n, buckets, chunk_floats, group_size, {}, direct);
   caf::scoped_actor self{sys};
   std::size_t checked = 0;
   for (int round = 0; round < 2; ++round) {
@@ -118,6 +118,16 @@ TEST_CASE("ring allreduce: exact sums for N = 1..8, sizes not divisible by N, ma
   }
   // A bucket smaller than N: some segments are empty.
   CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0) == 2 * 5 * 8);
+}
+
+TEST_CASE("direct allreduce: exact sums for N = 1..8, chunks straight to their owners and back") {
+  actor_env env;
+  for (int n = 1; n <= 8; ++n) {
+    INFO("N = " << n);
+    const std::size_t size = 1000 + 7 * static_cast<std::size_t>(n) + 3;
+    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, 0, true) == 2 * size * static_cast<std::size_t>(n));
+  }
+  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0, true) == 2 * 5 * 8);
 }
 
 TEST_CASE("hierarchical allreduce: exact sums for N = 1..8 and group sizes 1..3") {
