@@ -53,8 +53,17 @@ void publish_barrier(caf::actor_system& sys, job& j) {
       for (int r = 0; r < n; ++r)
         if (!w.count(r) && !(nd && nd->is_down(r)))
           return;
+      // The other ranks first: a proxy hands its frame to the link on this
+      // thread, so they are in flight before this rank's own waiter can
+      // go on to close the link (which waits for frames in flight, not for
+      // ones not yet sent: a late release left ranks 2 and 3 of a 4-rank
+      // job waiting at the last barrier).
+      const int me = nd ? nd->rank() : -1;
       for (auto& [r, a] : w)
-        self->send(a, release_atom::value, epoch);
+        if (r != me)
+          self->send(a, release_atom::value, epoch);
+      if (auto it = w.find(me); it != w.end())
+        self->send(it->second, release_atom::value, epoch);
       waiting->erase(epoch);
     };
     return {
