@@ -241,8 +241,10 @@ struct ucx_link::impl {
     return n;
   }
 
-  /// Where `t` lies in memory `peer` has mapped: in our arena or its own
-  /// (a chunk passed back round the ring); its owner's rank and offset.
+  /// Where `t` lies in shared memory `peer` maps: our arena, its own (a
+  /// chunk come back round the ring) or a third rank's on this node (a
+  /// chunk passed on; the receiver maps every arena announced to it, and
+  /// waits for an announcement still on its way); its owner and offset.
   bool locate(const kernels::tensor& t, int peer, int& owner, std::int64_t& offset) {
     offset = arena->offset_of(t.data(), t.bytes());
     if (offset >= 0) {
