@@ -39,33 +39,25 @@ constexpr std::uint64_t mapped_marker = 0x475753484d4d4150ull;  // "GWSHMMAP"
 constexpr std::uint64_t address_magic = 0x4757414444523031ull;  // "GWADDR01"
 constexpr std::size_t ref_words = 6;
 
-/// What a rank's rendezvous address carries: its UCX worker address, its
-/// host and its shared-memory arena (name, bytes; empty without shm_refs).
+/// What a rank's rendezvous address carries: its UCX worker address and
+/// its host (peers on the same host share memory: shm_refs).
 struct address_blob {
   std::vector<std::uint8_t> ucx;
-  std::string host, arena;
-  std::uint64_t arena_bytes = 0;
+  std::string host;
 };
 
-void put_bytes(std::vector<std::uint8_t>& out, const void* p, std::size_t n) {
+void put_field(std::vector<std::uint8_t>& out, const void* p, std::uint32_t n) {
+  const auto* len = reinterpret_cast<const std::uint8_t*>(&n);
+  out.insert(out.end(), len, len + 4);
   const auto* b = static_cast<const std::uint8_t*>(p);
   out.insert(out.end(), b, b + n);
 }
 
 std::vector<std::uint8_t> pack_address(const address_blob& a) {
-  std::vector<std::uint8_t> out;
-  put_bytes(out, &address_magic, 8);
-  for (const auto* part : {&a.ucx}) {
-    const auto n = static_cast<std::uint32_t>(part->size());
-    put_bytes(out, &n, 4);
-    put_bytes(out, part->data(), n);
-  }
-  for (const auto* s : {&a.host, &a.arena}) {
-    const auto n = static_cast<std::uint32_t>(s->size());
-    put_bytes(out, &n, 4);
-    put_bytes(out, s->data(), n);
-  }
-  put_bytes(out, &a.arena_bytes, 8);
+  std::vector<std::uint8_t> out(8);
+  std::memcpy(out.data(), &address_magic, 8);
+  put_field(out, a.ucx.data(), static_cast<std::uint32_t>(a.ucx.size()));
+  put_field(out, a.host.data(), static_cast<std::uint32_t>(a.host.size()));
   return out;
 }
 
@@ -80,17 +72,15 @@ address_blob unpack_address(const std::vector<std::uint8_t>& in, int rank) {
   take(&magic, 8);
   check(magic == address_magic, "rendezvous: rank " + std::to_string(rank) + "'s address is not a gradwire address");
   address_blob a;
-  auto take_bytes = [&](auto& dst) {
+  auto take_field = [&](auto& dst) {
     std::uint32_t n = 0;
     take(&n, 4);
-    check(n <= in.size(), "rendezvous: rank " + std::to_string(rank) + "'s address is malformed");
+    check(n <= in.size() - at, "rendezvous: rank " + std::to_string(rank) + "'s address is truncated");
     dst.resize(n);
     take(dst.data(), n);
   };
-  take_bytes(a.ucx);
-  take_bytes(a.host);
-  take_bytes(a.arena);
-  take(&a.arena_bytes, 8);
+  take_field(a.ucx);
+  take_field(a.host);
   return a;
 }
 
