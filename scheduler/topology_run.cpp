@@ -246,6 +246,10 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                 {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
                 {"staleness", m.staleness}});
   }, opts.stop);
+  // On the clock of the evaluations during the run (res.seconds starts
+  // later, when the topology is wired: a final record stamped with it
+  // could come before the last of those).
+  const double trained_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_train).count();
   progress.finish();
   if (jb) { // every worker has reported: let the other ranks go
     barrier(sys, *jb, 1);
@@ -291,7 +295,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     out.metric(record);
     per_worker_json.push_back(w);
   }
-  eval_record(res.reports.empty() ? 0 : res.reports.front().steps, res.seconds, eval);
+  eval_record(res.reports.empty() ? 0 : res.reports.front().steps, trained_secs, eval);
   nlohmann::json summary = {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
