@@ -75,16 +75,15 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
     return;
   }
   const auto t_send = std::chrono::steady_clock::now();
-  if (direct()) { // every chunk straight to its owner
-    for (std::size_t c = 0; c < cs.size(); ++c)
-      if (cs[c].segment != pos_)
-        self->send(direct_[static_cast<std::size_t>(cs[c].segment)], ring_atom::value, tag_, round, bucket,
-                   static_cast<int>(c), 0, a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
+  // Ring: this peer's own segment to the right neighbour. Direct: every
+  // other chunk straight to its owner.
+  for (std::size_t c = 0; c < cs.size(); ++c) {
+    const auto seg = cs[c].segment;
+    if (direct() ? seg == pos_ : seg != pos_)
+      continue;
+    self->send(direct() ? direct_[static_cast<std::size_t>(seg)] : right_, ring_atom::value, tag_, round, bucket,
+               static_cast<int>(c), 0, a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
   }
-  for (std::size_t c = 0; c < cs.size() && !direct(); ++c)
-    if (cs[c].segment == pos_)
-      self->send(right_, ring_atom::value, tag_, round, bucket, static_cast<int>(c), 0,
-                 a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
   trace_.since("send", t_send, round);
   auto early = std::move(a.early);
   for (const auto& m : early)

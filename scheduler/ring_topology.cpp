@@ -21,11 +21,15 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   // it, a peer actor per worker moves chunks while its worker computes.
   const bool use_peers = hier || setup.overlap;
   const int group_size = hier ? setup.group_size : 0;
+  // Every worker's batch, by rank (speed balancing starts from them).
   // Sample-weighted mean: worker r's gradient counts batch_r / mean batch.
+  std::vector<int> batches;
   double total_batch = 0;
-  for (int r = 0; r < n; ++r)
-    total_batch += static_cast<std::size_t>(r) < setup.worker_batch.size() ? setup.worker_batch[static_cast<std::size_t>(r)]
-                                                                            : setup.batch_size;
+  for (int r = 0; r < n; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    batches.push_back(ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size);
+    total_batch += batches.back();
+  }
   auto config_of = [&](int r, const caf::actor& report_to, const caf::actor& peer) {
     auto wc = base_worker(setup, data, r, report_to);
     wc.ring_peer = peer;
@@ -35,8 +39,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
     wc.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
     if (setup.balance_every > 0 && n > 1) {
       wc.balance_every = setup.balance_every;
-      for (int q = 0; q < n; ++q)
-        wc.balance_batches.push_back(base_worker(setup, data, q, report_to).batch_size);
+      wc.balance_batches = batches;
     }
     return wc;
   };

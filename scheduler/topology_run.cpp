@@ -40,12 +40,12 @@ topology_kind kind_of(const std::string& k) {
 std::string describe(const run_config& cfg) {
   if (cfg.topology == "local-sgd")
     return fmt::format("local SGD, average every {} steps", cfg.local_steps);
+  const std::string balanced =
+    cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "";
   if (cfg.topology == "ring")
-    return fmt::format("ring allreduce, {} KiB buckets{}{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "",
-                       cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "");
+    return fmt::format("ring allreduce, {} KiB buckets{}{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "", balanced);
   if (cfg.topology == "hierarchical")
-    return fmt::format("hierarchical allreduce, groups of {}{}", cfg.group_size,
-                       cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "");
+    return fmt::format("hierarchical allreduce, groups of {}{}", cfg.group_size, balanced);
   if (cfg.topology == "gossip")
     return fmt::format("gossip {} on a {} graph", cfg.gossip == "dpsgd" ? "D-PSGD" : "AD-PSGD", cfg.graph);
   std::string s = "parameter server, " + cfg.mode;

@@ -74,7 +74,6 @@ std::shared_ptr<kernels::storage> shm_arena::allocate(std::size_t bytes, std::si
     } else {
       return nullptr;
     }
-    in_use_ += block;
   }
   // Each tensor keeps the arena (and its mapping) alive.
   auto self = shared_from_this();
@@ -86,7 +85,6 @@ std::shared_ptr<kernels::storage> shm_arena::allocate(std::size_t bytes, std::si
 void shm_arena::release(void* p, int cls) {
   std::lock_guard<std::mutex> lk(mu_);
   free_[cls].push_back(static_cast<char*>(p));
-  in_use_ -= std::size_t{1} << cls;
 }
 
 std::int64_t shm_arena::offset_of(const void* p, std::size_t bytes) const {
@@ -96,10 +94,6 @@ std::int64_t shm_arena::offset_of(const void* p, std::size_t bytes) const {
   return c - base_;
 }
 
-std::size_t shm_arena::in_use() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return in_use_;
-}
 
 shm_mapping::shm_mapping(const std::string& name, std::size_t bytes) : bytes_(bytes) {
   const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);

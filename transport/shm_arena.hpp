@@ -49,8 +49,6 @@ public:
   std::size_t size() const { return bytes_; }
   /// Removes the name (peers that mapped it keep their mapping).
   void unlink();
-  /// Bytes handed out and not freed (tests).
-  std::size_t in_use() const;
 
 private:
   void release(void* p, int cls);
@@ -59,7 +57,7 @@ private:
   char* base_ = nullptr;
   bool linked_ = true;
   mutable std::mutex mu_;
-  std::size_t top_ = 0, in_use_ = 0;
+  std::size_t top_ = 0;
   std::map<int, std::vector<char*>> free_; ///< by size class (log2 of the block size)
 };
 

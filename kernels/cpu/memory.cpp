@@ -20,13 +20,15 @@ cpu_backend::cpu_backend() {
 namespace {
 std::mutex host_alloc_mu;
 host_allocator host_alloc;
-std::size_t host_alloc_min = 0;
+/// Smallest size host_alloc takes (max: none set), read without the lock
+/// so that allocations below it never take it.
+std::atomic<std::size_t> host_alloc_min{SIZE_MAX};
 } // namespace
 
 void set_host_allocator(host_allocator alloc, std::size_t min_bytes) {
   std::lock_guard<std::mutex> lk(host_alloc_mu);
+  host_alloc_min = alloc ? min_bytes : SIZE_MAX;
   host_alloc = std::move(alloc);
-  host_alloc_min = min_bytes;
 }
 
 std::shared_ptr<storage> cpu_backend::allocate(std::size_t bytes) {
@@ -35,9 +37,9 @@ std::shared_ptr<storage> cpu_backend::allocate(std::size_t bytes) {
   static std::atomic<unsigned> next_color{0};
   const std::size_t color = bytes >= huge_page_bytes ? (next_color++ % 13) * 320 : 0;
   host_allocator alloc;
-  {
+  if (bytes >= host_alloc_min.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lk(host_alloc_mu);
-    if (host_alloc && bytes >= host_alloc_min)
+    if (host_alloc && bytes >= host_alloc_min.load(std::memory_order_relaxed))
       alloc = host_alloc;
   }
   if (alloc)
