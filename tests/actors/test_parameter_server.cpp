@@ -81,10 +81,12 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   setup.spec.hidden = {256, 128}; // compute (what slowdown multiplies) must dominate messaging
   setup.batch_size = 64;
   setup.opt.momentum = 0.f;
-  setup.steps = 12;
-  // A fixed 30 ms per step (the fast ones take ~1 ms), not a multiple of a
-  // compute time that other tests running beside this one can stretch.
-  setup.worker_delay_ms = {0.0, 0.0, 30.0};
+  setup.steps = 20;
+  // A fixed 50 ms per step (the fast ones take ~1 ms, a few on a loaded
+  // machine, where their own staleness reached 5 while 12 steps of 30 ms
+  // capped the slow one's near 10), not a multiple of a compute time that
+  // other tests running beside this one can stretch.
+  setup.worker_delay_ms = {0.0, 0.0, 50.0};
   auto out = scheduler::run_topology(*env.sys, setup, data);
   auto max_of = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
@@ -92,8 +94,8 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   const auto fast = std::max(max_of(out.reports[0].staleness), max_of(out.reports[1].staleness));
   const auto slow = max_of(out.reports[2].staleness);
   INFO("max staleness: fast workers " << fast << ", slow worker " << slow);
-  // While the slow worker computes one batch, the two fast ones push ~10
-  // times. (Its mean is diluted: once the fast workers are done, its last
+  // While the slow worker computes one batch, the two fast ones push tens
+  // of times. (Its mean is diluted: once the fast workers are done, its last
   // pushes meet no one.)
   CHECK(slow > 2 * std::max<std::int64_t>(fast, 1));
 }
