@@ -73,6 +73,11 @@ struct worker_report {
   slice state;                     ///< its BatchNorm running statistics (models that have any)
   std::string error;               ///< empty on success
   std::vector<int> batches;        ///< speed balancing: the batch size of each step (else empty)
+  /// Each step's compute in milliseconds (the batch, its emulated slowdown
+  /// and any optimizer work counted as compute), by step: lockstep
+  /// topologies split their step time into compute, load imbalance and
+  /// exchange from it (scheduler/step_breakdown.hpp).
+  std::vector<float> step_compute_ms;
 };
 
 /// One worker's window of steps (the results contract's per-step record).

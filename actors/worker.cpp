@@ -29,8 +29,11 @@ void compute_and_push(worker_actor* self) {
     return;
   }
   const bool local = st.cfg.local_steps > 0;
-  if (local)
+  if (local) {
+    const auto t0 = worker_core::clock_type::now();
     st.trainer->apply();
+    st.add_compute(t0); // the local optimizer step is compute, as the ring's is
+  }
   const float* g = local ? st.model->params().data() : st.trainer->gradients().data();
   if (local && (st.step + 1) % st.cfg.local_steps != 0 && st.step + 1 < st.cfg.steps) {
     st.end_step(self); // a local step: no exchange

@@ -128,6 +128,8 @@ void worker_core::add_staleness(std::int64_t s) {
 }
 
 void worker_core::end_step(caf::event_based_actor* self) {
+  report.step_compute_ms.push_back(static_cast<float>((report.compute_seconds - compute_at_step_start) * 1e3));
+  compute_at_step_start = report.compute_seconds;
   ++step;
   ++window.steps;
   if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps)

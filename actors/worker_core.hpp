@@ -145,6 +145,7 @@ struct worker_core {
   worker_report report;
   clock_type::time_point start, phase;
   double loss_sum = 0;
+  double compute_at_step_start = 0; ///< report.compute_seconds when this step began
   std::int64_t loss_samples = 0;
   step_metrics window; ///< accumulating towards the next metrics record
   double window_loss = 0, window_staleness = 0;

@@ -8,8 +8,11 @@
 //     that never averages), the most this machine gives N workers; each
 //     topology's ratio to it isolates the cost of its exchange from the
 //     cost of sharing cores and memory;
-//   - the sync ring's runtime overhead: step time minus compute time, as a
-//     fraction of step time (workers' compute vs wall seconds);
+//   - the runtime overhead: step time minus compute time, as a fraction of
+//     step time (workers' compute vs wall seconds); for lockstep topologies
+//     split into load imbalance (waiting for a slower worker's compute)
+//     and exchange (the step time left after the slowest worker computed:
+//     the runtime's own cost; scheduler/step_breakdown.hpp);
 //   - the actor layer's messages per second (ping-pong between two actors).
 //
 //   gradwire-bench-topology [--steps 600] [--rounds 3] [--workers 1,2,4] [--only ring]
@@ -17,6 +20,7 @@
 // Rounds are interleaved (every configuration once per round) and medians
 // reported, since this 2-core VM drifts 20-30% over a minute.
 #include "models/dataset.hpp"
+#include "scheduler/step_breakdown.hpp"
 #include "scheduler/topology.hpp"
 
 #include <CLI/CLI.hpp>
@@ -47,6 +51,7 @@ struct variant {
 struct measure {
   double samples_per_sec = 0;
   double overhead = 0; ///< 1 - compute / wall, mean over workers
+  double imbalance = -1, exchange = -1; ///< its split (lockstep topologies; -1: none)
 };
 
 measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int64_t steps, const gm::dataset& data) {
@@ -76,6 +81,12 @@ measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int
   // Throughput over the workers' own time (spawning and the final fetch excluded).
   m.samples_per_sec = static_cast<double>(samples) / (wall / static_cast<double>(out.reports.size()));
   m.overhead = 1.0 - busy / wall;
+  const bool lockstep = v.kind == gs::topology_kind::ring || v.kind == gs::topology_kind::hierarchical ||
+                        (v.kind == gs::topology_kind::parameter_server && v.sync);
+  if (const auto b = lockstep ? gs::breakdown_of(out.reports) : gs::step_breakdown{}; b.steps > 0) {
+    m.imbalance = b.imbalance;
+    m.exchange = b.exchange;
+  }
   return m;
 }
 
@@ -152,32 +163,37 @@ int main(int argc, char** argv) {
                                          v.name.find(only) == std::string::npos;
                                 }),
                  variants.end());
-  std::map<std::pair<std::string, int>, std::vector<double>> rate, overhead;
+  std::map<std::pair<std::string, int>, std::vector<double>> rate, overhead, imbalance, exchange;
   for (int round = 0; round < rounds; ++round)
     for (const auto& v : variants)
       for (int n : counts) {
         auto m = run_once(sys, v, n, steps, data);
         rate[{v.name, n}].push_back(m.samples_per_sec);
         overhead[{v.name, n}].push_back(m.overhead);
+        imbalance[{v.name, n}].push_back(m.imbalance);
+        exchange[{v.name, n}].push_back(m.exchange);
       }
 
   fmt::print("# in-process, MLP 784-256-128-10, batch 64 per worker, 1 thread per worker, {} steps per worker, "
              "median of {} interleaved rounds\n",
              steps, rounds);
-  fmt::print("{:<14} {:>7} {:>12} {:>9} {:>11} {:>14} {:>10}\n", "topology", "workers", "samples/s", "speedup",
-             "efficiency", "vs_independent", "overhead");
+  fmt::print("{:<16} {:>7} {:>10} {:>8} {:>11} {:>14} {:>9} {:>10} {:>9}\n", "topology", "workers", "samples/s",
+             "speedup", "efficiency", "vs_independent", "overhead", "imbalance", "exchange");
   for (const auto& v : variants)
     for (int n : counts) {
       const double r = median(rate[{v.name, n}]);
       const double r1 = median(rate[{v.name, 1}]);
       const double ind = median(rate[{"independent", n}]);
-      fmt::print("{:<14} {:>7} {:>12.0f} {:>9.2f} {:>10.1f}% {:>14.2f} {:>9.1f}%\n", v.name, n, r,
+      const double imb = median(imbalance[{v.name, n}]), exch = median(exchange[{v.name, n}]);
+      auto pct = [](double x) { return x < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * x); };
+      fmt::print("{:<16} {:>7} {:>10.0f} {:>8.2f} {:>10.1f}% {:>14.2f} {:>8.1f}% {:>10} {:>9}\n", v.name, n, r,
                  r1 > 0 ? r / r1 : 0, r1 > 0 ? 100 * r / n / r1 : 0, ind > 0 ? r / ind : 0,
-                 100 * median(overhead[{v.name, n}]));
+                 100 * median(overhead[{v.name, n}]), pct(imb), pct(exch));
     }
   fmt::print("# efficiency = (samples/s with n workers / n) / samples/s with 1; vs_independent = samples/s over n "
              "workers that never exchange (the machine's limit for n workers); overhead = 1 - compute/wall per "
-             "worker (exchange and waiting)\n");
+             "worker = imbalance (waiting for a slower worker's compute, summed per step) + exchange (the step time "
+             "left once the slowest worker has computed: the runtime's cost), lockstep topologies only\n");
   fmt::print("actor messages/s (request-reply ping-pong, 2 scheduler threads): {:.0f}\n",
              messages_per_second(sys, 200000));
   return 0;

@@ -13,6 +13,15 @@
 
 namespace gradwire::kernels {
 
+/// A spin-wait hint to the core (x86 PAUSE): the loop yields execution
+/// resources to a sibling hyperthread (another worker's compute) and
+/// leaves the loop without a memory-order mis-speculation.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 /// Returns whether pred() became true within the budget.
 template <typename Pred>
 bool poll_until(Pred pred) {
@@ -26,6 +35,8 @@ bool poll_until(Pred pred) {
       return true;
     if (yielding)
       std::this_thread::yield();
+    else
+      cpu_relax();
     if (yielding || (i & 63) == 63) {
       const auto now = clock::now();
       if (now > yield_until)

@@ -7,6 +7,7 @@
 #include "scheduler/progress.hpp"
 #include "scheduler/topology.hpp"
 #include "scheduler/results.hpp"
+#include "scheduler/step_breakdown.hpp"
 #include "scheduler/trace_file.hpp"
 #include "scheduler/job.hpp"
 #include "transport/launch_env.hpp"
@@ -296,6 +297,13 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     per_worker_json.push_back(w);
   }
   eval_record(res.reports.empty() ? 0 : res.reports.front().steps, trained_secs, eval);
+  // Lockstep topologies: every step waits for the slowest worker.
+  const bool lockstep = cfg.topology == "ring" || cfg.topology == "hierarchical" ||
+                        (cfg.topology == "parameter-server" && cfg.mode == "sync" && cfg.backup_workers == 0);
+  const auto split = lockstep ? breakdown_of(res.reports) : step_breakdown{};
+  nlohmann::json step_time = nullptr;
+  if (split.steps > 0)
+    step_time = {{"compute", split.compute}, {"imbalance", split.imbalance}, {"exchange", split.exchange}};
   nlohmann::json summary = {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
@@ -331,11 +339,15 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
     {"time_to_target", time_to_target},
     {"staleness", staleness_summary(res.staleness)},
+    {"step_time", step_time},
     {"per_worker", per_worker_json},
   };
   out.write_summary(summary);
   progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}",
                             100 * eval.accuracy, eval.loss, summary["staleness"]["mean"].get<double>()));
+  if (split.steps > 0)
+    progress.note(fmt::format("step time: {:.1f}% compute, {:.1f}% waiting for slower workers, {:.1f}% exchange",
+                              100 * split.compute, 100 * split.imbalance, 100 * split.exchange));
   return summary;
 }
 

@@ -72,6 +72,7 @@ struct WorkerReport {
   error @11 :Text;
   state @12 :Int32;               # BatchNorm running statistics: a tensor index, or -1
   batches @13 :List(Int32);       # speed balancing: the batch size of every step (else empty)
+  stepComputeMs @14 :List(Float32); # each step's compute time
 }
 
 struct Header {

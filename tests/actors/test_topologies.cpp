@@ -4,6 +4,7 @@
 #include "actors/ring_peer.hpp"
 #include "models/dataset.hpp"
 #include "reference.hpp"
+#include "scheduler/step_breakdown.hpp"
 #include "topology_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -229,6 +230,40 @@ TEST_CASE("speed balancing: the slow worker's share shrinks, the global batch st
     CHECK(others > setup.batch_size * (v.workers - 1));
     CHECK(out.replica_spread == 0.0);
     gwtest::check_close(out.params, joint_batch_reference(setup, data, batches), 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("step breakdown: a worker 8 ms slower per step shows as imbalance in sync ring and sync PS") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 25);
+  for (const auto kind : {topology_kind::ring, topology_kind::parameter_server}) {
+    INFO((kind == topology_kind::ring ? "ring" : "sync PS"));
+    auto setup = small_setup(2, 1, true);
+    setup.kind = kind;
+    setup.steps = 12;
+    setup.worker_delay_ms = {0.0, 8.0};
+    auto out = scheduler::run_topology(*env.sys, setup, data);
+    for (const auto& rep : out.reports) {
+      REQUIRE(rep.error.empty());
+      REQUIRE(rep.step_compute_ms.size() == static_cast<std::size_t>(setup.steps));
+      double sum_ms = 0;
+      for (float ms : rep.step_compute_ms)
+        sum_ms += ms;
+      CHECK(sum_ms == Approx(rep.compute_seconds * 1e3).epsilon(1e-3)); // every step's compute, all of it
+      if (rep.rank == 1)
+        for (float ms : rep.step_compute_ms)
+          CHECK(ms >= 8.0f); // the delay is part of the slow worker's compute
+    }
+    const auto b = scheduler::breakdown_of(out.reports);
+    REQUIRE(b.steps == setup.steps);
+    CHECK(b.compute + b.imbalance + b.exchange == Approx(1.0));
+    // The fast worker waits ~8 ms a step, the mean worker ~4 ms: at least
+    // 2 ms a step of the mean wall time is imbalance, however loaded the machine.
+    double wall = 0;
+    for (const auto& rep : out.reports)
+      wall += rep.seconds / 2;
+    CHECK(b.imbalance * wall >= 2e-3 * setup.steps);
+    CHECK(b.imbalance > 0.15);
   }
 }
 

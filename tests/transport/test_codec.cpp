@@ -175,6 +175,7 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   r.state = ramp(4, 7); // BatchNorm statistics
   r.error = "boom";
   r.batches = {64, 60, 71};
+  r.step_compute_ms = {1.5f, 0.25f};
   actors::step_metrics m;
   m.rank = 2;
   m.step = 50;
@@ -197,6 +198,7 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   CHECK(r2.state.to_vector() == ramp(4, 7).to_vector());
   CHECK(r2.error == "boom");
   CHECK(r2.batches == std::vector<int>{64, 60, 71});
+  CHECK(r2.step_compute_ms == std::vector<float>{1.5f, 0.25f});
   const auto& m2 = d.msg.get_as<actors::step_metrics>(2);
   CHECK(m2.rank == 2);
   CHECK(m2.step == 50);
