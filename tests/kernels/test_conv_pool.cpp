@@ -105,7 +105,7 @@ TEST_CASE("conv2d backward equals the adjoint of forward") {
   }
 }
 
-TEST_CASE("max pooling forward picks the window maximum; backward routes to it") {
+TEST_CASE("max pooling forward picks the window maximum, backward routes to it") {
   pool_geom g;
   g.n = 2; g.c = 3; g.h = 7; g.w = 6; g.size = 3; g.stride = 2; // overlapping windows, odd size
   const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;

@@ -54,7 +54,7 @@ TEST_CASE("T threads give the same parameters as one, splitting the batch or the
   CHECK_THROWS_WITH(parse_parallelism("model"), Catch::Contains("auto, batch, layer"));
 }
 
-TEST_CASE("compute_gradients + apply equals step; Adam trains") {
+TEST_CASE("compute_gradients + apply equals step, Adam trains") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 2);
   model_spec spec;
   optimizer_spec adam;
@@ -77,7 +77,7 @@ TEST_CASE("compute_gradients + apply equals step; Adam trains") {
   CHECK(last < 0.5 * first);
 }
 
-TEST_CASE("models sharing one weight buffer: a trainer's update is the other's weights; a wrong buffer, or sharing after a trainer, is refused") {
+TEST_CASE("models sharing one weight buffer: a trainer's update is the other's weights, a wrong buffer, or sharing after a trainer, is refused") {
   auto data = make_synthetic(128, 1, 28, 28, 10, 4);
   model_spec spec;
   model a(spec, kernels::device::cpu(), 5), b(spec, kernels::device::cpu(), 5);
@@ -99,9 +99,11 @@ TEST_CASE("models sharing one weight buffer: a trainer's update is the other's w
   model_spec wide = spec;
   wide.hidden = {300};
   model other(wide, kernels::device::cpu(), 5);
-  CHECK_THROWS_WITH(b.share_params(other.params()), Catch::Contains("share_params") && Catch::Contains("floats"));
-  CHECK_THROWS_WITH(b.share_params(kernels::tensor{}), Catch::Contains("share_params"));
+  model d(spec, kernels::device::cpu(), 5); // no trainer yet: only the buffer is wrong
+  CHECK_THROWS_WITH(d.share_params(other.params()), Catch::Contains("share_params") && Catch::Contains("floats"));
+  CHECK_THROWS_WITH(d.share_params(kernels::tensor{}), Catch::Contains("share_params") && Catch::Contains("floats"));
   CHECK_THROWS_WITH(c.share_params(a.params()), Catch::Contains("already bound")); // c has a trainer
+  CHECK_THROWS_WITH(b.share_params(a.params()), Catch::Contains("already bound")); // so has b
 }
 
 /// Test accuracy after one epoch of SGD (lr 0.05, momentum 0.9, batch 64, 2 threads).

@@ -82,7 +82,7 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
   CHECK(parse_config("[topology]\nkind = \"ring\"\nbalance_every = 10\n", "t.toml").balance_every == 10);
 }
 
-TEST_CASE("[[nodes]] groups: parsed, counted, and checked") {
+TEST_CASE("node groups (nodes tables): parsed, counted, and checked") {
   const std::string topo = "[topology]\nkind = \"parameter-server\"\nworkers = 4\n";
   auto c = parse_config(topo + "[[nodes]]\nname = \"fast\"\ncount = 2\n[[nodes]]\nname = \"slow\"\ncount = 2\n"
                               "slowdown = 3.0\nbatch_size = 32\n", "n.toml");

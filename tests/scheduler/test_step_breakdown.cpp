@@ -30,7 +30,7 @@ TEST_CASE("step breakdown: the slowest compute per step, the mean compute and th
   CHECK(b.compute + b.imbalance + b.exchange == Approx(1.0));
 }
 
-TEST_CASE("step breakdown: equal workers have no imbalance; one worker neither") {
+TEST_CASE("step breakdown: equal workers have no imbalance, one worker neither") {
   const auto eq = scheduler::breakdown_of({report({2, 2, 2}, 0.008), report({2, 2, 2}, 0.008)});
   CHECK(eq.imbalance == Approx(0.0).margin(1e-12));
   CHECK(eq.compute == Approx(0.75));
@@ -40,7 +40,7 @@ TEST_CASE("step breakdown: equal workers have no imbalance; one worker neither")
   CHECK(one.exchange == Approx(0.1));
 }
 
-TEST_CASE("step breakdown: steps beyond the shortest record are not compared; empty input gives none") {
+TEST_CASE("step breakdown: steps beyond the shortest record are not compared, empty input gives none") {
   // The second worker recorded one step: only step 0 counts towards the imbalance.
   const auto b = scheduler::breakdown_of({report({4, 100}, 0.2), report({2}, 0.2)});
   REQUIRE(b.steps == 1);

@@ -123,7 +123,7 @@ TEST_CASE("ring allreduce across nodes: exact sums for N = 1..5, multi-chunk, tw
   }
 }
 
-TEST_CASE("bad frames are refused and counted; the next good frame is delivered") {
+TEST_CASE("bad frames are refused and counted, the next good frame is delivered") {
   job_of_threads job(2);
   std::promise<int> got;
   auto sink = job.systems[1]->spawn([&got](caf::event_based_actor* self) -> caf::behavior {
@@ -160,7 +160,7 @@ TEST_CASE("bad frames are refused and counted; the next good frame is delivered"
   CHECK(job.nodes[1]->rejected() == 4);
 }
 
-TEST_CASE("a failed peer is reported once, by rank; a silent one after the liveness timeout") {
+TEST_CASE("a failed peer is reported once, by rank, a silent one after the liveness timeout") {
   SECTION("the link reports it") {
     job_of_threads job(3);
     std::promise<int> down;
@@ -289,7 +289,7 @@ TEST_CASE("link emulation delays frames by latency and size, keeps their order a
   group[1]->close(1000);
 }
 
-TEST_CASE("receive buffers return to the pool and are reused; they outlive a closed pool") {
+TEST_CASE("receive buffers return to the pool and are reused, they outlive a closed pool") {
   auto pool = std::make_shared<buffer_pool>(2);
   const float* first = nullptr;
   {
