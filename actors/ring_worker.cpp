@@ -62,8 +62,6 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
   for (; st.handed < st.cfg.buckets.size() && st.cfg.buckets[st.handed].first >= from; ++st.handed) {
     const auto [b, e] = st.cfg.buckets[st.handed];
     auto view = grads.view(b, {static_cast<std::int64_t>(e - b)});
-    if (st.cfg.grad_weight != 1.f)
-      kernels::backend_for(kernels::device::cpu()).scale(e - b, st.cfg.grad_weight, view.data());
     if (st.ring)
       st.ring->start(self, st.step, static_cast<int>(st.handed), view, scale);
     else
@@ -135,6 +133,7 @@ bool apply_balance(ring_worker_actor* self) {
   st.cfg.batch_size = mine;
   st.batches->set_batch_size(mine);
   st.cfg.grad_weight = static_cast<float>(static_cast<double>(mine) * st.cfg.world / static_cast<double>(b.total));
+  st.apply_grad_weight();
   return true;
 }
 

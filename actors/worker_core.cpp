@@ -42,9 +42,16 @@ void worker_core::init(worker_config c) {
       kernels::copy(model->state(), compute_model->state());
     compute_trainer = std::make_unique<models::trainer>(*compute_model, cfg.opt, cfg.device.is_cpu() ? cfg.threads : 1, cfg.how);
   }
+  apply_grad_weight();
   batches = std::make_unique<models::batcher>(
     *cfg.data, models::shard_indices(cfg.data->size(), cfg.rank, cfg.world, cfg.seed), cfg.batch_size,
     cfg.seed + static_cast<std::uint64_t>(cfg.rank));
+}
+
+void worker_core::apply_grad_weight() {
+  trainer->set_loss_scale(cfg.grad_weight);
+  if (compute_trainer)
+    compute_trainer->set_loss_scale(cfg.grad_weight);
 }
 
 models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {

@@ -177,6 +177,9 @@ struct worker_core {
   /// time since `phase` as communication first. Throws when the shard has
   /// no full batch.
   models::step_result compute(const std::function<void(std::size_t)>& ready = {});
+  /// Weights this worker's later gradients by cfg.grad_weight (in the
+  /// backward pass of whichever trainer computes them).
+  void apply_grad_weight();
   /// Starts timing a communication phase.
   void begin_comm() { phase = clock_type::now(); }
   /// Ends it: the time since begin_comm() counts as communication.

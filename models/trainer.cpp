@@ -78,7 +78,7 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
     kernels::copy(wrap_host(y, {n}, kernels::dtype::i32), yt);
   }
   const std::size_t parts = std::min<std::size_t>(replicas_.size(), static_cast<std::size_t>(n));
-  const float scale = 1.f / static_cast<float>(n);
+  const float scale = loss_scale_ / static_cast<float>(n);
   pool_.run(parts, [&](std::size_t r) {
     auto [b, e] = part(static_cast<std::size_t>(n), parts, r);
     auto& rep = *replicas_[r];

@@ -55,6 +55,10 @@ public:
   /// after they are summed).
   step_result compute_gradients(const float* x, const std::int32_t* y, int n,
                                 const std::function<void(std::size_t)>& ready = {});
+  /// Later gradients are of the mean loss times `s` (folded into the loss
+  /// gradient, so weighting a worker's gradient costs no pass over it).
+  void set_loss_scale(float s) { loss_scale_ = s; }
+  float loss_scale() const { return loss_scale_; }
   /// Applies the optimizer to the model from gradients() (or from `grads`,
   /// a buffer of the model's layout on its device), scaled by lr_scale.
   void apply(const float* grads = nullptr, float lr_scale = 1.f);
@@ -93,6 +97,7 @@ public:
   parallelism strategy() const { return how_; }
 
 private:
+  float loss_scale_ = 1.f;
   model& model_;
   optimizer opt_;
   parallelism how_;
