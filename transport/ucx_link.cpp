@@ -458,11 +458,14 @@ struct ucx_link::impl {
     }
   }
 
-  void post(std::unique_ptr<pending_send> ps) {
+  /// Posts a send; true when it is still in progress (someone has to
+  /// progress the worker for it to complete), false when UCX completed it
+  /// inline or it failed.
+  bool post(std::unique_ptr<pending_send> ps) {
     const int peer = ps->peer;
     if (dead[static_cast<std::size_t>(peer)].load()) {
       in_flight.fetch_sub(1);
-      return;
+      return false;
     }
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -474,13 +477,16 @@ struct ucx_link::impl {
                                 ps->header.size() * sizeof(std::uint64_t), buf, len, &prm);
     if (req == nullptr) {
       in_flight.fetch_sub(1);
-    } else if (UCS_PTR_IS_ERR(req)) {
+      return false;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
       in_flight.fetch_sub(1);
       report_peer(peer, std::string("send to rank ") + std::to_string(peer) +
                           " failed: " + ucs_status_string(UCS_PTR_STATUS(req)));
-    } else {
-      (void)ps.release(); // on_send_done owns it now
+      return false;
     }
+    (void)ps.release(); // on_send_done owns it now
+    return true;
   }
 
   bool drain_queue() {
@@ -733,11 +739,15 @@ void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor
   if (driving != p_.get()) {
     std::unique_lock<std::mutex> lk(p_->ucx_mu, std::try_to_lock);
     if (lk.owns_lock() && !p_->stop.load()) {
-      p_->post(std::move(ps));
-      // A rendezvous needs someone to progress the worker: the progress
-      // thread, unless a thread is polling (a ring worker waiting for its
-      // neighbour), whose next poll will (saves a wake-up per frame).
-      if (impl::now_ns() - p_->last_poll_ns.load(std::memory_order_relaxed) > 100'000)
+      // A send UCX could not complete at once (a rendezvous) needs someone
+      // to progress the worker: the progress thread, unless a thread is
+      // polling (a ring worker waiting for its neighbour), whose next poll
+      // will. One completed inline (a shared-memory reference, any small
+      // frame) needs no one: no signal, whose write costs ~10 us here and
+      // wakes the progress thread for nothing (2 processes, ring: send
+      // 38-45 -> see the commit).
+      if (p_->post(std::move(ps)) &&
+          impl::now_ns() - p_->last_poll_ns.load(std::memory_order_relaxed) > 100'000)
         ucp_worker_signal(p_->worker);
       return;
     }
