@@ -203,6 +203,16 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
       xs.push_back(p->summary.contains("staleness") ? num(p->summary["staleness"], key) : std::nan(""));
     return of(xs);
   };
+  // Lockstep topologies' step time split (summary.json step_time): the
+  // share spent waiting for slower workers' compute and in the exchange.
+  auto split = [](const std::vector<const point*>& ps, const char* key) {
+    std::vector<double> xs;
+    for (const auto* p : ps) {
+      const auto it = p->summary.find("step_time");
+      xs.push_back(it != p->summary.end() && it->is_object() ? num(*it, key) : std::nan(""));
+    }
+    return of(xs);
+  };
   // Speedup and efficiency against the group with the fewest workers.
   double base_thr = std::nan("");
   int base_workers = 1 << 30;
@@ -223,16 +233,17 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     csv += k + ",";
   }
   md += "runs | samples/s | speedup | efficiency | test accuracy | time to target (s) | final loss | staleness mean | "
-        "staleness p99 | slowest workers' p99 |\n|";
+        "staleness p99 | slowest workers' p99 | waiting for slower | exchange |\n|";
   csv += "runs,samples_per_sec,samples_per_sec_sd,speedup,efficiency,final_test_accuracy,final_test_accuracy_sd,"
-         "time_to_target,final_loss,staleness_mean,staleness_p99,slowest_workers_staleness_p99\n";
-  for (std::size_t k = 0; k < keys.size() + 10; ++k)
+         "time_to_target,final_loss,staleness_mean,staleness_p99,slowest_workers_staleness_p99,imbalance,exchange\n";
+  for (std::size_t k = 0; k < keys.size() + 12; ++k)
     md += "---|";
   md += "\n";
   for (const auto& [g, ps] : groups) {
     const auto thr = metric(ps, "samples_per_sec"), acc = metric(ps, "final_test_accuracy"),
                loss = metric(ps, "final_loss"), sm = stale(ps, "mean"), sp = stale(ps, "p99"), slow = slow_p99(ps),
-               ttt = metric(ps, "time_to_target"); // n/a where a run never reached it
+               ttt = metric(ps, "time_to_target"), // n/a where a run never reached it
+               imb = split(ps, "imbalance"), exch = split(ps, "exchange"); // n/a off lockstep topologies
     const int w = ps.front()->summary.value("workers", 1);
     const double speedup = thr.mean / base_thr;
     // Efficiency only where the worker count varies; otherwise speedup is
@@ -251,7 +262,9 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
                 {"time_to_target", std::isnan(ttt.mean) ? nlohmann::json(nullptr) : nlohmann::json(ttt.mean)},
                 {"final_loss", loss.mean}, {"staleness_mean", sm.mean},
                 {"staleness_p99", sp.mean},
-                {"slowest_workers_staleness_p99", std::isnan(slow.mean) ? nlohmann::json(nullptr) : nlohmann::json(slow.mean)}});
+                {"slowest_workers_staleness_p99", std::isnan(slow.mean) ? nlohmann::json(nullptr) : nlohmann::json(slow.mean)},
+                {"imbalance", std::isnan(imb.mean) ? nlohmann::json(nullptr) : nlohmann::json(imb.mean)},
+                {"exchange", std::isnan(exch.mean) ? nlohmann::json(nullptr) : nlohmann::json(exch.mean)}});
     rows.push_back(row);
     std::size_t reached = 0;
     for (const auto* p : ps)
@@ -259,12 +272,12 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     auto ttt_cell = cell(ttt, "{:.2f}");
     if (reached > 0 && reached < ps.size())
       ttt_cell += fmt::format(" ({} of {})", reached, ps.size());
-    md += fmt::format("{} | {} | {:.2f} | {} | {} | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
+    md += fmt::format("{} | {} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", ps.size(), cell(thr, "{:.0f}"), speedup,
                       std::isnan(eff) ? std::string("n/a") : fmt::format("{:.0f}%", 100 * eff), cell(acc, "{:.2f}%", 100), ttt_cell, cell(loss, "{:.4f}"), cell(sm, "{:.2f}"),
-                      cell(sp, "{:.1f}"), cell(slow, "{:.1f}"));
-    csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.5f},{:.3f},{:.1f},{:.1f}\n", ps.size(), thr.mean,
+                      cell(sp, "{:.1f}"), cell(slow, "{:.1f}"), cell(imb, "{:.1f}%", 100), cell(exch, "{:.1f}%", 100));
+    csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.5f},{:.3f},{:.1f},{:.1f},{:.4f},{:.4f}\n", ps.size(), thr.mean,
                        std::isnan(thr.sd) ? 0.0 : thr.sd, speedup, eff, acc.mean, std::isnan(acc.sd) ? 0.0 : acc.sd,
-                       ttt.mean, loss.mean, sm.mean, sp.mean, slow.mean);
+                       ttt.mean, loss.mean, sm.mean, sp.mean, slow.mean, imb.mean, exch.mean);
   }
   std::filesystem::create_directories(out_dir);
   std::ofstream(out_dir + "/sweep.md") << md;

@@ -62,6 +62,13 @@ assert rows[0]["speedup"] == 1.0 and abs(rows[0]["efficiency"] - 1.0) < 1e-9, ro
 assert abs(rows[1]["efficiency"] - rows[1]["speedup"] / 2) < 1e-9, rows[1]
 assert len(s["points"]) == 4
 assert all("slowest_workers_staleness_p99" in r for r in rows), rows
+# A ring is lockstep: each point's step time splits into parts that add up
+# to 1, and the rows carry the mean waiting and exchange shares.
+for p in s["points"]:
+    st = p["step_time"]
+    assert abs(st["compute"] + st["imbalance"] + st["exchange"] - 1) < 1e-9, st
+assert rows[0]["imbalance"] == 0 and rows[1]["imbalance"] > 0, rows
+assert all(0 < r["exchange"] < 1 for r in rows), rows
 PY
 grep -q "efficiency" "$tmp/sweep.txt" || fail "the sweep table was not printed"
 set +e
