@@ -81,9 +81,7 @@ measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int
   // Throughput over the workers' own time (spawning and the final fetch excluded).
   m.samples_per_sec = static_cast<double>(samples) / (wall / static_cast<double>(out.reports.size()));
   m.overhead = 1.0 - busy / wall;
-  const bool lockstep = v.kind == gs::topology_kind::ring || v.kind == gs::topology_kind::hierarchical ||
-                        (v.kind == gs::topology_kind::parameter_server && v.sync);
-  if (const auto b = lockstep ? gs::breakdown_of(out.reports) : gs::step_breakdown{}; b.steps > 0) {
+  if (const auto b = gs::lockstep(s) ? gs::breakdown_of(out.reports) : gs::step_breakdown{}; b.steps > 0) {
     m.imbalance = b.imbalance;
     m.exchange = b.exchange;
   }

@@ -19,6 +19,7 @@
 /// compute times (step_compute_ms).
 
 #include "actors/messages.hpp"
+#include "scheduler/topology.hpp"
 
 #include <vector>
 
@@ -28,6 +29,11 @@ struct step_breakdown {
   double compute = 0, imbalance = 0, exchange = 0; ///< fractions of the mean wall time
   std::int64_t steps = 0;                          ///< steps every worker recorded; 0: no breakdown
 };
+
+/// Whether every worker's step s ends together (so a step lasts at least
+/// its slowest worker's compute): ring, hierarchical, and the synchronous
+/// parameter server without backup workers.
+bool lockstep(const topology_setup& s);
 
 /// steps = 0 when no worker reported, a worker recorded no steps or no
 /// time. Steps beyond the shortest record are left out of the imbalance.

@@ -197,18 +197,12 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     }
     return of(xs);
   };
-  auto stale = [](const std::vector<const point*>& ps, const char* key) {
-    std::vector<double> xs;
-    for (const auto* p : ps)
-      xs.push_back(p->summary.contains("staleness") ? num(p->summary["staleness"], key) : std::nan(""));
-    return of(xs);
-  };
-  // Lockstep topologies' step time split (summary.json step_time): the
-  // share spent waiting for slower workers' compute and in the exchange.
-  auto split = [](const std::vector<const point*>& ps, const char* key) {
+  // summary[object][key] over the points (n/a where the object is absent or
+  // null: staleness of a single run, step_time off lockstep topologies).
+  auto nested = [](const std::vector<const point*>& ps, const char* object, const char* key) {
     std::vector<double> xs;
     for (const auto* p : ps) {
-      const auto it = p->summary.find("step_time");
+      const auto it = p->summary.find(object);
       xs.push_back(it != p->summary.end() && it->is_object() ? num(*it, key) : std::nan(""));
     }
     return of(xs);
@@ -241,9 +235,9 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
   md += "\n";
   for (const auto& [g, ps] : groups) {
     const auto thr = metric(ps, "samples_per_sec"), acc = metric(ps, "final_test_accuracy"),
-               loss = metric(ps, "final_loss"), sm = stale(ps, "mean"), sp = stale(ps, "p99"), slow = slow_p99(ps),
+               loss = metric(ps, "final_loss"), sm = nested(ps, "staleness", "mean"), sp = nested(ps, "staleness", "p99"), slow = slow_p99(ps),
                ttt = metric(ps, "time_to_target"), // n/a where a run never reached it
-               imb = split(ps, "imbalance"), exch = split(ps, "exchange"); // n/a off lockstep topologies
+               imb = nested(ps, "step_time", "imbalance"), exch = nested(ps, "step_time", "exchange");
     const int w = ps.front()->summary.value("workers", 1);
     const double speedup = thr.mean / base_thr;
     // Efficiency only where the worker count varies; otherwise speedup is

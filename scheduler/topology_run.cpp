@@ -297,10 +297,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     per_worker_json.push_back(w);
   }
   eval_record(res.reports.empty() ? 0 : res.reports.front().steps, trained_secs, eval);
-  // Lockstep topologies: every step waits for the slowest worker.
-  const bool lockstep = cfg.topology == "ring" || cfg.topology == "hierarchical" ||
-                        (cfg.topology == "parameter-server" && cfg.mode == "sync" && cfg.backup_workers == 0);
-  const auto split = lockstep ? breakdown_of(res.reports) : step_breakdown{};
+  const auto split = lockstep(setup) ? breakdown_of(res.reports) : step_breakdown{};
   nlohmann::json step_time = nullptr;
   if (split.steps > 0)
     step_time = {{"compute", split.compute}, {"imbalance", split.imbalance}, {"exchange", split.exchange}};

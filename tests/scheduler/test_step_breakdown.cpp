@@ -49,3 +49,21 @@ TEST_CASE("step breakdown: steps beyond the shortest record are not compared, em
   CHECK(scheduler::breakdown_of({report({}, 1.0)}).steps == 0);
   CHECK(scheduler::breakdown_of({report({1}, 0.0)}).steps == 0);
 }
+
+TEST_CASE("lockstep: ring, hierarchical and the sync parameter server without backups, nothing else") {
+  auto with = [](scheduler::topology_kind k, bool sync, int backup = 0) {
+    scheduler::topology_setup s;
+    s.kind = k;
+    s.sync = sync;
+    s.backup = backup;
+    return scheduler::lockstep(s);
+  };
+  using k = scheduler::topology_kind;
+  CHECK(with(k::ring, true));
+  CHECK(with(k::hierarchical, true));
+  CHECK(with(k::parameter_server, true));
+  CHECK_FALSE(with(k::parameter_server, true, 1)); // backups: the slowest worker's step is dropped
+  CHECK_FALSE(with(k::parameter_server, false));   // async and SSP
+  CHECK_FALSE(with(k::gossip, true));              // neighbours only
+  CHECK_FALSE(with(k::local_sgd, true));           // every H steps
+}
