@@ -58,7 +58,6 @@ public:
   /// Later gradients are of the mean loss times `s` (folded into the loss
   /// gradient, so weighting a worker's gradient costs no pass over it).
   void set_loss_scale(float s) { loss_scale_ = s; }
-  float loss_scale() const { return loss_scale_; }
   /// Applies the optimizer to the model from gradients() (or from `grads`,
   /// a buffer of the model's layout on its device), scaled by lr_scale.
   void apply(const float* grads = nullptr, float lr_scale = 1.f);
