@@ -10,7 +10,29 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+
 namespace gradwire::kernels {
+
+/// One convolution geometry's cuDNN descriptors and algorithms, chosen once
+/// (conv.cu) and kept: descriptors are made and algorithms looked up only on
+/// the first call with that geometry.
+struct conv_plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  std::size_t workspace = 0; ///< bytes, the largest of the three algorithms'
+  conv_plan() = default;
+  ~conv_plan();
+  conv_plan(const conv_plan&) = delete;
+  conv_plan& operator=(const conv_plan&) = delete;
+};
 
 class cuda_backend final : public backend {
 public:
@@ -78,6 +100,8 @@ public:
 private:
   /// Device scratch of at least `bytes` (grown on demand, kept).
   void* scratch(std::size_t bytes);
+  /// The plan for `g`, made on first use (thread-safe).
+  const conv_plan& plan_for(const conv_geom& g);
 
   int index_;
   cudaStream_t stream_ = nullptr;
@@ -85,6 +109,8 @@ private:
   cudnnHandle_t dnn_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  std::mutex plans_mu_;
+  std::map<std::array<int, 9>, std::unique_ptr<conv_plan>> plans_;
 };
 
 } // namespace gradwire::kernels
