@@ -4,17 +4,19 @@
 #include <algorithm>
 
 // Convolution through cuDNN, NCHW float. Each geometry gets a plan once
-// (descriptors and algorithms, kept for the backend's life). Algorithms come
-// from cuDNN's heuristics (as PyTorch's default, cudnn.benchmark = False,
-// does), restricted to
+// (descriptors and algorithms, kept for the backend's life). Algorithms are
+// timed by cuDNN on first use (cudnnFind*, as PyTorch's cudnn.benchmark =
+// True does) and the fastest is kept among
 //  - deterministic ones, so that a run repeats bit for bit;
 //  - plain FP32 arithmetic (CUDNN_FMA_MATH: no TF32 tensor cores), so that
 //    GPU results follow the CPU reference to float rounding;
-//  - a workspace of at most max_workspace.
-// When the heuristics offer none, the always-supported algorithms (implicit
-// precomputed GEMM forward, algorithm 1 for both backward passes) are used.
-// Measured on an H100 (bench/gpu_train_vs_torch.sh, ResNet-20 batch 64):
-// those fixed algorithms alone gave 2,250 samples/s.
+//  - those needing a workspace of at most max_workspace.
+// When none qualifies, the always-supported algorithms (implicit precomputed
+// GEMM forward, algorithm 1 for both backward passes) are used.
+// Measured on an H100 (bench/gpu_train_vs_torch.sh, ResNet-20): those fixed
+// algorithms gave 2,250 samples/s at batch 64; cuDNN's heuristics' first
+// deterministic choice 11,326 at batch 64 and 16,639 at 256, where one
+// weight-gradient GEMM it chose took 3.6 of a step's 15 ms (ncu).
 
 namespace gradwire::kernels {
 namespace {
@@ -23,7 +25,7 @@ constexpr std::size_t max_workspace = std::size_t{256} << 20;
 
 bool plain_fp32(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH; }
 
-/// The first usable entry of a heuristics-ranked list, else `fallback`.
+/// The first usable entry of a list ranked fastest first, else `fallback`.
 template <class Perf, class Algo>
 Algo pick(const Perf* perf, int count, Algo fallback) {
   for (int i = 0; i < count; ++i)
@@ -65,17 +67,19 @@ const conv_plan& cuda_backend::plan_for(const conv_geom& g) {
                                            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   GW_CUDNN(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
 
+  // cudnnFind* allocates its own buffers and times every algorithm on them.
+  GW_CUDA(cudaSetDevice(index_));
   int n = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  GW_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(dnn_, p->x, p->w, p->conv, p->y,
-                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fwd));
+  GW_CUDNN(cudnnFindConvolutionForwardAlgorithm(dnn_, p->x, p->w, p->conv, p->y,
+                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fwd));
   p->fwd = pick(fwd, n, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
   cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  GW_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn_, p->w, p->y, p->conv, p->x,
-                                                       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd));
+  GW_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(dnn_, p->w, p->y, p->conv, p->x,
+                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd));
   p->bwd_data = pick(bd, n, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  GW_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+  GW_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(
     dnn_, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bf));
   p->bwd_filter = pick(bf, n, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
 
