@@ -50,7 +50,7 @@ conv_plan::~conv_plan() {
 
 const conv_plan& cuda_backend::plan_for(const conv_geom& g) {
   const std::array<int, 9> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
-  std::lock_guard<std::mutex> lock(plans_mu_);
+  std::lock_guard<std::mutex> lock(host_mu_);
   auto& slot = plans_[key];
   if (slot)
     return *slot;
@@ -98,7 +98,8 @@ std::size_t cuda_backend::conv2d_workspace_bytes(const conv_geom& g) { return pl
 
 void cuda_backend::conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
                                   void* workspace) {
-  const conv_plan& p = plan_for(g);
+  const conv_plan& p = plan_for(g); // plans live as long as the backend
+  std::lock_guard<std::mutex> lock(host_mu_);
   const float one = 1.f, zero = 0.f;
   GW_CUDNN(cudnnConvolutionForward(dnn_, &one, p.x, x, p.w, w, p.conv, p.fwd, workspace,
                                    p.workspace, &zero, p.y, y));
@@ -107,6 +108,7 @@ void cuda_backend::conv2d_forward(const conv_geom& g, const float* x, const floa
 void cuda_backend::conv2d_backward(const conv_geom& g, const float* x, const float* w,
                                    const float* dy, float* dx, float* dw, void* workspace) {
   const conv_plan& p = plan_for(g);
+  std::lock_guard<std::mutex> lock(host_mu_);
   const float one = 1.f, zero = 0.f;
   GW_CUDNN(cudnnConvolutionBackwardFilter(dnn_, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter,
                                           workspace, p.workspace, &one, p.w, dw));

@@ -3,6 +3,11 @@
 /// The CUDA backend: cuBLAS for GEMM, cuDNN for convolution and batch norm,
 /// small kernels for the rest. All work goes to one stream per device;
 /// results read back by the host (loss, sums) synchronise that stream.
+/// One backend serves every worker on its device, from their own threads
+/// (several workers may share a GPU): kernel launches and cuBLAS calls are
+/// safe from any thread, but a cuDNN handle may not be used by two threads
+/// at once and the scratch buffer holds one read-back at a time, so those
+/// calls hold `host_mu_`.
 
 #include "kernels/backend.hpp"
 
@@ -98,9 +103,10 @@ public:
   cudaStream_t stream() const { return stream_; }
 
 private:
-  /// Device scratch of at least `bytes` (grown on demand, kept).
+  /// Device scratch of at least `bytes` (grown on demand, kept); the caller
+  /// holds host_mu_ until it is done with it.
   void* scratch(std::size_t bytes);
-  /// The plan for `g`, made on first use (thread-safe).
+  /// The plan for `g`, made on first use; takes host_mu_ (call it unlocked).
   const conv_plan& plan_for(const conv_geom& g);
 
   int index_;
@@ -109,7 +115,7 @@ private:
   cudnnHandle_t dnn_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
-  std::mutex plans_mu_;
+  std::mutex host_mu_; ///< cuDNN calls, scratch_ and its read-backs, plans_
   std::map<std::array<int, 9>, std::unique_ptr<conv_plan>> plans_;
 };
 

@@ -61,6 +61,7 @@ void cuda_backend::add(std::size_t n, const float* x0, const float* x1, float* y
   GW_CUDA_LAUNCHED();
 }
 double cuda_backend::sum(const float* x, std::size_t n) {
+  std::lock_guard<std::mutex> lock(host_mu_);
   auto* out = static_cast<double*>(scratch(sizeof(double)));
   GW_CUDA(cudaMemsetAsync(out, 0, sizeof(double), stream_));
   sum_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(x, n, out);

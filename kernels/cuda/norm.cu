@@ -35,6 +35,7 @@ void cuda_backend::batchnorm_forward_train(const float* x, float* y, int n, int 
                                            float* save_mean, float* save_invstd,
                                            float* running_mean, float* running_var,
                                            float momentum, float eps) {
+  std::lock_guard<std::mutex> lock(host_mu_);
   bn_descs d(n, c, hw);
   const float one = 1.f, zero = 0.f;
   GW_CUDNN(cudnnBatchNormalizationForwardTraining(
@@ -46,6 +47,7 @@ void cuda_backend::batchnorm_forward_eval(const float* x, float* y, int n, int c
                                           const float* gamma, const float* beta,
                                           const float* running_mean, const float* running_var,
                                           float eps) {
+  std::lock_guard<std::mutex> lock(host_mu_);
   bn_descs d(n, c, hw);
   const float one = 1.f, zero = 0.f;
   GW_CUDNN(cudnnBatchNormalizationForwardInference(dnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
@@ -56,6 +58,7 @@ void cuda_backend::batchnorm_forward_eval(const float* x, float* y, int n, int c
 void cuda_backend::batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c,
                                       int hw, const float* gamma, const float* save_mean,
                                       const float* save_invstd, float* dgamma, float* dbeta) {
+  std::lock_guard<std::mutex> lock(host_mu_);
   bn_descs d(n, c, hw);
   const float one = 1.f, zero = 0.f;
   // alphaParamDiff = betaParamDiff = 1: dgamma and dbeta accumulate.

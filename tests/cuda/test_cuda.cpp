@@ -257,6 +257,30 @@ TEST_CASE("CPU and GPU workers in one sync ring follow the all-CPU ring") {
   CHECK(mixed.replica_spread == 0.0); // the replicas stay equal: one allreduced gradient
 }
 
+TEST_CASE("two GPU workers sharing cuda:0 in a sync ring follow the all-CPU ring") {
+  // Both workers' threads call one backend at once: cuDNN (LeNet-5's
+  // convolutions) and the loss read-back must not mix their calls.
+  gwtest::actor_env env;
+  auto data = models::load_mnist_dir(models::fashion_mnist_default_dir, true, "fashion-mnist").head(4096);
+  scheduler::topology_setup setup;
+  setup.kind = scheduler::topology_kind::ring;
+  setup.spec.kind = "lenet5";
+  setup.workers = 2;
+  setup.batch_size = 32;
+  setup.steps = 20;
+  setup.timeout = std::chrono::milliseconds(60000);
+  auto cpu_only = scheduler::run_topology(*env.sys, setup, data);
+  setup.worker_device = {device::cuda(0), device::cuda(0)};
+  auto gpus = scheduler::run_topology(*env.sys, setup, data);
+  check_close(gpus.params, cpu_only.params, 1e-2, 1e-4);
+  CHECK(gpus.replica_spread == 0.0);
+  REQUIRE(gpus.reports.size() == 2);
+  for (std::size_t r = 0; r < 2; ++r) { // losses read back through the shared scratch buffer
+    CHECK(gpus.reports[r].steps == 20);
+    CHECK(gpus.reports[r].last_loss == Approx(cpu_only.reports[r].last_loss).epsilon(1e-3));
+  }
+}
+
 int main(int argc, char** argv) {
   const int n = cuda_device_count();
   if (n == 0) {
