@@ -13,10 +13,11 @@
 //  - those needing a workspace of at most max_workspace.
 // When none qualifies, the always-supported algorithms (implicit precomputed
 // GEMM forward, algorithm 1 for both backward passes) are used.
-// Measured on an H100 (bench/gpu_train_vs_torch.sh, ResNet-20): those fixed
-// algorithms gave 2,250 samples/s at batch 64; cuDNN's heuristics' first
-// deterministic choice 11,326 at batch 64 and 16,639 at 256, where one
-// weight-gradient GEMM it chose took 3.6 of a step's 15 ms (ncu).
+// Measured on an H100 (bench/gpu_train_vs_torch.sh, ResNet-20, samples/s at
+// batch 64 / 256): the fixed algorithms alone 2,250 / 10,173; cuDNN's
+// heuristics' first deterministic choice 11,326 / 16,639 (one
+// weight-gradient GEMM it chose took 3.6 ms of a 15 ms step, ncu); timed
+// choice 12,778 / 17,912 (PyTorch, plain FP32: 6,766 / 17,828).
 
 namespace gradwire::kernels {
 namespace {
