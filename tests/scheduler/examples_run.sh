@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # Every shipped example config runs with `gradwire run` as a user would
 # start it, cut short (a few steps, a small test subset): no config in
-# examples/ may rot. Usage: examples_run.sh GRADWIRE SOURCE_DIR
+# examples/ may rot. A config that asks for a GPU, on a machine without
+# one, must be refused with the error that says so (exit 2).
+# Usage: examples_run.sh GRADWIRE SOURCE_DIR
 set -u
 gw=$1
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+no_gpu=0
+"$gw" info | grep -q "visible CUDA devices: 0" && no_gpu=1
 for f in "$src"/examples/*.toml; do
   name=$(basename "$f" .toml)
   start=$(date +%s.%N)
+  if [ $no_gpu = 1 ] && grep -q '^device *= *"cuda' "$f"; then
+    "$gw" run "$f" -q --no-report --out "$tmp/$name" >"$tmp/$name.txt" 2>&1
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q "CUDA device(s) are visible" "$tmp/$name.txt"; then
+      echo "ok   examples/$name.toml (no GPU here: refused, as it should be)"
+    else
+      echo "FAIL: examples/$name.toml needs a GPU and there is none: expected exit 2 and an error saying so, got exit $rc"
+      sed 's/^/    /' "$tmp/$name.txt"
+      fail=1
+    fi
+    continue
+  fi
   if ! timeout 120 "$gw" run "$f" -q --no-report --out "$tmp/$name" --set train.max_steps=12 --set train.log_every=4 \
       --set data.test_subset=300 >"$tmp/$name.txt" 2>&1; then
     echo "FAIL: examples/$name.toml"
