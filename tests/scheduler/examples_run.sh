@@ -16,7 +16,7 @@ for f in "$src"/examples/*.toml; do
   name=$(basename "$f" .toml)
   start=$(date +%s.%N)
   if [ $no_gpu = 1 ] && grep -q '^device *= *"cuda' "$f"; then
-    "$gw" run "$f" -q --no-report --out "$tmp/$name" >"$tmp/$name.txt" 2>&1
+    timeout 120 "$gw" run "$f" -q --no-report --out "$tmp/$name" >"$tmp/$name.txt" 2>&1
     rc=$?
     if [ $rc -eq 2 ] && grep -q "CUDA device(s) are visible" "$tmp/$name.txt"; then
       echo "ok   examples/$name.toml (no GPU here: refused, as it should be)"
