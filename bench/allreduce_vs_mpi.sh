@@ -20,7 +20,7 @@ command -v mpicc >/dev/null || { echo "needs OpenMPI: apt-get install openmpi-bi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
-MIN=262144 MAX=67108864 FACTOR=4 ITERS=20 WARMUP=5
+MIN=262144 MAX=67108864 FACTOR=4 ITERS=50 WARMUP=20
 mpi=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo)
 # pml/btl choice (ob1 over shared memory "vader", or UCX) x tuned algorithm
 ob1=(--mca pml ob1 --mca btl self,vader)

@@ -19,6 +19,7 @@
 //
 // Rounds are interleaved (every configuration once per round) and medians
 // reported, since this 2-core VM drifts 20-30% over a minute.
+#include "actors/system_config.hpp"
 #include "models/dataset.hpp"
 #include "scheduler/step_breakdown.hpp"
 #include "scheduler/topology.hpp"
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
 
   const auto data = gm::load_mnist_dir(gm::fashion_mnist_default_dir, true, "fashion-mnist");
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 2);
+  gradwire::actors::configure_scheduler(cfg, 2);
   caf::actor_system sys{cfg};
 
   std::vector<variant> variants = {

@@ -28,7 +28,7 @@ struct allreduce_bench_options {
   std::size_t direct_below = std::size_t{16} << 20;
   job_options job = [] {
     job_options j;
-    j.spin_us = -1; // auto: 1000 us when every rank has a CPU of its own, 0 when ranks share CPUs
+    j.spin_us = -1; // auto: 1000 us when every rank has a CPU of its own, else 3000 us yielding the CPU
     j.shm_refs = true;
     return j;
   }();

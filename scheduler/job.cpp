@@ -19,6 +19,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   transport::ucx_options uo;
   uo.tls = opts.tls;
   uo.spin_us = opts.spin_us;
+  uo.spin_yield = opts.spin_yield;
   uo.shm_refs = opts.shm_refs;
   if (opts.pin)
     uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

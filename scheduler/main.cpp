@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
   allreduce->add_flag("--shm-refs,!--no-shm-refs", ab.job.shm_refs,
                       "on one node, pass chunks as references into the sender's shared memory (default: on)");
-  allreduce->add_option("--spin-us", ab.job.spin_us, "busy-poll the link this long after each event (default: 1000 when each rank has a CPU, else 0)");
+  allreduce->add_option("--spin-us", ab.job.spin_us, "busy-poll the link this long after each event (default: 1000 when each rank has a CPU, else 3000 yielding between polls)");
+  allreduce->add_flag("--spin-yield", ab.job.spin_yield, "yield the CPU between those polls (default: when ranks share CPUs)");
   ab.job.pin = true;
   allreduce->add_flag("--pin,!--no-pin", ab.job.pin,
                       "pin each rank's progress thread to CPU rank mod CPUs (default; as MPI binds ranks to cores)");

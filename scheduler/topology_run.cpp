@@ -1,4 +1,5 @@
 #include "scheduler/topology_run.hpp"
+#include "actors/system_config.hpp"
 
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
@@ -134,7 +135,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     setup.steps = std::min(setup.steps, cfg.max_steps);
 
   caf::actor_system_config sys_cfg;
-  sys_cfg.set("scheduler.max-threads", 2);
+  gradwire::actors::configure_scheduler(sys_cfg, 2);
   caf::actor_system sys{sys_cfg};
   // Across processes (srun, mpirun, --procs): one worker per process, rank 0
   // coordinates and writes the results.

@@ -548,8 +548,13 @@ struct ucx_link::impl {
         last = std::chrono::steady_clock::now();
         continue;
       }
-      if (std::chrono::steady_clock::now() - last < std::chrono::microseconds(opts.spin_us))
+      if (std::chrono::steady_clock::now() - last < std::chrono::microseconds(opts.spin_us)) {
+        if (opts.spin_yield) {
+          lk.unlock();
+          sched_yield();
+        }
         continue;
+      }
       if (ucp_worker_arm(worker) == UCS_ERR_BUSY || queued.load(std::memory_order_acquire) > 0)
         continue; // (a send queued before the arm would not wake the poll)
       lk.unlock();

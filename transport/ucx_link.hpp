@@ -31,6 +31,11 @@ namespace gradwire::transport {
 struct ucx_options {
   std::string tls;               ///< UCX_TLS for this context ("" = UCX's choice / environment)
   int spin_us = 50;              ///< busy-poll this long after the last event before sleeping
+  /// Give the CPU up (sched_yield) between polls of the busy-poll: for
+  /// ranks that share CPUs (as OpenMPI's mpi_yield_when_idle), where a
+  /// poller that sleeps must be woken through the kernel at every message
+  /// and one that spins holds a CPU another rank needs.
+  bool spin_yield = false;
   int pin_cpu = -1;              ///< pin the progress thread to this CPU (-1: let the OS place it)
   /// false: no progress thread; the application drives the link with
   /// poll() (MPI style). Tests use it to make every delivery a polled one.
