@@ -1,6 +1,6 @@
 #include "scheduler/topology_run.hpp"
-#include "actors/system_config.hpp"
 
+#include "actors/system_config.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
