@@ -10,6 +10,7 @@
 /// |---|---|---|---|
 /// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) |
 /// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness; -1 when dropped, -2 after the last version; version) |
+/// | pushpull | worker -> async shard | as push | (staleness, version, parameter slice after this push): push and the next pull in one round trip (ps-lite's ZPushPull) |
 /// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) |
 /// | fetch  | anyone -> shard | | (version, parameter slice) |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |
@@ -32,6 +33,7 @@ namespace gradwire::actors {
 
 using pull_atom = caf::atom_constant<caf::atom("pull")>;
 using push_atom = caf::atom_constant<caf::atom("push")>;
+using push_pull_atom = caf::atom_constant<caf::atom("pushpull")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;

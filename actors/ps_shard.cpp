@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 namespace gradwire::actors {
 namespace {
@@ -92,6 +93,74 @@ void answer_pulls(shard_state& st) {
   st.waiting = std::move(still);
 }
 
+/// What a push came to: the error text (nothing changed), or the staleness
+/// to answer with (-1: dropped, -2: after the last version).
+struct push_outcome {
+  std::string error;
+  std::int64_t staleness = 0;
+};
+
+/// Takes one push: sums it (sync, average) or applies it (async).
+push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples,
+                       const slice& grad) {
+  trace_scope span(st.tr, "push", rank);
+  if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
+    return {"shard " + std::to_string(st.cfg.id) + ": push from unknown rank " + std::to_string(rank)};
+  st.clocks[static_cast<std::size_t>(rank)] = std::max(st.clocks[static_cast<std::size_t>(rank)], step + 1);
+  st.max_gap = std::max(st.max_gap, *std::max_element(st.clocks.begin(), st.clocks.end()) - slowest(st));
+  if (static_cast<std::size_t>(grad.numel()) != len(st))
+    return {"shard " + std::to_string(st.cfg.id) + ": gradient of " + std::to_string(grad.numel()) +
+            " floats for a slice of " + std::to_string(len(st))};
+  const std::int64_t staleness = st.version - base_version;
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  if (st.cfg.average) {
+    be.axpy(len(st), 1.f, grad.data(), st.sum.data());
+    if (++st.pushed == st.cfg.workers) {
+      be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
+      std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
+      be.fill(st.sum.data(), len(st), 0.f);
+      st.pushed = 0;
+      ++st.version;
+      answer_pulls(st);
+    }
+    return {{}, staleness};
+  }
+  if (st.cfg.sync && st.cfg.backup > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
+    return {{}, -2}; // the run is over here: neither applied nor dropped
+  if (st.cfg.sync && st.cfg.backup > 0 && base_version < st.version) {
+    ++st.dropped[static_cast<std::size_t>(rank)]; // a backup worker's late push
+    return {{}, -1};
+  }
+  record(st, staleness);
+  if (!st.cfg.sync) {
+    const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
+    const float* g = grad.data();
+    if (st.cfg.dc_lambda > 0.f) { // delay compensation
+      const float* w = st.params.data();
+      const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
+      float* c = st.corrected.data();
+      const float lambda = st.cfg.dc_lambda;
+      for (std::size_t k = 0; k < len(st); ++k)
+        c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
+      g = c;
+    }
+    apply(st, g, scale);
+    answer_pulls(st); // SSP: this push may have advanced the slowest clock
+    return {{}, staleness};
+  }
+  be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
+  st.samples += samples;
+  if (++st.pushed == st.cfg.workers - st.cfg.backup) {
+    be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
+    st.samples = 0;
+    apply(st, st.sum.data(), 1.f);
+    be.fill(st.sum.data(), len(st), 0.f);
+    st.pushed = 0;
+    answer_pulls(st);
+  }
+  return {{}, staleness};
+}
+
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
   auto& s = self->state;
   s.cfg = cfg;
@@ -121,66 +190,22 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     },
     [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
       -> caf::result<std::int64_t, std::int64_t> {
+      auto out = take_push(self->state, rank, base_version, step, samples, grad);
+      if (!out.error.empty())
+        return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
+      return {out.staleness, self->state.version};
+    },
+    [=](push_pull_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
+      -> caf::result<std::int64_t, std::int64_t, slice> {
       auto& st = self->state;
-      trace_scope span(st.tr, "push", rank);
-      if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
+      if (st.cfg.sync || st.cfg.average)
         return caf::make_error(caf::sec::invalid_argument,
-                               "shard " + std::to_string(st.cfg.id) + ": push from unknown rank " + std::to_string(rank));
-      st.clocks[static_cast<std::size_t>(rank)] = std::max(st.clocks[static_cast<std::size_t>(rank)], step + 1);
-      st.max_gap = std::max(st.max_gap, *std::max_element(st.clocks.begin(), st.clocks.end()) - slowest(st));
-      if (static_cast<std::size_t>(grad.numel()) != len(st))
-        return caf::make_error(caf::sec::invalid_argument,
-                               "shard " + std::to_string(st.cfg.id) + ": gradient of " +
-                                 std::to_string(grad.numel()) + " floats for a slice of " +
-                                 std::to_string(len(st)));
-      const std::int64_t staleness = st.version - base_version;
-      auto& be = kernels::backend_for(kernels::device::cpu());
-      if (st.cfg.average) {
-        be.axpy(len(st), 1.f, grad.data(), st.sum.data());
-        if (++st.pushed == st.cfg.workers) {
-          be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
-          std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
-          be.fill(st.sum.data(), len(st), 0.f);
-          st.pushed = 0;
-          ++st.version;
-          answer_pulls(st);
-        }
-        return {staleness, st.version};
-      }
-      if (st.cfg.sync && st.cfg.backup > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
-        return {std::int64_t{-2}, st.version}; // the run is over here: neither applied nor dropped
-      if (st.cfg.sync && st.cfg.backup > 0 && base_version < st.version) {
-        ++st.dropped[static_cast<std::size_t>(rank)]; // a backup worker's late push
-        return {std::int64_t{-1}, st.version};
-      }
-      record(st, staleness);
-      if (!st.cfg.sync) {
-        const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
-        const float* g = grad.data();
-        if (st.cfg.dc_lambda > 0.f) { // delay compensation
-          const float* w = st.params.data();
-          const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
-          float* c = st.corrected.data();
-          const float lambda = st.cfg.dc_lambda;
-          for (std::size_t k = 0; k < len(st); ++k)
-            c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
-          g = c;
-        }
-        apply(st, g, scale);
-        answer_pulls(st); // SSP: this push may have advanced the slowest clock
-        return {staleness, st.version};
-      }
-      be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
-      st.samples += samples;
-      if (++st.pushed == st.cfg.workers - st.cfg.backup) {
-        be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
-        st.samples = 0;
-        apply(st, st.sum.data(), 1.f);
-        be.fill(st.sum.data(), len(st), 0.f);
-        st.pushed = 0;
-        answer_pulls(st);
-      }
-      return {staleness, st.version};
+                               "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
+                                 " to a " + (st.cfg.sync ? "sync" : "local-SGD") + " shard (async only)");
+      auto out = take_push(self->state, rank, base_version, step, samples, grad);
+      if (!out.error.empty())
+        return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
+      return {out.staleness, st.version, answer(st, rank)};
     },
     [=](stats_atom) -> caf::result<std::int64_t, histogram, std::int64_t, std::vector<std::int64_t>> {
       return {self->state.version, self->state.staleness, self->state.max_gap, self->state.dropped};

@@ -18,6 +18,8 @@
 /// dc-asgd (async, dc_lambda > 0): each gradient is corrected for its delay,
 ///        g + lambda * g * g * (w_now - w_read), w_read being the slice the
 ///        pushing worker last pulled (a copy per worker).
+/// pushpull (async only): a push whose reply also carries the slice after
+///        it, as a pull right then would (one round trip a step).
 /// ssp:   async, and a pull with min_clock waits until every worker has
 ///        pushed min_clock steps (the worker's clock - bound): the fastest
 ///        worker is never more than bound + 1 steps ahead of the slowest.

@@ -18,6 +18,21 @@ using worker_actor = caf::stateful_actor<worker_state>;
 
 void begin_step(worker_actor* self);
 
+/// Shard i's slice of the parameters, at `version`, into the replica;
+/// false (and the worker stopped with the error) when it has the wrong size.
+bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const slice& params) {
+  auto& st = self->state;
+  const auto [b, e] = st.cfg.ranges[i];
+  if (static_cast<std::size_t>(params.numel()) != e - b) {
+    st.finish(self, st.who() + "shard " + std::to_string(i) + " sent " + std::to_string(params.numel()) +
+                      " parameters for its slice of " + std::to_string(e - b));
+    return false;
+  }
+  std::memcpy(st.model->params().data() + b, params.data(), (e - b) * sizeof(float));
+  st.base_version[i] = version;
+  return true;
+}
+
 /// The parameters (local SGD) or gradients go to every shard.
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
@@ -41,10 +56,33 @@ void compute_and_push(worker_actor* self) {
     return;
   }
   st.pending = st.cfg.shards.size();
+  // The last step's push needs no parameters back.
+  const bool with_pull = st.cfg.push_pull && st.step + 1 < st.cfg.steps;
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
     const auto [b, e] = st.cfg.ranges[i];
     auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
     std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
+    auto failed = [=](caf::error& err) {
+      self->state.finish(self, self->state.who() + "push to shard " + std::to_string(i) +
+                                 " failed: " + self->system().render(err));
+    };
+    if (with_pull) {
+      self->request(st.cfg.shards[i], st.cfg.timeout, push_pull_atom::value, st.cfg.rank, st.base_version[i], st.step,
+                    static_cast<std::int64_t>(st.bt.size), grad)
+        .then(
+          [=](std::int64_t staleness, std::int64_t version, slice params) {
+            auto& s = self->state;
+            s.add_staleness(staleness);
+            if (!take_params(self, i, version, params))
+              return;
+            if (--s.pending == 0) {
+              s.end_step(self);
+              compute_and_push(self); // on the parameters that came back: no pull
+            }
+          },
+          failed);
+      continue;
+    }
     self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.cfg.rank, st.base_version[i], st.step,
                   static_cast<std::int64_t>(st.bt.size), grad)
       .then(
@@ -59,11 +97,9 @@ void compute_and_push(worker_actor* self) {
             begin_step(self);
           }
         },
-        [=](caf::error& err) {
-          self->state.finish(self, self->state.who() + "push to shard " + std::to_string(i) +
-                                     " failed: " + self->system().render(err));
-        });
+        failed);
   }
+  st.await_mail(self); // the replies (cfg.spin_wait)
 }
 
 /// The version of shard i to pull before step `st.step`.
@@ -97,9 +133,8 @@ void begin_step(worker_actor* self) {
       .then(
         [=](std::int64_t version, slice params, double held) {
           auto& s = self->state;
-          const auto [b, e] = s.cfg.ranges[i];
-          std::memcpy(s.model->params().data() + b, params.data(), (e - b) * sizeof(float));
-          s.base_version[i] = version;
+          if (!take_params(self, i, version, params))
+            return;
           s.add_wait(held);
           if (--s.pending > 0)
             return;
@@ -115,6 +150,7 @@ void begin_step(worker_actor* self) {
                                      self->system().render(err) + ")");
         });
   }
+  st.await_mail(self); // the replies (cfg.spin_wait)
 }
 
 caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {

@@ -77,6 +77,10 @@ struct worker_config {
   /// and, every `local_steps` steps (and after the last), pushes its
   /// parameters to be averaged and continues from the average.
   int local_steps = 0;
+  /// Async without a bound: each push is a push_pull request whose reply
+  /// brings the shard's parameters after it, and the next step computes
+  /// on them without a pull (one round trip a step instead of two).
+  bool push_pull = false;
 
   // Ring allreduce (ring_worker.cpp). Without a ring_peer the worker is its
   // own ring peer (chunks go worker to worker; no overlap with backward).

@@ -322,6 +322,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
   c.staleness_bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   c.dc_lambda = r.number("topology.dc_lambda", 0, 1e6);
+  c.push_pull = r.boolean("topology.push_pull");
   c.backup_workers = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
   check(c.backup_workers < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(c.backup_workers) +
                                         " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");

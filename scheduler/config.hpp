@@ -56,6 +56,7 @@ struct run_config {
   int staleness_bound = 2;
   int local_steps = 8;
   double dc_lambda = 0;
+  bool push_pull = true; ///< async parameter server: the push's reply carries the new parameters
   int backup_workers = 0;
   int bucket_kb = 4096, chunk_kb = 1024;
   bool overlap = false;

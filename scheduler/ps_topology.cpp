@@ -72,6 +72,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     wc.backup = setup.sync && !local && setup.backup > 0;
     wc.local_steps = local ? setup.local_steps : 0;
     wc.staleness_bound = setup.staleness_bound;
+    wc.push_pull = setup.push_pull && !setup.sync && !local && setup.staleness_bound < 0;
     return wc;
   };
   caf::scoped_actor self{sys};

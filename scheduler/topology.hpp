@@ -43,6 +43,7 @@ struct topology_setup {
   int staleness_bound = -1; ///< async: SSP bound s (< 0: none)
   int backup = 0;           ///< sync parameter server: backup workers b
   float dc_lambda = 0.f;    ///< async parameter server: DC-ASGD lambda (0 = off)
+  bool push_pull = true;    ///< async parameter server without a bound: push and pull in one request
   int local_steps = 0;      ///< local SGD: parameters averaged every local_steps steps
   std::size_t bucket_floats = 1 << 20; ///< ring: gradient bucket size
   std::size_t chunk_floats = 1 << 18;  ///< ring: largest message

@@ -75,6 +75,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   setup.staleness_bound = cfg.mode == "ssp" ? cfg.staleness_bound : -1;
   setup.backup = cfg.backup_workers;
   setup.dc_lambda = static_cast<float>(cfg.dc_lambda);
+  setup.push_pull = cfg.push_pull;
   const bool local = cfg.topology == "local-sgd";
   setup.local_steps = local ? cfg.local_steps : 0;
   setup.bucket_floats = static_cast<std::size_t>(cfg.bucket_kb) * 256;

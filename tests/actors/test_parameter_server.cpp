@@ -1,5 +1,6 @@
 // Parameter server as CAF actors in one process: real shards and detached
 // workers exchanging pull/push messages.
+#include "actors/ps_shard.hpp"
 #include "kernels/error.hpp"
 #include "models/batcher.hpp"
 #include "models/model.hpp"
@@ -61,6 +62,47 @@ TEST_CASE("async PS: every push applied once, staleness recorded, loss falls") {
   const auto [before, after] = losses(setup, out.params, data);
   INFO("loss before " << before << ", after " << after << ", mean staleness " << mean_staleness(out.staleness));
   CHECK(after < 0.8 * before);
+}
+
+TEST_CASE("async PS: push-pull (parameters in the push's reply) trains one worker exactly as separate pulls do") {
+  // With one worker the parameters a pull would fetch are those the push's
+  // reply carries: the same model bit for bit, staleness 0 throughout.
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 5);
+  auto setup = small_setup(1, 2, false);
+  setup.steps = 12;
+  setup.push_pull = true;
+  auto fused = scheduler::run_topology(*env.sys, setup, data);
+  setup.push_pull = false;
+  auto separate = scheduler::run_topology(*env.sys, setup, data);
+  REQUIRE(fused.reports.size() == 1);
+  CHECK(fused.reports[0].error.empty());
+  CHECK(separate.reports[0].error.empty());
+  CHECK(fused.reports[0].staleness == std::vector<std::int64_t>(12 * 2, 0));
+  CHECK(fused.params == separate.params);
+}
+
+TEST_CASE("a push-pull to a sync shard is refused with an error naming the shard, which carries on") {
+  actor_env env;
+  actors::shard_config sc;
+  sc.id = 3;
+  sc.end = 64;
+  sc.workers = 1;
+  sc.sync = true;
+  auto shard = actors::spawn_ps_shard(*env.sys, sc, actors::slice::zeros({64}));
+  caf::scoped_actor self{*env.sys};
+  std::string error;
+  self->request(shard, std::chrono::seconds(10), actors::push_pull_atom::value, 0, std::int64_t{0}, std::int64_t{0},
+                std::int64_t{16}, actors::slice::zeros({64}))
+    .receive([&](std::int64_t, std::int64_t, const actors::slice&) { error = "answered"; },
+             [&](caf::error& e) { error = env.sys->render(e); });
+  CHECK_THAT(error, Catch::Contains("shard 3") && Catch::Contains("sync") && Catch::Contains("async only"));
+  std::int64_t version = -1;
+  self->request(shard, std::chrono::seconds(10), actors::push_atom::value, 0, std::int64_t{0}, std::int64_t{0},
+                std::int64_t{16}, actors::slice::zeros({64}))
+    .receive([&](std::int64_t, std::int64_t v) { version = v; }, [&](caf::error& e) { FAIL(env.sys->render(e)); });
+  CHECK(version == 1); // the refused push-pull changed nothing
+  anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("sync PS with unequal batch sizes equals one batch of all their samples") {
