@@ -260,13 +260,28 @@ caf::actor node::resolve(actor_ref r) {
   return remote(r.rank, r.slot);
 }
 
+namespace {
+
+/// Messages whose tensor the sender never writes again while the receiver
+/// may read it, and which the receiver only reads: a ring chunk (adds it,
+/// passes it on, copies it into its replica; the ring's rounds keep the
+/// sender off it), a pushed gradient and a gossip snapshot (fresh
+/// copies). The receiver may get a view of this process's memory
+/// (transport.shm_refs). Replies always may: the vocabulary's replies
+/// carry snapshots (actors/messages.hpp).
+bool may_reference(const caf::message& msg) {
+  if (msg.size() == 0 || !msg.match_element<caf::atom_value>(0))
+    return false;
+  const auto a = msg.get_as<caf::atom_value>(0);
+  return a == actors::ring_atom::value || a == actors::push_atom::value || a == actors::push_pull_atom::value ||
+         a == actors::gossip_atom::value;
+}
+
+} // namespace
+
 void node::forward(int r, std::uint32_t slot, const caf::strong_actor_ptr& sender, const caf::message& msg) {
   auto f = encode(msg, ctx_, slot, ref_of(sender), [this](const caf::actor& a) { return ref_of(a); });
-  // A ring chunk's receiver only reads it (adds it, passes it on, copies it
-  // into its replica): it may get a view of this process's memory.
-  const bool ring_chunk = msg.size() > 0 && msg.match_element<caf::atom_value>(0) &&
-                          msg.get_as<caf::atom_value>(0) == actors::ring_atom::value;
-  link_->send(r, std::move(f.header), std::move(f.data), ring_chunk);
+  link_->send(r, std::move(f.header), std::move(f.data), may_reference(msg));
 }
 
 void node::forward_request(int r, std::uint32_t slot, const caf::strong_actor_ptr& sender, caf::message_id mid,
@@ -278,7 +293,7 @@ void node::forward_request(int r, std::uint32_t slot, const caf::strong_actor_pt
     pending_[id] = {r, sender, mid};
   }
   auto f = encode(msg, ctx_, slot, ref_of(sender), [this](const caf::actor& a) { return ref_of(a); }, id);
-  link_->send(r, std::move(f.header), std::move(f.data));
+  link_->send(r, std::move(f.header), std::move(f.data), may_reference(msg));
 }
 
 void node::send_reply(int r, std::uint64_t id, const caf::message& reply) {
@@ -290,7 +305,7 @@ void node::send_reply(int r, std::uint64_t id, const caf::message& reply) {
       return;
     }
     auto f = encode(reply, ctx_, 0, {}, [this](const caf::actor& a) { return ref_of(a); }, id, frame_kind::reply);
-    link_->send(r, std::move(f.header), std::move(f.data));
+    link_->send(r, std::move(f.header), std::move(f.data), true); // a snapshot: see may_reference
   } catch (const std::exception& e) {
     auto text = caf::make_message(std::string("the reply could not be sent: ") + e.what());
     auto f = encode(text, ctx_, 0, {}, [](const caf::actor&) { return actor_ref{}; }, id, frame_kind::error_reply);

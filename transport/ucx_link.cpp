@@ -636,6 +636,8 @@ ucx_link::~ucx_link() {
     ucp_cleanup(p_->context);
 }
 
+std::uint64_t ucx_link::referenced() const { return p_->next_ref.load() - 1; }
+
 std::size_t ucx_link::lent() const {
   std::lock_guard<std::mutex> lk(p_->refs_mu);
   std::size_t n = 0;

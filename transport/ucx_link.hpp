@@ -70,6 +70,8 @@ public:
   bool poll() override;
   /// Tensors lent to peers as shared-memory references, not yet released.
   std::size_t lent() const;
+  /// Frames sent as shared-memory references so far.
+  std::uint64_t referenced() const;
   /// Peers on this node that have mapped this process's arena.
   int peers_mapped() const;
 

@@ -291,3 +291,60 @@ TEST_CASE("UCX link: a thread that polls the link receives frames and can reply 
   l1->close(2000);
   l0->close(2000);
 }
+
+TEST_CASE("UCX node: pushed gradients go by shared-memory reference, other messages are copied") {
+  // transport.shm_refs: a tensor whose sender never writes it again (a ring
+  // chunk, a pushed gradient, a gossip snapshot, any reply) may travel as a
+  // reference into the sender's arena; any other message's tensor is copied.
+  // Both links live in this process, so tensors allocated from here on lie
+  // in rank 1's arena: rank 1 sends, rank 0 answers (its replies are copied
+  // here, where its memory is not an arena of its own).
+  gwtest::actor_env env0(1), env1(1);
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true);
+  auto* raw1 = l1.get();
+  auto n0 = std::make_shared<node>(*env0.sys, std::move(l0), "job");
+  auto n1 = std::make_shared<node>(*env1.sys, std::move(l1), "job");
+  std::promise<std::vector<float>> copied;
+  auto shard = env0.sys->spawn([&copied](caf::event_based_actor*) -> caf::behavior {
+    return {
+      [](actors::push_atom, const actors::slice& g) { return static_cast<double>(g.data()[7] + g.data()[99999]); },
+      [](actors::push_pull_atom, const actors::slice& g) {
+        auto back = actors::slice::empty({g.numel()});
+        std::memcpy(back.data(), g.data(), g.bytes());
+        return back;
+      },
+      [&copied](actors::step_atom, const actors::slice& s) { copied.set_value(s.to_vector()); },
+    };
+  });
+  n0->publish(5, shard);
+  n0->start();
+  n1->start();
+  for (int i = 0; i < 5000 && raw1->peers_mapped() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(raw1->peers_mapped() == 1);
+  auto proxy = n1->remote(0, 5);
+  caf::scoped_actor self{*env1.sys};
+  auto big = pattern(100000, 3.f);
+  self->send(proxy, actors::step_atom::value, big);
+  auto fut = copied.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(fut.get() == big.to_vector());
+  CHECK(raw1->referenced() == 0);
+  double sum = 0;
+  self->request(proxy, std::chrono::seconds(20), actors::push_atom::value, big)
+    .receive([&](double s) { sum = s; }, [&](caf::error& e) { FAIL(env1.sys->render(e)); });
+  CHECK(sum == Approx(big.data()[7] + big.data()[99999]));
+  CHECK(raw1->referenced() == 1);
+  std::vector<float> echoed;
+  self->request(proxy, std::chrono::seconds(20), actors::push_pull_atom::value, big)
+    .receive([&](const actors::slice& s) { echoed = s.to_vector(); }, [&](caf::error& e) { FAIL(env1.sys->render(e)); });
+  CHECK(echoed == big.to_vector());
+  CHECK(raw1->referenced() == 2);
+  // Both views let go on rank 0: nothing stays lent.
+  for (int i = 0; i < 5000 && raw1->lent() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(raw1->lent() == 0);
+  anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  n1->close(1000);
+  n0->close(1000);
+}
