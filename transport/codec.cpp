@@ -40,7 +40,10 @@ std::string type_name(const caf::message& msg, std::size_t i) {
 encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uint32_t dst, actor_ref sender,
                      const std::function<actor_ref(const caf::actor&)>& ref, std::uint64_t request_id,
                      frame_kind kind) {
-  capnp::MallocMessageBuilder mb;
+  // A small first segment (a ring chunk's header is ~40 words; larger ones
+  // grow): the default 8 KiB, zeroed on every send, was most of an
+  // encode's cost right after a step's compute had evicted the caches.
+  capnp::MallocMessageBuilder mb(128);
   auto h = mb.initRoot<wire::Header>();
   h.setMagic(frame_magic);
   h.setToken(ctx.token);
@@ -156,9 +159,9 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
     }
   }
   check(total <= ctx.limits.max_data_bytes, "message data of " + std::to_string(total) + " bytes is over the limit");
-  auto words = capnp::messageToFlatArray(mb);
-  out.header.resize(words.size());
-  std::memcpy(out.header.data(), words.begin(), words.size() * sizeof(capnp::word));
+  out.header.resize(capnp::computeSerializedSizeInWords(mb)); // written in place: no flat copy in between
+  kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.header.data()), out.header.size() * sizeof(capnp::word)));
+  capnp::writeMessage(os, mb);
   check(out.header.size() * 8 <= ctx.limits.max_header_bytes, "message header is over the limit");
   return out;
 }
