@@ -274,10 +274,11 @@ TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applie
   setup.spec.hidden = {256, 128}; // ~1 ms per step: the run outlasts the slow worker's first step
   setup.batch_size = 64;
   setup.backup = 1;
-  setup.steps = 150;
-  // A fixed 60 ms per step (the fast ones take ~1 ms): far beyond the noise
-  // of three threads sharing two cores with other tests.
-  setup.worker_delay_ms = {0.0, 0.0, 60.0};
+  setup.steps = 250;
+  // A fixed 150 ms per step (the fast ones take ~1 ms): far beyond the noise
+  // of three threads sharing two cores with other tests (60 ms failed once
+  // in a full ctest run on a VM whose host took half its CPU time).
+  setup.worker_delay_ms = {0.0, 0.0, 150.0};
   auto out = scheduler::run_topology(*env.sys, setup, data);
   // Each shard applies exactly N - b = 2 pushes per version, all fresh.
   const auto applied = std::accumulate(out.staleness.begin(), out.staleness.end(), std::int64_t{0});
