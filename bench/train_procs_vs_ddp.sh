@@ -6,7 +6,11 @@
 # --procs 2 (the sync ring over UCX shared memory); DDP with 1 and 2
 # processes. Prints aggregate samples/s and the scaling efficiency
 # (throughput_2 / 2) / throughput_1 of each, medians over ROUNDS
-# interleaved rounds (this VM drifts).
+# interleaved rounds (this VM drifts). A third line runs two independent
+# 1-worker gradwire processes at once (no exchange, no synchronisation):
+# the machine's own ceiling for 2 processes (shared caches and memory
+# bandwidth, the host's other tenants), against which the ring's
+# efficiency is read.
 #
 #   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
 set -euo pipefail
@@ -20,18 +24,26 @@ $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh -
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-gw_run() { # procs -> samples/s (training only, from summary.json)
-  local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set topology.workers=$1 --out "$tmp/gw$1")
+gw_run() { # procs [tag] -> samples/s (training only, from summary.json)
+  local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set topology.workers=$1 --out "$tmp/gw$1${2:-}")
   [[ $1 -gt 1 ]] && args+=(--procs $1)
   "$GW" "${args[@]}" >/dev/null
-  $PY -c "import json; print(json.load(open('$tmp/gw$1/summary.json'))['samples_per_sec'])"
+  $PY -c "import json; print(json.load(open('$tmp/gw$1${2:-}/summary.json'))['samples_per_sec'])"
+}
+gw_pair() { # two independent 1-worker processes at once -> their aggregate samples/s
+  gw_run 1 pa >/dev/null &
+  gw_run 1 pb >/dev/null
+  wait $!
+  $PY -c "import json; print(sum(json.load(open('$tmp/gw1'+d+'/summary.json'))['samples_per_sec'] for d in ('pa', 'pb')))"
 }
 declare -A G T
+I=
 for r in $(seq "$ROUNDS"); do
   for p in 1 2; do
     G[$p]+="$(gw_run $p) "
     T[$p]+="$(cd bench && $PY torch_ddp.py --procs $p --steps $STEPS | sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p') "
   done
+  I+="$(gw_pair) "
   echo "round $r/$ROUNDS done" >&2
 done
 printf "%-10s %12s %12s %12s\n" "" "1 process" "2 processes" "efficiency"
@@ -40,3 +52,6 @@ for side in gradwire ddp; do
   m1=$(echo $a | tr ' ' '\n' | median); m2=$(echo $b | tr ' ' '\n' | median)
   printf "%-10s %12.0f %12.0f %11.1f%%\n" $side "$m1" "$m2" "$(echo "$m2 / 2 / $m1 * 100" | bc -l)"
 done
+m1=$(echo ${G[1]} | tr ' ' '\n' | median); mi=$(echo $I | tr ' ' '\n' | median)
+printf "%-10s %12.0f %12.0f %11.1f%%   (2 independent 1-worker processes at once: this machine's ceiling)\n" \
+  independent "$m1" "$mi" "$(echo "$mi / 2 / $m1 * 100" | bc -l)"
