@@ -202,7 +202,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
         return caf::make_error(caf::sec::invalid_argument,
                                "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
                                  " to a " + (st.cfg.sync ? "sync" : "local-SGD") + " shard (async only)");
-      auto out = take_push(self->state, rank, base_version, step, samples, grad);
+      auto out = take_push(st, rank, base_version, step, samples, grad);
       if (!out.error.empty())
         return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
       return {out.staleness, st.version, answer(st, rank)};

@@ -1,9 +1,9 @@
 #include "scheduler/bench_allreduce.hpp"
 
 #include "actors/messages.hpp"
-#include "actors/system_config.hpp"
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
+#include "actors/system_config.hpp"
 
 #include <chrono>
 #include <cmath>

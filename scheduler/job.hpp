@@ -23,7 +23,7 @@ struct job_options {
   int timeout_ms = 60000; ///< rendezvous bound
   int spin_us = 0;        ///< the link's busy-poll after each event (ucx_options::spin_us)
   bool spin_yield = false; ///< yield the CPU between those polls (ucx_options::spin_yield)
-  bool shm_refs = false;  ///< ring chunks by reference into shared memory on one node (ucx_options::shm_refs)
+  bool shm_refs = false;  ///< lendable tensors by reference into shared memory on one node (ucx_options::shm_refs)
   transport::liveness live;
   transport::link_shape shape; ///< link emulation (latency, bandwidth)
   bool pin = false;            ///< pin the progress thread to CPU (local rank mod CPUs)

@@ -40,8 +40,9 @@ struct ucx_options {
   /// false: no progress thread; the application drives the link with
   /// poll() (MPI style). Tests use it to make every delivery a polled one.
   bool progress_thread = true;
-  /// Ring chunks between processes on one node travel as references into
-  /// the sender's shared memory (shm_arena.hpp): this process's tensors
+  /// Tensors a sender may lend (link::send's may_reference: ring chunks,
+  /// pushes, snapshots, replies) travel between processes on one node as
+  /// references into the sender's shared memory (shm_arena.hpp): this process's tensors
   /// from min_ref_bytes up are allocated there, in an arena of arena_bytes
   /// (sparse; full: the heap, and frames copied as before).
   bool shm_refs = false;
