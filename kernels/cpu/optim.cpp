@@ -1,6 +1,13 @@
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/fused_optim.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace gradwire::kernels {
 
@@ -63,12 +70,57 @@ void sgd_sum_loop(std::size_t n, float lr, float momentum, float wd, bool nester
   }
 }
 
+#if defined(__SSE2__)
+/// sgd_sum_loop<Two, false> with the weights written by non-temporal stores
+/// (4 floats at a time, the same operations in the same order, so the same
+/// bits). The chunk's weights are read next by the other workers, which
+/// hold the old lines in their caches: a plain store must take each line
+/// back from them one at a time before writing it (in-process, 2 workers,
+/// MLP: a 470 KB half took 130 us that way, against 35 us when nobody else
+/// had read it); a streaming store invalidates their copies without
+/// waiting, and the readers then take the lines from memory.
+template <bool Two>
+void sgd_sum_stream(std::size_t n, float lr, float momentum, float wd, bool nesterov, float* w,
+                    const float* g0, const float* g1, float s, float* v) {
+  std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(w) % 16) % 16;
+  if (head % sizeof(float) != 0)
+    head = n; // weights not even float-aligned: no streaming
+  head = std::min(n, head / sizeof(float));
+  sgd_sum_loop<Two, false>(head, lr, momentum, wd, nesterov, w, g0, g1, s, v, nullptr);
+  const std::size_t end = head + (n - head) / 4 * 4;
+  const __m128 vs = _mm_set1_ps(s), vwd = _mm_set1_ps(wd), vlr = _mm_set1_ps(lr), vm = _mm_set1_ps(momentum);
+  for (std::size_t i = head; i < end; i += 4) {
+    const __m128 wi = _mm_load_ps(w + i);
+    const __m128 g = Two ? _mm_mul_ps(_mm_add_ps(_mm_loadu_ps(g0 + i), _mm_loadu_ps(g1 + i)), vs)
+                         : _mm_mul_ps(_mm_loadu_ps(g0 + i), vs);
+    const __m128 gi = _mm_add_ps(g, _mm_mul_ps(vwd, wi));
+    __m128 step = gi;
+    if (v != nullptr) {
+      const __m128 vi = _mm_add_ps(_mm_mul_ps(vm, _mm_loadu_ps(v + i)), gi);
+      _mm_storeu_ps(v + i, vi);
+      step = nesterov ? _mm_add_ps(gi, _mm_mul_ps(vm, vi)) : vi;
+    }
+    _mm_stream_ps(w + i, _mm_sub_ps(wi, _mm_mul_ps(vlr, step)));
+  }
+  _mm_sfence(); // the streamed weights are visible before whatever publishes them
+  sgd_sum_loop<Two, false>(n - end, lr, momentum, wd, nesterov, w + end, g0 + end, g1 == nullptr ? nullptr : g1 + end,
+                           s, v == nullptr ? nullptr : v + end, nullptr);
+}
+#endif
+
 } // namespace
 
 void sgd_update_sum(std::size_t n, float lr, float momentum, float weight_decay, bool nesterov,
                     float* w, const float* g0, const float* g1, float s, float* v, float* w_out) {
   if (momentum == 0.f)
     v = nullptr;
+#if defined(__SSE2__)
+  if (w_out == nullptr && n >= stream_min_floats) {
+    g1 != nullptr ? sgd_sum_stream<true>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v)
+                  : sgd_sum_stream<false>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v);
+    return;
+  }
+#endif
   if (g1 != nullptr)
     w_out != nullptr ? sgd_sum_loop<true, true>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v, w_out)
                      : sgd_sum_loop<true, false>(n, lr, momentum, weight_decay, nesterov, w, g0, g1, s, v, w_out);
