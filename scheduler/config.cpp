@@ -342,6 +342,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.shard_placement = r.str("topology.shard_placement");
   c.transport_tls = r.str("transport.tls");
   c.spin_us = static_cast<int>(r.integer("transport.spin_us", 0, 10000000));
+  c.progress_nice = static_cast<int>(r.integer("transport.progress_nice", -1, 19));
   c.shm_refs = r.boolean("transport.shm_refs");
   c.peer_timeout_ms = static_cast<int>(r.integer("transport.peer_timeout_ms", 100, 86400000));
   c.latency_us = r.number("transport.latency_us", 0, 1e7);

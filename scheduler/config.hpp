@@ -69,6 +69,7 @@ struct run_config {
   bool same_init = true;
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
   int spin_us = 0;
+  int progress_nice = -1; ///< the link's progress thread (-1: 19 where the workers poll, else 0)
   bool shm_refs = true; ///< across processes on one node: ring chunks by reference into shared memory
   int peer_timeout_ms = 5000;
   double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes

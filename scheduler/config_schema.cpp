@@ -77,6 +77,7 @@ const std::vector<key_spec>& config_schema() {
     {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice)"},
     {"transport.shm_refs", vt::boolean, "true", {}, "across processes on one node: ring chunks, pushed gradients, gossip snapshots and replies (a shard's parameters) travel as references into the sender's shared memory and are read where they lie (no copy); false: every frame is copied"},
     {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},
+    {"transport.progress_nice", vt::integer, "-1", {}, "across processes: nice value of the link's progress thread, 0-19 (-1: 19 when the workers poll the link while they wait, as when the job's worker threads fit the cores, else 0); at the workers' priority each frame's wake-up preempts one"},
     {"transport.peer_timeout_ms", vt::integer, "5000", {}, "across processes: a peer silent this long (no heartbeat) is reported failed, by rank"},
     {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)"},
     {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)"},

@@ -21,6 +21,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   uo.spin_us = opts.spin_us;
   uo.spin_yield = opts.spin_yield;
   uo.shm_refs = opts.shm_refs;
+  uo.progress_nice = opts.progress_nice;
   if (opts.pin)
     uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);

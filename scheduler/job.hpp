@@ -27,6 +27,7 @@ struct job_options {
   transport::liveness live;
   transport::link_shape shape; ///< link emulation (latency, bandwidth)
   bool pin = false;            ///< pin the progress thread to CPU (local rank mod CPUs)
+  int progress_nice = 0;       ///< ucx_options::progress_nice
 };
 
 struct job {

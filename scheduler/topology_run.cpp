@@ -160,6 +160,10 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     job_options jo;
     jo.tls = cfg.transport_tls;
     jo.spin_us = cfg.spin_us;
+    // Workers that poll the link while they wait deliver their own frames;
+    // the progress thread only covers their computing, and should not
+    // preempt them at each frame (ucx_options::progress_nice).
+    jo.progress_nice = cfg.progress_nice >= 0 ? cfg.progress_nice : (setup.spin_wait && cfg.spin_us == 0 ? 19 : 0);
     jo.shm_refs = cfg.shm_refs;
     jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
     jo.shape.latency_us = cfg.latency_us;

@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -527,6 +529,9 @@ struct ucx_link::impl {
 
   void run() {
     driving = this; // this thread only ever drives this link
+    if (opts.progress_nice != 0 &&
+        setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), opts.progress_nice) != 0)
+      std::fprintf(stderr, "gradwire: could not set the progress thread's nice value to %d\n", opts.progress_nice);
     if (opts.pin_cpu >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);

@@ -12,10 +12,15 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -41,7 +46,8 @@ int free_port() {
 std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected_pair(const std::string& tls,
                                                                                std::size_t max_data = std::size_t{1} << 31,
                                                                                bool progress_thread0 = true,
-                                                                               bool shm_refs = false) {
+                                                                               bool shm_refs = false,
+                                                                               int progress_nice0 = 0) {
   ucx_options o;
   o.tls = tls;
   o.shm_refs = shm_refs;
@@ -49,6 +55,7 @@ std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected_pair(c
   o.max_data_bytes = max_data;
   ucx_options o0 = o;
   o0.progress_thread = progress_thread0;
+  o0.progress_nice = progress_nice0;
   auto l0 = std::make_unique<ucx_link>(0, 2, o0);
   auto l1 = std::make_unique<ucx_link>(1, 2, o);
   rendezvous_options ro;
@@ -62,6 +69,25 @@ std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected_pair(c
   l0->connect(table0);
   l1->connect(table1);
   return {std::move(l0), std::move(l1)};
+}
+
+/// Nice values of this process's threads (/proc/self/task/*/stat, field 19).
+std::vector<int> thread_nice_values() {
+  std::vector<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')'); // the name may hold spaces
+    if (close == std::string::npos)
+      continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    for (int f = 3; f <= 19 && rest >> field; ++f)
+      if (f == 19)
+        out.push_back(std::stoi(field));
+  }
+  return out;
 }
 
 actors::slice pattern(std::size_t n, float seed) {
@@ -288,6 +314,32 @@ TEST_CASE("UCX link: a thread that polls the link receives frames and can reply 
   CHECK(on_poller == frames);
   CHECK(replies == frames);
   CHECK(bad == 0);
+  l1->close(2000);
+  l0->close(2000);
+}
+
+TEST_CASE("UCX link: the progress thread runs at the nice value asked for, and still delivers") {
+  // ucx_options::progress_nice: workers that poll the link leave the
+  // progress thread the gaps; it must lower only itself, and keep working.
+  auto count19 = [] {
+    const auto v = thread_nice_values();
+    return std::count(v.begin(), v.end(), 19);
+  };
+  const auto before = count19();
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, false, 19);
+  std::atomic<int> got{0};
+  link::handlers h0;
+  h0.receive = [&](const void*, std::size_t, kernels::tensor) { ++got; };
+  l0->start(h0);
+  l1->start({});
+  for (std::uint64_t k = 0; k < 5; ++k)
+    l1->send(0, {k}, pattern(k % 2 ? std::size_t{1} << 18 : 8, 1.f)); // eager and rendezvous
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got < 5 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(got == 5); // delivered by rank 0's progress thread alone (nobody polls here)
+  CHECK(count19() == before + 1); // that thread, and no other (rank 1's stays at 0)
+  CHECK(getpriority(PRIO_PROCESS, 0) == 0); // nor this one
   l1->close(2000);
   l0->close(2000);
 }
