@@ -82,10 +82,12 @@ void sgd_sum_loop(std::size_t n, float lr, float momentum, float wd, bool nester
 template <bool Two>
 void sgd_sum_stream(std::size_t n, float lr, float momentum, float wd, bool nesterov, float* w,
                     const float* g0, const float* g1, float s, float* v) {
-  std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(w) % 16) % 16;
-  if (head % sizeof(float) != 0)
-    head = n; // weights not even float-aligned: no streaming
-  head = std::min(n, head / sizeof(float));
+  const auto addr = reinterpret_cast<std::uintptr_t>(w);
+  if (addr % sizeof(float) != 0) { // not even float-aligned: no 16-byte boundary to stream from
+    sgd_sum_loop<Two, false>(n, lr, momentum, wd, nesterov, w, g0, g1, s, v, nullptr);
+    return;
+  }
+  const std::size_t head = std::min(n, (16 - addr % 16) % 16 / sizeof(float)); // floats before the boundary
   sgd_sum_loop<Two, false>(head, lr, momentum, wd, nesterov, w, g0, g1, s, v, nullptr);
   const std::size_t end = head + (n - head) / 4 * 4;
   const __m128 vs = _mm_set1_ps(s), vwd = _mm_set1_ps(wd), vlr = _mm_set1_ps(lr), vm = _mm_set1_ps(momentum);
