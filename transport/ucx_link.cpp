@@ -13,6 +13,7 @@
 
 #include <cstdio>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -570,9 +571,50 @@ struct ucx_link::impl {
   }
 };
 
+namespace {
+
+/// Whether a UCX_TLS list ("posix,cma", "sm", "^tcp", "all") opens the
+/// shared-memory transport `tl` ("posix" or "sysv").
+bool tls_includes(const std::string& tls, const std::string& tl) {
+  const bool negate = !tls.empty() && tls[0] == '^';
+  bool listed = false;
+  std::size_t at = negate ? 1 : 0;
+  while (at <= tls.size()) {
+    const auto comma = std::min(tls.find(',', at), tls.size());
+    const auto item = tls.substr(at, comma - at);
+    listed = listed || item == tl || item == "sm" || item == "shm" || item == "mm" || (!negate && item == "all");
+    at = comma + 1;
+  }
+  return negate ? !listed : listed;
+}
+
+} // namespace
+
 ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<impl>(rank, size, std::move(opts))) {
   check(size >= 1 && rank >= 0 && rank < size, "rank " + std::to_string(rank) + " out of range for " +
                                                    std::to_string(size) + " processes");
+  // The FIFO element size goes through the environment, which UCX reads
+  // when the worker opens its interfaces: UCX 1.13 refuses this
+  // transport-level name from ucp_config_modify ("invalid
+  // configuration"). A user's own setting, found at the first link, wins;
+  // otherwise each link gets what it asks for (held until the worker is
+  // made, for links made at once), for the shared-memory transports its
+  // TLS opens (a variable no transport reads draws UCX's warning).
+  static std::mutex env_mu;
+  std::unique_lock<std::mutex> env_lk(env_mu);
+  static const bool user_set =
+    std::getenv("UCX_POSIX_FIFO_ELEM_SIZE") != nullptr || std::getenv("UCX_SYSV_FIFO_ELEM_SIZE") != nullptr;
+  if (!user_set) {
+    const char* env_tls = std::getenv("UCX_TLS");
+    const std::string tls = !p_->opts.tls.empty() ? p_->opts.tls : env_tls != nullptr ? env_tls : "all";
+    for (const char* tl : {"posix", "sysv"}) {
+      const std::string name = std::string("UCX_") + (tl[0] == 'p' ? "POSIX" : "SYSV") + "_FIFO_ELEM_SIZE";
+      if (p_->opts.fifo_elem_bytes > 0 && tls_includes(tls, tl))
+        ::setenv(name.c_str(), std::to_string(p_->opts.fifo_elem_bytes).c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  }
   ucp_config_t* config = nullptr;
   ucs_check(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
   if (!p_->opts.tls.empty()) {
@@ -593,6 +635,7 @@ ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<i
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE; // only the progress thread calls UCX (and ucp_worker_signal)
   ucs_check(ucp_worker_create(p_->context, &wp, &p_->worker), "creating the worker");
+  env_lk.unlock();
   ucs_check(ucp_worker_get_efd(p_->worker, &p_->efd), "getting the worker's event descriptor");
   ucp_am_handler_param_t hp{};
   hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |

@@ -58,6 +58,16 @@ struct ucx_options {
   std::size_t min_ref_bytes = std::size_t{64} << 10;
   std::size_t max_header_bytes = std::size_t{16} << 20;
   std::size_t max_data_bytes = std::size_t{1} << 31;
+  /// Size of an element of UCX's shared-memory receive FIFOs (posix and
+  /// sysv; UCX's default is 128, 0 leaves UCX's choice, and an
+  /// UCX_POSIX/SYSV_FIFO_ELEM_SIZE in the environment wins). A frame
+  /// whose header fits in an element travels inside it (UCX's "short"
+  /// path); a larger one is copied into an 8 KiB receive descriptor
+  /// instead, whose pages each sender faults in on first touch. A ring
+  /// chunk sent by reference is a 312-byte header: at 128 its descriptors
+  /// took 4 ranks on 2 CPUs ~150 allreduces of 256 KiB (~1,300 page
+  /// faults) to warm up, at 420 -> 110 us each; at 512 it goes inline.
+  std::size_t fifo_elem_bytes = 512;
 };
 
 class ucx_link final : public link {
