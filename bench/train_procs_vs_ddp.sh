@@ -10,7 +10,10 @@
 # 1-worker gradwire processes at once (no exchange, no synchronisation):
 # the machine's own ceiling for 2 processes (shared caches and memory
 # bandwidth, the host's other tenants), against which the ring's
-# efficiency is read.
+# efficiency is read. Both sides train only: no test-set evaluation during
+# the run (torch_ddp.py has none; gradwire's, on rank 0's coordinator
+# thread, took a CPU from a worker for ~55 ms of a ~600 ms run here, while
+# one process has a spare CPU for it).
 #
 #   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
 set -euo pipefail
@@ -25,7 +28,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 gw_run() { # procs [tag] -> samples/s (training only, from summary.json)
-  local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set topology.workers=$1 --out "$tmp/gw$1${2:-}")
+  local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set train.eval_every=1000
+              --set topology.workers=$1 --out "$tmp/gw$1${2:-}")
   [[ $1 -gt 1 ]] && args+=(--procs $1)
   "$GW" "${args[@]}" >/dev/null
   $PY -c "import json; print(json.load(open('$tmp/gw$1${2:-}/summary.json'))['samples_per_sec'])"
