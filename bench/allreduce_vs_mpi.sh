@@ -6,7 +6,8 @@
 # the best busbw per size is the peer. Rounds are
 # interleaved (the VM drifts) and the median of ROUNDS is kept. Also prints
 # UCX's own point-to-point bandwidth (ucx_perftest, active messages, shared
-# memory) as the limit.
+# memory) at each size as the limit, with gradwire's 2-process busbw as a
+# share of it.
 #
 # Needs: openmpi-bin libopenmpi-dev ucx-utils (apt). Usage:
 #   bench/allreduce_vs_mpi.sh [build-dir] [ROUNDS]
@@ -62,10 +63,15 @@ for s in sorted(gw):
 PY
 done
 
-echo "## UCX point-to-point limit (ucx_perftest ucp_am_bw, shared memory, 4 MiB)"
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-UCX_TLS=posix,cma ucx_perftest -t ucp_am_bw -s 4194304 -n 500 -p "$port" >/dev/null 2>&1 &
-sleep 1
-UCX_TLS=posix,cma ucx_perftest 127.0.0.1 -t ucp_am_bw -s 4194304 -n 500 -p "$port" 2>/dev/null |
-  awk '/^Final/ {printf "ucx_perftest: %.2f GB/s\n", $6 * 1.048576 / 1000}'
-wait
+echo "## UCX point-to-point limit (ucx_perftest ucp_am_bw, shared memory) per size, and gradwire's 2-process busbw against it"
+for size in $(awk '{print $1}' "$tmp/gw_2_1"); do
+  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  n=$(( size >= 16777216 ? 100 : 500 ))
+  UCX_TLS=posix,cma ucx_perftest -t ucp_am_bw -s "$size" -n "$n" -p "$port" >/dev/null 2>&1 &
+  sleep 1
+  bw=$(UCX_TLS=posix,cma ucx_perftest 127.0.0.1 -t ucp_am_bw -s "$size" -n "$n" -p "$port" 2>/dev/null |
+    awk '/^Final/ {printf "%.3f", $6 * 1.048576 / 1000}')
+  wait
+  gw=$(cat "$tmp"/gw_2_* | awk -v s="$size" '$1 == s {print $2}' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  printf "%10s  ucx_perftest %7.3f GB/s  gradwire 2 procs %7.3f  (%3.0f%%)\n" "$size" "$bw" "$gw" "$(echo "$gw / $bw * 100" | bc -l)"
+done
