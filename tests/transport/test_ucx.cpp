@@ -415,20 +415,29 @@ long minor_faults() {
   return ru.ru_minflt;
 }
 
+/// Rank `rank` of the FIFO test's two processes, connected through the
+/// rendezvous on `port`, over posix shared memory with FIFO elements of
+/// `elem` bytes.
+std::unique_ptr<ucx_link> fifo_link(int rank, int port, std::size_t elem) {
+  ucx_options o;
+  o.tls = "posix";
+  o.fifo_elem_bytes = elem;
+  auto l = std::make_unique<ucx_link>(rank, 2, o);
+  rendezvous_options ro;
+  ro.port = port;
+  ro.token = "t";
+  ro.timeout_ms = 10000;
+  l->connect(rendezvous(rank, 2, ro, l->address()));
+  return l;
+}
+
 /// The sending rank of the FIFO test, as its own process: sends
 /// fifo_frames 312-byte headers (a ring chunk's reference) with at most
 /// fifo_window unacknowledged, and writes the page faults it took after
 /// the first fifo_warm to GW_FIFO_OUT.
 void fifo_sender(int port, std::size_t elem, const std::string& out) {
-  ucx_options o;
-  o.tls = "posix";
-  o.fifo_elem_bytes = elem;
-  ucx_link l1(1, 2, o);
-  rendezvous_options ro;
-  ro.port = port;
-  ro.token = "t";
-  ro.timeout_ms = 10000;
-  l1.connect(rendezvous(1, 2, ro, l1.address()));
+  auto link1 = fifo_link(1, port, elem);
+  auto& l1 = *link1;
   std::atomic<int> acked{0};
   link::handlers h;
   h.receive = [&](const void* hdr, std::size_t, kernels::tensor) {
@@ -474,15 +483,8 @@ long sender_faults(std::size_t elem) {
     ::_exit(127);
   }
   REQUIRE(child > 0);
-  ucx_options o;
-  o.tls = "posix";
-  o.fifo_elem_bytes = elem;
-  ucx_link l0(0, 2, o);
-  rendezvous_options ro;
-  ro.port = port;
-  ro.token = "t";
-  ro.timeout_ms = 10000;
-  l0.connect(rendezvous(0, 2, ro, l0.address()));
+  auto link0 = fifo_link(0, port, elem);
+  auto& l0 = *link0;
   std::atomic<int> got{0};
   std::atomic<bool> well_formed{true};
   link::handlers h;
