@@ -19,10 +19,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 namespace gradwire::transport {
 
@@ -600,19 +602,20 @@ ucx_link::ucx_link(int rank, int size, ucx_options opts) : p_(std::make_unique<i
   // otherwise each link gets what it asks for (held until the worker is
   // made, for links made at once), for the shared-memory transports its
   // TLS opens (a variable no transport reads draws UCX's warning).
+  static const std::pair<const char*, const char*> fifo_vars[] = {{"posix", "UCX_POSIX_FIFO_ELEM_SIZE"},
+                                                                   {"sysv", "UCX_SYSV_FIFO_ELEM_SIZE"}};
   static std::mutex env_mu;
   std::unique_lock<std::mutex> env_lk(env_mu);
-  static const bool user_set =
-    std::getenv("UCX_POSIX_FIFO_ELEM_SIZE") != nullptr || std::getenv("UCX_SYSV_FIFO_ELEM_SIZE") != nullptr;
+  static const bool user_set = std::any_of(std::begin(fifo_vars), std::end(fifo_vars),
+                                           [](const auto& tv) { return std::getenv(tv.second) != nullptr; });
   if (!user_set) {
     const char* env_tls = std::getenv("UCX_TLS");
     const std::string tls = !p_->opts.tls.empty() ? p_->opts.tls : env_tls != nullptr ? env_tls : "all";
-    for (const char* tl : {"posix", "sysv"}) {
-      const std::string name = std::string("UCX_") + (tl[0] == 'p' ? "POSIX" : "SYSV") + "_FIFO_ELEM_SIZE";
+    for (const auto& [tl, var] : fifo_vars) {
       if (p_->opts.fifo_elem_bytes > 0 && tls_includes(tls, tl))
-        ::setenv(name.c_str(), std::to_string(p_->opts.fifo_elem_bytes).c_str(), 1);
+        ::setenv(var, std::to_string(p_->opts.fifo_elem_bytes).c_str(), 1);
       else
-        ::unsetenv(name.c_str());
+        ::unsetenv(var);
     }
   }
   ucp_config_t* config = nullptr;
