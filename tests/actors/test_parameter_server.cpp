@@ -219,7 +219,10 @@ TEST_CASE("SSP: the fastest worker is never more than bound + 1 steps ahead of t
   setup.batch_size = 64;
   setup.opt.momentum = 0.f;
   setup.steps = 12;
-  setup.worker_slowdown = {1.0, 1.0, 6.0};
+  // A fixed 30 ms a step for rank 2 (a slowdown scales its own measured
+  // compute, which contention beside other tests can shrink relative to
+  // the others': unbounded, the fast workers then got only 4 steps ahead).
+  setup.worker_delay_ms = {0.0, 0.0, 30.0};
   // The recorded staleness (in shard versions, one per push) follows from
   // the rule: while a worker computes on what it read after k pushes of its
   // own (every worker had made k - bound), each of the other 2 can push at
