@@ -24,14 +24,14 @@ std::string to_string(const shape_t& s) {
 tensor::tensor(std::shared_ptr<storage> st, std::size_t offset_elems, shape_t shape, dtype dt)
   : st_(std::move(st)), offset_(offset_elems), shape_(std::move(shape)), dtype_(dt) {
   numel_ = kernels::numel(shape_);
-  check(st_ == nullptr || (offset_ + static_cast<std::size_t>(numel_)) * dtype_size(dt) <= st_->bytes(),
-        "tensor view " + to_string(shape_) + " at offset " + std::to_string(offset_) +
-          " exceeds its storage");
+  GW_CHECK(st_ == nullptr || (offset_ + static_cast<std::size_t>(numel_)) * dtype_size(dt) <= st_->bytes(),
+           "tensor view " + to_string(shape_) + " at offset " + std::to_string(offset_) +
+             " exceeds its storage");
 }
 
 tensor tensor::empty(const shape_t& shape, device dev, dtype dt) {
   auto n = kernels::numel(shape);
-  check(n >= 0, "negative tensor shape " + to_string(shape));
+  GW_CHECK(n >= 0, "negative tensor shape " + to_string(shape));
   auto st = backend_for(dev).allocate(static_cast<std::size_t>(n) * dtype_size(dt));
   return tensor(std::move(st), 0, shape, dt);
 }
@@ -46,8 +46,8 @@ tensor tensor::zeros(const shape_t& shape, device dev, dtype dt) {
 }
 
 tensor tensor::from(const std::vector<float>& values, const shape_t& shape) {
-  check(static_cast<std::int64_t>(values.size()) == kernels::numel(shape),
-        "tensor::from: " + std::to_string(values.size()) + " values for shape " + to_string(shape));
+  GW_CHECK(static_cast<std::int64_t>(values.size()) == kernels::numel(shape),
+           "tensor::from: " + std::to_string(values.size()) + " values for shape " + to_string(shape));
   auto t = empty(shape);
   std::memcpy(t.raw(), values.data(), t.bytes());
   return t;
@@ -70,22 +70,22 @@ std::int32_t* tensor::data_i32() const {
 }
 
 tensor tensor::view(std::size_t offset, const shape_t& shape) const {
-  check(offset + static_cast<std::size_t>(kernels::numel(shape)) <= static_cast<std::size_t>(numel_),
-        "view " + to_string(shape) + " at " + std::to_string(offset) + " outside tensor " +
-          to_string(shape_));
+  GW_CHECK(offset + static_cast<std::size_t>(kernels::numel(shape)) <= static_cast<std::size_t>(numel_),
+           "view " + to_string(shape) + " at " + std::to_string(offset) + " outside tensor " +
+             to_string(shape_));
   return tensor(st_, offset_ + offset, shape, dtype_);
 }
 
 tensor tensor::reshape(const shape_t& shape) const {
-  check(kernels::numel(shape) == numel_,
-        "cannot reshape " + to_string(shape_) + " to " + to_string(shape));
+  GW_CHECK(kernels::numel(shape) == numel_,
+           "cannot reshape " + to_string(shape_) + " to " + to_string(shape));
   return tensor(st_, offset_, shape, dtype_);
 }
 
 tensor tensor::rows(std::int64_t begin, std::int64_t count) const {
-  check(!shape_.empty() && begin >= 0 && begin + count <= shape_[0],
-        "rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
-          ") outside tensor " + to_string(shape_));
+  GW_CHECK(!shape_.empty() && begin >= 0 && begin + count <= shape_[0],
+           "rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+             ") outside tensor " + to_string(shape_));
   auto s = shape_;
   s[0] = count;
   auto row = numel_ / (shape_[0] == 0 ? 1 : shape_[0]);

@@ -59,7 +59,7 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
     tensors.push_back(t);
     return static_cast<std::uint32_t>(tensors.size() - 1);
   };
-  check(msg.size() <= ctx.limits.max_values, "message of " + std::to_string(msg.size()) + " elements is over the limit");
+  GW_CHECK(msg.size() <= ctx.limits.max_values, "message of " + std::to_string(msg.size()) + " elements is over the limit");
   auto values = h.initValues(static_cast<unsigned>(msg.size()));
   for (std::size_t i = 0; i < msg.size(); ++i) {
     auto v = values[static_cast<unsigned>(i)];
@@ -158,7 +158,7 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
       dst_bytes += t.bytes();
     }
   }
-  check(total <= ctx.limits.max_data_bytes, "message data of " + std::to_string(total) + " bytes is over the limit");
+  GW_CHECK(total <= ctx.limits.max_data_bytes, "message data of " + std::to_string(total) + " bytes is over the limit");
   out.header.resize(capnp::computeSerializedSizeInWords(mb)); // written in place: no flat copy in between
   kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.header.data()), out.header.size() * sizeof(capnp::word)));
   capnp::writeMessage(os, mb);

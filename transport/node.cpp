@@ -208,11 +208,11 @@ void node::publish(std::uint32_t slot, caf::actor a) {
 }
 
 caf::actor node::remote(int r, std::uint32_t slot) {
-  check(r >= 0 && r < size(), "no rank " + std::to_string(r) + " in a job of " + std::to_string(size()));
+  GW_CHECK(r >= 0 && r < size(), "no rank " + std::to_string(r) + " in a job of " + std::to_string(size()));
   std::lock_guard<std::mutex> lk(mu_);
   if (r == rank()) {
     auto it = published_.find(slot);
-    check(it != published_.end(), "rank " + std::to_string(r) + " has nothing in slot " + std::to_string(slot));
+    GW_CHECK(it != published_.end(), "rank " + std::to_string(r) + " has nothing in slot " + std::to_string(slot));
     return it->second;
   }
   auto& p = proxies_[{r, slot}];

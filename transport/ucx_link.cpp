@@ -759,8 +759,8 @@ void ucx_link::start(handlers h) {
 }
 
 void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool may_reference) {
-  check(peer >= 0 && peer < p_->size && peer != p_->rank && !p_->eps.empty(),
-        "send to rank " + std::to_string(peer) + ": no such peer");
+  GW_CHECK(peer >= 0 && peer < p_->size && peer != p_->rank && !p_->eps.empty(),
+           "send to rank " + std::to_string(peer) + ": no such peer");
   if (p_->dead[static_cast<std::size_t>(peer)].load())
     return; // reported once already
   if (may_reference && p_->arena && data.defined() && data.bytes() >= p_->opts.min_ref_bytes &&

@@ -451,7 +451,7 @@ void fifo_sender(int port, std::size_t elem, const std::string& out) {
   // Small frames first (inline at any element size), until the endpoint
   // and both progress loops have run their first rounds.
   for (int k = 0; k < fifo_warm; ++k)
-    l1.send(0, {k}, {});
+    l1.send(0, {static_cast<std::uint64_t>(k)}, {});
   while (acked < fifo_warm && std::chrono::steady_clock::now() < until)
     std::this_thread::yield();
   const long before = minor_faults();
