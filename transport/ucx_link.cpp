@@ -319,7 +319,7 @@ struct ucx_link::impl {
                                                  });
     kernels::tensor view(st, 0, {static_cast<std::int64_t>(bytes / sizeof(float))}, kernels::dtype::f32);
     std::vector<std::uint64_t> inner(hdr.begin() + ref_words, hdr.end());
-    deliver(inner, header_bytes - ref_words * 8, std::move(view));
+    deliver(std::move(inner), header_bytes - ref_words * 8, std::move(view));
   }
 
   std::shared_ptr<shm_mapping> mapping(int r) {
@@ -364,7 +364,40 @@ struct ucx_link::impl {
     ucp_request_free(request);
   }
 
-  void deliver(const std::vector<std::uint64_t>& header, std::size_t header_bytes, kernels::tensor data) {
+  /// A frame for the handler, held until the UCX callback that brought it
+  /// has returned (under ucx_mu, in arrival order).
+  struct ready_frame {
+    std::vector<std::uint64_t> header;
+    std::size_t header_bytes;
+    kernels::tensor data;
+  };
+  std::deque<ready_frame> ready;
+
+  /// Frames are handed to the handler after ucp_worker_progress returns,
+  /// one at a time, each followed by posting what its handler sent. Handled
+  /// inside the callback, a frame's sends waited in the queue for the rest
+  /// of that progress call, which may handle the next frame first: a ring
+  /// peer's own chunk of the next allreduce then left only after it had
+  /// added its neighbour's (2 processes, 256 KiB: the two adds ran one
+  /// after the other instead of at once).
+  void deliver(std::vector<std::uint64_t> header, std::size_t header_bytes, kernels::tensor data) {
+    ready.push_back({std::move(header), header_bytes, std::move(data)});
+  }
+
+  /// Hands the frames that arrived to the handler (under ucx_mu); whether any.
+  bool run_ready() {
+    if (ready.empty())
+      return false;
+    while (!ready.empty()) {
+      auto f = std::move(ready.front());
+      ready.pop_front();
+      deliver_now(f.header, f.header_bytes, std::move(f.data));
+      drain_queue();
+    }
+    return true;
+  }
+
+  void deliver_now(const std::vector<std::uint64_t>& header, std::size_t header_bytes, kernels::tensor data) {
     if (!h.receive)
       return;
     if (header_bytes == 2 * sizeof(std::uint64_t) && header[0] == inline_marker) { // header inside the data
@@ -420,7 +453,7 @@ struct ucx_link::impl {
       return UCS_OK;
     }
     if (length == 0) {
-      self->deliver(hdr, header_bytes, {});
+      self->deliver(std::move(hdr), header_bytes, {});
       return UCS_OK;
     }
     auto buf = self->pool->get(length / sizeof(float));
@@ -429,14 +462,14 @@ struct ucx_link::impl {
       return UCS_INPROGRESS;
     }
     std::memcpy(buf.data(), data, length);
-    self->deliver(hdr, header_bytes, std::move(buf));
+    self->deliver(std::move(hdr), header_bytes, std::move(buf));
     return UCS_OK;
   }
 
   static void on_recv_done(void* request, ucs_status_t st, std::size_t, void* user) {
     std::unique_ptr<pending_recv> pr(static_cast<pending_recv*>(user));
     if (st == UCS_OK)
-      pr->link->deliver(pr->header, pr->header_bytes, std::move(pr->buffer));
+      pr->link->deliver(std::move(pr->header), pr->header_bytes, std::move(pr->buffer));
     else if (pr->link->h.rejected)
       pr->link->h.rejected(std::string("receiving a frame's data failed: ") + ucs_status_string(st));
     ucp_request_free(request);
@@ -453,7 +486,7 @@ struct ucx_link::impl {
       p.user_data = pr.get();
       void* req = ucp_am_recv_data_nbx(worker, pr->desc, pr->buffer.data(), pr->length, &p);
       if (req == nullptr) {
-        deliver(pr->header, pr->header_bytes, std::move(pr->buffer));
+        deliver(std::move(pr->header), pr->header_bytes, std::move(pr->buffer));
       } else if (UCS_PTR_IS_ERR(req)) {
         if (h.rejected)
           h.rejected(std::string("receiving a frame's data failed: ") + ucs_status_string(UCS_PTR_STATUS(req)));
@@ -525,7 +558,9 @@ struct ucx_link::impl {
       fetch_rendezvous();
       ++n;
     }
-    drain_queue(); // what the deliveries sent (send() gave no signal for it)
+    if (run_ready())
+      ++n;
+    drain_queue(); // (send() gave no signal for what this thread sent)
     driving = nullptr;
     last_poll_ns.store(now_ns(), std::memory_order_relaxed);
     return n > 0 || posted;
@@ -548,8 +583,14 @@ struct ucx_link::impl {
       std::unique_lock<std::mutex> lk(ucx_mu);
       const bool posted = drain_queue();
       const unsigned n = ucp_worker_progress(worker) + (posted ? 1u : 0u);
+      const bool handled = run_ready();
       if (!rndv.empty()) {
         fetch_rendezvous();
+        run_ready();
+        last = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (handled) {
         last = std::chrono::steady_clock::now();
         continue;
       }
@@ -869,6 +910,7 @@ void ucx_link::close(int timeout_ms) {
     std::unique_ptr<pending_recv> gone(pr);
   }
   p_->rndv.clear();
+  p_->ready.clear(); // arrived during the close: no handler runs now
 }
 
 std::string ucx_link::describe() const {
