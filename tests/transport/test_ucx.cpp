@@ -322,6 +322,50 @@ TEST_CASE("UCX link: a thread that polls the link receives frames and can reply 
   l0->close(2000);
 }
 
+TEST_CASE("UCX link: what a frame's handler sends leaves before the next frame from the same progress call is handled") {
+  // A ring peer's reply to one frame must not wait while it handles the
+  // next (its add of a neighbour's chunk, say). Rank 0 is polled, so both
+  // frames of a pair lie in its FIFO before one poll takes them: frame 0's
+  // handler replies; frame 1's handler waits (up to 2 s) for rank 1 to
+  // have that reply, which it can only if the reply was posted in between.
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, false);
+  constexpr int pairs = 5;
+  std::atomic<int> handled{0}, replies{0}, seen{0};
+  ucx_link* back = l0.get();
+  link::handlers h0;
+  h0.receive = [&](const void* hdr, std::size_t, kernels::tensor) {
+    std::uint64_t k = 0;
+    std::memcpy(&k, hdr, sizeof k);
+    const int pair = static_cast<int>(k / 2);
+    if (k % 2 == 0) {
+      back->send(1, {k}, {});
+    } else {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (replies.load() <= pair && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      if (replies.load() > pair)
+        ++seen;
+    }
+    ++handled;
+  };
+  link::handlers h1;
+  h1.receive = [&](const void*, std::size_t, kernels::tensor) { ++replies; };
+  l0->start(h0);
+  l1->start(h1);
+  for (std::uint64_t pair = 0; pair < pairs; ++pair) {
+    l1->send(0, {2 * pair}, {});
+    l1->send(0, {2 * pair + 1}, {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // both in rank 0's FIFO
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (handled < 2 * static_cast<int>(pair + 1) && std::chrono::steady_clock::now() < deadline)
+      l0->poll();
+  }
+  CHECK(handled == 2 * pairs);
+  CHECK(seen == pairs);
+  l1->close(2000);
+  l0->close(2000);
+}
+
 TEST_CASE("UCX link: the progress thread runs at the nice value asked for, and still delivers") {
   // ucx_options::progress_nice: workers that poll the link leave the
   // progress thread the gaps; it must lower only itself, and keep working.
