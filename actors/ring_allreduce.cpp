@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 namespace gradwire::actors {
 
@@ -204,16 +205,35 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
 }
 
 slice ring_allreduce::final_buffer(int bucket, int chunk, std::size_t len) {
-  auto& slot = finals_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(chunk)];
-  // Reuse last round's buffer once every peer has let go of it (this pool
-  // holds the only reference); the acquire fence orders their last reads
-  // before this peer's writes.
-  if (slot.defined() && slot.shared_storage().use_count() == 1) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return slot;
+  auto& pool = finals_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(chunk)];
+  auto fresh = [len] {
+    auto s = slice::empty({static_cast<std::int64_t>(len)});
+    std::memset(s.data(), 0, len * sizeof(float)); // its pages faulted in here, not inside a later round
+    return s;
+  };
+  // Two from the first round: a peer lets go of a round's result (across
+  // processes, a release frame) while the next round runs, so the buffer
+  // of two rounds back is the one free. With one, the round that first
+  // found it still held took a fresh buffer and faulted in its pages then
+  // (256 KiB on 2 processes: one round of ~20-30 took 400-750 us).
+  if (pool.empty()) {
+    pool.push_back(fresh());
+    pool.push_back(fresh());
   }
-  slot = slice::empty({static_cast<std::int64_t>(len)});
-  return slot;
+  // Reuse a buffer once every peer has let go of it (this pool holds the
+  // only reference); the acquire fence orders their last reads before
+  // this peer's writes.
+  for (const auto& s : pool)
+    if (s.shared_storage().use_count() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return s;
+    }
+  // All held (a peer slow to let go): one more, up to four; beyond that
+  // the oldest is left to its holders and replaced.
+  if (pool.size() >= 4)
+    pool.erase(pool.begin());
+  pool.push_back(fresh());
+  return pool.back();
 }
 
 void ring_allreduce::finish_if_complete(std::int64_t round, int bucket) {

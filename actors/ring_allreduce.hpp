@@ -122,7 +122,7 @@ private:
   int pos_, size_, tag_;
   std::vector<std::pair<std::size_t, std::size_t>> buckets_;
   std::vector<std::vector<chunk_info>> chunks_; ///< per bucket
-  std::vector<std::vector<slice>> finals_;      ///< per bucket and chunk: pooled final buffers
+  std::vector<std::vector<std::vector<slice>>> finals_; ///< per bucket and chunk: pooled final buffers
   caf::actor right_;
   std::vector<caf::actor> direct_;
   trace_ref trace_;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 using namespace gradwire;
 using namespace gradwire::models;
@@ -119,6 +120,71 @@ TEST_CASE("ring allreduce: exact sums for N = 1..8, sizes not divisible by N, ma
   }
   // A bucket smaller than N: some segments are empty.
   CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0) == 2 * 5 * 8);
+}
+
+TEST_CASE("ring allreduce: results held across rounds keep their sums and buffers let go of are reused the next round") {
+  // The owners' final buffers are pooled across rounds: one still held (by
+  // a worker, or a peer yet to release it) must never be written again.
+  actor_env env;
+  constexpr int n = 3;
+  constexpr std::size_t size = 999;
+  const auto buckets = actors::make_buckets(size, size);
+  auto peers = actors::spawn_ring_peers(*env.sys, n, buckets, 64, 0);
+  caf::scoped_actor self{*env.sys};
+  std::vector<std::pair<int, actors::pieces>> kept; // (round, peer 0's result), held to the end
+  auto sum_ok = [](int round, const actors::pieces& ps) {
+    for (const auto& p : ps)
+      for (std::int64_t i = 0; i < p.data.numel(); ++i) {
+        const std::size_t k = p.offset + static_cast<std::size_t>(i);
+        float want = 0;
+        for (int w = 0; w < n; ++w)
+          want += input(w, k, round);
+        if (p.data.data()[i] != want)
+          return false;
+      }
+    return true;
+  };
+  std::vector<std::set<const float*>> buffers; // per round: where peer 0's result lies
+  for (int round = 0; round < 7; ++round) {
+    std::vector<kernels::tensor> grads;
+    for (int r = 0; r < n; ++r) {
+      auto g = kernels::tensor::empty({static_cast<std::int64_t>(size)});
+      for (std::size_t k = 0; k < size; ++k)
+        g.data()[k] = input(r, k, round);
+      grads.push_back(g);
+      self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{round}, 0, g, 1.f);
+    }
+    int replies = 0;
+    std::string failure;
+    actors::pieces mine;
+    while (replies < n && failure.empty())
+      self->receive(
+        [&](actors::reduced_atom, std::int64_t, int, actors::pieces ps, double) {
+          ++replies;
+          if (!sum_ok(round, ps))
+            failure = "wrong sum";
+          if (self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(peers[0]))
+            mine = std::move(ps);
+        },
+        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
+        caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
+    INFO("round " << round);
+    REQUIRE(failure.empty());
+    REQUIRE(!mine.empty());
+    std::set<const float*> at;
+    for (const auto& p : mine)
+      at.insert(p.data.data());
+    buffers.push_back(at);
+    if (round < 3)
+      kept.emplace_back(round, std::move(mine));
+  }
+  for (const auto& [round, ps] : kept) {
+    INFO("held result of round " << round);
+    CHECK(sum_ok(round, ps)); // unchanged by the rounds after it
+  }
+  CHECK(buffers[5] == buffers[6]); // let go at once: the same buffers again
+  for (const auto& p : peers)
+    self->send_exit(p, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("direct allreduce: exact sums for N = 1..8, chunks straight to their owners and back") {
