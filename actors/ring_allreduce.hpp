@@ -8,7 +8,7 @@
 /// chunk travels on its own: reduce-scatter hops 0 .. size-2 carry a
 /// partial sum to the right neighbour, which adds its own contribution in
 /// place and passes it on; the peer that adds the last contribution (the
-/// chunk's owner) writes (sum * scale) into a fresh buffer, and all-gather
+/// chunk's owner) writes (sum * scale) into a buffer of its own, and all-gather
 /// hops size-1 .. 2*size-3 pass that one read-only buffer round the ring.
 /// Chunks of one bucket, and buckets, are in flight at once (pipelined);
 /// nothing waits for a whole segment.
@@ -18,7 +18,8 @@
 /// sends a view of it; the neighbour reads it before anything downstream
 /// of that read can lead back to a write (the all-gather of the same chunk
 /// and the next round both come after), so no copy is needed. The final
-/// chunks are fresh buffers that no one writes again.
+/// chunks come from a pool per chunk (two from the first round, up to
+/// four) and one is written again only once no one else holds it.
 ///
 /// Flow control: a peer can be at most one round ahead of its neighbours
 /// (finishing round r needs every peer's round-r contribution), so each
