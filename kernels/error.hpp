@@ -32,7 +32,3 @@ inline void check(bool cond, const std::string& msg) {
     if (!(cond))                                                                                                       \
       throw ::gradwire::error(msg);                                                                                    \
   } while (false)
-
-namespace gradwire {
-
-} // namespace gradwire

@@ -27,6 +27,18 @@ float input(int r, std::size_t k, int round) {
   return static_cast<float>((r + 1 + round) * static_cast<int>(k % 13)) - 5.f;
 }
 
+/// Every worker's input buffer for `round`.
+std::vector<kernels::tensor> inputs(int n, std::size_t size, int round) {
+  std::vector<kernels::tensor> grads;
+  for (int r = 0; r < n; ++r) {
+    auto g = kernels::tensor::empty({static_cast<std::int64_t>(size)});
+    for (std::size_t k = 0; k < size; ++k)
+      g.data()[k] = input(r, k, round);
+    grads.push_back(g);
+  }
+  return grads;
+}
+
 /// Runs two rounds of allreduce on peers wired as `run_topology` wires
 /// them, with this test's scoped actor as every worker, and checks every
 /// piece against the exact sum. Returns the number of pieces checked.
@@ -37,13 +49,7 @@ std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std
   caf::scoped_actor self{sys};
   std::size_t checked = 0;
   for (int round = 0; round < 2; ++round) {
-    std::vector<kernels::tensor> grads;
-    for (int r = 0; r < n; ++r) {
-      auto g = kernels::tensor::empty({static_cast<std::int64_t>(size)});
-      for (std::size_t k = 0; k < size; ++k)
-        g.data()[k] = input(r, k, round);
-      grads.push_back(g);
-    }
+    const auto grads = inputs(n, size, round);
     for (int r = 0; r < n; ++r)
       for (std::size_t b = 0; b < buckets.size(); ++b) {
         const auto [lo, hi] = buckets[b];
@@ -146,14 +152,10 @@ TEST_CASE("ring allreduce: results held across rounds keep their sums and buffer
   };
   std::vector<std::set<const float*>> buffers; // per round: where peer 0's result lies
   for (int round = 0; round < 7; ++round) {
-    std::vector<kernels::tensor> grads;
-    for (int r = 0; r < n; ++r) {
-      auto g = kernels::tensor::empty({static_cast<std::int64_t>(size)});
-      for (std::size_t k = 0; k < size; ++k)
-        g.data()[k] = input(r, k, round);
-      grads.push_back(g);
-      self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{round}, 0, g, 1.f);
-    }
+    const auto grads = inputs(n, size, round);
+    for (int r = 0; r < n; ++r)
+      self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{round}, 0,
+                 grads[static_cast<std::size_t>(r)], 1.f);
     int replies = 0;
     std::string failure;
     actors::pieces mine;
