@@ -27,6 +27,14 @@ float input(int r, std::size_t k, int round) {
   return static_cast<float>((r + 1 + round) * static_cast<int>(k % 13)) - 5.f;
 }
 
+/// The allreduce's exact result at element k: every worker's input summed.
+float expected_sum(int n, std::size_t k, int round) {
+  float want = 0;
+  for (int w = 0; w < n; ++w)
+    want += input(w, k, round);
+  return want;
+}
+
 /// Every worker's input buffer for `round`.
 std::vector<kernels::tensor> inputs(int n, std::size_t size, int round) {
   std::vector<kernels::tensor> grads;
@@ -70,10 +78,8 @@ std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std
           for (const auto& p : ps)
             for (std::int64_t i = 0; i < p.data.numel(); ++i) {
               const std::size_t k = p.offset + static_cast<std::size_t>(i);
-              double want = 0;
-              for (int w = 0; w < n; ++w)
-                want += input(w, k, round);
-              if (p.data.data()[i] != static_cast<float>(want))
+              const float want = expected_sum(n, k, round);
+              if (p.data.data()[i] != want)
                 failure = "element " + std::to_string(k) + ": " + std::to_string(p.data.data()[i]) + " != " +
                           std::to_string(want);
               ++coverage[k];
@@ -141,11 +147,7 @@ TEST_CASE("ring allreduce: results held across rounds keep their sums and buffer
   auto sum_ok = [](int round, const actors::pieces& ps) {
     for (const auto& p : ps)
       for (std::int64_t i = 0; i < p.data.numel(); ++i) {
-        const std::size_t k = p.offset + static_cast<std::size_t>(i);
-        float want = 0;
-        for (int w = 0; w < n; ++w)
-          want += input(w, k, round);
-        if (p.data.data()[i] != want)
+        if (p.data.data()[i] != expected_sum(n, p.offset + static_cast<std::size_t>(i), round))
           return false;
       }
     return true;
