@@ -1,26 +1,36 @@
 #pragma once
 /// @file messages.hpp
-/// The message vocabulary between gradwire's actors (DESIGN.md). Tensor
-/// payloads are kernels::tensor values: reference-counted views, so a
-/// message carries a pointer, never a copy of the floats. A sender hands
-/// over a tensor it will not write again (a fresh snapshot or gradient
-/// buffer); the transport layer encodes these at process boundaries.
+/// The message vocabulary between gradwire's actors (docs/architecture.md
+/// describes how the wirings use it). Tensor payloads are kernels::tensor
+/// values: reference-counted views, so a message carries a pointer, never
+/// a copy of the floats. A sender hands over a tensor it will not write
+/// again (a fresh snapshot or gradient buffer); the transport layer encodes
+/// these at process boundaries.
 ///
-/// | message | from -> to | payload | reply |
-/// |---|---|---|---|
-/// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) |
-/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness; -1 when dropped, -2 after the last version; version) |
-/// | pushpull | worker -> async shard | as push | (staleness, version, parameter slice after this push): push and the next pull in one round trip (ps-lite's ZPushPull) |
-/// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) |
-/// | fetch  | anyone -> shard | | (version, parameter slice) |
-/// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | |
-/// | metrics| worker -> coordinator | step_metrics (every log_every steps) | |
-/// | done   | worker -> coordinator | worker_report | |
-/// | wire   | topology -> ring peer | right neighbour (and ring members for hierarchical) | |
-/// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) |
-/// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | |
-/// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters |
-/// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | |
+/// "By ref": the message's tensor may travel between processes on one node
+/// as a read-only view of the sender's shared memory (transport.shm_refs)
+/// instead of a copy: the sender never writes it again while the receiver
+/// may read it, and the receiver only reads it. This column is the
+/// `message_table` below, which the transport reads; replies always may
+/// (every reply of the vocabulary carries a snapshot).
+///
+/// | message | from -> to | payload | reply | by ref |
+/// |---|---|---|---|---|
+/// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) | |
+/// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness; -1 when dropped, -2 after the last version; version) | yes: a fresh gradient |
+/// | pushpull | worker -> async shard | as push | (staleness, version, parameter slice after this push): push and the next pull in one round trip (ps-lite's ZPushPull) | yes: as push |
+/// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) | |
+/// | fetch  | anyone -> shard | | (version, parameter slice) | |
+/// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | | |
+/// | metrics| worker -> coordinator | step_metrics (every log_every steps) | | |
+/// | done   | worker -> coordinator | worker_report | | |
+/// | eval   | worker 0 -> coordinator | step, parameters, BatchNorm statistics | | |
+/// | wire   | topology -> ring peer | right neighbour (and ring members for hierarchical) | | |
+/// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) | |
+/// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | | yes: the ring's rounds keep the sender off it |
+/// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters | yes: a fresh snapshot |
+/// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
+/// | beat   | worker -> itself | (a timer: time to send step) | | |
 
 #include "kernels/tensor.hpp"
 
@@ -50,6 +60,32 @@ using balance_atom = caf::atom_constant<caf::atom("balance")>;
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
 /// during the run.
 using eval_atom = caf::atom_constant<caf::atom("eval")>;
+
+/// One row of the message table: a message's leading atom and whether
+/// its tensor may travel by reference (see the table above).
+struct message_kind {
+  caf::atom_value atom;
+  bool by_reference;
+};
+
+/// Every message of the vocabulary, in the order of the table above.
+inline constexpr message_kind message_table[] = {
+  {pull_atom::value, false},   {push_atom::value, true},     {push_pull_atom::value, true},
+  {stats_atom::value, false},  {fetch_atom::value, false},   {step_atom::value, false},
+  {metrics_atom::value, false}, {done_atom::value, false},   {eval_atom::value, false},
+  {wire_atom::value, false},   {reduce_atom::value, false},  {reduced_atom::value, false},
+  {ring_atom::value, true},    {gossip_atom::value, true},   {balance_atom::value, false},
+  {beat_atom::value, false},
+};
+
+/// Whether a message led by `atom` may carry its tensor by reference; false
+/// for atoms outside the vocabulary.
+constexpr bool travels_by_reference(caf::atom_value atom) {
+  for (const auto& k : message_table)
+    if (k.atom == atom)
+      return k.by_reference;
+  return false;
+}
 
 /// A parameter or gradient slice, passed by reference count.
 using slice = kernels::tensor;

@@ -153,7 +153,7 @@ int bench_allreduce(const allreduce_bench_options& o) {
     pc.chunk_floats = std::max<std::size_t>(1, o.chunk_bytes / 4);
     pc.direct = o.algo == "direct" || (o.algo == "auto" && n > 2 && sizes[k] < o.direct_below);
     peers.push_back(actors::spawn_ring_peer(sys, pc));
-    j.node->publish(static_cast<std::uint32_t>(100 + k), peers.back());
+    j.node->publish(transport::slots::bench_peer(static_cast<int>(k)), peers.back());
   }
   std::atomic<bool> finishing{false}; // after the last size, peers leave at their own pace
   j.node->start([&](int r, const std::string& what) {
@@ -164,10 +164,10 @@ int bench_allreduce(const allreduce_bench_options& o) {
     std::_Exit(3);
   });
   for (std::size_t k = 0; k < sizes.size(); ++k) {
-    auto right = j.node->remote((rank + 1) % n, static_cast<std::uint32_t>(100 + k));
+    auto right = j.node->remote((rank + 1) % n, transport::slots::bench_peer(static_cast<int>(k)));
     std::vector<caf::actor> all; // the direct algorithm's peers, by rank
     for (int r = 0; r < n; ++r)
-      all.push_back(r == rank ? peers[k] : j.node->remote(r, static_cast<std::uint32_t>(100 + k)));
+      all.push_back(r == rank ? peers[k] : j.node->remote(r, transport::slots::bench_peer(static_cast<int>(k))));
     caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, all);
   }
   barrier(sys, j, 0);

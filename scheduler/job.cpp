@@ -27,6 +27,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
   link->connect(table);
+  j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
   j.live = opts.live;
   j.node = std::make_shared<transport::node>(sys, transport::emulate(std::move(link), opts.shape),
                                              j.launch.rendezvous.token);
@@ -87,14 +88,14 @@ void publish_barrier(caf::actor_system& sys, job& j) {
       },
     };
   });
-  j.node->publish(barrier_slot, b);
+  j.node->publish(transport::slots::barrier, b);
 }
 
 void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   if (j.launch.size == 1)
     return;
   caf::scoped_actor me{sys};
-  auto root = j.node->remote(0, barrier_slot);
+  auto root = j.node->remote(0, transport::slots::barrier);
   me->send(root, barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
   bool ok = false, waited_out = false;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);

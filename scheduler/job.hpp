@@ -8,6 +8,7 @@
 #include "transport/launch_env.hpp"
 #include "transport/emulated_link.hpp"
 #include "transport/node.hpp"
+#include "transport/shm_lending.hpp"
 
 #include <caf/all.hpp>
 
@@ -33,6 +34,10 @@ struct job_options {
 struct job {
   transport::launch_info launch;
   std::shared_ptr<transport::node> node; ///< not started: publish first, then start
+  /// This process's large host tensors come from its shared-memory arena
+  /// while the job lives (shm_refs with a peer on the node), so they can be
+  /// lent to peers instead of copied.
+  std::shared_ptr<transport::arena_allocation> allocation;
   transport::liveness live;              ///< for node->start
 };
 
@@ -44,7 +49,6 @@ job join_job(caf::actor_system& sys, const job_options& opts);
 namespace gradwire::scheduler {
 
 /// Slot of the barrier actor every process publishes (rank 0's is used).
-constexpr std::uint32_t barrier_slot = 1;
 
 /// Publishes this process's barrier actor; call before node->start().
 void publish_barrier(caf::actor_system& sys, job& j);

@@ -30,14 +30,13 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     check(setup.workers == nd->size(), "topology.workers = " + std::to_string(setup.workers) + " but the job has " +
                                          std::to_string(nd->size()) + " processes: across processes each process "
                                          "runs one worker (set topology.workers = " + std::to_string(nd->size()) + ")");
-  constexpr std::uint32_t shard_slot = 20;
   // Shard i lives on rank 0, or on rank i mod processes (spread).
   auto home = [&](int i) { return nd && setup.spread_shards ? i % nd->size() : 0; };
   std::vector<caf::actor> shards;       ///< this process's own
   std::vector<caf::actor> shard_handles(static_cast<std::size_t>(setup.shards)); ///< every shard, by id
   for (int i = 0; i < setup.shards; ++i) {
     if (home(i) != rank) {
-      shard_handles[static_cast<std::size_t>(i)] = nd->remote(home(i), shard_slot + static_cast<std::uint32_t>(i));
+      shard_handles[static_cast<std::size_t>(i)] = nd->remote(home(i), transport::slots::shard(i));
       continue;
     }
     actors::shard_config sc;
@@ -58,7 +57,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     shards.push_back(actors::spawn_ps_shard(sys, sc, slice0));
     shard_handles[static_cast<std::size_t>(i)] = shards.back();
     if (nd)
-      nd->publish(shard_slot + static_cast<std::uint32_t>(i), shards.back());
+      nd->publish(transport::slots::shard(i), shards.back());
   }
   // Spread shards outlive their process's worker: every rank keeps its
   // shards until rank 0 has fetched them (the others may still push).

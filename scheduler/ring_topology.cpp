@@ -44,21 +44,20 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
     return wc;
   };
   if (setup.node) { // across processes: this process's worker (and its peer); neighbours are proxies
-    constexpr std::uint32_t peer_slot = 11;
     auto& nd = *setup.node;
     caf::actor peer;
     if (use_peers) {
       auto pc = actors::ring_peer_layout(nd.rank(), n, buckets, setup.chunk_floats, group_size);
       pc.trace = setup.trace;
       peer = actors::spawn_ring_peer(sys, pc);
-      nd.publish(peer_slot, peer);
+      nd.publish(transport::slots::ring_peer, peer);
     }
     auto c = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, config_of(nd.rank(), to, peer)); },
       [&](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
         if (use_peers) {
           auto w = actors::ring_peer_wiring(nd.rank(), n, group_size);
-          auto at = [&](int r) { return r < 0 ? caf::actor{} : nd.remote(r, peer_slot); };
+          auto at = [&](int r) { return r < 0 ? caf::actor{} : nd.remote(r, transport::slots::ring_peer); };
           std::vector<caf::actor> members;
           for (int m : w.members)
             members.push_back(at(m));

@@ -157,14 +157,14 @@ std::optional<coordination> run_worker_across(
                           std::to_string(nd.size()) + ")");
   caf::scoped_actor self{sys};
   if (rank == 0)
-    nd.publish(coordinator_slot, caf::actor_cast<caf::actor>(self));
-  auto worker = spawn(rank == 0 ? caf::actor_cast<caf::actor>(self) : nd.remote(0, coordinator_slot));
-  nd.publish(worker_slot, worker);
+    nd.publish(transport::slots::coordinator, caf::actor_cast<caf::actor>(self));
+  auto worker = spawn(rank == 0 ? caf::actor_cast<caf::actor>(self) : nd.remote(0, transport::slots::coordinator));
+  nd.publish(transport::slots::worker, worker);
   if (setup.on_published)
     setup.on_published(); // every rank has published: frames find their actors
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r)
-    workers.push_back(r == rank ? worker : nd.remote(r, worker_slot));
+    workers.push_back(r == rank ? worker : nd.remote(r, transport::slots::worker));
   wire(self, worker, workers);
   if (rank != 0) { // the worker reports to rank 0; wait for it to finish
     self->monitor(worker);

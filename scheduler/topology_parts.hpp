@@ -28,12 +28,11 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
 
 /// Across processes (setup.node set), the part every wiring shares: this
 /// process runs worker `rank` only. `spawn(report_to)` spawns it (and
-/// whatever it owns); it is published in worker_slot; once every rank has
+/// whatever it owns); it is published in slots::worker; once every rank has
 /// published, `wire(local, workers)` starts it, workers[r] being rank r's
 /// worker (a proxy unless local). Rank 0 coordinates every worker and
 /// returns the coordination; the others wait for their worker to finish
 /// and return nothing.
-constexpr std::uint32_t coordinator_slot = 2, worker_slot = 10;
 std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,

@@ -181,7 +181,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
         failed.rank = peer;
         failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
         if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
-          caf::anon_send(node->remote(0, 2), actors::done_atom::value, failed, true);
+          caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
         else if (peer == 0) { // the coordinator is gone (other ranks are rank 0's business)
           std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
           std::fflush(stderr);

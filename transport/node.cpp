@@ -115,7 +115,6 @@ std::int64_t now_ms() {
     .count();
 }
 using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
-constexpr std::uint32_t heartbeat_slot = 0;
 } // namespace
 
 bool node::is_down(int r) {
@@ -181,7 +180,7 @@ void node::start(down_fn on_down, liveness live) {
           continue;
         }
         try {
-          forward(r, heartbeat_slot, nullptr, beat);
+          forward(r, slots::heartbeat, nullptr, beat);
         } catch (const std::exception& e) {
           reject(e.what());
         }
@@ -262,19 +261,12 @@ caf::actor node::resolve(actor_ref r) {
 
 namespace {
 
-/// Messages whose tensor the sender never writes again while the receiver
-/// may read it, and which the receiver only reads: a ring chunk (adds it,
-/// passes it on, copies it into its replica; the ring's rounds keep the
-/// sender off it), a pushed gradient and a gossip snapshot (fresh
-/// copies). The receiver may get a view of this process's memory
-/// (transport.shm_refs). Replies always may: the vocabulary's replies
-/// carry snapshots (actors/messages.hpp).
+/// Whether `msg`'s tensor may travel as a view of this process's memory:
+/// declared per message in actors/messages.hpp's message table.
 bool may_reference(const caf::message& msg) {
   if (msg.size() == 0 || !msg.match_element<caf::atom_value>(0))
     return false;
-  const auto a = msg.get_as<caf::atom_value>(0);
-  return a == actors::ring_atom::value || a == actors::push_atom::value || a == actors::push_pull_atom::value ||
-         a == actors::gossip_atom::value;
+  return actors::travels_by_reference(msg.get_as<caf::atom_value>(0));
 }
 
 } // namespace
@@ -343,7 +335,7 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
         answer(p, std::move(f.msg));
       return;
     }
-    if (f.dst == heartbeat_slot)
+    if (f.dst == slots::heartbeat)
       return;
     caf::actor dst;
     {

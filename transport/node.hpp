@@ -21,6 +21,7 @@
 
 #include "transport/codec.hpp"
 #include "transport/link.hpp"
+#include "transport/slots.hpp"
 
 #include <caf/all.hpp>
 
@@ -97,7 +98,7 @@ private:
   std::mutex mu_;
   std::map<std::uint32_t, caf::actor> published_;
   std::map<caf::actor_addr, std::uint32_t> slot_of_;
-  std::uint32_t next_slot_ = 1u << 24; ///< slots for actors named only inside messages
+  std::uint32_t next_slot_ = slots::dynamic_base; ///< slots for actors named only inside messages
   std::map<std::pair<int, std::uint32_t>, caf::actor> proxies_;
   std::map<caf::actor_addr, actor_ref> proxy_ref_;
   std::unique_ptr<caf::execution_unit> unit_; ///< runs actors on the link's receive thread

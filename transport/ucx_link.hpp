@@ -1,6 +1,8 @@
 #pragma once
 /// @file ucx_link.hpp
-/// The link over UCX active messages. One UCX context and worker per
+/// The link over UCX active messages (implemented across
+/// ucx_link.cpp, ucx_receive.cpp, ucx_progress.cpp, ucx_setup.cpp and
+/// shm_lending.cpp; ucx_link_impl.hpp holds the shared state). One UCX context and worker per
 /// process (single-thread mode behind one lock: a sender posts directly
 /// when the progress thread does not hold it, else the frame is queued for
 /// the progress loop), one endpoint per peer, created from the peer's
@@ -18,8 +20,7 @@
 /// header near 8 KiB: a larger header (a final report) travels at the
 /// front of the data frame behind a two-word marker.
 
-#include "transport/buffer_pool.hpp"
-#include "transport/shm_arena.hpp"
+#include "kernels/tensor.hpp"
 #include "transport/link.hpp"
 
 #include <memory>
@@ -42,7 +43,7 @@ struct ucx_options {
   /// wait (ring workers with spin_wait), the progress thread only delivers
   /// what arrives while they compute; at the workers' priority, each of its
   /// wake-ups (one per incoming frame) preempts a worker instead. 2-process
-  /// ring, MLP: a ring worker's send of a chunk reference took 37-43 us
+  /// ring, MLP: a ring worker's send of a chunk reference took ~40 us
   /// (median) at 0, ~4 us at 19.
   int progress_nice = 0;
   /// false: no progress thread; the application drives the link with
@@ -50,9 +51,10 @@ struct ucx_options {
   bool progress_thread = true;
   /// Tensors a sender may lend (link::send's may_reference: ring chunks,
   /// pushes, snapshots, replies) travel between processes on one node as
-  /// references into the sender's shared memory (shm_arena.hpp): this process's tensors
-  /// from min_ref_bytes up are allocated there, in an arena of arena_bytes
-  /// (sparse; full: the heap, and frames copied as before).
+  /// references into the sender's shared memory (shm_lending.hpp): this
+  /// process's tensors from min_ref_bytes up can be allocated there
+  /// (arena_allocator), in an arena of arena_bytes (sparse; full: the heap,
+  /// and frames copied).
   bool shm_refs = false;
   std::size_t arena_bytes = std::size_t{4} << 30;
   std::size_t min_ref_bytes = std::size_t{64} << 10;
@@ -93,6 +95,12 @@ public:
   std::uint64_t referenced() const;
   /// Peers on this node that have mapped this process's arena.
   int peers_mapped() const;
+  /// The host allocator that places this process's tensors of
+  /// min_ref_bytes and up in its shared-memory arena, so they can be lent
+  /// (empty when shm_refs is off or no peer shares the node; valid after
+  /// connect). The link does not install it: the code that sets up the
+  /// job does (transport::arena_allocation), once, for the process.
+  kernels::host_allocator arena_allocator() const;
 
   struct impl;
 

@@ -21,6 +21,10 @@ using namespace gradwire::transport;
 
 namespace {
 
+/// Slots these tests publish in (transport/slots.hpp: free for tests).
+constexpr std::uint32_t ring_slot = slots::user(0), sink_slot = slots::user(1), shard_slot = slots::user(2),
+                        empty_slot = slots::user(3);
+
 /// N ranks, each with its own actor system and node over an inproc link.
 struct job_of_threads {
   std::vector<std::unique_ptr<gwtest::actor_env>> envs;
@@ -69,13 +73,13 @@ TEST_CASE("ring allreduce across nodes: exact sums for N = 1..5, multi-chunk, tw
       pc.buckets = buckets;
       pc.chunk_floats = 37; // many chunks per segment
       peers.push_back(actors::spawn_ring_peer(*job.systems[static_cast<std::size_t>(r)], pc));
-      job.nodes[static_cast<std::size_t>(r)]->publish(100, peers.back());
+      job.nodes[static_cast<std::size_t>(r)]->publish(ring_slot, peers.back());
     }
     for (auto& nd : job.nodes)
       nd->start();
     for (int r = 0; r < n; ++r)
       caf::anon_send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
-                     job.nodes[static_cast<std::size_t>(r)]->remote((r + 1) % n, 100), caf::actor{},
+                     job.nodes[static_cast<std::size_t>(r)]->remote((r + 1) % n, ring_slot), caf::actor{},
                      std::vector<caf::actor>{});
     for (std::int64_t round = 0; round < 2; ++round) {
       std::vector<std::future<double>> errs;
@@ -132,7 +136,7 @@ TEST_CASE("bad frames are refused and counted, the next good frame is delivered"
       self->quit();
     }};
   });
-  job.nodes[1]->publish(5, sink);
+  job.nodes[1]->publish(sink_slot, sink);
   for (auto& nd : job.nodes)
     nd->start();
   auto* victim = job.links[1];
@@ -142,18 +146,18 @@ TEST_CASE("bad frames are refused and counted, the next good frame is delivered"
   frame_context other;
   other.token = token_hash("other job");
   other.rank = 0;
-  auto f = encode(caf::make_message(actors::step_atom::value, 1), other, 5, {}, [](const caf::actor&) {
+  auto f = encode(caf::make_message(actors::step_atom::value, 1), other, sink_slot, {}, [](const caf::actor&) {
     return actor_ref{};
   });
   victim->inject(f.header.data(), f.header.size() * 8, {});
   frame_context mine;
   mine.token = token_hash("tok");
   mine.rank = 0;
-  auto to_nowhere = encode(caf::make_message(actors::step_atom::value, 2), mine, 999, {}, [](const caf::actor&) {
+  auto to_nowhere = encode(caf::make_message(actors::step_atom::value, 2), mine, empty_slot, {}, [](const caf::actor&) {
     return actor_ref{};
   });
-  victim->inject(to_nowhere.header.data(), to_nowhere.header.size() * 8, {}); // nothing in slot 999
-  caf::anon_send(job.nodes[0]->remote(1, 5), actors::step_atom::value, 77);   // and a good one
+  victim->inject(to_nowhere.header.data(), to_nowhere.header.size() * 8, {}); // nothing in that slot
+  caf::anon_send(job.nodes[0]->remote(1, sink_slot), actors::step_atom::value, 77);   // and a good one
   auto fut = got.get_future();
   REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK(fut.get() == 77);
@@ -215,10 +219,10 @@ TEST_CASE("requests cross processes: replies, error replies, and a failed peer's
       },
     };
   });
-  job.nodes[1]->publish(7, shard);
+  job.nodes[1]->publish(shard_slot, shard);
   for (auto& nd : job.nodes)
     nd->start();
-  auto remote = job.nodes[0]->remote(1, 7);
+  auto remote = job.nodes[0]->remote(1, shard_slot);
   caf::scoped_actor me{*job.systems[0]};
   std::int64_t version = -1;
   std::int64_t numel = 0;

@@ -7,6 +7,7 @@
 #include "transport/codec.hpp"
 #include "transport/node.hpp"
 #include "transport/rendezvous.hpp"
+#include "transport/shm_lending.hpp"
 #include "transport/ucx_link.hpp"
 
 #include <catch2/catch.hpp>
@@ -28,6 +29,11 @@
 #include <thread>
 
 using namespace gradwire;
+
+namespace {
+/// Slots these tests publish in (transport/slots.hpp: free for tests).
+constexpr std::uint32_t sink_slot = transport::slots::user(0), shard_slot = transport::slots::user(1);
+} // namespace
 using namespace gradwire::transport;
 
 namespace {
@@ -147,6 +153,9 @@ TEST_CASE("UCX link: ring chunks by shared-memory reference arrive exact, are re
   std::vector<std::string> rejected;
   {
     auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true);
+    // From here on this process's large tensors lie in rank 1's arena (the
+    // link does not install its allocator: a job's setup does).
+    arena_allocation in_rank1(l1->arena_allocator(), std::size_t{64} << 10);
     std::mutex mu;
     std::vector<std::pair<std::vector<std::uint64_t>, actors::slice>> got;
     // Rank 1 sends, rank 0 receives: both links live in this process and the
@@ -170,7 +179,7 @@ TEST_CASE("UCX link: ring chunks by shared-memory reference arrive exact, are re
       return pred();
     };
     REQUIRE(wait_for([&] { return l0->peers_mapped() == 1 && l1->peers_mapped() == 1; }));
-    // Allocated after connecting: in rank 1's arena (kernels::set_host_allocator).
+    // Allocated in rank 1's arena (in_rank1).
     auto big = pattern(100000, 2.f);
     l1->send(0, {42, 7}, big, true);
     l1->send(0, {43}, pattern(100, 1.f), true); // below min_ref_bytes: copied
@@ -219,14 +228,14 @@ TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes
       self->quit();
     }};
   });
-  n0->publish(3, sink);
+  n0->publish(sink_slot, sink);
   n0->start();
   raw->send(0, {0x1111, 0x2222, 0x3333}, {});                          // garbage header
   raw->send(0, {1, 2}, actors::slice::zeros({std::int64_t{1} << 19}));   // 2 MiB: over rank 0's limit
   frame_context c;
   c.token = token_hash("job");
   c.rank = 1;
-  auto f = encode(caf::make_message(actors::step_atom::value, pattern(64, 1)), c, 3, {}, [](const caf::actor&) {
+  auto f = encode(caf::make_message(actors::step_atom::value, pattern(64, 1)), c, sink_slot, {}, [](const caf::actor&) {
     return actor_ref{};
   });
   raw->send(0, f.header, f.data); // a good frame
@@ -401,6 +410,7 @@ TEST_CASE("UCX node: pushed gradients go by shared-memory reference, other messa
   // here, where its memory is not an arena of its own).
   gwtest::actor_env env0(1), env1(1);
   auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true);
+  arena_allocation in_rank1(l1->arena_allocator(), std::size_t{64} << 10);
   auto* raw1 = l1.get();
   auto n0 = std::make_shared<node>(*env0.sys, std::move(l0), "job");
   auto n1 = std::make_shared<node>(*env1.sys, std::move(l1), "job");
@@ -416,13 +426,13 @@ TEST_CASE("UCX node: pushed gradients go by shared-memory reference, other messa
       [&copied](actors::step_atom, const actors::slice& s) { copied.set_value(s.to_vector()); },
     };
   });
-  n0->publish(5, shard);
+  n0->publish(shard_slot, shard);
   n0->start();
   n1->start();
   for (int i = 0; i < 5000 && raw1->peers_mapped() < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   REQUIRE(raw1->peers_mapped() == 1);
-  auto proxy = n1->remote(0, 5);
+  auto proxy = n1->remote(0, shard_slot);
   caf::scoped_actor self{*env1.sys};
   auto big = pattern(100000, 3.f);
   self->send(proxy, actors::step_atom::value, big);

@@ -1,0 +1,129 @@
+#include "transport/ucx_setup.hpp"
+
+#include "kernels/error.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+
+namespace gradwire::transport::ucx_setup {
+
+namespace {
+constexpr std::uint64_t address_magic = 0x4757414444523031ull; // "GWADDR01"
+
+void put_field(std::vector<std::uint8_t>& out, const void* p, std::uint32_t n) {
+  const std::size_t at = out.size();
+  out.resize(at + 4 + n);
+  std::memcpy(out.data() + at, &n, 4);
+  if (n)
+    std::memcpy(out.data() + at + 4, p, n);
+}
+
+/// Sets (or clears) the FIFO element size variables for `opts`; called
+/// with the environment lock held until the worker exists.
+void set_fifo_environment(const ucx_options& opts) {
+  static const std::pair<const char*, const char*> fifo_vars[] = {{"posix", "UCX_POSIX_FIFO_ELEM_SIZE"},
+                                                                   {"sysv", "UCX_SYSV_FIFO_ELEM_SIZE"}};
+  // A user's own setting, found at the first link, wins.
+  static const bool user_set = std::any_of(std::begin(fifo_vars), std::end(fifo_vars),
+                                           [](const auto& tv) { return std::getenv(tv.second) != nullptr; });
+  if (user_set)
+    return;
+  const char* env_tls = std::getenv("UCX_TLS");
+  const std::string tls = !opts.tls.empty() ? opts.tls : env_tls != nullptr ? env_tls : "all";
+  // Only for the transports the TLS opens: a variable no transport reads draws UCX's warning.
+  for (const auto& [tl, var] : fifo_vars) {
+    if (opts.fifo_elem_bytes > 0 && tls_includes(tls, tl))
+      ::setenv(var, std::to_string(opts.fifo_elem_bytes).c_str(), 1);
+    else
+      ::unsetenv(var);
+  }
+}
+} // namespace
+
+void check_status(ucs_status_t st, const char* what) {
+  if (st != UCS_OK)
+    throw error(std::string("UCX: ") + what + ": " + ucs_status_string(st));
+}
+
+void open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker) {
+  static std::mutex env_mu; // links made at once each get their own FIFO setting
+  std::lock_guard<std::mutex> env_lk(env_mu);
+  set_fifo_environment(opts);
+  ucp_config_t* config = nullptr;
+  check_status(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
+  if (!opts.tls.empty()) {
+    auto st = ucp_config_modify(config, "TLS", opts.tls.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      check_status(st, ("setting TLS=" + opts.tls).c_str());
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;
+  auto st = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  check_status(st, "initialising the context");
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE; // one thread at a time, behind the link's lock
+  check_status(ucp_worker_create(context, &wp, &worker), "creating the worker");
+}
+
+bool tls_includes(const std::string& tls, const std::string& tl) {
+  const bool negate = !tls.empty() && tls[0] == '^';
+  bool listed = false;
+  std::size_t at = negate ? 1 : 0;
+  while (at <= tls.size()) {
+    const auto comma = std::min(tls.find(',', at), tls.size());
+    const auto item = tls.substr(at, comma - at);
+    listed = listed || item == tl || item == "sm" || item == "shm" || item == "mm" || (!negate && item == "all");
+    at = comma + 1;
+  }
+  return negate ? !listed : listed;
+}
+
+std::vector<std::uint8_t> pack(const address& a) {
+  std::vector<std::uint8_t> out(8);
+  std::memcpy(out.data(), &address_magic, 8);
+  put_field(out, a.ucx.data(), static_cast<std::uint32_t>(a.ucx.size()));
+  put_field(out, a.host.data(), static_cast<std::uint32_t>(a.host.size()));
+  return out;
+}
+
+address unpack(const std::vector<std::uint8_t>& in, int rank) {
+  std::size_t at = 0;
+  auto take = [&](void* dst, std::size_t n) {
+    check(at + n <= in.size(), "rendezvous: rank " + std::to_string(rank) + "'s address is truncated");
+    std::memcpy(dst, in.data() + at, n);
+    at += n;
+  };
+  std::uint64_t magic = 0;
+  take(&magic, 8);
+  check(magic == address_magic, "rendezvous: rank " + std::to_string(rank) + "'s address is not a gradwire address");
+  address a;
+  auto take_field = [&](auto& dst) {
+    std::uint32_t n = 0;
+    take(&n, 4);
+    check(n <= in.size() - at, "rendezvous: rank " + std::to_string(rank) + "'s address is truncated");
+    dst.resize(n);
+    take(dst.data(), n);
+  };
+  take_field(a.ucx);
+  take_field(a.host);
+  return a;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+} // namespace gradwire::transport::ucx_setup

@@ -1,0 +1,43 @@
+#pragma once
+/// @file ucx_setup.hpp
+/// Opening UCX for a link (internal to transport/): the context and worker
+/// with the options' transports and FIFO element size, and the address a
+/// rank publishes at the rendezvous (its UCX worker address and its host,
+/// so peers know who shares the node). Every byte of a peer's address is
+/// checked before UCX sees it.
+
+#include "transport/ucx_link.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradwire::transport::ucx_setup {
+
+/// Throws gradwire::error "UCX: what: status" unless `st` is UCS_OK.
+void check_status(ucs_status_t st, const char* what);
+
+/// A context with active messages and wake-ups, and one single-threaded
+/// worker. UCX reads the FIFO element size from the environment (UCX 1.13
+/// refuses that name from ucp_config_modify): it is set here, under a
+/// lock, for the shared-memory transports `opts.tls` opens, unless the
+/// user set it first.
+void open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker);
+
+/// Whether a UCX_TLS list ("posix,cma", "sm", "^tcp", "all") opens the
+/// shared-memory transport `tl` ("posix" or "sysv").
+bool tls_includes(const std::string& tls, const std::string& tl);
+
+/// What a rank's rendezvous address carries.
+struct address {
+  std::vector<std::uint8_t> ucx; ///< the UCX worker address
+  std::string host;              ///< peers on the same host share memory
+};
+std::vector<std::uint8_t> pack(const address& a);
+/// Throws gradwire::error naming `rank` when `in` is not a whole address.
+address unpack(const std::vector<std::uint8_t>& in, int rank);
+std::string host_name();
+
+} // namespace gradwire::transport::ucx_setup
