@@ -21,8 +21,8 @@
 // reported, since this 2-core VM drifts 20-30% over a minute.
 #include "actors/system_config.hpp"
 #include "models/dataset.hpp"
-#include "scheduler/step_breakdown.hpp"
-#include "scheduler/topology.hpp"
+#include "scheduler/app/step_breakdown.hpp"
+#include "scheduler/runtime/topology.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>

@@ -4,7 +4,7 @@
 #include "actors/ring_peer.hpp"
 #include "models/dataset.hpp"
 #include "reference.hpp"
-#include "scheduler/step_breakdown.hpp"
+#include "scheduler/app/step_breakdown.hpp"
 #include "topology_support.hpp"
 
 #include <catch2/catch.hpp>

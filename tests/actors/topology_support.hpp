@@ -5,7 +5,7 @@
 #include "models/batcher.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
-#include "scheduler/topology.hpp"
+#include "scheduler/runtime/topology.hpp"
 
 #include <catch2/catch.hpp>
 

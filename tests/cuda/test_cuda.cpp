@@ -7,7 +7,7 @@
 #include "models/trainer.hpp"
 #include "actor_env.hpp"
 #include "reference.hpp"
-#include "scheduler/topology.hpp"
+#include "scheduler/runtime/topology.hpp"
 
 #include <catch2/catch.hpp>
 

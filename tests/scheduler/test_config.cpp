@@ -1,6 +1,6 @@
 // Config parsing: defaults, overrides, and errors that say where and what.
 #include "kernels/error.hpp"
-#include "scheduler/config.hpp"
+#include "scheduler/app/config.hpp"
 
 #include <catch2/catch.hpp>
 

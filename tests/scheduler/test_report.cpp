@@ -1,11 +1,11 @@
 // gradwire report: report.html with tables and gnuplot plots for a run and
 // for a sweep; without gnuplot the tables remain and the page says why.
 #include "kernels/error.hpp"
-#include "scheduler/config.hpp"
-#include "scheduler/plot.hpp"
-#include "scheduler/report.hpp"
-#include "scheduler/sweep.hpp"
-#include "scheduler/topology_run.hpp"
+#include "scheduler/app/config.hpp"
+#include "scheduler/app/plot.hpp"
+#include "scheduler/app/report.hpp"
+#include "scheduler/app/sweep.hpp"
+#include "scheduler/app/topology_run.hpp"
 
 #include "temp_dir.hpp"
 

@@ -1,10 +1,10 @@
 // A whole run through the scheduler: the results folder is complete and
 // consistent, interrupts keep what was written, bad data is a clear error.
 #include "kernels/error.hpp"
-#include "scheduler/config.hpp"
-#include "scheduler/topology_run.hpp"
-#include "scheduler/results.hpp"
-#include "scheduler/single_run.hpp"
+#include "scheduler/app/config.hpp"
+#include "scheduler/app/topology_run.hpp"
+#include "scheduler/app/results.hpp"
+#include "scheduler/app/single_run.hpp"
 
 #include "temp_dir.hpp"
 

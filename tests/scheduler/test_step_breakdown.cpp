@@ -1,6 +1,6 @@
 // The split of a lockstep topology's step time into compute, imbalance
 // (waiting for a slower worker's compute) and exchange.
-#include "scheduler/step_breakdown.hpp"
+#include "scheduler/app/step_breakdown.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,9 +1,9 @@
 // trace.json: bounded per actor, valid JSON however the run ends, merged
 // across ranks, and spans that describe what the actors did.
 #include "actors/trace.hpp"
-#include "scheduler/config.hpp"
-#include "scheduler/topology_run.hpp"
-#include "scheduler/trace_file.hpp"
+#include "scheduler/app/config.hpp"
+#include "scheduler/app/topology_run.hpp"
+#include "scheduler/app/trace_file.hpp"
 
 #include "temp_dir.hpp"
 

@@ -1,0 +1,49 @@
+#include "actors/barrier.hpp"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace gradwire::actors {
+
+caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
+  return sys.spawn([cfg](caf::event_based_actor* self) -> caf::behavior {
+    auto waiting = std::make_shared<std::map<int, std::map<int, caf::actor>>>(); // epoch -> rank -> waiter
+    auto try_release = [=](int epoch) {
+      auto& w = (*waiting)[epoch];
+      for (int r = 0; r < cfg.ranks; ++r)
+        if (!w.count(r) && !(cfg.is_down && cfg.is_down(r)))
+          return;
+      // The other ranks first: across processes a proxy hands its frame to
+      // the link on this thread, so they are in flight before this rank's
+      // own waiter can go on to close the link (which waits for frames in
+      // flight, not for ones not yet sent).
+      for (auto& [r, a] : w)
+        if (r != cfg.me)
+          self->send(a, barrier_release_atom::value, epoch);
+      if (auto it = w.find(cfg.me); it != w.end())
+        self->send(it->second, barrier_release_atom::value, epoch);
+      waiting->erase(epoch);
+    };
+    return {
+      [=](barrier_atom, int epoch, int rank, caf::actor waiter) {
+        (*waiting)[epoch][rank] = std::move(waiter);
+        try_release(epoch);
+      },
+      [=](barrier_recheck_atom, int epoch) {
+        if (waiting->count(epoch))
+          try_release(epoch);
+      },
+      [=](barrier_missing_atom, int epoch) {
+        std::string names;
+        auto& w = (*waiting)[epoch];
+        for (int r = 0; r < cfg.ranks; ++r)
+          if (!w.count(r))
+            names += (names.empty() ? "" : ", ") + std::to_string(r);
+        return names;
+      },
+    };
+  });
+}
+
+} // namespace gradwire::actors

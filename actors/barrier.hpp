@@ -1,0 +1,34 @@
+#pragma once
+/// @file barrier.hpp
+/// The job barrier's root: an actor every rank's waiter sends
+/// (barrier_atom, epoch, rank, waiter) to. It releases an epoch's waiters
+/// once every rank has arrived or is known to have failed (a job that
+/// carried on without a worker must still end), the other ranks first.
+/// It answers (barrier_missing_atom, epoch) with the ranks not yet there.
+/// Across processes it is published in transport::slots::barrier on every
+/// rank and rank 0's is used (scheduler/runtime/job.hpp).
+
+#include <caf/all.hpp>
+
+#include <functional>
+
+namespace gradwire::actors {
+
+using barrier_atom = caf::atom_constant<caf::atom("barrier")>;
+/// Root -> waiter: (release, epoch).
+using barrier_release_atom = caf::atom_constant<caf::atom("release")>;
+/// Anyone -> root: look again whether failed ranks complete an epoch.
+using barrier_recheck_atom = caf::atom_constant<caf::atom("recheck")>;
+/// Anyone -> root: (missing, epoch) -> the ranks not arrived, "1, 3".
+using barrier_missing_atom = caf::atom_constant<caf::atom("missing")>;
+
+struct barrier_config {
+  int ranks = 1; ///< ranks that take part
+  int me = -1;   ///< this process's rank: its own waiter is released last
+  /// Whether a rank is known to have failed (then it is not waited for).
+  std::function<bool(int rank)> is_down;
+};
+
+caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg);
+
+} // namespace gradwire::actors

@@ -1,0 +1,450 @@
+#include "scheduler/app/config.hpp"
+
+#include "kernels/device.hpp"
+#include "kernels/error.hpp"
+#include "scheduler/app/config_schema.hpp"
+
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace gradwire::scheduler {
+namespace {
+
+std::string where(const std::string& source, const toml::node& n) {
+  const auto& src = n.source();
+  if (src.begin.line == 0)
+    return source;
+  return source + ":" + std::to_string(src.begin.line);
+}
+
+bool type_ok(const toml::node& n, value_type t) {
+  switch (t) {
+  case value_type::string: return n.is_string();
+  case value_type::integer: return n.is_integer();
+  case value_type::number: return n.is_number();
+  case value_type::boolean: return n.is_boolean();
+  case value_type::int_list: {
+    const auto* arr = n.as_array();
+    if (arr == nullptr)
+      return false;
+    for (const auto& e : *arr)
+      if (!e.is_integer())
+        return false;
+    return true;
+  }
+  }
+  return false;
+}
+
+/// Checks one leaf against the schema; `loc` prefixes every message.
+void check_leaf(const std::string& key, const toml::node& n, const std::string& loc) {
+  const auto* spec = find_key(key);
+  if (spec == nullptr) {
+    auto near = nearest_key(key);
+    throw error(loc + ": unknown key '" + key + "'" +
+                (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                "; `gradwire keys` lists every key");
+  }
+  if (!type_ok(n, spec->type))
+    throw error(loc + ": " + key + " must be " + to_string(spec->type));
+  if (!spec->allowed.empty()) {
+    const auto v = n.value<std::string>().value_or("");
+    if (std::find(spec->allowed.begin(), spec->allowed.end(), v) == spec->allowed.end()) {
+      std::string all;
+      for (const auto& a : spec->allowed)
+        all += (all.empty() ? "" : ", ") + a;
+      auto near = nearest_of(v, spec->allowed);
+      throw error(loc + ": " + key + " = \"" + v + "\" is not one of: " + all +
+                  (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    }
+  }
+}
+
+void walk(const toml::table& t, const std::string& prefix, const std::string& source) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table()) {
+      check(key != "nodes", where(source, v) + ": write [[nodes]] (an array of tables, one per group of workers), not [nodes]");
+      bool known_section = false;
+      for (const auto& s : config_schema())
+        known_section = known_section || s.key.rfind(key + ".", 0) == 0;
+      if (!known_section) {
+        std::vector<std::string> sections;
+        for (const auto& s : config_schema())
+          sections.push_back(s.key.substr(0, s.key.find('.')));
+        auto near = nearest_of(key, sections);
+        throw error(where(source, v) + ": unknown section [" + key + "]" +
+                    (near.empty() ? "" : " (did you mean [" + near + "]?)"));
+      }
+      walk(*sub, key, source);
+    } else if (const auto* arr = v.as_array(); arr && key == "nodes") {
+      // [[nodes]]: an array of tables, each checked against nodes.*
+      for (const auto& elem : *arr) {
+        const auto* group = elem.as_table();
+        check(group != nullptr, where(source, elem) + ": [[nodes]] entries must be tables");
+        walk(*group, key, source);
+      }
+    } else {
+      check_leaf(key, v, where(source, v));
+    }
+  }
+}
+
+/// Sets dotted `key` in `root` to the value parsed from `text` (TOML syntax,
+/// or a bare word taken as a string).
+void apply_override(toml::table& root, const std::string& arg, std::set<std::string>& overridden) {
+  const auto eq = arg.find('=');
+  check(eq != std::string::npos && eq > 0, "--set " + arg + ": expected key=value");
+  const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", text}};
+  }
+  const toml::node& value = *parsed.get("v");
+  const std::string loc = "--set " + arg;
+  // A bare word for a string key ("--set model.kind=lenet5") is that string.
+  if (const auto* spec = find_key(key); spec && spec->type == value_type::string && !value.is_string())
+    parsed.insert_or_assign("v", text);
+  check_leaf(key, *parsed.get("v"), loc);
+  toml::table* t = &root;
+  std::size_t start = 0;
+  for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = key.substr(start, dot - start);
+    if (!t->contains(part))
+      t->insert(part, toml::table{});
+    t = t->get(part)->as_table();
+    check(t != nullptr, loc + ": " + part + " is not a table");
+  }
+  t->insert_or_assign(key.substr(start), *parsed.get("v"));
+  overridden.insert(key);
+}
+
+/// Reads `key` from the merged table, falling back to the schema default.
+struct reader {
+  const toml::table& root;
+  const std::string& source;
+  const std::set<std::string>& overridden; // keys set by --set
+  std::map<std::string, toml::table> defaults; // parsed schema defaults, kept alive
+
+  const toml::node& get(const std::string& key) {
+    if (const auto* n = root.at_path(key).node())
+      return *n;
+    auto it = defaults.find(key);
+    if (it == defaults.end()) {
+      const auto* spec = find_key(key);
+      check(spec != nullptr, "internal: no schema entry for " + key);
+      it = defaults.emplace(key, toml::parse("v = " + spec->default_value)).first;
+    }
+    return *it->second.get("v");
+  }
+  std::string loc(const std::string& key) {
+    if (overridden.count(key))
+      return "--set " + key;
+    if (const auto* n = root.at_path(key).node())
+      return where(source, *n) + ": " + key;
+    return source + ": " + key + " (default)";
+  }
+  std::string str(const std::string& key) { return get(key).value<std::string>().value_or(""); }
+  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
+    auto v = get(key).value<std::int64_t>().value_or(0);
+    check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  double number(const std::string& key, double lo, double hi) {
+    auto v = get(key).value<double>().value_or(0);
+    check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+  bool boolean(const std::string& key) { return get(key).value<bool>().value_or(false); }
+};
+
+} // namespace
+
+namespace {
+
+/// Calls fn(dotted key, value) for every non-table value under `t`
+/// ("a" = { b = 1 } and "a.b" = 1 both give "a.b").
+void for_each_leaf(const toml::table& t, const std::function<void(const std::string&, const toml::node&)>& fn,
+                   const std::string& prefix = "") {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table())
+      for_each_leaf(*sub, fn, key);
+    else
+      fn(key, v);
+  }
+}
+
+} // namespace
+
+run_config parse_config(const std::string& text, const std::string& source,
+                        const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw error(source + ":" + std::to_string(e.source().begin.line) + ":" +
+                std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                std::string(e.description()));
+  }
+  // [sweep]: "key" = [values] (a grid for `gradwire run`), kept apart from the run's own keys.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep, variants;
+  std::vector<std::uint32_t> variant_lines;
+  auto toml_text = [](const toml::node& n) {
+    std::ostringstream os;
+    n.visit([&](const auto& x) { os << x; });
+    return os.str();
+  };
+  auto check_key = [&](const std::string& key, const toml::node& at, const std::string& what) {
+    if (find_key(key))
+      return;
+    std::vector<std::string> all;
+    for (const auto& s : config_schema())
+      all.push_back(s.key);
+    auto near = nearest_of(key, all);
+    throw error(where(source, at) + ": " + what + " unknown key '" + key + "'" +
+                (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  };
+  if (auto* sw = root.get("sweep"); sw && sw->is_table()) {
+    if (auto* vs = sw->as_table()->get("variants")) {
+      // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
+      check(vs->is_table() && !vs->as_table()->empty(),
+            where(source, *vs) + ": write [sweep.variants] as \"label\" = { \"key\" = value, ... }");
+      for (const auto& [label, v] : *vs->as_table()) {
+        check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
+                              " must be a table of \"key\" = value");
+        std::vector<std::string> sets;
+        for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
+          check_key(key, x, "[sweep.variants] " + std::string(label.str()) + ":");
+          sets.push_back(key + "=" + toml_text(x));
+        });
+        check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
+        variants.emplace_back(std::string(label.str()), std::move(sets));
+        variant_lines.push_back(v.source().begin.line);
+      }
+      // toml++ keeps keys sorted: put the variants back in file order.
+      std::vector<std::pair<std::uint32_t, std::size_t>> order;
+      for (std::size_t i = 0; i < variants.size(); ++i)
+        order.emplace_back(variant_lines[i], i);
+      std::sort(order.begin(), order.end());
+      decltype(variants) sorted;
+      for (const auto& [line, i] : order)
+        sorted.push_back(std::move(variants[i]));
+      variants = std::move(sorted);
+      sw->as_table()->erase("variants");
+    }
+  }
+  if (auto* sw = root.get("sweep")) {
+    check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
+    std::vector<std::pair<std::uint32_t, std::size_t>> order; // file order, as for the variants
+    for_each_leaf(*sw->as_table(), [&](const std::string& key, const toml::node& v) {
+      const auto* arr = v.as_array();
+      check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
+      check_key(key, v, "[sweep]");
+      std::vector<std::string> values;
+      for (const auto& e : *arr)
+        values.push_back(toml_text(e));
+      order.emplace_back(v.source().begin.line, sweep.size());
+      sweep.emplace_back(key, std::move(values));
+    });
+    std::sort(order.begin(), order.end());
+    decltype(sweep) sorted;
+    for (const auto& [line, i] : order)
+      sorted.push_back(std::move(sweep[i]));
+    sweep = std::move(sorted);
+    root.erase("sweep");
+  }
+  walk(root, "", source);
+  std::set<std::string> overridden;
+  for (const auto& o : overrides)
+    apply_override(root, o, overridden);
+
+  reader r{root, source, overridden, {}};
+  run_config c;
+  c.source = source;
+  c.name = r.str("experiment.name");
+  check(!c.name.empty() && c.name.find('/') == std::string::npos,
+        r.loc("experiment.name") + " must be a non-empty name without '/'");
+  c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed", 0, INT64_MAX));
+  c.out = r.str("experiment.out");
+  if (c.out.empty())
+    c.out = "results/" + c.name;
+
+  c.model.kind = r.str("model.kind");
+  c.model.hidden.clear();
+  const auto& hidden = r.get("model.hidden");
+  for (const auto& e : *hidden.as_array()) {
+    auto w = e.value<std::int64_t>().value_or(0);
+    check(w > 0 && w <= 65536, r.loc("model.hidden") + ": widths must be in [1, 65536], got " + std::to_string(w));
+    c.model.hidden.push_back(static_cast<int>(w));
+  }
+
+  c.dataset = r.str("data.dataset");
+  c.data_path = r.str("data.path");
+  c.if_missing = r.str("data.if_missing");
+  c.train_subset = r.integer("data.train_subset", 0, INT64_MAX);
+  c.test_subset = r.integer("data.test_subset", 0, INT64_MAX);
+  c.synthetic_train = r.integer("data.synthetic_train", 1, 10'000'000);
+  c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
+  c.normalize = r.boolean("data.normalize");
+
+  c.epochs = static_cast<int>(r.integer("train.epochs", 1, 100000));
+  c.max_steps = r.integer("train.max_steps", 0, INT64_MAX);
+  c.batch_size = static_cast<int>(r.integer("train.batch_size", 1, 1 << 20));
+  c.opt.kind = r.str("train.optimizer");
+  c.opt.lr = static_cast<float>(r.number("train.lr", 1e-12, 1e6));
+  c.opt.momentum = static_cast<float>(r.number("train.momentum", 0, 0.999999));
+  c.opt.nesterov = r.boolean("train.nesterov");
+  c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay", 0, 1));
+  c.target_accuracy = r.number("train.target_accuracy", 0, 1);
+  c.threads = static_cast<int>(r.integer("train.threads", 1, 256));
+  c.parallelism = r.str("train.parallelism");
+  c.device = r.str("train.device");
+  try {
+    kernels::parse_device(c.device);
+  } catch (const error& e) {
+    throw error(r.loc("train.device") + ": " + e.what());
+  }
+  c.topology = r.str("topology.kind");
+  c.mode = r.str("topology.mode");
+  c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
+  c.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
+  c.staleness_lr = r.boolean("topology.staleness_lr");
+  c.local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
+  c.staleness_bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
+  c.dc_lambda = r.number("topology.dc_lambda", 0, 1e6);
+  c.push_pull = r.boolean("topology.push_pull");
+  c.backup_workers = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
+  check(c.backup_workers < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(c.backup_workers) +
+                                        " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
+  c.bucket_kb = static_cast<int>(r.integer("topology.bucket_kb", 1, 1 << 22));
+  c.chunk_kb = static_cast<int>(r.integer("topology.chunk_kb", 1, 1 << 22));
+  c.overlap = r.boolean("topology.overlap");
+  c.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
+  check(c.balance_every == 0 || c.topology == "ring" || c.topology == "hierarchical",
+        r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
+                                          "(topology.kind ring or hierarchical), not " + c.topology);
+  c.group_size = static_cast<int>(r.integer("topology.group_size", 1, 1024));
+  c.gossip = r.str("topology.gossip");
+  c.graph = r.str("topology.graph");
+  c.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
+  c.same_init = r.boolean("topology.same_init");
+  c.sharded_update = r.boolean("topology.sharded_update");
+  c.shard_placement = r.str("topology.shard_placement");
+  c.transport_tls = r.str("transport.tls");
+  c.spin_us = static_cast<int>(r.integer("transport.spin_us", 0, 10000000));
+  c.progress_nice = static_cast<int>(r.integer("transport.progress_nice", -1, 19));
+  c.shm_refs = r.boolean("transport.shm_refs");
+  c.peer_timeout_ms = static_cast<int>(r.integer("transport.peer_timeout_ms", 100, 86400000));
+  c.latency_us = r.number("transport.latency_us", 0, 1e7);
+  c.bandwidth_gbps = r.number("transport.bandwidth_gbps", 0, 1e4);
+  if (const auto* groups = root.get_as<toml::array>("nodes")) {
+    int total = 0;
+    for (std::size_t i = 0; i < groups->size(); ++i) {
+      const auto& t = *groups->get(i)->as_table();
+      const std::string loc = where(source, *groups->get(i)) + ": [[nodes]] #" + std::to_string(i + 1);
+      node_group g;
+      g.name = t["name"].value_or(std::string("group") + std::to_string(i));
+      g.count = static_cast<int>(t["count"].value_or(std::int64_t{1}));
+      g.slowdown = t["slowdown"].value_or(1.0);
+      g.batch_size = static_cast<int>(t["batch_size"].value_or(std::int64_t{0}));
+      g.delay_ms = t["delay_ms"].value_or(0.0);
+      g.jitter_ms = t["jitter_ms"].value_or(0.0);
+      g.device = t["device"].value_or(std::string());
+      g.threads = static_cast<int>(t["threads"].value_or(std::int64_t{0}));
+      if (!g.device.empty()) {
+        try {
+          kernels::parse_device(g.device);
+        } catch (const std::exception& e) {
+          throw error(loc + ": device: " + e.what());
+        }
+      }
+      check(g.threads >= 0 && g.threads <= 256, loc + ": threads must be in [0, 256]");
+      check(g.delay_ms >= 0 && g.delay_ms <= 1e6 && g.jitter_ms >= 0 && g.jitter_ms <= 1e6,
+            loc + ": delay_ms and jitter_ms must be in [0, 1000000]");
+      check(g.count >= 1 && g.count <= 1024, loc + ": count must be in [1, 1024]");
+      check(g.slowdown >= 1.0 && g.slowdown <= 1000.0, loc + ": slowdown must be in [1, 1000]");
+      check(g.batch_size >= 0 && g.batch_size <= (1 << 20), loc + ": batch_size must be in [0, 1048576]");
+      total += g.count;
+      c.nodes.push_back(g);
+    }
+    check(total == c.workers, source + ": the [[nodes]] groups describe " + std::to_string(total) +
+                                " worker(s) but topology.workers = " + std::to_string(c.workers));
+    check(c.topology != "single",
+          source + ": [[nodes]] needs several workers: a topology.kind other than \"single\"");
+  }
+  c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
+  c.trace = r.boolean("experiment.trace");
+  c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
+  c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
+  c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
+
+  // Resolved config: every schema key with its effective value.
+  toml::table resolved;
+  for (const auto& k : config_schema()) {
+    if (k.key.rfind("nodes.", 0) == 0)
+      continue; // per group, below
+    const auto dot = k.key.find('.');
+    const auto section = k.key.substr(0, dot);
+    if (!resolved.contains(section))
+      resolved.insert(section, toml::table{});
+    resolved.get(section)->as_table()->insert_or_assign(k.key.substr(dot + 1), r.get(k.key));
+  }
+  resolved["experiment"].as_table()->insert_or_assign("out", c.out);
+  if (!c.nodes.empty()) {
+    toml::array groups;
+    for (const auto& g : c.nodes)
+      groups.push_back(toml::table{{"name", g.name}, {"count", g.count}, {"slowdown", g.slowdown},
+                                   {"batch_size", g.batch_size}, {"delay_ms", g.delay_ms},
+                                   {"jitter_ms", g.jitter_ms}, {"device", g.device}, {"threads", g.threads}});
+    resolved.insert_or_assign("nodes", std::move(groups));
+  }
+  std::ostringstream os;
+  os << resolved;
+  c.resolved_toml = os.str() + "\n";
+  c.sweep = std::move(sweep);
+  c.sweep_variants = std::move(variants);
+  return c;
+}
+
+run_config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  check(in.good(), "cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, overrides);
+}
+
+std::string describe_keys() {
+  std::ostringstream os;
+  std::string section;
+  for (const auto& k : config_schema()) {
+    auto s = k.key.substr(0, k.key.find('.'));
+    if (s != section) {
+      os << (section.empty() ? "" : "\n") << "[" << s << "]\n";
+      section = s;
+    }
+    os << "  " << k.key.substr(k.key.find('.') + 1) << " = " << k.default_value;
+    os << std::string(k.key.size() + k.default_value.size() < 34 ? 34 - k.key.size() - k.default_value.size() : 1, ' ');
+    os << "# " << k.doc;
+    if (!k.allowed.empty()) {
+      os << " (";
+      for (std::size_t i = 0; i < k.allowed.size(); ++i)
+        os << (i ? " | " : "") << k.allowed[i];
+      os << ")";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,162 @@
+#include "scheduler/app/config_schema.hpp"
+
+#include <algorithm>
+
+namespace gradwire::scheduler {
+
+const std::vector<key_spec>& config_schema() {
+  using vt = value_type;
+  static const std::vector<key_spec> schema = {
+    {"experiment.name", vt::string, "\"default\"", {}, "name of the run; also the default results folder name"},
+    {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding"},
+    {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
+    {"experiment.trace", vt::boolean, "true", {}, "write trace.json: spans per actor (compute, exchange, wait, apply, ring send/reduce) for Perfetto or chrome://tracing"},
+    {"experiment.trace_spans", vt::integer, "20000", {}, "spans kept per actor in trace.json (a ring buffer: the last ones; bounds the file)"},
+
+    {"model.kind", vt::string, "\"mlp\"", {"mlp", "lenet5", "resnet20", "resnet32", "resnet44", "resnet56"}, "network"},
+    {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},
+
+    {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar"},
+     "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3)"},
+    {"data.path", vt::string, "\"\"", {}, "folder with the dataset files (default: /usr/share/datasets/fashion-mnist for fashion-mnist)"},
+    {"data.train_subset", vt::integer, "0", {}, "use only the first N training samples (0 = all)"},
+    {"data.test_subset", vt::integer, "0", {}, "evaluate on only the first N test samples (0 = all)"},
+    {"data.synthetic_train", vt::integer, "10000", {}, "training samples of a synthetic dataset"},
+    {"data.synthetic_test", vt::integer, "2000", {}, "test samples of a synthetic dataset"},
+    {"data.if_missing", vt::string, "\"error\"", {"error", "synthetic"},
+     "when the dataset's files are absent: stop with an error, or train on synthetic data of the same shape (said on stderr and in summary.json's dataset)"},
+    {"data.normalize", vt::boolean, "true", {}, "standardise pixels with the training set's mean and std (else pixels / 255)"},
+
+    {"train.epochs", vt::integer, "5", {}, "passes over the training set"},
+    {"train.max_steps", vt::integer, "0", {}, "stop after this many steps (0 = no limit)"},
+    {"train.batch_size", vt::integer, "64", {}, "samples per step per worker"},
+    {"train.optimizer", vt::string, "\"sgd\"", {"sgd", "adam"}, "optimizer"},
+    {"train.lr", vt::number, "0.05", {}, "learning rate"},
+    {"train.momentum", vt::number, "0.9", {}, "SGD momentum"},
+    {"train.nesterov", vt::boolean, "false", {}, "SGD Nesterov momentum"},
+    {"train.weight_decay", vt::number, "0.0", {}, "L2 weight decay"},
+    {"train.target_accuracy", vt::number, "0.0", {}, "report time_to_target when test accuracy reaches this (0 = off)"},
+    {"train.threads", vt::integer, "1", {}, "CPU threads per worker"},
+    {"train.parallelism", vt::string, "\"auto\"", {"auto", "batch", "layer"},
+     "how a worker uses its threads: batch = micro-batch replicas, layer = split GEMMs; auto = layer for MLPs, batch for conv nets"},
+    {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
+    {"topology.kind", vt::string, "\"single\"", {"single", "parameter-server", "local-sgd", "ring", "hierarchical", "gossip"},
+     "single: one worker, no actors; parameter-server: workers and shards; local-sgd: parameters averaged every local_steps; "
+     "ring: ring allreduce of gradients; hierarchical: ring within groups, then across group leaders; gossip: decentralised neighbour averaging"},
+    {"topology.local_steps", vt::integer, "8", {}, "local-sgd: steps each worker takes on its own between averages (H)"},
+    {"topology.mode", vt::string, "\"sync\"", {"sync", "async", "ssp"},
+     "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound"},
+    {"topology.staleness_bound", vt::integer, "2", {}, "ssp: a worker at step c waits until every worker has done c - bound steps"},
+    {"topology.workers", vt::integer, "2", {}, "parameter-server: number of workers"},
+    {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards"},
+    {"topology.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
+    {"topology.dc_lambda", vt::number, "0.0", {}, "async: DC-ASGD delay compensation g + lambda*g*g*(w - w_read) (0 = off; try 0.04)"},
+    {"topology.push_pull", vt::boolean, "true", {}, "async parameter-server: a push's reply carries the shard's parameters after it, so each step is one round trip (ps-lite's ZPushPull); false: a separate pull before each step"},
+    {"topology.backup_workers", vt::integer, "0", {}, "sync parameter-server: apply the first workers - b gradients of each step, drop the b slowest"},
+    {"topology.bucket_kb", vt::integer, "4096", {}, "ring, hierarchical: gradient bucket size in KiB (buckets are allreduced separately)"},
+    {"topology.chunk_kb", vt::integer, "1024", {}, "ring, hierarchical: largest message in KiB (a bucket's segments are cut into chunks that pipeline)"},
+    {"topology.shard_placement", vt::string, "\"rank0\"", {"rank0", "spread"},
+     "across processes: parameter-server shards all on rank 0 (with the coordinator), or shard i on rank i mod processes (spread)"},
+    {"topology.sharded_update", vt::boolean, "true", {}, "ring without overlap: each worker applies the optimizer only to the chunks it owns after the reduce-scatter and the ring all-gathers parameters (1/N of the update per worker; the same model)"},
+    {"topology.overlap", vt::boolean, "false", {}, "ring, hierarchical: start a bucket's allreduce while backward still runs"},
+    {"topology.balance_every", vt::integer, "0", {}, "ring, hierarchical: every N steps re-split the global batch (the workers' batches summed) in proportion to each worker's measured speed, so fast workers do not wait for slow ones (0 = fixed batches)"},
+    {"topology.group_size", vt::integer, "2", {}, "hierarchical: workers per group (consecutive ranks; the last group may be smaller)"},
+    {"topology.gossip", vt::string, "\"dpsgd\"", {"dpsgd", "adpsgd"},
+     "gossip: dpsgd = every step average with all graph neighbours (lock step); adpsgd = average with one random neighbour, asynchronously"},
+    {"topology.graph", vt::string, "\"ring\"", {"ring", "torus", "random", "complete"}, "gossip: the communication graph"},
+    {"topology.degree", vt::integer, "3", {}, "gossip, random graph: neighbours per worker (at least; a ring keeps it connected)"},
+    {"topology.same_init", vt::boolean, "true", {}, "false: every worker starts from its own random initialisation (seed + rank)"},
+    {"nodes.name", vt::string, "\"\"", {}, "[[nodes]]: a group of workers: its name (default group<i>)"},
+    {"nodes.count", vt::integer, "1", {}, "[[nodes]]: workers in the group (the groups' counts add up to topology.workers)"},
+    {"nodes.slowdown", vt::number, "1.0", {}, "[[nodes]]: compute-time multiplier emulating a slower node (1 = full speed)"},
+    {"nodes.batch_size", vt::integer, "0", {}, "[[nodes]]: the group's batch size (0 = train.batch_size)"},
+    {"nodes.delay_ms", vt::number, "0.0", {}, "[[nodes]]: fixed delay added to every step (ms), e.g. a slow link or a busy node"},
+    {"nodes.device", vt::string, "\"\"", {}, "[[nodes]]: the group's device, \"cpu\" or \"cuda:N\" (\"\" = train.device): CPU and GPU workers mix in one job"},
+    {"nodes.threads", vt::integer, "0", {}, "[[nodes]]: CPU threads per worker of the group (0 = train.threads)"},
+    {"nodes.jitter_ms", vt::number, "0.0", {}, "[[nodes]]: plus a uniform random delay of 0 .. jitter_ms per step"},
+    {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice)"},
+    {"transport.shm_refs", vt::boolean, "true", {}, "across processes on one node: ring chunks, pushed gradients, gossip snapshots and replies (a shard's parameters) travel as references into the sender's shared memory and are read where they lie (no copy); false: every frame is copied"},
+    {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},
+    {"transport.progress_nice", vt::integer, "-1", {}, "across processes: nice value of the link's progress thread, 0-19 (-1: 19 when the workers poll the link while they wait, as when the job's worker threads fit the cores, else 0); at the workers' priority each frame's wake-up preempts one"},
+    {"transport.peer_timeout_ms", vt::integer, "5000", {}, "across processes: a peer silent this long (no heartbeat) is reported failed, by rank"},
+    {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)"},
+    {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)"},
+    {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
+    {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
+    {"train.eval_steps", vt::integer, "0", {}, "also evaluate every N steps (per worker), for accuracy-against-time curves (0 = only every eval_every epochs)"},
+  };
+  return schema;
+}
+
+const key_spec* find_key(const std::string& key) {
+  for (const auto& k : config_schema())
+    if (k.key == key)
+      return &k;
+  return nullptr;
+}
+
+std::string to_string(value_type t) {
+  switch (t) {
+  case value_type::string: return "a string";
+  case value_type::integer: return "an integer";
+  case value_type::number: return "a number";
+  case value_type::boolean: return "true or false";
+  case value_type::int_list: return "a list of integers";
+  }
+  return "?";
+}
+
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+} // namespace
+
+std::string nearest_of(const std::string& value, const std::vector<std::string>& options) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(3, value.size() / 2) + 1;
+  for (const auto& o : options) {
+    auto d = edit_distance(value, o);
+    // A key whose last part matches exactly is a strong hint ("lr" -> "train.lr").
+    auto dot = o.rfind('.');
+    if (dot != std::string::npos && value.size() > 0 && o.substr(dot + 1) == value.substr(value.rfind('.') + 1))
+      d = std::min<std::size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = o;
+    }
+  }
+  return best;
+}
+
+std::string nearest_key(const std::string& key) {
+  // Names other tools use for the same setting.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+    {"learning_rate", "lr"}, {"lr_rate", "lr"}, {"num_epochs", "epochs"}, {"n_epochs", "epochs"},
+    {"batchsize", "batch_size"}, {"bs", "batch_size"}, {"seed", "seed"}, {"num_threads", "threads"},
+    {"optim", "optimizer"}, {"wd", "weight_decay"}, {"model", "kind"}, {"arch", "kind"}};
+  const auto dot = key.rfind('.');
+  const std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+  for (const auto& [alias, real] : aliases)
+    if (leaf == alias)
+      for (const auto& k : config_schema())
+        if (k.key.size() > real.size() && k.key.compare(k.key.size() - real.size() - 1, std::string::npos, "." + real) == 0)
+          return k.key;
+  std::vector<std::string> keys;
+  for (const auto& k : config_schema())
+    keys.push_back(k.key);
+  return nearest_of(key, keys);
+}
+
+} // namespace gradwire::scheduler

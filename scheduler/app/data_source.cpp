@@ -1,0 +1,81 @@
+#include "scheduler/app/data_source.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace gradwire::scheduler {
+
+namespace {
+
+data_pair load_named(const run_config& cfg) {
+  data_pair d;
+  const auto& ds = cfg.dataset;
+  if (ds == "fashion-mnist" || ds == "mnist") {
+    std::string dir = cfg.data_path;
+    if (dir.empty()) {
+      check(ds == "fashion-mnist", "data.dataset = \"mnist\" needs data.path (a folder with the "
+                                   "MNIST IDX files) in " + cfg.source);
+      dir = models::fashion_mnist_default_dir;
+    }
+    d.train = models::load_mnist_dir(dir, true, ds);
+    d.test = models::load_mnist_dir(dir, false, ds);
+  } else if (ds == "cifar10") {
+    check(!cfg.data_path.empty(), "data.dataset = \"cifar10\" needs data.path (the folder with "
+                                  "data_batch_1.bin ... test_batch.bin) in " + cfg.source);
+    d.train = models::load_cifar10_dir(cfg.data_path, true);
+    d.test = models::load_cifar10_dir(cfg.data_path, false);
+  } else if (ds == "synthetic" || ds == "synthetic-cifar") {
+    const bool cifar = ds == "synthetic-cifar";
+    const int c = cifar ? 3 : 1, hw = cifar ? 32 : 28;
+    d.train = models::make_synthetic(cfg.synthetic_train, c, hw, hw, 10, cfg.seed);
+    d.test = models::make_synthetic(cfg.synthetic_test, c, hw, hw, 10, cfg.seed + 7919);
+    d.train.name = d.test.name = ds;
+  } else {
+    throw error("unknown dataset '" + ds + "' in " + cfg.source);
+  }
+  return d;
+}
+
+} // namespace
+
+data_pair load_data(run_config& cfg) {
+  data_pair d;
+  try {
+    d = load_named(cfg);
+  } catch (const error& e) {
+    if (cfg.if_missing != "synthetic" || cfg.dataset.rfind("synthetic", 0) == 0)
+      throw;
+    // data.if_missing = "synthetic": data of the same shape, said loudly.
+    const bool cifar = cfg.dataset == "cifar10";
+    std::fprintf(stderr, "gradwire: %s\ngradwire: using synthetic %s-shaped data instead (data.if_missing = \"synthetic\")\n",
+                 e.what(), cifar ? "CIFAR" : "MNIST");
+    cfg.dataset = cifar ? "synthetic-cifar" : "synthetic";
+    d = load_named(cfg);
+  }
+  d.train.keep_first(cfg.train_subset); // in place: head() would copy 188 MB when keeping all
+  d.test.keep_first(cfg.test_subset);
+  if (cfg.normalize) {
+    // Standardise with the training set's statistics (torchvision's
+    // Normalize): both splits, one mean and std over all pixels.
+    double s = 0, ss = 0;
+    for (float v : d.train.images) {
+      s += v;
+      ss += static_cast<double>(v) * v;
+    }
+    const double n = static_cast<double>(d.train.images.size());
+    const double mean = s / n, sd = std::sqrt(std::max(ss / n - mean * mean, 1e-12));
+    for (auto* split : {&d.train, &d.test})
+      for (float& v : split->images)
+        v = static_cast<float>((v - mean) / sd);
+  }
+  cfg.model.channels = d.train.channels;
+  cfg.model.height = d.train.height;
+  cfg.model.width = d.train.width;
+  cfg.model.classes = d.train.classes;
+  return d;
+}
+
+} // namespace gradwire::scheduler

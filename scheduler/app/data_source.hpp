@@ -1,0 +1,18 @@
+#pragma once
+/// @file data_source.hpp
+/// Loads the training and test sets a config names, and fills the model's
+/// input shape and class count from them.
+
+#include "models/dataset.hpp"
+#include "scheduler/app/config.hpp"
+
+namespace gradwire::scheduler {
+
+struct data_pair {
+  models::dataset train, test;
+};
+
+/// Loads (and subsets) the data of `cfg`; sets cfg.model's input shape.
+data_pair load_data(run_config& cfg);
+
+} // namespace gradwire::scheduler

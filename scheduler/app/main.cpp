@@ -1,0 +1,273 @@
+// gradwire: the command-line entry point.
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+#include "scheduler/runtime/bench_allreduce.hpp"
+#include "scheduler/app/config.hpp"
+#include "scheduler/runtime/launch.hpp"
+#include "scheduler/app/report.hpp"
+#include "scheduler/app/topology_run.hpp"
+#include "scheduler/app/single_run.hpp"
+#include "scheduler/app/sweep.hpp"
+#include "transport/launch_env.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_sigint(int) {
+  if (g_stop.exchange(true))
+    std::_Exit(130); // second Ctrl-C: leave at once
+}
+
+constexpr const char* run_help = R"(Train as the config file says: in this process, or across processes
+(--procs N, or as one rank of srun / mpirun: rank and size come from
+their environment, rank 0 writes the results).
+
+The config is TOML with sections [experiment], [model], [data], [train],
+[topology], [transport] and [[nodes]] groups (`gradwire keys` lists every
+key, its default and meaning). Results go to
+experiment.out (default results/<experiment.name>): summary.json,
+metrics.jsonl (one record per train.log_every steps, plus one per
+evaluation) and config.toml (the fully resolved config, to rerun exactly).
+
+Ctrl-C stops after the current step and still writes the results folder.
+
+Examples:
+  gradwire run examples/default.toml
+  gradwire run examples/lenet5.toml --set train.epochs=1 --out /tmp/lenet
+  gradwire run examples/default.toml --set train.threads=2 --set model.hidden=[512,256]
+  gradwire run examples/ring.toml --procs 2              (2 processes over UCX, one worker each)
+  srun -n 4 gradwire run examples/ring.toml --set topology.workers=4
+  gradwire run examples/ring.toml --sweep topology.workers=1,2,4,8   (scaling table))";
+
+constexpr const char* allreduce_help = R"(Every process holds one ring peer (the actor training uses); chunks
+travel between processes over UCX as Cap'n Proto headers plus zero-copy
+data frames. Rank 0 prints size, time per allreduce, algbw = size/time and
+busbw = algbw*2(n-1)/n (as nccl-tests), and a check on inputs whose sum is
+known exactly. A wrong result exits with status 4.
+
+Examples:
+  gradwire bench allreduce --procs 2
+  gradwire bench allreduce --procs 4 -b 1M -e 16M --tls tcp
+  srun -n 8 gradwire bench allreduce        (rank, size from SLURM; set MASTER_ADDR)
+  mpirun -n 2 gradwire bench allreduce)";
+
+/// Writes DIR/report.html and says where (or why there are no plots).
+void report_on(const std::string& dir) {
+  auto r = gradwire::scheduler::write_report(dir);
+  std::printf("report: %s (%zu plot(s))\n", r.html.c_str(), r.plots);
+  if (r.plots == 0)
+    std::printf("report: %s\n", r.problem.c_str());
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
+               "Run topology experiments from a config file; see `gradwire run --help`."};
+  app.require_subcommand(1);
+
+  std::string config_path, out_dir;
+  std::vector<std::string> overrides;
+  bool quiet = false;
+  auto* run = app.add_subcommand("run", "train as a config file says");
+  run->footer(run_help);
+  run->add_option("config", config_path, "experiment config (TOML)")->required();
+  run->add_option("--out,-o", out_dir, "results folder (overrides experiment.out)");
+  run->add_option("--set,-s", overrides, "override a config key: --set train.epochs=1 (repeatable)")
+    ->type_name("KEY=VALUE");
+  run->add_flag("--quiet,-q", quiet, "no progress line");
+  bool no_report = false;
+  run->add_flag("--no-report", no_report, "skip report.html and its plots at the end");
+  std::vector<std::string> sweeps;
+  run->add_option("--sweep", sweeps,
+                  "run a grid: --sweep topology.workers=1,2,4,8 (repeatable; experiment.seed values are repeats, "
+                  "averaged); writes sweep.md, sweep.csv, sweep.json")
+    ->type_name("KEY=V1,V2,...");
+  int procs = 0;
+  std::string run_procs;
+  run->add_option("--procs,-p", run_procs,
+                  "start this many local processes, one worker each, or `workers` for as many as topology.workers "
+                  "(srun/mpirun need no flag: rank and size come from their environment); with a sweep, every "
+                  "point runs across that many processes")
+    ->type_name("N|workers");
+
+  auto* bench = app.add_subcommand("bench", "benchmarks of the runtime itself");
+  bench->require_subcommand(1);
+  gradwire::scheduler::allreduce_bench_options ab;
+  std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
+  auto* allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
+  allreduce->footer(allreduce_help);
+  allreduce->add_option("-b,--minbytes", ab_min, "smallest size (256K)");
+  allreduce->add_option("-e,--maxbytes", ab_max, "largest size (64M)");
+  allreduce->add_option("-f,--stepfactor", ab.factor, "size factor between rows (2)");
+  allreduce->add_option("-n,--iters", ab.iters, "timed rounds per size (20)");
+  allreduce->add_option("-w,--warmup_iters", ab.warmup, "warm-up rounds per size (5)");
+  allreduce->add_option("-c,--chunk", ab_chunk, "ring pipelining chunk (1M)");
+  allreduce->add_option("--algo", ab.algo, "ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
+    ->check(CLI::IsMember({"ring", "direct", "auto"}));
+  allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
+  allreduce->add_flag("--shm-refs,!--no-shm-refs", ab.job.shm_refs,
+                      "on one node, pass chunks as references into the sender's shared memory (default: on)");
+  allreduce->add_option("--spin-us", ab.job.spin_us, "busy-poll the link this long after each event (default: 1000 when each rank has a CPU, else 3000 yielding between polls)");
+  allreduce->add_flag("--spin-yield", ab.job.spin_yield, "yield the CPU between those polls (default: when ranks share CPUs)");
+  ab.job.pin = true;
+  allreduce->add_flag("--pin,!--no-pin", ab.job.pin,
+                      "pin each rank's progress thread to CPU rank mod CPUs (default; as MPI binds ranks to cores)");
+  allreduce->add_option("--rendezvous", ab.job.rendezvous, "HOST:PORT of rank 0 (default: environment)");
+  allreduce->add_option("--procs,-p", procs, "start this many local processes (otherwise one rank of srun/mpirun)");
+
+  std::string report_dir;
+  auto* report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
+  report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
+against wall time and steps, staleness histograms, the summary and
+per-worker tables. For a sweep folder (sweep.json): the comparison table,
+accuracy and loss curves of every point overlaid, speedup and efficiency
+against workers, staleness per point. Plots need gnuplot (Debian:
+gnuplot-nox); without it the page has the tables and says so.
+`gradwire run` writes the report itself unless --no-report.
+
+Examples:
+  gradwire report results/default
+  gradwire report results/study-scaling-sweep)");
+  report->add_option("dir", report_dir, "results folder of a run or a sweep")->required();
+  auto* keys = app.add_subcommand("keys", "list every config key with its default and meaning");
+  auto* info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    // run --procs N | workers: -1 stands for "as many as topology.workers".
+    if (*run && !run_procs.empty()) {
+      if (run_procs == "workers") {
+        procs = -1;
+      } else {
+        std::size_t used = 0;
+        try {
+          procs = std::stoi(run_procs, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != run_procs.size() || procs < 1)
+          throw gradwire::error("--procs " + run_procs + ": expected a number of processes (1 or more) or `workers`");
+      }
+    }
+    // The config, read once: the sweep, the launch and the run all use it.
+    std::optional<gradwire::scheduler::run_config> base;
+    if (*run)
+      base = gradwire::scheduler::load_config(config_path, overrides);
+    const int ranks = gradwire::transport::detect_launch().size;
+    const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
+    if (!sweeps.empty() && ranks > 1)
+      throw gradwire::error("a sweep is driven by one process: run it without srun/mpirun, with --procs N or "
+                            "--procs workers for points across processes");
+    // A sweep (--sweep or a [sweep] section), in the driving process only.
+    std::vector<gradwire::scheduler::sweep_axis> axes;
+    for (const auto& s : sweeps)
+      axes.push_back(gradwire::scheduler::parse_sweep(s));
+    if (base && axes.empty() && ranks == 1 && !launched_child) {
+      if (!base->sweep_variants.empty()) { // the variants first: the slowest axis
+        gradwire::scheduler::sweep_axis v{"variant", {}, {}};
+        for (const auto& [label, sets] : base->sweep_variants) {
+          v.values.push_back(label);
+          v.sets.push_back(sets);
+        }
+        axes.push_back(std::move(v));
+      }
+      for (const auto& [key, values] : base->sweep)
+        axes.push_back({key, values, {}});
+    }
+    if (!axes.empty()) {
+      std::signal(SIGINT, on_sigint);
+      gradwire::scheduler::run_options so;
+      so.progress = !quiet;
+      so.stop = &g_stop;
+      auto sweep_dir = gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so, procs);
+      if (!no_report)
+        report_on(sweep_dir);
+      return g_stop ? 130 : 0;
+    }
+    if (base && base->topology == "single") { // one worker: one process
+      if (procs == -1)
+        procs = 0;
+      if (procs > 1)
+        throw gradwire::error(base->source + ": topology.kind = \"single\" trains one worker in one process: drop --procs " +
+                              std::to_string(procs) + ", or choose a topology of several workers (e.g. --set topology.kind=\"ring\")");
+      if (ranks > 1 && !launched_child)
+        throw gradwire::error("topology.kind = \"single\" trains one worker in one process, but this is one of " +
+                              std::to_string(ranks) + " ranks (srun/mpirun): choose a topology of several workers");
+    }
+    if (base && procs == -1) // as many processes as workers
+      procs = base->workers;
+    if (procs > 0 && !launched_child) {
+      std::vector<std::string> args;
+      for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--procs" || a == "-p")
+          ++i;
+        else if (a.rfind("--procs=", 0) != 0)
+          args.push_back(a);
+      }
+      return gradwire::scheduler::launch_local(procs, args);
+    }
+    if (*allreduce) {
+      ab.min_bytes = gradwire::scheduler::parse_bytes(ab_min, "--minbytes");
+      ab.max_bytes = gradwire::scheduler::parse_bytes(ab_max, "--maxbytes");
+      ab.chunk_bytes = gradwire::scheduler::parse_bytes(ab_chunk, "--chunk");
+      return gradwire::scheduler::bench_allreduce(ab);
+    }
+    if (*keys) {
+      std::fputs(gradwire::scheduler::describe_keys().c_str(), stdout);
+      return 0;
+    }
+    if (*report) {
+      report_on(report_dir);
+      return 0;
+    }
+    if (*info) {
+      std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\n",
+                  gradwire::kernels::built_with_cuda() ? "built" : "not built",
+                  gradwire::kernels::cuda_device_count());
+      return 0;
+    }
+    auto cfg = std::move(*base);
+    if (!out_dir.empty())
+      cfg.out = out_dir;
+    std::signal(SIGINT, on_sigint);
+    gradwire::scheduler::run_options opts;
+    opts.progress = !quiet;
+    opts.stop = &g_stop;
+    auto summary = cfg.topology != "single" ? gradwire::scheduler::run_actors(cfg, opts)
+                                                      : gradwire::scheduler::run_single(cfg, opts);
+    if (summary.contains("rank")) // a rank other than 0 of a multi-process job: rank 0 reports
+      return g_stop ? 130 : 0;
+    auto acc = summary["final_test_accuracy"];
+    std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n",
+                cfg.name.c_str(), summary["status"].get<std::string>().c_str(),
+                summary["wall_seconds"].get<double>(), summary["samples_per_sec"].get<double>(),
+                acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(),
+                cfg.out.c_str());
+    if (!no_report)
+      report_on(cfg.out);
+    return g_stop ? 130 : 0;
+  } catch (const gradwire::error& e) {
+    std::fprintf(stderr, "gradwire: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradwire: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,433 @@
+#include "scheduler/app/report.hpp"
+
+#include "kernels/error.hpp"
+#include "scheduler/app/plot.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace gradwire::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  check(static_cast<bool>(in), "cannot read " + path);
+  auto j = json::parse(in, nullptr, false);
+  check(!j.is_discarded(), path + ": not valid JSON");
+  return j;
+}
+
+/// metrics.jsonl's records; a torn last line (an interrupted run) is skipped.
+std::vector<json> read_records(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (j.is_object())
+      out.push_back(std::move(j));
+  }
+  return out;
+}
+
+double num(const json& j, const char* key, double dflt = std::nan("")) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+}
+
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    switch (c) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += c;
+    }
+  return out;
+}
+
+std::string base64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                       static_cast<unsigned char>(in[i + 2]);
+    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
+    out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+/// A JSON value as a table cell.
+std::string shown(const json& v) {
+  if (v.is_null())
+    return "n/a";
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return std::fabs(d) >= 1000 ? fmt::format("{:.0f}", d) : fmt::format("{:.4g}", d);
+  }
+  return v.dump();
+}
+
+std::string table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
+  std::string h = "<div class=\"wide\"><table><thead><tr>";
+  for (const auto& c : head)
+    h += "<th>" + esc(c) + "</th>";
+  h += "</tr></thead><tbody>\n";
+  for (const auto& r : rows) {
+    h += "<tr>";
+    for (const auto& c : r)
+      h += "<td>" + esc(c) + "</td>";
+    h += "</tr>\n";
+  }
+  return h + "</tbody></table></div>\n";
+}
+
+/// Counts per staleness value -> fraction of all.
+std::vector<std::pair<double, double>> fractions(const json& hist) {
+  std::vector<std::pair<double, double>> out;
+  if (!hist.is_array())
+    return out;
+  double total = 0;
+  for (const auto& c : hist)
+    total += c.get<double>();
+  for (std::size_t s = 0; s < hist.size(); ++s)
+    if (total > 0)
+      out.emplace_back(static_cast<double>(s), hist[s].get<double>() / total);
+  return out;
+}
+
+bool has_staleness(const json& summary) {
+  return summary.contains("staleness") && num(summary["staleness"], "count", 0) > 0 && num(summary["staleness"], "max", 0) > 0;
+}
+
+/// Training loss per worker and test accuracy, against time and steps.
+void curves(const std::vector<json>& records, const std::string& label, std::map<int, plot_series>& loss_t,
+            std::map<int, plot_series>& loss_s, plot_series& acc_t, plot_series& acc_s) {
+  for (const auto& r : records) {
+    const auto type = r.value("type", std::string());
+    if (type == "step") {
+      const int w = r.value("worker", 0);
+      auto& lt = loss_t[w];
+      auto& ls = loss_s[w];
+      lt.title = ls.title = label.empty() ? "worker " + std::to_string(w) : label;
+      lt.xy.emplace_back(num(r, "time"), num(r, "loss"));
+      ls.xy.emplace_back(num(r, "step"), num(r, "loss"));
+    } else if (type == "eval") {
+      acc_t.xy.emplace_back(num(r, "time"), 100 * num(r, "test_accuracy"));
+      acc_s.xy.emplace_back(num(r, "step"), 100 * num(r, "test_accuracy"));
+    }
+  }
+  acc_t.title = acc_s.title = label.empty() ? "test accuracy" : label;
+}
+
+std::vector<plot_series> values_of(std::map<int, plot_series>& m, std::size_t limit) {
+  std::vector<plot_series> out;
+  for (auto& [k, s] : m)
+    if (out.size() < limit)
+      out.push_back(std::move(s));
+  return out;
+}
+
+std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& records) {
+  std::map<int, plot_series> loss_t, loss_s;
+  plot_series acc_t, acc_s;
+  curves(records, "", loss_t, loss_s, acc_t, acc_s);
+  using st = plot_spec::style;
+  std::vector<plot_spec> p;
+  p.push_back({"loss_time", "training loss against wall time", "seconds", "loss", values_of(loss_t, 16), st::lines});
+  p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
+  p.push_back({"accuracy_time", "test accuracy against wall time", "seconds", "test accuracy (%)", {acc_t}, st::linespoints});
+  p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
+  // Where each worker's time went: the fast ones' waiting shows here.
+  const auto& workers = summary.value("per_worker", json::array());
+  if (workers.size() > 1 && workers.size() <= 32) {
+    plot_spec split{"time_split", "where each worker's time went", "worker", "seconds", {}, st::boxes};
+    split.box_width = 0.25;
+    split.x_tic = 1;
+    plot_series compute{"compute", {}}, exchange{"exchange (not waiting)", {}}, wait{"waiting for others", {}};
+    for (const auto& w : workers) {
+      const double r = w.value("worker", 0);
+      const double c = num(w, "compute_seconds", 0), m = num(w, "comm_seconds", 0), wt = num(w, "wait_seconds", 0);
+      compute.xy.emplace_back(r - 0.25, c);
+      exchange.xy.emplace_back(r, std::max(0.0, m - wt));
+      wait.xy.emplace_back(r + 0.25, wt);
+    }
+    split.series = {compute, exchange, wait};
+    p.push_back(std::move(split));
+  }
+  if (has_staleness(summary)) {
+    p.push_back({"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
+                 {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes});
+    const auto& pw = summary.value("per_worker", json::array());
+    if (pw.size() > 1 && pw.size() <= 16) {
+      plot_spec per{"staleness_per_worker", "staleness per worker (log scale)", "staleness (versions)", "fraction of its pushes",
+                    {}, st::linespoints};
+      per.log_y = true;
+      for (const auto& w : pw)
+        if (w.contains("staleness"))
+          per.series.push_back({fmt::format("worker {} (slowdown {:.3g})", w.value("worker", 0), w.value("slowdown", 1.0)),
+                                fractions(w["staleness"]["histogram"])});
+      p.push_back(std::move(per));
+    }
+  }
+  return p;
+}
+
+std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
+  using st = plot_spec::style;
+  plot_spec acc{"accuracy_time", "test accuracy against wall time, every point", "seconds", "test accuracy (%)", {}, st::linespoints};
+  plot_spec acc_steps{"accuracy_steps", "test accuracy against steps, every point", "step (per worker)", "test accuracy (%)",
+                      {}, st::linespoints};
+  plot_spec loss{"loss_time", "training loss (worker 0) against wall time, every point", "seconds", "loss", {}, st::lines};
+  plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
+                  "fraction of pushes", {}, st::linespoints};
+  stale.log_y = true;
+  plot_spec slow{"staleness_slowest", "staleness of the slowest workers' gradients per point (log scale)",
+                 "staleness (versions)", "fraction of their pushes", {}, st::linespoints};
+  slow.log_y = true;
+  std::map<int, std::vector<double>> thr_by_workers;
+  for (const auto& s : sweep.value("points", json::array())) {
+    auto label = s.value("sweep_point", std::string("point"));
+    if (label.rfind("variant=", 0) == 0)
+      label = label.substr(8);
+    const auto pdir = dir + "/" + s.value("point_dir", std::string());
+    std::map<int, plot_series> lt, ls;
+    plot_series at, as;
+    curves(read_records(pdir + "/metrics.jsonl"), label, lt, ls, at, as);
+    if (acc.series.size() < 24) {
+      acc.series.push_back(std::move(at));
+      acc_steps.series.push_back(std::move(as));
+      if (!lt.empty())
+        loss.series.push_back(std::move(lt.begin()->second));
+    }
+    if (has_staleness(s) && stale.series.size() < 24)
+      stale.series.push_back({label, fractions(s["staleness"]["histogram"])});
+    // Heterogeneous points: the workers with the largest slowdown, together.
+    const auto& pw = s.value("per_worker", json::array());
+    double top = 1;
+    for (const auto& w : pw)
+      top = std::max(top, w.value("slowdown", 1.0));
+    if (top > 1 && has_staleness(s) && slow.series.size() < 24) {
+      json sum = json::array();
+      for (const auto& w : pw)
+        if (w.value("slowdown", 1.0) == top && w.contains("staleness"))
+          for (std::size_t k = 0; k < w["staleness"]["histogram"].size(); ++k) {
+            while (sum.size() <= k)
+              sum.push_back(0.0);
+            sum[k] = sum[k].get<double>() + w["staleness"]["histogram"][k].get<double>();
+          }
+      slow.series.push_back({label, fractions(sum)});
+    }
+    thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
+  }
+  std::vector<plot_spec> p{acc, acc_steps, loss};
+  // Scaling: only when the worker count is what the rows differ in.
+  if (thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == thr_by_workers.size()) {
+    const int w0 = thr_by_workers.begin()->first;
+    auto mean = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v)
+        s += x;
+      return s / static_cast<double>(v.size());
+    };
+    const double t0 = mean(thr_by_workers.begin()->second);
+    plot_series speed{"measured", {}}, eff{"measured", {}};
+    for (const auto& [w, v] : thr_by_workers) {
+      const double sp = mean(v) / t0 * w0; // against w0 workers being perfectly efficient
+      speed.xy.emplace_back(w, sp);
+      eff.xy.emplace_back(w, 100 * sp / w);
+    }
+    plot_spec s{"speedup", "speedup against workers", "workers", "speedup (throughput / throughput of the fewest)", {speed}, st::linespoints};
+    s.ideal_diagonal = true;
+    plot_spec e{"efficiency", "scaling efficiency against workers", "workers", "efficiency (%)", {eff}, st::linespoints};
+    e.y_min = 0;
+    e.y_max = 110;
+    p.push_back(std::move(s));
+    p.push_back(std::move(e));
+  }
+  if (!stale.series.empty())
+    p.push_back(std::move(stale));
+  if (!slow.series.empty())
+    p.push_back(std::move(slow));
+  return p;
+}
+
+const char* style_css = R"(body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}.wide{overflow-x:auto}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.9em;margin:.5em 0}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.note{background:#fff6d6;padding:.6em;border:1px solid #e8d48a}
+figure{display:inline-block;margin:.4em;vertical-align:top;width:530px}figure img{width:100%}figcaption{font-size:.85em;color:#444}.meta{color:#666})";
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title) + "</title><style>" +
+         style_css + "</style></head><body>\n<h1>" + esc(title) + "</h1>\n" + body +
+         // Marks how many plots the browser decoded (a test reads it back from headless Chromium).
+         "<script>addEventListener('load',()=>{const i=[...document.images];document.body.dataset.plotsRendered="
+         "i.filter(x=>x.complete&&x.naturalWidth>0).length+'/'+i.length;});</script>\n</body></html>\n";
+}
+
+std::string figures(const plot_outcome& po, const std::vector<plot_spec>& specs) {
+  if (po.files.empty())
+    return "<p class=\"note\" id=\"no-plots\">" + esc(po.problem) + "</p>\n";
+  std::string h;
+  for (const auto& f : po.files) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto name = fs::path(f).stem().string();
+    std::string caption = name;
+    for (const auto& s : specs)
+      if (s.name == name)
+        caption = s.title;
+    h += "<figure class=\"plot\"><img alt=\"" + esc(caption) + "\" src=\"data:image/svg+xml;base64," + base64(ss.str()) +
+         "\"><figcaption>" + esc(caption) + " (<a href=\"plots/" + esc(name) + ".svg\">svg</a>)</figcaption></figure>\n";
+  }
+  return h;
+}
+
+std::string run_body(const std::string& dir, const json& s, report_outcome& out) {
+  const auto records = read_records(dir + "/metrics.jsonl");
+  std::string h = "<p class=\"meta\">" + esc(s.value("description", s.value("topology", std::string("single")))) + " — " +
+                  esc(s.value("status", std::string("?"))) + "</p>\n<h2>Summary</h2>\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const char* k : {"topology", "mode", "workers", "processes", "shards", "model", "parameters", "dataset", "batch_size",
+                        "threads_per_worker", "optimizer", "lr", "steps", "steps_per_worker", "samples", "wall_seconds",
+                        "train_seconds", "samples_per_sec", "final_loss", "final_test_accuracy", "final_test_loss",
+                        "target_accuracy", "time_to_target", "replica_spread", "max_clock_gap", "dropped_pushes", "lost_workers"})
+    if (s.contains(k))
+      rows.push_back({k, shown(s[k])});
+  if (s.contains("staleness"))
+    for (const char* k : {"mean", "p50", "p99", "max", "count"})
+      rows.push_back({std::string("staleness ") + k, shown(s["staleness"].value(k, json()))});
+  h += table({"key", "value"}, rows);
+  auto specs = run_plots(s, records);
+  auto po = draw_plots(dir + "/plots", specs);
+  out.plots = po.files.size();
+  out.problem = po.problem;
+  h += "<h2>Plots</h2>\n" + figures(po, specs);
+  const auto& pw = s.value("per_worker", json::array());
+  if (!pw.empty()) {
+    std::vector<std::vector<std::string>> wr;
+    for (const auto& w : pw)
+      wr.push_back({shown(w.value("worker", json())), shown(w.value("batch_size", json())), shown(w.value("slowdown", json())),
+                    shown(w.value("steps", json())), shown(w.value("samples_per_sec", json())),
+                    shown(w.value("compute_seconds", json())), shown(w.value("comm_seconds", json())),
+                    shown(w.value("wait_seconds", json())), shown(w.value("dropped_pushes", json())),
+                    w.contains("staleness") ? shown(w["staleness"].value("mean", json())) : "n/a",
+                    w.contains("staleness") ? shown(w["staleness"].value("p99", json())) : "n/a"});
+    h += "<h2>Workers</h2>\n" + table({"worker", "batch", "slowdown", "steps", "samples/s", "compute s", "comm s", "wait s",
+                                       "dropped", "staleness mean", "staleness p99"}, wr);
+  }
+  h += "<p class=\"meta\">Files: <a href=\"summary.json\">summary.json</a>, <a href=\"metrics.jsonl\">metrics.jsonl</a>, "
+       "<a href=\"config.toml\">config.toml</a>" +
+       std::string(fs::exists(dir + "/trace.json") ? ", <a href=\"trace.json\">trace.json</a> (open in ui.perfetto.dev)" : "") +
+       "</p>\n";
+  return h;
+}
+
+std::string sweep_body(const std::string& dir, const json& sw, report_outcome& out) {
+  std::string h;
+  const auto& rows = sw.value("rows", json::array());
+  if (!rows.empty()) {
+    std::vector<std::string> head;
+    for (const auto& [k, v] : rows.front().items())
+      head.push_back(k);
+    // The swept keys first, then the figures in a fixed order.
+    const std::vector<std::string> order = {"runs", "samples_per_sec", "speedup", "efficiency", "final_test_accuracy",
+                                            "time_to_target", "final_loss", "staleness_mean", "staleness_p99",
+                                            "slowest_workers_staleness_p99"};
+    std::vector<std::string> cols;
+    for (const auto& k : head)
+      if (std::find(order.begin(), order.end(), k) == order.end())
+        cols.push_back(k);
+    for (const auto& k : order)
+      if (rows.front().contains(k))
+        cols.push_back(k);
+    std::vector<std::vector<std::string>> body;
+    for (const auto& r : rows) {
+      std::vector<std::string> line;
+      for (const auto& k : cols) {
+        const auto& v = r.value(k, json());
+        if (k == "efficiency" && v.is_number())
+          line.push_back(fmt::format("{:.0f}%", 100 * v.get<double>()));
+        else if (k == "final_test_accuracy" && v.is_number())
+          line.push_back(fmt::format("{:.2f}%", 100 * v.get<double>()));
+        else
+          line.push_back(shown(v));
+      }
+      body.push_back(std::move(line));
+    }
+    h += "<h2>Comparison</h2>\n" + table(cols, body) +
+         "<p class=\"meta\">Means over repeated seeds; the spreads are in <a href=\"sweep.md\">sweep.md</a> "
+         "(also <a href=\"sweep.csv\">sweep.csv</a>, <a href=\"sweep.json\">sweep.json</a>).</p>\n";
+  }
+  auto specs = sweep_plots(dir, sw);
+  auto po = draw_plots(dir + "/plots", specs);
+  out.plots = po.files.size();
+  out.problem = po.problem;
+  h += "<h2>Plots</h2>\n" + figures(po, specs);
+  // Every point gets its own page (per-worker curves, staleness per worker), linked here.
+  h += "<h2>Points</h2>\n<table><thead><tr><th>report</th><th>settings</th><th>samples/s</th><th>test accuracy</th>"
+       "<th>time to target (s)</th></tr></thead><tbody>\n";
+  for (const auto& s : sw.value("points", json::array())) {
+    const auto pd = s.value("point_dir", std::string());
+    std::string link = esc(pd.empty() ? "?" : pd);
+    if (!pd.empty() && fs::exists(dir + "/" + pd + "/summary.json")) {
+      try {
+        write_report(dir + "/" + pd);
+        link = "<a href=\"" + esc(pd) + "/report.html\">" + esc(pd) + "</a>";
+      } catch (const std::exception&) { // a damaged point keeps the sweep's page
+      }
+    }
+    h += "<tr><td>" + link + "</td><td>" + esc(s.value("sweep_point", std::string())) + "</td><td>" +
+         esc(shown(s.value("samples_per_sec", json()))) + "</td><td>" + esc(shown(s.value("final_test_accuracy", json()))) +
+         "</td><td>" + esc(shown(s.value("time_to_target", json()))) + "</td></tr>\n";
+  }
+  return h + "</tbody></table>\n";
+}
+
+} // namespace
+
+report_outcome write_report(const std::string& dir) {
+  report_outcome out;
+  std::string html;
+  if (fs::exists(dir + "/sweep.json")) {
+    const auto sw = read_json(dir + "/sweep.json");
+    const auto& pts = sw.value("points", json::array());
+    const std::string name = pts.empty() ? std::string("sweep") : pts.front().value("name", std::string("sweep"));
+    html = page("gradwire sweep: " + name, sweep_body(dir, sw, out));
+  } else if (fs::exists(dir + "/summary.json")) {
+    const auto s = read_json(dir + "/summary.json");
+    html = page("gradwire run: " + s.value("name", std::string("run")), run_body(dir, s, out));
+  } else {
+    throw error(dir + ": neither summary.json (a run) nor sweep.json (a sweep) is here; give a results folder");
+  }
+  out.html = dir + "/report.html";
+  std::ofstream(out.html + ".tmp") << html;
+  fs::rename(out.html + ".tmp", out.html);
+  return out;
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,25 @@
+#pragma once
+/// @file single_run.hpp
+/// Runs an experiment with one worker in this process: the training loop,
+/// periodic metrics, evaluation, progress, and the results folder. (The
+/// multi-worker topologies wire actors around the same trainer.)
+
+#include "scheduler/app/config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+
+namespace gradwire::scheduler {
+
+struct run_options {
+  bool progress = true;
+  /// Set (e.g. by SIGINT) to stop after the current step; the results
+  /// folder is still written, with "status": "interrupted".
+  const std::atomic<bool>* stop = nullptr;
+};
+
+/// Trains as `cfg` says and returns summary.json's content.
+nlohmann::json run_single(run_config cfg, const run_options& opts = {});
+
+} // namespace gradwire::scheduler

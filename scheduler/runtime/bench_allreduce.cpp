@@ -1,0 +1,151 @@
+#include "scheduler/runtime/bench_allreduce.hpp"
+
+#include "actors/allreduce_driver.hpp"
+#include "actors/messages.hpp"
+#include "actors/ring_allreduce.hpp"
+#include "actors/ring_peer.hpp"
+#include "actors/system_config.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <thread>
+
+namespace gradwire::scheduler {
+
+std::size_t parse_bytes(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  check(end != text.c_str() && v > 0, what + " '" + text + "': expected a size such as 256K, 4M or 1G");
+  double mult = 1;
+  const std::string unit(end);
+  if (unit == "K" || unit == "k" || unit == "KiB")
+    mult = 1024;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else
+    check(unit.empty() || unit == "B", what + " '" + text + "': unknown unit '" + unit + "' (use K, M or G)");
+  return static_cast<std::size_t>(v * mult);
+}
+
+namespace {
+
+std::string human(std::size_t bytes) {
+  char b[32];
+  if (bytes >= (1u << 20))
+    std::snprintf(b, sizeof b, "%zuM", bytes >> 20);
+  else if (bytes >= 1024)
+    std::snprintf(b, sizeof b, "%zuK", bytes >> 10);
+  else
+    std::snprintf(b, sizeof b, "%zu", bytes);
+  return b;
+}
+
+} // namespace
+
+int bench_allreduce(const allreduce_bench_options& o) {
+  check(o.min_bytes >= 4 && o.max_bytes >= o.min_bytes, "bench allreduce: need 4 <= min size <= max size");
+  check(o.factor > 1, "bench allreduce: the factor must be > 1");
+  check(o.iters >= 1 && o.warmup >= 0, "bench allreduce: iterations must be >= 1, warm-up >= 0");
+  std::vector<std::size_t> sizes;
+  for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0001; s *= o.factor)
+    sizes.push_back(static_cast<std::size_t>(s) / 4 * 4);
+
+  caf::actor_system_config cfg;
+  gradwire::actors::configure_scheduler(cfg, 2);
+  caf::actor_system sys{cfg};
+  auto jo = o.job;
+  if (jo.spin_us < 0) { // a benchmark owns the machine: poll through the gaps
+    const auto li = transport::detect_launch();
+    const bool shared = li.size > static_cast<int>(std::thread::hardware_concurrency());
+    // Ranks that share CPUs poll too, but yield between polls (as MPI
+    // does when oversubscribed): sleeping in the kernel instead cost each
+    // hop a wake-up (4 ranks on 2 CPUs, 256 KiB: ~490 -> ~360 us).
+    jo.spin_us = shared ? 3000 : 1000;
+    jo.spin_yield = jo.spin_yield || shared;
+  }
+  auto j = join_job(sys, jo);
+  const int rank = j.launch.rank, n = j.launch.size;
+  publish_barrier(sys, j);
+  std::vector<caf::actor> peers;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t floats = sizes[k] / 4;
+    actors::ring_peer_config pc;
+    pc.rank = rank;
+    pc.world = n;
+    pc.buckets = actors::make_buckets(floats, floats);
+    pc.chunk_floats = std::max<std::size_t>(1, o.chunk_bytes / 4);
+    pc.direct = o.algo == "direct" || (o.algo == "auto" && n > 2 && sizes[k] < o.direct_below);
+    peers.push_back(actors::spawn_ring_peer(sys, pc));
+    j.node->publish(transport::slots::bench_peer(static_cast<int>(k)), peers.back());
+  }
+  std::atomic<bool> finishing{false}; // after the last size, peers leave at their own pace
+  j.node->start([&](int r, const std::string& what) {
+    if (finishing)
+      return;
+    std::fprintf(stderr, "gradwire: rank %d: bench aborted: rank %d failed (%s)\n", rank, r, what.c_str());
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    auto right = j.node->remote((rank + 1) % n, transport::slots::bench_peer(static_cast<int>(k)));
+    std::vector<caf::actor> all; // the direct algorithm's peers, by rank
+    for (int r = 0; r < n; ++r)
+      all.push_back(r == rank ? peers[k] : j.node->remote(r, transport::slots::bench_peer(static_cast<int>(k))));
+    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, all);
+  }
+  barrier(sys, j, 0);
+  if (rank == 0) {
+    std::printf("# gradwire allreduce (%s): %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n",
+                o.algo == "auto" ? (n > 2 ? ("direct below " + human(o.direct_below) + ", ring above").c_str() : "ring")
+                                 : o.algo.c_str(),
+                n, n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
+                o.iters);
+    std::printf("%12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                "check");
+    std::fflush(stdout);
+  }
+  int status = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    auto done = std::make_shared<std::promise<actors::allreduce_result>>();
+    auto fut = done->get_future();
+    actors::allreduce_driver_config dc;
+    dc.peer = peers[k];
+    dc.floats = sizes[k] / 4;
+    dc.rank = rank;
+    dc.ranks = n;
+    dc.warmup = o.warmup;
+    dc.iters = o.iters;
+    dc.done = [done](const actors::allreduce_result& r) { done->set_value(r); };
+    actors::spawn_allreduce_driver(sys, std::move(dc));
+    const auto bound = std::chrono::seconds(60);
+    if (fut.wait_for(bound) != std::future_status::ready)
+      throw error("rank " + std::to_string(rank) + ": allreduce of " + human(sizes[k]) + " did not finish within " +
+                  std::to_string(bound.count()) + " s");
+    auto r = fut.get();
+    const bool ok = r.error.empty() && r.max_error == 0;
+    if (!ok) {
+      status = 4;
+      std::fprintf(stderr, "gradwire: rank %d: allreduce of %s is wrong: %s (max error %g)\n", rank,
+                   human(sizes[k]).c_str(), r.error.c_str(), r.max_error);
+    }
+    if (rank == 0) {
+      const double algbw = static_cast<double>(sizes[k]) / r.seconds / 1e9;
+      std::printf("%12zu %12zu %12.1f %12.3f %12.3f %8s\n", sizes[k], sizes[k] / 4, r.seconds * 1e6, algbw,
+                  algbw * 2.0 * (n - 1) / n, ok ? "ok" : "WRONG");
+      std::fflush(stdout);
+    }
+  }
+  finishing = true;
+  barrier(sys, j, 1);
+  j.node->close();
+  for (auto& p : peers)
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  return status;
+}
+
+} // namespace gradwire::scheduler

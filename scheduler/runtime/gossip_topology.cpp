@@ -1,0 +1,56 @@
+#include "actors/worker.hpp"
+#include "kernels/error.hpp"
+#include "scheduler/runtime/topology_parts.hpp"
+
+#include <algorithm>
+
+namespace gradwire::scheduler {
+
+topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
+                                   const models::dataset& data, const progress_fn& on_progress,
+                                   const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
+  const int n = setup.workers;
+  const auto graph = gossip_graph(setup.graph, n, setup.degree, setup.seed);
+  auto config_of = [&](int r, const caf::actor& report_to) {
+    auto wc = base_worker(setup, data, r, report_to);
+    wc.graph = graph[static_cast<std::size_t>(r)];
+    wc.gossip = setup.gossip;
+    // Metropolis-Hastings weights: w_ij = 1 / (1 + max(d_i, d_j)), w_ii = 1 - sum.
+    float rest = 1.f;
+    const auto di = wc.graph.size();
+    for (int j : wc.graph) {
+      const auto dj = graph[static_cast<std::size_t>(j)].size();
+      wc.mix_weights.push_back(1.f / static_cast<float>(1 + std::max(di, dj)));
+      rest -= wc.mix_weights.back();
+    }
+    wc.mix_weights.push_back(rest);
+    return wc;
+  };
+  if (setup.node) { // across processes: this process's worker, its neighbours' proxies
+    auto c = run_worker_across(
+      sys, setup, [&](const caf::actor& to) { return actors::spawn_gossip_worker(sys, config_of(setup.node->rank(), to)); },
+      [](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
+        self->send(local, actors::wire_atom::value, all);
+      },
+      on_progress, on_metrics, stop);
+    if (!c)
+      return {};
+    if (!c->failure.empty())
+      throw error("gossip across processes: " + c->failure);
+    return replicas_outcome(std::move(*c), false);
+  }
+  caf::scoped_actor self{sys};
+  std::vector<caf::actor> workers;
+  for (int r = 0; r < n; ++r)
+    workers.push_back(actors::spawn_gossip_worker(sys, config_of(r, self)));
+  // Each worker starts once it knows every other's handle.
+  for (const auto& w : workers)
+    self->send(w, actors::wire_atom::value, workers);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
+  stop_actors(self, workers);
+  if (!c.failure.empty())
+    throw error("gossip: " + c.failure);
+  return replicas_outcome(std::move(c), false);
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,81 @@
+#include "scheduler/runtime/job.hpp"
+
+#include "actors/barrier.hpp"
+#include "transport/ucx_link.hpp"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+namespace gradwire::scheduler {
+
+job join_job(caf::actor_system& sys, const job_options& opts) {
+  job j;
+  j.launch = transport::detect_launch();
+  if (!opts.rendezvous.empty())
+    transport::parse_host_port(opts.rendezvous, "--rendezvous", j.launch.rendezvous);
+  if (!opts.token.empty())
+    j.launch.rendezvous.token = opts.token;
+  j.launch.rendezvous.timeout_ms = opts.timeout_ms;
+  transport::ucx_options uo;
+  uo.tls = opts.tls;
+  uo.spin_us = opts.spin_us;
+  uo.spin_yield = opts.spin_yield;
+  uo.shm_refs = opts.shm_refs;
+  uo.progress_nice = opts.progress_nice;
+  if (opts.pin)
+    uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
+  auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
+  link->connect(table);
+  j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
+  j.live = opts.live;
+  j.node = std::make_shared<transport::node>(sys, transport::emulate(std::move(link), opts.shape),
+                                             j.launch.rendezvous.token);
+  return j;
+}
+
+} // namespace gradwire::scheduler
+
+namespace gradwire::scheduler {
+
+void publish_barrier(caf::actor_system& sys, job& j) {
+  actors::barrier_config bc;
+  bc.ranks = j.launch.size;
+  bc.me = j.node->rank();
+  std::weak_ptr<transport::node> weak = j.node;
+  bc.is_down = [weak](int r) {
+    auto nd = weak.lock();
+    return nd && nd->is_down(r);
+  };
+  j.node->publish(transport::slots::barrier, actors::spawn_barrier(sys, std::move(bc)));
+}
+
+void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
+  if (j.launch.size == 1)
+    return;
+  caf::scoped_actor me{sys};
+  auto root = j.node->remote(0, transport::slots::barrier);
+  me->send(root, actors::barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
+  bool ok = false, waited_out = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!ok && !waited_out) {
+    me->receive([&](actors::barrier_release_atom, int e) { ok = e == epoch; },
+                caf::after(std::chrono::milliseconds(200)) >> [&] {
+                  waited_out = std::chrono::steady_clock::now() > until;
+                  if (j.launch.rank == 0) // ranks may have failed since
+                    me->send(root, actors::barrier_recheck_atom::value, epoch);
+                });
+  }
+  if (ok)
+    return;
+  std::string missing = "?";
+  if (j.launch.rank == 0)
+    me->request(root, std::chrono::seconds(5), actors::barrier_missing_atom::value, epoch)
+      .receive([&](const std::string& names) { missing = names; }, [](caf::error&) {});
+  throw error("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) + " timed out after " +
+              std::to_string(timeout_ms / 1000) + " s" +
+              (j.launch.rank == 0 ? " waiting for rank(s) " + missing : std::string(" waiting for rank 0")));
+}
+
+} // namespace gradwire::scheduler

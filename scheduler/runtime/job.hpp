@@ -1,0 +1,55 @@
+#pragma once
+/// @file job.hpp
+/// Joining a multi-process job: rank and size from the launcher's
+/// environment (launch_env.hpp), a UCX link, the rendezvous that exchanges
+/// worker addresses (and checks the job token), and the node that holds
+/// this process's published actors and proxies.
+
+#include "transport/launch_env.hpp"
+#include "transport/emulated_link.hpp"
+#include "transport/node.hpp"
+#include "transport/shm_lending.hpp"
+
+#include <caf/all.hpp>
+
+#include <memory>
+#include <string>
+
+namespace gradwire::scheduler {
+
+struct job_options {
+  std::string tls;        ///< UCX transports ("" = UCX_TLS or UCX's choice)
+  std::string rendezvous; ///< host:port ("" = environment, else 127.0.0.1:29500)
+  std::string token;      ///< "" = GRADWIRE_TOKEN
+  int timeout_ms = 60000; ///< rendezvous bound
+  int spin_us = 0;        ///< the link's busy-poll after each event (ucx_options::spin_us)
+  bool spin_yield = false; ///< yield the CPU between those polls (ucx_options::spin_yield)
+  bool shm_refs = false;  ///< lendable tensors by reference into shared memory on one node (ucx_options::shm_refs)
+  transport::liveness live;
+  transport::link_shape shape; ///< link emulation (latency, bandwidth)
+  bool pin = false;            ///< pin the progress thread to CPU (local rank mod CPUs)
+  int progress_nice = 0;       ///< ucx_options::progress_nice
+};
+
+struct job {
+  transport::launch_info launch;
+  std::shared_ptr<transport::node> node; ///< not started: publish first, then start
+  /// This process's large host tensors come from its shared-memory arena
+  /// while the job lives (shm_refs with a peer on the node), so they can be
+  /// lent to peers instead of copied.
+  std::shared_ptr<transport::arena_allocation> allocation;
+  transport::liveness live;              ///< for node->start
+};
+
+/// Connects this process to the job. Throws gradwire::error.
+job join_job(caf::actor_system& sys, const job_options& opts);
+
+/// Publishes this process's barrier actor (actors/barrier.hpp) in
+/// transport::slots::barrier; call before node->start().
+void publish_barrier(caf::actor_system& sys, job& j);
+
+/// Waits until every rank has called barrier with the same epoch. Throws
+/// gradwire::error after `timeout_ms`, naming the missing ranks on rank 0.
+void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms = 60000);
+
+} // namespace gradwire::scheduler

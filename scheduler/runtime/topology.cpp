@@ -1,0 +1,202 @@
+#include "scheduler/runtime/topology_parts.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace gradwire::scheduler {
+
+std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int parts) {
+  check(parts >= 1, "topology.shards must be at least 1");
+  std::vector<std::pair<std::size_t, std::size_t>> r;
+  for (int i = 0; i < parts; ++i) {
+    auto edge = [&](int k) { return k == parts ? n : n * static_cast<std::size_t>(k) / static_cast<std::size_t>(parts) / 16 * 16; };
+    r.emplace_back(edge(i), edge(i + 1));
+  }
+  return r;
+}
+
+std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int degree, std::uint64_t seed) {
+  check(n >= 1, "gossip needs at least one worker");
+  std::vector<std::set<int>> adj(static_cast<std::size_t>(n));
+  auto link = [&](int a, int b) {
+    if (a != b) {
+      adj[static_cast<std::size_t>(a)].insert(b);
+      adj[static_cast<std::size_t>(b)].insert(a);
+    }
+  };
+  if (kind == "ring") {
+    for (int i = 0; i < n; ++i)
+      link(i, (i + 1) % n);
+  } else if (kind == "complete") {
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j)
+        link(i, j);
+  } else if (kind == "torus") {
+    // The most square rows x cols grid with rows * cols = n, wrapped round.
+    int rows = static_cast<int>(std::sqrt(static_cast<double>(n)));
+    while (n % rows != 0)
+      --rows;
+    const int cols = n / rows;
+    for (int i = 0; i < n; ++i) {
+      const int r = i / cols, c = i % cols;
+      link(i, r * cols + (c + 1) % cols);
+      link(i, ((r + 1) % rows) * cols + c);
+    }
+  } else if (kind == "random") {
+    // A ring (so the graph is connected) plus random edges up to `degree`.
+    check(degree >= 2, "topology.degree must be at least 2 for a random graph");
+    for (int i = 0; i < n; ++i)
+      link(i, (i + 1) % n);
+    std::mt19937_64 rng(seed * 2654435761ULL + 17);
+    std::uniform_int_distribution<int> pick(0, n - 1);
+    for (int i = 0; i < n; ++i)
+      for (int tries = 0; static_cast<int>(adj[static_cast<std::size_t>(i)].size()) < std::min(degree, n - 1) && tries < 64 * n; ++tries)
+        link(i, pick(rng));
+  } else {
+    throw error("topology.graph = \"" + kind + "\": expected ring, torus, random or complete");
+  }
+  std::vector<std::vector<int>> out;
+  for (const auto& s : adj)
+    out.emplace_back(s.begin(), s.end());
+  return out;
+}
+
+bool spin_wait_default(int job_threads) {
+  if (const char* v = std::getenv("GRADWIRE_SPIN_WAIT"))
+    return std::string(v) != "0";
+  return job_threads <= static_cast<int>(std::thread::hardware_concurrency());
+}
+
+actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
+                                  const caf::actor& coordinator) {
+  actors::worker_config wc;
+  const auto ri = static_cast<std::size_t>(rank);
+  auto at = [&](const std::vector<double>& v, double dflt) { return ri < v.size() ? v[ri] : dflt; };
+  wc.rank = rank;
+  wc.world = setup.workers;
+  wc.spec = setup.spec;
+  wc.threads = ri < setup.worker_threads.size() ? setup.worker_threads[ri] : setup.threads;
+  wc.device = ri < setup.worker_device.size() ? setup.worker_device[ri] : kernels::device::cpu();
+  wc.separate_compute = setup.separate_compute;
+  wc.sharded_update = setup.sharded_update;
+  wc.spin_wait = setup.spin_wait;
+  if (setup.node && setup.spin_wait) {
+    std::weak_ptr<transport::node> nd = setup.node;
+    wc.idle_poll = [nd] {
+      auto n = nd.lock();
+      return n && n->poll();
+    };
+  }
+  wc.how = setup.how;
+  wc.batch_size = ri < setup.worker_batch.size() ? setup.worker_batch[ri] : setup.batch_size;
+  wc.slowdown = at(setup.worker_slowdown, 1.0);
+  wc.delay_ms = at(setup.worker_delay_ms, 0.0);
+  wc.jitter_ms = at(setup.worker_jitter_ms, 0.0);
+  wc.steps = setup.steps;
+  wc.seed = setup.seed;
+  wc.opt = setup.opt;
+  wc.data = &data;
+  wc.log_every = setup.log_every;
+  wc.report_to = coordinator;
+  wc.distinct_init = setup.distinct_init;
+  wc.trace = setup.trace;
+  wc.eval_every = setup.eval_every;
+  // Twice the silence limit: when one worker stalls a sync step, the
+  // others' requests must not time out before the stalled one is named.
+  wc.timeout = 2 * setup.timeout;
+  return wc;
+}
+
+topology_outcome replicas_outcome(coordination c, bool first) {
+  check(c.failure.empty(), c.failure);
+  topology_outcome out;
+  out.interrupted = c.interrupted;
+  std::vector<const actors::slice*> reps;
+  for (const auto& r : c.reports)
+    if (r.params.defined())
+      reps.push_back(&r.params);
+  check(!reps.empty(), "no worker returned its parameters");
+  const auto n = static_cast<std::size_t>(reps.front()->numel());
+  std::vector<double> mean(n, 0.0);
+  for (const auto* p : reps)
+    for (std::size_t k = 0; k < n; ++k)
+      mean[k] += static_cast<double>(p->data()[k]) / static_cast<double>(reps.size());
+  double norm = 0;
+  for (double v : mean)
+    norm += v * v;
+  for (const auto* p : reps) {
+    double d = 0;
+    for (std::size_t k = 0; k < n; ++k)
+      d += (p->data()[k] - mean[k]) * (p->data()[k] - mean[k]);
+    out.replica_spread = std::max(out.replica_spread, std::sqrt(d / std::max(norm, 1e-30)));
+  }
+  if (first)
+    out.params.assign(reps.front()->data(), reps.front()->data() + n);
+  else
+    out.params.assign(mean.begin(), mean.end());
+  out.reports = std::move(c.reports);
+  return out;
+}
+
+std::optional<coordination> run_worker_across(
+  caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
+  const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
+  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on) {
+  auto& nd = *setup.node;
+  const int n = setup.workers, rank = nd.rank();
+  check(n == nd.size(), "topology.workers = " + std::to_string(n) + " but the job has " + std::to_string(nd.size()) +
+                          " processes: across processes each process runs one worker (set topology.workers = " +
+                          std::to_string(nd.size()) + ")");
+  caf::scoped_actor self{sys};
+  if (rank == 0)
+    nd.publish(transport::slots::coordinator, caf::actor_cast<caf::actor>(self));
+  auto worker = spawn(rank == 0 ? caf::actor_cast<caf::actor>(self) : nd.remote(0, transport::slots::coordinator));
+  nd.publish(transport::slots::worker, worker);
+  if (setup.on_published)
+    setup.on_published(); // every rank has published: frames find their actors
+  std::vector<caf::actor> workers;
+  for (int r = 0; r < n; ++r)
+    workers.push_back(r == rank ? worker : nd.remote(r, transport::slots::worker));
+  wire(self, worker, workers);
+  if (rank != 0) { // the worker reports to rank 0; wait for it to finish
+    self->monitor(worker);
+    bool done = false;
+    while (!done)
+      self->receive([&](caf::down_msg&) { done = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [&] {
+                      if (stop && stop->load())
+                        self->send(worker, actors::done_atom::value);
+                    });
+    return std::nullopt;
+  }
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval);
+  stop_actors(self, {worker});
+  return c;
+}
+
+topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
+                              const progress_fn& on_progress, const metrics_fn& on_metrics,
+                              const std::atomic<bool>* stop) {
+  check(setup.workers >= 1, "topology.workers must be at least 1");
+  const auto t0 = std::chrono::steady_clock::now();
+  topology_outcome out;
+  switch (setup.kind) {
+  case topology_kind::parameter_server:
+  case topology_kind::local_sgd: out = run_ps_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
+  case topology_kind::ring:
+  case topology_kind::hierarchical: out = run_ring_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
+  case topology_kind::gossip: out = run_gossip_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+} // namespace gradwire::scheduler

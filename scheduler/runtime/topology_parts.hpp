@@ -1,0 +1,45 @@
+#pragma once
+/// @file topology_parts.hpp
+/// The wirings behind run_topology (one file each) and what they share.
+
+#include "scheduler/runtime/coordinator.hpp"
+#include "scheduler/runtime/topology.hpp"
+
+#include <optional>
+
+namespace gradwire::scheduler {
+
+using progress_fn = std::function<void(std::int64_t, std::int64_t)>;
+using metrics_fn = std::function<void(const actors::step_metrics&)>;
+
+/// A worker's configuration from the setup, for `rank`, reporting to `coordinator`.
+actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
+                                  const caf::actor& coordinator);
+
+topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
+                               const progress_fn& on_progress, const metrics_fn& on_metrics,
+                               const std::atomic<bool>* stop);
+topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
+                                 const progress_fn& on_progress, const metrics_fn& on_metrics,
+                                 const std::atomic<bool>* stop);
+topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
+                                   const models::dataset& data, const progress_fn& on_progress,
+                                   const metrics_fn& on_metrics, const std::atomic<bool>* stop);
+
+/// Across processes (setup.node set), the part every wiring shares: this
+/// process runs worker `rank` only. `spawn(report_to)` spawns it (and
+/// whatever it owns); it is published in slots::worker; once every rank has
+/// published, `wire(local, workers)` starts it, workers[r] being rank r's
+/// worker (a proxy unless local). Rank 0 coordinates every worker and
+/// returns the coordination; the others wait for their worker to finish
+/// and return nothing.
+std::optional<coordination> run_worker_across(
+  caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
+  const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
+  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false);
+
+/// The outcome of workers that return their replicas: params = their mean
+/// (rank 0's when `first`), replica_spread, reports. Throws on a failure.
+topology_outcome replicas_outcome(coordination c, bool first);
+
+} // namespace gradwire::scheduler
