@@ -1,0 +1,138 @@
+#include "scheduler/app/wiring_setup.hpp"
+
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace gradwire::scheduler {
+
+namespace {
+
+topology_kind kind_of(const std::string& k) {
+  if (k == "local-sgd")
+    return topology_kind::local_sgd;
+  if (k == "ring")
+    return topology_kind::ring;
+  if (k == "hierarchical")
+    return topology_kind::hierarchical;
+  if (k == "gossip")
+    return topology_kind::gossip;
+  return topology_kind::parameter_server;
+}
+
+/// The [topology], [model], [train] and [experiment] keys.
+void set_topology(topology_setup& setup, const run_config& cfg) {
+  setup.kind = kind_of(cfg.topology);
+  setup.spec = cfg.model;
+  setup.opt = cfg.opt;
+  setup.workers = cfg.workers;
+  setup.shards = cfg.shards;
+  setup.sync = cfg.mode == "sync";
+  setup.staleness_lr = cfg.staleness_lr;
+  setup.staleness_bound = cfg.mode == "ssp" ? cfg.staleness_bound : -1;
+  setup.backup = cfg.backup_workers;
+  setup.dc_lambda = static_cast<float>(cfg.dc_lambda);
+  setup.push_pull = cfg.push_pull;
+  setup.local_steps = cfg.topology == "local-sgd" ? cfg.local_steps : 0;
+  setup.bucket_floats = static_cast<std::size_t>(cfg.bucket_kb) * 256;
+  setup.chunk_floats = static_cast<std::size_t>(cfg.chunk_kb) * 256;
+  setup.overlap = cfg.overlap;
+  setup.balance_every = cfg.balance_every;
+  setup.sharded_update = cfg.sharded_update;
+  setup.group_size = cfg.group_size;
+  setup.gossip = cfg.gossip == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
+  setup.graph = cfg.graph;
+  setup.degree = cfg.degree;
+  setup.distinct_init = !cfg.same_init;
+  setup.batch_size = cfg.batch_size;
+  setup.threads = cfg.threads;
+  setup.how = models::parse_parallelism(cfg.parallelism);
+  setup.seed = cfg.seed;
+  setup.log_every = cfg.log_every;
+  if (cfg.trace)
+    setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));
+}
+
+/// A device a worker asks for; a GPU that is not there is an error naming
+/// who asked, before anything starts.
+kernels::device device_of(const run_config& cfg, const std::string& text, const std::string& who) {
+  const auto d = kernels::parse_device(text);
+  if (!d.is_cpu()) {
+    check(kernels::built_with_cuda(),
+          cfg.source + ": " + who + " device " + text + ": this gradwire was built without CUDA (gradwire info)");
+    const int n = kernels::cuda_device_count();
+    check(d.index < n, cfg.source + ": " + who + " device " + text + ", but " + std::to_string(n) +
+                         " CUDA device(s) are visible (gradwire info)");
+  }
+  return d;
+}
+
+/// Devices: train.device for every worker, or each [[nodes]] group's own
+/// device, threads, batch and emulated speed.
+void set_workers(topology_setup& setup, const run_config& cfg) {
+  if (cfg.nodes.empty())
+    setup.worker_device.assign(static_cast<std::size_t>(cfg.workers), device_of(cfg, cfg.device, "train.device:"));
+  for (const auto& g : cfg.nodes)
+    for (int i = 0; i < g.count; ++i) {
+      setup.worker_device.push_back(
+        device_of(cfg, g.device.empty() ? cfg.device : g.device, "[[nodes]] group '" + g.name + "':"));
+      setup.worker_threads.push_back(g.threads > 0 ? g.threads : cfg.threads);
+      setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
+      setup.worker_slowdown.push_back(g.slowdown);
+      setup.worker_delay_ms.push_back(g.delay_ms);
+      setup.worker_jitter_ms.push_back(g.jitter_ms);
+    }
+  int threads = 0; // of the whole job: whether ring workers may poll
+  for (int r = 0; r < cfg.workers; ++r)
+    threads += static_cast<std::size_t>(r) < setup.worker_threads.size() ? setup.worker_threads[static_cast<std::size_t>(r)]
+                                                                          : cfg.threads;
+  setup.spin_wait = spin_wait_default(threads);
+}
+
+} // namespace
+
+wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
+  wiring_plan plan;
+  auto& setup = plan.setup;
+  set_topology(setup, cfg);
+  set_workers(setup, cfg);
+  // Every worker runs the same number of full batches (sync needs it): as
+  // many as the worker with the largest batch has in an epoch.
+  int largest = cfg.batch_size;
+  for (int b : setup.worker_batch)
+    largest = std::max(largest, b);
+  const std::int64_t per_worker = train.size() / cfg.workers;
+  const std::int64_t per_epoch = per_worker / largest;
+  check(per_epoch >= 1, cfg.source + ": each of the " + std::to_string(cfg.workers) + " workers gets " +
+                          std::to_string(per_worker) + " samples, fewer than its batch size " + std::to_string(largest));
+  setup.steps = per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0)
+    setup.steps = std::min(setup.steps, cfg.max_steps);
+  setup.eval_every = cfg.eval_steps > 0 ? cfg.eval_steps : per_epoch * cfg.eval_every;
+  plan.steps_per_epoch = per_epoch;
+  return plan;
+}
+
+std::string describe(const run_config& cfg) {
+  if (cfg.topology == "local-sgd")
+    return fmt::format("local SGD, average every {} steps", cfg.local_steps);
+  const std::string balanced =
+    cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "";
+  if (cfg.topology == "ring")
+    return fmt::format("ring allreduce, {} KiB buckets{}{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "", balanced);
+  if (cfg.topology == "hierarchical")
+    return fmt::format("hierarchical allreduce, groups of {}{}", cfg.group_size, balanced);
+  if (cfg.topology == "gossip")
+    return fmt::format("gossip {} on a {} graph", cfg.gossip == "dpsgd" ? "D-PSGD" : "AD-PSGD", cfg.graph);
+  std::string s = "parameter server, " + cfg.mode;
+  if (cfg.mode == "sync" && cfg.backup_workers > 0)
+    s += fmt::format(", {} backup worker(s)", cfg.backup_workers);
+  if (cfg.mode != "sync" && cfg.dc_lambda > 0)
+    s += fmt::format(", DC-ASGD lambda {}", cfg.dc_lambda);
+  return s + fmt::format(", {} shard(s)", cfg.shards);
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,28 @@
+#pragma once
+/// @file wiring_setup.hpp
+/// From a run's config to what the runtime wires (scheduler/runtime/
+/// topology.hpp): the topology's options, every worker's device, threads,
+/// batch and emulated speed from [[nodes]], and the steps per worker.
+
+#include "models/dataset.hpp"
+#include "scheduler/app/config.hpp"
+#include "scheduler/runtime/topology.hpp"
+
+#include <string>
+
+namespace gradwire::scheduler {
+
+struct wiring_plan {
+  topology_setup setup;
+  std::int64_t steps_per_epoch = 0; ///< per worker
+};
+
+/// The setup `cfg` asks for, for `train` samples; throws gradwire::error
+/// naming the config file and key (a GPU that is not there, a batch larger
+/// than a worker's share of the data).
+wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train);
+
+/// What the topology does each step, for the first line of a run.
+std::string describe(const run_config& cfg);
+
+} // namespace gradwire::scheduler
