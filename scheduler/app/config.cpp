@@ -186,70 +186,78 @@ void for_each_leaf(const toml::table& t, const std::function<void(const std::str
 
 } // namespace
 
-run_config parse_config(const std::string& text, const std::string& source,
-                        const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    throw error(source + ":" + std::to_string(e.source().begin.line) + ":" +
-                std::to_string(e.source().begin.column) + ": TOML syntax error: " +
-                std::string(e.description()));
-  }
-  // [sweep]: "key" = [values] (a grid for `gradwire run`), kept apart from the run's own keys.
-  std::vector<std::pair<std::string, std::vector<std::string>>> sweep, variants;
+namespace {
+
+std::string toml_text(const toml::node& n) {
+  std::ostringstream os;
+  n.visit([&](const auto& x) { os << x; });
+  return os.str();
+}
+
+/// A key of a [sweep] or [sweep.variants] entry must be a config key.
+void check_key(const std::string& source, const std::string& key, const toml::node& at, const std::string& what) {
+  if (find_key(key))
+    return;
+  std::vector<std::string> all;
+  for (const auto& s : config_schema())
+    all.push_back(s.key);
+  auto near = nearest_of(key, all);
+  throw error(where(source, at) + ": " + what + " unknown key '" + key + "'" +
+              (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+}
+
+using sweep_axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+/// [sweep.variants]: "label" = { "key" = value, ... }, keys that change
+/// together, in file order; taken out of the table.
+sweep_axes take_variants(toml::table& root, const std::string& source) {
+  sweep_axes variants;
   std::vector<std::uint32_t> variant_lines;
-  auto toml_text = [](const toml::node& n) {
-    std::ostringstream os;
-    n.visit([&](const auto& x) { os << x; });
-    return os.str();
-  };
-  auto check_key = [&](const std::string& key, const toml::node& at, const std::string& what) {
-    if (find_key(key))
-      return;
-    std::vector<std::string> all;
-    for (const auto& s : config_schema())
-      all.push_back(s.key);
-    auto near = nearest_of(key, all);
-    throw error(where(source, at) + ": " + what + " unknown key '" + key + "'" +
-                (near.empty() ? "" : " (did you mean '" + near + "'?)"));
-  };
-  if (auto* sw = root.get("sweep"); sw && sw->is_table()) {
-    if (auto* vs = sw->as_table()->get("variants")) {
-      // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
-      check(vs->is_table() && !vs->as_table()->empty(),
-            where(source, *vs) + ": write [sweep.variants] as \"label\" = { \"key\" = value, ... }");
-      for (const auto& [label, v] : *vs->as_table()) {
-        check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
-                              " must be a table of \"key\" = value");
-        std::vector<std::string> sets;
-        for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
-          check_key(key, x, "[sweep.variants] " + std::string(label.str()) + ":");
-          sets.push_back(key + "=" + toml_text(x));
-        });
-        check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
-        variants.emplace_back(std::string(label.str()), std::move(sets));
-        variant_lines.push_back(v.source().begin.line);
-      }
-      // toml++ keeps keys sorted: put the variants back in file order.
-      std::vector<std::pair<std::uint32_t, std::size_t>> order;
-      for (std::size_t i = 0; i < variants.size(); ++i)
-        order.emplace_back(variant_lines[i], i);
-      std::sort(order.begin(), order.end());
-      decltype(variants) sorted;
-      for (const auto& [line, i] : order)
-        sorted.push_back(std::move(variants[i]));
-      variants = std::move(sorted);
-      sw->as_table()->erase("variants");
-    }
+  auto* sw = root.get("sweep");
+  if (!sw || !sw->is_table())
+    return variants;
+  auto* vs = sw->as_table()->get("variants");
+  if (!vs)
+    return variants;
+  // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
+  check(vs->is_table() && !vs->as_table()->empty(),
+        where(source, *vs) + ": write [sweep.variants] as \"label\" = { \"key\" = value, ... }");
+  for (const auto& [label, v] : *vs->as_table()) {
+    check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
+                          " must be a table of \"key\" = value");
+    std::vector<std::string> sets;
+    for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
+      check_key(source, key, x, "[sweep.variants] " + std::string(label.str()) + ":");
+      sets.push_back(key + "=" + toml_text(x));
+    });
+    check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
+    variants.emplace_back(std::string(label.str()), std::move(sets));
+    variant_lines.push_back(v.source().begin.line);
   }
+  // toml++ keeps keys sorted: put the variants back in file order.
+  std::vector<std::pair<std::uint32_t, std::size_t>> order;
+  for (std::size_t i = 0; i < variants.size(); ++i)
+    order.emplace_back(variant_lines[i], i);
+  std::sort(order.begin(), order.end());
+  decltype(variants) sorted;
+  for (const auto& [line, i] : order)
+    sorted.push_back(std::move(variants[i]));
+  variants = std::move(sorted);
+  sw->as_table()->erase("variants");
+  return variants;
+}
+
+/// [sweep]: "key" = [values], a grid for `gradwire run`, in file order;
+/// taken out of the table.
+sweep_axes take_grid(toml::table& root, const std::string& source) {
+  sweep_axes sweep;
   if (auto* sw = root.get("sweep")) {
     check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
     std::vector<std::pair<std::uint32_t, std::size_t>> order; // file order, as for the variants
     for_each_leaf(*sw->as_table(), [&](const std::string& key, const toml::node& v) {
       const auto* arr = v.as_array();
       check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
-      check_key(key, v, "[sweep]");
+      check_key(source, key, v, "[sweep]");
       std::vector<std::string> values;
       for (const auto& e : *arr)
         values.push_back(toml_text(e));
@@ -263,14 +271,10 @@ run_config parse_config(const std::string& text, const std::string& source,
     sweep = std::move(sorted);
     root.erase("sweep");
   }
-  walk(root, "", source);
-  std::set<std::string> overridden;
-  for (const auto& o : overrides)
-    apply_override(root, o, overridden);
+  return sweep;
+}
 
-  reader r{root, source, overridden, {}};
-  run_config c;
-  c.source = source;
+void read_experiment(reader& r, run_config& c) {
   c.name = r.str("experiment.name");
   check(!c.name.empty() && c.name.find('/') == std::string::npos,
         r.loc("experiment.name") + " must be a non-empty name without '/'");
@@ -279,6 +283,9 @@ run_config parse_config(const std::string& text, const std::string& source,
   if (c.out.empty())
     c.out = "results/" + c.name;
 
+}
+
+void read_model_and_data(reader& r, run_config& c) {
   c.model.kind = r.str("model.kind");
   c.model.hidden.clear();
   const auto& hidden = r.get("model.hidden");
@@ -297,6 +304,9 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
   c.normalize = r.boolean("data.normalize");
 
+}
+
+void read_train(reader& r, run_config& c) {
   c.epochs = static_cast<int>(r.integer("train.epochs", 1, 100000));
   c.max_steps = r.integer("train.max_steps", 0, INT64_MAX);
   c.batch_size = static_cast<int>(r.integer("train.batch_size", 1, 1 << 20));
@@ -314,6 +324,15 @@ run_config parse_config(const std::string& text, const std::string& source,
   } catch (const error& e) {
     throw error(r.loc("train.device") + ": " + e.what());
   }
+  c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
+  c.trace = r.boolean("experiment.trace");
+  c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
+  c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
+  c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
+
+}
+
+void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind");
   c.mode = r.str("topology.mode");
   c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
@@ -340,6 +359,9 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.same_init = r.boolean("topology.same_init");
   c.sharded_update = r.boolean("topology.sharded_update");
   c.shard_placement = r.str("topology.shard_placement");
+}
+
+void read_transport(reader& r, run_config& c) {
   c.transport_tls = r.str("transport.tls");
   c.spin_us = static_cast<int>(r.integer("transport.spin_us", 0, 10000000));
   c.progress_nice = static_cast<int>(r.integer("transport.progress_nice", -1, 19));
@@ -347,7 +369,14 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.peer_timeout_ms = static_cast<int>(r.integer("transport.peer_timeout_ms", 100, 86400000));
   c.latency_us = r.number("transport.latency_us", 0, 1e7);
   c.bandwidth_gbps = r.number("transport.bandwidth_gbps", 0, 1e4);
-  if (const auto* groups = root.get_as<toml::array>("nodes")) {
+}
+
+/// [[nodes]] groups: each checked, naming the group's line.
+void read_nodes(const toml::table& root, const std::string& source, run_config& c) {
+  const auto* groups = root.get_as<toml::array>("nodes");
+  if (!groups)
+    return;
+  {
     int total = 0;
     for (std::size_t i = 0; i < groups->size(); ++i) {
       const auto& t = *groups->get(i)->as_table();
@@ -382,12 +411,10 @@ run_config parse_config(const std::string& text, const std::string& source,
     check(c.topology != "single",
           source + ": [[nodes]] needs several workers: a topology.kind other than \"single\"");
   }
-  c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
-  c.trace = r.boolean("experiment.trace");
-  c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
-  c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
-  c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
+}
 
+/// Every schema key with its effective value, as config.toml records it.
+std::string resolved_toml(reader& r, const run_config& c) {
   // Resolved config: every schema key with its effective value.
   toml::table resolved;
   for (const auto& k : config_schema()) {
@@ -410,7 +437,38 @@ run_config parse_config(const std::string& text, const std::string& source,
   }
   std::ostringstream os;
   os << resolved;
-  c.resolved_toml = os.str() + "\n";
+  return os.str() + "\n";
+}
+
+} // namespace
+
+run_config parse_config(const std::string& text, const std::string& source,
+                        const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw error(source + ":" + std::to_string(e.source().begin.line) + ":" +
+                std::to_string(e.source().begin.column) + ": TOML syntax error: " +
+                std::string(e.description()));
+  }
+  // [sweep] is kept apart from the run's own keys.
+  auto variants = take_variants(root, source);
+  auto sweep = take_grid(root, source);
+  walk(root, "", source);
+  std::set<std::string> overridden;
+  for (const auto& o : overrides)
+    apply_override(root, o, overridden);
+  reader r{root, source, overridden, {}};
+  run_config c;
+  c.source = source;
+  read_experiment(r, c);
+  read_model_and_data(r, c);
+  read_train(r, c);
+  read_topology(r, c);
+  read_transport(r, c);
+  read_nodes(root, source, c);
+  c.resolved_toml = resolved_toml(r, c);
   c.sweep = std::move(sweep);
   c.sweep_variants = std::move(variants);
   return c;
