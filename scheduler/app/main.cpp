@@ -69,50 +69,55 @@ void report_on(const std::string& dir) {
     std::printf("report: %s\n", r.problem.c_str());
 }
 
-} // namespace
+/// Everything the command line sets.
+struct cli_args {
+  CLI::App* run = nullptr;
+  CLI::App* allreduce = nullptr;
+  CLI::App* report = nullptr;
+  CLI::App* keys = nullptr;
+  CLI::App* info = nullptr;
+  std::string config_path, out_dir, report_dir, run_procs;
+  std::vector<std::string> overrides, sweeps;
+  bool quiet = false, no_report = false;
+  int procs = 0; ///< local processes to start; -1: as many as topology.workers
+  gradwire::scheduler::allreduce_bench_options ab;
+  std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
+};
 
-int main(int argc, char** argv) {
-  CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
-               "Run topology experiments from a config file; see `gradwire run --help`."};
-  app.require_subcommand(1);
-
-  std::string config_path, out_dir;
-  std::vector<std::string> overrides;
-  bool quiet = false;
-  auto* run = app.add_subcommand("run", "train as a config file says");
+void add_run(CLI::App& app, cli_args& a) {
+  a.run = app.add_subcommand("run", "train as a config file says");
+  auto* run = a.run;
   run->footer(run_help);
-  run->add_option("config", config_path, "experiment config (TOML)")->required();
-  run->add_option("--out,-o", out_dir, "results folder (overrides experiment.out)");
-  run->add_option("--set,-s", overrides, "override a config key: --set train.epochs=1 (repeatable)")
+  run->add_option("config", a.config_path, "experiment config (TOML)")->required();
+  run->add_option("--out,-o", a.out_dir, "results folder (overrides experiment.out)");
+  run->add_option("--set,-s", a.overrides, "override a config key: --set train.epochs=1 (repeatable)")
     ->type_name("KEY=VALUE");
-  run->add_flag("--quiet,-q", quiet, "no progress line");
-  bool no_report = false;
-  run->add_flag("--no-report", no_report, "skip report.html and its plots at the end");
-  std::vector<std::string> sweeps;
-  run->add_option("--sweep", sweeps,
+  run->add_flag("--quiet,-q", a.quiet, "no progress line");
+  run->add_flag("--no-report", a.no_report, "skip report.html and its plots at the end");
+  run->add_option("--sweep", a.sweeps,
                   "run a grid: --sweep topology.workers=1,2,4,8 (repeatable; experiment.seed values are repeats, "
                   "averaged); writes sweep.md, sweep.csv, sweep.json")
     ->type_name("KEY=V1,V2,...");
-  int procs = 0;
-  std::string run_procs;
-  run->add_option("--procs,-p", run_procs,
+  run->add_option("--procs,-p", a.run_procs,
                   "start this many local processes, one worker each, or `workers` for as many as topology.workers "
                   "(srun/mpirun need no flag: rank and size come from their environment); with a sweep, every "
                   "point runs across that many processes")
     ->type_name("N|workers");
+}
 
+void add_bench(CLI::App& app, cli_args& a) {
   auto* bench = app.add_subcommand("bench", "benchmarks of the runtime itself");
   bench->require_subcommand(1);
-  gradwire::scheduler::allreduce_bench_options ab;
-  std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
-  auto* allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
+  auto& ab = a.ab;
+  a.allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
+  auto* allreduce = a.allreduce;
   allreduce->footer(allreduce_help);
-  allreduce->add_option("-b,--minbytes", ab_min, "smallest size (256K)");
-  allreduce->add_option("-e,--maxbytes", ab_max, "largest size (64M)");
+  allreduce->add_option("-b,--minbytes", a.ab_min, "smallest size (256K)");
+  allreduce->add_option("-e,--maxbytes", a.ab_max, "largest size (64M)");
   allreduce->add_option("-f,--stepfactor", ab.factor, "size factor between rows (2)");
   allreduce->add_option("-n,--iters", ab.iters, "timed rounds per size (20)");
   allreduce->add_option("-w,--warmup_iters", ab.warmup, "warm-up rounds per size (5)");
-  allreduce->add_option("-c,--chunk", ab_chunk, "ring pipelining chunk (1M)");
+  allreduce->add_option("-c,--chunk", a.ab_chunk, "ring pipelining chunk (1M)");
   allreduce->add_option("--algo", ab.algo, "ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
     ->check(CLI::IsMember({"ring", "direct", "auto"}));
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
@@ -124,11 +129,12 @@ int main(int argc, char** argv) {
   allreduce->add_flag("--pin,!--no-pin", ab.job.pin,
                       "pin each rank's progress thread to CPU rank mod CPUs (default; as MPI binds ranks to cores)");
   allreduce->add_option("--rendezvous", ab.job.rendezvous, "HOST:PORT of rank 0 (default: environment)");
-  allreduce->add_option("--procs,-p", procs, "start this many local processes (otherwise one rank of srun/mpirun)");
+  allreduce->add_option("--procs,-p", a.procs, "start this many local processes (otherwise one rank of srun/mpirun)");
+}
 
-  std::string report_dir;
-  auto* report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
-  report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
+void add_others(CLI::App& app, cli_args& a) {
+  a.report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
+  a.report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
 against wall time and steps, staleness histograms, the summary and
 per-worker tables. For a sweep folder (sweep.json): the comparison table,
 accuracy and loss curves of every point overlaid, speedup and efficiency
@@ -139,130 +145,175 @@ gnuplot-nox); without it the page has the tables and says so.
 Examples:
   gradwire report results/default
   gradwire report results/study-scaling-sweep)");
-  report->add_option("dir", report_dir, "results folder of a run or a sweep")->required();
-  auto* keys = app.add_subcommand("keys", "list every config key with its default and meaning");
-  auto* info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
+  a.report->add_option("dir", a.report_dir, "results folder of a run or a sweep")->required();
+  a.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
+  a.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
+}
 
+/// run --procs N | workers: -1 stands for "as many as topology.workers".
+void parse_run_procs(cli_args& a) {
+  if (!*a.run || a.run_procs.empty())
+    return;
+  if (a.run_procs == "workers") {
+    a.procs = -1;
+    return;
+  }
+  std::size_t used = 0;
+  try {
+    a.procs = std::stoi(a.run_procs, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != a.run_procs.size() || a.procs < 1)
+    throw gradwire::error("--procs " + a.run_procs + ": expected a number of processes (1 or more) or `workers`");
+}
+
+/// A sweep's axes: --sweep, or the config's [sweep.variants] (the slowest
+/// axis) and [sweep], in the driving process only.
+std::vector<gradwire::scheduler::sweep_axis> sweep_axes(const cli_args& a,
+                                                         const std::optional<gradwire::scheduler::run_config>& base,
+                                                         int ranks, bool launched_child) {
+  if (!a.sweeps.empty() && ranks > 1)
+    throw gradwire::error("a sweep is driven by one process: run it without srun/mpirun, with --procs N or "
+                          "--procs workers for points across processes");
+  std::vector<gradwire::scheduler::sweep_axis> axes;
+  for (const auto& s : a.sweeps)
+    axes.push_back(gradwire::scheduler::parse_sweep(s));
+  if (!base || !axes.empty() || ranks != 1 || launched_child)
+    return axes;
+  if (!base->sweep_variants.empty()) {
+    gradwire::scheduler::sweep_axis v{"variant", {}, {}};
+    for (const auto& [label, sets] : base->sweep_variants) {
+      v.values.push_back(label);
+      v.sets.push_back(sets);
+    }
+    axes.push_back(std::move(v));
+  }
+  for (const auto& [key, values] : base->sweep)
+    axes.push_back({key, values, {}});
+  return axes;
+}
+
+/// topology.kind = "single" is one worker in one process.
+void check_single(cli_args& a, const gradwire::scheduler::run_config& base, int ranks, bool launched_child) {
+  if (a.procs == -1)
+    a.procs = 0;
+  if (a.procs > 1)
+    throw gradwire::error(base.source + ": topology.kind = \"single\" trains one worker in one process: drop --procs " +
+                          std::to_string(a.procs) +
+                          ", or choose a topology of several workers (e.g. --set topology.kind=\"ring\")");
+  if (ranks > 1 && !launched_child)
+    throw gradwire::error("topology.kind = \"single\" trains one worker in one process, but this is one of " +
+                          std::to_string(ranks) + " ranks (srun/mpirun): choose a topology of several workers");
+}
+
+/// Starts `procs` local processes with this command line less --procs.
+int relaunch(int procs, int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--procs" || arg == "-p")
+      ++i;
+    else if (arg.rfind("--procs=", 0) != 0)
+      args.push_back(arg);
+  }
+  return gradwire::scheduler::launch_local(procs, args);
+}
+
+gradwire::scheduler::run_options run_options_of(const cli_args& a) {
+  std::signal(SIGINT, on_sigint);
+  gradwire::scheduler::run_options o;
+  o.progress = !a.quiet;
+  o.stop = &g_stop;
+  return o;
+}
+
+/// One experiment in this process (or as one rank of a job).
+int run_experiment(const cli_args& a, gradwire::scheduler::run_config cfg) {
+  if (!a.out_dir.empty())
+    cfg.out = a.out_dir;
+  const auto opts = run_options_of(a);
+  auto summary = cfg.topology != "single" ? gradwire::scheduler::run_actors(cfg, opts)
+                                          : gradwire::scheduler::run_single(cfg, opts);
+  if (summary.contains("rank")) // a rank other than 0 of a multi-process job: rank 0 reports
+    return g_stop ? 130 : 0;
+  auto acc = summary["final_test_accuracy"];
+  std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n", cfg.name.c_str(),
+              summary["status"].get<std::string>().c_str(), summary["wall_seconds"].get<double>(),
+              summary["samples_per_sec"].get<double>(),
+              acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(), cfg.out.c_str());
+  if (!a.no_report)
+    report_on(cfg.out);
+  return g_stop ? 130 : 0;
+}
+
+/// The subcommands that need no config: bench allreduce, keys, report, info.
+std::optional<int> run_tool(cli_args& a) {
+  if (*a.allreduce) {
+    a.ab.min_bytes = gradwire::scheduler::parse_bytes(a.ab_min, "--minbytes");
+    a.ab.max_bytes = gradwire::scheduler::parse_bytes(a.ab_max, "--maxbytes");
+    a.ab.chunk_bytes = gradwire::scheduler::parse_bytes(a.ab_chunk, "--chunk");
+    return gradwire::scheduler::bench_allreduce(a.ab);
+  }
+  if (*a.keys) {
+    std::fputs(gradwire::scheduler::describe_keys().c_str(), stdout);
+    return 0;
+  }
+  if (*a.report) {
+    report_on(a.report_dir);
+    return 0;
+  }
+  if (*a.info) {
+    std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\n",
+                gradwire::kernels::built_with_cuda() ? "built" : "not built", gradwire::kernels::cuda_device_count());
+    return 0;
+  }
+  return std::nullopt;
+}
+
+int dispatch(cli_args& a, int argc, char** argv) {
+  parse_run_procs(a);
+  // The config, read once: the sweep, the launch and the run all use it.
+  std::optional<gradwire::scheduler::run_config> base;
+  if (*a.run)
+    base = gradwire::scheduler::load_config(a.config_path, a.overrides);
+  const int ranks = gradwire::transport::detect_launch().size;
+  const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
+  const auto axes = sweep_axes(a, base, ranks, launched_child);
+  if (!axes.empty()) {
+    auto dir = gradwire::scheduler::run_sweep(a.config_path, a.overrides, axes, a.out_dir, run_options_of(a), a.procs);
+    if (!a.no_report)
+      report_on(dir);
+    return g_stop ? 130 : 0;
+  }
+  if (base && base->topology == "single")
+    check_single(a, *base, ranks, launched_child);
+  if (base && a.procs == -1) // as many processes as workers
+    a.procs = base->workers;
+  if (a.procs > 0 && !launched_child)
+    return relaunch(a.procs, argc, argv);
+  if (auto status = run_tool(a))
+    return *status;
+  return run_experiment(a, std::move(*base));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
+               "Run topology experiments from a config file; see `gradwire run --help`."};
+  app.require_subcommand(1);
+  cli_args a;
+  add_run(app, a);
+  add_bench(app, a);
+  add_others(app, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-
   try {
-    // run --procs N | workers: -1 stands for "as many as topology.workers".
-    if (*run && !run_procs.empty()) {
-      if (run_procs == "workers") {
-        procs = -1;
-      } else {
-        std::size_t used = 0;
-        try {
-          procs = std::stoi(run_procs, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != run_procs.size() || procs < 1)
-          throw gradwire::error("--procs " + run_procs + ": expected a number of processes (1 or more) or `workers`");
-      }
-    }
-    // The config, read once: the sweep, the launch and the run all use it.
-    std::optional<gradwire::scheduler::run_config> base;
-    if (*run)
-      base = gradwire::scheduler::load_config(config_path, overrides);
-    const int ranks = gradwire::transport::detect_launch().size;
-    const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
-    if (!sweeps.empty() && ranks > 1)
-      throw gradwire::error("a sweep is driven by one process: run it without srun/mpirun, with --procs N or "
-                            "--procs workers for points across processes");
-    // A sweep (--sweep or a [sweep] section), in the driving process only.
-    std::vector<gradwire::scheduler::sweep_axis> axes;
-    for (const auto& s : sweeps)
-      axes.push_back(gradwire::scheduler::parse_sweep(s));
-    if (base && axes.empty() && ranks == 1 && !launched_child) {
-      if (!base->sweep_variants.empty()) { // the variants first: the slowest axis
-        gradwire::scheduler::sweep_axis v{"variant", {}, {}};
-        for (const auto& [label, sets] : base->sweep_variants) {
-          v.values.push_back(label);
-          v.sets.push_back(sets);
-        }
-        axes.push_back(std::move(v));
-      }
-      for (const auto& [key, values] : base->sweep)
-        axes.push_back({key, values, {}});
-    }
-    if (!axes.empty()) {
-      std::signal(SIGINT, on_sigint);
-      gradwire::scheduler::run_options so;
-      so.progress = !quiet;
-      so.stop = &g_stop;
-      auto sweep_dir = gradwire::scheduler::run_sweep(config_path, overrides, axes, out_dir, so, procs);
-      if (!no_report)
-        report_on(sweep_dir);
-      return g_stop ? 130 : 0;
-    }
-    if (base && base->topology == "single") { // one worker: one process
-      if (procs == -1)
-        procs = 0;
-      if (procs > 1)
-        throw gradwire::error(base->source + ": topology.kind = \"single\" trains one worker in one process: drop --procs " +
-                              std::to_string(procs) + ", or choose a topology of several workers (e.g. --set topology.kind=\"ring\")");
-      if (ranks > 1 && !launched_child)
-        throw gradwire::error("topology.kind = \"single\" trains one worker in one process, but this is one of " +
-                              std::to_string(ranks) + " ranks (srun/mpirun): choose a topology of several workers");
-    }
-    if (base && procs == -1) // as many processes as workers
-      procs = base->workers;
-    if (procs > 0 && !launched_child) {
-      std::vector<std::string> args;
-      for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--procs" || a == "-p")
-          ++i;
-        else if (a.rfind("--procs=", 0) != 0)
-          args.push_back(a);
-      }
-      return gradwire::scheduler::launch_local(procs, args);
-    }
-    if (*allreduce) {
-      ab.min_bytes = gradwire::scheduler::parse_bytes(ab_min, "--minbytes");
-      ab.max_bytes = gradwire::scheduler::parse_bytes(ab_max, "--maxbytes");
-      ab.chunk_bytes = gradwire::scheduler::parse_bytes(ab_chunk, "--chunk");
-      return gradwire::scheduler::bench_allreduce(ab);
-    }
-    if (*keys) {
-      std::fputs(gradwire::scheduler::describe_keys().c_str(), stdout);
-      return 0;
-    }
-    if (*report) {
-      report_on(report_dir);
-      return 0;
-    }
-    if (*info) {
-      std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\n",
-                  gradwire::kernels::built_with_cuda() ? "built" : "not built",
-                  gradwire::kernels::cuda_device_count());
-      return 0;
-    }
-    auto cfg = std::move(*base);
-    if (!out_dir.empty())
-      cfg.out = out_dir;
-    std::signal(SIGINT, on_sigint);
-    gradwire::scheduler::run_options opts;
-    opts.progress = !quiet;
-    opts.stop = &g_stop;
-    auto summary = cfg.topology != "single" ? gradwire::scheduler::run_actors(cfg, opts)
-                                                      : gradwire::scheduler::run_single(cfg, opts);
-    if (summary.contains("rank")) // a rank other than 0 of a multi-process job: rank 0 reports
-      return g_stop ? 130 : 0;
-    auto acc = summary["final_test_accuracy"];
-    std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n",
-                cfg.name.c_str(), summary["status"].get<std::string>().c_str(),
-                summary["wall_seconds"].get<double>(), summary["samples_per_sec"].get<double>(),
-                acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(),
-                cfg.out.c_str());
-    if (!no_report)
-      report_on(cfg.out);
-    return g_stop ? 130 : 0;
+    return dispatch(a, argc, argv);
   } catch (const gradwire::error& e) {
     std::fprintf(stderr, "gradwire: error: %s\n", e.what());
     return 2;
