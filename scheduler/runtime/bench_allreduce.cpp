@@ -47,30 +47,37 @@ std::string human(std::size_t bytes) {
 
 } // namespace
 
-int bench_allreduce(const allreduce_bench_options& o) {
+namespace {
+
+std::vector<std::size_t> sizes_of(const allreduce_bench_options& o) {
   check(o.min_bytes >= 4 && o.max_bytes >= o.min_bytes, "bench allreduce: need 4 <= min size <= max size");
   check(o.factor > 1, "bench allreduce: the factor must be > 1");
   check(o.iters >= 1 && o.warmup >= 0, "bench allreduce: iterations must be >= 1, warm-up >= 0");
   std::vector<std::size_t> sizes;
   for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0001; s *= o.factor)
     sizes.push_back(static_cast<std::size_t>(s) / 4 * 4);
+  return sizes;
+}
 
-  caf::actor_system_config cfg;
-  gradwire::actors::configure_scheduler(cfg, 2);
-  caf::actor_system sys{cfg};
+/// A benchmark owns the machine: it polls through the gaps unless told.
+job_options bench_job_options(const allreduce_bench_options& o) {
   auto jo = o.job;
-  if (jo.spin_us < 0) { // a benchmark owns the machine: poll through the gaps
+  if (jo.spin_us < 0) {
     const auto li = transport::detect_launch();
     const bool shared = li.size > static_cast<int>(std::thread::hardware_concurrency());
     // Ranks that share CPUs poll too, but yield between polls (as MPI
-    // does when oversubscribed): sleeping in the kernel instead cost each
-    // hop a wake-up (4 ranks on 2 CPUs, 256 KiB: ~490 -> ~360 us).
+    // does when oversubscribed): sleeping in the kernel instead costs each
+    // hop a wake-up.
     jo.spin_us = shared ? 3000 : 1000;
     jo.spin_yield = jo.spin_yield || shared;
   }
-  auto j = join_job(sys, jo);
+  return jo;
+}
+
+/// One ring peer per size, published in its slot.
+std::vector<caf::actor> spawn_bench_peers(caf::actor_system& sys, job& j, const allreduce_bench_options& o,
+                                          const std::vector<std::size_t>& sizes) {
   const int rank = j.launch.rank, n = j.launch.size;
-  publish_barrier(sys, j);
   std::vector<caf::actor> peers;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     const std::size_t floats = sizes[k] / 4;
@@ -83,6 +90,79 @@ int bench_allreduce(const allreduce_bench_options& o) {
     peers.push_back(actors::spawn_ring_peer(sys, pc));
     j.node->publish(transport::slots::bench_peer(static_cast<int>(k)), peers.back());
   }
+  return peers;
+}
+
+/// Once every rank has published: each peer's right neighbour and, for
+/// the direct algorithm, every rank's peer.
+void wire_bench_peers(job& j, const std::vector<caf::actor>& peers) {
+  const int rank = j.launch.rank, n = j.launch.size;
+  for (std::size_t k = 0; k < peers.size(); ++k) {
+    const auto slot = transport::slots::bench_peer(static_cast<int>(k));
+    auto right = j.node->remote((rank + 1) % n, slot);
+    std::vector<caf::actor> all;
+    for (int r = 0; r < n; ++r)
+      all.push_back(r == rank ? peers[k] : j.node->remote(r, slot));
+    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, all);
+  }
+}
+
+void print_header(const allreduce_bench_options& o, const job& j) {
+  const int n = j.launch.size;
+  std::printf("# gradwire allreduce (%s): %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n",
+              o.algo == "auto" ? (n > 2 ? ("direct below " + human(o.direct_below) + ", ring above").c_str() : "ring")
+                               : o.algo.c_str(),
+              n, n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
+              o.iters);
+  std::printf("%12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check");
+  std::fflush(stdout);
+}
+
+/// One size: its driver's check and timed rounds; rank 0 prints the row.
+/// Whether the sum was right.
+bool run_size(caf::actor_system& sys, const job& j, const allreduce_bench_options& o, const caf::actor& peer,
+              std::size_t bytes) {
+  const int rank = j.launch.rank, n = j.launch.size;
+  auto done = std::make_shared<std::promise<actors::allreduce_result>>();
+  auto fut = done->get_future();
+  actors::allreduce_driver_config dc;
+  dc.peer = peer;
+  dc.floats = bytes / 4;
+  dc.rank = rank;
+  dc.ranks = n;
+  dc.warmup = o.warmup;
+  dc.iters = o.iters;
+  dc.done = [done](const actors::allreduce_result& r) { done->set_value(r); };
+  actors::spawn_allreduce_driver(sys, std::move(dc));
+  const auto bound = std::chrono::seconds(60);
+  if (fut.wait_for(bound) != std::future_status::ready)
+    throw error("rank " + std::to_string(rank) + ": allreduce of " + human(bytes) + " did not finish within " +
+                std::to_string(bound.count()) + " s");
+  auto r = fut.get();
+  const bool ok = r.error.empty() && r.max_error == 0;
+  if (!ok)
+    std::fprintf(stderr, "gradwire: rank %d: allreduce of %s is wrong: %s (max error %g)\n", rank, human(bytes).c_str(),
+                 r.error.c_str(), r.max_error);
+  if (rank == 0) {
+    const double algbw = static_cast<double>(bytes) / r.seconds / 1e9;
+    std::printf("%12zu %12zu %12.1f %12.3f %12.3f %8s\n", bytes, bytes / 4, r.seconds * 1e6, algbw,
+                algbw * 2.0 * (n - 1) / n, ok ? "ok" : "WRONG");
+    std::fflush(stdout);
+  }
+  return ok;
+}
+
+} // namespace
+
+int bench_allreduce(const allreduce_bench_options& o) {
+  const auto sizes = sizes_of(o);
+  caf::actor_system_config cfg;
+  gradwire::actors::configure_scheduler(cfg, 2);
+  caf::actor_system sys{cfg};
+  auto j = join_job(sys, bench_job_options(o));
+  const int rank = j.launch.rank;
+  publish_barrier(sys, j);
+  const auto peers = spawn_bench_peers(sys, j, o, sizes);
   std::atomic<bool> finishing{false}; // after the last size, peers leave at their own pace
   j.node->start([&](int r, const std::string& what) {
     if (finishing)
@@ -91,55 +171,14 @@ int bench_allreduce(const allreduce_bench_options& o) {
     std::fflush(stderr);
     std::_Exit(3);
   });
-  for (std::size_t k = 0; k < sizes.size(); ++k) {
-    auto right = j.node->remote((rank + 1) % n, transport::slots::bench_peer(static_cast<int>(k)));
-    std::vector<caf::actor> all; // the direct algorithm's peers, by rank
-    for (int r = 0; r < n; ++r)
-      all.push_back(r == rank ? peers[k] : j.node->remote(r, transport::slots::bench_peer(static_cast<int>(k))));
-    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, all);
-  }
+  wire_bench_peers(j, peers);
   barrier(sys, j, 0);
-  if (rank == 0) {
-    std::printf("# gradwire allreduce (%s): %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n",
-                o.algo == "auto" ? (n > 2 ? ("direct below " + human(o.direct_below) + ", ring above").c_str() : "ring")
-                                 : o.algo.c_str(),
-                n, n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
-                o.iters);
-    std::printf("%12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                "check");
-    std::fflush(stdout);
-  }
+  if (rank == 0)
+    print_header(o, j);
   int status = 0;
-  for (std::size_t k = 0; k < sizes.size(); ++k) {
-    auto done = std::make_shared<std::promise<actors::allreduce_result>>();
-    auto fut = done->get_future();
-    actors::allreduce_driver_config dc;
-    dc.peer = peers[k];
-    dc.floats = sizes[k] / 4;
-    dc.rank = rank;
-    dc.ranks = n;
-    dc.warmup = o.warmup;
-    dc.iters = o.iters;
-    dc.done = [done](const actors::allreduce_result& r) { done->set_value(r); };
-    actors::spawn_allreduce_driver(sys, std::move(dc));
-    const auto bound = std::chrono::seconds(60);
-    if (fut.wait_for(bound) != std::future_status::ready)
-      throw error("rank " + std::to_string(rank) + ": allreduce of " + human(sizes[k]) + " did not finish within " +
-                  std::to_string(bound.count()) + " s");
-    auto r = fut.get();
-    const bool ok = r.error.empty() && r.max_error == 0;
-    if (!ok) {
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    if (!run_size(sys, j, o, peers[k], sizes[k]))
       status = 4;
-      std::fprintf(stderr, "gradwire: rank %d: allreduce of %s is wrong: %s (max error %g)\n", rank,
-                   human(sizes[k]).c_str(), r.error.c_str(), r.max_error);
-    }
-    if (rank == 0) {
-      const double algbw = static_cast<double>(sizes[k]) / r.seconds / 1e9;
-      std::printf("%12zu %12zu %12.1f %12.3f %12.3f %8s\n", sizes[k], sizes[k] / 4, r.seconds * 1e6, algbw,
-                  algbw * 2.0 * (n - 1) / n, ok ? "ok" : "WRONG");
-      std::fflush(stdout);
-    }
-  }
   finishing = true;
   barrier(sys, j, 1);
   j.node->close();

@@ -1,4 +1,4 @@
-#include "scheduler/runtime/topology_parts.hpp"
+#include "scheduler/runtime/wiring.hpp"
 
 #include "kernels/error.hpp"
 
@@ -146,15 +146,20 @@ topology_outcome replicas_outcome(coordination c, bool first) {
   return out;
 }
 
+void check_one_worker_per_process(const topology_setup& setup) {
+  const int procs = setup.node->size();
+  check(setup.workers == procs, "topology.workers = " + std::to_string(setup.workers) + " but the job has " +
+                                  std::to_string(procs) + " processes: across processes each process runs one worker "
+                                  "(set topology.workers = " + std::to_string(procs) + ")");
+}
+
 std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
   const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on) {
   auto& nd = *setup.node;
   const int n = setup.workers, rank = nd.rank();
-  check(n == nd.size(), "topology.workers = " + std::to_string(n) + " but the job has " + std::to_string(nd.size()) +
-                          " processes: across processes each process runs one worker (set topology.workers = " +
-                          std::to_string(nd.size()) + ")");
+  check_one_worker_per_process(setup);
   caf::scoped_actor self{sys};
   if (rank == 0)
     nd.publish(transport::slots::coordinator, caf::actor_cast<caf::actor>(self));

@@ -1,5 +1,5 @@
 #pragma once
-/// @file topology_parts.hpp
+/// @file wiring.hpp
 /// The wirings behind run_topology (one file each) and what they share.
 
 #include "scheduler/runtime/coordinator.hpp"
@@ -25,6 +25,9 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
 topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop);
+
+/// Across processes: throws unless every process runs one worker.
+void check_one_worker_per_process(const topology_setup& setup);
 
 /// Across processes (setup.node set), the part every wiring shares: this
 /// process runs worker `rank` only. `spawn(report_to)` spawns it (and

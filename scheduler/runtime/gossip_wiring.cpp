@@ -1,6 +1,6 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
-#include "scheduler/runtime/topology_parts.hpp"
+#include "scheduler/runtime/wiring.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,173 @@
+/// @file ps_wiring.cpp
+/// The parameter-server wiring (and local SGD, which is the same wiring
+/// with averaging shards): M shards over even ranges of the parameter
+/// buffer, N workers that pull slices and push gradient slices. In one
+/// process every actor is here; across processes one worker per process,
+/// the shards on rank 0 with the coordinator or spread (shard i on rank i
+/// mod processes), reached through proxies.
+
+#include "actors/ps_shard.hpp"
+#include "actors/worker.hpp"
+#include "kernels/error.hpp"
+#include "models/model.hpp"
+#include "scheduler/runtime/wiring.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gradwire::scheduler {
+
+namespace {
+
+/// Every shard of the job: this process's own actors and a handle to each.
+struct shard_set {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::vector<caf::actor> own;     ///< spawned here
+  std::vector<caf::actor> handles; ///< every shard, by id (a proxy where it lives elsewhere)
+};
+
+shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
+  const bool local = setup.kind == topology_kind::local_sgd;
+  shard_set s;
+  s.ranges = shard_ranges(initial.size(), setup.shards);
+  for (const auto& [b, e] : s.ranges)
+    check(e > b, "topology.shards = " + std::to_string(setup.shards) + " leaves a shard empty (the model has " +
+                   std::to_string(initial.size()) + " parameters)");
+  auto* nd = setup.node.get();
+  const int rank = nd ? nd->rank() : 0;
+  auto home = [&](int i) { return nd && setup.spread_shards ? i % nd->size() : 0; };
+  s.handles.resize(static_cast<std::size_t>(setup.shards));
+  for (int i = 0; i < setup.shards; ++i) {
+    if (home(i) != rank) {
+      s.handles[static_cast<std::size_t>(i)] = nd->remote(home(i), transport::slots::shard(i));
+      continue;
+    }
+    actors::shard_config sc;
+    sc.id = i;
+    sc.begin = s.ranges[static_cast<std::size_t>(i)].first;
+    sc.end = s.ranges[static_cast<std::size_t>(i)].second;
+    sc.workers = setup.workers;
+    sc.sync = setup.sync;
+    sc.staleness_lr = setup.staleness_lr;
+    sc.backup = setup.sync && !local ? setup.backup : 0;
+    sc.last_version = setup.steps;
+    sc.dc_lambda = setup.sync || local ? 0.f : setup.dc_lambda;
+    sc.average = local;
+    sc.opt = setup.opt;
+    sc.trace = setup.trace;
+    auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
+    std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
+    s.own.push_back(actors::spawn_ps_shard(sys, sc, slice0));
+    s.handles[static_cast<std::size_t>(i)] = s.own.back();
+    if (nd)
+      nd->publish(transport::slots::shard(i), s.own.back());
+  }
+  return s;
+}
+
+actors::worker_config ps_worker(const topology_setup& setup, const models::dataset& data, const shard_set& s, int r,
+                                const caf::actor& report_to) {
+  const bool local = setup.kind == topology_kind::local_sgd;
+  auto wc = base_worker(setup, data, r, report_to);
+  wc.shards = s.handles;
+  wc.ranges = s.ranges;
+  wc.sync = setup.sync;
+  wc.backup = setup.sync && !local && setup.backup > 0;
+  wc.local_steps = local ? setup.local_steps : 0;
+  wc.staleness_bound = setup.staleness_bound;
+  wc.push_pull = setup.push_pull && !setup.sync && !local && setup.staleness_bound < 0;
+  return wc;
+}
+
+/// The trained parameters, staleness and dropped pushes, from every shard
+/// (on any rank) into `out`; what went wrong, naming the shard, or "".
+std::string collect_shards(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
+                           const shard_set& s, std::size_t size, topology_outcome& out) {
+  out.params.assign(size, 0.f);
+  out.dropped.assign(static_cast<std::size_t>(setup.workers), 0);
+  std::string failure;
+  for (std::size_t i = 0; i < s.handles.size(); ++i) {
+    self->request(s.handles[i], setup.timeout, actors::fetch_atom::value)
+      .receive(
+        [&](std::int64_t, actors::slice p) {
+          std::memcpy(out.params.data() + s.ranges[i].first, p.data(), static_cast<std::size_t>(p.numel()) * sizeof(float));
+        },
+        [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
+    self->request(s.handles[i], setup.timeout, actors::stats_atom::value)
+      .receive(
+        [&](std::int64_t, actors::histogram h, std::int64_t gap, std::vector<std::int64_t> dropped) {
+          out.max_clock_gap = std::max(out.max_clock_gap, gap);
+          if (out.staleness.size() < h.size())
+            out.staleness.resize(h.size(), 0);
+          for (std::size_t k = 0; k < h.size(); ++k)
+            out.staleness[k] += h[k];
+          for (std::size_t r = 0; r < dropped.size() && r < out.dropped.size(); ++r)
+            out.dropped[r] += dropped[r];
+        },
+        [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
+  }
+  return failure;
+}
+
+/// Spread shards outlive their process's worker: every rank keeps its
+/// shards until rank 0 has fetched them (the others may still push).
+constexpr int shards_fetched = 2;
+
+bool waits_for_fetch(const topology_setup& setup) {
+  return setup.node && setup.spread_shards && setup.sync_ranks;
+}
+
+} // namespace
+
+topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
+                               const progress_fn& on_progress, const metrics_fn& on_metrics,
+                               const std::atomic<bool>* stop) {
+  const bool local = setup.kind == topology_kind::local_sgd;
+  check(setup.backup >= 0 && setup.backup < setup.workers,
+        "topology.backup_workers = " + std::to_string(setup.backup) + " must be below topology.workers = " +
+          std::to_string(setup.workers));
+  if (setup.node)
+    check_one_worker_per_process(setup);
+  models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
+  const auto shards = spawn_shards(sys, setup, initial);
+  caf::scoped_actor self{sys};
+  std::vector<caf::actor> local_workers;
+  coordination c;
+  if (setup.node) {
+    // An async parameter server waits for no worker: it carries on without one whose process failed.
+    const bool carry_on = !setup.sync && setup.staleness_bound < 0 && !local && !setup.spread_shards;
+    const int rank = setup.node->rank();
+    auto got = run_worker_across(
+      sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, ps_worker(setup, data, shards, rank, to)); },
+      [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
+      on_progress, on_metrics, stop, carry_on);
+    if (!got) { // not rank 0: its worker is done
+      if (waits_for_fetch(setup))
+        setup.sync_ranks(shards_fetched);
+      stop_actors(self, shards.own);
+      return {};
+    }
+    c = std::move(*got);
+  } else {
+    for (int r = 0; r < setup.workers; ++r)
+      local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
+    c = coordinate(self, local_workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
+  }
+  stop_actors(self, local_workers);
+  if (!c.failure.empty()) {
+    stop_actors(self, shards.own);
+    throw error("parameter server: " + c.failure); // the other ranks stop with rank 0
+  }
+  topology_outcome out;
+  const auto failure = collect_shards(sys, self, setup, shards, initial.size(), out);
+  if (waits_for_fetch(setup))
+    setup.sync_ranks(shards_fetched); // the other ranks may let their shards go
+  stop_actors(self, shards.own);
+  check(failure.empty(), "parameter server: " + failure);
+  out.interrupted = c.interrupted;
+  out.lost = c.lost;
+  out.reports = std::move(c.reports);
+  return out;
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,142 @@
+/// @file ring_wiring.cpp
+/// The ring and hierarchical allreduce wirings: N workers exchange gradient
+/// buckets by ring allreduce. Flat and without overlap, the workers run
+/// the ring themselves; with overlap, or hierarchical (a ring in each
+/// group of group_size, then a ring of the group leaders), a ring peer
+/// actor per worker moves chunks while its worker computes. In one process
+/// every actor is here; across processes one worker (and its peer) per
+/// process, its neighbours proxies.
+
+#include "actors/ring_allreduce.hpp"
+#include "actors/ring_peer.hpp"
+#include "actors/worker.hpp"
+#include "kernels/error.hpp"
+#include "models/model.hpp"
+#include "scheduler/runtime/wiring.hpp"
+
+namespace gradwire::scheduler {
+
+namespace {
+
+/// What every rank of a ring wiring agrees on.
+struct ring_plan {
+  const topology_setup& setup;
+  const models::dataset& data;
+  bool hier = false;
+  bool use_peers = false; ///< peer actors move the chunks (overlap, hierarchical)
+  int group_size = 0;     ///< hierarchical: workers per group; 0: flat
+  std::vector<std::pair<std::size_t, std::size_t>> buckets; ///< [begin, end) of each gradient bucket
+  std::vector<int> batches; ///< every worker's batch, by rank (speed balancing starts from them)
+  double total_batch = 0;
+
+  ring_plan(const topology_setup& s, const models::dataset& d, std::size_t size)
+      : setup(s), data(d), hier(s.kind == topology_kind::hierarchical), use_peers(hier || s.overlap),
+        group_size(hier ? s.group_size : 0), buckets(actors::make_buckets(size, s.bucket_floats)) {
+    for (int r = 0; r < s.workers; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      batches.push_back(ri < s.worker_batch.size() ? s.worker_batch[ri] : s.batch_size);
+      total_batch += batches.back();
+    }
+  }
+
+  actors::worker_config worker(int r, const caf::actor& report_to, const caf::actor& peer) const {
+    const int n = setup.workers;
+    auto wc = base_worker(setup, data, r, report_to);
+    wc.ring_peer = peer;
+    wc.buckets = buckets;
+    wc.chunk_floats = setup.chunk_floats;
+    wc.overlap = setup.overlap;
+    // Sample-weighted mean: worker r's gradient counts batch_r / mean batch.
+    wc.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
+    if (setup.balance_every > 0 && n > 1) {
+      wc.balance_every = setup.balance_every;
+      wc.balance_batches = batches;
+    }
+    return wc;
+  }
+
+  std::string name() const { return hier ? "hierarchical allreduce" : "ring allreduce"; }
+};
+
+/// Across processes: this process's worker (and its peer).
+topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, const progress_fn& on_progress,
+                                 const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
+  const auto& setup = p.setup;
+  auto& nd = *setup.node;
+  const int n = setup.workers;
+  caf::actor peer;
+  if (p.use_peers) {
+    auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.chunk_floats, p.group_size);
+    pc.trace = setup.trace;
+    peer = actors::spawn_ring_peer(sys, pc);
+    nd.publish(transport::slots::ring_peer, peer);
+  }
+  auto wire = [&](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
+    if (p.use_peers) {
+      auto w = actors::ring_peer_wiring(nd.rank(), n, p.group_size);
+      auto at = [&](int r) { return r < 0 ? caf::actor{} : nd.remote(r, transport::slots::ring_peer); };
+      std::vector<caf::actor> members;
+      for (int m : w.members)
+        members.push_back(at(m));
+      self->send(peer, actors::wire_atom::value, at(w.right), at(w.leader_right), members);
+    }
+    self->send(local, actors::wire_atom::value,
+               p.use_peers ? caf::actor{} : all[static_cast<std::size_t>((nd.rank() + 1) % n)], all);
+  };
+  auto c = run_worker_across(
+    sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, p.worker(nd.rank(), to, peer)); },
+    wire, on_progress, on_metrics, stop);
+  if (peer)
+    caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+  if (!c)
+    return {};
+  if (!c->failure.empty())
+    throw error(p.name() + " across processes: " + c->failure);
+  return replicas_outcome(std::move(*c), true);
+}
+
+/// In one process: every worker and peer here.
+topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const models::model& initial,
+                               const progress_fn& on_progress, const metrics_fn& on_metrics,
+                               const std::atomic<bool>* stop) {
+  const auto& setup = p.setup;
+  const int n = setup.workers;
+  std::vector<caf::actor> peers;
+  if (p.use_peers)
+    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.chunk_floats, p.group_size, setup.trace);
+  // The sharded update in one process: the replicas share one weight buffer
+  // (worker_config::shared_params), which starts as every replica would.
+  const bool share = setup.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
+  caf::scoped_actor self{sys};
+  std::vector<caf::actor> workers;
+  for (int r = 0; r < n; ++r) {
+    auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
+    if (share)
+      wc.shared_params = initial.params();
+    workers.push_back(actors::spawn_ring_worker(sys, std::move(wc)));
+  }
+  for (int r = 0; r < n; ++r) // the ring is complete: start
+    self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
+               p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
+  stop_actors(self, workers);
+  stop_actors(self, peers);
+  if (!c.failure.empty())
+    throw error(p.name() + ": " + c.failure);
+  return replicas_outcome(std::move(c), true);
+}
+
+} // namespace
+
+topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
+                                 const progress_fn& on_progress, const metrics_fn& on_metrics,
+                                 const std::atomic<bool>* stop) {
+  check(setup.kind != topology_kind::hierarchical || setup.group_size >= 1, "topology.group_size must be at least 1");
+  check(setup.chunk_floats > 0 && setup.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
+  const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
+  const ring_plan plan(setup, data, initial.size());
+  return setup.node ? run_ring_across(sys, plan, on_progress, on_metrics, stop)
+                    : run_ring_here(sys, plan, initial, on_progress, on_metrics, stop);
+}
+
+} // namespace gradwire::scheduler
