@@ -73,7 +73,7 @@ void begin_step(gossip_actor* self) {
     next_step(self);
     return;
   }
-  if (st.cfg.gossip == gossip_mode::dpsgd) {
+  if (st.cfg.gossip.mode == gossip_mode::dpsgd) {
     auto mine = snapshot(st); // one read-only snapshot shared by all neighbours
     for (int r : st.cfg.graph)
       self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);

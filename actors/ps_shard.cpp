@@ -75,7 +75,7 @@ bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clo
 /// The slice for a pull by `rank`; DC-ASGD keeps it as that rank's w_read.
 slice answer(shard_state& st, int rank) {
   auto snap = snapshot(st);
-  if (st.cfg.dc_lambda > 0.f)
+  if (st.cfg.ps.dc() > 0.f)
     st.read[static_cast<std::size_t>(rank)] = snap; // read-only from here on, shared with the worker
   return snap;
 }
@@ -113,7 +113,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
             " floats for a slice of " + std::to_string(len(st))};
   const std::int64_t staleness = st.version - base_version;
   auto& be = kernels::backend_for(kernels::device::cpu());
-  if (st.cfg.average) {
+  if (st.cfg.ps.local_sgd()) {
     be.axpy(len(st), 1.f, grad.data(), st.sum.data());
     if (++st.pushed == st.cfg.workers) {
       be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
@@ -125,21 +125,21 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     }
     return {{}, staleness};
   }
-  if (st.cfg.sync && st.cfg.backup > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
+  if (st.cfg.ps.backups() > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
     return {{}, -2}; // the run is over here: neither applied nor dropped
-  if (st.cfg.sync && st.cfg.backup > 0 && base_version < st.version) {
+  if (st.cfg.ps.backups() > 0 && base_version < st.version) {
     ++st.dropped[static_cast<std::size_t>(rank)]; // a backup worker's late push
     return {{}, -1};
   }
   record(st, staleness);
-  if (!st.cfg.sync) {
-    const float scale = st.cfg.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
+  if (!st.cfg.ps.sync) {
+    const float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
     const float* g = grad.data();
-    if (st.cfg.dc_lambda > 0.f) { // delay compensation
+    if (st.cfg.ps.dc() > 0.f) { // delay compensation
       const float* w = st.params.data();
       const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
       float* c = st.corrected.data();
-      const float lambda = st.cfg.dc_lambda;
+      const float lambda = st.cfg.ps.dc();
       for (std::size_t k = 0; k < len(st); ++k)
         c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
       g = c;
@@ -150,7 +150,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   }
   be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
   st.samples += samples;
-  if (++st.pushed == st.cfg.workers - st.cfg.backup) {
+  if (++st.pushed == st.cfg.workers - st.cfg.ps.backups()) {
     be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
     st.samples = 0;
     apply(st, st.sum.data(), 1.f);
@@ -169,11 +169,11 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
-  if (cfg.dc_lambda > 0.f) {
+  if (cfg.ps.dc() > 0.f) {
     s.read.assign(s.clocks.size(), initial);
     s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});
   }
-  if (cfg.sync || cfg.average)
+  if (cfg.ps.sync || cfg.ps.local_sgd())
     s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
   return {
     [=](pull_atom, int rank, std::int64_t min_version,
@@ -198,10 +198,10 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     [=](push_pull_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
       -> caf::result<std::int64_t, std::int64_t, slice> {
       auto& st = self->state;
-      if (st.cfg.sync || st.cfg.average)
+      if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
         return caf::make_error(caf::sec::invalid_argument,
                                "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
-                                 " to a " + (st.cfg.sync ? "sync" : "local-SGD") + " shard (async only)");
+                                 " to a " + (st.cfg.ps.sync ? "sync" : "local-SGD") + " shard (async only)");
       auto out = take_push(st, rank, base_version, step, samples, grad);
       if (!out.error.empty())
         return caf::make_error(caf::sec::invalid_argument, std::move(out.error));

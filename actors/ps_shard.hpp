@@ -28,6 +28,7 @@
 ///        the version advances. No optimizer runs here.
 
 #include "actors/messages.hpp"
+#include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "models/optimizer.hpp"
 
@@ -42,14 +43,12 @@ struct shard_config {
   int id = 0;
   std::size_t begin = 0, end = 0; ///< range in the model's parameter buffer
   int workers = 1;
-  bool sync = true;
-  bool staleness_lr = false;      ///< async: lr / max(1, staleness)
-  int backup = 0;                 ///< sync: pushes per version not waited for
+  /// The parameter server's options, whole: sync, staleness_lr, backups(),
+  /// dc() (DC-ASGD), local_sgd() (average pushed parameters).
+  ps_options ps;
   /// Backup workers: the version the run ends at; pushes after it are ignored
   /// (workers finish on seeing it from every shard, not all at once).
   std::int64_t last_version = 0;
-  float dc_lambda = 0.f;          ///< async: DC-ASGD delay compensation (0 = off)
-  bool average = false;           ///< local SGD: average pushed parameters
   models::optimizer_spec opt;
   std::shared_ptr<tracer> trace; ///< track "shard <id>": push (arg rank), apply (arg version)
 };

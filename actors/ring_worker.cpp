@@ -23,13 +23,13 @@ struct ring_worker_state : worker_core {
   /// Without a ring peer actor the worker runs the ring itself, between
   /// its computations (no thread besides the workers' own).
   std::unique_ptr<ring_allreduce> ring;
-  /// The ring carries updated parameters (cfg.sharded_update, own ring of
+  /// The ring carries updated parameters (cfg.ring.sharded_update, own ring of
   /// several workers) and owned_apply the time spent updating this round.
   bool sharded = false;
   double owned_apply = 0;
   slice owned_sum; ///< scratch for optimizers without a fused update (Adam)
 
-  /// Speed balancing (cfg.balance_every > 0).
+  /// Speed balancing (cfg.ring.balance_every > 0).
   struct balancing {
     std::vector<caf::actor> workers; ///< by rank
     std::vector<int> batches;        ///< the split in force
@@ -83,7 +83,7 @@ void await_mail(ring_worker_actor* self) {
 
 /// Balancing round due at the start of this step, or -1.
 std::int64_t due_round(const ring_worker_state& st) {
-  const auto k = static_cast<std::int64_t>(st.cfg.balance_every);
+  const auto k = static_cast<std::int64_t>(st.cfg.ring.balance_every);
   const auto r = st.step - ring_worker_state::balance_lag;
   return k > 0 && r > 0 && r % k == 0 ? r : -1;
 }
@@ -93,7 +93,7 @@ std::int64_t due_round(const ring_worker_state& st) {
 void share_speed(ring_worker_actor* self) {
   auto& st = self->state;
   auto& b = st.bal;
-  const auto k = static_cast<std::int64_t>(st.cfg.balance_every);
+  const auto k = static_cast<std::int64_t>(st.cfg.ring.balance_every);
   if (k <= 0 || st.step % k != 0 || st.step + ring_worker_state::balance_lag >= st.cfg.steps)
     return;
   const auto& w = b.window;
@@ -143,7 +143,7 @@ void begin_step(ring_worker_actor* self) {
     st.finish(self, {}, true);
     return;
   }
-  if (st.cfg.balance_every > 0 && !apply_balance(self))
+  if (st.cfg.ring.balance_every > 0 && !apply_balance(self))
     return; // resumed by the missing (balance_atom, ...)
   st.handed = st.reduced = 0;
   st.round_wait = 0;
@@ -152,11 +152,11 @@ void begin_step(ring_worker_actor* self) {
   try {
     const auto t0 = worker_core::clock_type::now();
     const auto samples = st.report.samples;
-    if (st.cfg.overlap)
+    if (st.cfg.ring.overlap)
       st.compute([self](std::size_t from) { hand_over(self, from); });
     else
       st.compute();
-    if (st.cfg.balance_every > 0)
+    if (st.cfg.ring.balance_every > 0)
       st.report.batches.push_back(st.cfg.batch_size);
     st.bal.window.compute_seconds += seconds_since(t0);
     st.bal.window.samples += st.report.samples - samples;
@@ -216,7 +216,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
     const auto& c = st.cfg;
     st.results.resize(c.buckets.size());
-    if (c.balance_every > 0) {
+    if (c.ring.balance_every > 0) {
       auto& b = st.bal;
       b.batches = c.balance_batches;
       check(static_cast<int>(b.batches.size()) == c.world && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
@@ -231,12 +231,12 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     }
     if (c.ring_peer == nullptr)
       st.ring = std::make_unique<ring_allreduce>(
-        c.rank, c.world, 0, c.buckets, c.chunk_floats, [self](ring_allreduce::done_info d) {
+        c.rank, c.world, 0, c.buckets, c.ring.chunk_floats, [self](ring_allreduce::done_info d) {
           on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
         });
     if (st.ring)
       st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
-    if (st.ring && c.sharded_update && c.world > 1) {
+    if (st.ring && c.ring.sharded_update && c.world > 1) {
       st.sharded = true;
       // The owner of a chunk applies the optimizer to it and passes on a
       // view of its updated parameters (read by the others before this
@@ -274,7 +274,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   return {
     [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { // from the wiring: the ring is complete, start
       auto& s = self->state;
-      if (s.cfg.balance_every > 0 && all.size() != static_cast<std::size_t>(s.cfg.world)) {
+      if (s.cfg.ring.balance_every > 0 && all.size() != static_cast<std::size_t>(s.cfg.world)) {
         s.finish(self, s.who() + "speed balancing needs every worker's handle, got " + std::to_string(all.size()) +
                          " for " + std::to_string(s.cfg.world) + " workers");
         return;
@@ -287,7 +287,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
         std::int64_t steps) {
       auto& s = self->state;
-      const auto k = static_cast<std::int64_t>(s.cfg.balance_every);
+      const auto k = static_cast<std::int64_t>(s.cfg.ring.balance_every);
       if (k <= 0 || rank < 0 || rank >= s.cfg.world || rank == s.cfg.rank || round <= 0 || round % k != 0 ||
           round + ring_worker_state::balance_lag < s.step || steps <= 0) {
         s.finish(self, s.who() + "unexpected speed measurement of round " + std::to_string(round) + " from rank " +

@@ -43,21 +43,21 @@ void compute_and_push(worker_actor* self) {
     st.finish(self, ex.what());
     return;
   }
-  const bool local = st.cfg.local_steps > 0;
+  const bool local = st.cfg.ps.local_steps > 0;
   if (local) {
     const auto t0 = worker_core::clock_type::now();
     st.trainer->apply();
     st.add_compute(t0); // the local optimizer step is compute, as the ring's is
   }
   const float* g = local ? st.model->params().data() : st.trainer->gradients().data();
-  if (local && (st.step + 1) % st.cfg.local_steps != 0 && st.step + 1 < st.cfg.steps) {
+  if (local && (st.step + 1) % st.cfg.ps.local_steps != 0 && st.step + 1 < st.cfg.steps) {
     st.end_step(self); // a local step: no exchange
     self->send(self, step_atom::value);
     return;
   }
   st.pending = st.cfg.shards.size();
   // The last step's push needs no parameters back.
-  const bool with_pull = st.cfg.push_pull && st.step + 1 < st.cfg.steps;
+  const bool with_pull = st.cfg.ps.uses_push_pull() && st.step + 1 < st.cfg.steps;
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
     const auto [b, e] = st.cfg.ranges[i];
     auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
@@ -104,20 +104,20 @@ void compute_and_push(worker_actor* self) {
 
 /// The version of shard i to pull before step `st.step`.
 std::int64_t wanted_version(const worker_state& st, std::size_t i) {
-  if (st.cfg.local_steps > 0)
-    return st.step / st.cfg.local_steps;
-  if (st.cfg.backup) // the version after the one this worker last computed on (the last is cfg.steps)
+  if (st.cfg.ps.local_steps > 0)
+    return st.step / st.cfg.ps.local_steps;
+  if (st.cfg.ps.backups() > 0) // the version after the one this worker last computed on (the last is cfg.steps)
     return st.step == 0 ? 0 : std::min(st.base_version[i] + 1, st.cfg.steps);
-  return st.cfg.sync ? st.step : 0;
+  return st.cfg.ps.sync ? st.step : 0;
 }
 
 void begin_step(worker_actor* self) {
   auto& st = self->state;
-  if (!st.cfg.backup && st.step >= st.cfg.steps) {
+  if (st.cfg.ps.backups() == 0 && st.step >= st.cfg.steps) {
     st.finish(self);
     return;
   }
-  if (st.cfg.local_steps > 0 && st.step % st.cfg.local_steps != 0) {
+  if (st.cfg.ps.local_steps > 0 && st.step % st.cfg.ps.local_steps != 0) {
     st.begin_comm(); // no communication in this step
     compute_and_push(self); // inside a round: keep training the local replica
     return;
@@ -127,7 +127,7 @@ void begin_step(worker_actor* self) {
   // here, which would drop the pushes' round trip from comm_seconds.
   st.pending = st.cfg.shards.size();
   const std::int64_t min_clock =
-    !st.cfg.sync && st.cfg.local_steps == 0 && st.cfg.staleness_bound >= 0 ? st.step - st.cfg.staleness_bound : 0;
+    !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
     self->request(st.cfg.shards[i], st.cfg.timeout, pull_atom::value, st.cfg.rank, wanted_version(st, i), min_clock)
       .then(
@@ -139,7 +139,7 @@ void begin_step(worker_actor* self) {
           if (--s.pending > 0)
             return;
           // Backup workers: the run is as long as the shards' version count.
-          if (s.cfg.backup && *std::min_element(s.base_version.begin(), s.base_version.end()) >= s.cfg.steps) {
+          if (s.cfg.ps.backups() > 0 && *std::min_element(s.base_version.begin(), s.base_version.end()) >= s.cfg.steps) {
             s.finish(self);
             return;
           }

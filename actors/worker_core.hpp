@@ -8,6 +8,7 @@
 /// exchange gradients or parameters between steps.
 
 #include "actors/messages.hpp"
+#include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "kernels/poll_wait.hpp"
 #include "models/batcher.hpp"
@@ -27,8 +28,6 @@
 #include <vector>
 
 namespace gradwire::actors {
-
-enum class gossip_mode { dpsgd, adpsgd };
 
 struct worker_config {
   int rank = 0, world = 1;
@@ -66,43 +65,31 @@ struct worker_config {
   // Parameter server (worker.cpp).
   std::vector<caf::actor> shards;
   std::vector<std::pair<std::size_t, std::size_t>> ranges; ///< each shard's [begin, end)
-  bool sync = true;       ///< pull the version of the current step, not any
-  /// Sync with backup workers: steps count shard versions; a worker pulls
-  /// the newest version and its late pushes may be dropped.
-  bool backup = false;
-  /// Bounded staleness (async only): >= 0 makes the worker at step c wait
-  /// until every worker has pushed c - bound steps; < 0: no bound.
-  int staleness_bound = -1;
-  /// Local SGD: > 0 means the worker updates its own replica with `opt`
-  /// and, every `local_steps` steps (and after the last), pushes its
-  /// parameters to be averaged and continues from the average.
-  int local_steps = 0;
-  /// Async without a bound: each push is a push_pull request whose reply
-  /// brings the shard's parameters after it, and the next step computes
-  /// on them without a pull (one round trip a step instead of two).
-  bool push_pull = false;
+  /// The parameter server's options, whole: sync or async (SSP bound,
+  /// push-pull), backup workers, local SGD (ps_options::local_sgd).
+  ps_options ps;
 
   // Ring allreduce (ring_worker.cpp). Without a ring_peer the worker is its
   // own ring peer (chunks go worker to worker; no overlap with backward).
   caf::actor ring_peer;
-  std::size_t chunk_floats = 1 << 18;
+  /// The rings' options, whole: chunk size, overlap, speed balancing
+  /// (ring_options::balance_every), the sharded update.
+  ring_options ring;
   std::vector<std::pair<std::size_t, std::size_t>> buckets; ///< as make_buckets gives them
   /// Multiplies this worker's gradient before the sum (batch_i / mean batch,
   /// so that workers of different batch sizes give the sample-weighted mean).
   float grad_weight = 1.f;
-  bool overlap = false;   ///< hand buckets to the ring peer during backward
-  /// Speed balancing (batch_balance.hpp): > 0 means every balance_every
-  /// steps each worker sends its measured speed to every other (handles
-  /// from the wiring's (wire_atom, right, all)); two steps later all move
-  /// the split of the global batch, the sum of `balance_batches` (the
-  /// starting batches by rank), to the same new split. 0: fixed batches.
-  int balance_every = 0;
+  /// Speed balancing (batch_balance.hpp): with ring.balance_every > 0,
+  /// every balance_every steps each worker sends its measured speed to
+  /// every other (handles from the wiring's (wire_atom, right, all)); two
+  /// steps later all move the split of the global batch, the sum of
+  /// `balance_batches` (the starting batches by rank), to the same new split.
   std::vector<int> balance_batches;
-  /// A worker that runs its own flat ring (no peer actor) updates only the
-  /// chunks it owns after the reduce-scatter and all-gathers parameters
-  /// instead of gradients: each replica does 1/N of the optimizer work
-  /// (ZeRO-1 style sharding of the update; the same model, bit for bit).
-  bool sharded_update = true;
+  /// ring.sharded_update: a worker that runs its own flat ring (no peer
+  /// actor) updates only the chunks it owns after the reduce-scatter and
+  /// all-gathers parameters instead of gradients: each replica does 1/N of
+  /// the optimizer work (ZeRO-1 style sharding of the update; the same
+  /// model, bit for bit).
   /// With the sharded update in one process: the replicas' one weight
   /// buffer (undefined: a buffer of its own). Each owner writes only its
   /// chunks, after every worker has handed over that round's gradient and
@@ -132,7 +119,7 @@ struct worker_config {
   /// Each replica starts from its own seed (seed + rank) instead of one
   /// shared initialisation (studies of consensus from different starts).
   bool distinct_init = false;
-  gossip_mode gossip = gossip_mode::dpsgd;
+  gossip_options gossip; ///< gossip's options, whole
 };
 
 /// The replica, its data and its accounting.

@@ -336,29 +336,34 @@ void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind");
   c.mode = r.str("topology.mode");
   c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
-  c.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
-  c.staleness_lr = r.boolean("topology.staleness_lr");
-  c.local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
-  c.staleness_bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
-  c.dc_lambda = r.number("topology.dc_lambda", 0, 1e6);
-  c.push_pull = r.boolean("topology.push_pull");
-  c.backup_workers = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
-  check(c.backup_workers < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(c.backup_workers) +
+  auto& ps = c.ps;
+  ps.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
+  ps.sync = c.mode == "sync";
+  ps.staleness_lr = r.boolean("topology.staleness_lr");
+  const auto local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
+  ps.local_steps = c.topology == "local-sgd" ? local_steps : 0;
+  const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
+  ps.staleness_bound = c.mode == "ssp" ? bound : -1;
+  ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda", 0, 1e6));
+  ps.push_pull = r.boolean("topology.push_pull");
+  ps.backup = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
+  ps.spread_shards = r.str("topology.shard_placement") == "spread";
+  check(ps.backup < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(ps.backup) +
                                         " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
-  c.bucket_kb = static_cast<int>(r.integer("topology.bucket_kb", 1, 1 << 22));
-  c.chunk_kb = static_cast<int>(r.integer("topology.chunk_kb", 1, 1 << 22));
-  c.overlap = r.boolean("topology.overlap");
-  c.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
-  check(c.balance_every == 0 || c.topology == "ring" || c.topology == "hierarchical",
+  auto& ring = c.ring;
+  ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.bucket_kb", 1, 1 << 22)) * 256;
+  ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.chunk_kb", 1, 1 << 22)) * 256;
+  ring.overlap = r.boolean("topology.overlap");
+  ring.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
+  ring.sharded_update = r.boolean("topology.sharded_update");
+  ring.group_size = static_cast<int>(r.integer("topology.group_size", 1, 1024));
+  check(ring.balance_every == 0 || c.topology == "ring" || c.topology == "hierarchical",
         r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
                                           "(topology.kind ring or hierarchical), not " + c.topology);
-  c.group_size = static_cast<int>(r.integer("topology.group_size", 1, 1024));
-  c.gossip = r.str("topology.gossip");
-  c.graph = r.str("topology.graph");
-  c.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
+  c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
+  c.gossip.graph = r.str("topology.graph");
+  c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
   c.same_init = r.boolean("topology.same_init");
-  c.sharded_update = r.boolean("topology.sharded_update");
-  c.shard_placement = r.str("topology.shard_placement");
 }
 
 void read_transport(reader& r, run_config& c) {

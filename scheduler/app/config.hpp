@@ -5,6 +5,7 @@
 /// names the file, line and key (or the --set argument) and, for an unknown
 /// key or value, the nearest valid one.
 
+#include "actors/topology_options.hpp"
 #include "models/network.hpp"
 #include "models/optimizer.hpp"
 
@@ -50,22 +51,15 @@ struct run_config {
   std::string parallelism = "auto";
   std::string device = "cpu";
   std::string topology = "single";
-  std::string mode = "sync";
-  int workers = 2, shards = 1;
-  bool staleness_lr = false;
-  int staleness_bound = 2;
-  int local_steps = 8;
-  double dc_lambda = 0;
-  bool push_pull = true; ///< async parameter server: the push's reply carries the new parameters
-  int backup_workers = 0;
-  int bucket_kb = 4096, chunk_kb = 1024;
-  bool overlap = false;
-  int balance_every = 0; ///< ring, hierarchical: steps between re-splits of the global batch by speed (0: off)
-  bool sharded_update = true;
-  std::string shard_placement = "rank0";
-  int group_size = 2;
-  std::string gossip = "dpsgd", graph = "ring";
-  int degree = 3;
+  std::string mode = "sync"; ///< topology.mode as written: sync | async | ssp
+  int workers = 2;
+  /// The topology's options, read into the structs that reach its actors
+  /// whole (actors/topology_options.hpp). Keys of another kind keep their
+  /// defaults: ps.local_steps is 0 unless topology.kind is local-sgd,
+  /// ps.staleness_bound -1 unless topology.mode is ssp.
+  actors::ps_options ps;
+  actors::ring_options ring;
+  actors::gossip_options gossip;
   bool same_init = true;
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
   int spin_us = 0;

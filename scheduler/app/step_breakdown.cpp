@@ -6,7 +6,7 @@ namespace gradwire::scheduler {
 
 bool lockstep(const topology_setup& s) {
   return s.kind == topology_kind::ring || s.kind == topology_kind::hierarchical ||
-         (s.kind == topology_kind::parameter_server && s.sync && s.backup == 0);
+         (s.kind == topology_kind::parameter_server && s.ps.sync && s.ps.backup == 0);
 }
 
 step_breakdown breakdown_of(const std::vector<actors::worker_report>& reports) {

@@ -51,7 +51,6 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jb = join_job(sys, jo);
   const int rank = jb->launch.rank;
   setup.node = jb->node;
-  setup.spread_shards = cfg.shard_placement == "spread";
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
   publish_barrier(sys, *jb);
   setup.on_published = [&sys, &jb, rank] {
@@ -147,13 +146,15 @@ nlohmann::json summary_of(const run_facts& f) {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
     {"topology", cfg.topology},
-    {"mode", cfg.topology == "parameter-server" ? cfg.mode : cfg.topology == "gossip" ? cfg.gossip : cfg.topology},
+    {"mode", cfg.topology == "parameter-server" ? cfg.mode
+             : cfg.topology == "gossip"         ? (cfg.gossip.mode == actors::gossip_mode::adpsgd ? "adpsgd" : "dpsgd")
+                                                : cfg.topology},
     {"description", describe(cfg)},
-    {"local_steps", local ? nlohmann::json(cfg.local_steps) : nlohmann::json(nullptr)},
+    {"local_steps", local ? nlohmann::json(cfg.ps.local_steps) : nlohmann::json(nullptr)},
     {"workers", cfg.workers},
     {"processes", f.jb ? f.jb->launch.size : 1},
     {"launch", f.jb ? f.jb->launch.source : "single process"},
-    {"shards", cfg.shards},
+    {"shards", cfg.ps.shards},
     {"model", cfg.model.kind},
     {"parameters", f.parameters},
     {"dataset", cfg.dataset},
@@ -161,8 +162,8 @@ nlohmann::json summary_of(const run_facts& f) {
     {"batch_size", cfg.batch_size},
     {"optimizer", cfg.opt.kind},
     {"lr", cfg.opt.lr},
-    {"staleness_lr", cfg.staleness_lr},
-    {"staleness_bound", cfg.mode == "ssp" ? nlohmann::json(cfg.staleness_bound) : nlohmann::json(nullptr)},
+    {"staleness_lr", cfg.ps.staleness_lr},
+    {"staleness_bound", cfg.ps.staleness_bound >= 0 ? nlohmann::json(cfg.ps.staleness_bound) : nlohmann::json(nullptr)},
     {"max_clock_gap", res.max_clock_gap},
     {"replica_spread", res.replica_spread},
     {"lost_workers", res.lost},

@@ -29,23 +29,9 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   setup.spec = cfg.model;
   setup.opt = cfg.opt;
   setup.workers = cfg.workers;
-  setup.shards = cfg.shards;
-  setup.sync = cfg.mode == "sync";
-  setup.staleness_lr = cfg.staleness_lr;
-  setup.staleness_bound = cfg.mode == "ssp" ? cfg.staleness_bound : -1;
-  setup.backup = cfg.backup_workers;
-  setup.dc_lambda = static_cast<float>(cfg.dc_lambda);
-  setup.push_pull = cfg.push_pull;
-  setup.local_steps = cfg.topology == "local-sgd" ? cfg.local_steps : 0;
-  setup.bucket_floats = static_cast<std::size_t>(cfg.bucket_kb) * 256;
-  setup.chunk_floats = static_cast<std::size_t>(cfg.chunk_kb) * 256;
-  setup.overlap = cfg.overlap;
-  setup.balance_every = cfg.balance_every;
-  setup.sharded_update = cfg.sharded_update;
-  setup.group_size = cfg.group_size;
-  setup.gossip = cfg.gossip == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
-  setup.graph = cfg.graph;
-  setup.degree = cfg.degree;
+  setup.ps = cfg.ps;
+  setup.ring = cfg.ring;
+  setup.gossip = cfg.gossip;
   setup.distinct_init = !cfg.same_init;
   setup.batch_size = cfg.batch_size;
   setup.threads = cfg.threads;
@@ -118,21 +104,24 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
 
 std::string describe(const run_config& cfg) {
   if (cfg.topology == "local-sgd")
-    return fmt::format("local SGD, average every {} steps", cfg.local_steps);
+    return fmt::format("local SGD, average every {} steps", cfg.ps.local_steps);
+  const auto& ring = cfg.ring;
   const std::string balanced =
-    cfg.balance_every > 0 ? fmt::format(", batches balanced every {} steps", cfg.balance_every) : "";
+    ring.balance_every > 0 ? fmt::format(", batches balanced every {} steps", ring.balance_every) : "";
   if (cfg.topology == "ring")
-    return fmt::format("ring allreduce, {} KiB buckets{}{}", cfg.bucket_kb, cfg.overlap ? ", overlapped" : "", balanced);
+    return fmt::format("ring allreduce, {} KiB buckets{}{}", ring.bucket_floats / 256, ring.overlap ? ", overlapped" : "",
+                       balanced);
   if (cfg.topology == "hierarchical")
-    return fmt::format("hierarchical allreduce, groups of {}{}", cfg.group_size, balanced);
+    return fmt::format("hierarchical allreduce, groups of {}{}", ring.group_size, balanced);
   if (cfg.topology == "gossip")
-    return fmt::format("gossip {} on a {} graph", cfg.gossip == "dpsgd" ? "D-PSGD" : "AD-PSGD", cfg.graph);
+    return fmt::format("gossip {} on a {} graph", cfg.gossip.mode == actors::gossip_mode::dpsgd ? "D-PSGD" : "AD-PSGD",
+                       cfg.gossip.graph);
   std::string s = "parameter server, " + cfg.mode;
-  if (cfg.mode == "sync" && cfg.backup_workers > 0)
-    s += fmt::format(", {} backup worker(s)", cfg.backup_workers);
-  if (cfg.mode != "sync" && cfg.dc_lambda > 0)
-    s += fmt::format(", DC-ASGD lambda {}", cfg.dc_lambda);
-  return s + fmt::format(", {} shard(s)", cfg.shards);
+  if (cfg.mode == "sync" && cfg.ps.backup > 0)
+    s += fmt::format(", {} backup worker(s)", cfg.ps.backup);
+  if (cfg.mode != "sync" && cfg.ps.dc_lambda > 0)
+    s += fmt::format(", DC-ASGD lambda {}", cfg.ps.dc_lambda);
+  return s + fmt::format(", {} shard(s)", cfg.ps.shards);
 }
 
 } // namespace gradwire::scheduler

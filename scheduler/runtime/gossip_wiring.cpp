@@ -10,7 +10,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
   const int n = setup.workers;
-  const auto graph = gossip_graph(setup.graph, n, setup.degree, setup.seed);
+  const auto graph = gossip_graph(setup.gossip.graph, n, setup.gossip.degree, setup.seed);
   auto config_of = [&](int r, const caf::actor& report_to) {
     auto wc = base_worker(setup, data, r, report_to);
     wc.graph = graph[static_cast<std::size_t>(r)];

@@ -27,17 +27,16 @@ struct shard_set {
 };
 
 shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
-  const bool local = setup.kind == topology_kind::local_sgd;
   shard_set s;
-  s.ranges = shard_ranges(initial.size(), setup.shards);
+  s.ranges = shard_ranges(initial.size(), setup.ps.shards);
   for (const auto& [b, e] : s.ranges)
-    check(e > b, "topology.shards = " + std::to_string(setup.shards) + " leaves a shard empty (the model has " +
+    check(e > b, "topology.shards = " + std::to_string(setup.ps.shards) + " leaves a shard empty (the model has " +
                    std::to_string(initial.size()) + " parameters)");
   auto* nd = setup.node.get();
   const int rank = nd ? nd->rank() : 0;
-  auto home = [&](int i) { return nd && setup.spread_shards ? i % nd->size() : 0; };
-  s.handles.resize(static_cast<std::size_t>(setup.shards));
-  for (int i = 0; i < setup.shards; ++i) {
+  auto home = [&](int i) { return nd && setup.ps.spread_shards ? i % nd->size() : 0; };
+  s.handles.resize(static_cast<std::size_t>(setup.ps.shards));
+  for (int i = 0; i < setup.ps.shards; ++i) {
     if (home(i) != rank) {
       s.handles[static_cast<std::size_t>(i)] = nd->remote(home(i), transport::slots::shard(i));
       continue;
@@ -47,12 +46,8 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
     sc.begin = s.ranges[static_cast<std::size_t>(i)].first;
     sc.end = s.ranges[static_cast<std::size_t>(i)].second;
     sc.workers = setup.workers;
-    sc.sync = setup.sync;
-    sc.staleness_lr = setup.staleness_lr;
-    sc.backup = setup.sync && !local ? setup.backup : 0;
+    sc.ps = setup.ps;
     sc.last_version = setup.steps;
-    sc.dc_lambda = setup.sync || local ? 0.f : setup.dc_lambda;
-    sc.average = local;
     sc.opt = setup.opt;
     sc.trace = setup.trace;
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
@@ -67,15 +62,10 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
 
 actors::worker_config ps_worker(const topology_setup& setup, const models::dataset& data, const shard_set& s, int r,
                                 const caf::actor& report_to) {
-  const bool local = setup.kind == topology_kind::local_sgd;
   auto wc = base_worker(setup, data, r, report_to);
   wc.shards = s.handles;
   wc.ranges = s.ranges;
-  wc.sync = setup.sync;
-  wc.backup = setup.sync && !local && setup.backup > 0;
-  wc.local_steps = local ? setup.local_steps : 0;
-  wc.staleness_bound = setup.staleness_bound;
-  wc.push_pull = setup.push_pull && !setup.sync && !local && setup.staleness_bound < 0;
+  wc.ps = setup.ps;
   return wc;
 }
 
@@ -114,7 +104,7 @@ std::string collect_shards(caf::actor_system& sys, caf::scoped_actor& self, cons
 constexpr int shards_fetched = 2;
 
 bool waits_for_fetch(const topology_setup& setup) {
-  return setup.node && setup.spread_shards && setup.sync_ranks;
+  return setup.node && setup.ps.spread_shards && setup.sync_ranks;
 }
 
 } // namespace
@@ -122,9 +112,11 @@ bool waits_for_fetch(const topology_setup& setup) {
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
-  const bool local = setup.kind == topology_kind::local_sgd;
-  check(setup.backup >= 0 && setup.backup < setup.workers,
-        "topology.backup_workers = " + std::to_string(setup.backup) + " must be below topology.workers = " +
+  check((setup.kind == topology_kind::local_sgd) == setup.ps.local_sgd(),
+        setup.ps.local_sgd() ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd"
+                             : "local SGD needs topology.local_steps of 1 or more");
+  check(setup.ps.backup >= 0 && setup.ps.backup < setup.workers,
+        "topology.backup_workers = " + std::to_string(setup.ps.backup) + " must be below topology.workers = " +
           std::to_string(setup.workers));
   if (setup.node)
     check_one_worker_per_process(setup);
@@ -135,7 +127,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   coordination c;
   if (setup.node) {
     // An async parameter server waits for no worker: it carries on without one whose process failed.
-    const bool carry_on = !setup.sync && setup.staleness_bound < 0 && !local && !setup.spread_shards;
+    const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
     const int rank = setup.node->rank();
     auto got = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, ps_worker(setup, data, shards, rank, to)); },

@@ -30,8 +30,8 @@ struct ring_plan {
   double total_batch = 0;
 
   ring_plan(const topology_setup& s, const models::dataset& d, std::size_t size)
-      : setup(s), data(d), hier(s.kind == topology_kind::hierarchical), use_peers(hier || s.overlap),
-        group_size(hier ? s.group_size : 0), buckets(actors::make_buckets(size, s.bucket_floats)) {
+      : setup(s), data(d), hier(s.kind == topology_kind::hierarchical), use_peers(hier || s.ring.overlap),
+        group_size(hier ? s.ring.group_size : 0), buckets(actors::make_buckets(size, s.ring.bucket_floats)) {
     for (int r = 0; r < s.workers; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       batches.push_back(ri < s.worker_batch.size() ? s.worker_batch[ri] : s.batch_size);
@@ -44,14 +44,13 @@ struct ring_plan {
     auto wc = base_worker(setup, data, r, report_to);
     wc.ring_peer = peer;
     wc.buckets = buckets;
-    wc.chunk_floats = setup.chunk_floats;
-    wc.overlap = setup.overlap;
+    wc.ring = setup.ring;
     // Sample-weighted mean: worker r's gradient counts batch_r / mean batch.
     wc.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
-    if (setup.balance_every > 0 && n > 1) {
-      wc.balance_every = setup.balance_every;
+    if (n == 1)
+      wc.ring.balance_every = 0; // no one to balance with
+    if (wc.ring.balance_every > 0)
       wc.balance_batches = batches;
-    }
     return wc;
   }
 
@@ -66,7 +65,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   const int n = setup.workers;
   caf::actor peer;
   if (p.use_peers) {
-    auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.chunk_floats, p.group_size);
+    auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.ring.chunk_floats, p.group_size);
     pc.trace = setup.trace;
     peer = actors::spawn_ring_peer(sys, pc);
     nd.publish(transport::slots::ring_peer, peer);
@@ -103,10 +102,10 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   const int n = setup.workers;
   std::vector<caf::actor> peers;
   if (p.use_peers)
-    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.chunk_floats, p.group_size, setup.trace);
+    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.group_size, setup.trace);
   // The sharded update in one process: the replicas share one weight buffer
   // (worker_config::shared_params), which starts as every replica would.
-  const bool share = setup.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
+  const bool share = setup.ring.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
   caf::scoped_actor self{sys};
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r) {
@@ -131,8 +130,8 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
 topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                  const progress_fn& on_progress, const metrics_fn& on_metrics,
                                  const std::atomic<bool>* stop) {
-  check(setup.kind != topology_kind::hierarchical || setup.group_size >= 1, "topology.group_size must be at least 1");
-  check(setup.chunk_floats > 0 && setup.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
+  check(setup.kind != topology_kind::hierarchical || setup.ring.group_size >= 1, "topology.group_size must be at least 1");
+  check(setup.ring.chunk_floats > 0 && setup.ring.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   const ring_plan plan(setup, data, initial.size());
   return setup.node ? run_ring_across(sys, plan, on_progress, on_metrics, stop)

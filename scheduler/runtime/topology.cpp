@@ -86,7 +86,6 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.threads = ri < setup.worker_threads.size() ? setup.worker_threads[ri] : setup.threads;
   wc.device = ri < setup.worker_device.size() ? setup.worker_device[ri] : kernels::device::cpu();
   wc.separate_compute = setup.separate_compute;
-  wc.sharded_update = setup.sharded_update;
   wc.spin_wait = setup.spin_wait;
   if (setup.node && setup.spin_wait) {
     std::weak_ptr<transport::node> nd = setup.node;

@@ -12,6 +12,7 @@
 /// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
 
 #include "actors/messages.hpp"
+#include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "actors/worker_core.hpp"
 #include "models/dataset.hpp"
@@ -37,28 +38,15 @@ struct topology_setup {
   topology_kind kind = topology_kind::parameter_server;
   models::model_spec spec;
   models::optimizer_spec opt;
-  int workers = 2, shards = 1;
-  bool sync = true;
-  bool staleness_lr = false;
-  int staleness_bound = -1; ///< async: SSP bound s (< 0: none)
-  int backup = 0;           ///< sync parameter server: backup workers b
-  float dc_lambda = 0.f;    ///< async parameter server: DC-ASGD lambda (0 = off)
-  bool push_pull = true;    ///< async parameter server without a bound: push and pull in one request
-  int local_steps = 0;      ///< local SGD: parameters averaged every local_steps steps
-  std::size_t bucket_floats = 1 << 20; ///< ring: gradient bucket size
-  std::size_t chunk_floats = 1 << 18;  ///< ring: largest message
-  bool overlap = false;     ///< ring: start a bucket's allreduce during backward
-  /// Ring, hierarchical: every balance_every steps the split of the global
-  /// batch follows the workers' measured speed (actors/batch_balance.hpp); 0: fixed.
-  int balance_every = 0;
-  bool sharded_update = true; ///< flat ring without peers: each worker updates only the chunks it owns
+  int workers = 2;
+  /// The topology's own options, whole (actors/topology_options.hpp): the
+  /// parameter server's and local SGD's, the rings', gossip's.
+  actors::ps_options ps;
+  actors::ring_options ring;
+  actors::gossip_options gossip;
   /// Ring workers poll for chunks instead of sleeping (worker_config::spin_wait):
   /// see spin_wait_default.
   bool spin_wait = false;
-  int group_size = 2;       ///< hierarchical: workers per group (the last may be smaller)
-  actors::gossip_mode gossip = actors::gossip_mode::dpsgd;
-  std::string graph = "ring"; ///< gossip: "ring" | "torus" | "random" | "complete"
-  int degree = 3;           ///< gossip, random graph: neighbours per worker (at least)
   bool distinct_init = false; ///< every replica from its own seed
   int batch_size = 64;
   /// Per worker (by rank), overriding batch_size, 1.0 and 0 when not empty.
@@ -78,10 +66,6 @@ struct topology_setup {
   /// Across processes: called once this process's actors are published
   /// (starts the node and waits for every rank to get there).
   std::function<void()> on_published;
-  /// Across processes: where the parameter-server shards live. false: all
-  /// on rank 0 with the coordinator; true: shard i on rank i mod processes
-  /// (parameter-server tasks beside the workers, spreading their traffic).
-  bool spread_shards = false;
   /// Across processes: waits until every rank calls it with the same epoch
   /// (the job's barrier; epochs 0 and 1 are the scheduler's own).
   std::function<void(int epoch)> sync_ranks;

@@ -71,9 +71,9 @@ TEST_CASE("async PS: push-pull (parameters in the push's reply) trains one worke
   auto data = make_synthetic(1024, 1, 28, 28, 10, 5);
   auto setup = small_setup(1, 2, false);
   setup.steps = 12;
-  setup.push_pull = true;
+  setup.ps.push_pull = true;
   auto fused = scheduler::run_topology(*env.sys, setup, data);
-  setup.push_pull = false;
+  setup.ps.push_pull = false;
   auto separate = scheduler::run_topology(*env.sys, setup, data);
   REQUIRE(fused.reports.size() == 1);
   CHECK(fused.reports[0].error.empty());
@@ -88,7 +88,7 @@ TEST_CASE("a push-pull to a sync shard is refused with an error naming the shard
   sc.id = 3;
   sc.end = 64;
   sc.workers = 1;
-  sc.sync = true;
+  sc.ps.sync = true;
   auto shard = actors::spawn_ps_shard(*env.sys, sc, actors::slice::zeros({64}));
   caf::scoped_actor self{*env.sys};
   std::string error;
@@ -151,7 +151,7 @@ TEST_CASE("local SGD averaging every step equals synchronous SGD (momentum inclu
   auto sync = small_setup(3, 2, true);
   auto local = sync;
   local.kind = scheduler::topology_kind::local_sgd;
-  local.local_steps = 1;
+  local.ps.local_steps = 1;
   auto a = scheduler::run_topology(*env.sys, sync, data);
   auto b = scheduler::run_topology(*env.sys, local, data);
   gwtest::check_close(b.params, a.params, 1e-4, 1e-5);
@@ -162,7 +162,7 @@ TEST_CASE("local SGD with H = 4: parameters exchanged every 4 steps, and it lear
   auto data = make_synthetic(2048, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, true);
   setup.kind = scheduler::topology_kind::local_sgd;
-  setup.local_steps = 4;
+  setup.ps.local_steps = 4;
   setup.steps = 18; // 4 full rounds and a partial one of 2
   setup.opt.lr = 0.02f;
   auto out = scheduler::run_topology(*env.sys, setup, data);
@@ -237,7 +237,7 @@ TEST_CASE("SSP: the fastest worker is never more than bound + 1 steps ahead of t
   auto unbounded = scheduler::run_topology(*env.sys, setup, data);
   for (int bound : {0, 1, 3}) {
     INFO("bound " << bound);
-    setup.staleness_bound = bound;
+    setup.ps.staleness_bound = bound;
     auto out = scheduler::run_topology(*env.sys, setup, data);
     CHECK(out.max_clock_gap <= bound + 1);
     CHECK(max_staleness(out.staleness) <= (2 * bound + 1) * 2);

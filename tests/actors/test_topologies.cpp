@@ -227,10 +227,10 @@ TEST_CASE("sync ring: N workers at batch b equal one worker at batch N*b, step b
     INFO("workers " << v.workers << (v.overlap ? ", overlap" : "") << (v.group ? ", hierarchical" : ""));
     auto setup = small_setup(v.workers, 1, true);
     setup.kind = v.kind;
-    setup.overlap = v.overlap;
-    setup.group_size = v.group;
-    setup.bucket_floats = 4000; // several buckets (the model has 25,450 parameters) ...
-    setup.chunk_floats = 333;   // ... each cut into many chunks
+    setup.ring.overlap = v.overlap;
+    setup.ring.group_size = v.group;
+    setup.ring.bucket_floats = 4000; // several buckets (the model has 25,450 parameters) ...
+    setup.ring.chunk_floats = 333;   // ... each cut into many chunks
     auto out = scheduler::run_topology(*env.sys, setup, data);
     gwtest::check_close(out.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
     CHECK(out.replica_spread == 0.0); // every replica applied the same pieces
@@ -265,10 +265,10 @@ TEST_CASE("speed balancing: the slow worker's share shrinks, the global batch st
                     << (v.kind == topology_kind::hierarchical ? ", hierarchical" : ""));
     auto setup = small_setup(v.workers, 1, true);
     setup.kind = v.kind;
-    setup.overlap = v.overlap;
-    setup.group_size = 2;
+    setup.ring.overlap = v.overlap;
+    setup.ring.group_size = 2;
     setup.steps = 16;
-    setup.balance_every = 2;
+    setup.ring.balance_every = 2;
     // The last worker spends 10 ms more on every step than the others (more
     // than a loaded machine's scheduling delays the others by).
     setup.worker_delay_ms.assign(static_cast<std::size_t>(v.workers), 0.0);
@@ -343,7 +343,7 @@ TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applie
   auto setup = small_setup(3, 2, true);
   setup.spec.hidden = {256, 128}; // ~1 ms per step: the run outlasts the slow worker's first step
   setup.batch_size = 64;
-  setup.backup = 1;
+  setup.ps.backup = 1;
   setup.steps = 250;
   // A fixed 150 ms per step (the fast ones take ~1 ms): far beyond the noise
   // of three threads sharing two cores with other tests (60 ms failed once
@@ -352,7 +352,7 @@ TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applie
   auto out = scheduler::run_topology(*env.sys, setup, data);
   // Each shard applies exactly N - b = 2 pushes per version, all fresh.
   const auto applied = std::accumulate(out.staleness.begin(), out.staleness.end(), std::int64_t{0});
-  CHECK(applied == 2 * setup.steps * setup.shards);
+  CHECK(applied == 2 * setup.steps * setup.ps.shards);
   CHECK(out.staleness[0] == applied);
   INFO("dropped per rank: " << out.dropped[0] << ", " << out.dropped[1] << ", " << out.dropped[2]);
   CHECK(out.dropped[0] == 0);
@@ -363,7 +363,7 @@ TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applie
   CHECK(out.dropped[2] == out.reports[2].dropped);
   CHECK(out.reports[2].staleness.empty());
   CHECK(out.reports[2].dropped >= 1);
-  CHECK(out.reports[0].staleness.size() == static_cast<std::size_t>(setup.steps * setup.shards));
+  CHECK(out.reports[0].staleness.size() == static_cast<std::size_t>(setup.steps * setup.ps.shards));
   for (const auto& rep : out.reports)
     CHECK(rep.error.empty());
   const auto [before, after] = losses(setup, out.params, data);
@@ -376,7 +376,7 @@ TEST_CASE("DC-ASGD: delay-compensated async PS learns") {
   auto setup = small_setup(4, 2, false);
   setup.steps = 30;
   setup.opt.momentum = 0.f;
-  setup.dc_lambda = 0.04f;
+  setup.ps.dc_lambda = 0.04f;
   auto out = scheduler::run_topology(*env.sys, setup, data);
   const auto [before, after] = losses(setup, out.params, data);
   INFO("loss before " << before << ", after " << after);
@@ -390,7 +390,7 @@ TEST_CASE("D-PSGD: replicas from different starts reach consensus on their mean"
     INFO(graph);
     auto setup = small_setup(6, 1, true);
     setup.kind = topology_kind::gossip;
-    setup.graph = graph;
+    setup.gossip.graph = graph;
     setup.distinct_init = true;
     setup.opt.lr = 0.f; // pure averaging: x <- W x with W doubly stochastic
     setup.opt.momentum = 0.f;
@@ -409,7 +409,7 @@ TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
   auto data = make_synthetic(2048, 1, 28, 28, 10, 26);
   auto setup = small_setup(4, 1, true);
   setup.kind = topology_kind::gossip;
-  setup.gossip = actors::gossip_mode::adpsgd;
+  setup.gossip.mode = actors::gossip_mode::adpsgd;
   setup.distinct_init = true;
   setup.opt.lr = 0.f;
   setup.opt.momentum = 0.f;
@@ -449,10 +449,10 @@ TEST_CASE("every topology learns Fashion-MNIST: loss falls and accuracy passes 7
     setup.opt.momentum = v.momentum;
     setup.batch_size = 32;
     setup.steps = 200; // 25,600 samples in all (150 left async PS at 0.77-0.80 under load: too close)
-    setup.backup = 1;
-    setup.dc_lambda = 0.04f;
-    setup.local_steps = 4;
-    setup.group_size = 2;
+    setup.ps.backup = 1;
+    setup.ps.dc_lambda = 0.04f;
+    setup.ps.local_steps = v.kind == topology_kind::local_sgd ? 4 : 0; // local SGD is ps_options with local_steps
+    setup.ring.group_size = 2;
     auto out = scheduler::run_topology(*env.sys, setup, train);
     model m(setup.spec, kernels::device::cpu(), setup.seed);
     std::copy(out.params.begin(), out.params.end(), m.params().data());
@@ -527,20 +527,20 @@ TEST_CASE("sharded update: owners update their chunks and the ring gathers param
     auto setup = small_setup(n, 1, true);
     setup.kind = topology_kind::ring;
     setup.steps = 12;
-    setup.bucket_floats = 4096; // many buckets and chunks, sizes not divisible by n
-    setup.chunk_floats = 1000;
+    setup.ring.bucket_floats = 4096; // many buckets and chunks, sizes not divisible by n
+    setup.ring.chunk_floats = 1000;
     setup.opt.weight_decay = 1e-3f;
-    setup.sharded_update = false;
+    setup.ring.sharded_update = false;
     auto full = scheduler::run_topology(*env.sys, setup, data);
-    setup.sharded_update = true;
+    setup.ring.sharded_update = true;
     auto sharded = scheduler::run_topology(*env.sys, setup, data);
     CHECK(sharded.params == full.params);
     CHECK(sharded.replica_spread == 0.0);
     setup.opt.kind = "adam"; // its step count advances once per step, not once per chunk
     setup.opt.lr = 0.001f;
-    setup.sharded_update = false;
+    setup.ring.sharded_update = false;
     full = scheduler::run_topology(*env.sys, setup, data);
-    setup.sharded_update = true;
+    setup.ring.sharded_update = true;
     sharded = scheduler::run_topology(*env.sys, setup, data);
     CHECK(sharded.params == full.params);
   }

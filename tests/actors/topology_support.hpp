@@ -23,8 +23,8 @@ inline scheduler::topology_setup small_setup(int workers, int shards, bool sync)
   s.opt.lr = 0.05f;
   s.opt.momentum = 0.9f;
   s.workers = workers;
-  s.shards = shards;
-  s.sync = sync;
+  s.ps.shards = shards;
+  s.ps.sync = sync;
   s.batch_size = 16;
   s.steps = 8;
   s.seed = 11;

@@ -79,7 +79,7 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"parameter-server\"\nbalance_every = 10\n", "t.toml"),
                     Catch::Contains("t.toml:3") && Catch::Contains("topology.balance_every") &&
                       Catch::Contains("not parameter-server"));
-  CHECK(parse_config("[topology]\nkind = \"ring\"\nbalance_every = 10\n", "t.toml").balance_every == 10);
+  CHECK(parse_config("[topology]\nkind = \"ring\"\nbalance_every = 10\n", "t.toml").ring.balance_every == 10);
 }
 
 TEST_CASE("node groups (nodes tables): parsed, counted, and checked") {
@@ -159,4 +159,29 @@ TEST_CASE("node groups carry their device and threads, and a bad device names th
                     Catch::Contains("n.toml:4") && Catch::Contains("unknown device 'gpu0'"));
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\nthreads = -1\n", "n.toml"),
                     Catch::Contains("threads must be in [0, 256]"));
+}
+
+TEST_CASE("topology options reach their structs whole: keys of another kind or mode stay off") {
+  auto ps = parse_config("[topology]\nkind = \"parameter-server\"\nmode = \"async\"\nlocal_steps = 4\n"
+                         "staleness_bound = 3\nshards = 2\nbackup_workers = 1\n", "t.toml");
+  CHECK(ps.ps.shards == 2);
+  CHECK_FALSE(ps.ps.sync);
+  CHECK(ps.ps.local_steps == 0);      // local_steps is local SGD's
+  CHECK(ps.ps.staleness_bound == -1); // the bound is SSP's
+  CHECK(ps.ps.backups() == 0);        // backup workers are the sync server's
+  CHECK(ps.ps.uses_push_pull());
+  auto ssp = parse_config("[topology]\nkind = \"parameter-server\"\nmode = \"ssp\"\nstaleness_bound = 3\n", "t.toml");
+  CHECK(ssp.ps.bound() == 3);
+  CHECK_FALSE(ssp.ps.uses_push_pull());
+  auto local = parse_config("[topology]\nkind = \"local-sgd\"\nlocal_steps = 4\n", "t.toml");
+  CHECK(local.ps.local_sgd());
+  CHECK(local.ps.local_steps == 4);
+  CHECK(local.ps.dc() == 0.f);
+  auto ring = parse_config("[topology]\nkind = \"ring\"\nbucket_kb = 8\nchunk_kb = 2\noverlap = true\n", "t.toml");
+  CHECK(ring.ring.bucket_floats == 8 * 256);
+  CHECK(ring.ring.chunk_floats == 2 * 256);
+  CHECK(ring.ring.overlap);
+  auto gossip = parse_config("[topology]\nkind = \"gossip\"\ngossip = \"adpsgd\"\ngraph = \"torus\"\n", "t.toml");
+  CHECK(gossip.gossip.mode == actors::gossip_mode::adpsgd);
+  CHECK(gossip.gossip.graph == "torus");
 }

@@ -54,8 +54,8 @@ TEST_CASE("lockstep: ring, hierarchical and the sync parameter server without ba
   auto with = [](scheduler::topology_kind k, bool sync, int backup = 0) {
     scheduler::topology_setup s;
     s.kind = k;
-    s.sync = sync;
-    s.backup = backup;
+    s.ps.sync = sync;
+    s.ps.backup = backup;
     return scheduler::lockstep(s);
   };
   using k = scheduler::topology_kind;

@@ -1,0 +1,63 @@
+#pragma once
+/// @file topology_options.hpp
+/// One options struct per family of wirings, as the config's [topology]
+/// gives them. Each reaches its actors whole: the application fills it
+/// once (scheduler/app/wiring_setup.cpp), the runtime's wiring passes it
+/// on in topology_setup, and the workers, shards and peers read it from
+/// their own configs. What an option means for an actor is decided here,
+/// beside the option, not in the wirings.
+
+#include <cstddef>
+#include <string>
+
+namespace gradwire::actors {
+
+/// Parameter server and local SGD (which is the same wiring with shards
+/// that average the pushed parameters).
+struct ps_options {
+  int shards = 1;
+  bool sync = true;          ///< sync: every worker computes on the same version
+  bool staleness_lr = false; ///< async: lr / max(1, staleness)
+  int staleness_bound = -1;  ///< async: SSP bound s (< 0: none)
+  int backup = 0;            ///< sync: backup workers b (pushes per version not waited for)
+  float dc_lambda = 0.f;     ///< async: DC-ASGD lambda (0 = off)
+  bool push_pull = true;     ///< async without a bound: push and the next pull in one request
+  int local_steps = 0;       ///< > 0: local SGD, parameters averaged every local_steps steps
+  /// Across processes: shard i on rank i mod processes; false: all on rank 0.
+  bool spread_shards = false;
+
+  bool local_sgd() const { return local_steps > 0; }
+  /// Backup workers in effect (a sync parameter server, not local SGD).
+  int backups() const { return sync && !local_sgd() ? backup : 0; }
+  /// DC-ASGD's lambda in effect (async parameter server only).
+  float dc() const { return sync || local_sgd() ? 0.f : dc_lambda; }
+  /// The async bound in effect (< 0: none).
+  int bound() const { return sync || local_sgd() ? -1 : staleness_bound; }
+  /// Workers push and pull in one round trip (async, no bound, not local SGD).
+  bool uses_push_pull() const { return push_pull && !sync && !local_sgd() && staleness_bound < 0; }
+};
+
+/// Ring and hierarchical allreduce.
+struct ring_options {
+  std::size_t bucket_floats = 1 << 20; ///< gradient bucket size
+  std::size_t chunk_floats = 1 << 18;  ///< largest message
+  bool overlap = false;                ///< start a bucket's allreduce during backward (peer actors)
+  /// Every balance_every steps the split of the global batch follows the
+  /// workers' measured speed (batch_balance.hpp); 0: fixed.
+  int balance_every = 0;
+  /// Flat ring without peers: each worker updates only the chunks it owns
+  /// and the ring gathers parameters (the same model, bit for bit).
+  bool sharded_update = true;
+  int group_size = 2; ///< hierarchical only: workers per group (the last may be smaller)
+};
+
+enum class gossip_mode { dpsgd, adpsgd };
+
+/// Gossip (D-PSGD, AD-PSGD).
+struct gossip_options {
+  gossip_mode mode = gossip_mode::dpsgd;
+  std::string graph = "ring"; ///< "ring" | "torus" | "random" | "complete"
+  int degree = 3;             ///< random graph: neighbours per worker (at least)
+};
+
+} // namespace gradwire::actors
