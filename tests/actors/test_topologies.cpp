@@ -1,7 +1,7 @@
-// Ring and hierarchical allreduce, backup workers, DC-ASGD and gossip as
-// CAF actors in one process.
-#include "actors/ring_allreduce.hpp"
-#include "actors/ring_peer.hpp"
+// Training through every topology as CAF actors in one process: the sync
+// ring's equality with one joint batch, speed balancing, backup workers,
+// DC-ASGD, gossip consensus, every topology learning, BatchNorm statistics,
+// the GPU worker's path and the sharded update.
 #include "models/dataset.hpp"
 #include "reference.hpp"
 #include "scheduler/app/step_breakdown.hpp"
@@ -21,81 +21,6 @@ using scheduler::topology_kind;
 using scheduler::topology_setup;
 
 namespace {
-
-/// Worker r's input at element k: an integer, so every sum is exact in float.
-float input(int r, std::size_t k, int round) {
-  return static_cast<float>((r + 1 + round) * static_cast<int>(k % 13)) - 5.f;
-}
-
-/// The allreduce's exact result at element k: every worker's input summed.
-float expected_sum(int n, std::size_t k, int round) {
-  float want = 0;
-  for (int w = 0; w < n; ++w)
-    want += input(w, k, round);
-  return want;
-}
-
-/// Every worker's input buffer for `round`.
-std::vector<kernels::tensor> inputs(int n, std::size_t size, int round) {
-  std::vector<kernels::tensor> grads;
-  for (int r = 0; r < n; ++r) {
-    auto g = kernels::tensor::empty({static_cast<std::int64_t>(size)});
-    for (std::size_t k = 0; k < size; ++k)
-      g.data()[k] = input(r, k, round);
-    grads.push_back(g);
-  }
-  return grads;
-}
-
-/// Runs two rounds of allreduce on peers wired as `run_topology` wires
-/// them, with this test's scoped actor as every worker, and checks every
-/// piece against the exact sum. Returns the number of pieces checked.
-std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std::size_t bucket_floats,
-                            std::size_t chunk_floats, int group_size, bool direct = false) {
-  const auto buckets = actors::make_buckets(size, bucket_floats);
-  auto peers = actors::spawn_ring_peers(sys, n, buckets, chunk_floats, group_size, {}, direct);
-  caf::scoped_actor self{sys};
-  std::size_t checked = 0;
-  for (int round = 0; round < 2; ++round) {
-    const auto grads = inputs(n, size, round);
-    for (int r = 0; r < n; ++r)
-      for (std::size_t b = 0; b < buckets.size(); ++b) {
-        const auto [lo, hi] = buckets[b];
-        self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{round},
-                   static_cast<int>(b), grads[static_cast<std::size_t>(r)].view(lo, {static_cast<std::int64_t>(hi - lo)}),
-                   1.f);
-      }
-    // Every peer answers each bucket once; the pieces cover it exactly.
-    std::vector<int> coverage(size, 0);
-    std::size_t replies = 0;
-    std::string failure;
-    while (replies < static_cast<std::size_t>(n) * buckets.size() && failure.empty())
-      self->receive(
-        [&](actors::reduced_atom, std::int64_t r, int b, actors::pieces ps, double) {
-          CHECK(r == round);
-          CHECK(b >= 0);
-          ++replies;
-          for (const auto& p : ps)
-            for (std::int64_t i = 0; i < p.data.numel(); ++i) {
-              const std::size_t k = p.offset + static_cast<std::size_t>(i);
-              const float want = expected_sum(n, k, round);
-              if (p.data.data()[i] != want)
-                failure = "element " + std::to_string(k) + ": " + std::to_string(p.data.data()[i]) + " != " +
-                          std::to_string(want);
-              ++coverage[k];
-              ++checked;
-            }
-        },
-        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
-        caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
-    INFO("N = " << n << ", round " << round);
-    REQUIRE(failure.empty());
-    CHECK(std::all_of(coverage.begin(), coverage.end(), [&](int c) { return c == n; }));
-  }
-  for (const auto& p : peers)
-    self->send_exit(p, caf::exit_reason::user_shutdown);
-  return checked;
-}
 
 /// Spread of replicas initialised from seeds seed + 1000003 r, as the
 /// gossip workers with distinct_init start; and their mean.
@@ -122,94 +47,6 @@ std::pair<double, std::vector<double>> initial_spread(const topology_setup& s) {
 }
 
 } // namespace
-
-TEST_CASE("ring allreduce: exact sums for N = 1..8, sizes not divisible by N, many chunks and buckets") {
-  actor_env env;
-  for (int n = 1; n <= 8; ++n) {
-    const std::size_t size = 1000 + 7 * static_cast<std::size_t>(n) + 3; // not a multiple of N or of 16
-    // Three buckets, chunks of 5 floats: every segment is several chunks.
-    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, 0) == 2 * size * static_cast<std::size_t>(n));
-  }
-  // A bucket smaller than N: some segments are empty.
-  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0) == 2 * 5 * 8);
-}
-
-TEST_CASE("ring allreduce: results held across rounds keep their sums and buffers let go of are reused the next round") {
-  // The owners' final buffers are pooled across rounds: one still held (by
-  // a worker, or a peer yet to release it) must never be written again.
-  actor_env env;
-  constexpr int n = 3;
-  constexpr std::size_t size = 999;
-  const auto buckets = actors::make_buckets(size, size);
-  auto peers = actors::spawn_ring_peers(*env.sys, n, buckets, 64, 0);
-  caf::scoped_actor self{*env.sys};
-  std::vector<std::pair<int, actors::pieces>> kept; // (round, peer 0's result), held to the end
-  auto sum_ok = [](int round, const actors::pieces& ps) {
-    for (const auto& p : ps)
-      for (std::int64_t i = 0; i < p.data.numel(); ++i) {
-        if (p.data.data()[i] != expected_sum(n, p.offset + static_cast<std::size_t>(i), round))
-          return false;
-      }
-    return true;
-  };
-  std::vector<std::set<const float*>> buffers; // per round: where peer 0's result lies
-  for (int round = 0; round < 7; ++round) {
-    const auto grads = inputs(n, size, round);
-    for (int r = 0; r < n; ++r)
-      self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{round}, 0,
-                 grads[static_cast<std::size_t>(r)], 1.f);
-    int replies = 0;
-    std::string failure;
-    actors::pieces mine;
-    while (replies < n && failure.empty())
-      self->receive(
-        [&](actors::reduced_atom, std::int64_t, int, actors::pieces ps, double) {
-          ++replies;
-          if (!sum_ok(round, ps))
-            failure = "wrong sum";
-          if (self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(peers[0]))
-            mine = std::move(ps);
-        },
-        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
-        caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
-    INFO("round " << round);
-    REQUIRE(failure.empty());
-    REQUIRE(!mine.empty());
-    std::set<const float*> at;
-    for (const auto& p : mine)
-      at.insert(p.data.data());
-    buffers.push_back(at);
-    if (round < 3)
-      kept.emplace_back(round, std::move(mine));
-  }
-  for (const auto& [round, ps] : kept) {
-    INFO("held result of round " << round);
-    CHECK(sum_ok(round, ps)); // unchanged by the rounds after it
-  }
-  CHECK(buffers[5] == buffers[6]); // let go at once: the same buffers again
-  for (const auto& p : peers)
-    self->send_exit(p, caf::exit_reason::user_shutdown);
-}
-
-TEST_CASE("direct allreduce: exact sums for N = 1..8, chunks straight to their owners and back") {
-  actor_env env;
-  for (int n = 1; n <= 8; ++n) {
-    INFO("N = " << n);
-    const std::size_t size = 1000 + 7 * static_cast<std::size_t>(n) + 3;
-    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, 0, true) == 2 * size * static_cast<std::size_t>(n));
-  }
-  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0, true) == 2 * 5 * 8);
-}
-
-TEST_CASE("hierarchical allreduce: exact sums for N = 1..8 and group sizes 1..3") {
-  actor_env env;
-  for (int n = 1; n <= 8; ++n)
-    for (int g = 1; g <= 3; ++g) {
-      INFO("N = " << n << ", groups of " << g);
-      const std::size_t size = 517 + static_cast<std::size_t>(n);
-      CHECK(check_allreduce(*env.sys, n, size, 200, 7, g) == 2 * size * static_cast<std::size_t>(n));
-    }
-}
 
 TEST_CASE("sync ring: N workers at batch b equal one worker at batch N*b, step by step") {
   actor_env env;

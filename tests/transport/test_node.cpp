@@ -14,6 +14,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <future>
 
 using namespace gradwire;
@@ -311,4 +313,28 @@ TEST_CASE("receive buffers return to the pool and are reused, they outlive a clo
   CHECK(pool->free_count() == 2);
   pool.reset(); // the pool goes first: the last view frees its buffer itself
   view.data()[0] = 1.f;
+}
+
+TEST_CASE("reserved slots are distinct and bounded, and the message table says which payloads may be lent") {
+  // Every named slot, and the first and last of each indexed range, is below
+  // the free range and distinct.
+  std::set<std::uint32_t> seen{slots::heartbeat, slots::barrier, slots::coordinator, slots::worker, slots::ring_peer};
+  for (int i : {0, static_cast<int>(slots::max_indexed) - 1}) {
+    seen.insert(slots::shard(i));
+    seen.insert(slots::bench_peer(i));
+  }
+  CHECK(seen.size() == 9);
+  CHECK(*seen.rbegin() < slots::user_base);
+  CHECK(slots::user(0) < slots::dynamic_base);
+  CHECK_THROWS(slots::shard(static_cast<int>(slots::max_indexed)));
+  CHECK_THROWS(slots::bench_peer(-1));
+  // Lent: a fresh gradient, a ring chunk, a snapshot; never a pull or a report.
+  CHECK(actors::travels_by_reference(actors::push_atom::value));
+  CHECK(actors::travels_by_reference(actors::push_pull_atom::value));
+  CHECK(actors::travels_by_reference(actors::ring_atom::value));
+  CHECK(actors::travels_by_reference(actors::gossip_atom::value));
+  CHECK_FALSE(actors::travels_by_reference(actors::pull_atom::value));
+  CHECK_FALSE(actors::travels_by_reference(actors::done_atom::value));
+  CHECK_FALSE(actors::travels_by_reference(actors::reduce_atom::value));
+  CHECK_FALSE(actors::travels_by_reference(caf::atom("other")));
 }

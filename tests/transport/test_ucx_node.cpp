@@ -1,0 +1,135 @@
+// A node (proxies, the codec, the job token) over the UCX link for real:
+// garbage and oversized frames are refused and good traffic goes on, pushed
+// gradients go by shared-memory reference and other messages are copied;
+// the rendezvous refuses a wrong job token and names an unreachable rank 0.
+#include "actor_env.hpp"
+#include "actors/messages.hpp"
+#include "transport/codec.hpp"
+#include "transport/node.hpp"
+#include "transport/rendezvous.hpp"
+#include "transport/shm_lending.hpp"
+#include "transport/ucx_link.hpp"
+#include "ucx_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <mutex>
+#include <thread>
+
+using namespace gwtest;
+
+namespace {
+/// Slots these tests publish in (transport/slots.hpp: free for tests).
+constexpr std::uint32_t sink_slot = transport::slots::user(0), shard_slot = transport::slots::user(1);
+} // namespace
+
+TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes on") {
+  gwtest::actor_env env(1);
+  auto& sys = *env.sys;
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 20); // rank 0 takes data frames up to 1 MiB
+  auto* raw = l1.get();
+  raw->start({});
+  auto n0 = std::make_shared<node>(sys, std::move(l0), "job");
+  std::promise<float> got;
+  auto sink = sys.spawn([&got](caf::event_based_actor* self) -> caf::behavior {
+    return {[&got, self](actors::step_atom, const actors::slice& s) {
+      got.set_value(s.data()[3]);
+      self->quit();
+    }};
+  });
+  n0->publish(sink_slot, sink);
+  n0->start();
+  raw->send(0, {0x1111, 0x2222, 0x3333}, {});                          // garbage header
+  raw->send(0, {1, 2}, actors::slice::zeros({std::int64_t{1} << 19}));   // 2 MiB: over rank 0's limit
+  frame_context c;
+  c.token = token_hash("job");
+  c.rank = 1;
+  auto f = encode(caf::make_message(actors::step_atom::value, pattern(64, 1)), c, sink_slot, {}, [](const caf::actor&) {
+    return actor_ref{};
+  });
+  raw->send(0, f.header, f.data); // a good frame
+  auto fut = got.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(fut.get() == 1 + 3 * 0.5f);
+  CHECK(n0->rejected() == 2);
+  n0->close(1000);
+  raw->close(1000);
+}
+
+TEST_CASE("rendezvous refuses a process with the wrong job token, and times out naming the rank") {
+  rendezvous_options r0, r1;
+  r0.port = r1.port = free_port();
+  r0.token = "right";
+  r1.token = "wrong";
+  r0.timeout_ms = 1500;
+  r1.timeout_ms = 5000;
+  auto joiner = std::async(std::launch::async, [&] { return rendezvous(1, 2, r1, {1, 2, 3}); });
+  CHECK_THROWS_WITH(rendezvous(0, 2, r0, {9}), Catch::Contains("waiting for rank(s) 1"));
+  CHECK_THROWS_WITH(joiner.get(), Catch::Contains("refused") && Catch::Contains("wrong job token"));
+}
+
+TEST_CASE("rendezvous: a rank that cannot reach rank 0 says so") {
+  rendezvous_options r;
+  r.port = free_port();
+  r.timeout_ms = 300;
+  CHECK_THROWS_WITH(rendezvous(1, 2, r, {1}), Catch::Contains("cannot reach the rendezvous") &&
+                                                   Catch::Contains("is rank 0 running"));
+}
+
+TEST_CASE("UCX node: pushed gradients go by shared-memory reference, other messages are copied") {
+  // transport.shm_refs: a tensor whose sender never writes it again (a ring
+  // chunk, a pushed gradient, a gossip snapshot, any reply) may travel as a
+  // reference into the sender's arena; any other message's tensor is copied.
+  // Both links live in this process, so tensors allocated from here on lie
+  // in rank 1's arena: rank 1 sends, rank 0 answers (its replies are copied
+  // here, where its memory is not an arena of its own).
+  gwtest::actor_env env0(1), env1(1);
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true);
+  arena_allocation in_rank1(l1->arena_allocator(), std::size_t{64} << 10);
+  auto* raw1 = l1.get();
+  auto n0 = std::make_shared<node>(*env0.sys, std::move(l0), "job");
+  auto n1 = std::make_shared<node>(*env1.sys, std::move(l1), "job");
+  std::promise<std::vector<float>> copied;
+  auto shard = env0.sys->spawn([&copied](caf::event_based_actor*) -> caf::behavior {
+    return {
+      [](actors::push_atom, const actors::slice& g) { return static_cast<double>(g.data()[7] + g.data()[99999]); },
+      [](actors::push_pull_atom, const actors::slice& g) {
+        auto back = actors::slice::empty({g.numel()});
+        std::memcpy(back.data(), g.data(), g.bytes());
+        return back;
+      },
+      [&copied](actors::step_atom, const actors::slice& s) { copied.set_value(s.to_vector()); },
+    };
+  });
+  n0->publish(shard_slot, shard);
+  n0->start();
+  n1->start();
+  for (int i = 0; i < 5000 && raw1->peers_mapped() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(raw1->peers_mapped() == 1);
+  auto proxy = n1->remote(0, shard_slot);
+  caf::scoped_actor self{*env1.sys};
+  auto big = pattern(100000, 3.f);
+  self->send(proxy, actors::step_atom::value, big);
+  auto fut = copied.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(fut.get() == big.to_vector());
+  CHECK(raw1->referenced() == 0);
+  double sum = 0;
+  self->request(proxy, std::chrono::seconds(20), actors::push_atom::value, big)
+    .receive([&](double s) { sum = s; }, [&](caf::error& e) { FAIL(env1.sys->render(e)); });
+  CHECK(sum == Approx(big.data()[7] + big.data()[99999]));
+  CHECK(raw1->referenced() == 1);
+  std::vector<float> echoed;
+  self->request(proxy, std::chrono::seconds(20), actors::push_pull_atom::value, big)
+    .receive([&](const actors::slice& s) { echoed = s.to_vector(); }, [&](caf::error& e) { FAIL(env1.sys->render(e)); });
+  CHECK(echoed == big.to_vector());
+  CHECK(raw1->referenced() == 2);
+  // Both views let go on rank 0: nothing stays lent.
+  for (int i = 0; i < 5000 && raw1->lent() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(raw1->lent() == 0);
+  anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  n1->close(1000);
+  n0->close(1000);
+}
