@@ -114,7 +114,7 @@ struct worker_report {
   /// Each step's compute in milliseconds (the batch, its emulated slowdown
   /// and any optimizer work counted as compute), by step: lockstep
   /// topologies split their step time into compute, load imbalance and
-  /// exchange from it (scheduler/step_breakdown.hpp).
+  /// exchange from it (scheduler/app/step_breakdown.hpp).
   std::vector<float> step_compute_ms;
 };
 

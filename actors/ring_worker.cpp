@@ -72,9 +72,8 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
 /// While a round is in progress, waits for the next message by polling the
 /// mailbox (kernels::poll_until) instead of
 /// returning to CAF, which blocks the detached thread on a condition
-/// variable: then the neighbour's chunk costs a futex wake on both sides.
-/// In-process ring, 2 workers, MLP: samples/s over that of 2 independent
-/// workers 0.75-0.82 -> 0.82-0.85 (5 runs each, interleaved).
+/// variable: then the neighbour's chunk costs a futex wake on both sides
+/// (bench/RESULTS.md, "Measured effects").
 void await_mail(ring_worker_actor* self) {
   auto& st = self->state;
   if (st.ring && st.in_round)

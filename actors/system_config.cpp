@@ -12,16 +12,11 @@ namespace gradwire::actors {
 // its CPU up for long: a message to an actor waits out the rest of a
 // 50 us sleep (every hop of an allreduce across processes pays it), and
 // 20,000 wake-ups a second per thread land on the cores the compute
-// threads need. Skipping the moderate phase (idle threads sleep until an
-// enqueue wakes them) measured, same VM, interleaved runs:
-//   allreduce, 4 processes on 2 cores, 256 KiB: ~400 -> ~270 us
-//   allreduce, 2 processes, 256 KiB / 1 MiB busbw: 3.1 -> 5.1 / 5.4 -> 7.9 GB/s
-//   in-process ring and async parameter server, 4 workers on 2 cores:
-//   52k -> 78-86k and 55k -> 63-81k samples/s; 1 and 2 workers unchanged
-//   within noise.
-// A job left in a busy thread's own queue is stolen at the relaxed
-// timeout (CAF's 10 ms kept: 1 ms and 100 us measured no better, the
-// latter worse, at 2 processes).
+// threads need. So the moderate phase is skipped: idle threads sleep until
+// an enqueue wakes them (its effect on allreduce and training is in
+// bench/RESULTS.md, "Measured effects"). A job left in a busy thread's own
+// queue is stolen at the relaxed timeout: CAF's 10 ms is kept, as 1 ms
+// and 100 us were no better at 2 processes.
 void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   cfg.set("scheduler.max-threads", threads);
   cfg.set("work-stealing.moderate-poll-attempts", std::size_t{0});

@@ -12,7 +12,7 @@
 //     step time (workers' compute vs wall seconds); for lockstep topologies
 //     split into load imbalance (waiting for a slower worker's compute)
 //     and exchange (the step time left after the slowest worker computed:
-//     the runtime's own cost; scheduler/step_breakdown.hpp);
+//     the runtime's own cost; scheduler/app/step_breakdown.hpp);
 //   - the actor layer's messages per second (ping-pong between two actors).
 //
 //   gradwire-bench-topology [--steps 600] [--rounds 3] [--workers 1,2,4] [--only ring]

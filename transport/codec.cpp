@@ -41,8 +41,8 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
                      const std::function<actor_ref(const caf::actor&)>& ref, std::uint64_t request_id,
                      frame_kind kind) {
   // A small first segment (a ring chunk's header is ~40 words; larger ones
-  // grow): the default 8 KiB, zeroed on every send, was most of an
-  // encode's cost right after a step's compute had evicted the caches.
+  // grow): Cap'n Proto's default 8 KiB, zeroed on every send, would be most
+  // of an encode's cost right after a step's compute has evicted the caches.
   capnp::MallocMessageBuilder mb(128);
   auto h = mb.initRoot<wire::Header>();
   h.setMagic(frame_magic);

@@ -67,8 +67,8 @@ struct ucx_options {
   /// path); a larger one is copied into an 8 KiB receive descriptor
   /// instead, whose pages each sender faults in on first touch. A ring
   /// chunk sent by reference is a 312-byte header: at 128 its descriptors
-  /// took 4 ranks on 2 CPUs ~150 allreduces of 256 KiB (~1,300 page
-  /// faults) to warm up, at 420 -> 110 us each; at 512 it goes inline.
+  /// take 4 ranks on 2 CPUs ~150 allreduces of 256 KiB (~1,300 page
+  /// faults) to warm up; at 512 it goes inline.
   std::size_t fifo_elem_bytes = 512;
 };
 

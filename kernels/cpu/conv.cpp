@@ -6,8 +6,7 @@
 
 // Stride-1 convolutions of small images (rows of at most 32 pixels: LeNet-5,
 // ResNet-20's stages) take the direct kernels of direct_conv.hpp when the
-// CPU has AVX2+FMA or AVX-512 (LeNet-5, batch 64, one thread: 7.2k -> 10-12k
-// samples/s; ResNet-20 on CIFAR: 108 -> 125 samples/s). The rest:
+// CPU has AVX2+FMA or AVX-512 (bench/RESULTS.md, "Measured effects"). The rest:
 // convolution as im2col + GEMM, one image at a time. For image i:
 //   cols[C*R*S, OH*OW]  = im2col(x_i)
 //   y_i[K, OH*OW]       = W[K, C*R*S] * cols
@@ -21,8 +20,8 @@
 // ms a step): limit 16 MB (both convs cached) 7.58/10.18, 4 MB (only conv2's
 // 3.8 MB) 7.42/8.06, 0 (none) 6.84/9.50: within this VM's noise, so the
 // middle setting is kept. ResNet-20's first stage (~38 MB) always recomputes.
-// One GEMM over the whole batch (COLS[CRS, N*PIX]) was slower (4.6k):
-// with M = 6 output channels OpenBLAS spends its time packing COLS.
+// One GEMM over the whole batch (COLS[CRS, N*PIX]) is slower: with M = 6
+// output channels OpenBLAS spends its time packing COLS.
 
 namespace gradwire::kernels {
 namespace {

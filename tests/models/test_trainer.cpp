@@ -133,10 +133,10 @@ TEST_CASE("LeNet-5 reaches 80% test accuracy on Fashion-MNIST in one epoch") {
 }
 
 TEST_CASE("ResNet-20 learns synthetic CIFAR-like data") {
-  // 16x16 images keep this to ~100 steps in a few seconds. With only 32
-  // steps (an earlier version) the result swung between 0.43 accuracy and
-  // divergence on a one-ulp change in a sum: too few steps for BatchNorm's
-  // running statistics, which evaluation uses.
+  // 16x16 images keep this to ~100 steps in a few seconds. With 32 steps
+  // the result swings between 0.43 accuracy and divergence on a one-ulp
+  // change in a sum: too few steps for BatchNorm's running statistics,
+  // which evaluation uses.
   auto train = make_synthetic(1024, 3, 16, 16, 10, 4);
   auto test = make_synthetic(512, 3, 16, 16, 10, 5);
   model_spec spec;

@@ -1,0 +1,170 @@
+#include "scheduler/app/config_toml.hpp"
+
+#include "kernels/error.hpp"
+#include "scheduler/app/config_schema.hpp"
+
+#include <algorithm>
+
+namespace gradwire::scheduler::config_toml {
+
+namespace {
+
+bool type_ok(const toml::node& n, value_type t) {
+  switch (t) {
+  case value_type::string: return n.is_string();
+  case value_type::integer: return n.is_integer();
+  case value_type::number: return n.is_number();
+  case value_type::boolean: return n.is_boolean();
+  case value_type::int_list: {
+    const auto* arr = n.as_array();
+    if (arr == nullptr)
+      return false;
+    for (const auto& e : *arr)
+      if (!e.is_integer())
+        return false;
+    return true;
+  }
+  }
+  return false;
+}
+
+/// Checks one leaf against the schema; `loc` prefixes every message.
+void check_leaf(const std::string& key, const toml::node& n, const std::string& loc) {
+  const auto* spec = find_key(key);
+  if (spec == nullptr) {
+    auto near = nearest_key(key);
+    throw error(loc + ": unknown key '" + key + "'" +
+                (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                "; `gradwire keys` lists every key");
+  }
+  if (!type_ok(n, spec->type))
+    throw error(loc + ": " + key + " must be " + to_string(spec->type));
+  if (!spec->allowed.empty()) {
+    const auto v = n.value<std::string>().value_or("");
+    if (std::find(spec->allowed.begin(), spec->allowed.end(), v) == spec->allowed.end()) {
+      std::string all;
+      for (const auto& a : spec->allowed)
+        all += (all.empty() ? "" : ", ") + a;
+      auto near = nearest_of(v, spec->allowed);
+      throw error(loc + ": " + key + " = \"" + v + "\" is not one of: " + all +
+                  (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    }
+  }
+}
+
+} // namespace
+
+std::string where(const std::string& source, const toml::node& n) {
+  const auto& src = n.source();
+  if (src.begin.line == 0)
+    return source;
+  return source + ":" + std::to_string(src.begin.line);
+}
+
+void walk(const toml::table& t, const std::string& prefix, const std::string& source) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table()) {
+      check(key != "nodes", where(source, v) + ": write [[nodes]] (an array of tables, one per group of workers), not [nodes]");
+      bool known_section = false;
+      for (const auto& s : config_schema())
+        known_section = known_section || s.key.rfind(key + ".", 0) == 0;
+      if (!known_section) {
+        std::vector<std::string> sections;
+        for (const auto& s : config_schema())
+          sections.push_back(s.key.substr(0, s.key.find('.')));
+        auto near = nearest_of(key, sections);
+        throw error(where(source, v) + ": unknown section [" + key + "]" +
+                    (near.empty() ? "" : " (did you mean [" + near + "]?)"));
+      }
+      walk(*sub, key, source);
+    } else if (const auto* arr = v.as_array(); arr && key == "nodes") {
+      // [[nodes]]: an array of tables, each checked against nodes.*
+      for (const auto& elem : *arr) {
+        const auto* group = elem.as_table();
+        check(group != nullptr, where(source, elem) + ": [[nodes]] entries must be tables");
+        walk(*group, key, source);
+      }
+    } else {
+      check_leaf(key, v, where(source, v));
+    }
+  }
+}
+
+/// Sets dotted `key` in `root` to the value parsed from `text` (TOML syntax,
+/// or a bare word taken as a string).
+void apply_override(toml::table& root, const std::string& arg, std::set<std::string>& overridden) {
+  const auto eq = arg.find('=');
+  check(eq != std::string::npos && eq > 0, "--set " + arg + ": expected key=value");
+  const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", text}};
+  }
+  const toml::node& value = *parsed.get("v");
+  const std::string loc = "--set " + arg;
+  // A bare word for a string key ("--set model.kind=lenet5") is that string.
+  if (const auto* spec = find_key(key); spec && spec->type == value_type::string && !value.is_string())
+    parsed.insert_or_assign("v", text);
+  check_leaf(key, *parsed.get("v"), loc);
+  toml::table* t = &root;
+  std::size_t start = 0;
+  for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+    const std::string part = key.substr(start, dot - start);
+    if (!t->contains(part))
+      t->insert(part, toml::table{});
+    t = t->get(part)->as_table();
+    check(t != nullptr, loc + ": " + part + " is not a table");
+  }
+  t->insert_or_assign(key.substr(start), *parsed.get("v"));
+  overridden.insert(key);
+}
+
+void for_each_leaf(const toml::table& t, const std::function<void(const std::string&, const toml::node&)>& fn,
+                   const std::string& prefix) {
+  for (const auto& [k, v] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table())
+      for_each_leaf(*sub, fn, key);
+    else
+      fn(key, v);
+  }
+}
+
+const toml::node& reader::get(const std::string& key) {
+  if (const auto* n = root.at_path(key).node())
+    return *n;
+  auto it = defaults.find(key);
+  if (it == defaults.end()) {
+    const auto* spec = find_key(key);
+    check(spec != nullptr, "internal: no schema entry for " + key);
+    it = defaults.emplace(key, toml::parse("v = " + spec->default_value)).first;
+  }
+  return *it->second.get("v");
+}
+
+std::string reader::loc(const std::string& key) {
+  if (overridden.count(key))
+    return "--set " + key;
+  if (const auto* n = root.at_path(key).node())
+    return where(source, *n) + ": " + key;
+  return source + ": " + key + " (default)";
+}
+
+std::int64_t reader::integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
+  auto v = get(key).value<std::int64_t>().value_or(0);
+  check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+double reader::number(const std::string& key, double lo, double hi) {
+  auto v = get(key).value<double>().value_or(0);
+  check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+} // namespace gradwire::scheduler::config_toml
