@@ -38,6 +38,8 @@ tensor tensor::empty(const shape_t& shape, device dev, dtype dt) {
 
 tensor tensor::zeros(const shape_t& shape, device dev, dtype dt) {
   auto t = empty(shape, dev, dt);
+  if (t.bytes() == 0)
+    return t; // (raw() is null: memset of null is undefined even for 0 bytes)
   if (dev.is_cpu())
     std::memset(t.raw(), 0, t.bytes());
   else
@@ -49,7 +51,8 @@ tensor tensor::from(const std::vector<float>& values, const shape_t& shape) {
   GW_CHECK(static_cast<std::int64_t>(values.size()) == kernels::numel(shape),
            "tensor::from: " + std::to_string(values.size()) + " values for shape " + to_string(shape));
   auto t = empty(shape);
-  std::memcpy(t.raw(), values.data(), t.bytes());
+  if (t.bytes() > 0)
+    std::memcpy(t.raw(), values.data(), t.bytes());
   return t;
 }
 

@@ -73,10 +73,29 @@ dataset load_idx(const std::string& images_path, const std::string& labels_path,
   check(rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096 && n <= (1u << 26),
         images_path + ": implausible IDX dimensions " + std::to_string(n) + " x " +
           std::to_string(rows) + " x " + std::to_string(cols));
+  const std::uint64_t total = std::uint64_t{n} * rows * cols;
+  constexpr std::uint64_t max_total = std::uint64_t{1} << 33;
+  check(total <= max_total, images_path + ": the IDX header declares " + std::to_string(n) + " images of " +
+                              std::to_string(rows) + " x " + std::to_string(cols) + " (" + std::to_string(total) +
+                              " bytes), more than " + std::to_string(max_total) + " bytes");
   d.height = static_cast<int>(rows);
   d.width = static_cast<int>(cols);
-  std::vector<unsigned char> pix(static_cast<std::size_t>(n) * rows * cols);
-  read_exact(fi.get(), images_path, pix.data(), pix.size(), "image data");
+  // Read as the data arrives, not allocated from the header's word: a
+  // header that claims more than the file holds is "truncated", not an
+  // allocation of what it claims.
+  std::vector<unsigned char> pix;
+  constexpr std::size_t step = std::size_t{64} << 20;
+  for (std::uint64_t at = 0; at < total;) {
+    const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(total - at, step));
+    pix.resize(static_cast<std::size_t>(at) + chunk);
+    try {
+      read_exact(fi.get(), images_path, pix.data() + at, chunk, "image data");
+    } catch (const error&) {
+      throw error(images_path + ": truncated: the IDX header declares " + std::to_string(total) +
+                  " bytes of image data, the file holds fewer (" + std::to_string(at) + " read in whole chunks)");
+    }
+    at += chunk;
+  }
 
   auto fl = open_gz(labels_path);
   const auto magic_l = read_be32(fl.get(), labels_path, "the IDX header");

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -98,6 +99,15 @@ std::int64_t shm_arena::offset_of(const void* p, std::size_t bytes) const {
 shm_mapping::shm_mapping(const std::string& name, std::size_t bytes) : bytes_(bytes) {
   const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
   check(fd >= 0, "mapping a peer's shared memory " + name + ": " + std::strerror(errno));
+  // The size comes from the peer's announcement: it must not pass the
+  // file's real size, or a read past the end would be a SIGBUS here.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < bytes_ || bytes_ == 0) {
+    const auto real = static_cast<long long>(st.st_size);
+    ::close(fd);
+    throw error("mapping a peer's shared memory " + name + ": announced as " + std::to_string(bytes_) +
+                " bytes, the file holds " + std::to_string(real));
+  }
   void* p = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
   ::close(fd);
   check(p != MAP_FAILED, "mapping a peer's shared memory " + name + ": " + std::strerror(errno));

@@ -23,7 +23,8 @@ shm_lending::shm_lending(int rank, int size, std::size_t arena_bytes, std::size_
     : rank_(rank), size_(size), arena_bytes_(arena_bytes), min_ref_bytes_(min_ref_bytes),
       max_data_bytes_(max_data_bytes), c_(std::move(c)), maps_(static_cast<std::size_t>(size)),
       local_(static_cast<std::size_t>(size), false), can_ref_(static_cast<std::size_t>(size)),
-      held_(static_cast<std::size_t>(size)), deferred_(static_cast<std::size_t>(size)) {
+      held_(static_cast<std::size_t>(size)), deferred_(static_cast<std::size_t>(size)),
+      unmappable_(static_cast<std::size_t>(size), false) {
   alive_->self = this;
 }
 
@@ -129,6 +130,7 @@ void shm_lending::on_announce(const std::vector<std::uint64_t>& hdr, std::size_t
     std::fprintf(stderr, "gradwire: rank %d: %s (rank %d's frames will be copied)\n", rank_, e.what(),
                  static_cast<int>(src));
     std::lock_guard<std::mutex> lk(mu_);
+    unmappable_[src] = true;
     if (!deferred_[src].empty())
       c_.reject("frame refused: " + std::to_string(deferred_[src].size()) + " reference(s) into rank " +
                 std::to_string(src) + "'s memory, which could not be mapped");
@@ -162,10 +164,18 @@ void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t head
     keep = m;
   } else if (local_[static_cast<std::size_t>(owner)] && !c_.peer_dead(static_cast<int>(owner))) {
     // Passed on from a third rank on this node whose announcement is still on its way.
-    std::lock_guard<std::mutex> lk(mu_);
-    auto& m2 = maps_[static_cast<std::size_t>(owner)];
+    std::unique_lock<std::mutex> lk(mu_);
+    const auto o = static_cast<std::size_t>(owner);
+    auto& m2 = maps_[o];
     if (!m2) {
-      deferred_[static_cast<std::size_t>(owner)].emplace_back(hdr, header_bytes);
+      if (unmappable_[o] || deferred_[o].size() >= max_deferred) {
+        lk.unlock();
+        return refuse("into rank " + std::to_string(owner) + "'s memory, which " +
+                      (unmappable_[o] ? std::string("could not be mapped (its announcement was refused)")
+                                      : "has not been announced (" + std::to_string(max_deferred) +
+                                          " references already wait for it)"));
+      }
+      deferred_[o].emplace_back(hdr, header_bytes);
       return;
     }
     base = m2->base();

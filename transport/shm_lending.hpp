@@ -115,6 +115,9 @@ private:
   /// References into a third rank's arena that arrived before its
   /// announcement (under mu_; replayed once mapped).
   std::vector<std::vector<std::pair<std::vector<std::uint64_t>, std::size_t>>> deferred_;
+  std::vector<bool> unmappable_; ///< by rank: its announcement was refused (under mu_)
+  /// References held back per rank before its announcement; more are refused.
+  static constexpr std::size_t max_deferred = 4096;
   /// Lets a received view's release reach this object while it is open.
   struct alive_token {
     std::mutex mu;

@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -112,8 +113,10 @@ sweep_axes take_grid(toml::table& root, const std::string& source) {
 
 void read_experiment(reader& r, run_config& c) {
   c.name = r.str("experiment.name");
-  check(!c.name.empty() && c.name.find('/') == std::string::npos,
-        r.loc("experiment.name") + " must be a non-empty name without '/'");
+  check(!c.name.empty() && c.name.find('/') == std::string::npos && c.name.find('\\') == std::string::npos &&
+          c.name != "." && c.name != "..",
+        r.loc("experiment.name") + " = \"" + c.name + "\" must be a plain name (no '/', not '.' or '..'): it names " +
+          "the results folder results/<name>");
   c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed", 0, INT64_MAX));
   c.out = r.str("experiment.out");
   if (c.out.empty())
@@ -155,6 +158,7 @@ void read_train(reader& r, run_config& c) {
   c.threads = static_cast<int>(r.integer("train.threads", 1, 256));
   c.parallelism = r.str("train.parallelism");
   c.device = r.str("train.device");
+  c.device_where = r.loc("train.device");
   try {
     kernels::parse_device(c.device);
   } catch (const error& e) {
@@ -223,14 +227,22 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
       const auto& t = *groups->get(i)->as_table();
       const std::string loc = where(source, *groups->get(i)) + ": [[nodes]] #" + std::to_string(i + 1);
       node_group g;
+      g.where = loc;
       g.name = t["name"].value_or(std::string("group") + std::to_string(i));
-      g.count = static_cast<int>(t["count"].value_or(std::int64_t{1}));
+      // Integers are range-checked as read, before any narrowing (4294967298 is not 2).
+      auto whole = [&](const char* key, std::int64_t dflt, std::int64_t lo, std::int64_t hi) {
+        const auto v = t[key].value_or(dflt);
+        check(v >= lo && v <= hi, loc + ": " + key + " = " + std::to_string(v) + " must be in [" + std::to_string(lo) +
+                                    ", " + std::to_string(hi) + "]");
+        return static_cast<int>(v);
+      };
+      g.count = whole("count", 1, 1, 1024);
       g.slowdown = t["slowdown"].value_or(1.0);
-      g.batch_size = static_cast<int>(t["batch_size"].value_or(std::int64_t{0}));
+      g.batch_size = whole("batch_size", 0, 0, 1 << 20);
       g.delay_ms = t["delay_ms"].value_or(0.0);
       g.jitter_ms = t["jitter_ms"].value_or(0.0);
       g.device = t["device"].value_or(std::string());
-      g.threads = static_cast<int>(t["threads"].value_or(std::int64_t{0}));
+      g.threads = whole("threads", 0, 0, 256);
       if (!g.device.empty()) {
         try {
           kernels::parse_device(g.device);
@@ -238,12 +250,9 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
           throw error(loc + ": device: " + e.what());
         }
       }
-      check(g.threads >= 0 && g.threads <= 256, loc + ": threads must be in [0, 256]");
       check(g.delay_ms >= 0 && g.delay_ms <= 1e6 && g.jitter_ms >= 0 && g.jitter_ms <= 1e6,
             loc + ": delay_ms and jitter_ms must be in [0, 1000000]");
-      check(g.count >= 1 && g.count <= 1024, loc + ": count must be in [1, 1024]");
       check(g.slowdown >= 1.0 && g.slowdown <= 1000.0, loc + ": slowdown must be in [1, 1000]");
-      check(g.batch_size >= 0 && g.batch_size <= (1 << 20), loc + ": batch_size must be in [0, 1048576]");
       total += g.count;
       c.nodes.push_back(g);
     }
@@ -316,6 +325,18 @@ run_config parse_config(const std::string& text, const std::string& source,
 }
 
 run_config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  // A config is a regular file of reasonable size: not a directory (which
+  // reads as empty and would train the defaults), not /dev/zero.
+  constexpr std::uintmax_t max_bytes = 1 << 20;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  check(!ec && std::filesystem::exists(status), "config file " + path + " does not exist");
+  check(std::filesystem::is_regular_file(status),
+        "config file " + path + " is not a regular file" +
+          (std::filesystem::is_directory(status) ? " (a directory: give the .toml file inside it)" : ""));
+  const auto size = std::filesystem::file_size(path, ec);
+  check(!ec && size <= max_bytes, "config file " + path + " is " + std::to_string(size) + " bytes: more than " +
+                                    std::to_string(max_bytes) + " is not a config");
   std::ifstream in(path);
   check(in.good(), "cannot read config file " + path);
   std::stringstream ss;

@@ -24,6 +24,7 @@ struct node_group {
   double delay_ms = 0, jitter_ms = 0;
   std::string device; ///< "" = train.device
   int threads = 0;    ///< 0 = train.threads
+  std::string where;  ///< "file:line: [[nodes]] #i", for messages
 };
 
 struct run_config {
@@ -50,6 +51,7 @@ struct run_config {
   int threads = 1;
   std::string parallelism = "auto";
   std::string device = "cpu";
+  std::string device_where; ///< where train.device was set ("file:line: train.device"), for messages
   std::string topology = "single";
   std::string mode = "sync"; ///< topology.mode as written: sync | async | ssp
   int workers = 2;

@@ -4,6 +4,7 @@
 #include "scheduler/app/config_schema.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 namespace gradwire::scheduler::config_toml {
 
@@ -162,8 +163,13 @@ std::int64_t reader::integer(const std::string& key, std::int64_t lo, std::int64
 
 double reader::number(const std::string& key, double lo, double hi) {
   auto v = get(key).value<double>().value_or(0);
-  check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
-                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  auto shown = [](double x) { // 0.05, 1e-12, 1000000: as a user writes them
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  };
+  check(v >= lo && v <= hi, loc(key) + " = " + shown(v) + " is out of range [" + shown(lo) + ", " + shown(hi) + "]" +
+                              (lo > 0 && v <= 0 ? ": it must be greater than 0" : ""));
   return v;
 }
 

@@ -55,6 +55,16 @@ data_pair load_data(run_config& cfg) {
     cfg.dataset = cifar ? "synthetic-cifar" : "synthetic";
     d = load_named(cfg);
   }
+  const auto shape = [](const models::dataset& x) {
+    return std::to_string(x.channels) + " x " + std::to_string(x.height) + " x " + std::to_string(x.width) + ", " +
+           std::to_string(x.classes) + " classes";
+  };
+  check(d.train.channels == d.test.channels && d.train.height == d.test.height && d.train.width == d.test.width &&
+          d.train.classes == d.test.classes,
+        cfg.source + ": data.dataset = \"" + cfg.dataset + "\"" + (cfg.data_path.empty() ? "" : " at " + cfg.data_path) +
+          ": the training images are " + shape(d.train) + ", the test images " + shape(d.test) +
+          ": a model needs one shape");
+  check(d.train.size() > 0, cfg.source + ": data.dataset = \"" + cfg.dataset + "\" has no training samples");
   d.train.keep_first(cfg.train_subset); // in place: head() would copy 188 MB when keeping all
   d.test.keep_first(cfg.test_subset);
   if (cfg.normalize) {

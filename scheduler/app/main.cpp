@@ -5,6 +5,7 @@
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
 #include "scheduler/app/report.hpp"
+#include "scheduler/app/results.hpp"
 #include "scheduler/app/topology_run.hpp"
 #include "scheduler/app/single_run.hpp"
 #include "scheduler/app/sweep.hpp"
@@ -78,7 +79,7 @@ struct cli_args {
   CLI::App* info = nullptr;
   std::string config_path, out_dir, report_dir, run_procs;
   std::vector<std::string> overrides, sweeps;
-  bool quiet = false, no_report = false;
+  bool quiet = false, no_report = false, force = false;
   int procs = 0; ///< local processes to start; -1: as many as topology.workers
   gradwire::scheduler::allreduce_bench_options ab;
   std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
@@ -94,6 +95,9 @@ void add_run(CLI::App& app, cli_args& a) {
     ->type_name("KEY=VALUE");
   run->add_flag("--quiet,-q", a.quiet, "no progress line");
   run->add_flag("--no-report", a.no_report, "skip report.html and its plots at the end");
+  run->add_flag("--force", a.force,
+                "replace the results of an earlier run or sweep in the results folder (without it, a folder that "
+                "holds one is refused: nothing is overwritten)");
   run->add_option("--sweep", a.sweeps,
                   "run a grid: --sweep topology.workers=1,2,4,8 (repeatable; experiment.seed values are repeats, "
                   "averaged); writes sweep.md, sweep.csv, sweep.json")
@@ -222,8 +226,10 @@ int relaunch(int procs, int argc, char** argv) {
 
 gradwire::scheduler::run_options run_options_of(const cli_args& a) {
   std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint); // as Ctrl-C: stop at the step boundary, keep what was trained
   gradwire::scheduler::run_options o;
   o.progress = !a.quiet;
+  o.force = a.force;
   o.stop = &g_stop;
   return o;
 }
@@ -290,6 +296,10 @@ int dispatch(cli_args& a, int argc, char** argv) {
     check_single(a, *base, ranks, launched_child);
   if (base && a.procs == -1) // as many processes as workers
     a.procs = base->workers;
+  // One process claims the results folder: this one, before it starts the
+  // ranks (--procs), or rank 0 of srun / mpirun.
+  if (base && !launched_child && gradwire::transport::detect_launch().rank == 0)
+    gradwire::scheduler::claim_results_folder(a.out_dir.empty() ? base->out : a.out_dir, a.force, "run");
   if (a.procs > 0 && !launched_child)
     return relaunch(a.procs, argc, argv);
   if (auto status = run_tool(a))

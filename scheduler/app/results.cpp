@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 namespace gradwire::scheduler {
 
@@ -13,6 +14,53 @@ results_writer::results_writer(std::string dir) : dir_(std::move(dir)) {
   const auto path = (std::filesystem::path(dir_) / "metrics.jsonl").string();
   metrics_.open(path, std::ios::trunc);
   check(metrics_.good(), "cannot write " + path);
+}
+
+namespace {
+
+/// What gradwire writes into a run's or a sweep's folder.
+bool ours(const std::filesystem::path& p) {
+  const auto name = p.filename().string();
+  static const char* const files[] = {"summary.json", "metrics.jsonl", "config.toml", "trace.json", "report.html",
+                                      "plots", "sweep.md", "sweep.csv", "sweep.json"};
+  for (const char* f : files)
+    if (name == f)
+      return true;
+  return name.rfind("trace-rank", 0) == 0 || name.rfind("point-", 0) == 0 ||
+         (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0);
+}
+
+} // namespace
+
+void claim_results_folder(const std::string& dir, bool force, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    return;
+  check(fs::is_directory(dir, ec), "results folder " + dir + " exists and is not a folder: choose another with --out DIR");
+  std::vector<fs::path> earlier;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (ours(e.path()))
+      earlier.push_back(e.path());
+  if (earlier.empty())
+    return; // an empty folder, or one of the user's own: nothing of ours to overwrite
+  if (!force) {
+    std::string status;
+    const auto summary = fs::path(dir) / "summary.json";
+    if (std::ifstream in(summary); in) {
+      const auto j = nlohmann::json::parse(in, nullptr, false);
+      if (j.is_object() && j.contains("status") && j["status"].is_string())
+        status = " (" + j["status"].get<std::string>() + ")";
+    }
+    throw error("results folder " + dir + " already holds a " +
+                (fs::exists(fs::path(dir) / "sweep.json") ? std::string("sweep") : std::string("run")) + status +
+                ": nothing is overwritten. Give this " + what + " another folder with --out DIR, or replace that one " +
+                "with --force");
+  }
+  for (const auto& p : earlier) {
+    fs::remove_all(p, ec);
+    check(!ec, "--force: cannot remove " + p.string() + ": " + ec.message());
+  }
 }
 
 void results_writer::metric(const nlohmann::json& record) {

@@ -32,6 +32,14 @@ private:
   int unflushed_ = 0;
 };
 
+/// The results-folder rule: a run never writes into a folder that holds
+/// another run's (or sweep's) files, so nothing is overwritten or mixed.
+/// Throws gradwire::error naming the folder, what it holds and the two
+/// ways on: `--out DIR` for a fresh folder, or `--force` to replace it.
+/// With `force`, the earlier run's files (and only those) are removed
+/// first. `what` is "run" or "sweep".
+void claim_results_folder(const std::string& dir, bool force, const std::string& what);
+
 /// summary.json's staleness object: mean, p50, p99, max, count and the
 /// histogram itself, from counts per staleness value (index = staleness).
 nlohmann::json staleness_summary(const std::vector<std::int64_t>& histogram);

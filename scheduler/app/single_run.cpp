@@ -8,6 +8,7 @@
 #include "scheduler/app/progress.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/trace_file.hpp"
+#include "scheduler/app/wiring_setup.hpp"
 
 #include <fmt/format.h>
 
@@ -204,6 +205,9 @@ private:
 
 } // namespace
 
-nlohmann::json run_single(run_config cfg, const run_options& opts) { return single_run(std::move(cfg), opts).run(); }
+nlohmann::json run_single(run_config cfg, const run_options& opts) {
+  checked_device(cfg.device, cfg.device_where); // before the data is loaded
+  return single_run(std::move(cfg), opts).run();
+}
 
 } // namespace gradwire::scheduler

@@ -17,6 +17,8 @@ struct run_options {
   /// Set (e.g. by SIGINT) to stop after the current step; the results
   /// folder is still written, with "status": "interrupted".
   const std::atomic<bool>* stop = nullptr;
+  /// A sweep may replace an earlier sweep's folder (`--force`).
+  bool force = false;
 };
 
 /// Trains as `cfg` says and returns summary.json's content.

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
+#include "scheduler/app/results.hpp"
 #include "scheduler/app/sweep_table.hpp"
 #include "scheduler/app/topology_run.hpp"
 
@@ -115,6 +116,7 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     points *= a.values.size();
   for (std::size_t i = 0; i < points; ++i) // every point's config checked before anything runs
     load_config(config_path, plan_point(axes, overrides, i).overrides);
+  claim_results_folder(out_dir, opts.force, "sweep");
   std::vector<sweep_point> done;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < points; ++i) {

@@ -42,29 +42,33 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
     setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));
 }
 
-/// A device a worker asks for; a GPU that is not there is an error naming
-/// who asked, before anything starts.
-kernels::device device_of(const run_config& cfg, const std::string& text, const std::string& who) {
+} // namespace
+
+kernels::device checked_device(const std::string& text, const std::string& where) {
+  const std::string who = where.empty() ? "train.device" : where;
   const auto d = kernels::parse_device(text);
   if (!d.is_cpu()) {
-    check(kernels::built_with_cuda(),
-          cfg.source + ": " + who + " device " + text + ": this gradwire was built without CUDA (gradwire info)");
+    check(kernels::built_with_cuda(), who + " = \"" + text + "\": this gradwire was built without CUDA (gradwire info)");
     const int n = kernels::cuda_device_count();
-    check(d.index < n, cfg.source + ": " + who + " device " + text + ", but " + std::to_string(n) +
+    check(d.index < n, who + " = \"" + text + "\", but " + std::to_string(n) +
                          " CUDA device(s) are visible (gradwire info)");
   }
   return d;
 }
 
+namespace {
+
+kernels::device device_of(const std::string& text, const std::string& who) { return checked_device(text, who); }
+
 /// Devices: train.device for every worker, or each [[nodes]] group's own
 /// device, threads, batch and emulated speed.
 void set_workers(topology_setup& setup, const run_config& cfg) {
   if (cfg.nodes.empty())
-    setup.worker_device.assign(static_cast<std::size_t>(cfg.workers), device_of(cfg, cfg.device, "train.device:"));
+    setup.worker_device.assign(static_cast<std::size_t>(cfg.workers), device_of(cfg.device, cfg.device_where));
   for (const auto& g : cfg.nodes)
     for (int i = 0; i < g.count; ++i) {
-      setup.worker_device.push_back(
-        device_of(cfg, g.device.empty() ? cfg.device : g.device, "[[nodes]] group '" + g.name + "':"));
+      setup.worker_device.push_back(g.device.empty() ? device_of(cfg.device, cfg.device_where)
+                                                     : device_of(g.device, g.where + " (group '" + g.name + "') device"));
       setup.worker_threads.push_back(g.threads > 0 ? g.threads : cfg.threads);
       setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
       setup.worker_slowdown.push_back(g.slowdown);

@@ -22,6 +22,10 @@ struct wiring_plan {
 /// than a worker's share of the data).
 wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train);
 
+/// The device `text` names, checked against this build and machine: a GPU
+/// that is not there is an error naming `who` ("file:line: key").
+kernels::device checked_device(const std::string& text, const std::string& who);
+
 /// What the topology does each step, for the first line of a run.
 std::string describe(const run_config& cfg);
 

@@ -85,7 +85,9 @@ grep -q "| async |" "$tmp/sw/sweep.md" || fail "[sweep] table lacks the async ro
 if "$gw" info | grep -q "visible CUDA devices: 0"; then
   printf '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\nname = "gpus"\ndevice = "cuda:0"\n[[nodes]]\nname = "cpus"\n' > "$tmp/gpu.toml"
   rc=0; "$gw" run "$tmp/gpu.toml" -q > "$tmp/gpu.txt" 2>&1 || rc=$?
-  [[ $rc -eq 2 ]] && grep -q "group 'gpus': device cuda:0, but 0 CUDA device(s) are visible" "$tmp/gpu.txt" ||
+  # file:line of the group, its name, and why: no GPU visible, or a build without CUDA.
+  [[ $rc -eq 2 ]] && grep -q "gpu.toml:4: \[\[nodes\]\] #1 (group 'gpus') device = \"cuda:0\"" "$tmp/gpu.txt" &&
+    grep -qE "0 CUDA device\(s\) are visible|built without CUDA" "$tmp/gpu.txt" ||
     fail "a GPU group without a GPU: rc=$rc $(cat "$tmp/gpu.txt")"
 fi
 echo "cli smoke: all checks passed"

@@ -18,7 +18,7 @@ for f in "$src"/examples/*.toml; do
   if [ $no_gpu = 1 ] && grep -q '^device *= *"cuda' "$f"; then
     timeout 120 "$gw" run "$f" -q --no-report --out "$tmp/$name" >"$tmp/$name.txt" 2>&1
     rc=$?
-    if [ $rc -eq 2 ] && grep -q "CUDA device(s) are visible" "$tmp/$name.txt"; then
+    if [ $rc -eq 2 ] && grep -qE "CUDA device\(s\) are visible|built without CUDA" "$tmp/$name.txt"; then
       echo "ok   examples/$name.toml (no GPU here: refused, as it should be)"
     else
       echo "FAIL: examples/$name.toml needs a GPU and there is none: expected exit 2 and an error saying so, got exit $rc"

@@ -158,7 +158,7 @@ TEST_CASE("node groups carry their device and threads, and a bad device names th
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\ndevice = \"gpu0\"\n", "n.toml"),
                     Catch::Contains("n.toml:4") && Catch::Contains("unknown device 'gpu0'"));
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\nthreads = -1\n", "n.toml"),
-                    Catch::Contains("threads must be in [0, 256]"));
+                    Catch::Contains("n.toml:4: [[nodes]] #1: threads = -1 must be in [0, 256]"));
 }
 
 TEST_CASE("topology options reach their structs whole: keys of another kind or mode stay off") {

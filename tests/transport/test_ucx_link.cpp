@@ -14,9 +14,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -286,4 +289,49 @@ TEST_CASE("UCX link: the progress thread runs at the nice value asked for, and s
   CHECK(getpriority(PRIO_PROCESS, 0) == 0); // nor this one
   l1->close(2000);
   l0->close(2000);
+}
+
+TEST_CASE("UCX link: an arena announced larger than its file is refused, and references into it too") {
+  // Rank 1 (no shared memory of its own) announces a 4 KiB segment as
+  // 1 GiB, then sends a reference at 512 MiB into it: mapped at the
+  // announced size, reading it would be a SIGBUS in rank 0.
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true, 0, 512, false);
+  const std::string name = "/gradwire-test-" + std::to_string(::getpid()) + "-small";
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, 4096) == 0);
+  ::close(fd);
+  std::mutex mu;
+  std::vector<std::string> rejected;
+  int received = 0;
+  link::handlers h0;
+  h0.receive = [&](const void*, std::size_t, kernels::tensor) {
+    std::lock_guard<std::mutex> lk(mu);
+    ++received;
+  };
+  h0.rejected = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lk(mu);
+    rejected.push_back(what);
+  };
+  l0->start(h0);
+  l1->start({});
+  std::vector<std::uint64_t> ann = {0x475753484d414e4eull, 1, std::uint64_t{1} << 30, name.size()};
+  ann.resize(4 + (name.size() + 7) / 8);
+  std::memcpy(ann.data() + 4, name.data(), name.size());
+  l1->send(0, ann, {});
+  l1->send(0, {0x475753484d524546ull, 1, 7, 1, std::uint64_t{512} << 20, 4096, 42}, {});
+  l1->send(0, {43}, {}); // and a good frame after them
+  for (int i = 0; i < 5000; ++i) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (received == 1 && !rejected.empty())
+        break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::shm_unlink(name.c_str());
+  std::lock_guard<std::mutex> lk(mu);
+  CHECK(received == 1); // only the good frame
+  REQUIRE(rejected.size() == 1);
+  CHECK_THAT(rejected[0], Catch::Contains("rank 1's memory, which could not be mapped"));
 }

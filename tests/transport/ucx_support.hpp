@@ -39,7 +39,8 @@ inline std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected
                                                                                bool progress_thread0 = true,
                                                                                bool shm_refs = false,
                                                                                int progress_nice0 = 0,
-                                                                               std::size_t fifo_elem_bytes = 512) {
+                                                                               std::size_t fifo_elem_bytes = 512,
+                                                                               bool shm_refs1 = true) {
   ucx_options o;
   o.tls = tls;
   o.fifo_elem_bytes = fifo_elem_bytes;
@@ -50,7 +51,9 @@ inline std::pair<std::unique_ptr<ucx_link>, std::unique_ptr<ucx_link>> connected
   o0.progress_thread = progress_thread0;
   o0.progress_nice = progress_nice0;
   auto l0 = std::make_unique<ucx_link>(0, 2, o0);
-  auto l1 = std::make_unique<ucx_link>(1, 2, o);
+  ucx_options o1 = o;
+  o1.shm_refs = shm_refs && shm_refs1;
+  auto l1 = std::make_unique<ucx_link>(1, 2, o1);
   rendezvous_options ro;
   ro.port = free_port();
   ro.token = "t";

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The config corpus: bad configs and invocations, each of which must end
+# with exit status 2 (no crash, no hang) and an error that says what and
+# where: the file and line, or the --set argument, and the key.
+#   bad_configs.sh GRADWIRE SOURCE_DIR
+set -uo pipefail
+gw=$(realpath "${1:?usage: bad_configs.sh GRADWIRE SOURCE_DIR}")
+src=${2:?usage: bad_configs.sh GRADWIRE SOURCE_DIR}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+n=0 failed=0
+
+# case NAME 'TOML' 'EXPECTED (extended regex)' [extra gradwire run args...]
+case_() {
+  local name=$1 toml=$2 want=$3
+  shift 3
+  n=$((n + 1))
+  printf '%b' "$toml" > "$name.toml"
+  local rc=0
+  timeout 60 "$gw" run "$name.toml" -q --no-report --out "$tmp/out-$name" "$@" > "$name.txt" 2>&1 || rc=$?
+  if [[ $rc -ne 2 ]] || ! grep -qE -- "$want" "$name.txt"; then
+    echo "FAIL $name: exit $rc (want 2), output:" >&2
+    sed 's/^/    /' "$name.txt" >&2
+    echo "    expected: $want" >&2
+    failed=$((failed + 1))
+  fi
+}
+# inv NAME 'EXPECTED' gradwire args... (an invocation without a config of its own)
+inv() {
+  local name=$1 want=$2
+  shift 2
+  n=$((n + 1))
+  local rc=0
+  timeout 60 "$gw" "$@" > "$name.txt" 2>&1 || rc=$?
+  if [[ $rc -ne 2 ]] || ! grep -qE -- "$want" "$name.txt"; then
+    echo "FAIL $name: exit $rc (want 2), output:" >&2
+    sed 's/^/    /' "$name.txt" >&2
+    echo "    expected: $want" >&2
+    failed=$((failed + 1))
+  fi
+}
+
+# TOML syntax and structure
+case_ syntax '[train\nlr = 0.1\n' 'syntax.toml:1.*TOML syntax error'
+case_ syntax2 '[train]\nlr = = 0.1\n' 'syntax2.toml:2.*TOML syntax error'
+case_ unterminated '[experiment]\nname = "x\n' 'unterminated.toml:2.*TOML syntax error'
+case_ dupkey '[train]\nlr = 0.1\nlr = 0.2\n' 'dupkey.toml:3.*TOML syntax error'
+case_ unknown_section '[trian]\nlr = 0.1\n' "unknown_section.toml:1.*unknown section \[trian\].*did you mean \[train\]"
+case_ unknown_key '[train]\nlearning_rate = 0.1\n' "unknown_key.toml:2.*unknown key 'train.learning_rate'.*did you mean 'train.lr'"
+case_ unknown_top 'lr = 0.1\n' "unknown_top.toml:1.*unknown key 'lr'"
+case_ nodes_table '[nodes]\ncount = 2\n' 'nodes_table.toml:1.*write \[\[nodes\]\]'
+case_ nodes_unknown '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncont = 2\n' "nodes_unknown.toml:5.*unknown key 'nodes.cont'"
+# types
+case_ type_lr '[train]\nlr = "fast"\n' 'type_lr.toml:2.*train.lr must be'
+case_ type_epochs '[train]\nepochs = 1.5\n' 'type_epochs.toml:2.*train.epochs must be'
+case_ type_threads '[train]\nthreads = "2"\n' 'type_threads.toml:2.*train.threads must be'
+case_ type_bool '[train]\nnesterov = 1\n' 'type_bool.toml:2.*train.nesterov must be'
+case_ type_hidden '[model]\nhidden = [256, "x"]\n' 'type_hidden.toml:2.*model.hidden must be'
+case_ type_hidden2 '[model]\nhidden = 256\n' 'type_hidden2.toml:2.*model.hidden must be'
+case_ type_name '[experiment]\nname = 3\n' 'type_name.toml:2.*experiment.name must be'
+case_ type_workers '[topology]\nworkers = true\n' 'type_workers.toml:2.*topology.workers must be'
+case_ type_tls '[transport]\ntls = 1\n' 'type_tls.toml:2.*transport.tls must be'
+case_ type_seed '[experiment]\nseed = "one"\n' 'type_seed.toml:2.*experiment.seed must be'
+# allowed values
+case_ enum_kind '[topology]\nkind = "rign"\n' 'enum_kind.toml:2.*topology.kind = "rign" is not one of.*did you mean "ring"'
+case_ enum_mode '[topology]\nkind = "parameter-server"\nmode = "asinc"\n' 'enum_mode.toml:3.*did you mean "async"'
+case_ enum_model '[model]\nkind = "lenet"\n' 'enum_model.toml:2.*model.kind = "lenet" is not one of'
+case_ enum_optimizer '[train]\noptimizer = "sdg"\n' 'enum_optimizer.toml:2.*did you mean "sgd"'
+case_ enum_dataset '[data]\ndataset = "fashion"\n' 'enum_dataset.toml:2.*data.dataset'
+case_ enum_gossip '[topology]\nkind = "gossip"\ngossip = "pdsgd"\n' 'enum_gossip.toml:3.*topology.gossip'
+case_ enum_graph '[topology]\nkind = "gossip"\ngraph = "star"\n' 'enum_graph.toml:3.*topology.graph'
+case_ enum_parallelism '[train]\nparallelism = "model"\n' 'enum_parallelism.toml:2.*train.parallelism'
+case_ enum_placement '[topology]\nshard_placement = "everywhere"\n' 'enum_placement.toml:2.*topology.shard_placement'
+case_ enum_if_missing '[data]\nif_missing = "ignore"\n' 'enum_if_missing.toml:2.*data.if_missing'
+# ranges
+case_ lr_zero '[train]\nlr = 0.0\n' 'lr_zero.toml:2: train.lr = 0 is out of range.*greater than 0'
+case_ lr_negative '[train]\nlr = -0.1\n' 'lr_negative.toml:2: train.lr = -0.1 is out of range'
+case_ lr_huge '[train]\nlr = 1e9\n' 'lr_huge.toml:2: train.lr = 1e\+09 is out of range'
+case_ momentum '[train]\nmomentum = 1.0\n' 'momentum.toml:2: train.momentum = 1 is out of range'
+case_ weight_decay '[train]\nweight_decay = 2.0\n' 'weight_decay.toml:2: train.weight_decay'
+case_ epochs_zero '[train]\nepochs = 0\n' 'epochs_zero.toml:2: train.epochs = 0 is out of range'
+case_ epochs_negative '[train]\nepochs = -3\n' 'epochs_negative.toml:2: train.epochs = -3'
+case_ batch_zero '[train]\nbatch_size = 0\n' 'batch_zero.toml:2: train.batch_size = 0'
+case_ batch_huge '[train]\nbatch_size = 4294967298\n' 'batch_huge.toml:2: train.batch_size = 4294967298 is out of range'
+case_ threads_zero '[train]\nthreads = 0\n' 'threads_zero.toml:2: train.threads = 0'
+case_ threads_huge '[train]\nthreads = 100000\n' 'threads_huge.toml:2: train.threads = 100000'
+case_ max_steps '[train]\nmax_steps = -1\n' 'max_steps.toml:2: train.max_steps = -1'
+case_ log_every '[train]\nlog_every = 0\n' 'log_every.toml:2: train.log_every = 0'
+case_ eval_every '[train]\neval_every = 0\n' 'eval_every.toml:2: train.eval_every = 0'
+case_ target '[train]\ntarget_accuracy = 1.5\n' 'target.toml:2: train.target_accuracy = 1.5'
+case_ workers_zero '[topology]\nkind = "ring"\nworkers = 0\n' 'workers_zero.toml:3: topology.workers = 0'
+case_ workers_huge '[topology]\nkind = "ring"\nworkers = 5000\n' 'workers_huge.toml:3: topology.workers = 5000'
+case_ shards_zero '[topology]\nkind = "parameter-server"\nshards = 0\n' 'shards_zero.toml:3: topology.shards = 0'
+case_ local_steps '[topology]\nkind = "local-sgd"\nlocal_steps = 0\n' 'local_steps.toml:3: topology.local_steps = 0'
+case_ bound '[topology]\nkind = "parameter-server"\nmode = "ssp"\nstaleness_bound = -1\n' 'bound.toml:4: topology.staleness_bound = -1'
+case_ backups '[topology]\nkind = "parameter-server"\nworkers = 2\nbackup_workers = 2\n' 'backups.toml:4: topology.backup_workers: 2 backup workers'
+case_ dc_lambda '[topology]\nkind = "parameter-server"\nmode = "async"\ndc_lambda = -1.0\n' 'dc_lambda.toml:4: topology.dc_lambda = -1'
+case_ bucket '[topology]\nkind = "ring"\nbucket_kb = 0\n' 'bucket.toml:3: topology.bucket_kb = 0'
+case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.chunk_kb = 0'
+case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = 0\n' 'group_size.toml:3: topology.group_size = 0'
+case_ degree '[topology]\nkind = "gossip"\ndegree = 1\n' 'degree.toml:3: topology.degree = 1'
+case_ balance_ps '[topology]\nkind = "parameter-server"\nbalance_every = 10\n' 'balance_ps.toml:3: topology.balance_every.*not parameter-server'
+case_ spin '[transport]\nspin_us = -5\n' 'spin.toml:2: transport.spin_us = -5'
+case_ nice '[transport]\nprogress_nice = 20\n' 'nice.toml:2: transport.progress_nice = 20'
+case_ peer_timeout '[transport]\npeer_timeout_ms = 1\n' 'peer_timeout.toml:2: transport.peer_timeout_ms = 1'
+case_ latency '[transport]\nlatency_us = -1.0\n' 'latency.toml:2: transport.latency_us = -1'
+case_ hidden_zero '[model]\nhidden = [256, 0]\n' 'hidden_zero.toml:2: model.hidden: widths must be in'
+case_ trace_spans '[experiment]\ntrace_spans = 0\n' 'trace_spans.toml:2: experiment.trace_spans = 0'
+case_ train_subset '[data]\ntrain_subset = -5\n' 'train_subset.toml:2: data.train_subset = -5'
+case_ synthetic_train '[data]\nsynthetic_train = 0\n' 'synthetic_train.toml:2: data.synthetic_train = 0'
+# names and devices
+case_ name_empty '[experiment]\nname = ""\n' 'name_empty.toml:2: experiment.name = "" must be a plain name'
+case_ name_slash '[experiment]\nname = "../x"\n' 'name_slash.toml:2: experiment.name = "../x" must be a plain name'
+case_ name_dotdot '[experiment]\nname = ".."\n' 'name_dotdot.toml:2: experiment.name = ".." must be a plain name'
+case_ device_bad '[train]\ndevice = "tpu"\n' 'device_bad.toml:2: train.device'
+case_ device_gpu_missing '[train]\ndevice = "cuda:7"\n' 'device_gpu_missing.toml:2: train.device = "cuda:7".*(CUDA device\(s\) are visible|built without CUDA)'
+# [[nodes]]
+case_ nodes_count_huge '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 4294967298\n' 'nodes_count_huge.toml:4: \[\[nodes\]\] #1: count = 4294967298 must be in \[1, 1024\]'
+case_ nodes_count_zero '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 0\n' 'nodes_count_zero.toml:4: \[\[nodes\]\] #1: count = 0'
+case_ nodes_total '[topology]\nkind = "ring"\nworkers = 3\n[[nodes]]\ncount = 2\n' 'nodes_total.toml: the \[\[nodes\]\] groups describe 2 worker\(s\) but topology.workers = 3'
+case_ nodes_single '[[nodes]]\ncount = 2\n' 'nodes_single.toml.*needs several workers|nodes_single.toml.*describe 2 worker'
+case_ nodes_slowdown '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nslowdown = 0.5\n' 'nodes_slowdown.toml:4: \[\[nodes\]\] #1: slowdown must be in'
+case_ nodes_threads '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nthreads = -1\n' 'nodes_threads.toml:4: \[\[nodes\]\] #1: threads = -1'
+case_ nodes_delay '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\ndelay_ms = -3.0\n' 'nodes_delay.toml:4: \[\[nodes\]\] #1: delay_ms and jitter_ms'
+case_ nodes_batch '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nbatch_size = -64\n' 'nodes_batch.toml:4: \[\[nodes\]\] #1: batch_size = -64'
+case_ nodes_device '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\ndevice = "gpu0"\n' 'nodes_device.toml:4: \[\[nodes\]\] #1: device'
+case_ nodes_not_table 'nodes = [1, 2]\n' 'nodes_not_table.toml:1.*\[\[nodes\]\] entries must be tables'
+# [sweep]
+case_ sweep_not_array '[sweep]\n"topology.workers" = 2\n' 'sweep_not_array.toml:2.*\[sweep\] topology.workers must be a non-empty array'
+case_ sweep_empty '[sweep]\n"topology.workers" = []\n' 'sweep_empty.toml:2.*non-empty array'
+case_ sweep_key '[sweep]\n"topology.wrkers" = [1, 2]\n' "sweep_key.toml:2.*unknown key 'topology.wrkers'.*did you mean 'topology.workers'"
+case_ sweep_variant_key '[sweep.variants]\n"a" = { "topology.knd" = "ring" }\n' "sweep_variant_key.toml:2.*unknown key 'topology.knd'"
+case_ sweep_variant_empty '[sweep.variants]\n"a" = {}\n' 'sweep_variant_empty.toml:2.*sets no key'
+case_ sweep_variant_value '[sweep.variants]\n"a" = 3\n' 'sweep_variant_value.toml:2.*must be a table'
+# --set
+case_ set_unknown '[train]\nlr = 0.1\n' "--set train.lrr=0.2: unknown key 'train.lrr'.*did you mean 'train.lr'" --set train.lrr=0.2
+case_ set_noeq '' '--set train.lr: expected key=value' --set train.lr
+case_ set_type '' '--set train.epochs=two: train.epochs must be' --set train.epochs=two
+case_ set_range '' '--set train.epochs: train.epochs = 0 is out of range|--set train.epochs = 0' --set train.epochs=0
+case_ set_enum '' '--set topology.kind=rign: topology.kind = "rign" is not one of' --set topology.kind=rign
+case_ sweep_flag '' 'KEY=V1,V2' --sweep topology.workers
+case_ procs_bad '' '--procs x: expected a number of processes' --procs x
+case_ procs_single '' 'topology.kind = "single" trains one worker in one process: drop --procs 2' --procs 2
+# files
+mkdir -p adir
+inv config_dir 'config file adir is not a regular file \(a directory' run adir -q
+inv config_missing 'config file nowhere.toml does not exist' run nowhere.toml -q
+inv config_devzero 'config file /dev/zero is not a regular file' run /dev/zero -q
+head -c 2000000 /dev/zero | tr '\0' '#' > big.toml
+inv config_big 'config file big.toml is 2000000 bytes: more than' run big.toml -q
+# data
+printf '[data]\ndataset = "fashion-mnist"\npath = "%s/nowhere"\n' "$tmp" > data_missing.toml
+inv data_missing 'nowhere' run data_missing.toml -q --no-report --out "$tmp/out-data"
+# results folder
+printf '[experiment]\nname = "r"\n[train]\nmax_steps = 2\n[data]\ndataset = "synthetic"\nsynthetic_train = 256\nsynthetic_test = 64\n' > rerun.toml
+"$gw" run rerun.toml -q --no-report --out "$tmp/out-rerun" > /dev/null 2>&1 || { echo "FAIL: the first run of rerun.toml failed" >&2; failed=$((failed + 1)); }
+inv results_rerun "results folder $tmp/out-rerun already holds a run \(completed\): nothing is overwritten.*--out DIR.*--force" run rerun.toml -q --no-report --out "$tmp/out-rerun"
+inv results_config_rerun "already holds a run" run "$tmp/out-rerun/config.toml" -q --no-report --out "$tmp/out-rerun"
+# --force replaces the earlier run, and nothing of it is left beside the new one.
+touch "$tmp/out-rerun/trace.json.tmp" "$tmp/out-rerun/report.html"
+echo "mine" > "$tmp/out-rerun/notes.txt"
+if "$gw" run rerun.toml -q --no-report --force --set experiment.trace=false --out "$tmp/out-rerun" > force.txt 2>&1; then
+  [[ -f $tmp/out-rerun/summary.json && ! -e $tmp/out-rerun/report.html && ! -e $tmp/out-rerun/trace.json &&
+     ! -e $tmp/out-rerun/trace.json.tmp && -f $tmp/out-rerun/notes.txt ]] ||
+    { echo "FAIL: --force left the earlier run's files (or removed the user's): $(ls "$tmp/out-rerun")" >&2; failed=$((failed + 1)); }
+else
+  echo "FAIL: --force: $(cat force.txt)" >&2
+  failed=$((failed + 1))
+fi
+touch afile
+inv results_file 'results folder afile exists and is not a folder' run rerun.toml -q --no-report --out afile
+
+echo "$n cases, $failed failed"
+[[ $failed -eq 0 ]]
