@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine to a finished experiment:
 # installs packages, builds, and trains the default experiment in-process
-# (MLP on Fashion-MNIST). Extra arguments go to `gradwire run`.
+# (MLP on Fashion-MNIST) into results/default, replacing that folder's
+# earlier run if there is one (--force). Extra arguments go to `gradwire run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-exec build/gradwire run examples/default.toml "$@"
+exec build/gradwire run examples/default.toml --force "$@"
