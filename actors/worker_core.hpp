@@ -109,6 +109,9 @@ struct worker_config {
   /// frames for it are handled without waking the receive thread (one
   /// thread per process on the critical path, as MPI's progress does).
   std::function<bool()> idle_poll;
+  /// Called after each finished step with the steps done so far (the
+  /// runtime's fault injection); empty: nothing.
+  std::function<void(std::int64_t steps)> after_step;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)

@@ -263,13 +263,35 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
   }
 }
 
+/// [[faults]] entries: each checked against the job, naming its line.
+void read_faults(const toml::table& root, const std::string& source, run_config& c) {
+  const auto* entries = root.get_as<toml::array>("faults");
+  if (!entries)
+    return;
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    const auto& t = *entries->get(i)->as_table();
+    fault_spec f;
+    f.where = where(source, *entries->get(i)) + ": [[faults]] #" + std::to_string(i + 1);
+    f.kind = t["kind"].value_or(std::string("kill"));
+    const auto rank = t["rank"].value_or(std::int64_t{0});
+    check(rank >= 0 && rank < c.workers, f.where + ": rank = " + std::to_string(rank) + ", but the workers are ranks 0 to " +
+                                           std::to_string(c.workers - 1));
+    f.rank = static_cast<int>(rank);
+    f.at_step = t["at_step"].value_or(std::int64_t{1});
+    check(f.at_step >= 1, f.where + ": at_step = " + std::to_string(f.at_step) + " must be 1 or more");
+    check(c.topology != "single", f.where + ": a " + f.kind + " fault needs a topology of several workers, " +
+                                    "run across processes (--procs N)");
+    c.faults.push_back(f);
+  }
+}
+
 /// Every schema key with its effective value, as config.toml records it.
 std::string resolved_toml(reader& r, const run_config& c) {
   // Resolved config: every schema key with its effective value.
   toml::table resolved;
   for (const auto& k : config_schema()) {
-    if (k.key.rfind("nodes.", 0) == 0)
-      continue; // per group, below
+    if (k.key.rfind("nodes.", 0) == 0 || k.key.rfind("faults.", 0) == 0)
+      continue; // per group or entry, below
     const auto dot = k.key.find('.');
     const auto section = k.key.substr(0, dot);
     if (!resolved.contains(section))
@@ -284,6 +306,12 @@ std::string resolved_toml(reader& r, const run_config& c) {
                                    {"batch_size", g.batch_size}, {"delay_ms", g.delay_ms},
                                    {"jitter_ms", g.jitter_ms}, {"device", g.device}, {"threads", g.threads}});
     resolved.insert_or_assign("nodes", std::move(groups));
+  }
+  if (!c.faults.empty()) {
+    toml::array faults;
+    for (const auto& f : c.faults)
+      faults.push_back(toml::table{{"kind", f.kind}, {"rank", f.rank}, {"at_step", f.at_step}});
+    resolved.insert_or_assign("faults", std::move(faults));
   }
   std::ostringstream os;
   os << resolved;
@@ -318,6 +346,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_topology(r, c);
   read_transport(r, c);
   read_nodes(root, source, c);
+  read_faults(root, source, c);
   c.resolved_toml = resolved_toml(r, c);
   c.sweep = std::move(sweep);
   c.sweep_variants = std::move(variants);

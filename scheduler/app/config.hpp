@@ -27,6 +27,14 @@ struct node_group {
   std::string where;  ///< "file:line: [[nodes]] #i", for messages
 };
 
+/// A [[faults]] entry: a fault injected at a step, deterministically.
+struct fault_spec {
+  std::string kind = "kill"; ///< kill: the rank's process exits abruptly
+  int rank = 0;
+  std::int64_t at_step = 1;  ///< after this step of that worker
+  std::string where;         ///< "file:line: [[faults]] #i", for messages
+};
+
 struct run_config {
   std::string source; ///< file the config came from (for messages)
 
@@ -70,6 +78,7 @@ struct run_config {
   int peer_timeout_ms = 5000;
   double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes
   std::vector<node_group> nodes; ///< empty: all workers alike
+  std::vector<fault_spec> faults; ///< [[faults]], in file order
   int log_every = 50;
   int eval_every = 1;
   std::int64_t eval_steps = 0; ///< also evaluate every N steps (0: epochs only)

@@ -67,6 +67,7 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const auto* sub = v.as_table()) {
       check(key != "nodes", where(source, v) + ": write [[nodes]] (an array of tables, one per group of workers), not [nodes]");
+      check(key != "faults", where(source, v) + ": write [[faults]] (an array of tables, one per fault), not [faults]");
       bool known_section = false;
       for (const auto& s : config_schema())
         known_section = known_section || s.key.rfind(key + ".", 0) == 0;
@@ -79,11 +80,11 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
                     (near.empty() ? "" : " (did you mean [" + near + "]?)"));
       }
       walk(*sub, key, source);
-    } else if (const auto* arr = v.as_array(); arr && key == "nodes") {
-      // [[nodes]]: an array of tables, each checked against nodes.*
+    } else if (const auto* arr = v.as_array(); arr && (key == "nodes" || key == "faults")) {
+      // [[nodes]], [[faults]]: arrays of tables, each checked against nodes.* / faults.*
       for (const auto& elem : *arr) {
         const auto* group = elem.as_table();
-        check(group != nullptr, where(source, elem) + ": [[nodes]] entries must be tables");
+        check(group != nullptr, where(source, elem) + ": [[" + key + "]] entries must be tables");
         walk(*group, key, source);
       }
     } else {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <random>
@@ -108,6 +110,18 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.distinct_init = setup.distinct_init;
   wc.trace = setup.trace;
   wc.eval_every = setup.eval_every;
+  for (const auto& k : setup.kills)
+    if (k.rank == rank) {
+      const auto kill_at = k.at_step;
+      wc.after_step = [kill_at, rank](std::int64_t steps) {
+        if (steps != kill_at)
+          return;
+        std::fprintf(stderr, "gradwire: rank %d: killed after step %lld ([[faults]] kind = \"kill\")\n", rank,
+                     static_cast<long long>(steps));
+        std::fflush(stderr);
+        ::raise(SIGKILL); // as abrupt as kill -9: no report, no goodbye to the peers
+      };
+    }
   // Twice the silence limit: when one worker stalls a sync step, the
   // others' requests must not time out before the stalled one is named.
   wc.timeout = 2 * setup.timeout;
@@ -190,6 +204,9 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
                               const progress_fn& on_progress, const metrics_fn& on_metrics,
                               const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
+  check(setup.kills.empty() || setup.node,
+        "[[faults]] kind = \"kill\" kills a worker's process: run the job across processes (--procs N), or the "
+        "whole run would end");
   const auto t0 = std::chrono::steady_clock::now();
   topology_outcome out;
   switch (setup.kind) {

@@ -78,6 +78,14 @@ struct topology_setup {
   /// on_eval on the coordinator's thread while the workers go on.
   std::int64_t eval_every = 0;
   std::function<void(std::int64_t, const actors::slice& params, const actors::slice& state)> on_eval;
+  /// Faults injected from the config: worker `rank`'s process is killed
+  /// (SIGKILL) after its step `at_step`. Only across processes: in one
+  /// process it would end every worker (run_topology refuses it).
+  struct kill_fault {
+    int rank = 0;
+    std::int64_t at_step = 1;
+  };
+  std::vector<kill_fault> kills;
   /// The longest a worker may stay silent (workers send a heartbeat about
   /// twice a second) before the run fails naming it; workers' requests
   /// time out after twice this.

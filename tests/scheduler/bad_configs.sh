@@ -126,6 +126,13 @@ case_ nodes_delay '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\
 case_ nodes_batch '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nbatch_size = -64\n' 'nodes_batch.toml:4: \[\[nodes\]\] #1: batch_size = -64'
 case_ nodes_device '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\ndevice = "gpu0"\n' 'nodes_device.toml:4: \[\[nodes\]\] #1: device'
 case_ nodes_not_table 'nodes = [1, 2]\n' 'nodes_not_table.toml:1.*\[\[nodes\]\] entries must be tables'
+# [[faults]]
+case_ faults_table '[faults]\nkind = "kill"\n' 'faults_table.toml:1.*write \[\[faults\]\]'
+case_ faults_kind '[topology]\nkind = "ring"\n[[faults]]\nkind = "crash"\n' 'faults_kind.toml:4.*faults.kind = "crash" is not one of'
+case_ faults_rank '[topology]\nkind = "ring"\nworkers = 2\n[[faults]]\nrank = 2\nat_step = 5\n' 'faults_rank.toml:4: \[\[faults\]\] #1: rank = 2, but the workers are ranks 0 to 1'
+case_ faults_step '[topology]\nkind = "ring"\n[[faults]]\nat_step = 0\n' 'faults_step.toml:3: \[\[faults\]\] #1: at_step = 0 must be 1 or more'
+case_ faults_single '[[faults]]\nrank = 0\n' 'faults_single.toml:1: \[\[faults\]\] #1: a kill fault needs a topology of several workers'
+case_ faults_in_process '[topology]\nkind = "ring"\n[[faults]]\nrank = 1\nat_step = 3\n' 'kills a worker.s process: run the job across processes'
 # [sweep]
 case_ sweep_not_array '[sweep]\n"topology.workers" = 2\n' 'sweep_not_array.toml:2.*\[sweep\] topology.workers must be a non-empty array'
 case_ sweep_empty '[sweep]\n"topology.workers" = []\n' 'sweep_empty.toml:2.*non-empty array'
