@@ -10,10 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace gradwire::transport {
 namespace {
@@ -102,8 +106,84 @@ addrinfo* resolve(const rendezvous_options& o, bool passive) {
 
 std::string where(const rendezvous_options& o) { return o.host + ":" + std::to_string(o.port); }
 
-std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options& o,
-                                             const std::vector<std::uint8_t>& mine) {
+/// A joining process's hello, read by a handshake thread of its own.
+struct hello {
+  socket_fd conn;
+  std::string ip, token, failure; ///< failure: why the hello could not be read
+  std::int32_t rank = -1, size = -1;
+  std::vector<std::uint8_t> address;
+};
+
+/// The hellos of joining processes, each read on its own thread with its
+/// own deadline, so a silent or slow connection holds up no one else.
+class handshakes {
+public:
+  static constexpr int max_open = 64; ///< more at once are closed unread
+  ~handshakes() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (int fd : open_fds_)
+        ::shutdown(fd, SHUT_RDWR); // wakes their threads: the rendezvous is over
+    }
+    for (auto& t : threads_)
+      t.join();
+  }
+  void start(socket_fd c, std::string ip, clock_type::time_point until) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (static_cast<int>(open_fds_.size()) >= max_open) {
+      std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %d handshakes already open\n",
+                   ip.c_str(), max_open);
+      return;
+    }
+    open_fds_.push_back(c.get());
+    threads_.emplace_back([this, conn = std::move(c), ip = std::move(ip), until]() mutable {
+      hello h;
+      h.ip = std::move(ip);
+      try {
+        const auto step = std::min(until, clock_type::now() + std::chrono::seconds(5)); // per connection
+        if (read_u32(conn.get(), step) != hello_magic)
+          throw error("not a gradwire rendezvous message");
+        const auto tok = read_blob(conn.get(), max_token, "token", step);
+        h.token.assign(tok.begin(), tok.end());
+        h.rank = static_cast<std::int32_t>(read_u32(conn.get(), step));
+        h.size = static_cast<std::int32_t>(read_u32(conn.get(), step));
+        h.address = read_blob(conn.get(), max_blob, "address", step);
+      } catch (const error& e) {
+        h.failure = e.what();
+      }
+      std::lock_guard<std::mutex> lk2(mu_);
+      open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), conn.get()));
+      h.conn = std::move(conn);
+      done_.push_back(std::move(h));
+    });
+  }
+  /// The hellos read so far.
+  std::vector<hello> take() {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<hello> out;
+    out.swap(done_);
+    return out;
+  }
+
+private:
+  std::mutex mu_;
+  std::vector<int> open_fds_;
+  std::vector<hello> done_;
+  std::vector<std::thread> threads_;
+};
+
+void refuse(hello& h, const std::string& why) {
+  std::fprintf(stderr, "gradwire: rendezvous: refused a process from %s: %s\n", h.ip.c_str(), why.c_str());
+  buffer b;
+  b.u32(1);
+  b.blob(why.data(), why.size());
+  try {
+    io_all(h.conn.get(), b.bytes.data(), b.bytes.size(), true, clock_type::now() + std::chrono::seconds(1));
+  } catch (const error&) {
+  }
+}
+
+socket_fd listen_on(const rendezvous_options& o) {
   auto* ai = resolve(o, true);
   socket_fd ls(::socket(ai->ai_family, SOCK_STREAM, 0));
   int one = 1;
@@ -113,6 +193,12 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
   if (rc != 0 || ::listen(ls.get(), 128) != 0)
     throw error("rank 0 cannot listen for the rendezvous on " + where(o) + ": " + std::strerror(errno) +
                 " (choose another port with --rendezvous HOST:PORT or MASTER_PORT)");
+  return ls;
+}
+
+std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options& o,
+                                             const std::vector<std::uint8_t>& mine) {
+  auto ls = listen_on(o);
   std::vector<std::vector<std::uint8_t>> table(static_cast<std::size_t>(size));
   std::vector<bool> have(static_cast<std::size_t>(size), false);
   std::vector<socket_fd> conns(static_cast<std::size_t>(size));
@@ -120,9 +206,9 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
   have[0] = true;
   int missing = size - 1;
   const auto until = clock_type::now() + std::chrono::milliseconds(o.timeout_ms);
+  handshakes hs;
   while (missing > 0) {
-    pollfd pfd{ls.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, ms_left(until)) <= 0) {
+    if (clock_type::now() >= until) {
       std::string names;
       for (int r = 0; r < size; ++r)
         if (!have[static_cast<std::size_t>(r)])
@@ -130,50 +216,36 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
       throw error("rendezvous on " + where(o) + ": timed out after " + std::to_string(o.timeout_ms / 1000) +
                   " s waiting for rank(s) " + names + " of " + std::to_string(size));
     }
-    sockaddr_in peer{};
-    socklen_t plen = sizeof peer;
-    socket_fd c(::accept(ls.get(), reinterpret_cast<sockaddr*>(&peer), &plen));
-    if (c.get() < 0)
-      continue;
-    char ip[INET_ADDRSTRLEN] = "?";
-    ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-    auto refuse = [&](const std::string& why) {
-      std::fprintf(stderr, "gradwire: rendezvous: refused a process from %s: %s\n", ip, why.c_str());
-      buffer b;
-      b.u32(1);
-      b.blob(why.data(), why.size());
-      try {
-        io_all(c.get(), b.bytes.data(), b.bytes.size(), true, clock_type::now() + std::chrono::seconds(1));
-      } catch (const error&) {
+    pollfd pfd{ls.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, std::min(ms_left(until), 20)) > 0) {
+      sockaddr_in peer{};
+      socklen_t plen = sizeof peer;
+      socket_fd c(::accept(ls.get(), reinterpret_cast<sockaddr*>(&peer), &plen));
+      if (c.get() >= 0) {
+        char ip[INET_ADDRSTRLEN] = "?";
+        ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+        hs.start(std::move(c), ip, until);
       }
-    };
-    try {
-      const auto step = std::min(until, clock_type::now() + std::chrono::seconds(5)); // per-connection bound
-      if (read_u32(c.get(), step) != hello_magic) {
-        refuse("not a gradwire rendezvous message");
-        continue;
-      }
-      const auto tok = read_blob(c.get(), max_token, "token", step);
-      const auto rank = static_cast<std::int32_t>(read_u32(c.get(), step));
-      const auto their_size = static_cast<std::int32_t>(read_u32(c.get(), step));
-      auto blob = read_blob(c.get(), max_blob, "address", step);
-      if (std::string(tok.begin(), tok.end()) != o.token)
-        refuse("wrong job token (rank " + std::to_string(rank) + ")");
-      else if (their_size != size)
-        refuse("rank " + std::to_string(rank) + " was started for " + std::to_string(their_size) +
-               " processes, rank 0 for " + std::to_string(size));
-      else if (rank <= 0 || rank >= size)
-        refuse("rank " + std::to_string(rank) + " is out of range 1.." + std::to_string(size - 1));
-      else if (have[static_cast<std::size_t>(rank)])
-        refuse("rank " + std::to_string(rank) + " joined twice");
+    }
+    for (auto& h : hs.take()) {
+      if (!h.failure.empty())
+        std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(),
+                     h.failure.c_str());
+      else if (h.token != o.token)
+        refuse(h, "wrong job token (rank " + std::to_string(h.rank) + ")");
+      else if (h.size != size)
+        refuse(h, "rank " + std::to_string(h.rank) + " was started for " + std::to_string(h.size) +
+                    " processes, rank 0 for " + std::to_string(size));
+      else if (h.rank <= 0 || h.rank >= size)
+        refuse(h, "rank " + std::to_string(h.rank) + " is out of range 1.." + std::to_string(size - 1));
+      else if (have[static_cast<std::size_t>(h.rank)])
+        refuse(h, "rank " + std::to_string(h.rank) + " joined twice");
       else {
-        table[static_cast<std::size_t>(rank)] = std::move(blob);
-        have[static_cast<std::size_t>(rank)] = true;
-        conns[static_cast<std::size_t>(rank)] = std::move(c);
+        table[static_cast<std::size_t>(h.rank)] = std::move(h.address);
+        have[static_cast<std::size_t>(h.rank)] = true;
+        conns[static_cast<std::size_t>(h.rank)] = std::move(h.conn);
         --missing;
       }
-    } catch (const error& e) {
-      std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", ip, e.what());
     }
   }
   buffer reply;

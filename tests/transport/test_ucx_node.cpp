@@ -13,6 +13,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <mutex>
 #include <thread>
 
@@ -66,6 +71,42 @@ TEST_CASE("rendezvous refuses a process with the wrong job token, and times out 
   auto joiner = std::async(std::launch::async, [&] { return rendezvous(1, 2, r1, {1, 2, 3}); });
   CHECK_THROWS_WITH(rendezvous(0, 2, r0, {9}), Catch::Contains("waiting for rank(s) 1"));
   CHECK_THROWS_WITH(joiner.get(), Catch::Contains("refused") && Catch::Contains("wrong job token"));
+}
+
+TEST_CASE("rendezvous: silent connections hold up no one, the real ranks join") {
+  // 13 connections that never say a word, opened before rank 1 and held
+  // open throughout. Each gets a handshake of its own, so rank 1's hello is
+  // read at once; one at a time, the first silent one would take the whole
+  // 4 s bound and the rendezvous would fail.
+  rendezvous_options o;
+  o.port = free_port();
+  o.token = "t";
+  o.timeout_ms = 4000;
+  auto server = std::async(std::launch::async, [&] { return rendezvous(0, 3, o, {0}); });
+  std::vector<int> silent;
+  for (int i = 0; i < 13; ++i)
+    for (int tries = 0; tries < 200; ++tries) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(o.port));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        silent.push_back(fd);
+        break;
+      }
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  REQUIRE(silent.size() == 13);
+  auto r1 = std::async(std::launch::async, [&] { return rendezvous(1, 3, o, {1}); });
+  auto r2 = std::async(std::launch::async, [&] { return rendezvous(2, 3, o, {2}); });
+  const std::vector<std::vector<std::uint8_t>> want = {{0}, {1}, {2}};
+  CHECK(server.get() == want);
+  CHECK(r1.get() == want);
+  CHECK(r2.get() == want);
+  for (int fd : silent)
+    ::close(fd);
 }
 
 TEST_CASE("rendezvous: a rank that cannot reach rank 0 says so") {
