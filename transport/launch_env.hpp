@@ -5,7 +5,8 @@
 /// OMPI_COMM_WORLD_RANK/SIZE; MPICH/Hydra: PMI_RANK/PMI_SIZE; gradwire's
 /// own --procs launcher: GRADWIRE_RANK/GRADWIRE_SIZE), and the rendezvous
 /// address (GRADWIRE_RENDEZVOUS=host:port, or MASTER_ADDR/MASTER_PORT as
-/// with torchrun; default 127.0.0.1:29500) and job token (GRADWIRE_TOKEN).
+/// with torchrun; default 127.0.0.1:29500) and job token (GRADWIRE_TOKEN;
+/// required when the rendezvous host is not a loopback address).
 
 #include "transport/rendezvous.hpp"
 

@@ -310,6 +310,13 @@ std::vector<std::vector<std::uint8_t>> rendezvous(int rank, int size, const rend
         "rank " + std::to_string(rank) + " is out of range for " + std::to_string(size) + " processes");
   if (size == 1)
     return {mine};
+  const auto& h = opts.host;
+  const bool loopback = h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+  check(!opts.token.empty() || loopback,
+        "rendezvous on " + where(opts) + ": the job has no token and " + h +
+          " can be reached beyond this machine, so any process that reaches it could join as a rank. Set "
+          "GRADWIRE_TOKEN to the same secret on every rank (e.g. export GRADWIRE_TOKEN=$(od -An -N16 -tx1 "
+          "/dev/urandom | tr -d ' \\n') before srun or mpirun); --procs makes one itself");
   return rank == 0 ? serve(size, opts, mine) : join(rank, size, opts, mine);
 }
 

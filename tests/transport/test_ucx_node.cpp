@@ -109,6 +109,20 @@ TEST_CASE("rendezvous: silent connections hold up no one, the real ranks join") 
     ::close(fd);
 }
 
+TEST_CASE("rendezvous: a job reachable beyond this machine needs a token, on loopback it may go without") {
+  rendezvous_options o;
+  o.host = "10.11.12.13";
+  o.port = free_port();
+  CHECK_THROWS_WITH(rendezvous(0, 2, o, {0}), Catch::Contains("has no token") && Catch::Contains("GRADWIRE_TOKEN"));
+  CHECK_THROWS_WITH(rendezvous(1, 2, o, {1}), Catch::Contains("has no token"));
+  o.host = "127.0.0.1";
+  o.timeout_ms = 10000;
+  auto r1 = std::async(std::launch::async, [&] { return rendezvous(1, 2, o, {1}); });
+  const std::vector<std::vector<std::uint8_t>> want = {{0}, {1}};
+  CHECK(rendezvous(0, 2, o, {0}) == want);
+  CHECK(r1.get() == want);
+}
+
 TEST_CASE("rendezvous: a rank that cannot reach rank 0 says so") {
   rendezvous_options r;
   r.port = free_port();
