@@ -4,10 +4,12 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -55,37 +57,74 @@ std::string fresh_token() {
   return out;
 }
 
+namespace {
+
+/// The last SIGINT or SIGTERM the launcher received, to forward (0: none).
+std::atomic<int> forward_signal{0};
+extern "C" void on_launcher_signal(int sig) { forward_signal = sig; }
+
+/// Rank `r`'s process: its environment, its own process group (a
+/// terminal's Ctrl-C reaches the launcher, which forwards it once), and
+/// SIGTERM when the launcher dies, however it dies: no orphans.
+[[noreturn]] void exec_rank(int r, int n, const std::string& exe, const std::vector<std::string>& args,
+                            const std::string& rendezvous, const std::string& token, pid_t launcher) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != launcher) // the launcher died before the line above
+    std::_Exit(143);
+  ::setenv("GRADWIRE_RANK", std::to_string(r).c_str(), 1);
+  ::setenv("GRADWIRE_SIZE", std::to_string(n).c_str(), 1);
+  ::setenv("GRADWIRE_RENDEZVOUS", rendezvous.c_str(), 1);
+  ::setenv("GRADWIRE_TOKEN", token.c_str(), 1);
+  std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+  for (const auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(exe.c_str(), argv.data());
+  std::fprintf(stderr, "gradwire: cannot start rank %d (%s): %s\n", r, exe.c_str(), std::strerror(errno));
+  std::_Exit(127);
+}
+
+int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+} // namespace
+
 int launch_local(int n, const std::vector<std::string>& args) {
   check(n >= 1 && n <= 256, "--procs " + std::to_string(n) + ": choose 1..256 processes");
   const std::string exe = self_exe();
   const std::string rendezvous = "127.0.0.1:" + std::to_string(free_port());
   const char* tok = std::getenv("GRADWIRE_TOKEN");
   const std::string token = tok && *tok ? tok : fresh_token();
+  struct sigaction sa {};
+  sa.sa_handler = on_launcher_signal; // no SA_RESTART: waitpid returns to forward it
+  ::sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  const pid_t launcher = ::getpid();
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = ::fork();
     check(pid >= 0, std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      ::setenv("GRADWIRE_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("GRADWIRE_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("GRADWIRE_RENDEZVOUS", rendezvous.c_str(), 1);
-      ::setenv("GRADWIRE_TOKEN", token.c_str(), 1);
-      std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-      for (const auto& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(exe.c_str(), argv.data());
-      std::fprintf(stderr, "gradwire: cannot start rank %d (%s): %s\n", r, exe.c_str(), std::strerror(errno));
-      std::_Exit(127);
-    }
+    if (pid == 0)
+      exec_rank(r, n, exe, args, rendezvous, token, launcher);
     pids.push_back(pid);
   }
-  int status_out = 0, alive = n;
-  bool stopping = false;
-  std::chrono::steady_clock::time_point kill_at{};
+  auto signal_all = [&](int sig) {
+    for (pid_t p : pids)
+      if (p > 0)
+        ::kill(p, sig);
+  };
+  // The job decides what a rank's death means (a sync job fails naming it,
+  // an async parameter server carries on): only rank 0's end, or a
+  // signal, ends the others, after a grace period to leave on their own.
+  int rank0_code = -1, first_failure = 0, alive = n;
+  std::chrono::steady_clock::time_point term_at{}, kill_at{};
+  bool ending = false;
+  int forwarded = 0;
   while (alive > 0) {
     int st = 0;
-    const pid_t pid = ::waitpid(-1, &st, stopping ? WNOHANG : 0);
+    const pid_t pid = ::waitpid(-1, &st, ending ? WNOHANG : 0);
     if (pid > 0) {
       --alive;
       int rank = 0;
@@ -94,31 +133,47 @@ int launch_local(int n, const std::vector<std::string>& args) {
           rank = static_cast<int>(i);
           pids[i] = -1;
         }
-      const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      if (code != 0 && !stopping) {
-        std::fprintf(stderr, "gradwire: rank %d %s %d; stopping the other ranks\n", rank,
-                     WIFEXITED(st) ? "exited with status" : "was killed by signal",
-                     WIFEXITED(st) ? code : WTERMSIG(st));
-        status_out = code;
-        stopping = true;
-        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        for (pid_t p : pids)
-          if (p > 0)
-            ::kill(p, SIGTERM);
+      const int code = exit_code(st);
+      if (code != 0 && first_failure == 0)
+        first_failure = code;
+      if (rank == 0) {
+        rank0_code = code;
+        ending = true; // the others follow rank 0 (they stop once it is gone); make sure they do
+        term_at = std::chrono::steady_clock::now() + std::chrono::seconds(code == 0 ? 30 : 5);
+        kill_at = term_at + std::chrono::seconds(5);
+      } else if (code != 0 && forwarded == 0) {
+        std::fprintf(stderr, "gradwire: rank %d %s %d; rank 0 decides whether the job goes on\n", rank,
+                     WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? code : WTERMSIG(st));
       }
       continue;
     }
     if (pid < 0 && errno != EINTR)
       break;
-    if (stopping) {
-      if (std::chrono::steady_clock::now() > kill_at)
-        for (pid_t p : pids)
-          if (p > 0)
-            ::kill(p, SIGKILL);
+    if (const int sig = forward_signal.exchange(0)) {
+      signal_all(sig); // once per signal received, to every rank
+      forwarded = sig;
+      continue;
+    }
+    if (ending) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > kill_at)
+        signal_all(SIGKILL);
+      else if (now > term_at) {
+        signal_all(SIGTERM);
+        term_at = kill_at;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  return status_out;
+  // The caller's own handlers again; a caller that handles the signal (a
+  // sweep stopping after this point) hears of the one forwarded.
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  const auto& old = forwarded == SIGINT ? old_int : old_term;
+  if (forwarded != 0 && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+    ::raise(forwarded);
+  // The job's outcome is rank 0's, which writes the results.
+  return rank0_code >= 0 ? rank0_code : first_failure;
 }
 
 } // namespace gradwire::scheduler

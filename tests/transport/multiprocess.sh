@@ -173,5 +173,38 @@ has "$work/lost0.txt" "carrying on without worker 2"
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d['otherData']['missing_ranks'] != [2])" \
   "$work/lost/trace.json" || bad "trace.json of the run that lost rank 2 is not valid or does not say rank 2 is missing"
 
+# The same through the launcher: with --procs 3 the lost rank goes through
+# the job's own failure handling, the survivors finish and rank 0 writes the
+# results; the launcher exits with rank 0's status.
+rc=0
+timeout 120 "$GW" run "$work/lost.toml" --procs 3 --set topology.workers=3 --set train.epochs=1 \
+  --set transport.peer_timeout_ms=1000 -q --no-report --out "$work/lost3" >"$work/lost3.txt" 2>&1 || rc=$?
+[ $rc = 0 ] || { bad "--procs 3 async PS that loses rank 2: the launcher exited $rc"; cat "$work/lost3.txt"; }
+has "$work/lost3.txt" "rank 2 was killed by signal 9"
+[ -f "$work/lost3/summary.json" ] && /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['lost_workers'] != [2] or s['status'] != 'completed')" \
+  "$work/lost3/summary.json" || bad "--procs 3: summary.json does not show a completed run that lost worker 2"
+
+# Signals reach every rank once through the launcher, and nothing outlives
+# it. Each case waits for rank 0 to have opened its results (an observable
+# state, not a time), then signals the launcher.
+long=(run "$src/examples/ring.toml" --procs 2 -q --no-report --set train.epochs=200)
+started() { for _ in $(seq 1 600); do [ -f "$1/metrics.jsonl" ] && return 0; sleep 0.05; done; return 1; }
+gone() { for _ in $(seq 1 600); do pgrep -f -- "--out $1" >/dev/null || return 0; sleep 0.05; done; return 1; }
+"$GW" "${long[@]}" --out "$work/sigterm" >"$work/sigterm.txt" 2>&1 &
+launcher=$!
+started "$work/sigterm" || bad "SIGTERM case: rank 0 never opened its results"
+kill -TERM $launcher
+wait $launcher; rc=$?
+[ $rc = 130 ] || bad "SIGTERM to the launcher: it exited $rc, expected 130 (the job stopped at a step boundary)"
+/usr/bin/python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['status'] != 'interrupted')" \
+  "$work/sigterm/summary.json" || bad "SIGTERM to the launcher: no interrupted summary.json"
+gone "$work/sigterm" || bad "SIGTERM to the launcher: ranks left running"
+"$GW" "${long[@]}" --out "$work/sigkill" >"$work/sigkill.txt" 2>&1 &
+launcher=$!
+started "$work/sigkill" || bad "SIGKILL case: rank 0 never opened its results"
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+gone "$work/sigkill" || { bad "the launcher killed by SIGKILL left orphan ranks"; pkill -9 -f -- "--out $work/sigkill"; }
+
 [ $fail = 0 ] && say "multiprocess: all checks passed"
 exit $fail
