@@ -19,9 +19,9 @@ constexpr std::size_t max_name = 200;
 } // namespace
 
 shm_lending::shm_lending(int rank, int size, std::size_t arena_bytes, std::size_t min_ref_bytes,
-                         std::size_t max_data_bytes, carrier c)
+                         std::size_t max_data_bytes, std::uint64_t token, carrier c)
     : rank_(rank), size_(size), arena_bytes_(arena_bytes), min_ref_bytes_(min_ref_bytes),
-      max_data_bytes_(max_data_bytes), c_(std::move(c)), maps_(static_cast<std::size_t>(size)),
+      max_data_bytes_(max_data_bytes), token_(token), c_(std::move(c)), maps_(static_cast<std::size_t>(size)),
       local_(static_cast<std::size_t>(size), false), can_ref_(static_cast<std::size_t>(size)),
       held_(static_cast<std::size_t>(size)), deferred_(static_cast<std::size_t>(size)),
       unmappable_(static_cast<std::size_t>(size), false) {
@@ -70,24 +70,32 @@ void shm_lending::announce() {
   if (!arena_)
     return;
   const auto& name = arena_->name();
-  std::vector<std::uint64_t> ann = {announce_marker, static_cast<std::uint64_t>(rank_), arena_->size(), name.size()};
-  ann.resize(4 + (name.size() + 7) / 8);
-  std::memcpy(ann.data() + 4, name.data(), name.size());
+  std::vector<std::uint64_t> ann = {announce_marker, token_, static_cast<std::uint64_t>(rank_), arena_->size(),
+                                    name.size()};
+  ann.resize(5 + (name.size() + 7) / 8);
+  std::memcpy(ann.data() + 5, name.data(), name.size());
   for (int r = 0; r < size_; ++r)
     if (local_[static_cast<std::size_t>(r)])
       c_.send_control(r, ann, true);
 }
 
 bool shm_lending::on_frame(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes, std::size_t data_bytes) {
-  if (header_bytes == 16 && hdr[0] == mapped_marker) {
+  if (header_bytes < 8 || (hdr[0] != mapped_marker && hdr[0] != announce_marker && hdr[0] != ref_marker &&
+                           hdr[0] != release_marker))
+    return false;
+  if (header_bytes < 16 || hdr[1] != token_) {
+    c_.reject("frame refused: a shared-memory control frame without this job's token");
+    return true;
+  }
+  if (header_bytes == 24 && hdr[0] == mapped_marker) {
     on_mapped(hdr);
     return true;
   }
-  if (header_bytes >= 32 && hdr[0] == announce_marker) {
+  if (header_bytes >= 40 && hdr[0] == announce_marker) {
     on_announce(hdr, header_bytes);
     return true;
   }
-  if (header_bytes >= 8 && (hdr[0] == ref_marker || hdr[0] == release_marker)) {
+  if (hdr[0] == ref_marker || hdr[0] == release_marker) {
     if (data_bytes != 0)
       c_.reject("frame refused: a shared-memory reference with " + std::to_string(data_bytes) + " bytes of data");
     else if (hdr[0] == ref_marker)
@@ -96,25 +104,26 @@ bool shm_lending::on_frame(const std::vector<std::uint64_t>& hdr, std::size_t he
       on_release(hdr, header_bytes);
     return true;
   }
-  return false;
+  c_.reject("frame refused: a malformed shared-memory control frame");
+  return true;
 }
 
 void shm_lending::on_mapped(const std::vector<std::uint64_t>& hdr) {
-  const auto src = hdr[1];
+  const auto src = hdr[2];
   if (arena_ && src < static_cast<std::uint64_t>(size_) && local_[src] && !can_ref_[src].exchange(true) &&
       peers_mapped_.fetch_add(1) + 1 == local_peers())
     arena_->unlink(); // every peer on the node has it mapped: a crash from here leaves nothing in /dev/shm
 }
 
 void shm_lending::on_announce(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
-  const auto src = hdr[1], bytes = hdr[2], len = hdr[3];
+  const auto src = hdr[2], bytes = hdr[3], len = hdr[4];
   if (!arena_)
     return; // shm_refs off here (or no shared memory): that peer goes on copying
-  if (src >= static_cast<std::uint64_t>(size_) || !local_[src] || len > max_name || 32 + len > header_bytes) {
+  if (src >= static_cast<std::uint64_t>(size_) || !local_[src] || len > max_name || 40 + len > header_bytes) {
     c_.reject("frame refused: malformed or unexpected shared-memory announcement");
     return;
   }
-  std::string name(reinterpret_cast<const char*>(hdr.data() + 4), len);
+  std::string name(reinterpret_cast<const char*>(hdr.data() + 5), len);
   try {
     auto m = std::make_shared<shm_mapping>(name, bytes);
     std::vector<std::pair<std::vector<std::uint64_t>, std::size_t>> waiting;
@@ -123,7 +132,7 @@ void shm_lending::on_announce(const std::vector<std::uint64_t>& hdr, std::size_t
       maps_[src] = std::move(m);
       waiting.swap(deferred_[src]);
     }
-    c_.send_control(static_cast<int>(src), {mapped_marker, static_cast<std::uint64_t>(rank_)}, true);
+    c_.send_control(static_cast<int>(src), {mapped_marker, token_, static_cast<std::uint64_t>(rank_)}, true);
     for (const auto& [hd, hb] : waiting) // passed on by a third rank before this arrived
       on_ref(hd, hb);
   } catch (const std::exception& e) { // that peer keeps copying its frames to us
@@ -147,8 +156,8 @@ void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t head
   auto refuse = [&](const std::string& why) { c_.reject("frame refused: shared-memory reference " + why); };
   if (header_bytes < ref_words * 8 || !arena_)
     return refuse(arena_ ? "too short" : "but this process has no shared memory (shm_refs off)");
-  const auto src = static_cast<std::int64_t>(hdr[1]), owner = static_cast<std::int64_t>(hdr[3]);
-  const std::uint64_t id = hdr[2], off = hdr[4], bytes = hdr[5];
+  const auto src = static_cast<std::int64_t>(hdr[2]), owner = static_cast<std::int64_t>(hdr[4]);
+  const std::uint64_t id = hdr[3], off = hdr[5], bytes = hdr[6];
   if (src < 0 || src >= size_ || src == rank_ || owner < 0 || owner >= size_)
     return refuse("from rank " + std::to_string(src) + " to rank " + std::to_string(owner) + "'s memory: no such rank");
   const char* base = nullptr;
@@ -190,7 +199,7 @@ void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t head
   const char* p = base + off;
   auto token = alive_;
   auto st = std::make_shared<kernels::storage>(const_cast<char*>(p), bytes, kernels::device::cpu(),
-                                               [token, keep, src, id, me = rank_](void*) {
+                                               [token, keep, src, id, me = rank_, job = token_](void*) {
                                                  std::lock_guard<std::mutex> lk(token->mu);
                                                  // No wake-up of the progress thread: the release goes
                                                  // out with the next round of traffic (or the loop's
@@ -198,7 +207,7 @@ void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t head
                                                  if (token->self)
                                                    token->self->c_.send_control(
                                                      static_cast<int>(src),
-                                                     {release_marker, static_cast<std::uint64_t>(me), id}, false);
+                                                     {release_marker, job, static_cast<std::uint64_t>(me), id}, false);
                                                });
   kernels::tensor view(st, 0, {static_cast<std::int64_t>(bytes / sizeof(float))}, kernels::dtype::f32);
   std::vector<std::uint64_t> inner(hdr.begin() + ref_words, hdr.end());
@@ -206,12 +215,12 @@ void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t head
 }
 
 void shm_lending::on_release(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
-  if (header_bytes != 3 * 8 || hdr[1] >= static_cast<std::uint64_t>(size_)) {
+  if (header_bytes != 4 * 8 || hdr[2] >= static_cast<std::uint64_t>(size_)) {
     c_.reject("frame refused: malformed shared-memory release");
     return;
   }
   std::lock_guard<std::mutex> lk(mu_);
-  held_[hdr[1]].erase(hdr[2]);
+  held_[hdr[2]].erase(hdr[3]);
 }
 
 bool shm_lending::locate(const kernels::tensor& t, int peer, int& owner, std::int64_t& offset) {
@@ -245,7 +254,7 @@ bool shm_lending::lend(int peer, std::vector<std::uint64_t>& header, kernels::te
   if (!locate(data, peer, owner, off))
     return false;
   const auto id = next_ref_.fetch_add(1);
-  std::vector<std::uint64_t> h2 = {ref_marker, static_cast<std::uint64_t>(rank_), id, static_cast<std::uint64_t>(owner),
+  std::vector<std::uint64_t> h2 = {ref_marker, token_, static_cast<std::uint64_t>(rank_), id, static_cast<std::uint64_t>(owner),
                                    static_cast<std::uint64_t>(off), data.bytes()};
   h2.insert(h2.end(), header.begin(), header.end());
   {

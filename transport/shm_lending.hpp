@@ -6,13 +6,14 @@
 /// read-only mappings of its node-local peers' arenas, and the tensors lent
 /// to each peer until that peer lets go.
 ///
-/// Control frames (header words, no data):
-///   announce  [announce_marker, sender, arena bytes, name length, name...]
+/// Control frames (header words, no data), each with the job token's hash
+/// second (a frame without it is refused before it changes any state):
+///   announce  [announce_marker, token, sender, arena bytes, name length, name...]
 ///             after connecting, to each peer on the node;
-///   mapped    [mapped_marker, sender]: the announcement's answer, once mapped;
-///   ref       [ref_marker, sender, id, owner rank, offset, bytes, frame header...]
+///   mapped    [mapped_marker, token, sender]: the announcement's answer, once mapped;
+///   ref       [ref_marker, token, sender, id, owner rank, offset, bytes, frame header...]
 ///             a frame whose data lies in an arena the receiver maps;
-///   release   [release_marker, receiver, id]: the receiver let go of it.
+///   release   [release_marker, token, receiver, id]: the receiver let go of it.
 ///
 /// Every field of a control frame is checked against what this process
 /// knows (ranks, node-locality, the mapped size) before it is used.
@@ -53,10 +54,12 @@ public:
   };
 
   /// Header words a ref frame puts in front of the frame's own header.
-  static constexpr std::size_t ref_words = 6;
+  static constexpr std::size_t ref_words = 7;
 
+  /// `token`: the job token's hash (transport::token_hash), carried by
+  /// every control frame.
   shm_lending(int rank, int size, std::size_t arena_bytes, std::size_t min_ref_bytes, std::size_t max_data_bytes,
-              carrier c);
+              std::uint64_t token, carrier c);
   ~shm_lending();
   shm_lending(const shm_lending&) = delete;
   shm_lending& operator=(const shm_lending&) = delete;
@@ -103,6 +106,7 @@ private:
 
   int rank_, size_;
   std::size_t arena_bytes_, min_ref_bytes_, max_data_bytes_;
+  std::uint64_t token_;
   carrier c_;
   std::shared_ptr<shm_arena> arena_;                  ///< this process's
   std::vector<std::shared_ptr<shm_mapping>> maps_;    ///< by rank: peers on this node

@@ -26,7 +26,7 @@ ucx_link::impl::impl(int r, int n, ucx_options o)
   c.reject = [this](const std::string& what) { reject(what); };
   c.peer_dead = [this](int peer) { return dead[static_cast<std::size_t>(peer)].load(); };
   lending = std::make_unique<shm_lending>(rank, size, opts.arena_bytes, opts.min_ref_bytes, opts.max_data_bytes,
-                                          std::move(c));
+                                          opts.token_hash, std::move(c));
 }
 
 void ucx_link::impl::enqueue(int peer, std::vector<std::uint64_t> header, bool wake) {

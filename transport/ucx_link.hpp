@@ -58,6 +58,9 @@ struct ucx_options {
   bool shm_refs = false;
   std::size_t arena_bytes = std::size_t{4} << 30;
   std::size_t min_ref_bytes = std::size_t{64} << 10;
+  /// The job token's hash (transport::token_hash): the shared-memory
+  /// protocol's control frames carry it and are refused without it.
+  std::uint64_t token_hash = 0;
   std::size_t max_header_bytes = std::size_t{16} << 20;
   std::size_t max_data_bytes = std::size_t{1} << 31;
   /// Size of an element of UCX's shared-memory receive FIFOs (posix and
@@ -66,7 +69,7 @@ struct ucx_options {
   /// whose header fits in an element travels inside it (UCX's "short"
   /// path); a larger one is copied into an 8 KiB receive descriptor
   /// instead, whose pages each sender faults in on first touch. A ring
-  /// chunk sent by reference is a 312-byte header: at 128 its descriptors
+  /// chunk sent by reference is a header of about 320 bytes: at 128 its descriptors
   /// take 4 ranks on 2 CPUs ~150 allreduces of 256 KiB (~1,300 page
   /// faults) to warm up; at 512 it goes inline.
   std::size_t fifo_elem_bytes = 512;

@@ -25,6 +25,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   uo.progress_nice = opts.progress_nice;
   if (opts.pin)
     uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  uo.token_hash = transport::token_hash(j.launch.rendezvous.token);
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
   link->connect(table);

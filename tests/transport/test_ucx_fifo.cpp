@@ -1,5 +1,5 @@
 // Between two processes over UCX's posix shared memory: a ring chunk's
-// reference header (312 bytes) travels inside a 512-byte FIFO element, not
+// reference header (about 320 bytes) travels inside a 512-byte FIFO element, not
 // in a receive descriptor whose pages the sender faults in. The test runs
 // this binary again as the sending process.
 #include "actor_env.hpp"
@@ -51,7 +51,7 @@ std::unique_ptr<ucx_link> fifo_link(int rank, int port, std::size_t elem) {
 }
 
 /// The sending rank of the FIFO test, as its own process: sends
-/// fifo_frames 312-byte headers (a ring chunk's reference) with at most
+/// fifo_frames 312-byte headers (the size of a ring chunk's reference, about 320) with at most
 /// fifo_window unacknowledged, and writes the page faults it took after
 /// the first fifo_warm to GW_FIFO_OUT.
 void fifo_sender(int port, std::size_t elem, const std::string& out) {
@@ -138,7 +138,7 @@ TEST_CASE("FIFO sender (run by the next test in a process of its own)", "[.fifo_
 }
 
 TEST_CASE("UCX link: between processes a ring chunk's reference header travels inside the shared-memory FIFO element") {
-  // A chunk by reference is a 312-byte header with no data. In UCX's
+  // A chunk by reference is a header of about 320 bytes with no data. In UCX's
   // default 128-byte FIFO elements it is copied into a receive descriptor
   // of the receiver's instead, whose pages the sending process faults in
   // as it works round them (~1,300 faults over the first ~150 allreduces

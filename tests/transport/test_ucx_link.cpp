@@ -142,19 +142,22 @@ TEST_CASE("UCX link: ring chunks by shared-memory reference arrive exact, are re
       got.clear();
     }
     CHECK(wait_for([&] { return l1->lent() == 0; }));
-    // A reference outside rank 0's arena and one from a rank that does not exist.
-    l1->send(0, {0x475753484d524546ull, 1, 99, 0, std::uint64_t{1} << 40, 4096}, {});
-    l1->send(0, {0x475753484d524546ull, 5, 99, 0, 0, 4096}, {});
+    // A reference outside rank 0's arena, one from a rank that does not
+    // exist, and one without the job's token (these links' token hash is 0).
+    l1->send(0, {0x475753484d524546ull, 0, 1, 99, 0, std::uint64_t{1} << 40, 4096}, {});
+    l1->send(0, {0x475753484d524546ull, 0, 5, 99, 0, 0, 4096}, {});
+    l1->send(0, {0x475753484d524546ull, 0x1234, 1, 99, 0, 0, 4096}, {});
     CHECK(wait_for([&] {
       std::lock_guard<std::mutex> lk(mu);
-      return rejected.size() == 2;
+      return rejected.size() == 3;
     }));
     l0->close(2000);
     l1->close(2000);
   }
-  REQUIRE(rejected.size() == 2);
+  REQUIRE(rejected.size() == 3);
   CHECK_THAT(rejected[0], Catch::Contains("shared-memory reference") && Catch::Contains("in rank 0's memory"));
   CHECK_THAT(rejected[1], Catch::Contains("no such rank"));
+  CHECK_THAT(rejected[2], Catch::Contains("without this job's token"));
 }
 
 TEST_CASE("UCX link: a header too large for a rendezvous header travels inside the data frame") {
@@ -315,11 +318,11 @@ TEST_CASE("UCX link: an arena announced larger than its file is refused, and ref
   };
   l0->start(h0);
   l1->start({});
-  std::vector<std::uint64_t> ann = {0x475753484d414e4eull, 1, std::uint64_t{1} << 30, name.size()};
-  ann.resize(4 + (name.size() + 7) / 8);
-  std::memcpy(ann.data() + 4, name.data(), name.size());
+  std::vector<std::uint64_t> ann = {0x475753484d414e4eull, 0, 1, std::uint64_t{1} << 30, name.size()};
+  ann.resize(5 + (name.size() + 7) / 8);
+  std::memcpy(ann.data() + 5, name.data(), name.size());
   l1->send(0, ann, {});
-  l1->send(0, {0x475753484d524546ull, 1, 7, 1, std::uint64_t{512} << 20, 4096, 42}, {});
+  l1->send(0, {0x475753484d524546ull, 0, 1, 7, 1, std::uint64_t{512} << 20, 4096, 42}, {});
   l1->send(0, {43}, {}); // and a good frame after them
   for (int i = 0; i < 5000; ++i) {
     {
