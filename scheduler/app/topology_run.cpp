@@ -13,6 +13,7 @@
 #include "scheduler/runtime/job.hpp"
 #include "scheduler/runtime/topology.hpp"
 #include "transport/launch_env.hpp"
+#include "transport/ucx_link.hpp"
 
 #include <fmt/format.h>
 
@@ -48,6 +49,14 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
   jo.shape.latency_us = cfg.latency_us;
   jo.shape.bandwidth_gbps = cfg.bandwidth_gbps;
+  // The largest data frame of this job: a final report, whose header (a
+  // list per step, up to the link's 16 MiB header bound) travels in front
+  // of the parameters and BatchNorm statistics; twice those, the header
+  // bound and a MiB of slack. More from a peer is refused before it is
+  // allocated.
+  const models::model sizing(cfg.model, kernels::device::cpu(), cfg.seed);
+  jo.max_data_bytes = 2 * (sizing.size() + static_cast<std::size_t>(sizing.state().numel())) * sizeof(float) +
+                      transport::ucx_options{}.max_header_bytes + (std::size_t{1} << 20);
   jb = join_job(sys, jo);
   const int rank = jb->launch.rank;
   setup.node = jb->node;

@@ -71,6 +71,7 @@ job_options bench_job_options(const allreduce_bench_options& o) {
     jo.spin_us = shared ? 3000 : 1000;
     jo.spin_yield = jo.spin_yield || shared;
   }
+  jo.max_data_bytes = 2 * std::max(o.max_bytes, o.chunk_bytes) + (std::size_t{1} << 20); // the largest size's frames
   return jo;
 }
 

@@ -23,6 +23,8 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   uo.spin_yield = opts.spin_yield;
   uo.shm_refs = opts.shm_refs;
   uo.progress_nice = opts.progress_nice;
+  if (opts.max_data_bytes > 0)
+    uo.max_data_bytes = opts.max_data_bytes;
   if (opts.pin)
     uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uo.token_hash = transport::token_hash(j.launch.rendezvous.token);

@@ -29,6 +29,11 @@ struct job_options {
   transport::link_shape shape; ///< link emulation (latency, bandwidth)
   bool pin = false;            ///< pin the progress thread to CPU (local rank mod CPUs)
   int progress_nice = 0;       ///< ucx_options::progress_nice
+  /// The largest data frame a peer may send (ucx_options::max_data_bytes):
+  /// derived from the job (the model's size), so a bad peer cannot make
+  /// this process allocate more than the job could need. 0: the link's own
+  /// bound (2 GiB).
+  std::size_t max_data_bytes = 0;
 };
 
 struct job {
