@@ -307,7 +307,24 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     coord_trace.since("evaluate", te, step);
   };
   auto l = listeners(progress, out, ev.t_train, setup.steps * cfg.workers);
-  auto res = run_topology(sys, setup, data.train, l.progress, l.metrics, opts.stop);
+  topology_outcome res;
+  try {
+    res = run_topology(sys, setup, data.train, l.progress, l.metrics, opts.stop);
+  } catch (const error& e) { // a failed run still says what happened, in its own folder
+    progress.finish();
+    out.flush();
+    out.write_summary({{"name", cfg.name},
+                       {"status", "failed"},
+                       {"error", e.what()},
+                       {"topology", cfg.topology},
+                       {"description", describe(cfg)},
+                       {"workers", cfg.workers},
+                       {"processes", jb ? jb->launch.size : 1},
+                       {"launch", jb ? jb->launch.source : "single process"},
+                       {"steps_per_worker", setup.steps},
+                       {"wall_seconds", since(t_start)}});
+    throw;
+  }
   // On the clock of the evaluations during the run (res.seconds starts
   // later, when the topology is wired).
   const double trained_secs = since(ev.t_train);

@@ -184,6 +184,17 @@ has "$work/lost3.txt" "rank 2 was killed by signal 9"
 [ -f "$work/lost3/summary.json" ] && /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['lost_workers'] != [2] or s['status'] != 'completed')" \
   "$work/lost3/summary.json" || bad "--procs 3: summary.json does not show a completed run that lost worker 2"
 
+# A sync ring that loses a rank fails, naming it, and still writes its
+# summary with the failure.
+{ cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 5\n'; } > "$work/ringlost.toml"
+rc=0
+timeout 120 "$GW" run "$work/ringlost.toml" --procs 3 --set topology.workers=3 --set transport.peer_timeout_ms=1000 \
+  -q --no-report --out "$work/ringlost" >"$work/ringlost.txt" 2>&1 || rc=$?
+[ $rc = 2 ] || { bad "sync ring that loses rank 2: the launcher exited $rc, expected 2"; cat "$work/ringlost.txt"; }
+has "$work/ringlost.txt" "rank 2"
+/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['status'] != 'failed' or 'rank 2' not in s['error'])" \
+  "$work/ringlost/summary.json" || bad "the failed sync ring wrote no summary.json with its failure"
+
 # Signals reach every rank once through the launcher, and nothing outlives
 # it. Each case waits for rank 0 to have opened its results (an observable
 # state, not a time), then signals the launcher.
