@@ -9,6 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
 
 namespace gradwire::transport {
 
@@ -23,7 +26,21 @@ int class_of(std::size_t bytes) {
   return c;
 }
 
+/// Names of this process's arenas still in /dev/shm, for unlink_arenas().
+std::mutex linked_mu;
+std::set<std::string>& linked_names() {
+  static auto* names = new std::set<std::string>; // never destroyed: usable until _Exit
+  return *names;
+}
+
 } // namespace
+
+void unlink_arenas() {
+  std::lock_guard<std::mutex> lk(linked_mu);
+  for (const auto& n : linked_names())
+    ::shm_unlink(n.c_str());
+  linked_names().clear();
+}
 
 shm_arena::shm_arena(std::string name, std::size_t bytes) : name_(std::move(name)), bytes_(bytes) {
   const int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -42,6 +59,8 @@ shm_arena::shm_arena(std::string name, std::size_t bytes) : name_(std::move(name
     throw error("shared memory " + name_ + ": mapping it: " + std::strerror(e));
   }
   base_ = static_cast<char*>(p);
+  std::lock_guard<std::mutex> lk(linked_mu);
+  linked_names().insert(name_);
 }
 
 shm_arena::~shm_arena() {
@@ -52,8 +71,11 @@ shm_arena::~shm_arena() {
 
 void shm_arena::unlink() {
   std::lock_guard<std::mutex> lk(mu_);
-  if (linked_)
+  if (linked_) {
     ::shm_unlink(name_.c_str());
+    std::lock_guard<std::mutex> lk2(linked_mu);
+    linked_names().erase(name_);
+  }
   linked_ = false;
 }
 

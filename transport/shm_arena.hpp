@@ -61,6 +61,11 @@ private:
   std::map<int, std::vector<char*>> free_; ///< by size class (log2 of the block size)
 };
 
+/// Removes from /dev/shm every arena of this process still named there:
+/// for a process that is about to leave without running destructors
+/// (std::_Exit), so that nothing it made is left behind.
+void unlink_arenas();
+
 /// A peer's arena, mapped read-only.
 class shm_mapping {
 public:

@@ -112,7 +112,7 @@ ucx_link::ucx_link(int rank, int size, ucx_options opts) {
   check(size >= 1 && rank >= 0 && rank < size, "rank " + std::to_string(rank) + " out of range for " +
                                                    std::to_string(size) + " processes");
   p_ = std::make_unique<impl>(rank, size, std::move(opts));
-  ucx_setup::open(p_->opts, p_->context, p_->worker);
+  p_->fifo = ucx_setup::open(p_->opts, p_->context, p_->worker);
   ucx_setup::check_status(ucp_worker_get_efd(p_->worker, &p_->efd), "getting the worker's event descriptor");
   ucp_am_handler_param_t hp{};
   hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -148,6 +148,7 @@ std::vector<std::uint8_t> ucx_link::address() const {
   a.ucx.assign(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
   ucp_worker_release_address(p_->worker, addr);
   a.host = ucx_setup::host_name();
+  a.fifo = p_->fifo;
   return ucx_setup::pack(a);
 }
 
@@ -155,10 +156,21 @@ void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) 
   check(static_cast<int>(addresses.size()) == p_->size, "connect: one address per rank expected");
   p_->eps.assign(addresses.size(), nullptr);
   const std::string host = ucx_setup::host_name();
+  std::vector<ucx_setup::address> peers(addresses.size());
+  for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
+    if (r == p_->rank)
+      continue;
+    peers[static_cast<std::size_t>(r)] = ucx_setup::unpack(addresses[static_cast<std::size_t>(r)], r);
+    const auto& peer = peers[static_cast<std::size_t>(r)];
+    check(peer.host != host || peer.fifo == p_->fifo,
+          "rank " + std::to_string(r) + " shares this host but opened UCX with shared-memory FIFO elements \"" +
+            peer.fifo + "\", this rank with \"" + p_->fifo + "\": a send into its FIFO would crash. Set " +
+            "UCX_POSIX_FIFO_ELEM_SIZE / UCX_SYSV_FIFO_ELEM_SIZE the same on every rank, or on none");
+  }
   for (int r = 0; r < p_->size; ++r) {
     if (r == p_->rank)
       continue;
-    const auto blob = ucx_setup::unpack(addresses[static_cast<std::size_t>(r)], r);
+    const auto& blob = peers[static_cast<std::size_t>(r)];
     p_->lending->set_local(r, blob.host == host);
     p_->slots.push_back(std::make_unique<impl::peer_slot>(impl::peer_slot{p_.get(), r}));
     ucp_ep_params_t ep{};

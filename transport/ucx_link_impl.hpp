@@ -88,6 +88,7 @@ struct ucx_link::impl {
   /// then need not wake the progress thread.
   std::atomic<std::int64_t> last_poll_ns{0};
   std::unique_ptr<shm_lending> lending;
+  std::string fifo; ///< this worker's shared-memory FIFO element sizes (ucx_setup::open)
 
   /// The link whose worker this thread is driving right now (holding
   /// ucx_mu): a send from here is queued, posted when its handler returns.

@@ -50,10 +50,14 @@ void check_status(ucs_status_t st, const char* what) {
     throw error(std::string("UCX: ") + what + ": " + ucs_status_string(st));
 }
 
-void open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker) {
+std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker) {
   static std::mutex env_mu; // links made at once each get their own FIFO setting
   std::lock_guard<std::mutex> env_lk(env_mu);
   set_fifo_environment(opts);
+  std::string fifo;
+  for (const char* var : {"UCX_POSIX_FIFO_ELEM_SIZE", "UCX_SYSV_FIFO_ELEM_SIZE"})
+    if (const char* v = std::getenv(var))
+      fifo += (fifo.empty() ? "" : " ") + std::string(var) + "=" + v;
   ucp_config_t* config = nullptr;
   check_status(ucp_config_read(nullptr, nullptr, &config), "reading the configuration");
   if (!opts.tls.empty()) {
@@ -74,6 +78,7 @@ void open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker)
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE; // one thread at a time, behind the link's lock
   check_status(ucp_worker_create(context, &wp, &worker), "creating the worker");
+  return fifo;
 }
 
 bool tls_includes(const std::string& tls, const std::string& tl) {
@@ -94,6 +99,7 @@ std::vector<std::uint8_t> pack(const address& a) {
   std::memcpy(out.data(), &address_magic, 8);
   put_field(out, a.ucx.data(), static_cast<std::uint32_t>(a.ucx.size()));
   put_field(out, a.host.data(), static_cast<std::uint32_t>(a.host.size()));
+  put_field(out, a.fifo.data(), static_cast<std::uint32_t>(a.fifo.size()));
   return out;
 }
 
@@ -117,6 +123,7 @@ address unpack(const std::vector<std::uint8_t>& in, int rank) {
   };
   take_field(a.ucx);
   take_field(a.host);
+  take_field(a.fifo);
   return a;
 }
 

@@ -24,7 +24,11 @@ void check_status(ucs_status_t st, const char* what);
 /// refuses that name from ucp_config_modify): it is set here, under a
 /// lock, for the shared-memory transports `opts.tls` opens, unless the
 /// user set it first.
-void open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker);
+/// Returns the shared-memory FIFO element sizes the worker was opened
+/// with ("posix=512 sysv=512", "" for a transport UCX picks itself):
+/// ranks on one node must agree, or a send into a peer's FIFO crashes
+/// inside UCX.
+std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker);
 
 /// Whether a UCX_TLS list ("posix,cma", "sm", "^tcp", "all") opens the
 /// shared-memory transport `tl` ("posix" or "sysv").
@@ -34,6 +38,7 @@ bool tls_includes(const std::string& tls, const std::string& tl);
 struct address {
   std::vector<std::uint8_t> ucx; ///< the UCX worker address
   std::string host;              ///< peers on the same host share memory
+  std::string fifo;              ///< open()'s FIFO element sizes: peers on one host must agree
 };
 std::vector<std::uint8_t> pack(const address& a);
 /// Throws gradwire::error naming `rank` when `in` is not a whole address.

@@ -11,6 +11,7 @@
 #include "scheduler/app/trace_file.hpp"
 #include "scheduler/app/wiring_setup.hpp"
 #include "scheduler/runtime/job.hpp"
+#include "transport/shm_arena.hpp"
 #include "scheduler/runtime/topology.hpp"
 #include "transport/launch_env.hpp"
 #include "transport/ucx_link.hpp"
@@ -73,6 +74,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
       else if (peer == 0) { // the coordinator is gone (other ranks are rank 0's business)
         std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
         std::fflush(stderr);
+        transport::unlink_arenas(); // no destructors run from here
         std::_Exit(3);
       }
     }, jb->live);

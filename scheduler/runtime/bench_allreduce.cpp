@@ -5,6 +5,7 @@
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
 #include "actors/system_config.hpp"
+#include "transport/shm_arena.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -170,6 +171,7 @@ int bench_allreduce(const allreduce_bench_options& o) {
       return;
     std::fprintf(stderr, "gradwire: rank %d: bench aborted: rank %d failed (%s)\n", rank, r, what.c_str());
     std::fflush(stderr);
+    transport::unlink_arenas(); // no destructors run from here
     std::_Exit(3);
   });
   wire_bench_peers(j, peers);

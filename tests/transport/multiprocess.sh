@@ -195,6 +195,24 @@ has "$work/ringlost.txt" "rank 2"
 /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['status'] != 'failed' or 'rank 2' not in s['error'])" \
   "$work/ringlost/summary.json" || bad "the failed sync ring wrote no summary.json with its failure"
 
+# Ranks on one host whose UCX shared-memory FIFO elements differ would crash
+# inside UCX at the first send: both refuse at connect, exit 2, and leave
+# nothing in /dev/shm.
+p=$(port)
+shm_before=$(ls /dev/shm | grep -c '^gradwire-' || true)
+export GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=fifo
+GRADWIRE_RANK=0 timeout 60 "$GW" run "$src/examples/ring.toml" -q --no-report --set train.max_steps=20 --out "$work/fifo0" >"$work/fifo0.txt" 2>&1 &
+f0=$!
+UCX_POSIX_FIFO_ELEM_SIZE=128 GRADWIRE_RANK=1 timeout 60 "$GW" run "$src/examples/ring.toml" -q --no-report --set train.max_steps=20 \
+  --out "$work/fifo1" >"$work/fifo1.txt" 2>&1
+rc1=$?
+wait $f0; rc0=$?
+unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
+[ $rc0 = 2 ] && [ $rc1 = 2 ] || bad "different FIFO element sizes: ranks exited $rc0 and $rc1, expected 2 and 2"
+has "$work/fifo0.txt" "FIFO elements"
+has "$work/fifo1.txt" "FIFO elements"
+[ "$(ls /dev/shm | grep -c '^gradwire-' || true)" = "$shm_before" ] || bad "different FIFO element sizes left an arena in /dev/shm"
+
 # Signals reach every rank once through the launcher, and nothing outlives
 # it. Each case waits for rank 0 to have opened its results (an observable
 # state, not a time), then signals the launcher.
