@@ -46,7 +46,10 @@ GRADWIRE_RANK=0 timeout 60 "$GW" bench allreduce -b 1M -e 1M -n 1000000 -w 0 --s
 r0=$!
 GRADWIRE_RANK=1 "$GW" bench allreduce -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill1.txt" 2>&1 &
 r1=$!  # the process itself (not a timeout wrapper): it is the one to kill
-sleep 2
+# Killed once both ranks are in the job: rank 0 prints its header after the
+# barrier every rank passes (a state, not a time).
+for _ in $(seq 1 1200); do grep -q "^# gradwire allreduce" "$work/kill0.txt" 2>/dev/null && break; sleep 0.05; done
+grep -q "^# gradwire allreduce" "$work/kill0.txt" || bad "killed peer: the two ranks never got into the job"
 kill -9 $r1
 wait $r1 2>/dev/null
 r1=
