@@ -92,7 +92,9 @@ struct ucx_link::impl {
 
   /// The link whose worker this thread is driving right now (holding
   /// ucx_mu): a send from here is queued, posted when its handler returns.
-  static thread_local const impl* driving;
+  /// (Defined here, constant-initialised: the send path reads it without a
+  /// TLS wrapper call.)
+  static inline thread_local const impl* driving = nullptr;
 
   impl(int r, int n, ucx_options o);
   void reject(const std::string& what) const {

@@ -24,8 +24,6 @@
 
 namespace gradwire::transport {
 
-thread_local const ucx_link::impl* ucx_link::impl::driving = nullptr;
-
 namespace {
 
 /// The calling thread's nice value and CPU, as the options ask (a failure

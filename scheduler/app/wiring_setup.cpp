@@ -60,17 +60,16 @@ kernels::device checked_device(const std::string& text, const std::string& where
 
 namespace {
 
-kernels::device device_of(const std::string& text, const std::string& who) { return checked_device(text, who); }
-
 /// Devices: train.device for every worker, or each [[nodes]] group's own
 /// device, threads, batch and emulated speed.
 void set_workers(topology_setup& setup, const run_config& cfg) {
   if (cfg.nodes.empty())
-    setup.worker_device.assign(static_cast<std::size_t>(cfg.workers), device_of(cfg.device, cfg.device_where));
+    setup.worker_device.assign(static_cast<std::size_t>(cfg.workers), checked_device(cfg.device, cfg.device_where));
   for (const auto& g : cfg.nodes)
     for (int i = 0; i < g.count; ++i) {
-      setup.worker_device.push_back(g.device.empty() ? device_of(cfg.device, cfg.device_where)
-                                                     : device_of(g.device, g.where + " (group '" + g.name + "') device"));
+      setup.worker_device.push_back(
+        g.device.empty() ? checked_device(cfg.device, cfg.device_where)
+                         : checked_device(g.device, g.where + " (group '" + g.name + "') device"));
       setup.worker_threads.push_back(g.threads > 0 ? g.threads : cfg.threads);
       setup.worker_batch.push_back(g.batch_size > 0 ? g.batch_size : cfg.batch_size);
       setup.worker_slowdown.push_back(g.slowdown);
