@@ -7,6 +7,10 @@ namespace gradwire::scheduler {
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors) {
   for (const auto& a : actors)
     self->send_exit(a, caf::exit_reason::user_shutdown);
+  // Join: an actor may be inside a handler (a step reading the dataset, a
+  // slice of the model) when the exit arrives; the wiring's caller frees
+  // those as soon as this returns, so no actor may outlive the call.
+  self->wait_for(actors);
 }
 
 namespace {

@@ -39,7 +39,8 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::atomic<bool>* stop, bool carry_on = false,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {});
 
-/// Sends an exit to each actor.
+/// Sends an exit to each actor (all of them local) and waits until every
+/// one has terminated: nothing they read may be freed before.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);
 
 } // namespace gradwire::scheduler

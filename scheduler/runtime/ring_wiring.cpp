@@ -85,8 +85,10 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   auto c = run_worker_across(
     sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, p.worker(nd.rank(), to, peer)); },
     wire, on_progress, on_metrics, stop);
-  if (peer)
-    caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+  if (peer) {
+    caf::scoped_actor self{sys};
+    stop_actors(self, {peer});
+  }
   if (!c)
     return {};
   if (!c->failure.empty())
