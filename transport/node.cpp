@@ -122,6 +122,20 @@ bool node::is_down(int r) {
   return r >= 0 && static_cast<std::size_t>(r) < down_.size() && down_[static_cast<std::size_t>(r)];
 }
 
+bool node::is_cut_off(int r) {
+  std::lock_guard<std::mutex> lk(down_mu_);
+  return static_cast<std::size_t>(r) < cut_.size() && cut_[static_cast<std::size_t>(r)];
+}
+
+void node::cut_off(int peer, const std::string& why) {
+  check(peer >= 0 && peer < size() && peer != rank(), "node::cut_off: no peer rank " + std::to_string(peer));
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    cut_[static_cast<std::size_t>(peer)] = true;
+  }
+  peer_down(peer, "cut off: " + why);
+}
+
 void node::peer_down(int peer, const std::string& what) {
   {
     std::lock_guard<std::mutex> lk(down_mu_);
@@ -150,6 +164,7 @@ void node::peer_down(int peer, const std::string& what) {
 void node::start(down_fn on_down, liveness live) {
   on_down_ = std::move(on_down);
   down_.assign(static_cast<std::size_t>(size()), false);
+  cut_.assign(static_cast<std::size_t>(size()), false);
   heard_ = std::make_unique<std::atomic<std::int64_t>[]>(static_cast<std::size_t>(size()));
   for (int r = 0; r < size(); ++r)
     heard_[static_cast<std::size_t>(r)] = now_ms();
@@ -315,6 +330,8 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
     auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
     if (f.src < 0 || f.src >= size() || f.src == rank())
       throw frame_error("frame claims to come from rank " + std::to_string(f.src));
+    if (is_cut_off(f.src)) // nothing it sends is acted on (a failed peer's last frames still are)
+      return;
     heard_[static_cast<std::size_t>(f.src)] = now_ms();
     if (f.kind != frame_kind::message) { // the reply to one of our requests
       pending_request p;

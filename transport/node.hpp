@@ -69,6 +69,10 @@ public:
 
   /// Whether `rank` has been reported failed.
   bool is_down(int rank);
+  /// Treats a live peer as failed (one that keeps its link alive but does
+  /// no work): reported through the down callback like a lost process,
+  /// and every later frame from it is dropped unread.
+  void cut_off(int rank, const std::string& why);
   /// Frames refused so far (bad, oversized, wrong token, unknown slot).
   std::int64_t rejected() const { return rejected_.load(); }
   /// Waits for sends in flight, then stops the link and the proxies.
@@ -116,6 +120,8 @@ private:
   down_fn on_down_;
   std::mutex down_mu_;
   std::vector<bool> down_;                          ///< reported already
+  std::vector<bool> cut_;                           ///< cut off: its frames are dropped
+  bool is_cut_off(int rank);
   std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};

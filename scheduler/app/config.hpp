@@ -79,6 +79,7 @@ struct run_config {
   double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes
   std::vector<node_group> nodes; ///< empty: all workers alike
   std::vector<fault_spec> faults; ///< [[faults]], in file order
+  std::int64_t step_timeout_ms = 60000; ///< a worker silent this long (no step) is cut off
   int log_every = 50;
   int eval_every = 1;
   std::int64_t eval_steps = 0; ///< also evaluate every N steps (0: epochs only)

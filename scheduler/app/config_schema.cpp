@@ -84,6 +84,7 @@ const std::vector<key_spec>& config_schema() {
     {"transport.peer_timeout_ms", vt::integer, "5000", {}, "across processes: a peer silent this long (no heartbeat) is reported failed, by rank"},
     {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)"},
     {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)"},
+    {"train.step_timeout_s", vt::number, "60.0", {}, "a worker that reports no finished step this long is cut off: an asynchronous parameter server carries on without it, other topologies fail naming its rank"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
     {"train.eval_steps", vt::integer, "0", {}, "also evaluate every N steps (per worker), for accuracy-against-time curves (0 = only every eval_every epochs)"},

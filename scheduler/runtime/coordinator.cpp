@@ -5,12 +5,26 @@
 namespace gradwire::scheduler {
 
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors) {
-  for (const auto& a : actors)
-    self->send_exit(a, caf::exit_reason::user_shutdown);
   // Join: an actor may be inside a handler (a step reading the dataset, a
   // slice of the model) when the exit arrives; the wiring's caller frees
   // those as soon as this returns, so no actor may outlive the call.
-  self->wait_for(actors);
+  std::size_t left = 0;
+  for (const auto& a : actors)
+    if (a) {
+      self->monitor(a);
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+      ++left;
+    }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (left > 0) {
+    bool late = false;
+    self->receive([&](caf::down_msg&) { --left; },
+                  caf::after(std::chrono::milliseconds(500)) >> [&] { late = std::chrono::steady_clock::now() > deadline; });
+    if (late) { // a handler that never returns (a hung kernel): say so rather than hang the process
+      std::fprintf(stderr, "gradwire: %zu actor(s) still running 60 s after they were told to stop\n", left);
+      return;
+    }
+  }
 }
 
 namespace {
@@ -37,6 +51,7 @@ struct coordinator_state {
   const metrics_fn& on_metrics;
   const eval_fn& on_eval;
   bool carry_on;
+  std::function<void(int, const std::string&)> cut_off;
   clock_type::time_point t0 = clock_type::now();
   std::size_t n;
   coordination out;
@@ -120,10 +135,25 @@ struct coordinator_state {
   }
 
   void check_silence() {
-    for (std::size_t r = 0; r < n && out.failure.empty() && !stopping; ++r)
-      if (!finished[r] && clock_type::now() - last_seen[r] > timeout)
-        out.failure = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
-                      " ms (last heard at step " + std::to_string(steps[r]) + ")";
+    for (std::size_t r = 0; r < n && out.failure.empty() && !stopping; ++r) {
+      if (finished[r] || clock_type::now() - last_seen[r] <= timeout)
+        continue;
+      const auto why = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
+                       " ms (last heard at step " + std::to_string(steps[r]) + "; train.step_timeout_s)";
+      if (!carry_on) {
+        out.failure = why;
+        continue;
+      }
+      last_seen[r] = clock_type::now(); // asked once per timeout
+      if (cut_off) { // its loss comes back as a lost report
+        cut_off(static_cast<int>(r), why);
+        continue;
+      }
+      actors::worker_report rep;
+      rep.rank = static_cast<int>(r);
+      rep.error = why;
+      on_lost(std::move(rep));
+    }
   }
 
   /// What has not reported is described by its last heartbeat.
@@ -145,8 +175,10 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
                         const std::atomic<bool>* stop, bool carry_on,
-                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval) {
+                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval,
+                        const std::function<void(int rank, const std::string& why)>& cut_off) {
   coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
+  st.cut_off = cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
     if (!st.stopping && stop != nullptr && stop->load()) {
       // Each worker finishes at its next step boundary and reports.

@@ -32,12 +32,17 @@ struct coordination {
 /// parameter server, which waits for no one) the run goes on without it
 /// and lists it in `lost`; otherwise the run fails naming it. `on_eval`
 /// gets worker 0's snapshots (eval_atom) and runs on this thread.
+/// A worker silent for `timeout` (no step) fails the run, naming it; with
+/// `carry_on` it is cut off instead: `cut_off` (across processes: the node
+/// treats its live but idle process as failed, which comes back here as a
+/// lost worker), or in one process, lost at once.
 coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
                         std::chrono::milliseconds timeout,
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
                         const std::atomic<bool>* stop, bool carry_on = false,
-                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {});
+                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {},
+                        const std::function<void(int rank, const std::string& why)>& cut_off = {});
 
 /// Sends an exit to each actor (all of them local) and waits until every
 /// one has terminated: nothing they read may be freed before.

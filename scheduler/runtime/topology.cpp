@@ -195,7 +195,8 @@ std::optional<coordination> run_worker_across(
                     });
     return std::nullopt;
   }
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
+                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); });
   stop_actors(self, {worker});
   return c;
 }

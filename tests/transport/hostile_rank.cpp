@@ -3,7 +3,9 @@
 // the job must survive, to rank 0 and rank 1, and leaves without a word.
 // tests/transport/hostile_rank.sh runs it as rank 2 of an async parameter
 // server, which must carry on without it and finish.
-//   GRADWIRE_RANK=2 GRADWIRE_SIZE=3 GRADWIRE_RENDEZVOUS=... GRADWIRE_TOKEN=... gradwire-hostile-rank
+// With `silent SECONDS` it attacks by doing nothing: in the job, it keeps
+// the link alive (heartbeats) and never steps, for SECONDS.
+//   GRADWIRE_RANK=2 GRADWIRE_SIZE=3 GRADWIRE_RENDEZVOUS=... GRADWIRE_TOKEN=... gradwire-hostile-rank [silent SECONDS]
 #include "actors/messages.hpp"
 #include "actors/system_config.hpp"
 #include "scheduler/runtime/job.hpp"
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 using namespace gradwire;
@@ -55,7 +58,8 @@ void message_attacks(transport::node& nd) {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool silent = argc == 3 && std::string(argv[1]) == "silent";
   caf::actor_system_config cfg;
   actors::configure_scheduler(cfg, 2);
   caf::actor_system sys{cfg};
@@ -72,6 +76,12 @@ int main() {
   j.node->start([](int, const std::string&) {});
   scheduler::barrier(sys, j, 0); // as the real ranks do once their actors are published
   std::fprintf(stderr, "hostile rank %d: in the job, attacking\n", j.launch.rank);
+  if (silent) { // heartbeats only, from the node's own thread
+    std::fprintf(stderr, "hostile rank %d: silent, heartbeats only\n", j.launch.rank);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::seconds(std::atoi(argv[2])));
+    std::_Exit(0);
+  }
   for (int peer = 0; peer < 2; ++peer)
     raw_attacks(*raw, peer, token);
   message_attacks(*j.node);
