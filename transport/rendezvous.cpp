@@ -1,5 +1,7 @@
 #include "transport/rendezvous.hpp"
 
+#include "transport/hello.hpp"
+
 #include "kernels/error.hpp"
 
 #include <arpa/inet.h>
@@ -23,8 +25,7 @@ namespace gradwire::transport {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-constexpr std::uint32_t hello_magic = 0x56525747; // "GWRV"
-constexpr std::uint32_t max_token = 4096, max_blob = 1u << 20;
+constexpr std::uint32_t max_token = hello_max_token, max_blob = hello_max_address;
 
 /// A socket closed on scope exit.
 class socket_fd {
@@ -77,19 +78,8 @@ struct buffer {
   }
 };
 
-std::uint32_t read_u32(int fd, clock_type::time_point until) {
-  std::uint32_t v = 0;
-  io_all(fd, &v, 4, false, until);
-  return v;
-}
-
-std::vector<std::uint8_t> read_blob(int fd, std::uint32_t limit, const char* what, clock_type::time_point until) {
-  const auto n = read_u32(fd, until);
-  if (n > limit)
-    throw error(std::string(what) + " of " + std::to_string(n) + " bytes is over the limit");
-  std::vector<std::uint8_t> out(n);
-  io_all(fd, out.data(), n, false, until);
-  return out;
+byte_reader socket_reader(int fd, clock_type::time_point until) {
+  return [fd, until](void* dst, std::size_t n) { io_all(fd, dst, n, false, until); };
 }
 
 addrinfo* resolve(const rendezvous_options& o, bool passive) {
@@ -107,11 +97,9 @@ addrinfo* resolve(const rendezvous_options& o, bool passive) {
 std::string where(const rendezvous_options& o) { return o.host + ":" + std::to_string(o.port); }
 
 /// A joining process's hello, read by a handshake thread of its own.
-struct hello {
+struct hello : hello_fields {
   socket_fd conn;
-  std::string ip, token, failure; ///< failure: why the hello could not be read
-  std::int32_t rank = -1, size = -1;
-  std::vector<std::uint8_t> address;
+  std::string ip, failure; ///< failure: why the hello could not be read
 };
 
 /// The hellos of joining processes, each read on its own thread with its
@@ -141,13 +129,7 @@ public:
       h.ip = std::move(ip);
       try {
         const auto step = std::min(until, clock_type::now() + std::chrono::seconds(5)); // per connection
-        if (read_u32(conn.get(), step) != hello_magic)
-          throw error("not a gradwire rendezvous message");
-        const auto tok = read_blob(conn.get(), max_token, "token", step);
-        h.token.assign(tok.begin(), tok.end());
-        h.rank = static_cast<std::int32_t>(read_u32(conn.get(), step));
-        h.size = static_cast<std::int32_t>(read_u32(conn.get(), step));
-        h.address = read_blob(conn.get(), max_blob, "address", step);
+        static_cast<hello_fields&>(h) = read_hello(socket_reader(conn.get(), step));
       } catch (const error& e) {
         h.failure = e.what();
       }
@@ -231,15 +213,8 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
       if (!h.failure.empty())
         std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(),
                      h.failure.c_str());
-      else if (h.token != o.token)
-        refuse(h, "wrong job token (rank " + std::to_string(h.rank) + ")");
-      else if (h.size != size)
-        refuse(h, "rank " + std::to_string(h.rank) + " was started for " + std::to_string(h.size) +
-                    " processes, rank 0 for " + std::to_string(size));
-      else if (h.rank <= 0 || h.rank >= size)
-        refuse(h, "rank " + std::to_string(h.rank) + " is out of range 1.." + std::to_string(size - 1));
-      else if (have[static_cast<std::size_t>(h.rank)])
-        refuse(h, "rank " + std::to_string(h.rank) + " joined twice");
+      else if (auto why = refusal(h, admission{o.token, size, have, o.check_address}); !why.empty())
+        refuse(h, why);
       else {
         table[static_cast<std::size_t>(h.rank)] = std::move(h.address);
         have[static_cast<std::size_t>(h.rank)] = true;
@@ -288,13 +263,14 @@ std::vector<std::vector<std::uint8_t>> join(int rank, int size, const rendezvous
       b.u32(static_cast<std::uint32_t>(size));
       b.blob(mine.data(), mine.size());
       io_all(s.get(), b.bytes.data(), b.bytes.size(), true, until);
-      if (read_u32(s.get(), until) != 0) {
-        auto why = read_blob(s.get(), max_token, "reason", until);
+      const auto from_rank0 = socket_reader(s.get(), until);
+      if (read_u32(from_rank0) != 0) {
+        auto why = read_blob(from_rank0, max_token, "reason");
         throw error("rank 0 refused this process: " + std::string(why.begin(), why.end()));
       }
       std::vector<std::vector<std::uint8_t>> table;
       for (int r = 0; r < size; ++r)
-        table.push_back(read_blob(s.get(), max_blob, "address", until));
+        table.push_back(read_blob(from_rank0, max_blob, "address"));
       return table;
     } catch (const error& e) {
       throw error("rank " + std::to_string(rank) + ": rendezvous on " + where(o) + ": " + e.what());

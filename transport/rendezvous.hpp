@@ -9,6 +9,7 @@
 /// and a timeout names the ranks still missing.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct rendezvous_options {
   int port = 29500;
   std::string token;
   int timeout_ms = 60000;
+  /// Rank 0: why a joining rank's address is unusable ("" if it is fine);
+  /// such a hello is refused, and the real rank may still join.
+  std::function<std::string(const std::vector<std::uint8_t>&)> check_address;
 };
 
 /// Returns every rank's blob, indexed by rank. Throws gradwire::error.

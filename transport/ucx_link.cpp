@@ -152,6 +152,16 @@ std::vector<std::uint8_t> ucx_link::address() const {
   return ucx_setup::pack(a);
 }
 
+std::string ucx_link::check_address(const std::vector<std::uint8_t>& blob) const {
+  ucx_setup::address peer;
+  try {
+    peer = ucx_setup::unpack(blob, -1);
+  } catch (const error&) {
+    return "not a whole gradwire address";
+  }
+  return ucx_setup::ucx_parse_check(peer.ucx);
+}
+
 void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) {
   check(static_cast<int>(addresses.size()) == p_->size, "connect: one address per rank expected");
   p_->eps.assign(addresses.size(), nullptr);

@@ -82,6 +82,11 @@ public:
 
   /// This worker's address, for the rendezvous.
   std::vector<std::uint8_t> address() const;
+  /// Why a joining peer's address (address() of its link) is unusable, or
+  /// "": the envelope, and UCX's own parser run where its abort cannot
+  /// reach this process. For rendezvous_options::check_address (FIFO sizes
+  /// are checked by connect, on both sides).
+  std::string check_address(const std::vector<std::uint8_t>& blob) const;
   /// Connects to every peer; `addresses[r]` is rank r's worker address.
   void connect(const std::vector<std::vector<std::uint8_t>>& addresses);
 

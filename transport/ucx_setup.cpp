@@ -2,9 +2,13 @@
 
 #include "kernels/error.hpp"
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -125,6 +129,48 @@ address unpack(const std::vector<std::uint8_t>& in, int rank) {
   take_field(a.host);
   take_field(a.fifo);
   return a;
+}
+
+std::string ucx_parse_check(const std::vector<std::uint8_t>& ucx) {
+  if (ucx.empty())
+    return "an empty UCX address";
+  std::fflush(nullptr); // the child exits with _exit: nothing buffered is written twice
+  const pid_t child = ::fork();
+  if (child < 0)
+    return std::string("cannot fork to check it: ") + std::strerror(errno);
+  if (child == 0) { // parse, then leave without running any of the parent's destructors
+    const int quiet = ::open("/dev/null", O_WRONLY);
+    if (quiet >= 0) { // UCX's assertion text and backtrace, and whatever the parent's handlers would print
+      ::dup2(quiet, 1);
+      ::dup2(quiet, 2);
+    }
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE}) // die of it, whoever installed handlers
+      ::signal(sig, SIG_DFL);
+    std::vector<std::uint8_t> copy = ucx; // UCX reads past no end of this
+    ucp_worker_address_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ADDRESS_ATTR_FIELD_UID;
+    const auto st = ucp_worker_address_query(reinterpret_cast<ucp_address_t*>(copy.data()), &attr);
+    ::_exit(st == UCS_OK ? 0 : 1);
+  }
+  int status = 0;
+  for (int waited_ms = 0;; waited_ms += 5) {
+    const pid_t got = ::waitpid(child, &status, WNOHANG);
+    if (got == child)
+      break;
+    if (got < 0)
+      return std::string("cannot check it: ") + std::strerror(errno);
+    if (waited_ms >= 10000) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      return "UCX did not finish parsing it in 10 s";
+    }
+    ::usleep(5000);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return "";
+  if (WIFSIGNALED(status))
+    return std::string("UCX cannot parse it (its parser died of ") + ::strsignal(WTERMSIG(status)) + ")";
+  return "UCX cannot parse it";
 }
 
 std::string host_name() {

@@ -43,6 +43,10 @@ struct address {
 std::vector<std::uint8_t> pack(const address& a);
 /// Throws gradwire::error naming `rank` when `in` is not a whole address.
 address unpack(const std::vector<std::uint8_t>& in, int rank);
+/// Why UCX cannot use a peer's worker address ("" when it parses). UCX's
+/// parser asserts, aborting its process, on a malformed address: it runs
+/// here in a forked child, which dies instead (bounded by 10 s).
+std::string ucx_parse_check(const std::vector<std::uint8_t>& ucx);
 std::string host_name();
 
 } // namespace gradwire::transport::ucx_setup

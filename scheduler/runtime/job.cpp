@@ -29,7 +29,9 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uo.token_hash = transport::token_hash(j.launch.rendezvous.token);
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
-  auto table = transport::rendezvous(j.launch.rank, j.launch.size, j.launch.rendezvous, link->address());
+  auto rv = j.launch.rendezvous;
+  rv.check_address = [&link](const std::vector<std::uint8_t>& blob) { return link->check_address(blob); };
+  auto table = transport::rendezvous(j.launch.rank, j.launch.size, rv, link->address());
   link->connect(table);
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
   j.live = opts.live;

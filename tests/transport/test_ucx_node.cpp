@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -187,4 +188,51 @@ TEST_CASE("UCX node: pushed gradients go by shared-memory reference, other messa
   anon_send_exit(shard, caf::exit_reason::user_shutdown);
   n1->close(1000);
   n0->close(1000);
+}
+
+namespace {
+/// A gradwire address envelope (ucx_setup::pack's layout) around `ucx`.
+std::vector<std::uint8_t> envelope(const std::vector<std::uint8_t>& ucx) {
+  const std::uint64_t magic = 0x4757414444523031ull; // "GWADDR01"
+  std::vector<std::uint8_t> out(8);
+  std::memcpy(out.data(), &magic, 8);
+  auto field = [&](const std::uint8_t* p, std::uint32_t n) {
+    const auto at = out.size();
+    out.resize(at + 4 + n);
+    std::memcpy(out.data() + at, &n, 4);
+    if (n)
+      std::memcpy(out.data() + at + 4, p, n);
+  };
+  field(ucx.data(), static_cast<std::uint32_t>(ucx.size()));
+  field(nullptr, 0); // host
+  field(nullptr, 0); // FIFO sizes
+  return out;
+}
+} // namespace
+
+TEST_CASE("rendezvous: a hello whose UCX address UCX cannot parse is refused, and the real rank still joins") {
+  ucx_options uo;
+  uo.tls = "tcp";
+  ucx_link l0(0, 2, uo), l1(1, 2, uo);
+  // UCX asserts (aborting the process) on these: checked in a child process.
+  std::vector<std::uint8_t> garbage(64);
+  for (std::size_t i = 0; i < garbage.size(); ++i)
+    garbage[i] = static_cast<std::uint8_t>(0xA5 ^ (i * 37));
+  CHECK(l0.check_address(l1.address()) == "");
+  CHECK(l0.check_address({1, 2, 3}) == "not a whole gradwire address");
+  CHECK_THAT(l0.check_address(envelope(garbage)), Catch::Contains("UCX cannot parse it"));
+  CHECK(l0.check_address(envelope({})) == "an empty UCX address");
+  rendezvous_options o;
+  o.port = free_port();
+  o.token = "t";
+  o.timeout_ms = 10000;
+  auto r0opts = o;
+  r0opts.check_address = [&](const std::vector<std::uint8_t>& b) { return l0.check_address(b); };
+  auto server = std::async(std::launch::async, [&] { return rendezvous(0, 2, r0opts, l0.address()); });
+  CHECK_THROWS_WITH(rendezvous(1, 2, o, envelope(garbage)),
+                    Catch::Contains("refused") && Catch::Contains("rank 1's address") &&
+                      Catch::Contains("UCX cannot parse it"));
+  auto table = rendezvous(1, 2, o, l1.address());
+  CHECK(server.get() == table);
+  CHECK(table[1] == l1.address());
 }
