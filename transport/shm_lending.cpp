@@ -124,6 +124,13 @@ void shm_lending::on_announce(const std::vector<std::uint64_t>& hdr, std::size_t
     return;
   }
   std::string name(reinterpret_cast<const char*>(hdr.data() + 5), len);
+  // Only an arena as open_arena names them: a peer may not have this
+  // process open whatever else lies in /dev/shm.
+  if (name.rfind("/gradwire-", 0) != 0 ||
+      name.find_first_not_of("0123456789-", 10) != std::string::npos) {
+    c_.reject("frame refused: a shared-memory announcement that names no gradwire arena");
+    return;
+  }
   try {
     auto m = std::make_shared<shm_mapping>(name, bytes);
     std::vector<std::pair<std::vector<std::uint64_t>, std::size_t>> waiting;
@@ -136,8 +143,9 @@ void shm_lending::on_announce(const std::vector<std::uint64_t>& hdr, std::size_t
     for (const auto& [hd, hb] : waiting) // passed on by a third rank before this arrived
       on_ref(hd, hb);
   } catch (const std::exception& e) { // that peer keeps copying its frames to us
-    std::fprintf(stderr, "gradwire: rank %d: %s (rank %d's frames will be copied)\n", rank_, e.what(),
-                 static_cast<int>(src));
+    // Through reject: its log is bounded, so a peer cannot flood stderr with announcements.
+    c_.reject("frame refused: " + std::string(e.what()) + " (rank " + std::to_string(src) +
+              "'s frames will be copied)");
     std::lock_guard<std::mutex> lk(mu_);
     unmappable_[src] = true;
     if (!deferred_[src].empty())
