@@ -227,6 +227,7 @@ int relaunch(int procs, int argc, char** argv) {
 gradwire::scheduler::run_options run_options_of(const cli_args& a) {
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint); // as Ctrl-C: stop at the step boundary, keep what was trained
+  std::signal(SIGXFSZ, SIG_IGN); // over a file-size limit: a write error the results writer reports, not a kill
   gradwire::scheduler::run_options o;
   o.progress = !a.quiet;
   o.force = a.force;

@@ -2,6 +2,12 @@
 
 #include "kernels/error.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -11,9 +17,52 @@ results_writer::results_writer(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   check(!ec, "cannot create results folder " + dir_ + ": " + ec.message());
-  const auto path = (std::filesystem::path(dir_) / "metrics.jsonl").string();
-  metrics_.open(path, std::ios::trunc);
-  check(metrics_.good(), "cannot write " + path);
+  path_ = (std::filesystem::path(dir_) / "metrics.jsonl").string();
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  check(fd_ >= 0, "cannot write " + path_ + ": " + std::strerror(errno));
+}
+
+results_writer::~results_writer() {
+  try {
+    flush();
+  } catch (...) {
+  }
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+std::string results_writer::failure() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return failure_;
+}
+
+void results_writer::flush() {
+  std::lock_guard<std::mutex> lk(mu_);
+  unflushed_ = 0;
+  if (pending_.empty() || !failure_.empty())
+    return;
+  std::size_t done = 0;
+  while (done < pending_.size()) {
+    const auto n = ::write(fd_, pending_.data() + done, pending_.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) { // a full disk, a quota, a size limit: keep the whole lines, and stop
+      const int e = n < 0 ? errno : ENOSPC;
+      const auto last_line = done == 0 ? std::string::npos : pending_.rfind('\n', done - 1); // of what got out
+      const auto keep = committed_ + (last_line == std::string::npos ? 0 : last_line + 1);
+      const bool cut = ::ftruncate(fd_, static_cast<off_t>(keep)) == 0;
+      failure_ = "writing " + path_ + ": " + std::strerror(e) + "; it keeps the records written before, " +
+                 (cut ? std::string("up to its last whole line") : "but may end in a partial line");
+      pending_.clear();
+      std::fprintf(stderr, "gradwire: error: %s. Stopping the run.\n", failure_.c_str());
+      if (stop_)
+        stop_->store(true);
+      return;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  committed_ += pending_.size();
+  pending_.clear();
 }
 
 namespace {
@@ -64,24 +113,43 @@ void claim_results_folder(const std::string& dir, bool force, const std::string&
 }
 
 void results_writer::metric(const nlohmann::json& record) {
-  metrics_ << record.dump() << '\n';
-  if (++unflushed_ >= 64) {
-    metrics_.flush();
-    unflushed_ = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failure_.empty())
+      return;
+    pending_ += record.dump();
+    pending_ += '\n';
+    if (++unflushed_ < 64)
+      return;
   }
+  flush();
 }
 
 void results_writer::write_file(const std::string& name, const std::string& text) const {
   const auto path = std::filesystem::path(dir_) / name;
   const auto tmp = std::filesystem::path(dir_) / (name + ".tmp");
+  std::string why;
   {
     std::ofstream out(tmp, std::ios::trunc);
-    check(out.good(), "cannot write " + tmp.string());
-    out << text;
-    out.flush();
-    check(out.good(), "error writing " + tmp.string() + " (disk full?)");
+    if (!out.good())
+      why = std::strerror(errno);
+    else {
+      out << text;
+      out.flush();
+      if (!out.good())
+        why = std::strerror(errno);
+    }
   }
-  std::filesystem::rename(tmp, path);
+  if (why.empty()) {
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (!ec)
+      return;
+    why = ec.message();
+  }
+  std::error_code ignored;
+  std::filesystem::remove(tmp, ignored); // no partial temporaries left behind
+  throw error("cannot write " + path.string() + ": " + why);
 }
 
 void results_writer::write_summary(const nlohmann::json& summary) const {

@@ -4,11 +4,18 @@
 /// and config.toml. metrics.jsonl is appended and flushed as the run goes,
 /// so an interrupted run keeps every record written so far; summary.json is
 /// written atomically (temporary file, then rename).
+///
+/// Out of space (or over a quota, or a file-size limit): metrics.jsonl is
+/// cut back to its last whole line, nothing more is written to it, the
+/// run is asked to stop (`stop_on_failure`) and failure() says what
+/// happened; a file that cannot be written leaves no temporary behind.
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,17 +26,29 @@ public:
   /// Creates `dir` (and parents) and starts a fresh metrics.jsonl.
   explicit results_writer(std::string dir);
   const std::string& dir() const { return dir_; }
-  /// Appends one JSON record as a line.
+  ~results_writer();
+  results_writer(const results_writer&) = delete;
+  results_writer& operator=(const results_writer&) = delete;
+  /// Appends one JSON record as a line (whole lines reach the file).
   void metric(const nlohmann::json& record);
-  void flush() { metrics_.flush(); }
+  void flush();
+  /// Why metrics.jsonl could not be written, or "" (from any thread).
+  std::string failure() const;
+  /// Raised when writing first fails, so the run stops at its next step.
+  void stop_on_failure(std::atomic<bool>* stop) { stop_ = stop; }
   /// Writes `name` in the folder atomically.
   void write_file(const std::string& name, const std::string& text) const;
   void write_summary(const nlohmann::json& summary) const;
 
 private:
-  std::string dir_;
-  std::ofstream metrics_;
+  std::string dir_, path_;
+  int fd_ = -1;
+  std::string pending_;        ///< whole lines not yet written
+  std::uint64_t committed_ = 0; ///< bytes of whole lines in the file
   int unflushed_ = 0;
+  mutable std::mutex mu_;
+  std::string failure_;
+  std::atomic<bool>* stop_ = nullptr;
 };
 
 /// The results-folder rule: a run never writes into a folder that holds

@@ -36,6 +36,7 @@ public:
         tr_(actors::trace_ref::open(tracer_, "worker 0")), // data, compute (forward, backward, update), evaluate
         trace_out_(tracer_, cfg_.out, cfg_.name, 1) {
     out_.write_file("config.toml", cfg_.resolved_toml);
+    out_.stop_on_failure(opts_.stop);
     steps_per_epoch_ = batches_.batches_per_epoch();
     total_steps_ = steps_per_epoch_ * cfg_.epochs;
     if (cfg_.max_steps > 0)
@@ -64,12 +65,22 @@ public:
     progress_.finish();
     out_.flush();
     auto summary = summary_json();
+    if (const auto lost = out_.failure(); !lost.empty()) { // a full disk: say so, where it still can be said
+      summary["status"] = "failed";
+      summary["error"] = lost;
+      try {
+        out_.write_summary(summary);
+      } catch (const error& e) {
+        throw error(lost + "; and " + e.what());
+      }
+      throw error(lost);
+    }
     out_.write_summary(summary);
     return summary;
   }
 
 private:
-  bool stopped() const { return opts_.stop != nullptr && opts_.stop->load(); }
+  bool stopped() const { return (opts_.stop != nullptr && opts_.stop->load()) || !out_.failure().empty(); }
 
   /// One epoch's steps; evaluation time inside it (eval_steps) is not training time.
   void run_epoch(int epoch) {

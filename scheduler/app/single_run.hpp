@@ -15,8 +15,9 @@ namespace gradwire::scheduler {
 struct run_options {
   bool progress = true;
   /// Set (e.g. by SIGINT) to stop after the current step; the results
-  /// folder is still written, with "status": "interrupted".
-  const std::atomic<bool>* stop = nullptr;
+  /// folder is still written, with "status": "interrupted". The run sets
+  /// it too when its results can no longer be written (a full disk).
+  std::atomic<bool>* stop = nullptr;
   /// A sweep may replace an earlier sweep's folder (`--force`).
   bool force = false;
 };

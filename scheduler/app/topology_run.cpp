@@ -293,6 +293,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   }
   results_writer out(cfg.out);
   out.write_file("config.toml", cfg.resolved_toml);
+  std::atomic<bool> own_stop{false}; // a full disk stops the run even where no one else can
+  auto* stop = opts.stop ? opts.stop : &own_stop;
+  out.stop_on_failure(stop);
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
@@ -311,10 +314,15 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   auto l = listeners(progress, out, ev.t_train, setup.steps * cfg.workers);
   topology_outcome res;
   try {
-    res = run_topology(sys, setup, data.train, l.progress, l.metrics, opts.stop);
+    res = run_topology(sys, setup, data.train, l.progress, l.metrics, stop);
+    out.flush();
+    check(out.failure().empty(), out.failure()); // a full disk: the run stopped, and fails
   } catch (const error& e) { // a failed run still says what happened, in its own folder
     progress.finish();
     out.flush();
+    const auto lost = out.failure();
+    if (!lost.empty() && lost != e.what()) // the run failed otherwise, and the disk is full too
+      std::fprintf(stderr, "gradwire: error: %s\n", lost.c_str());
     out.write_summary({{"name", cfg.name},
                        {"status", "failed"},
                        {"error", e.what()},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -53,7 +54,16 @@ void write_trace_part(const std::string& dir, int rank, const nlohmann::json& pa
   try {
     std::filesystem::create_directories(dir);
     const auto path = part_path(dir, rank);
-    std::ofstream(path + ".tmp") << part.dump();
+    {
+      std::ofstream out(path + ".tmp");
+      out << part.dump();
+      out.flush();
+      if (!out) {
+        std::error_code ignored;
+        std::filesystem::remove(path + ".tmp", ignored);
+        throw std::runtime_error(std::string("cannot write ") + path + ".tmp: " + std::strerror(errno));
+      }
+    }
     std::filesystem::rename(path + ".tmp", path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gradwire: rank %d: trace part not written to %s: %s\n", rank, dir.c_str(), e.what());
@@ -94,8 +104,13 @@ void write_trace(const std::string& dir, nlohmann::json part, int size, const st
     {
       std::ofstream out(path + ".tmp");
       out << doc.dump() << '\n';
-      if (!out)
-        throw std::runtime_error("cannot write " + path + ".tmp");
+      out.flush();
+      if (!out) {
+        const std::string why = std::strerror(errno);
+        std::error_code ignored;
+        std::filesystem::remove(path + ".tmp", ignored); // nothing partial left behind
+        throw std::runtime_error("cannot write " + path + ".tmp: " + why);
+      }
     }
     std::filesystem::rename(path + ".tmp", path);
   } catch (const std::exception& e) {
