@@ -198,6 +198,7 @@ void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) 
   }
   if (p_->opts.shm_refs)
     p_->lending->open_arena();
+  ucx_setup::restrict_sysv_segments(); // any made while connecting
 }
 
 void ucx_link::start(handlers h) {

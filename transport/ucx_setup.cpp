@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 
 #include <fcntl.h>
+#include <sys/shm.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <iterator>
 #include <mutex>
 
@@ -82,7 +85,30 @@ std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& 
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE; // one thread at a time, behind the link's lock
   check_status(ucp_worker_create(context, &wp, &worker), "creating the worker");
+  restrict_sysv_segments();
   return fifo;
+}
+
+int restrict_sysv_segments() {
+  std::ifstream table("/proc/sysvipc/shm");
+  std::string line;
+  std::getline(table, line); // the header
+  int changed = 0;
+  const auto me = ::getpid();
+  while (std::getline(table, line)) {
+    std::istringstream in(line);
+    long long key = 0, id = 0, size = 0, cpid = 0;
+    unsigned perms = 0;
+    if (!(in >> key >> id >> std::oct >> perms >> std::dec >> size >> cpid) || cpid != me || (perms & 077) == 0)
+      continue;
+    shmid_ds ds{};
+    if (::shmctl(static_cast<int>(id), IPC_STAT, &ds) != 0)
+      continue;
+    ds.shm_perm.mode = (ds.shm_perm.mode & ~0777u) | 0600u; // the ranks of a job are one user
+    if (::shmctl(static_cast<int>(id), IPC_SET, &ds) == 0)
+      ++changed;
+  }
+  return changed;
 }
 
 bool tls_includes(const std::string& tls, const std::string& tl) {
@@ -111,7 +137,8 @@ address unpack(const std::vector<std::uint8_t>& in, int rank) {
   std::size_t at = 0;
   auto take = [&](void* dst, std::size_t n) {
     check(at + n <= in.size(), "rendezvous: rank " + std::to_string(rank) + "'s address is truncated");
-    std::memcpy(dst, in.data() + at, n);
+    if (n > 0) // an empty field's data() may be null
+      std::memcpy(dst, in.data() + at, n);
     at += n;
   };
   std::uint64_t magic = 0;

@@ -30,6 +30,12 @@ void check_status(ucs_status_t st, const char* what);
 /// inside UCX.
 std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker);
 
+/// UCX 1.13 creates its System V shared-memory segments (the sysv
+/// transport's FIFOs) with mode 0660, open to the group: this narrows
+/// every segment this process created to 0600 (a job's ranks are one
+/// user). open() calls it; returns how many it changed.
+int restrict_sysv_segments();
+
 /// Whether a UCX_TLS list ("posix,cma", "sm", "^tcp", "all") opens the
 /// shared-memory transport `tl` ("posix" or "sysv").
 bool tls_includes(const std::string& tls, const std::string& tl);

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -52,8 +53,26 @@ std::vector<int> thread_nice_values() {
 
 } // namespace
 
+namespace {
+/// The permission bits of every System V segment this process created.
+std::vector<unsigned> own_sysv_modes() {
+  std::ifstream table("/proc/sysvipc/shm");
+  std::string line;
+  std::getline(table, line);
+  std::vector<unsigned> modes;
+  while (std::getline(table, line)) {
+    std::istringstream in(line);
+    long long key = 0, id = 0, size = 0, cpid = 0;
+    unsigned perms = 0;
+    if (in >> key >> id >> std::oct >> perms >> std::dec >> size >> cpid && cpid == ::getpid())
+      modes.push_back(perms & 0777u);
+  }
+  return modes;
+}
+} // namespace
+
 TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
-  const std::string tls = GENERATE(std::string("posix,cma"), std::string("tcp"));
+  const std::string tls = GENERATE(std::string("posix,cma"), std::string("tcp"), std::string("sysv"));
   INFO("UCX_TLS " << tls);
   auto [l0, l1] = connected_pair(tls);
   std::mutex mu;
@@ -88,6 +107,12 @@ TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
     CHECK(reinterpret_cast<std::uintptr_t>(data.data()) % 64 == 0);
     CHECK(data.to_vector() == pattern(sizes[k], static_cast<float>(k)).to_vector());
   }
+  // UCX makes its System V segments 0660; the link narrows them to the user.
+  const auto modes = own_sysv_modes();
+  if (tls == "sysv")
+    CHECK(!modes.empty());
+  for (unsigned m : modes)
+    CHECK(m == 0600u);
   l1->close(2000);
   l0->close(2000);
 }
