@@ -64,8 +64,13 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
   publish_barrier(sys, *jb);
   setup.on_published = [&sys, &jb, rank] {
-    auto node = jb->node;
-    jb->node->start([node, rank](int peer, const std::string& what) {
+    // Weakly: the node keeps this callback, and a strong handle here would
+    // keep the node (and its UCX endpoints) alive forever.
+    std::weak_ptr<transport::node> weak = jb->node;
+    jb->node->start([weak, rank](int peer, const std::string& what) {
+      auto node = weak.lock();
+      if (!node)
+        return; // the job is over
       actors::worker_report failed;
       failed.rank = peer;
       failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;

@@ -16,7 +16,7 @@ for f in "$src"/examples/*.toml; do
   name=$(basename "$f" .toml)
   start=$(date +%s.%N)
   if [ $no_gpu = 1 ] && grep -q '^device *= *"cuda' "$f"; then
-    timeout 120 "$gw" run "$f" -q --no-report --out "$tmp/$name" >"$tmp/$name.txt" 2>&1
+    timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$gw" run "$f" -q --no-report --out "$tmp/$name" >"$tmp/$name.txt" 2>&1
     rc=$?
     if [ $rc -eq 2 ] && grep -qE "CUDA device\(s\) are visible|built without CUDA" "$tmp/$name.txt"; then
       echo "ok   examples/$name.toml (no GPU here: refused, as it should be)"
@@ -27,7 +27,7 @@ for f in "$src"/examples/*.toml; do
     fi
     continue
   fi
-  if ! timeout 120 "$gw" run "$f" -q --no-report --out "$tmp/$name" --set train.max_steps=12 --set train.log_every=4 \
+  if ! timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$gw" run "$f" -q --no-report --out "$tmp/$name" --set train.max_steps=12 --set train.log_every=4 \
       --set data.test_subset=300 >"$tmp/$name.txt" 2>&1; then
     echo "FAIL: examples/$name.toml"
     sed 's/^/    /' "$tmp/$name.txt"

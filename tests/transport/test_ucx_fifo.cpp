@@ -148,5 +148,11 @@ TEST_CASE("UCX link: between processes a ring chunk's reference header travels i
                                         << " with 128-byte elements, " << at_512 << " with 512");
   REQUIRE(at_128 >= 0);
   REQUIRE(at_512 >= 0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer's own shadow memory faults in pages on every allocation:
+  // the count no longer says where a frame went.
+  WARN("not compared under a sanitizer: " << at_128 << " vs " << at_512);
+#else
   CHECK(at_512 * 4 < at_128);
+#endif
 }

@@ -324,7 +324,7 @@ TEST_CASE("UCX link: an arena announced larger than its file is refused, and ref
   // 1 GiB, then sends a reference at 512 MiB into it: mapped at the
   // announced size, reading it would be a SIGBUS in rank 0.
   auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true, 0, 512, false);
-  const std::string name = "/gradwire-test-" + std::to_string(::getpid()) + "-small";
+  const std::string name = "/gradwire-" + std::to_string(::getpid()) + "-1-4096"; // named as arenas are
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   REQUIRE(fd >= 0);
   REQUIRE(::ftruncate(fd, 4096) == 0);
@@ -352,7 +352,7 @@ TEST_CASE("UCX link: an arena announced larger than its file is refused, and ref
   for (int i = 0; i < 5000; ++i) {
     {
       std::lock_guard<std::mutex> lk(mu);
-      if (received == 1 && !rejected.empty())
+      if (received == 1 && rejected.size() >= 2)
         break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -360,6 +360,38 @@ TEST_CASE("UCX link: an arena announced larger than its file is refused, and ref
   ::shm_unlink(name.c_str());
   std::lock_guard<std::mutex> lk(mu);
   CHECK(received == 1); // only the good frame
-  REQUIRE(rejected.size() == 1);
-  CHECK_THAT(rejected[0], Catch::Contains("rank 1's memory, which could not be mapped"));
+  REQUIRE(rejected.size() == 2); // the announcement, then the reference into what it announced
+  CHECK_THAT(rejected[0], Catch::Contains("announced as 1073741824 bytes, the file holds 4096"));
+  CHECK_THAT(rejected[1], Catch::Contains("rank 1's memory, which could not be mapped"));
+}
+
+TEST_CASE("UCX link: an announcement that names anything but a gradwire arena is refused unopened") {
+  auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true, 0, 512, false);
+  std::mutex mu;
+  std::vector<std::string> rejected;
+  link::handlers h0;
+  h0.rejected = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lk(mu);
+    rejected.push_back(what);
+  };
+  l0->start(h0);
+  l1->start({});
+  for (const std::string name : {"/gradwire-../../etc/passwd", "/someone-elses-segment", "/gradwire-1-2-3x"}) {
+    std::vector<std::uint64_t> ann = {0x475753484d414e4eull, 0, 1, 4096, name.size()};
+    ann.resize(5 + (name.size() + 7) / 8);
+    std::memcpy(ann.data() + 5, name.data(), name.size());
+    l1->send(0, ann, {});
+  }
+  for (int i = 0; i < 5000; ++i) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (rejected.size() >= 3)
+        break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  REQUIRE(rejected.size() == 3);
+  for (const auto& r : rejected)
+    CHECK_THAT(r, Catch::Contains("names no gradwire arena"));
 }

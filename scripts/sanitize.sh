@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers (CUDA off), each build in a folder of its own.
+#   scripts/sanitize.sh asan [CTEST ARGS...]  ASan + UBSan: the whole suite, fuzzing included (build-asan/)
+#   scripts/sanitize.sh tsan [CTEST ARGS...]  TSan: the in-process actor tests (build-tsan/), against CAF
+#                                             0.17.6 rebuilt under TSan from Debian's source package
+#   scripts/sanitize.sh fuzz [RUNS]           the fuzz targets in the ASan build, RUNS frames each (default 10M)
+# Any finding fails (halt_on_error); the only ones let through are listed,
+# with why, in tests/sanitizers/*.supp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+mode=${1:-}
+shift || true
+jobs=${JOBS:-$(nproc)}
+
+configure() { # DIR SANITIZERS
+  [[ -f "$1/build.ninja" ]] && return
+  cmake -S "$src" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+    -DCMAKE_C_FLAGS_RELEASE=-O1 -DGRADWIRE_CUDA=OFF -DGRADWIRE_SANITIZE="$2"
+}
+
+asan_env() {
+  export ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$src/tests/sanitizers/ubsan.supp
+  export LSAN_OPTIONS=suppressions=$src/tests/sanitizers/lsan.supp
+}
+
+# CAF 0.17.6 (libcaf_core, libcaf_io) built with -fsanitize=thread, once,
+# into $CAF_TSAN_DIR: Debian's libcaf is not instrumented, and TSan would
+# see no ordering through the mailboxes. Prints the library folder.
+caf_tsan() {
+  local dir=${CAF_TSAN_DIR:-$src/build-tsan-caf}
+  if [[ ! -f "$dir/lib/libcaf_core.so.0.17.6" ]]; then
+    local work=$dir/src
+    mkdir -p "$work"
+    if ! ls "$work"/actor-framework_0.17.6.orig.tar.gz >/dev/null 2>&1; then
+      if ! apt-get source --help >/dev/null 2>&1 || ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d; then
+        [[ $(id -u) -eq 0 ]] || { echo "sanitize.sh: CAF's source needs a deb-src entry (run as root once)" >&2; exit 2; }
+        printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+          > /etc/apt/sources.list.d/gradwire-deb-src.sources
+        apt-get update -qq
+      fi
+      # Only the upstream tarball is needed (Debian's patch set may be gone from the mirror).
+      (cd "$work" && apt-get source --download-only -qq actor-framework=0.17.6-2.1 >/dev/null 2>&1 || true)
+      ls "$work"/actor-framework_0.17.6.orig.tar.gz >/dev/null 2>&1 ||
+        { echo "sanitize.sh: could not fetch CAF 0.17.6's source (apt-get source actor-framework)" >&2; exit 2; }
+    fi
+    rm -rf "$work/actor-framework-0.17.6" && tar xzf "$work"/actor-framework_0.17.6.orig.tar.gz -C "$work"
+    # (-include limits: GCC 12 wants <limits> where CAF 0.17.6 uses numeric_limits without it.)
+    cmake -S "$work/actor-framework-0.17.6" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS="-fsanitize=thread -O1 -include limits" -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
+      -DCAF_NO_EXAMPLES=yes -DCAF_NO_UNIT_TESTS=yes -DCAF_NO_OPENSSL=yes -DCAF_NO_TOOLS=yes -DCAF_NO_PYTHON=yes \
+      -DCAF_NO_OPENCL=yes -DCAF_NO_SUMMARY=yes -DCMAKE_INSTALL_PREFIX="$dir" >/dev/null
+    cmake --build "$work/build" -j "$jobs" --target libcaf_core_shared libcaf_io_shared >&2
+    mkdir -p "$dir/lib"
+    cp -a "$work"/build/lib/libcaf_core.so* "$work"/build/lib/libcaf_io.so* "$dir/lib/"
+  fi
+  echo "$dir/lib"
+}
+
+case "$mode" in
+asan)
+  configure build-asan "address,undefined"
+  cmake --build build-asan -j "$jobs"
+  asan_env
+  cd build-asan
+  ctest --output-on-failure -j "$jobs" "$@"
+  ;;
+tsan)
+  caflib=$(caf_tsan)
+  configure build-tsan thread
+  actor_tests=(test_allreduce test_topologies test_parameter_server test_batch_balance test_system_config)
+  cmake --build build-tsan -j "$jobs" --target "${actor_tests[@]}"
+  export LD_LIBRARY_PATH=$caflib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$src/tests/sanitizers/tsan.supp"
+  export UCX_MEM_MMAP_HOOK_MODE=none # UCX's mmap hook crashes TSan at thread exit
+  cd build-tsan
+  ctest --output-on-failure -j "$jobs" -R "^($(IFS='|'; echo "${actor_tests[*]}")):" "$@"
+  ;;
+fuzz)
+  runs=${1:-10000000}
+  configure build-asan "address,undefined"
+  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_config
+  asan_env
+  t=tests/fuzz
+  build-asan/tests/fuzz_frame "$runs" "${SEED:-1}" $t/corpus/frame
+  build-asan/tests/fuzz_hello "$((runs / 10))" "${SEED:-1}" $t/corpus/hello
+  build-asan/tests/fuzz_shm "$((runs / 10))" "${SEED:-1}" $t/corpus/shm
+  build-asan/tests/fuzz_config "$((runs / 100))" "${SEED:-1}" examples $t/corpus/config
+  ;;
+*)
+  sed -n '2,9p' "$0" >&2
+  exit 2
+  ;;
+esac
