@@ -49,7 +49,7 @@ for i in 0 1 2; do
     printf "rank %d: %.1f MiB after warm-up, %.1f MiB at the end: %+.2f%% (%+.1f KB/s)\n", r, a / 1024, b / 1024, g, (b - a) * 1.024 / s
     exit (g > 5) }' || fail=1
 done
-steps=$(/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['status'], s['steps'], 'steps')" "$tmp/run/summary.json" 2>/dev/null)
+steps=$(/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['status'] + ',', sum(w['steps'] for w in s['per_worker']), 'steps,', round(s['samples_per_sec']), 'samples/s')" "$tmp/run/summary.json" 2>/dev/null)
 echo "the run: ${steps:-no summary}"
 [[ $fail = 0 ]] && echo "PASS: every rank's RSS within 5% after warm-up" || echo "FAIL: a rank's RSS grew more than 5% after warm-up"
 exit $fail
