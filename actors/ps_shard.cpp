@@ -23,6 +23,11 @@ struct shard_state {
   shard_config cfg;
   slice params;               ///< the shard's own copy
   slice sum;                  ///< sync: gradients summed for this version
+  /// Sync and local SGD: this version's pushes by rank, summed in rank
+  /// order once all are in, so the sum is the same bits whatever order
+  /// they arrived in (a float sum depends on its order from 3 terms on).
+  std::vector<slice> round;
+  std::vector<std::int64_t> round_samples;
   int pushed = 0;             ///< sync: pushes received for this version
   std::int64_t samples = 0;   ///< sync: samples behind them
   std::int64_t version = 0;
@@ -100,6 +105,29 @@ struct push_outcome {
   std::int64_t staleness = 0;
 };
 
+/// Keeps `rank`'s push of this version; false when it already pushed one.
+bool hold(shard_state& st, int rank, const slice& grad, std::int64_t samples) {
+  auto& held = st.round[static_cast<std::size_t>(rank)];
+  if (held.defined())
+    return false;
+  held = grad;
+  st.round_samples[static_cast<std::size_t>(rank)] = samples;
+  return true;
+}
+
+/// st.sum = the held pushes, each times its weight (samples, or 1), added
+/// in rank order; the held pushes are let go.
+void sum_in_rank_order(shard_state& st, bool by_samples) {
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  be.fill(st.sum.data(), len(st), 0.f);
+  for (std::size_t r = 0; r < st.round.size(); ++r) {
+    if (!st.round[r].defined())
+      continue;
+    be.axpy(len(st), by_samples ? static_cast<float>(st.round_samples[r]) : 1.f, st.round[r].data(), st.sum.data());
+    st.round[r] = slice{};
+  }
+}
+
 /// Takes one push: sums it (sync, average) or applies it (async).
 push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples,
                        const slice& grad) {
@@ -113,12 +141,17 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
             " floats for a slice of " + std::to_string(len(st))};
   const std::int64_t staleness = st.version - base_version;
   auto& be = kernels::backend_for(kernels::device::cpu());
+  const auto twice = [&] {
+    return push_outcome{"shard " + std::to_string(st.cfg.id) + ": a second push from rank " + std::to_string(rank) +
+                        " for version " + std::to_string(st.version)};
+  };
   if (st.cfg.ps.local_sgd()) {
-    be.axpy(len(st), 1.f, grad.data(), st.sum.data());
+    if (!hold(st, rank, grad, samples))
+      return twice();
     if (++st.pushed == st.cfg.workers) {
+      sum_in_rank_order(st, false);
       be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
       std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
-      be.fill(st.sum.data(), len(st), 0.f);
       st.pushed = 0;
       ++st.version;
       answer_pulls(st);
@@ -148,13 +181,14 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     answer_pulls(st); // SSP: this push may have advanced the slowest clock
     return {{}, staleness};
   }
-  be.axpy(len(st), static_cast<float>(samples), grad.data(), st.sum.data());
+  if (!hold(st, rank, grad, samples))
+    return twice();
   st.samples += samples;
   if (++st.pushed == st.cfg.workers - st.cfg.ps.backups()) {
+    sum_in_rank_order(st, true);
     be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
     st.samples = 0;
     apply(st, st.sum.data(), 1.f);
-    be.fill(st.sum.data(), len(st), 0.f);
     st.pushed = 0;
     answer_pulls(st);
   }
@@ -173,8 +207,11 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     s.read.assign(s.clocks.size(), initial);
     s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});
   }
-  if (cfg.ps.sync || cfg.ps.local_sgd())
+  if (cfg.ps.sync || cfg.ps.local_sgd()) {
     s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
+    s.round.assign(s.clocks.size(), slice{});
+    s.round_samples.assign(s.clocks.size(), 0);
+  }
   return {
     [=](pull_atom, int rank, std::int64_t min_version,
         std::int64_t min_clock) -> caf::result<std::int64_t, slice, double> {
