@@ -116,13 +116,13 @@ TEST_CASE("sync PS with unequal batch sizes equals one batch of all their sample
   CHECK(out.reports[1].samples == 3 * out.reports[0].samples);
 }
 
-TEST_CASE("sync PS and local SGD at 3 and 4 workers give the same model bit for bit, whatever order the pushes arrive in") {
+TEST_CASE("sync PS and local SGD at 3, 4 and 5 workers give the same model bit for bit, whatever order the pushes arrive in") {
   // A float sum depends on its order from three terms on: the shard sums
   // in rank order. Each worker in turn is slowed, so that its pushes
   // arrive last, round after round.
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 5);
-  for (int workers : {3, 4})
+  for (int workers : {3, 4, 5})
     for (bool local : {false, true}) {
       INFO(workers << " workers, " << (local ? "local SGD (H = 1)" : "sync PS"));
       auto setup = small_setup(workers, 2, !local);
