@@ -52,6 +52,10 @@ namespace {
 
 std::vector<std::size_t> sizes_of(const allreduce_bench_options& o) {
   check(o.min_bytes >= 4 && o.max_bytes >= o.min_bytes, "bench allreduce: need 4 <= min size <= max size");
+  for (const auto& [flag, v] : {std::pair<const char*, std::size_t>{"-b", o.min_bytes}, {"-e", o.max_bytes}})
+    check(v % 4 == 0, std::string("bench allreduce: ") + flag + " " + std::to_string(v) +
+                        " bytes is not a whole number of floats (4 bytes each): use " + std::to_string(v / 4 * 4) +
+                        " or " + std::to_string(v / 4 * 4 + 4));
   check(o.factor > 1, "bench allreduce: the factor must be > 1");
   check(o.iters >= 1 && o.warmup >= 0, "bench allreduce: iterations must be >= 1, warm-up >= 0");
   std::vector<std::size_t> sizes;

@@ -165,6 +165,7 @@ printf '[experiment]\nname = "r"\n[train]\nmax_steps = 2\n[data]\ndataset = "syn
 "$gw" run rerun.toml -q --no-report --out "$tmp/out-rerun" > /dev/null 2>&1 || { echo "FAIL: the first run of rerun.toml failed" >&2; failed=$((failed + 1)); }
 inv results_rerun "results folder $tmp/out-rerun already holds a run \(completed\): nothing is overwritten.*--out DIR.*--force" run rerun.toml -q --no-report --out "$tmp/out-rerun"
 inv results_config_rerun "already holds a run" run "$tmp/out-rerun/config.toml" -q --no-report --out "$tmp/out-rerun"
+inv bench_odd_size "-b 12342 bytes is not a whole number of floats.*use 12340 or 12344" bench allreduce -b 12342 -e 12342
 # --force replaces the earlier run, and nothing of it is left beside the new one.
 touch "$tmp/out-rerun/trace.json.tmp" "$tmp/out-rerun/report.html"
 echo "mine" > "$tmp/out-rerun/notes.txt"
