@@ -103,7 +103,7 @@ struct worker_report {
   int rank = 0;
   std::int64_t steps = 0, samples = 0;
   double seconds = 0, compute_seconds = 0, comm_seconds = 0;
-  double last_loss = 0;            ///< mean loss of the last logged window
+  double last_loss = 0;            ///< mean training loss over the last epoch's worth of steps (all, if fewer)
   std::vector<std::int64_t> staleness; ///< one entry per applied push
   std::int64_t dropped = 0;        ///< pushes a sync shard dropped (backup workers)
   double wait_seconds = 0;         ///< part of comm_seconds spent waiting for other workers

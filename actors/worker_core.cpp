@@ -46,6 +46,7 @@ void worker_core::init(worker_config c) {
   batches = std::make_unique<models::batcher>(
     *cfg.data, models::shard_indices(cfg.data->size(), cfg.rank, cfg.world, cfg.seed), cfg.batch_size,
     cfg.seed + static_cast<std::uint64_t>(cfg.rank));
+  last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));
 }
 
 void worker_core::apply_grad_weight() {
@@ -76,8 +77,7 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   } else {
     r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
   }
-  loss_sum += r.loss_sum;
-  loss_samples += r.samples;
+  last_epoch_loss.add(r.loss_sum, r.samples);
   window_loss += r.loss_sum;
   window_samples += r.samples;
   report.samples += r.samples;
@@ -181,7 +181,7 @@ void worker_core::finish(caf::event_based_actor* self, std::string error, bool w
   report.rank = cfg.rank;
   report.steps = step;
   report.seconds = seconds_since(start);
-  report.last_loss = loss_samples ? loss_sum / static_cast<double>(loss_samples) : 0;
+  report.last_loss = last_epoch_loss.mean();
   report.error = std::move(error);
   if (with_params && model)
     report.params = copy_of(model->params());

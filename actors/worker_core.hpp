@@ -15,6 +15,7 @@
 #include "models/dataset.hpp"
 #include "models/model.hpp"
 #include "models/network.hpp"
+#include "models/recent_mean.hpp"
 #include "models/trainer.hpp"
 
 #include <caf/all.hpp>
@@ -139,9 +140,8 @@ struct worker_core {
   std::int64_t step = 0;
   worker_report report;
   clock_type::time_point start, phase;
-  double loss_sum = 0;
+  models::recent_mean last_epoch_loss; ///< over the last epoch's worth of steps: the report's last_loss
   double compute_at_step_start = 0; ///< report.compute_seconds when this step began
-  std::int64_t loss_samples = 0;
   step_metrics window; ///< accumulating towards the next metrics record
   double window_loss = 0, window_staleness = 0;
   std::int64_t window_samples = 0, window_pushes = 0;

@@ -3,6 +3,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "models/batcher.hpp"
+#include "models/recent_mean.hpp"
 #include "models/trainer.hpp"
 #include "scheduler/app/data_source.hpp"
 #include "scheduler/app/progress.hpp"
@@ -38,6 +39,7 @@ public:
     out_.write_file("config.toml", cfg_.resolved_toml);
     out_.stop_on_failure(opts_.stop);
     steps_per_epoch_ = batches_.batches_per_epoch();
+    last_epoch_loss_ = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, steps_per_epoch_)));
     total_steps_ = steps_per_epoch_ * cfg_.epochs;
     if (cfg_.max_steps > 0)
       total_steps_ = std::min(total_steps_, cfg_.max_steps);
@@ -57,7 +59,7 @@ public:
         evaluate(epoch);
         progress_.note(fmt::format("epoch {}/{}: train loss {:.4f}, train acc {:.2f}%, test loss {:.4f}, "
                                    "test acc {:.2f}%, {:.0f} samples/s",
-                                   epoch, cfg_.epochs, last_loss_, 100 * last_train_acc_, last_eval_.loss,
+                                   epoch, cfg_.epochs, epoch_loss_, 100 * epoch_acc_, last_eval_.loss,
                                    100 * last_eval_.accuracy,
                                    train_seconds_ > 0 ? static_cast<double>(samples_) / train_seconds_ : 0));
       }
@@ -85,6 +87,7 @@ private:
   /// One epoch's steps; evaluation time inside it (eval_steps) is not training time.
   void run_epoch(int epoch) {
     const auto t_epoch = clock_type::now();
+    epoch_ = {};
     double paused = 0;
     models::batch b;
     while (step_ < total_steps_ && !stopped()) {
@@ -103,6 +106,10 @@ private:
       w_.loss += r.loss_sum;
       w_.correct += r.correct;
       w_.samples += r.samples;
+      epoch_.loss += r.loss_sum;
+      epoch_.correct += r.correct;
+      epoch_.samples += r.samples;
+      last_epoch_loss_.add(r.loss_sum, r.samples);
       ++w_.steps;
       w_.data_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
       w_.compute_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
@@ -121,6 +128,10 @@ private:
     }
     train_seconds_ += seconds_since(t_epoch) - paused;
     flush_window(epoch);
+    if (epoch_.samples > 0) { // the epoch line: means over the whole epoch, not its last log window
+      epoch_loss_ = epoch_.loss / static_cast<double>(epoch_.samples);
+      epoch_acc_ = static_cast<double>(epoch_.correct) / static_cast<double>(epoch_.samples);
+    }
   }
 
   void flush_window(int epoch) {
@@ -177,7 +188,8 @@ private:
       {"train_seconds", train_seconds_},
       {"eval_seconds", eval_seconds_},
       {"samples_per_sec", sps},
-      {"final_loss", last_loss_},
+      {"final_loss", last_epoch_loss_.mean()},
+      {"final_loss_steps", last_epoch_loss_.steps()},
       {"final_train_accuracy", last_train_acc_},
       {"final_test_accuracy", or_null(last_eval_.accuracy)},
       {"final_test_loss", or_null(last_eval_.loss)},
@@ -204,6 +216,9 @@ private:
   trace_output trace_out_;
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0, step_ = 0, samples_ = 0;
   double train_seconds_ = 0, eval_seconds_ = 0, last_loss_ = 0, last_train_acc_ = 0;
+  struct { double loss = 0; std::int64_t correct = 0, samples = 0; } epoch_; ///< this epoch so far
+  double epoch_loss_ = 0, epoch_acc_ = 0; ///< the last finished epoch's means
+  models::recent_mean last_epoch_loss_;   ///< final_loss: the last epoch's worth of steps
   /// The metrics window: steps since the last step record.
   struct window {
     double loss = 0, data_ms = 0, compute_ms = 0;

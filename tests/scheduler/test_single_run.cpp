@@ -225,3 +225,31 @@ TEST_CASE("train.eval_steps evaluates during the run, in one worker and in a top
     fs::remove_all(out);
   }
 }
+
+TEST_CASE("final_loss is the mean training loss over the last epoch's steps, not the last log window") {
+  const auto out = fresh_dir("final_loss");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 1000\nsynthetic_test = 200\n"
+                          "[train]\nepochs = 3\nbatch_size = 50\nlog_every = 1\n",
+                          "t.toml", {"experiment.out=" + out});
+  run_options o;
+  o.progress = false;
+  auto s = run_single(cfg, o);
+  std::vector<std::pair<double, double>> steps; // (loss, samples) per step
+  double before = 0;
+  for (const auto& r : read_jsonl(out + "/metrics.jsonl"))
+    if (r["type"] == "step") {
+      const double n = r["samples"].get<double>() - before;
+      before = r["samples"].get<double>();
+      steps.emplace_back(r["loss"].get<double>(), n);
+    }
+  REQUIRE(steps.size() == 60); // 20 steps an epoch, 3 epochs, one record each (log_every = 1)
+  double sum = 0, n = 0;
+  for (std::size_t k = steps.size() - 20; k < steps.size(); ++k) {
+    sum += steps[k].first * steps[k].second;
+    n += steps[k].second;
+  }
+  CHECK(s["final_loss_steps"] == 20);
+  CHECK(s["final_loss"].get<double>() == Approx(sum / n).epsilon(1e-9));
+  CHECK(s["final_loss"].get<double>() != Approx(steps.back().first).epsilon(1e-6)); // not the last window's
+  fs::remove_all(out);
+}
