@@ -79,11 +79,18 @@ tsan)
   # Left out, each for a reason:
   # - two tests that compare the speed of a slowed worker with the others'
   #   (TSan's instrumentation, 5-15x, evens out the speeds they compare);
-  # - two with open reports (issue 27): a tensor freed by the thread that
-  #   drops its last reference, against an earlier read of it by another
-  #   worker that held a reference (the sharded ring update; the parameter
-  #   server's pulled slices). Found in 2026-11; not yet shown to be real.
-  skip='slowed worker|speed balancing|every topology learns|sharded update'
+  # - three with open reports (issue 27), all of one shape: a tensor (or
+  #   its control block) freed by the thread that drops its last
+  #   reference, against an earlier access by another worker that held a
+  #   reference: the sharded ring update (finish_if_complete against
+  #   on_reduced's optimizer read), and the parameter server's pulled
+  #   slices (the shard's answer() replacing a DC-ASGD read snapshot
+  #   against the worker's pull handler; seen in "every topology learns"
+  #   and, on another run, in "DC-ASGD"). Not yet shown to be real. The
+  #   same shape shows up, from run to run, in other tests that pass
+  #   tensors between a shard and detached workers (backup workers, a
+  #   second replica), so CI does not run this stage yet (.ci/run).
+  skip='slowed worker|speed balancing|every topology learns|sharded update|DC-ASGD'
   ctest --output-on-failure -j "$jobs" -R "^($(IFS='|'; echo "${actor_tests[*]}")):" -E "$skip" "$@"
   ;;
 fuzz)
