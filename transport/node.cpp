@@ -105,6 +105,7 @@ node::node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& t
     : sys_(sys), link_(std::move(l)), unit_(std::make_unique<inline_unit>(&sys)) {
   ctx_.token = token_hash(token);
   ctx_.rank = link_->rank();
+  cut_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(link_->size())); // all false
 }
 
 node::~node() { close(1000); }
@@ -122,17 +123,13 @@ bool node::is_down(int r) {
   return r >= 0 && static_cast<std::size_t>(r) < down_.size() && down_[static_cast<std::size_t>(r)];
 }
 
-bool node::is_cut_off(int r) {
-  std::lock_guard<std::mutex> lk(down_mu_);
-  return static_cast<std::size_t>(r) < cut_.size() && cut_[static_cast<std::size_t>(r)];
+bool node::is_cut_off(int r) const {
+  return r >= 0 && r < size() && cut_[static_cast<std::size_t>(r)].load(std::memory_order_acquire);
 }
 
 void node::cut_off(int peer, const std::string& why) {
   check(peer >= 0 && peer < size() && peer != rank(), "node::cut_off: no peer rank " + std::to_string(peer));
-  {
-    std::lock_guard<std::mutex> lk(down_mu_);
-    cut_[static_cast<std::size_t>(peer)] = true;
-  }
+  cut_[static_cast<std::size_t>(peer)].store(true, std::memory_order_release);
   peer_down(peer, "cut off: " + why);
 }
 
@@ -164,7 +161,6 @@ void node::peer_down(int peer, const std::string& what) {
 void node::start(down_fn on_down, liveness live) {
   on_down_ = std::move(on_down);
   down_.assign(static_cast<std::size_t>(size()), false);
-  cut_.assign(static_cast<std::size_t>(size()), false);
   heard_ = std::make_unique<std::atomic<std::int64_t>[]>(static_cast<std::size_t>(size()));
   for (int r = 0; r < size(); ++r)
     heard_[static_cast<std::size_t>(r)] = now_ms();

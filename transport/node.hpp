@@ -120,8 +120,9 @@ private:
   down_fn on_down_;
   std::mutex down_mu_;
   std::vector<bool> down_;                          ///< reported already
-  std::vector<bool> cut_;                           ///< cut off: its frames are dropped
-  bool is_cut_off(int rank);
+  /// Cut off: its frames are dropped (read, without a lock, for every frame).
+  std::unique_ptr<std::atomic<bool>[]> cut_;
+  bool is_cut_off(int rank) const;
   std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};

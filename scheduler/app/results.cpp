@@ -54,6 +54,7 @@ void results_writer::flush() {
       failure_ = "writing " + path_ + ": " + std::strerror(e) + "; it keeps the records written before, " +
                  (cut ? std::string("up to its last whole line") : "but may end in a partial line");
       pending_.clear();
+      failed_ = true;
       std::fprintf(stderr, "gradwire: error: %s. Stopping the run.\n", failure_.c_str());
       if (stop_)
         stop_->store(true);

@@ -34,6 +34,8 @@ public:
   void flush();
   /// Why metrics.jsonl could not be written, or "" (from any thread).
   std::string failure() const;
+  /// Whether it could not (cheap enough for every step).
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
   /// Raised when writing first fails, so the run stops at its next step.
   void stop_on_failure(std::atomic<bool>* stop) { stop_ = stop; }
   /// Writes `name` in the folder atomically.
@@ -48,6 +50,7 @@ private:
   int unflushed_ = 0;
   mutable std::mutex mu_;
   std::string failure_;
+  std::atomic<bool> failed_{false};
   std::atomic<bool>* stop_ = nullptr;
 };
 

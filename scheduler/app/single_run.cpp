@@ -67,7 +67,8 @@ public:
     progress_.finish();
     out_.flush();
     auto summary = summary_json();
-    if (const auto lost = out_.failure(); !lost.empty()) { // a full disk: say so, where it still can be said
+    if (out_.failed()) { // a full disk: say so, where it still can be said
+      const auto lost = out_.failure();
       summary["status"] = "failed";
       summary["error"] = lost;
       try {
@@ -82,7 +83,7 @@ public:
   }
 
 private:
-  bool stopped() const { return (opts_.stop != nullptr && opts_.stop->load()) || !out_.failure().empty(); }
+  bool stopped() const { return (opts_.stop != nullptr && opts_.stop->load()) || out_.failed(); }
 
   /// One epoch's steps; evaluation time inside it (eval_steps) is not training time.
   void run_epoch(int epoch) {

@@ -321,7 +321,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   try {
     res = run_topology(sys, setup, data.train, l.progress, l.metrics, stop);
     out.flush();
-    check(out.failure().empty(), out.failure()); // a full disk: the run stopped, and fails
+    check(!out.failed(), out.failure()); // a full disk: the run stopped, and fails
   } catch (const error& e) { // a failed run still says what happened, in its own folder
     progress.finish();
     out.flush();

@@ -24,6 +24,13 @@ namespace {
 
 using gwtest::fresh_dir;
 
+/// Options for a run in a test: no progress line.
+run_options quiet() {
+  run_options o;
+  o.progress = false;
+  return o;
+}
+
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> out;
@@ -39,8 +46,7 @@ TEST_CASE("a synthetic run writes summary.json, metrics.jsonl and config.toml") 
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2000\nsynthetic_test = 500\n"
                           "[train]\nepochs = 2\nlog_every = 10\nthreads = 2\ntarget_accuracy = 0.5\n",
                           "t.toml", {"experiment.out=" + out});
-  run_options o;
-  o.progress = false;
+  auto o = quiet();
   auto s = run_single(cfg, o);
   CHECK(s["status"] == "completed");
   CHECK(s["steps"] == 2 * 32); // 2000 / 64 rounded up, twice
@@ -76,8 +82,7 @@ TEST_CASE("a stop request ends the run early with status interrupted and all fil
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\n[train]\nepochs = 50\n", "t.toml",
                           {"experiment.out=" + out});
   std::atomic<bool> stop{true};
-  run_options o;
-  o.progress = false;
+  auto o = quiet();
   o.stop = &stop;
   auto s = run_single(cfg, o);
   CHECK(s["status"] == "interrupted");
@@ -90,8 +95,7 @@ TEST_CASE("max_steps bounds the run") {
   const auto out = fresh_dir("max");
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\n[train]\nmax_steps = 7\nlog_every = 3\n",
                           "t.toml", {"experiment.out=" + out});
-  run_options o;
-  o.progress = false;
+  auto o = quiet();
   auto s = run_single(cfg, o);
   CHECK(s["steps"] == 7);
   CHECK(s["final_test_accuracy"].is_number());
@@ -114,8 +118,7 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
                             "[topology]\nkind = \"parameter-server\"\nworkers = 3\nshards = 2\n"
                             "[train]\nepochs = 2\nbatch_size = 32\nmomentum = 0.0\nlog_every = 10\n",
                             "t.toml", {"experiment.out=" + out, std::string("topology.mode=") + mode});
-    run_options o;
-    o.progress = false;
+    auto o = quiet();
     auto s = run_actors(cfg, o);
     CHECK(s["topology"] == "parameter-server");
     CHECK(s["workers"] == 3);
@@ -158,8 +161,7 @@ TEST_CASE("a stop request ends a parameter-server run with status interrupted an
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\n[topology]\nkind = \"parameter-server\"\n"
                           "[train]\nepochs = 50\n", "t.toml", {"experiment.out=" + out});
   std::atomic<bool> stop{true};
-  run_options o;
-  o.progress = false;
+  auto o = quiet();
   o.stop = &stop;
   auto s = run_actors(cfg, o);
   CHECK(s["status"] == "interrupted");
@@ -175,8 +177,7 @@ TEST_CASE("a local-SGD run writes the results folder") {
                           "[topology]\nkind = \"local-sgd\"\nworkers = 2\nlocal_steps = 4\n"
                           "[train]\nepochs = 1\nbatch_size = 32\n",
                           "t.toml", {"experiment.out=" + out});
-  run_options o;
-  o.progress = false;
+  auto o = quiet();
   auto s = run_actors(cfg, o);
   CHECK(s["topology"] == "local-sgd");
   CHECK(s["local_steps"] == 4);
@@ -202,8 +203,7 @@ TEST_CASE("train.eval_steps evaluates during the run, in one worker and in a top
     auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 300\n"
                             "[train]\nepochs = 2\nbatch_size = 32\neval_steps = 10\ntarget_accuracy = 0.3\n",
                             "t.toml", {"experiment.out=" + out, std::string("topology.kind=\"") + kind + "\""});
-    run_options o;
-    o.progress = false;
+    auto o = quiet();
     auto s = std::string(kind) == "single" ? run_single(cfg, o) : run_actors(cfg, o);
     const auto steps = std::string(kind) == "single" ? s["steps"].get<std::int64_t>() : s["steps_per_worker"].get<std::int64_t>();
     std::vector<std::int64_t> eval_steps;
@@ -231,8 +231,7 @@ TEST_CASE("final_loss is the mean training loss over the last epoch's steps, not
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 1000\nsynthetic_test = 200\n"
                           "[train]\nepochs = 3\nbatch_size = 50\nlog_every = 1\n",
                           "t.toml", {"experiment.out=" + out});
-  run_options o;
-  o.progress = false;
+  auto o = quiet();
   auto s = run_single(cfg, o);
   std::vector<std::pair<double, double>> steps; // (loss, samples) per step
   double before = 0;
