@@ -73,6 +73,13 @@ public:
   /// no work): reported through the down callback like a lost process,
   /// and every later frame from it is dropped unread.
   void cut_off(int rank, const std::string& why);
+  /// Bounds the memory a peer's frames may hold here: the data of every
+  /// frame from it that local actors have not yet let go of (queued in a
+  /// mailbox, or kept). A peer over `bytes` is cut off (cut_off), naming
+  /// the figure. 0 (default): unbounded. Set before start().
+  void set_peer_budget(std::size_t bytes) { peer_budget_ = bytes; }
+  /// Bytes of `rank`'s frames held here now (0 when no budget is set).
+  std::int64_t held_bytes(int rank) const;
   /// Frames refused so far (bad, oversized, wrong token, unknown slot).
   std::int64_t rejected() const { return rejected_.load(); }
   /// Waits for sends in flight, then stops the link and the proxies.
@@ -124,6 +131,12 @@ private:
   std::unique_ptr<std::atomic<bool>[]> cut_;
   bool is_cut_off(int rank) const;
   std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
+  std::size_t peer_budget_ = 0;
+  /// Per rank: bytes of its frames' data still held; shared with the
+  /// tensors that give them back, which may outlive the node.
+  std::shared_ptr<std::atomic<std::int64_t>[]> held_;
+  struct held_tag;
+  kernels::tensor count_held(const kernels::tensor& data, const std::shared_ptr<held_tag>& tag);
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};
   void peer_down(int peer, const std::string& what);

@@ -37,6 +37,11 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   j.live = opts.live;
   j.node = std::make_shared<transport::node>(sys, transport::emulate(std::move(link), opts.shape),
                                              j.launch.rendezvous.token);
+  // What one peer's frames may hold here at once: 8 of the largest frames
+  // the job needs. A ring neighbour is at most a round ahead and a worker
+  // has a push and a pull in flight per shard, far below it.
+  if (opts.max_data_bytes > 0)
+    j.node->set_peer_budget(peer_budget_frames * opts.max_data_bytes);
   return j;
 }
 

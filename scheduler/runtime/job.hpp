@@ -36,6 +36,11 @@ struct job_options {
   std::size_t max_data_bytes = 0;
 };
 
+/// A peer whose frames hold more than this many of the largest frames at
+/// once in this process (queued, or kept by actors) is cut off
+/// (transport::node::set_peer_budget). Set only with max_data_bytes.
+constexpr std::size_t peer_budget_frames = 8;
+
 struct job {
   transport::launch_info launch;
   std::shared_ptr<transport::node> node; ///< not started: publish first, then start

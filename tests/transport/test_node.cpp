@@ -338,3 +338,38 @@ TEST_CASE("reserved slots are distinct and bounded, and the message table says w
   CHECK_FALSE(actors::travels_by_reference(actors::reduce_atom::value));
   CHECK_FALSE(actors::travels_by_reference(caf::atom("other")));
 }
+
+TEST_CASE("a peer whose frames pile up past its memory budget is cut off, and what it held is given back") {
+  job_of_threads job(2);
+  constexpr std::size_t frame_floats = 64 << 10; // 256 KiB a frame
+  job.nodes[1]->set_peer_budget(std::size_t{1} << 20); // 4 frames' worth
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<int> handled{0};
+  // Busy with the first frame until released: the others queue in its mailbox.
+  auto sink = job.systems[1]->spawn<caf::detached>([&handled, released](caf::event_based_actor*) -> caf::behavior {
+    return {[&handled, released](actors::step_atom, const actors::slice&) {
+      released.wait();
+      ++handled;
+    }};
+  });
+  job.nodes[1]->publish(sink_slot, sink);
+  std::promise<std::string> down;
+  job.nodes[1]->start([&down](int r, const std::string& what) { down.set_value(std::to_string(r) + ": " + what); });
+  job.nodes[0]->start();
+  auto remote = job.nodes[0]->remote(1, sink_slot);
+  for (int i = 0; i < 8; ++i)
+    caf::anon_send(remote, actors::step_atom::value, actors::slice::zeros({static_cast<std::int64_t>(frame_floats)}));
+  auto fut = down.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const auto what = fut.get();
+  CHECK_THAT(what, Catch::StartsWith("0: cut off: its frames hold 1280 KiB here that no actor has handled yet"));
+  CHECK_THAT(what, Catch::Contains("budget of 1024 KiB per peer"));
+  release.set_value();
+  // The four frames taken in are handled; the fifth and later are dropped.
+  for (int i = 0; i < 1000 && (handled < 4 || job.nodes[1]->held_bytes(0) != 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(handled == 4);
+  CHECK(job.nodes[1]->held_bytes(0) == 0);
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+}
