@@ -3,21 +3,80 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 namespace gradwire::actors {
 namespace {
+
+/// AD-PSGD (Lian et al. 2018): a worker's gossip variable x_i. The worker
+/// copies it to compute a gradient; meanwhile neighbours average into it
+/// through the worker's mixer, which answers at once instead of waiting
+/// for the worker's step to end. The gradient, taken at the copy, is then
+/// applied to x_i as it is by then.
+struct gossip_store {
+  std::mutex mu;
+  slice x;
+  bool closed = false; ///< the worker has finished: no more averaging
+};
+
+/// x <- (x + theirs) / 2.
+void average_into(slice& x, const slice& theirs) {
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  be.scale(static_cast<std::size_t>(x.numel()), 0.5f, x.data());
+  be.axpy(static_cast<std::size_t>(x.numel()), 0.5f, theirs.data(), x.data());
+}
+
+slice copy_of_slice(const slice& from) {
+  auto s = slice::empty({from.numel()});
+  std::memcpy(s.data(), from.data(), from.bytes());
+  return s;
+}
+
+struct mixer_state {
+  std::shared_ptr<gossip_store> store;
+  static inline const char* name = "gossip_mixer";
+};
+
+/// The passive side of AD-PSGD: replies with x_j, then x_j = (x_j + x_i) / 2.
+caf::behavior mixer_behavior(caf::stateful_actor<mixer_state>* self, std::shared_ptr<gossip_store> store) {
+  self->state.store = std::move(store);
+  return {
+    [self](gossip_atom, int rank, const slice& theirs) -> caf::result<slice> {
+      auto& st = *self->state.store;
+      std::lock_guard<std::mutex> lk(st.mu);
+      if (st.closed)
+        return caf::make_error(caf::sec::request_receiver_down);
+      if (theirs.numel() != st.x.numel())
+        return caf::make_error(caf::sec::runtime_error, "AD-PSGD: rank " + std::to_string(rank) + " sent " +
+                                                          std::to_string(theirs.numel()) + " parameters, expected " +
+                                                          std::to_string(st.x.numel()));
+      auto mine = copy_of_slice(st.x);
+      average_into(st.x, theirs);
+      return mine;
+    },
+  };
+}
 
 struct gossip_state : worker_core {
   /// D-PSGD: neighbours' parameters by step (a neighbour may be one step ahead).
   std::map<std::int64_t, std::vector<std::pair<int, slice>>> inbox;
   bool exchanging = false;
   std::mt19937_64 pick;
+  /// AD-PSGD: this worker's x_i and mixer; the neighbours' mixers, by rank.
+  std::shared_ptr<gossip_store> store;
+  caf::actor mixer;
+  std::map<int, caf::actor> mixers;
+  bool started = false;
   static inline const char* name = "gossip_worker";
 };
 
 using gossip_actor = caf::stateful_actor<gossip_state>;
+
+bool adpsgd(const gossip_state& st) { return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.graph.empty(); }
 
 slice snapshot(const gossip_state& st) {
   auto s = slice::empty({static_cast<std::int64_t>(st.model->size())});
@@ -56,24 +115,57 @@ void try_mix(gossip_actor* self) {
   next_step(self);
 }
 
+/// AD-PSGD: params <- x_i (under the store's lock).
+void load_x(gossip_state& st) {
+  std::lock_guard<std::mutex> lk(st.store->mu);
+  std::memcpy(st.model->params().data(), st.store->x.data(), st.store->x.bytes());
+}
+
+/// AD-PSGD: averages x_i with `theirs` (when given), then applies this
+/// step's gradient to x_i as it is now; the model's parameters follow.
+void mix_and_apply(gossip_state& st, const slice* theirs) {
+  std::lock_guard<std::mutex> lk(st.store->mu);
+  auto& x = st.store->x;
+  if (theirs != nullptr)
+    average_into(x, *theirs);
+  std::memcpy(st.model->params().data(), x.data(), x.bytes());
+  st.trainer->apply();
+  std::memcpy(x.data(), st.model->params().data(), x.bytes());
+}
+
+/// Reports this worker's model (AD-PSGD: x_i, closed to neighbours first).
+void finish_gossip(gossip_actor* self) {
+  auto& st = self->state;
+  if (st.store) {
+    std::lock_guard<std::mutex> lk(st.store->mu);
+    st.store->closed = true;
+    std::memcpy(st.model->params().data(), st.store->x.data(), st.store->x.bytes());
+  }
+  st.finish(self, {}, true);
+}
+
 void begin_step(gossip_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
-    st.finish(self, {}, true);
+    finish_gossip(self);
     return;
   }
+  const bool async = adpsgd(st);
   try {
+    if (async)
+      load_x(st); // the gradient is taken at this read of x_i
     st.compute();
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;
   }
-  st.trainer->apply();
   if (st.cfg.graph.empty()) {
+    st.trainer->apply();
     next_step(self);
     return;
   }
-  if (st.cfg.gossip.mode == gossip_mode::dpsgd) {
+  if (!async) { // D-PSGD
+    st.trainer->apply();
     auto mine = snapshot(st); // one read-only snapshot shared by all neighbours
     for (int r : st.cfg.graph)
       self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
@@ -81,20 +173,45 @@ void begin_step(gossip_actor* self) {
     try_mix(self);
     return;
   }
-  // AD-PSGD: average with one random neighbour, which does the same on its side.
+  // AD-PSGD: average with one random neighbour's x_j through its mixer,
+  // which does the same on its side whatever that neighbour is doing.
   const int peer = st.cfg.graph[std::uniform_int_distribution<std::size_t>(0, st.cfg.graph.size() - 1)(st.pick)];
-  self->request(st.cfg.neighbours[static_cast<std::size_t>(peer)], st.cfg.timeout, gossip_atom::value,
-                st.cfg.rank, snapshot(st))
+  slice mine;
+  {
+    std::lock_guard<std::mutex> lk(st.store->mu);
+    mine = copy_of_slice(st.store->x);
+  }
+  self->request(st.mixers.at(peer), st.cfg.timeout, gossip_atom::value, st.cfg.rank, mine)
     .then(
-      [=](slice theirs) {
+      [=](const slice& theirs) {
         auto& s = self->state;
-        auto& be = kernels::backend_for(kernels::device::cpu());
-        be.scale(s.model->size(), 0.5f, s.model->params().data());
-        be.axpy(s.model->size(), 0.5f, theirs.data(), s.model->params().data());
+        if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
+          std::fprintf(stderr, "gradwire: %sAD-PSGD: rank %d replied with %lld parameters, expected %lld\n",
+                       s.who().c_str(), peer, static_cast<long long>(theirs.numel()),
+                       static_cast<long long>(s.store->x.numel()));
+          mix_and_apply(s, nullptr);
+        } else
+          mix_and_apply(s, &theirs);
         s.add_wait(seconds_since(s.phase));
         next_step(self);
       },
-      [=](caf::error&) { next_step(self); }); // the neighbour has finished: no average this step
+      [=](caf::error&) { // the neighbour has finished: no average this step
+        mix_and_apply(self->state, nullptr);
+        next_step(self);
+      });
+}
+
+/// AD-PSGD: starts stepping once every neighbour's mixer is known.
+void start_when_ready(gossip_actor* self) {
+  auto& st = self->state;
+  if (st.started || st.cfg.neighbours.empty())
+    return;
+  if (adpsgd(st))
+    for (int r : st.cfg.graph)
+      if (st.mixers.count(r) == 0)
+        return;
+  st.started = true;
+  begin_step(self);
 }
 
 caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
@@ -107,27 +224,45 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     st.finish(self, st.who() + e.what());
     return {};
   }
+  if (adpsgd(st)) {
+    st.store = std::make_shared<gossip_store>();
+    st.store->x = snapshot(st);
+    st.mixer = self->system().spawn(mixer_behavior, st.store);
+    self->attach_functor([mixer = st.mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
+  }
   st.start_heartbeats(self);
   return {
     [=](wire_atom, std::vector<caf::actor> all) { // every worker's handle, by rank: start
-      self->state.cfg.neighbours = std::move(all);
-      begin_step(self);
+      auto& s = self->state;
+      s.cfg.neighbours = std::move(all);
+      if (adpsgd(s)) // tell the neighbours where to average with this worker
+        for (int r : s.cfg.graph)
+          self->send(s.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, s.cfg.rank, s.mixer);
+      start_when_ready(self);
+    },
+    [=](gossip_atom, int rank, caf::actor mixer) { // AD-PSGD: a neighbour's mixer
+      auto& s = self->state;
+      if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() || !mixer) {
+        std::fprintf(stderr, "gradwire: %sAD-PSGD: a mixer from rank %d, not a neighbour: ignored\n", s.who().c_str(),
+                     rank);
+        return;
+      }
+      s.mixers[rank] = std::move(mixer);
+      start_when_ready(self);
     },
     [=](step_atom) { begin_step(self); },
-    [=](done_atom) { self->state.finish(self, {}, true); }, // the coordinator's stop
+    [=](done_atom) { finish_gossip(self); }, // the coordinator's stop
     [=](beat_atom) { self->state.on_beat(self); },
     [=](gossip_atom, std::int64_t step, int rank, slice theirs) { // D-PSGD
-      self->state.inbox[step].emplace_back(rank, std::move(theirs));
-      try_mix(self);
-    },
-    [=](gossip_atom, int, slice theirs) -> slice {
-      // AD-PSGD, the passive side: reply with x_j, then x_j = (x_j + x_i) / 2.
       auto& s = self->state;
-      auto mine = snapshot(s);
-      auto& be = kernels::backend_for(kernels::device::cpu());
-      be.scale(s.model->size(), 0.5f, s.model->params().data());
-      be.axpy(s.model->size(), 0.5f, theirs.data(), s.model->params().data());
-      return mine;
+      if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() ||
+          static_cast<std::size_t>(theirs.numel()) != s.model->size() || step < s.step) {
+        std::fprintf(stderr, "gradwire: %sD-PSGD: parameters from rank %d (step %lld, %lld values) refused\n",
+                     s.who().c_str(), rank, static_cast<long long>(step), static_cast<long long>(theirs.numel()));
+        return;
+      }
+      s.inbox[step].emplace_back(rank, std::move(theirs));
+      try_mix(self);
     },
   };
 }

@@ -263,6 +263,44 @@ TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
   CHECK(after < 0.5 * before);
 }
 
+TEST_CASE("AD-PSGD: a slow worker holds up no one, the fast finish while it is on its first steps") {
+  // Counted in steps, not seconds: in the order the coordinator hears of
+  // them, how many steps the slow worker (20 ms more a step, 50-100x the
+  // others' steps) had done when both fast ones reported their last. A fast worker that waited on the slow one's
+  // step whenever it picked it (one step in two) would have had the slow
+  // one at about half its steps by then; unhindered, the slow one is on
+  // its first few.
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 27);
+  auto setup = small_setup(3, 1, true);
+  setup.kind = topology_kind::gossip;
+  setup.gossip.mode = actors::gossip_mode::adpsgd;
+  setup.steps = 40;
+  setup.log_every = 1;
+  setup.worker_delay_ms = {0.0, 0.0, 20.0};
+  std::mutex mu;
+  std::vector<std::pair<int, std::int64_t>> heard; // (rank, steps done), in arrival order
+  auto out = scheduler::run_topology(*env.sys, setup, data, {}, [&](const actors::step_metrics& m) {
+    std::lock_guard<std::mutex> lk(mu);
+    heard.emplace_back(m.rank, m.step);
+  });
+  std::int64_t slow_steps = 0;
+  int fast_done = 0;
+  for (const auto& [rank, step] : heard) {
+    if (rank == 2)
+      slow_steps = std::max(slow_steps, step);
+    else if (step == setup.steps && ++fast_done == 2)
+      break;
+  }
+  INFO("the slow worker had done " << slow_steps << " of " << setup.steps << " steps when the fast ones finished");
+  CHECK(fast_done == 2);
+  CHECK(slow_steps < setup.steps / 4);
+  for (const auto& rep : out.reports) { // and every worker did all its steps
+    CHECK(rep.error.empty());
+    CHECK(rep.steps == setup.steps);
+  }
+}
+
 TEST_CASE("every topology learns Fashion-MNIST: loss falls and accuracy passes 75%") {
   actor_env env;
   const auto train = load_mnist_dir(fashion_mnist_default_dir, true, "fashion-mnist");
