@@ -141,6 +141,8 @@ void worker_core::end_step(caf::event_based_actor* self) {
   ++window.steps;
   if (cfg.after_step)
     cfg.after_step(step);
+  if (cfg.step_progress)
+    self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
   if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps)
     self->send(cfg.report_to, eval_atom::value, step, copy_of(model->params()), copy_of(model->state()));
   if (window.steps < cfg.log_every && step < cfg.steps)

@@ -50,6 +50,9 @@ struct worker_config {
   double slowdown = 1.0;
   double delay_ms = 0, jitter_ms = 0;
   std::int64_t steps = 0; ///< full batches to run (epochs wrap around)
+  /// Tell report_to of every step (step_atom), not only each heartbeat: a
+  /// shared budget is counted by the coordinator.
+  bool step_progress = false;
   std::uint64_t seed = 1;
   models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only

@@ -53,6 +53,7 @@ struct run_config {
 
   int epochs = 5;
   std::int64_t max_steps = 0;
+  bool shared_budget = false; ///< train.budget = "shared"
   int batch_size = 64;
   models::optimizer_spec opt;
   double target_accuracy = 0;

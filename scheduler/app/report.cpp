@@ -191,6 +191,18 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
                                 fractions(w["staleness"]["histogram"])});
       p.push_back(std::move(per));
     }
+    // Staleness against time, per worker (metrics.jsonl's windows): how
+    // stale a slow worker's gradients are while the others still run.
+    std::map<int, plot_series> over_time;
+    for (const auto& r : records)
+      if (r.value("type", std::string()) == "step" && r.contains("staleness")) {
+        const int w = r.value("worker", 0);
+        over_time[w].title = "worker " + std::to_string(w);
+        over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
+      }
+    if (!over_time.empty())
+      p.push_back({"staleness_time", "staleness against wall time, per worker (mean of each log window)", "seconds",
+                   "staleness (versions)", values_of(over_time, 16), st::lines});
   }
   return p;
 }
@@ -313,7 +325,8 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
                   esc(s.value("status", std::string("?"))) + "</p>\n<h2>Summary</h2>\n";
   std::vector<std::vector<std::string>> rows;
   for (const char* k : {"topology", "mode", "workers", "processes", "shards", "model", "parameters", "dataset", "batch_size",
-                        "threads_per_worker", "optimizer", "lr", "steps", "steps_per_worker", "samples", "wall_seconds",
+                        "threads_per_worker", "optimizer", "lr", "steps", "steps_per_worker", "budget", "budget_samples",
+                        "samples", "wall_seconds",
                         "train_seconds", "samples_per_sec", "final_loss", "final_test_accuracy", "final_test_loss",
                         "target_accuracy", "time_to_target", "replica_spread", "max_clock_gap", "dropped_pushes", "lost_workers"})
     if (s.contains(k))
@@ -321,6 +334,10 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
   if (s.contains("staleness"))
     for (const char* k : {"mean", "p50", "p99", "max", "count"})
       rows.push_back({std::string("staleness ") + k, shown(s["staleness"].value(k, json()))});
+  if (s.contains("staleness_while_all_ran") && s["staleness_while_all_ran"].is_object())
+    for (const char* k : {"mean", "p99", "seconds"})
+      rows.push_back({std::string("staleness while all workers ran: ") + k,
+                      shown(s["staleness_while_all_ran"].value(k, json()))});
   h += table({"key", "value"}, rows);
   auto specs = run_plots(s, records);
   auto po = draw_plots(dir + "/plots", specs);
@@ -336,9 +353,10 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
                     shown(w.value("compute_seconds", json())), shown(w.value("comm_seconds", json())),
                     shown(w.value("wait_seconds", json())), shown(w.value("dropped_pushes", json())),
                     w.contains("staleness") ? shown(w["staleness"].value("mean", json())) : "n/a",
-                    w.contains("staleness") ? shown(w["staleness"].value("p99", json())) : "n/a"});
+                    w.contains("staleness") ? shown(w["staleness"].value("p99", json())) : "n/a",
+                    w.contains("staleness_while_all_ran") ? shown(w["staleness_while_all_ran"].value("mean", json())) : "n/a"});
     h += "<h2>Workers</h2>\n" + table({"worker", "batch", "slowdown", "steps", "samples/s", "compute s", "comm s", "wait s",
-                                       "dropped", "staleness mean", "staleness p99"}, wr);
+                                       "dropped", "staleness mean", "staleness p99", "staleness mean while all ran"}, wr);
   }
   h += "<p class=\"meta\">Files: <a href=\"summary.json\">summary.json</a>, <a href=\"metrics.jsonl\">metrics.jsonl</a>, "
        "<a href=\"config.toml\">config.toml</a>" +

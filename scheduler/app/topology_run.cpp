@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -141,6 +143,9 @@ nlohmann::json worker_summary(const actors::worker_report& rep, const topology_s
           {"staleness", staleness_summary(histogram_of(rep.staleness))}};
 }
 
+/// Each worker's metrics windows as (seconds since it started, steps done).
+using window_log = std::map<int, std::vector<std::pair<double, std::int64_t>>>;
+
 /// What a finished run is: everything of summary.json.
 struct run_facts {
   const run_config& cfg;
@@ -149,6 +154,8 @@ struct run_facts {
   const std::optional<job>& jb;
   models::eval_result eval;
   nlohmann::json time_to_target, step_time, per_worker;
+  nlohmann::json staleness_all_ran; ///< staleness of the pushes made while every worker ran
+  const window_log* windows = nullptr;
   std::int64_t samples = 0;
   double loss = 0, wall_seconds = 0;
   std::int64_t parameters = 0;
@@ -161,6 +168,8 @@ nlohmann::json summary_of(const run_facts& f) {
   return {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
+    {"budget", f.setup.budget_samples > 0 ? "shared" : "per-worker"},
+    {"budget_samples", f.setup.budget_samples > 0 ? nlohmann::json(f.setup.budget_samples) : nlohmann::json(nullptr)},
     {"topology", cfg.topology},
     {"mode", cfg.topology == "parameter-server" ? cfg.mode
              : cfg.topology == "gossip"         ? (cfg.gossip.mode == actors::gossip_mode::adpsgd ? "adpsgd" : "dpsgd")
@@ -195,6 +204,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
     {"time_to_target", f.time_to_target},
     {"staleness", staleness_summary(res.staleness)},
+    {"staleness_while_all_ran", f.staleness_all_ran},
     {"step_time", f.step_time},
     {"per_worker", f.per_worker},
   };
@@ -217,6 +227,7 @@ nlohmann::json run_follower(caf::actor_system& sys, const run_config& cfg, topol
 struct run_listeners {
   std::function<void(std::int64_t, std::int64_t)> progress;
   std::function<void(const actors::step_metrics&)> metrics;
+  std::shared_ptr<window_log> windows = std::make_shared<window_log>();
 };
 
 run_listeners listeners(progress_line& progress, results_writer& out, clock_type::time_point t_train,
@@ -227,7 +238,8 @@ run_listeners listeners(progress_line& progress, results_writer& out, clock_type
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
                     std::numeric_limits<double>::quiet_NaN());
   };
-  l.metrics = [&out, last_samples = std::map<int, std::int64_t>{}](const actors::step_metrics& m) mutable {
+  l.metrics = [&out, windows = l.windows, last_samples = std::map<int, std::int64_t>{}](const actors::step_metrics& m) mutable {
+    (*windows)[m.rank].emplace_back(m.time, m.step);
     // The window's mean batch (balancing moves it; otherwise the worker's own).
     auto& last = last_samples[m.rank];
     const double batch = m.steps > 0 ? static_cast<double>(m.samples - last) / static_cast<double>(m.steps) : 0;
@@ -252,14 +264,38 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
   f.eval = ev.trainer.evaluate(ev.test);
   coord_trace.since("evaluate", t_eval, f.setup.steps);
   f.per_worker = nlohmann::json::array();
+  // While every worker ran: until the first finished (by its own clock;
+  // the workers start together). A worker's pushes then are those up to
+  // its last metrics window before that time (train.log_every steps apart).
+  double all_ran = std::numeric_limits<double>::infinity();
+  for (std::size_t r = 0; r < f.res.reports.size(); ++r)
+    if (std::find(f.res.lost.begin(), f.res.lost.end(), static_cast<int>(r)) == f.res.lost.end())
+      all_ran = std::min(all_ran, f.res.reports[r].seconds);
+  std::vector<std::int64_t> all_ran_values;
   for (const auto& rep : f.res.reports) {
     f.samples += rep.samples;
     f.loss += rep.last_loss / static_cast<double>(f.res.reports.size());
     auto w = worker_summary(rep, f.setup, f.cfg, f.res);
+    if (!rep.staleness.empty() && f.windows != nullptr) {
+      std::int64_t steps_then = 0;
+      if (auto it = f.windows->find(rep.rank); it != f.windows->end())
+        for (const auto& [t, step] : it->second)
+          if (t <= all_ran)
+            steps_then = std::max(steps_then, step);
+      const auto k = std::min<std::size_t>(static_cast<std::size_t>(steps_then), rep.staleness.size());
+      const std::vector<std::int64_t> early(rep.staleness.begin(), rep.staleness.begin() + static_cast<std::ptrdiff_t>(k));
+      w["staleness_while_all_ran"] = staleness_summary(histogram_of(early));
+      all_ran_values.insert(all_ran_values.end(), early.begin(), early.end());
+    }
     nlohmann::json record = {{"type", "worker"}, {"time", rep.seconds}};
     record.update(w);
     out.metric(record);
     f.per_worker.push_back(w);
+  }
+  f.staleness_all_ran = nullptr;
+  if (!all_ran_values.empty()) {
+    f.staleness_all_ran = staleness_summary(histogram_of(all_ran_values));
+    f.staleness_all_ran["seconds"] = all_ran;
   }
   ev.record(f.res.reports.empty() ? 0 : f.res.reports.front().steps, trained_secs, f.eval);
   f.time_to_target = ev.time_to_target;
@@ -304,8 +340,12 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
-  progress.note(fmt::format("gradwire: {} | {} | {} worker(s) x {} thread(s) | {} | {} steps per worker | results in {}",
-                            cfg.name, describe(cfg), cfg.workers, cfg.threads, cfg.model.kind, setup.steps, cfg.out));
+  progress.note(fmt::format("gradwire: {} | {} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
+                            describe(cfg), cfg.workers, cfg.threads, cfg.model.kind,
+                            setup.budget_samples > 0
+                              ? fmt::format("{} samples shared out by speed (train.budget)", setup.budget_samples)
+                              : fmt::format("{} steps per worker", setup.steps),
+                            cfg.out));
   evaluator ev{cfg, data.test, out, plan.steps_per_epoch};
   const auto coord_trace = actors::trace_ref::open(setup.trace, "coordinator");
   setup.on_eval = [&](std::int64_t step, const actors::slice& params, const actors::slice& state) {
@@ -316,7 +356,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     ev.record(step, secs, ev.evaluate(params, state));
     coord_trace.since("evaluate", te, step);
   };
-  auto l = listeners(progress, out, ev.t_train, setup.steps * cfg.workers);
+  auto l = listeners(progress, out, ev.t_train,
+                     setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers);
   topology_outcome res;
   try {
     res = run_topology(sys, setup, data.train, l.progress, l.metrics, stop);
@@ -348,7 +389,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     barrier(sys, *jb, 1);
     jb->node->close();
   }
-  run_facts f{cfg, setup, res, jb, {}, nullptr, nullptr, nullptr};
+  run_facts f{cfg, setup, res, jb, {}, nullptr, nullptr, nullptr, nullptr, l.windows.get()};
   finish_run(f, ev, out, coord_trace, trained_secs);
   trace_out.write();
   f.wall_seconds = since(t_start);

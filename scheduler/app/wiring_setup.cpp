@@ -85,6 +85,14 @@ void set_workers(topology_setup& setup, const run_config& cfg) {
 
 } // namespace
 
+bool shares_budget(const topology_setup& s) {
+  switch (s.kind) {
+  case topology_kind::parameter_server: return !s.ps.sync && !s.ps.local_sgd();
+  case topology_kind::gossip: return s.gossip.mode == actors::gossip_mode::adpsgd;
+  default: return false; // lock step: every worker's share is the same
+  }
+}
+
 wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   wiring_plan plan;
   auto& setup = plan.setup;
@@ -105,6 +113,20 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     setup.steps = std::min(setup.steps, cfg.max_steps);
   setup.eval_every = cfg.eval_steps > 0 ? cfg.eval_steps : per_epoch * cfg.eval_every;
   plan.steps_per_epoch = per_epoch;
+  if (cfg.shared_budget && shares_budget(setup)) {
+    // The samples every worker's steps would give, shared out by speed:
+    // a worker may take up to all of them (epochs wrap around its shard).
+    std::int64_t total = 0;
+    int smallest = largest;
+    for (int r = 0; r < cfg.workers; ++r) {
+      const int b = static_cast<std::size_t>(r) < setup.worker_batch.size() ? setup.worker_batch[static_cast<std::size_t>(r)]
+                                                                              : cfg.batch_size;
+      total += setup.steps * b;
+      smallest = std::min(smallest, b);
+    }
+    setup.budget_samples = total;
+    setup.steps = (total + smallest - 1) / smallest;
+  }
   return plan;
 }
 

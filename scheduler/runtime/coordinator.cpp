@@ -64,12 +64,15 @@ struct coordinator_state {
 
   bool known(int rank) const { return rank >= 0 && static_cast<std::size_t>(rank) < n; }
 
+  std::int64_t total_samples = 0;
+
   void totals() {
     std::int64_t a = 0, b = 0;
     for (std::size_t r = 0; r < n; ++r) {
       a += steps[r];
       b += samples[r];
     }
+    total_samples = b;
     if (on_progress)
       on_progress(a, b);
   }
@@ -176,13 +179,21 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
                         const std::atomic<bool>* stop, bool carry_on,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval,
-                        const std::function<void(int rank, const std::string& why)>& cut_off) {
+                        const std::function<void(int rank, const std::string& why)>& cut_off,
+                        std::int64_t budget_samples) {
   coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
   st.cut_off = cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
     if (!st.stopping && stop != nullptr && stop->load()) {
       // Each worker finishes at its next step boundary and reports.
       st.out.interrupted = st.stopping = true;
+      st.stop_sent = clock_type::now();
+      for (const auto& w : workers)
+        self->send(w, actors::done_atom::value);
+    }
+    if (!st.stopping && budget_samples > 0 && st.total_samples >= budget_samples) {
+      // The shared budget is spent: each worker finishes its step and reports.
+      st.out.budget_reached = st.stopping = true;
       st.stop_sent = clock_type::now();
       for (const auto& w : workers)
         self->send(w, actors::done_atom::value);

@@ -21,6 +21,7 @@ namespace gradwire::scheduler {
 struct coordination {
   std::vector<actors::worker_report> reports; ///< by rank
   bool interrupted = false;
+  bool budget_reached = false; ///< stopped because the shared budget was spent
   std::string failure; ///< the first failure, empty when none
   std::vector<int> lost; ///< workers whose process failed while the run carried on
 };
@@ -36,13 +37,17 @@ struct coordination {
 /// `carry_on` it is cut off instead: `cut_off` (across processes: the node
 /// treats its live but idle process as failed, which comes back here as a
 /// lost worker), or in one process, lost at once.
+/// `budget_samples` > 0: once the workers' samples add up to it, every
+/// worker is told to finish at its next step (workers send step_atom each
+/// step: worker_config::step_progress).
 coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
                         std::chrono::milliseconds timeout,
                         const std::function<void(std::int64_t, std::int64_t)>& on_progress,
                         const std::function<void(const actors::step_metrics&)>& on_metrics,
                         const std::atomic<bool>* stop, bool carry_on = false,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {},
-                        const std::function<void(int rank, const std::string& why)>& cut_off = {});
+                        const std::function<void(int rank, const std::string& why)>& cut_off = {},
+                        std::int64_t budget_samples = 0);
 
 /// Sends an exit to each actor (all of them local) and waits until every
 /// one has terminated: nothing they read may be freed before.

@@ -46,7 +46,8 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   // Each worker starts once it knows every other's handle.
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
+                      setup.budget_samples);
   stop_actors(self, workers);
   if (!c.failure.empty())
     throw error("gossip: " + c.failure);

@@ -143,7 +143,8 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   } else {
     for (int r = 0; r < setup.workers; ++r)
       local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
-    c = coordinate(self, local_workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
+    c = coordinate(self, local_workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
+                   setup.budget_samples);
   }
   stop_actors(self, local_workers);
   if (!c.failure.empty()) {
@@ -157,6 +158,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   stop_actors(self, shards.own);
   check(failure.empty(), "parameter server: " + failure);
   out.interrupted = c.interrupted;
+  out.budget_reached = c.budget_reached;
   out.lost = c.lost;
   out.reports = std::move(c.reports);
   return out;

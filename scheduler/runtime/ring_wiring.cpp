@@ -119,7 +119,8 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval);
+  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
+                      setup.budget_samples);
   stop_actors(self, workers);
   stop_actors(self, peers);
   if (!c.failure.empty())

@@ -102,6 +102,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.delay_ms = at(setup.worker_delay_ms, 0.0);
   wc.jitter_ms = at(setup.worker_jitter_ms, 0.0);
   wc.steps = setup.steps;
+  wc.step_progress = setup.budget_samples > 0;
   wc.seed = setup.seed;
   wc.opt = setup.opt;
   wc.data = &data;
@@ -132,6 +133,7 @@ topology_outcome replicas_outcome(coordination c, bool first) {
   check(c.failure.empty(), c.failure);
   topology_outcome out;
   out.interrupted = c.interrupted;
+  out.budget_reached = c.budget_reached;
   std::vector<const actors::slice*> reps;
   for (const auto& r : c.reports)
     if (r.params.defined())
@@ -196,7 +198,7 @@ std::optional<coordination> run_worker_across(
     return std::nullopt;
   }
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
-                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); });
+                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples);
   stop_actors(self, {worker});
   return c;
 }

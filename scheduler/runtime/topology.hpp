@@ -59,6 +59,10 @@ struct topology_setup {
   /// on the CPU: for tests.
   bool separate_compute = false;
   std::int64_t steps = 100; ///< per worker
+  /// Total samples over all workers, shared out by speed: the coordinator
+  /// stops every worker once their samples reach it (each at its next step
+  /// boundary), and `steps` only caps each. 0: every worker runs `steps`.
+  std::int64_t budget_samples = 0;
   int threads = 1;          ///< per worker
   /// Across processes: this process's node (one worker per process, rank =
   /// node rank; rank 0 also coordinates). Null: every actor in this process.
@@ -105,6 +109,7 @@ struct topology_outcome {
   double replica_spread = 0;
   double seconds = 0;
   bool interrupted = false; ///< stopped early by the stop flag
+  bool budget_reached = false; ///< stopped by the shared budget (setup.budget_samples)
   std::vector<int> lost;    ///< across processes: workers whose process failed (async parameter server carried on)
 };
 

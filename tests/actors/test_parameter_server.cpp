@@ -170,6 +170,35 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   CHECK(slow > 2 * std::max<std::int64_t>(fast, 1));
 }
 
+TEST_CASE("async PS with a shared budget: the fast workers take more of it, the total is the budget") {
+  actor_env env;
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 8);
+  auto setup = small_setup(3, 1, false);
+  setup.batch_size = 16;
+  setup.budget_samples = 6400; // 400 steps of 16 in all
+  setup.steps = 400;           // what a worker may do at most: all of it
+  setup.worker_delay_ms = {0.0, 0.0, 20.0};
+  auto out = scheduler::run_topology(*env.sys, setup, data);
+  CHECK(out.budget_reached);
+  CHECK_FALSE(out.interrupted);
+  std::int64_t total = 0;
+  for (const auto& rep : out.reports) {
+    CHECK(rep.error.empty());
+    // Told to stop, a worker ends at once: a batch it was computing counts
+    // as samples, not as a step.
+    CHECK(rep.samples >= rep.steps * setup.batch_size);
+    CHECK(rep.samples <= (rep.steps + 1) * setup.batch_size);
+    total += rep.samples;
+  }
+  INFO("steps: " << out.reports[0].steps << ", " << out.reports[1].steps << ", slow " << out.reports[2].steps);
+  // Past the budget by what the workers did while the coordinator heard of
+  // it (a step or two each, here): a small fraction of it.
+  CHECK(total >= setup.budget_samples);
+  CHECK(total <= setup.budget_samples + setup.budget_samples / 20);
+  CHECK(out.reports[0].steps > 3 * out.reports[2].steps);
+  CHECK(out.reports[1].steps > 3 * out.reports[2].steps);
+}
+
 TEST_CASE("local SGD averaging every step equals synchronous SGD (momentum included)") {
   // Averaging after each local SGD-momentum step is linear in the updates:
   // mean(w - lr v_r) with v_r = mu v_r + g_r evolves as one optimizer fed
