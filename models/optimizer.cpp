@@ -20,6 +20,24 @@ optimizer::optimizer(optimizer_spec spec, std::size_t n, kernels::device dev)
   }
 }
 
+namespace {
+/// The step (per worker, from 0) of update number `updates` (1 = the first).
+double step_of(const lr_schedule& s, std::int64_t updates) {
+  return static_cast<double>(std::max<std::int64_t>(0, updates - 1)) / std::max(1.0, s.updates_per_step);
+}
+} // namespace
+
+float optimizer::lr_now() const {
+  return spec_.schedule.active() ? static_cast<float>(spec_.lr * spec_.schedule.lr_factor(step_of(spec_.schedule, step_)))
+                                 : spec_.lr;
+}
+
+float optimizer::momentum_now() const {
+  return spec_.schedule.momentum_warmup_steps > 0
+           ? static_cast<float>(spec_.momentum * spec_.schedule.momentum_factor(step_of(spec_.schedule, step_)))
+           : spec_.momentum;
+}
+
 void optimizer::update(float* w, const float* g, std::size_t begin, std::size_t end,
                        float lr_scale) {
   if (end > begin)
@@ -32,9 +50,9 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
     return;
   auto& be = kernels::backend_for(dev_);
   const std::size_t n = end - begin;
-  const float lr = spec_.lr * lr_scale;
+  const float lr = lr_now() * lr_scale;
   if (spec_.kind == "sgd") {
-    be.sgd_update(n, lr, spec_.momentum, spec_.weight_decay, spec_.nesterov, w + begin, g,
+    be.sgd_update(n, lr, momentum_now(), spec_.weight_decay, spec_.nesterov, w + begin, g,
                   v_.defined() ? v_.data() + begin : nullptr);
   } else {
     be.adam_update(n, lr, spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay,
@@ -48,7 +66,7 @@ bool optimizer::update_sum(float* w, const float* g0, const float* g1, float s, 
   if (spec_.kind != "sgd" || !dev_.is_cpu())
     return false;
   if (end > begin)
-    kernels::cpu::sgd_update_sum(end - begin, spec_.lr * lr_scale, spec_.momentum, spec_.weight_decay,
+    kernels::cpu::sgd_update_sum(end - begin, lr_now() * lr_scale, momentum_now(), spec_.weight_decay,
                                  spec_.nesterov, w + begin, g0, g1, s,
                                  v_.defined() ? v_.data() + begin : nullptr, w_out);
   return true;

@@ -4,6 +4,7 @@
 /// that several threads (or parameter-server shards) each update a slice.
 
 #include "kernels/tensor.hpp"
+#include "models/lr_schedule.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -18,6 +19,7 @@ struct optimizer_spec {
   float weight_decay = 0.f;  ///< L2, added to the gradient (PyTorch semantics)
   bool nesterov = false;     ///< sgd
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f; ///< adam
+  lr_schedule schedule; ///< lr and momentum over the run (constant by default)
 };
 
 class optimizer {
@@ -38,6 +40,10 @@ public:
   bool update_sum(float* w, const float* g0, const float* g1, float s, std::size_t begin, std::size_t end,
                   float* w_out, float lr_scale = 1.f);
   const optimizer_spec& spec() const { return spec_; }
+  /// The learning rate and momentum of the current update (the schedule at
+  /// this optimizer's step).
+  float lr_now() const;
+  float momentum_now() const;
   std::int64_t steps() const { return step_; }
 
 private:

@@ -155,6 +155,14 @@ void read_train(reader& r, run_config& c) {
   c.opt.momentum = static_cast<float>(r.number("train.momentum", 0, 0.999999));
   c.opt.nesterov = r.boolean("train.nesterov");
   c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay", 0, 1));
+  c.lr_schedule = r.str("train.lr_schedule");
+  c.lr_step_epochs = r.number("train.lr_step_epochs", 0, 1e6);
+  c.lr_step_factor = r.number("train.lr_step_factor", 1e-6, 1);
+  c.warmup_epochs = r.number("train.warmup_epochs", 0, 1e6);
+  c.momentum_warmup_epochs = r.number("train.momentum_warmup_epochs", 0, 1e6);
+  c.lr_base_batch = static_cast<int>(r.integer("train.lr_base_batch", 0, 1 << 24));
+  check(c.lr_schedule != "step" || c.lr_step_epochs > 0,
+        r.loc("train.lr_schedule") + ": lr_schedule = \"step\" needs train.lr_step_epochs > 0");
   c.target_accuracy = r.number("train.target_accuracy", 0, 1);
   c.threads = static_cast<int>(r.integer("train.threads", 1, 256));
   c.parallelism = r.str("train.parallelism");
@@ -396,6 +404,24 @@ std::string describe_keys() {
     os << "\n";
   }
   return os.str();
+}
+
+models::optimizer_spec optimizer_for(const run_config& cfg, std::int64_t steps_per_epoch, std::int64_t total_steps,
+                                     int global_batch) {
+  auto o = cfg.opt;
+  if (cfg.lr_base_batch > 0)
+    o.lr = static_cast<float>(o.lr * static_cast<double>(global_batch) / cfg.lr_base_batch);
+  auto& s = o.schedule;
+  const auto steps = [&](double epochs) {
+    return epochs > 0 ? std::max<std::int64_t>(1, std::llround(epochs * static_cast<double>(steps_per_epoch))) : 0;
+  };
+  s.kind = cfg.lr_schedule;
+  s.total_steps = total_steps;
+  s.step_every = steps(cfg.lr_step_epochs);
+  s.step_factor = static_cast<float>(cfg.lr_step_factor);
+  s.warmup_steps = steps(cfg.warmup_epochs);
+  s.momentum_warmup_steps = steps(cfg.momentum_warmup_epochs);
+  return o;
 }
 
 } // namespace gradwire::scheduler

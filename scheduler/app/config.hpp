@@ -55,7 +55,10 @@ struct run_config {
   std::int64_t max_steps = 0;
   bool shared_budget = false; ///< train.budget = "shared"
   int batch_size = 64;
-  models::optimizer_spec opt;
+  models::optimizer_spec opt; ///< its schedule is filled in by optimizer_for
+  std::string lr_schedule = "constant";
+  double lr_step_epochs = 0, lr_step_factor = 0.1, warmup_epochs = 0, momentum_warmup_epochs = 0;
+  int lr_base_batch = 0;
   double target_accuracy = 0;
   int threads = 1;
   std::string parallelism = "auto";
@@ -105,5 +108,11 @@ run_config parse_config(const std::string& text, const std::string& source,
 
 /// The key table as text, for `gradwire keys`.
 std::string describe_keys();
+
+/// The optimizer a run applies: cfg.opt with the learning rate scaled by
+/// the linear scaling rule (lr_base_batch, for `global_batch`) and the
+/// schedule in steps per worker (`steps_per_epoch`, `total_steps`).
+models::optimizer_spec optimizer_for(const run_config& cfg, std::int64_t steps_per_epoch, std::int64_t total_steps,
+                                     int global_batch);
 
 } // namespace gradwire::scheduler

@@ -27,10 +27,20 @@ double seconds_since(clock_type::time_point t0) {
 /// One worker's training loop in this process, its records and summary.
 class single_run {
 public:
+  /// cfg's optimizer with its schedule, for `train_size` samples.
+  static models::optimizer_spec scheduled_optimizer(const run_config& c, std::int64_t train_size) {
+    const std::int64_t per_epoch = std::max<std::int64_t>(1, train_size / c.batch_size);
+    std::int64_t total = per_epoch * c.epochs;
+    if (c.max_steps > 0)
+      total = std::min(total, c.max_steps);
+    return optimizer_for(c, per_epoch, total, c.batch_size);
+  }
+
   single_run(run_config cfg, const run_options& opts)
       : cfg_(std::move(cfg)), opts_(opts), progress_(opts.progress), data_(load_data(cfg_)),
         dev_(kernels::parse_device(cfg_.device)), model_(cfg_.model, dev_, cfg_.seed),
-        trainer_(model_, cfg_.opt, cfg_.threads, models::parse_parallelism(cfg_.parallelism)),
+        trainer_(model_, scheduled_optimizer(cfg_, data_.train.size()), cfg_.threads,
+                 models::parse_parallelism(cfg_.parallelism)),
         batches_(data_.train, models::shard_indices(data_.train.size(), 0, 1, cfg_.seed), cfg_.batch_size, cfg_.seed),
         out_(cfg_.out),
         tracer_(cfg_.trace ? std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg_.trace_spans)) : nullptr),
@@ -182,6 +192,10 @@ private:
       {"batch_size", cfg_.batch_size},
       {"optimizer", cfg_.opt.kind},
       {"lr", cfg_.opt.lr},
+      {"lr_applied", scheduled_optimizer(cfg_, data_.train.size()).lr},
+      {"lr_schedule", cfg_.lr_schedule},
+      {"warmup_epochs", cfg_.warmup_epochs},
+      {"momentum_warmup_epochs", cfg_.momentum_warmup_epochs},
       {"epochs", cfg_.epochs},
       {"steps", step_},
       {"samples", samples_},

@@ -187,6 +187,10 @@ nlohmann::json summary_of(const run_facts& f) {
     {"batch_size", cfg.batch_size},
     {"optimizer", cfg.opt.kind},
     {"lr", cfg.opt.lr},
+    {"lr_applied", f.setup.opt.lr}, // after the linear scaling rule (train.lr_base_batch)
+    {"lr_schedule", cfg.lr_schedule},
+    {"warmup_epochs", cfg.warmup_epochs},
+    {"momentum_warmup_epochs", cfg.momentum_warmup_epochs},
     {"staleness_lr", cfg.ps.staleness_lr},
     {"staleness_bound", cfg.ps.staleness_bound >= 0 ? nlohmann::json(cfg.ps.staleness_bound) : nlohmann::json(nullptr)},
     {"max_clock_gap", res.max_clock_gap},

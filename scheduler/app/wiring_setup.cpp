@@ -127,6 +127,15 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     setup.budget_samples = total;
     setup.steps = (total + smallest - 1) / smallest;
   }
+  // The learning rate: scaled to the global batch and scheduled over the
+  // steps each worker runs (shared budget: its mean share).
+  int global_batch = 0;
+  for (int r = 0; r < cfg.workers; ++r)
+    global_batch += static_cast<std::size_t>(r) < setup.worker_batch.size() ? setup.worker_batch[static_cast<std::size_t>(r)]
+                                                                             : cfg.batch_size;
+  const bool one_batch_updates = shares_budget(setup); // each update is one worker's batch
+  const auto run_steps = setup.budget_samples > 0 ? setup.budget_samples / std::max(1, global_batch) : setup.steps;
+  setup.opt = optimizer_for(cfg, per_epoch, run_steps, one_batch_updates ? cfg.batch_size : global_batch);
   return plan;
 }
 

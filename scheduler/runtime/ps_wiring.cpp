@@ -49,6 +49,8 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
     sc.ps = setup.ps;
     sc.last_version = setup.steps;
     sc.opt = setup.opt;
+    if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
+      sc.opt.schedule.updates_per_step = setup.workers;
     sc.trace = setup.trace;
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
     std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));

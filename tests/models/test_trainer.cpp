@@ -2,10 +2,16 @@
 // Fashion-MNIST reaches stated accuracies.
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
+#include "models/lr_schedule.hpp"
+#include "models/optimizer.hpp"
 #include "models/trainer.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
 
 using namespace gradwire;
 using namespace gradwire::models;
@@ -168,4 +174,51 @@ TEST_CASE("FLOP counts: forward and training step per sample") {
   // for the first layer, whose input is the data.
   CHECK(m.train_flops_per_sample() == 2 * fwd + 2.0 * (256 * 128 + 128 * 10));
   CHECK(m.parameter_count() == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+}
+
+TEST_CASE("learning-rate schedules: warm-up, step, cosine and momentum warm-up, applied by the optimizer at each update") {
+  models::lr_schedule s;
+  CHECK_FALSE(s.active());
+  CHECK(s.lr_factor(1e6) == 1.0);
+  s.warmup_steps = 4;
+  CHECK(s.lr_factor(0) == Approx(0.25));
+  CHECK(s.lr_factor(2) == Approx(0.75));
+  CHECK(s.lr_factor(3) == Approx(1.0));
+  CHECK(s.lr_factor(100) == Approx(1.0));
+  s.kind = "step";
+  s.step_every = 10;
+  s.step_factor = 0.5f;
+  CHECK(s.lr_factor(4 + 9) == Approx(1.0)); // counted from the end of the warm-up
+  CHECK(s.lr_factor(4 + 10) == Approx(0.5));
+  CHECK(s.lr_factor(4 + 25) == Approx(0.25));
+  s.kind = "cosine";
+  s.total_steps = 104;
+  CHECK(s.lr_factor(4) == Approx(1.0));
+  CHECK(s.lr_factor(54) == Approx(0.5));
+  CHECK(s.lr_factor(104) == Approx(0.0).margin(1e-12));
+  CHECK(s.lr_factor(500) == Approx(0.0).margin(1e-12)); // past the end: stays at 0
+  s = {};
+  s.momentum_warmup_steps = 10;
+  CHECK(s.momentum_factor(0) == Approx(0.1));
+  CHECK(s.momentum_factor(9) == Approx(1.0));
+
+  // The optimizer applies it: plain SGD on a gradient of ones moves each
+  // weight by exactly the scheduled lr; an async shard's optimizer (one
+  // update per worker's push, 2 workers) advances the schedule every 2.
+  models::optimizer_spec spec;
+  spec.momentum = 0.f;
+  spec.lr = 0.5f;
+  spec.schedule.warmup_steps = 4;
+  for (double per_step : {1.0, 2.0}) {
+    spec.schedule.updates_per_step = per_step;
+    models::optimizer opt(spec, 8, kernels::device::cpu());
+    std::vector<float> w(8, 0.f), g(8, 1.f);
+    for (int u = 0; u < 10; ++u) {
+      opt.begin_step();
+      const float before = w[3];
+      opt.update(w.data(), g.data(), 0, 8);
+      const double t = std::floor(u / per_step);
+      CHECK(before - w[3] == Approx(0.5 * std::min(1.0, (t + 1) / 4)).epsilon(1e-6));
+    }
+  }
 }
