@@ -60,28 +60,42 @@ plot_outcome draw_plots(const std::string& dir, const std::vector<plot_spec>& pl
   int block = 0;
   for (const auto& p : plots) {
     std::vector<std::string> parts;
+    int colour = 0;
     for (const auto& s : p.series) {
       std::size_t finite = 0;
       for (const auto& [x, y] : s.xy)
         finite += std::isfinite(x) && std::isfinite(y) && (!p.log_y || y > 0);
       if (finite == 0)
         continue;
+      const bool banded = s.band.size() == s.xy.size();
       const auto name = fmt::format("$d{}", block++);
       gp += name + " << EOD\n";
-      for (const auto& [x, y] : s.xy)
+      for (std::size_t i = 0; i < s.xy.size(); ++i) {
+        const auto [x, y] = s.xy[i];
         if (std::isfinite(x) && std::isfinite(y) && (!p.log_y || y > 0))
-          gp += fmt::format("{:.9g} {:.9g}\n", x, y);
+          gp += banded ? fmt::format("{:.9g} {:.9g} {:.9g} {:.9g}\n", x, y, s.band[i].first, s.band[i].second)
+                       : fmt::format("{:.9g} {:.9g}\n", x, y);
+      }
       gp += "EOD\n";
+      // One point is drawn as a point: a line through it would not show.
       const char* with = p.how == plot_spec::style::boxes         ? "boxes fs transparent solid 0.5"
-                         : p.how == plot_spec::style::points      ? "points pt 7 ps 0.6"
+                         : p.how == plot_spec::style::points || finite == 1 ? "points pt 7 ps 0.8"
                          : p.how == plot_spec::style::linespoints ? "linespoints lw 2 pt 7 ps 0.6"
                                                                    : "lines lw 1.5";
-      parts.push_back(fmt::format("{} using 1:2 with {} title {}", name, with, quoted(s.title)));
+      ++colour;
+      if (banded)
+        parts.push_back(fmt::format("{} using 1:3:4 with filledcurves fs transparent solid 0.18 noborder lc {} notitle",
+                                    name, colour));
+      parts.push_back(fmt::format("{} using 1:2 with {} lc {} title {}", name, with, colour, quoted(s.title)));
     }
     if (parts.empty())
       continue;
     const auto file = dir + "/" + p.name + ".svg";
-    gp += "reset\nset grid\nset key outside right top\nset border 3\nset tics nomirror\n"; // reset keeps the data blocks
+    std::size_t longest = 0;
+    for (const auto& s : p.series)
+      longest = std::max(longest, s.title.size());
+    gp += std::string("reset\nset grid\n") + (longest > 32 ? "set key below\n" : "set key outside right top\n") +
+          "set border 3\nset tics nomirror\n"; // reset keeps the data blocks
     gp += "set output " + quoted(file) + "\n";
     gp += "set title " + quoted(p.title) + "\nset xlabel " + quoted(p.xlabel) + "\nset ylabel " + quoted(p.ylabel) + "\n";
     if (p.log_y)
@@ -90,6 +104,10 @@ plot_outcome draw_plots(const std::string& dir, const std::vector<plot_spec>& pl
       gp += fmt::format("set xtics {}\n", p.x_tic);
     if (p.y_min != 0 || p.y_max != 0)
       gp += fmt::format("set yrange [{}:{}]\n", p.y_min, p.y_max);
+    else if (p.how == plot_spec::style::boxes && !p.log_y) // bars are read from 0
+      gp += "set yrange [0:*]\n";
+    if (p.x_from)
+      gp += fmt::format("set xrange [{}:*]\n", p.x_min);
     if (p.how == plot_spec::style::boxes)
       gp += (p.box_width > 0 ? fmt::format("set boxwidth {} absolute\n", p.box_width) : std::string("set boxwidth 0.8 relative\n")) +
             "set style fill solid 0.5\n";

@@ -13,6 +13,9 @@ namespace gradwire::scheduler {
 struct plot_series {
   std::string title;
   std::vector<std::pair<double, double>> xy;
+  /// (low, high) at each point of xy, drawn as a shaded band behind the
+  /// line (repeats: min-max over seeds); empty: none.
+  std::vector<std::pair<double, double>> band{};
 };
 
 struct plot_spec {
@@ -22,7 +25,9 @@ struct plot_spec {
   enum class style { lines, linespoints, points, boxes } how = style::lines;
   bool log_y = false;
   bool ideal_diagonal = false; ///< adds y = x (perfect speedup)
-  double y_min = 0, y_max = 0; ///< both 0: automatic
+  double y_min = 0, y_max = 0; ///< both 0: automatic (boxes: from 0)
+  bool x_from = false;         ///< the x axis starts at x_min
+  double x_min = 0;
   double box_width = 0;        ///< boxes: width in x units (0: 80% of the spacing)
   double x_tic = 0;            ///< spacing of the x tics (0: automatic)
 };

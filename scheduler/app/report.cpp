@@ -178,13 +178,17 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
     p.push_back(std::move(split));
   }
   if (has_staleness(summary)) {
-    p.push_back({"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
-                 {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes});
+    plot_spec all{"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
+                  {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes};
+    all.x_from = true; // staleness is never negative: the bar at 0 starts the axis
+    all.x_min = -0.5;
+    p.push_back(std::move(all));
     const auto& pw = summary.value("per_worker", json::array());
     if (pw.size() > 1 && pw.size() <= 16) {
       plot_spec per{"staleness_per_worker", "staleness per worker (log scale)", "staleness (versions)", "fraction of its pushes",
                     {}, st::linespoints};
       per.log_y = true;
+      per.x_from = true;
       for (const auto& w : pw)
         if (w.contains("staleness"))
           per.series.push_back({fmt::format("worker {} (slowdown {:.3g})", w.value("worker", 0), w.value("slowdown", 1.0)),
@@ -207,6 +211,46 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
   return p;
 }
 
+/// A sweep point's label without its seed: seeds are repeats of one point.
+std::string without_seed(const std::string& label) {
+  std::string out;
+  std::size_t from = 0;
+  while (from <= label.size()) {
+    auto to = label.find(',', from);
+    if (to == std::string::npos)
+      to = label.size();
+    const auto part = label.substr(from, to - from);
+    if (part.rfind("experiment.seed=", 0) != 0 && !part.empty())
+      out += (out.empty() ? "" : ",") + part;
+    from = to + 1;
+  }
+  return out.empty() ? "every seed" : out;
+}
+
+/// Repeats of one curve -> their mean, point by point (as far as the
+/// shortest goes), with the min-max band; one repeat stays as it is.
+plot_series over_repeats(const std::string& title, const std::vector<plot_series>& reps) {
+  if (reps.size() == 1)
+    return {title, reps.front().xy, {}};
+  std::size_t n = SIZE_MAX;
+  for (const auto& r : reps)
+    n = std::min(n, r.xy.size());
+  plot_series out{fmt::format("{} (mean, band: min-max of {} seeds)", title, reps.size()), {}, {}};
+  for (std::size_t i = 0; i < n && n != SIZE_MAX; ++i) {
+    double x = 0, y = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto& r : reps) {
+      x += r.xy[i].first;
+      y += r.xy[i].second;
+      lo = std::min(lo, r.xy[i].second);
+      hi = std::max(hi, r.xy[i].second);
+    }
+    const auto k = static_cast<double>(reps.size());
+    out.xy.emplace_back(x / k, y / k);
+    out.band.emplace_back(lo, hi);
+  }
+  return out;
+}
+
 std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
   using st = plot_spec::style;
   plot_spec acc{"accuracy_time", "test accuracy against wall time, every point", "seconds", "test accuracy (%)", {}, st::linespoints};
@@ -216,10 +260,15 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
   plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
                   "fraction of pushes", {}, st::linespoints};
   stale.log_y = true;
+  stale.x_from = true;
   plot_spec slow{"staleness_slowest", "staleness of the slowest workers' gradients per point (log scale)",
                  "staleness (versions)", "fraction of their pushes", {}, st::linespoints};
   slow.log_y = true;
+  slow.x_from = true;
   std::map<int, std::vector<double>> thr_by_workers;
+  // The curves of each point, its seeds together (in the points' order).
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by;
   for (const auto& s : sweep.value("points", json::array())) {
     auto label = s.value("sweep_point", std::string("point"));
     if (label.rfind("variant=", 0) == 0)
@@ -228,12 +277,14 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     std::map<int, plot_series> lt, ls;
     plot_series at, as;
     curves(read_records(pdir + "/metrics.jsonl"), label, lt, ls, at, as);
-    if (acc.series.size() < 24) {
-      acc.series.push_back(std::move(at));
-      acc_steps.series.push_back(std::move(as));
-      if (!lt.empty())
-        loss.series.push_back(std::move(lt.begin()->second));
-    }
+    const auto group = without_seed(label);
+    if (!at_by.count(group))
+      order.push_back(group);
+    at_by[group].push_back(std::move(at));
+    as_by[group].push_back(std::move(as));
+    if (!lt.empty())
+      loss_by[group].push_back(std::move(lt.begin()->second));
+    label = group;
     if (has_staleness(s) && stale.series.size() < 24)
       stale.series.push_back({label, fractions(s["staleness"]["histogram"])});
     // Heterogeneous points: the workers with the largest slowdown, together.
@@ -253,6 +304,14 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
       slow.series.push_back({label, fractions(sum)});
     }
     thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
+  }
+  for (const auto& g : order) {
+    if (acc.series.size() >= 24)
+      break;
+    acc.series.push_back(over_repeats(g, at_by[g]));
+    acc_steps.series.push_back(over_repeats(g, as_by[g]));
+    if (loss_by.count(g))
+      loss.series.push_back(over_repeats(g, loss_by[g]));
   }
   std::vector<plot_spec> p{acc, acc_steps, loss};
   // Scaling: only when the worker count is what the rows differ in.

@@ -83,6 +83,16 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
     CHECK(svg.find("<path") != std::string::npos); // something was drawn
   }
   CHECK(count(html, "data:image/svg+xml;base64,") == 8); // embedded: the page stands alone
+  // Axes: the time split's bars stand on 0; the staleness histogram starts
+  // at its bar for 0, not at a negative staleness.
+  const auto gp = slurp(dir + "/plots/plot.gp");
+  auto block_of = [&gp](const std::string& name) {
+    const auto at = gp.find("/" + name + ".svg\"");
+    const auto end = gp.find("unset output", at);
+    return at == std::string::npos ? std::string() : gp.substr(at, end - at);
+  };
+  CHECK(block_of("time_split").find("set yrange [0:*]") != std::string::npos);
+  CHECK(block_of("staleness").find("set xrange [-0.5:*]") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -110,7 +120,9 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
                              "[topology]\nkind = \"ring\"\n[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\n";
   run_options o;
   o.progress = false;
-  const auto out = run_sweep(cfg_path, {}, {sweep_axis{"topology.workers", {"1", "2"}, {}}}, dir, o);
+  const auto out = run_sweep(cfg_path, {},
+                             {sweep_axis{"topology.workers", {"1", "2"}, {}}, sweep_axis{"experiment.seed", {"1", "2"}, {}}},
+                             dir, o);
   CHECK(out == dir);
   auto r = write_report(dir);
   const auto html = slurp(r.html);
@@ -121,8 +133,13 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
     CHECK(r.plots == 5); // accuracy against time and steps, loss, speedup, efficiency (a ring has no staleness)
     CHECK(fs::exists(dir + "/plots/speedup.svg"));
     CHECK(fs::exists(dir + "/plots/efficiency.svg"));
-    // One curve per point in the overlay.
-    CHECK(count(slurp(dir + "/plots/plot.gp"), "topology.workers=") >= 4);
+    // One curve per point in the overlay: the mean of its seeds, with their
+    // min-max band; the legend names the varied key, not the seed.
+    const auto gp = slurp(dir + "/plots/plot.gp");
+    CHECK(count(gp, "title \"topology.workers=1 (mean, band: min-max of 2 seeds)\"") == 3);
+    CHECK(count(gp, "title \"topology.workers=2 (mean, band: min-max of 2 seeds)\"") == 3);
+    CHECK(count(gp, "with filledcurves") == 6);
+    CHECK(gp.find("experiment.seed") == std::string::npos);
   }
   fs::remove_all(dir);
   fs::remove(cfg_path);
