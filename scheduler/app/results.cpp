@@ -71,7 +71,7 @@ namespace {
 /// What gradwire writes into a run's or a sweep's folder.
 bool ours(const std::filesystem::path& p) {
   const auto name = p.filename().string();
-  static const char* const files[] = {"summary.json", "metrics.jsonl", "config.toml", "trace.json", "report.html",
+  static const char* const files[] = {"summary.json", "metrics.jsonl", "metrics.csv", "config.toml", "trace.json", "report.html",
                                       "plots", "sweep.md", "sweep.csv", "sweep.json"};
   for (const char* f : files)
     if (name == f)
@@ -154,7 +154,63 @@ void results_writer::write_file(const std::string& name, const std::string& text
 }
 
 void results_writer::write_summary(const nlohmann::json& summary) const {
+  write_metrics_csv();
   write_file("summary.json", summary.dump(2) + "\n");
+}
+
+void results_writer::write_metrics_csv() const {
+  // Every record of metrics.jsonl as a row; the columns are the scalar
+  // fields in the order they first appear (records of another type leave
+  // a column empty). Nested values (a worker's staleness summary) stay in
+  // the JSONL.
+  std::ifstream in(path_);
+  std::vector<nlohmann::json> records;
+  std::vector<std::string> cols;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty())
+      continue;
+    auto r = nlohmann::json::parse(line, nullptr, false);
+    if (r.is_discarded() || !r.is_object())
+      continue;
+    for (const auto& [k, v] : r.items())
+      if (v.is_primitive() && std::find(cols.begin(), cols.end(), k) == cols.end())
+        cols.push_back(k);
+    records.push_back(std::move(r));
+  }
+  // The record's kind and where it is in the run first, then the rest by name.
+  static const char* const first[] = {"type", "time", "worker", "epoch", "step", "samples", "loss"};
+  std::stable_partition(cols.begin(), cols.end(), [](const std::string& c) {
+    return std::find(std::begin(first), std::end(first), c) != std::end(first);
+  });
+  std::stable_sort(cols.begin(), cols.end(), [](const std::string& a, const std::string& b) {
+    auto rank = [](const std::string& c) {
+      return std::find(std::begin(first), std::end(first), c) - std::begin(first);
+    };
+    return rank(a) < rank(b);
+  });
+  auto cell = [](const nlohmann::json& v) -> std::string {
+    if (v.is_null())
+      return "";
+    if (v.is_string()) { // quoted, quotes doubled (RFC 4180)
+      std::string s = "\"";
+      for (char c : v.get<std::string>())
+        s += c == '"' ? std::string("\"\"") : std::string(1, c);
+      return s + "\"";
+    }
+    return v.dump();
+  };
+  std::string out;
+  for (std::size_t i = 0; i < cols.size(); ++i)
+    out += (i ? "," : "") + cols[i];
+  out += "\n";
+  for (const auto& r : records) {
+    for (std::size_t i = 0; i < cols.size(); ++i) {
+      const auto it = r.find(cols[i]);
+      out += (i ? "," : "") + (it == r.end() || !it->is_primitive() ? std::string() : cell(*it));
+    }
+    out += "\n";
+  }
+  write_file("metrics.csv", out);
 }
 
 nlohmann::json staleness_summary(const std::vector<std::int64_t>& h) {

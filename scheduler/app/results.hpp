@@ -40,7 +40,10 @@ public:
   void stop_on_failure(std::atomic<bool>* stop) { stop_ = stop; }
   /// Writes `name` in the folder atomically.
   void write_file(const std::string& name, const std::string& text) const;
+  /// summary.json, and metrics.csv from metrics.jsonl beside it.
   void write_summary(const nlohmann::json& summary) const;
+  /// metrics.jsonl's records as CSV: one row each, a column per scalar field.
+  void write_metrics_csv() const;
 
 private:
   std::string dir_, path_;

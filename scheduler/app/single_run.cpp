@@ -29,7 +29,8 @@ class single_run {
 public:
   /// cfg's optimizer with its schedule, for `train_size` samples.
   static models::optimizer_spec scheduled_optimizer(const run_config& c, std::int64_t train_size) {
-    const std::int64_t per_epoch = std::max<std::int64_t>(1, train_size / c.batch_size);
+    // As the batcher counts them: the last batch of an epoch may be partial.
+    const std::int64_t per_epoch = std::max<std::int64_t>(1, (train_size + c.batch_size - 1) / c.batch_size);
     std::int64_t total = per_epoch * c.epochs;
     if (c.max_steps > 0)
       total = std::min(total, c.max_steps);

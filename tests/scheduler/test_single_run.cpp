@@ -72,6 +72,18 @@ TEST_CASE("a synthetic run writes summary.json, metrics.jsonl and config.toml") 
   }
   CHECK(steps >= 6);
   CHECK(evals == 2);
+  // metrics.csv: the same records, one row each, the record's type first.
+  std::ifstream csv(out + "/metrics.csv");
+  std::string header, row;
+  REQUIRE(std::getline(csv, header));
+  CHECK(header.rfind("type,time,worker,epoch,step,samples,loss,", 0) == 0);
+  std::size_t rows = 0, eval_rows = 0;
+  while (std::getline(csv, row)) {
+    ++rows;
+    eval_rows += row.rfind("\"eval\",", 0) == 0;
+  }
+  CHECK(rows == recs.size());
+  CHECK(eval_rows == 2);
   CHECK(fs::exists(out + "/config.toml"));
   CHECK_NOTHROW(load_config(out + "/config.toml"));
   fs::remove_all(out);
