@@ -149,6 +149,7 @@ void read_train(reader& r, run_config& c) {
   c.epochs = static_cast<int>(r.integer("train.epochs", 1, 100000));
   c.max_steps = r.integer("train.max_steps", 0, INT64_MAX);
   c.shared_budget = r.str("train.budget") == "shared";
+  c.eval_mode = r.str("train.eval");
   c.batch_size = static_cast<int>(r.integer("train.batch_size", 1, 1 << 20));
   c.opt.kind = r.str("train.optimizer");
   c.opt.lr = static_cast<float>(r.number("train.lr", 1e-12, 1e6));

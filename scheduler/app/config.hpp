@@ -54,6 +54,7 @@ struct run_config {
   int epochs = 5;
   std::int64_t max_steps = 0;
   bool shared_budget = false; ///< train.budget = "shared"
+  std::string eval_mode = "auto"; ///< train.eval
   int batch_size = 64;
   models::optimizer_spec opt; ///< its schedule is filled in by optimizer_for
   std::string lr_schedule = "constant";

@@ -97,6 +97,8 @@ const std::vector<key_spec>& config_schema() {
     {"train.step_timeout_s", vt::number, "60.0", {}, "a worker that reports no finished step this long is cut off: an asynchronous parameter server carries on without it, other topologies fail naming its rank"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
+    {"train.eval", vt::string, "\"auto\"", {"auto", "during", "after"},
+     "multi-worker runs: evaluate worker 0's snapshots during the run on a thread at the lowest priority (SCHED_IDLE), or after the run; auto: during where the machine has a core beyond the workers' threads. Each result is recorded at the time its snapshot was taken"},
     {"train.eval_steps", vt::integer, "0", {}, "also evaluate every N steps (per worker), for accuracy-against-time curves (0 = only every eval_every epochs)"},
   };
   return schema;

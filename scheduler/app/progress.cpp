@@ -23,6 +23,7 @@ progress_line::progress_line(bool enabled, double quiet_interval)
 
 void progress_line::update(int epoch, int epochs, std::int64_t step, std::int64_t total_steps,
                            double samples_per_sec, double loss, bool force) {
+  std::lock_guard<std::mutex> lk(mu_);
   if (!enabled_)
     return;
   const auto now = std::chrono::steady_clock::now();
@@ -53,6 +54,7 @@ void progress_line::update(int epoch, int epochs, std::int64_t step, std::int64_
 }
 
 void progress_line::note(const std::string& text) {
+  std::lock_guard<std::mutex> lk(mu_);
   if (!enabled_)
     return;
   if (tty_ && drawn_)
@@ -63,6 +65,7 @@ void progress_line::note(const std::string& text) {
 }
 
 void progress_line::finish() {
+  std::lock_guard<std::mutex> lk(mu_);
   if (enabled_ && tty_ && drawn_)
     std::fprintf(stderr, "\n");
   drawn_ = false;

@@ -5,6 +5,7 @@
 /// file, CI) it prints a plain line every `quiet_interval` seconds.
 
 #include <chrono>
+#include <mutex>
 #include <string>
 
 namespace gradwire::scheduler {
@@ -24,6 +25,7 @@ private:
   double quiet_interval_;
   std::chrono::steady_clock::time_point start_, last_;
   bool drawn_ = false;
+  std::mutex mu_; ///< notes come from the evaluation thread too
 };
 
 /// "1:02:03" or "2:03".

@@ -208,13 +208,21 @@ TEST_CASE("staleness summary: mean, quantiles and max from a histogram") {
   CHECK(s["max"] == 4);
 }
 
-TEST_CASE("train.eval_steps evaluates during the run, in one worker and in a topology, and finds time_to_target") {
-  for (const char* kind : {"single", "ring", "parameter-server"}) {
-    INFO(kind);
-    const auto out = fresh_dir(std::string("evals-") + kind);
+TEST_CASE("train.eval_steps evaluates snapshots, during or after the run, in one worker and in a topology, and finds time_to_target") {
+  struct variant {
+    const char* kind;
+    const char* eval; // train.eval of a topology: the snapshots evaluated during the run or after it
+  };
+  for (const auto& v : {variant{"single", "auto"}, variant{"ring", "during"}, variant{"ring", "after"},
+                        variant{"parameter-server", "during"}, variant{"parameter-server", "after"}}) {
+    const char* kind = v.kind;
+    INFO(kind << ", eval " << v.eval);
+    const auto out = fresh_dir(std::string("evals-") + kind + "-" + v.eval);
     auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 300\n"
                             "[train]\nepochs = 2\nbatch_size = 32\neval_steps = 10\ntarget_accuracy = 0.3\n",
-                            "t.toml", {"experiment.out=" + out, std::string("topology.kind=\"") + kind + "\""});
+                            "t.toml",
+                            {"experiment.out=" + out, std::string("topology.kind=\"") + kind + "\"",
+                             std::string("train.eval=\"") + v.eval + "\""});
     auto o = quiet();
     auto s = std::string(kind) == "single" ? run_single(cfg, o) : run_actors(cfg, o);
     const auto steps = std::string(kind) == "single" ? s["steps"].get<std::int64_t>() : s["steps_per_worker"].get<std::int64_t>();
@@ -234,6 +242,11 @@ TEST_CASE("train.eval_steps evaluates during the run, in one worker and in a top
     CHECK(std::is_sorted(eval_steps.begin(), eval_steps.end()));
     CHECK(s["time_to_target"].is_number()); // synthetic data passes 30% quickly
     CHECK(s["time_to_target"].get<double>() <= last_time + 1e-9);
+    if (std::string(kind) != "single") {
+      CHECK(s["eval"] == v.eval);
+      // Recorded at the snapshot's time: each before the run's end.
+      CHECK(s["time_to_target"].get<double>() <= s["train_seconds"].get<double>() + 1.0);
+    }
     fs::remove_all(out);
   }
 }
