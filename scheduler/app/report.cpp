@@ -154,12 +154,27 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
   std::map<int, plot_series> loss_t, loss_s;
   plot_series acc_t, acc_s;
   curves(records, "", loss_t, loss_s, acc_t, acc_s);
+  // Against samples (each worker's own) and epochs as well.
+  std::map<int, plot_series> loss_n;
+  plot_series acc_e{"test accuracy", {}};
+  for (const auto& r : records) {
+    const auto type = r.value("type", std::string());
+    if (type == "step" && r.contains("samples")) {
+      const int w = r.value("worker", 0);
+      loss_n[w].title = "worker " + std::to_string(w);
+      loss_n[w].xy.emplace_back(num(r, "samples"), num(r, "loss"));
+    } else if (type == "eval" && r.contains("epoch"))
+      acc_e.xy.emplace_back(num(r, "epoch"), 100 * num(r, "test_accuracy"));
+  }
   using st = plot_spec::style;
   std::vector<plot_spec> p;
   p.push_back({"loss_time", "training loss against wall time", "seconds", "loss", values_of(loss_t, 16), st::lines});
   p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
   p.push_back({"accuracy_time", "test accuracy against wall time", "seconds", "test accuracy (%)", {acc_t}, st::linespoints});
   p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
+  p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
+               st::lines});
+  p.push_back({"accuracy_epochs", "test accuracy against epochs", "epoch", "test accuracy (%)", {acc_e}, st::linespoints});
   // Where each worker's time went: the fast ones' waiting shows here.
   const auto& workers = summary.value("per_worker", json::array());
   if (workers.size() > 1 && workers.size() <= 32) {

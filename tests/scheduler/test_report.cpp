@@ -73,16 +73,17 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
     return;
   }
   // Loss and accuracy against time and steps, each worker's time split,
-  // staleness overall, per worker and against time.
-  CHECK(r.plots == 8);
-  for (const char* f : {"loss_time", "loss_steps", "accuracy_time", "accuracy_steps", "time_split", "staleness",
-                        "staleness_per_worker", "staleness_time"}) {
+  // staleness overall, per worker and against time; loss against samples
+  // and accuracy against epochs.
+  CHECK(r.plots == 10);
+  for (const char* f : {"loss_time", "loss_steps", "accuracy_time", "accuracy_steps", "loss_samples", "accuracy_epochs",
+                        "time_split", "staleness", "staleness_per_worker", "staleness_time"}) {
     INFO(f);
     const auto svg = slurp(dir + "/plots/" + f + ".svg");
     CHECK(svg.find("<svg") != std::string::npos);
     CHECK(svg.find("<path") != std::string::npos); // something was drawn
   }
-  CHECK(count(html, "data:image/svg+xml;base64,") == 8); // embedded: the page stands alone
+  CHECK(count(html, "data:image/svg+xml;base64,") == 10); // embedded: the page stands alone
   // Axes: the time split's bars stand on 0; the staleness histogram starts
   // at its bar for 0, not at a negative staleness.
   const auto gp = slurp(dir + "/plots/plot.gp");
