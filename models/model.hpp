@@ -54,6 +54,8 @@ public:
   std::int64_t parameter_count() const;
   const std::vector<param_spec>& param_specs() const { return param_specs_; }
   const std::vector<std::size_t>& param_offsets() const { return param_offsets_; }
+  const std::vector<param_spec>& state_specs() const { return state_specs_; }
+  const std::vector<std::size_t>& state_offsets() const { return state_offsets_; }
   /// Forward FLOPs for one sample; a training step costs about 3x this.
   double forward_flops_per_sample() const;
   /// Training FLOPs for one sample (network::train_flops).

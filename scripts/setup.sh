@@ -12,8 +12,9 @@ PACKAGES=(
   python3   # the CLI smoke test checks summary.json with it
   gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
 )
-# Only for the test suite: report.html is opened in headless Chromium.
-TEST_PACKAGES=(chromium)
+# Only for the test suite: report.html is opened in headless Chromium, and
+# model.safetensors is loaded in PyTorch.
+TEST_PACKAGES=(chromium python3-torch)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
 BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev)
 

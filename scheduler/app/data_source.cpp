@@ -80,6 +80,8 @@ data_pair load_data(run_config& cfg) {
     for (auto* split : {&d.train, &d.test})
       for (float& v : split->images)
         v = static_cast<float>((v - mean) / sd);
+    d.input_mean = mean;
+    d.input_std = sd;
   }
   cfg.model.channels = d.train.channels;
   cfg.model.height = d.train.height;

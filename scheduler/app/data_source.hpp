@@ -10,6 +10,8 @@ namespace gradwire::scheduler {
 
 struct data_pair {
   models::dataset train, test;
+  /// data.normalize: the pixels (/ 255) became (x - input_mean) / input_std.
+  double input_mean = 0, input_std = 1;
 };
 
 /// Loads (and subsets) the data of `cfg`; sets cfg.model's input shape.

@@ -4,6 +4,7 @@
 #include "scheduler/runtime/bench_allreduce.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
+#include "scheduler/app/model_file.hpp"
 #include "scheduler/app/report.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/topology_run.hpp"
@@ -76,6 +77,8 @@ struct cli_args {
   CLI::App* allreduce = nullptr;
   CLI::App* report = nullptr;
   CLI::App* keys = nullptr;
+  CLI::App* eval = nullptr;
+  std::string eval_path;
   CLI::App* info = nullptr;
   std::string config_path, out_dir, report_dir, run_procs;
   std::vector<std::string> overrides, sweeps;
@@ -150,6 +153,17 @@ Examples:
   gradwire report results/default
   gradwire report results/study-scaling-sweep)");
   a.report->add_option("dir", a.report_dir, "results folder of a run or a sweep")->required();
+  a.eval = app.add_subcommand("eval", "evaluate a trained model (model.safetensors, or a run's folder) on its test set");
+  a.eval->footer(R"(The model file carries its run's config: the model is rebuilt from it and
+evaluated on that config's test set. --set changes the config first, e.g.
+--set data.path=/data/fashion-mnist or --set data.test_subset=1000.
+
+Examples:
+  gradwire eval results/default
+  gradwire eval results/ring/model.safetensors --set train.threads=2)");
+  a.eval->add_option("model", a.eval_path, "model.safetensors, or a results folder holding one")->required();
+  a.eval->add_option("--set,-s", a.overrides, "override a config key: --set data.test_subset=1000 (repeatable)")
+    ->type_name("KEY=VALUE");
   a.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
   a.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
 }
@@ -268,6 +282,12 @@ std::optional<int> run_tool(cli_args& a) {
   }
   if (*a.report) {
     report_on(a.report_dir);
+    return 0;
+  }
+  if (*a.eval) {
+    const auto e = gradwire::scheduler::evaluate_model_file(a.eval_path, a.overrides);
+    std::printf("%s: test accuracy %.2f%%, test loss %.4f (%lld test images of %s)\n", e.file.c_str(),
+                100 * e.accuracy, e.loss, static_cast<long long>(e.samples), e.dataset.c_str());
     return 0;
   }
   if (*a.info) {

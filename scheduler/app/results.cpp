@@ -71,7 +71,7 @@ namespace {
 /// What gradwire writes into a run's or a sweep's folder.
 bool ours(const std::filesystem::path& p) {
   const auto name = p.filename().string();
-  static const char* const files[] = {"summary.json", "metrics.jsonl", "metrics.csv", "config.toml", "trace.json", "report.html",
+  static const char* const files[] = {"summary.json", "metrics.jsonl", "metrics.csv", "model.safetensors", "config.toml", "trace.json", "report.html",
                                       "plots", "sweep.md", "sweep.csv", "sweep.json"};
   for (const char* f : files)
     if (name == f)

@@ -1,5 +1,7 @@
 #include "scheduler/app/single_run.hpp"
 
+#include "scheduler/app/model_file.hpp"
+
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "models/batcher.hpp"
@@ -89,6 +91,10 @@ public:
       }
       throw error(lost);
     }
+    const auto params = model_.params().to_vector(), state = model_.state().to_vector();
+    out_.write_file("model.safetensors",
+                    safetensors_of(model_, params.data(), state.data(),
+                                   run_metadata(cfg_.resolved_toml, model_.spec(), data_.input_mean, data_.input_std)));
     out_.write_summary(summary);
     return summary;
   }

@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/app/data_source.hpp"
+#include "scheduler/app/model_file.hpp"
 #include "scheduler/app/progress.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/step_breakdown.hpp"
@@ -510,6 +511,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   run_facts f{cfg, setup, res, jb, {}, nullptr, nullptr, nullptr, nullptr, l.windows.get(), ev.during};
   finish_run(f, ev, out, coord_trace, trained_secs);
   trace_out.write();
+  out.write_file("model.safetensors", // the model evaluated last: the run's parameters, worker 0's statistics
+                 safetensors_of(ev.model, ev.model.params().data(), ev.model.state().data(),
+                                run_metadata(cfg.resolved_toml, ev.model.spec(), data.input_mean, data.input_std)));
   f.wall_seconds = since(t_start);
   auto summary = summary_of(f);
   out.write_summary(summary);

@@ -1,7 +1,9 @@
 // A whole run through the scheduler: the results folder is complete and
 // consistent, interrupts keep what was written, bad data is a clear error.
 #include "kernels/error.hpp"
+#include "models/model.hpp"
 #include "scheduler/app/config.hpp"
+#include "scheduler/app/model_file.hpp"
 #include "scheduler/app/topology_run.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/single_run.hpp"
@@ -11,7 +13,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <map>
 #include <unistd.h>
@@ -276,4 +280,28 @@ TEST_CASE("final_loss is the mean training loss over the last epoch's steps, not
   CHECK(s["final_loss"].get<double>() == Approx(sum / n).epsilon(1e-9));
   CHECK(s["final_loss"].get<double>() != Approx(steps.back().first).epsilon(1e-6)); // not the last window's
   fs::remove_all(out);
+}
+
+TEST_CASE("model.safetensors round-trips a ResNet's parameters and BatchNorm statistics, named after the layers") {
+  models::model_spec spec;
+  spec.kind = "resnet20";
+  spec.channels = 3;
+  spec.height = spec.width = 32;
+  models::model a(spec, kernels::device::cpu(), 1), b(spec, kernels::device::cpu(), 2);
+  for (std::int64_t i = 0; i < a.state().numel(); ++i) // statistics a run would have moved
+    a.state().data()[i] = 0.5f + static_cast<float>(i % 7);
+  const auto dir = fresh_dir("safetensors");
+  fs::create_directories(dir);
+  const auto path = dir + "/model.safetensors";
+  std::ofstream(path, std::ios::binary) << safetensors_of(a, a.params().data(), a.state().data(), {{"k", "v"}});
+  const auto md = read_model_metadata(path);
+  CHECK(md.at("k") == "v");
+  load_model_file(path, b);
+  CHECK(std::equal(a.params().data(), a.params().data() + a.size(), b.params().data()));
+  CHECK(std::equal(a.state().data(), a.state().data() + a.state().numel(), b.state().data()));
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\"0.conv2d.weight\"") != std::string::npos);
+  CHECK(text.find("batchnorm2d.running_var\"") != std::string::npos);
+  fs::remove_all(dir);
 }
