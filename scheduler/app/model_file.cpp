@@ -94,8 +94,10 @@ std::string safetensors_of(const models::model& m, const float* params, const fl
   return out + text + data;
 }
 
-model_metadata read_model_metadata(const std::string& path) {
-  const auto p = parse(path, slurp(path));
+model_metadata read_model_metadata(const std::string& path) { return model_metadata_of(slurp(path), path); }
+
+model_metadata model_metadata_of(const std::string& bytes, const std::string& path) {
+  const auto p = parse(path, bytes);
   model_metadata out;
   if (p.header.contains("__metadata__") && p.header["__metadata__"].is_object())
     for (const auto& [k, v] : p.header["__metadata__"].items())
@@ -104,9 +106,10 @@ model_metadata read_model_metadata(const std::string& path) {
   return out;
 }
 
-void load_model_file(const std::string& path, models::model& into) {
+void load_model_file(const std::string& path, models::model& into) { load_model_bytes(slurp(path), path, into); }
+
+void load_model_bytes(const std::string& bytes, const std::string& path, models::model& into) {
   check(into.dev().is_cpu(), "load_model_file: the model must be on the CPU");
-  const auto bytes = slurp(path);
   const auto p = parse(path, bytes);
   const std::size_t data_bytes = bytes.size() - p.data_at;
   auto fill = [&](const std::vector<models::param_spec>& specs, const std::vector<std::size_t>& offsets, float* base) {
