@@ -147,7 +147,7 @@ std::vector<std::uint8_t> ucx_link::address() const {
   ucx_setup::address a;
   a.ucx.assign(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
   ucp_worker_release_address(p_->worker, addr);
-  a.host = ucx_setup::host_name();
+  a.host = ucx_setup::host_identity();
   a.fifo = p_->fifo;
   return ucx_setup::pack(a);
 }
@@ -165,7 +165,7 @@ std::string ucx_link::check_address(const std::vector<std::uint8_t>& blob) const
 void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) {
   check(static_cast<int>(addresses.size()) == p_->size, "connect: one address per rank expected");
   p_->eps.assign(addresses.size(), nullptr);
-  const std::string host = ucx_setup::host_name();
+  const std::string host = ucx_setup::host_identity(); // memory is shared only where all of it agrees
   std::vector<ucx_setup::address> peers(addresses.size());
   for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
     if (r == p_->rank)

@@ -206,4 +206,12 @@ std::string host_name() {
   return buf;
 }
 
+std::string host_identity() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  char ipc[128] = {};
+  const auto n = ::readlink("/proc/self/ns/ipc", ipc, sizeof ipc - 1);
+  return host_name() + " boot " + (boot.empty() ? "?" : boot) + " " + (n > 0 ? std::string(ipc, static_cast<std::size_t>(n)) : "ipc:?");
+}
+
 } // namespace gradwire::transport::ucx_setup

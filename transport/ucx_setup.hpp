@@ -54,5 +54,9 @@ address unpack(const std::vector<std::uint8_t>& in, int rank);
 /// here in a forked child, which dies instead (bounded by 10 s).
 std::string ucx_parse_check(const std::vector<std::uint8_t>& ucx);
 std::string host_name();
+/// What ranks must share to share memory: the host name, the kernel's boot
+/// id and the IPC namespace ("name boot ID ipc:[INODE]"). Two containers
+/// or namespaces on one machine with their own /dev/shm differ in it.
+std::string host_identity();
 
 } // namespace gradwire::transport::ucx_setup

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Emulated hosts on one machine: each "host" is its own network, UTS, IPC
+# and mount namespace with its own hostname, address (198.18.0.0/15, the
+# benchmarking range) and private /dev/shm, joined to the others by a
+# bridge. Ranks started inside them see each other only over the network,
+# as on a cluster. Needs root (ip netns, unshare); everything it makes is
+# removed when it exits, however it exits.
+#
+#   scripts/emulated_hosts.sh N -- COMMAND...
+#       runs COMMAND once per host, as rank i of N (GRADWIRE_RANK, _SIZE,
+#       _RENDEZVOUS on host 0, _TOKEN set), and waits for every rank; its
+#       output goes to $GW_HOSTS_LOG/rank-i.txt when that is set, else to
+#       stderr prefixed by the rank. Exits with the first non-zero status.
+#   In COMMAND, GW_HOST_ADDR is this host's address.
+set -uo pipefail
+[[ $(id -u) -eq 0 ]] || { echo "emulated_hosts.sh: needs root (ip netns)" >&2; exit 77; }
+command -v ip >/dev/null && command -v unshare >/dev/null || { echo "emulated_hosts.sh: needs ip and unshare" >&2; exit 77; }
+n=${1:-}
+[[ "$n" =~ ^[1-9]$ && "${2:-}" == "--" ]] || { sed -n '2,17p' "$0" >&2; exit 2; }
+shift 2
+tag=gw$$
+bridge=${tag}br
+cleanup() {
+  for ((i = 0; i < n; i++)); do ip netns del "${tag}h$i" 2>/dev/null; done
+  ip link del "$bridge" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+ip link add "$bridge" type bridge && ip link set "$bridge" up || { echo "emulated_hosts.sh: cannot make a bridge" >&2; exit 77; }
+for ((i = 0; i < n; i++)); do
+  ns=${tag}h$i
+  ip netns add "$ns" || exit 77
+  ip link add "${tag}v$i" type veth peer name eth0 netns "$ns"
+  ip link set "${tag}v$i" master "$bridge" up
+  ip -n "$ns" addr add "198.18.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+port=$((29000 + $$ % 1000))
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+pids=()
+for ((i = 0; i < n; i++)); do
+  out=/dev/stderr
+  [[ -n "${GW_HOSTS_LOG:-}" ]] && out=$GW_HOSTS_LOG/rank-$i.txt
+  # Its own hostname (UTS), IPC objects and /dev/shm (mount), in its network.
+  GRADWIRE_RANK=$i GRADWIRE_SIZE=$n GRADWIRE_RENDEZVOUS=198.18.0.1:$port GRADWIRE_TOKEN=$token \
+    GW_HOST_ADDR=198.18.0.$((i + 1)) \
+    ip netns exec "${tag}h$i" unshare --uts --ipc --mount --propagation private \
+    sh -c 'hostname "host$0" && mount -t tmpfs -o size=2g tmpfs /dev/shm && exec "$@"' "$i" "$@" > "$out" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do
+  wait "$p" || { s=$?; [[ $rc -eq 0 ]] && rc=$s; }
+done
+exit $rc
