@@ -166,7 +166,9 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   }
   record(st, staleness);
   if (!st.cfg.ps.sync) {
-    const float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
+    float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
+    if (static_cast<std::size_t>(rank) < st.cfg.worker_lr_scale.size())
+      scale *= static_cast<float>(st.cfg.worker_lr_scale[static_cast<std::size_t>(rank)]);
     const float* g = grad.data();
     if (st.cfg.ps.dc() > 0.f) { // delay compensation
       const float* w = st.params.data();

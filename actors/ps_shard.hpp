@@ -50,6 +50,9 @@ struct shard_config {
   /// (workers finish on seeing it from every shard, not all at once).
   std::int64_t last_version = 0;
   models::optimizer_spec opt;
+  /// Async: each worker's pushes are applied at lr x its entry ([[nodes]]
+  /// lr_scale); empty: 1 for all.
+  std::vector<double> worker_lr_scale;
   std::shared_ptr<tracer> trace; ///< track "shard <id>": push (arg rank), apply (arg version)
 };
 

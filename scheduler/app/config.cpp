@@ -254,6 +254,8 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
       g.jitter_ms = t["jitter_ms"].value_or(0.0);
       g.device = t["device"].value_or(std::string());
       g.threads = whole("threads", 0, 0, 256);
+      g.lr_scale = t["lr_scale"].value_or(1.0);
+      check(g.lr_scale >= 0 && g.lr_scale <= 1e3, loc + ": lr_scale = " + std::to_string(g.lr_scale) + " must be in [0, 1000]");
       if (!g.device.empty()) {
         try {
           kernels::parse_device(g.device);

@@ -24,6 +24,7 @@ struct node_group {
   double delay_ms = 0, jitter_ms = 0;
   std::string device; ///< "" = train.device
   int threads = 0;    ///< 0 = train.threads
+  double lr_scale = 1.0; ///< multiplies the learning rate of the group's updates
   std::string where;  ///< "file:line: [[nodes]] #i", for messages
 };
 

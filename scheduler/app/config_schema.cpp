@@ -84,6 +84,8 @@ const std::vector<key_spec>& config_schema() {
     {"nodes.device", vt::string, "\"\"", {}, "[[nodes]]: the group's device, \"cpu\" or \"cuda:N\" (\"\" = train.device): CPU and GPU workers mix in one job"},
     {"nodes.threads", vt::integer, "0", {}, "[[nodes]]: CPU threads per worker of the group (0 = train.threads)"},
     {"nodes.jitter_ms", vt::number, "0.0", {}, "[[nodes]]: plus a uniform random delay of 0 .. jitter_ms per step"},
+    {"nodes.lr_scale", vt::number, "1.0", {},
+     "[[nodes]]: multiplies the learning rate of the group's updates: its pushes (async parameter server, SSP) or its own steps (local SGD, gossip); lock-step topologies whose replicas must agree refuse it"},
     {"faults.kind", vt::string, "\"kill\"", {"kill"}, "[[faults]]: an injected fault; kill: the rank's process exits abruptly, as SIGKILL leaves it (across processes)"},
     {"faults.rank", vt::integer, "0", {}, "[[faults]]: the worker (process) it strikes"},
     {"faults.at_step", vt::integer, "1", {}, "[[faults]]: when: after that worker's step at_step (deterministic, unlike a timed kill)"},

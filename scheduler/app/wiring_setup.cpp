@@ -58,6 +58,16 @@ kernels::device checked_device(const std::string& text, const std::string& where
   return d;
 }
 
+/// Whether workers of `s` may each have their own learning rate.
+bool per_worker_lr(const topology_setup& s) {
+  switch (s.kind) {
+  case topology_kind::parameter_server: return !s.ps.sync;
+  case topology_kind::local_sgd:
+  case topology_kind::gossip: return true;
+  default: return false;
+  }
+}
+
 namespace {
 
 /// Devices: train.device for every worker, or each [[nodes]] group's own
@@ -75,7 +85,13 @@ void set_workers(topology_setup& setup, const run_config& cfg) {
       setup.worker_slowdown.push_back(g.slowdown);
       setup.worker_delay_ms.push_back(g.delay_ms);
       setup.worker_jitter_ms.push_back(g.jitter_ms);
+      setup.worker_lr_scale.push_back(g.lr_scale);
     }
+  for (const auto& g : cfg.nodes) // where replicas must stay equal, every worker applies the same update
+    check(g.lr_scale == 1.0 || per_worker_lr(setup),
+          g.where + " (group '" + g.name + "'): lr_scale works where a worker's updates are its own (async or SSP "
+                    "parameter server, local SGD, gossip); topology " + cfg.topology +
+            " keeps every replica equal");
   int threads = 0; // of the whole job: whether ring workers may poll
   for (int r = 0; r < cfg.workers; ++r)
     threads += static_cast<std::size_t>(r) < setup.worker_threads.size() ? setup.worker_threads[static_cast<std::size_t>(r)]

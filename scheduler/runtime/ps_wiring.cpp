@@ -49,6 +49,7 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
     sc.ps = setup.ps;
     sc.last_version = setup.steps;
     sc.opt = setup.opt;
+    sc.worker_lr_scale = setup.worker_lr_scale;
     if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
       sc.opt.schedule.updates_per_step = setup.workers;
     sc.trace = setup.trace;

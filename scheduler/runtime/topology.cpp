@@ -105,6 +105,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.step_progress = setup.budget_samples > 0;
   wc.seed = setup.seed;
   wc.opt = setup.opt;
+  wc.opt.lr = static_cast<float>(wc.opt.lr * at(setup.worker_lr_scale, 1.0)); // its own steps (local SGD, gossip)
   wc.data = &data;
   wc.log_every = setup.log_every;
   wc.report_to = coordinator;

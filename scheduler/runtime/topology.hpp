@@ -52,6 +52,8 @@ struct topology_setup {
   /// Per worker (by rank), overriding batch_size, 1.0 and 0 when not empty.
   std::vector<int> worker_batch;
   std::vector<double> worker_slowdown, worker_delay_ms, worker_jitter_ms;
+  /// Per-worker learning-rate multipliers ([[nodes]] lr_scale; empty: 1).
+  std::vector<double> worker_lr_scale;
   /// Per worker (by rank): its device and threads (empty: cpu, `threads`).
   std::vector<kernels::device> worker_device;
   std::vector<int> worker_threads;

@@ -199,6 +199,23 @@ TEST_CASE("async PS with a shared budget: the fast workers take more of it, the 
   CHECK(out.reports[1].steps > 3 * out.reports[2].steps);
 }
 
+TEST_CASE("a worker's lr_scale applies to its pushes: one async worker at lr x 0.5 is one at half the lr, bit for bit") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 9);
+  auto setup = small_setup(1, 2, false);
+  setup.steps = 12;
+  setup.opt.lr = 0.1f;
+  setup.worker_lr_scale = {0.5};
+  const auto scaled = scheduler::run_topology(*env.sys, setup, data);
+  setup.opt.lr = 0.05f;
+  setup.worker_lr_scale.clear();
+  const auto halved = scheduler::run_topology(*env.sys, setup, data);
+  CHECK(scaled.params == halved.params);
+  setup.opt.lr = 0.1f;
+  const auto full = scheduler::run_topology(*env.sys, setup, data);
+  CHECK(full.params != halved.params);
+}
+
 TEST_CASE("local SGD averaging every step equals synchronous SGD (momentum included)") {
   // Averaging after each local SGD-momentum step is linear in the updates:
   // mean(w - lr v_r) with v_r = mu v_r + g_r evolves as one optimizer fed

@@ -122,6 +122,8 @@ case_ nodes_count_zero '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount
 case_ nodes_total '[topology]\nkind = "ring"\nworkers = 3\n[[nodes]]\ncount = 2\n' 'nodes_total.toml: the \[\[nodes\]\] groups describe 2 worker\(s\) but topology.workers = 3'
 case_ nodes_single '[[nodes]]\ncount = 2\n' 'nodes_single.toml.*needs several workers|nodes_single.toml.*describe 2 worker'
 case_ nodes_slowdown '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nslowdown = 0.5\n' 'nodes_slowdown.toml:4: \[\[nodes\]\] #1: slowdown must be in'
+case_ nodes_lr_ring '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nlr_scale = 0.5\n' 'nodes_lr_ring.toml:4: \[\[nodes\]\] #1 .group .group0..: lr_scale works where a worker.s updates are its own'
+case_ nodes_lr_range '[topology]\nkind = "gossip"\nworkers = 2\n[[nodes]]\ncount = 2\nlr_scale = -1.0\n' 'nodes_lr_range.toml:4: \[\[nodes\]\] #1: lr_scale = -1.000000 must be in \[0, 1000\]'
 case_ nodes_threads '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nthreads = -1\n' 'nodes_threads.toml:4: \[\[nodes\]\] #1: threads = -1'
 case_ nodes_delay '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\ndelay_ms = -3.0\n' 'nodes_delay.toml:4: \[\[nodes\]\] #1: delay_ms and jitter_ms'
 case_ nodes_batch '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\ncount = 2\nbatch_size = -64\n' 'nodes_batch.toml:4: \[\[nodes\]\] #1: batch_size = -64'
