@@ -30,12 +30,6 @@ void average_into(slice& x, const slice& theirs) {
   be.axpy(static_cast<std::size_t>(x.numel()), 0.5f, theirs.data(), x.data());
 }
 
-slice copy_of_slice(const slice& from) {
-  auto s = slice::empty({from.numel()});
-  std::memcpy(s.data(), from.data(), from.bytes());
-  return s;
-}
-
 struct mixer_state {
   std::shared_ptr<gossip_store> store;
   static inline const char* name = "gossip_mixer";
@@ -54,7 +48,7 @@ caf::behavior mixer_behavior(caf::stateful_actor<mixer_state>* self, std::shared
         return caf::make_error(caf::sec::runtime_error, "AD-PSGD: rank " + std::to_string(rank) + " sent " +
                                                           std::to_string(theirs.numel()) + " parameters, expected " +
                                                           std::to_string(st.x.numel()));
-      auto mine = copy_of_slice(st.x);
+      auto mine = copy_of(st.x);
       average_into(st.x, theirs);
       return mine;
     },
@@ -78,11 +72,7 @@ using gossip_actor = caf::stateful_actor<gossip_state>;
 
 bool adpsgd(const gossip_state& st) { return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.graph.empty(); }
 
-slice snapshot(const gossip_state& st) {
-  auto s = slice::empty({static_cast<std::int64_t>(st.model->size())});
-  std::memcpy(s.data(), st.model->params().data(), st.model->size() * sizeof(float));
-  return s;
-}
+slice snapshot(const gossip_state& st) { return copy_of(st.model->params()); }
 
 void begin_step(gossip_actor* self);
 
@@ -179,7 +169,7 @@ void begin_step(gossip_actor* self) {
   slice mine;
   {
     std::lock_guard<std::mutex> lk(st.store->mu);
-    mine = copy_of_slice(st.store->x);
+    mine = copy_of(st.store->x);
   }
   self->request(st.mixers.at(peer), st.cfg.timeout, gossip_atom::value, st.cfg.rank, mine)
     .then(

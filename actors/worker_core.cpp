@@ -9,9 +9,6 @@
 
 namespace gradwire::actors {
 
-namespace {
-
-/// A host copy the receiver may keep (empty when `t` is).
 slice copy_of(const kernels::tensor& t) {
   if (t.numel() == 0)
     return {};
@@ -19,8 +16,6 @@ slice copy_of(const kernels::tensor& t) {
   std::memcpy(out.data(), t.data(), static_cast<std::size_t>(t.numel()) * sizeof(float));
   return out;
 }
-
-} // namespace
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

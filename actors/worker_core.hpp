@@ -207,4 +207,7 @@ struct worker_core {
 
 double seconds_since(std::chrono::steady_clock::time_point t);
 
+/// A host copy of `t` the receiver may keep (empty when `t` is).
+slice copy_of(const kernels::tensor& t);
+
 } // namespace gradwire::actors

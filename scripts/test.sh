@@ -4,7 +4,7 @@
 # and runs every test with ctest. CUDA tests skip when no GPU is found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --test   # adds chromium, for the report test
+scripts/setup.sh --test   # adds chromium (the report test) and python3-torch (the model-file test)
 scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@"

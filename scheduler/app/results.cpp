@@ -179,9 +179,6 @@ void results_writer::write_metrics_csv() const {
   }
   // The record's kind and where it is in the run first, then the rest by name.
   static const char* const first[] = {"type", "time", "worker", "epoch", "step", "samples", "loss"};
-  std::stable_partition(cols.begin(), cols.end(), [](const std::string& c) {
-    return std::find(std::begin(first), std::end(first), c) != std::end(first);
-  });
   std::stable_sort(cols.begin(), cols.end(), [](const std::string& a, const std::string& b) {
     auto rank = [](const std::string& c) {
       return std::find(std::begin(first), std::end(first), c) - std::begin(first);

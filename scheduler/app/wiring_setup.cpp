@@ -129,29 +129,23 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     setup.steps = std::min(setup.steps, cfg.max_steps);
   setup.eval_every = cfg.eval_steps > 0 ? cfg.eval_steps : per_epoch * cfg.eval_every;
   plan.steps_per_epoch = per_epoch;
-  if (cfg.shared_budget && shares_budget(setup)) {
+  int global_batch = 0, smallest = largest; // the workers' batches summed, and the smallest
+  for (int r = 0; r < cfg.workers; ++r) {
+    const int b = static_cast<std::size_t>(r) < setup.worker_batch.size() ? setup.worker_batch[static_cast<std::size_t>(r)]
+                                                                            : cfg.batch_size;
+    global_batch += b;
+    smallest = std::min(smallest, b);
+  }
+  const bool one_batch_updates = shares_budget(setup); // each update is one worker's batch
+  // The learning rate: scaled to the global batch and scheduled over the
+  // steps each worker runs (with a shared budget, its mean share).
+  setup.opt = optimizer_for(cfg, per_epoch, setup.steps, one_batch_updates ? cfg.batch_size : global_batch);
+  if (cfg.shared_budget && one_batch_updates) {
     // The samples every worker's steps would give, shared out by speed:
     // a worker may take up to all of them (epochs wrap around its shard).
-    std::int64_t total = 0;
-    int smallest = largest;
-    for (int r = 0; r < cfg.workers; ++r) {
-      const int b = static_cast<std::size_t>(r) < setup.worker_batch.size() ? setup.worker_batch[static_cast<std::size_t>(r)]
-                                                                              : cfg.batch_size;
-      total += setup.steps * b;
-      smallest = std::min(smallest, b);
-    }
-    setup.budget_samples = total;
-    setup.steps = (total + smallest - 1) / smallest;
+    setup.budget_samples = setup.steps * global_batch;
+    setup.steps = (setup.budget_samples + smallest - 1) / smallest;
   }
-  // The learning rate: scaled to the global batch and scheduled over the
-  // steps each worker runs (shared budget: its mean share).
-  int global_batch = 0;
-  for (int r = 0; r < cfg.workers; ++r)
-    global_batch += static_cast<std::size_t>(r) < setup.worker_batch.size() ? setup.worker_batch[static_cast<std::size_t>(r)]
-                                                                             : cfg.batch_size;
-  const bool one_batch_updates = shares_budget(setup); // each update is one worker's batch
-  const auto run_steps = setup.budget_samples > 0 ? setup.budget_samples / std::max(1, global_batch) : setup.steps;
-  setup.opt = optimizer_for(cfg, per_epoch, run_steps, one_batch_updates ? cfg.batch_size : global_batch);
   return plan;
 }
 
