@@ -6,14 +6,7 @@
 /// gnuplot into DIR/plots/*.svg and embedded in the page, so the page can
 /// be sent on its own:
 ///
-/// run:   training loss and test accuracy against wall time and against
-///        steps (per worker), each worker's compute / exchange / waiting
-///        time, staleness histogram (all pushes, and per worker when
-///        there are several);
-/// sweep: the comparison table; test accuracy against time and steps and
-///        loss against time, overlaid for every point; speedup and scaling efficiency against
-///        workers (when the sweep varies the worker count); staleness
-///        distributions per point.
+/// What each page plots: report_plots.hpp.
 ///
 /// Without gnuplot the page still has every table and says what to
 /// install. `gradwire run` writes the report at the end of a run or sweep.

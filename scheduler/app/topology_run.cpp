@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/app/data_source.hpp"
+#include "scheduler/app/evaluator.hpp"
 #include "scheduler/app/model_file.hpp"
 #include "scheduler/app/progress.hpp"
 #include "scheduler/app/results.hpp"
@@ -19,21 +20,12 @@
 
 #include <fmt/format.h>
 
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <thread>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
-#include <map>
 #include <numeric>
 #include <optional>
 
@@ -99,134 +91,6 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   };
 }
 
-/// Evaluation on rank 0: snapshots of worker 0's replica, taken every
-/// train.eval_every epochs or eval_steps steps, and the final model.
-/// Snapshots are evaluated off the workers' critical path: during the run
-/// on a thread of its own at the lowest priority (SCHED_IDLE: it runs only
-/// on cycles no worker wants), or after the run (train.eval = "after").
-/// Either way each result is recorded at the time its snapshot was taken.
-struct evaluator {
-  const run_config& cfg;
-  const models::dataset& test;
-  results_writer& out;
-  progress_line& progress;
-  std::int64_t steps_per_epoch;
-  clock_type::time_point t_train = clock_type::now();
-  models::model model{cfg.model, kernels::device::cpu(), cfg.seed};
-  models::trainer trainer{model, cfg.opt, cfg.threads};
-  nlohmann::json time_to_target = nullptr;
-  /// Test batches as large as a few training batches: large enough for
-  /// the kernels, small enough for the caches (a batch of 1000 made
-  /// ResNet-20's evaluation slower per image than its training).
-  int eval_batch = std::clamp(4 * cfg.batch_size, 64, 1000);
-
-  struct snapshot {
-    std::int64_t step;
-    double secs;
-    actors::slice params, state;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<snapshot> queue;
-  bool closing = false;
-  std::thread background;
-  /// The background thread's own model and one-thread trainer.
-  std::unique_ptr<models::model> bg_model;
-  std::unique_ptr<models::trainer> bg_trainer;
-
-  bool during; ///< evaluate during the run (else after it)
-
-  evaluator(const run_config& c, const models::dataset& t, results_writer& o, progress_line& p, std::int64_t spe,
-            bool during_run)
-      : cfg(c), test(t), out(o), progress(p), steps_per_epoch(spe), during(during_run) {
-    if (during) {
-      bg_model = std::make_unique<models::model>(cfg.model, kernels::device::cpu(), cfg.seed);
-      bg_trainer = std::make_unique<models::trainer>(*bg_model, cfg.opt, 1);
-      background = std::thread([this] { run_background(); });
-    }
-  }
-  ~evaluator() { drain(); }
-  evaluator(const evaluator&) = delete;
-  evaluator& operator=(const evaluator&) = delete;
-
-  void record(std::int64_t step, double secs, const models::eval_result& e) {
-    std::lock_guard<std::mutex> lk(mu);
-    out.metric({{"type", "eval"}, {"time", secs}, {"train_seconds", secs}, {"step", step},
-                {"epoch", static_cast<double>(step) / static_cast<double>(steps_per_epoch)},
-                {"test_accuracy", e.accuracy}, {"test_loss", e.loss}});
-    out.flush();
-    if (cfg.target_accuracy > 0 && time_to_target.is_null() && e.accuracy >= cfg.target_accuracy)
-      time_to_target = secs;
-  }
-  /// BatchNorm statistics come with the parameters (as DDP takes rank 0's buffers).
-  static void set_state(models::model& m, const actors::slice& state) {
-    if (state.defined() && state.numel() == m.state().numel())
-      std::copy(state.data(), state.data() + state.numel(), m.state().data());
-  }
-  void set_state(const actors::slice& state) { set_state(model, state); }
-  models::eval_result evaluate_on(models::model& m, models::trainer& t, const snapshot& s) {
-    std::copy(s.params.data(), s.params.data() + m.size(), m.params().data());
-    set_state(m, s.state);
-    return t.evaluate(test, 0, eval_batch);
-  }
-  void evaluate_and_record(models::model& m, models::trainer& t, const snapshot& s) {
-    const auto e = evaluate_on(m, t, s);
-    record(s.step, s.secs, e);
-    if (steps_per_epoch > 0 && s.step % steps_per_epoch == 0) // a multi-worker run's epoch line
-      progress.note(fmt::format("epoch {}/{} (worker 0's replica at step {}, {:.1f} s): test loss {:.4f}, test acc {:.2f}%",
-                                s.step / steps_per_epoch, cfg.epochs, s.step, s.secs, e.loss, 100 * e.accuracy));
-  }
-  /// Takes worker 0's snapshot (its own copy) for evaluation.
-  void submit(std::int64_t step, double secs, const actors::slice& params, const actors::slice& state) {
-    if (static_cast<std::size_t>(params.numel()) != model.size())
-      return; // not this model's parameters (cannot happen with our workers)
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      queue.push_back({step, secs, params, state});
-    }
-    cv.notify_one();
-  }
-  void run_background() {
-    // Lowest priority: a worker never waits for this thread's cycles.
-    sched_param none{};
-    if (::sched_setscheduler(0, SCHED_IDLE, &none) != 0)
-      ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
-    for (;;) {
-      snapshot s;
-      {
-        std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [this] { return closing || !queue.empty(); });
-        if (queue.empty())
-          return;
-        s = std::move(queue.front());
-        queue.pop_front();
-      }
-      evaluate_and_record(*bg_model, *bg_trainer, s);
-    }
-  }
-  /// After the run: every snapshot evaluated (what is left of them with
-  /// train.eval = "during", all with "after", on all this run's threads).
-  void drain() {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      closing = true;
-    }
-    cv.notify_all();
-    if (background.joinable())
-      background.join();
-    for (;;) {
-      snapshot s;
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        if (queue.empty())
-          return;
-        s = std::move(queue.front());
-        queue.pop_front();
-      }
-      evaluate_and_record(model, trainer, s);
-    }
-  }
-};
 
 /// per_worker's entry of summary.json for one worker's report.
 nlohmann::json worker_summary(const actors::worker_report& rep, const topology_setup& setup, const run_config& cfg,
@@ -374,7 +238,7 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
       break;
     }
   const auto t_eval = clock_type::now();
-  f.eval = ev.trainer.evaluate(ev.test, 0, ev.eval_batch);
+  f.eval = ev.evaluate_model();
   coord_trace.since("evaluate", t_eval, f.setup.steps);
   f.per_worker = nlohmann::json::array();
   // While every worker ran: until the first finished (by its own clock;

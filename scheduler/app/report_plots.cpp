@@ -1,0 +1,292 @@
+#include "scheduler/app/report_plots.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+
+namespace gradwire::scheduler {
+namespace {
+
+using json = nlohmann::json;
+
+double num(const json& j, const char* key, double dflt = std::nan("")) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : dflt;
+}
+
+/// Counts per staleness value -> fraction of all.
+std::vector<std::pair<double, double>> fractions(const json& hist) {
+  std::vector<std::pair<double, double>> out;
+  if (!hist.is_array())
+    return out;
+  double total = 0;
+  for (const auto& c : hist)
+    total += c.get<double>();
+  for (std::size_t s = 0; s < hist.size(); ++s)
+    if (total > 0)
+      out.emplace_back(static_cast<double>(s), hist[s].get<double>() / total);
+  return out;
+}
+
+bool has_staleness(const json& summary) {
+  return summary.contains("staleness") && num(summary["staleness"], "count", 0) > 0 && num(summary["staleness"], "max", 0) > 0;
+}
+
+/// Training loss per worker and test accuracy, against time and steps.
+void curves(const std::vector<json>& records, const std::string& label, std::map<int, plot_series>& loss_t,
+            std::map<int, plot_series>& loss_s, plot_series& acc_t, plot_series& acc_s) {
+  for (const auto& r : records) {
+    const auto type = r.value("type", std::string());
+    if (type == "step") {
+      const int w = r.value("worker", 0);
+      auto& lt = loss_t[w];
+      auto& ls = loss_s[w];
+      lt.title = ls.title = label.empty() ? "worker " + std::to_string(w) : label;
+      lt.xy.emplace_back(num(r, "time"), num(r, "loss"));
+      ls.xy.emplace_back(num(r, "step"), num(r, "loss"));
+    } else if (type == "eval") {
+      acc_t.xy.emplace_back(num(r, "time"), 100 * num(r, "test_accuracy"));
+      acc_s.xy.emplace_back(num(r, "step"), 100 * num(r, "test_accuracy"));
+    }
+  }
+  acc_t.title = acc_s.title = label.empty() ? "test accuracy" : label;
+}
+
+std::vector<plot_series> values_of(std::map<int, plot_series>& m, std::size_t limit) {
+  std::vector<plot_series> out;
+  for (auto& [k, s] : m)
+    if (out.size() < limit)
+      out.push_back(std::move(s));
+  return out;
+}
+
+/// A sweep point's label without its seed: seeds are repeats of one point.
+std::string without_seed(const std::string& label) {
+  std::string out;
+  std::size_t from = 0;
+  while (from <= label.size()) {
+    auto to = label.find(',', from);
+    if (to == std::string::npos)
+      to = label.size();
+    const auto part = label.substr(from, to - from);
+    if (part.rfind("experiment.seed=", 0) != 0 && !part.empty())
+      out += (out.empty() ? "" : ",") + part;
+    from = to + 1;
+  }
+  return out.empty() ? "every seed" : out;
+}
+
+/// Repeats of one curve -> their mean, point by point (as far as the
+/// shortest goes), with the min-max band; one repeat stays as it is.
+plot_series over_repeats(const std::string& title, const std::vector<plot_series>& reps) {
+  if (reps.size() == 1)
+    return {title, reps.front().xy, {}};
+  std::size_t n = SIZE_MAX;
+  for (const auto& r : reps)
+    n = std::min(n, r.xy.size());
+  plot_series out{fmt::format("{} (mean, band: min-max of {} seeds)", title, reps.size()), {}, {}};
+  for (std::size_t i = 0; i < n && n != SIZE_MAX; ++i) {
+    double x = 0, y = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto& r : reps) {
+      x += r.xy[i].first;
+      y += r.xy[i].second;
+      lo = std::min(lo, r.xy[i].second);
+      hi = std::max(hi, r.xy[i].second);
+    }
+    const auto k = static_cast<double>(reps.size());
+    out.xy.emplace_back(x / k, y / k);
+    out.band.emplace_back(lo, hi);
+  }
+  return out;
+}
+
+} // namespace
+
+/// metrics.jsonl's records; a torn last line (an interrupted run) is skipped.
+std::vector<json> read_records(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (j.is_object())
+      out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& records) {
+  std::map<int, plot_series> loss_t, loss_s;
+  plot_series acc_t, acc_s;
+  curves(records, "", loss_t, loss_s, acc_t, acc_s);
+  // Against samples (each worker's own) and epochs as well.
+  std::map<int, plot_series> loss_n;
+  plot_series acc_e{"test accuracy", {}};
+  for (const auto& r : records) {
+    const auto type = r.value("type", std::string());
+    if (type == "step" && r.contains("samples")) {
+      const int w = r.value("worker", 0);
+      loss_n[w].title = "worker " + std::to_string(w);
+      loss_n[w].xy.emplace_back(num(r, "samples"), num(r, "loss"));
+    } else if (type == "eval" && r.contains("epoch"))
+      acc_e.xy.emplace_back(num(r, "epoch"), 100 * num(r, "test_accuracy"));
+  }
+  using st = plot_spec::style;
+  std::vector<plot_spec> p;
+  p.push_back({"loss_time", "training loss against wall time", "seconds", "loss", values_of(loss_t, 16), st::lines});
+  p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
+  p.push_back({"accuracy_time", "test accuracy against wall time", "seconds", "test accuracy (%)", {acc_t}, st::linespoints});
+  p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
+  p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
+               st::lines});
+  p.push_back({"accuracy_epochs", "test accuracy against epochs", "epoch", "test accuracy (%)", {acc_e}, st::linespoints});
+  // Where each worker's time went: the fast ones' waiting shows here.
+  const auto& workers = summary.value("per_worker", json::array());
+  if (workers.size() > 1 && workers.size() <= 32) {
+    plot_spec split{"time_split", "where each worker's time went", "worker", "seconds", {}, st::boxes};
+    split.box_width = 0.25;
+    split.x_tic = 1;
+    plot_series compute{"compute", {}}, exchange{"exchange (not waiting)", {}}, wait{"waiting for others", {}};
+    for (const auto& w : workers) {
+      const double r = w.value("worker", 0);
+      const double c = num(w, "compute_seconds", 0), m = num(w, "comm_seconds", 0), wt = num(w, "wait_seconds", 0);
+      compute.xy.emplace_back(r - 0.25, c);
+      exchange.xy.emplace_back(r, std::max(0.0, m - wt));
+      wait.xy.emplace_back(r + 0.25, wt);
+    }
+    split.series = {compute, exchange, wait};
+    p.push_back(std::move(split));
+  }
+  if (has_staleness(summary)) {
+    plot_spec all{"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
+                  {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes};
+    all.x_from = true; // staleness is never negative: the bar at 0 starts the axis
+    all.x_min = -0.5;
+    p.push_back(std::move(all));
+    const auto& pw = summary.value("per_worker", json::array());
+    if (pw.size() > 1 && pw.size() <= 16) {
+      plot_spec per{"staleness_per_worker", "staleness per worker (log scale)", "staleness (versions)", "fraction of its pushes",
+                    {}, st::linespoints};
+      per.log_y = true;
+      per.x_from = true;
+      for (const auto& w : pw)
+        if (w.contains("staleness"))
+          per.series.push_back({fmt::format("worker {} (slowdown {:.3g})", w.value("worker", 0), w.value("slowdown", 1.0)),
+                                fractions(w["staleness"]["histogram"])});
+      p.push_back(std::move(per));
+    }
+    // Staleness against time, per worker (metrics.jsonl's windows): how
+    // stale a slow worker's gradients are while the others still run.
+    std::map<int, plot_series> over_time;
+    for (const auto& r : records)
+      if (r.value("type", std::string()) == "step" && r.contains("staleness")) {
+        const int w = r.value("worker", 0);
+        over_time[w].title = "worker " + std::to_string(w);
+        over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
+      }
+    if (!over_time.empty())
+      p.push_back({"staleness_time", "staleness against wall time, per worker (mean of each log window)", "seconds",
+                   "staleness (versions)", values_of(over_time, 16), st::lines});
+  }
+  return p;
+}
+
+std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
+  using st = plot_spec::style;
+  plot_spec acc{"accuracy_time", "test accuracy against wall time, every point", "seconds", "test accuracy (%)", {}, st::linespoints};
+  plot_spec acc_steps{"accuracy_steps", "test accuracy against steps, every point", "step (per worker)", "test accuracy (%)",
+                      {}, st::linespoints};
+  plot_spec loss{"loss_time", "training loss (worker 0) against wall time, every point", "seconds", "loss", {}, st::lines};
+  plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
+                  "fraction of pushes", {}, st::linespoints};
+  stale.log_y = true;
+  stale.x_from = true;
+  plot_spec slow{"staleness_slowest", "staleness of the slowest workers' gradients per point (log scale)",
+                 "staleness (versions)", "fraction of their pushes", {}, st::linespoints};
+  slow.log_y = true;
+  slow.x_from = true;
+  std::map<int, std::vector<double>> thr_by_workers;
+  // The curves of each point, its seeds together (in the points' order).
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by;
+  for (const auto& s : sweep.value("points", json::array())) {
+    auto label = s.value("sweep_point", std::string("point"));
+    if (label.rfind("variant=", 0) == 0)
+      label = label.substr(8);
+    const auto pdir = dir + "/" + s.value("point_dir", std::string());
+    std::map<int, plot_series> lt, ls;
+    plot_series at, as;
+    curves(read_records(pdir + "/metrics.jsonl"), label, lt, ls, at, as);
+    const auto group = without_seed(label);
+    if (!at_by.count(group))
+      order.push_back(group);
+    at_by[group].push_back(std::move(at));
+    as_by[group].push_back(std::move(as));
+    if (!lt.empty())
+      loss_by[group].push_back(std::move(lt.begin()->second));
+    label = group;
+    if (has_staleness(s) && stale.series.size() < 24)
+      stale.series.push_back({label, fractions(s["staleness"]["histogram"])});
+    // Heterogeneous points: the workers with the largest slowdown, together.
+    const auto& pw = s.value("per_worker", json::array());
+    double top = 1;
+    for (const auto& w : pw)
+      top = std::max(top, w.value("slowdown", 1.0));
+    if (top > 1 && has_staleness(s) && slow.series.size() < 24) {
+      json sum = json::array();
+      for (const auto& w : pw)
+        if (w.value("slowdown", 1.0) == top && w.contains("staleness"))
+          for (std::size_t k = 0; k < w["staleness"]["histogram"].size(); ++k) {
+            while (sum.size() <= k)
+              sum.push_back(0.0);
+            sum[k] = sum[k].get<double>() + w["staleness"]["histogram"][k].get<double>();
+          }
+      slow.series.push_back({label, fractions(sum)});
+    }
+    thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
+  }
+  for (const auto& g : order) {
+    if (acc.series.size() >= 24)
+      break;
+    acc.series.push_back(over_repeats(g, at_by[g]));
+    acc_steps.series.push_back(over_repeats(g, as_by[g]));
+    if (loss_by.count(g))
+      loss.series.push_back(over_repeats(g, loss_by[g]));
+  }
+  std::vector<plot_spec> p{acc, acc_steps, loss};
+  // Scaling: only when the worker count is what the rows differ in.
+  if (thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == thr_by_workers.size()) {
+    const int w0 = thr_by_workers.begin()->first;
+    auto mean = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v)
+        s += x;
+      return s / static_cast<double>(v.size());
+    };
+    const double t0 = mean(thr_by_workers.begin()->second);
+    plot_series speed{"measured", {}}, eff{"measured", {}};
+    for (const auto& [w, v] : thr_by_workers) {
+      const double sp = mean(v) / t0 * w0; // against w0 workers being perfectly efficient
+      speed.xy.emplace_back(w, sp);
+      eff.xy.emplace_back(w, 100 * sp / w);
+    }
+    plot_spec s{"speedup", "speedup against workers", "workers", "speedup (throughput / throughput of the fewest)", {speed}, st::linespoints};
+    s.ideal_diagonal = true;
+    plot_spec e{"efficiency", "scaling efficiency against workers", "workers", "efficiency (%)", {eff}, st::linespoints};
+    e.y_min = 0;
+    e.y_max = 110;
+    p.push_back(std::move(s));
+    p.push_back(std::move(e));
+  }
+  if (!stale.series.empty())
+    p.push_back(std::move(stale));
+  if (!slow.series.empty())
+    p.push_back(std::move(slow));
+  return p;
+}
+
+
+} // namespace gradwire::scheduler
