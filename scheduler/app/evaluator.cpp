@@ -14,7 +14,7 @@ namespace gradwire::scheduler {
 evaluator::evaluator(const run_config& cfg, const models::dataset& test, results_writer& out, progress_line& progress,
                      std::int64_t steps_per_epoch, bool during_run)
     : during(during_run), model(cfg.model, kernels::device::cpu(), cfg.seed), cfg_(cfg), test_(test), out_(out),
-      progress_(progress), steps_per_epoch_(steps_per_epoch), eval_batch_(std::clamp(4 * cfg.batch_size, 64, 1000)),
+      progress_(progress), steps_per_epoch_(steps_per_epoch), eval_batch_(eval_batch_of(cfg)),
       trainer_(model, cfg.opt, cfg.threads) {
   if (during) {
     bg_model_ = std::make_unique<models::model>(cfg.model, kernels::device::cpu(), cfg.seed);

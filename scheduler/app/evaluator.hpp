@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -28,6 +29,11 @@
 #include <thread>
 
 namespace gradwire::scheduler {
+
+/// Test batches as large as a few training batches: large enough for the
+/// kernels, small enough for the caches (a batch of 1000 made ResNet-20's
+/// evaluation slower per image than its training).
+inline int eval_batch_of(const run_config& cfg) { return std::clamp(4 * cfg.batch_size, 64, 1000); }
 
 class evaluator {
 public:
@@ -72,10 +78,7 @@ private:
   results_writer& out_;
   progress_line& progress_;
   std::int64_t steps_per_epoch_;
-  /// Test batches as large as a few training batches: large enough for
-  /// the kernels, small enough for the caches (a batch of 1000 made
-  /// ResNet-20's evaluation slower per image than its training).
-  int eval_batch_;
+  int eval_batch_; ///< eval_batch_of(cfg)
   models::trainer trainer_;
   std::mutex mu_;
   std::condition_variable cv_;

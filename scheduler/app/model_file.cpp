@@ -4,6 +4,7 @@
 #include "models/trainer.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/app/data_source.hpp"
+#include "scheduler/app/evaluator.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -150,7 +151,7 @@ model_eval evaluate_model_file(std::string path, const std::vector<std::string>&
         path + ": the file holds a " + md.at("gradwire_model") + ", its config a " + cfg.model.kind);
   load_model_file(path, m);
   models::trainer t(m, cfg.opt, cfg.threads);
-  const auto e = t.evaluate(data.test, 0, std::clamp(4 * cfg.batch_size, 64, 1000));
+  const auto e = t.evaluate(data.test, 0, eval_batch_of(cfg));
   return {path, cfg.dataset, e.samples, e.accuracy, e.loss};
 }
 
