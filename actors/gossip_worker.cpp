@@ -72,7 +72,7 @@ using gossip_actor = caf::stateful_actor<gossip_state>;
 
 bool adpsgd(const gossip_state& st) { return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.graph.empty(); }
 
-slice snapshot(const gossip_state& st) { return copy_of(st.model->params()); }
+slice params_copy(const gossip_state& st) { return copy_of(st.model->params()); }
 
 void begin_step(gossip_actor* self);
 
@@ -93,12 +93,14 @@ void try_mix(gossip_actor* self) {
   const std::size_t n = st.model->size();
   const float w_self = st.cfg.mix_weights.back();
   be.scale(n, w_self, x);
-  for (const auto& [rank, params] : it->second) {
-    std::size_t k = 0;
-    while (st.cfg.graph[k] != rank)
-      ++k;
-    be.axpy(n, st.cfg.mix_weights[k], params.data(), x);
-  }
+  // In graph order, not arrival order: a float sum of three or more terms
+  // depends on its order, and the run must be the same bits every time.
+  for (std::size_t k = 0; k < st.cfg.graph.size(); ++k)
+    for (const auto& [rank, params] : it->second)
+      if (rank == st.cfg.graph[k]) {
+        be.axpy(n, st.cfg.mix_weights[k], params.data(), x);
+        break;
+      }
   st.inbox.erase(it);
   st.exchanging = false;
   st.add_wait(seconds_since(st.phase));
@@ -140,6 +142,8 @@ void begin_step(gossip_actor* self) {
     finish_gossip(self);
     return;
   }
+  if (st.hold())
+    return;
   const bool async = adpsgd(st);
   try {
     if (async)
@@ -156,7 +160,7 @@ void begin_step(gossip_actor* self) {
   }
   if (!async) { // D-PSGD
     st.trainer->apply();
-    auto mine = snapshot(st); // one read-only snapshot shared by all neighbours
+    auto mine = params_copy(st); // one read-only snapshot shared by all neighbours
     for (int r : st.cfg.graph)
       self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
     st.exchanging = true;
@@ -216,7 +220,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   }
   if (adpsgd(st)) {
     st.store = std::make_shared<gossip_store>();
-    st.store->x = snapshot(st);
+    st.store->x = params_copy(st);
     st.mixer = self->system().spawn(mixer_behavior, st.store);
     self->attach_functor([mixer = st.mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
   }
@@ -242,6 +246,8 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     },
     [=](step_atom) { begin_step(self); },
     [=](done_atom) { finish_gossip(self); }, // the coordinator's stop
+    [=](pause_atom) { self->state.on_pause(self); },
+    [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](beat_atom) { self->state.on_beat(self); },
     [=](gossip_atom, std::int64_t step, int rank, slice theirs) { // D-PSGD
       auto& s = self->state;
@@ -251,7 +257,14 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
                      s.who().c_str(), rank, static_cast<long long>(step), static_cast<long long>(theirs.numel()));
         return;
       }
-      s.inbox[step].emplace_back(rank, std::move(theirs));
+      auto& got = s.inbox[step];
+      for (const auto& g : got)
+        if (g.first == rank) { // twice for one step: the mix would miss another neighbour
+          std::fprintf(stderr, "gradwire: %sD-PSGD: a second set of parameters from rank %d for step %lld refused\n",
+                       s.who().c_str(), rank, static_cast<long long>(step));
+          return;
+        }
+      got.emplace_back(rank, std::move(theirs));
       try_mix(self);
     },
   };

@@ -31,6 +31,8 @@
 /// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters | yes: a fresh snapshot |
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
+/// | snapshot | worker, shard -> coordinator | its part of a checkpoint: meta text, floats (actors/snapshot.hpp) | | |
+/// | pause  | coordinator -> worker | none: hold at the next step boundary; or the step to run to, snapshot and finish (a stop that keeps a checkpoint) | (pause, rank, the boundary it will hold at) to the coordinator | |
 
 #include "kernels/tensor.hpp"
 
@@ -56,6 +58,7 @@ using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
+using pause_atom = caf::atom_constant<caf::atom("pause")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
 /// during the run.
@@ -75,7 +78,7 @@ inline constexpr message_kind message_table[] = {
   {metrics_atom::value, false}, {done_atom::value, false},   {eval_atom::value, false},
   {wire_atom::value, false},   {reduce_atom::value, false},  {reduced_atom::value, false},
   {ring_atom::value, true},    {gossip_atom::value, true},   {balance_atom::value, false},
-  {beat_atom::value, false},
+  {beat_atom::value, false},   {caf::atom("snapshot"), false}, {pause_atom::value, false},
 };
 
 /// Whether a message led by `atom` may carry its tensor by reference; false

@@ -2,6 +2,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/denormals.hpp"
+#include "kernels/error.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,11 @@
 
 namespace gradwire::actors {
 namespace {
+
+struct meta_floats {
+  std::string meta;
+  slice floats;
+};
 
 struct pending_pull {
   int rank;
@@ -40,6 +46,10 @@ struct shard_state {
   std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
   slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
   trace_ref tr;
+  /// Checkpoints: copies of this shard at recent boundary versions, and
+  /// requests for a version not reached yet.
+  std::vector<snapshot> kept;
+  std::vector<std::pair<std::int64_t, caf::response_promise>> snapshot_waiting;
   static inline const char* name = "ps_shard";
 };
 
@@ -48,10 +58,81 @@ using shard_actor = caf::stateful_actor<shard_state>;
 std::size_t len(const shard_state& s) { return s.cfg.end - s.cfg.begin; }
 
 /// A snapshot the receiver may keep while the shard moves on.
-slice snapshot(const shard_state& s) {
+slice params_copy(const shard_state& s) {
   auto out = slice::empty({static_cast<std::int64_t>(len(s))});
   std::memcpy(out.data(), s.params.data(), len(s) * sizeof(float));
   return out;
+}
+
+snapshot take_snapshot(const shard_state& s) {
+  snapshot out;
+  out.who = "shard " + std::to_string(s.cfg.id);
+  out.step = s.version;
+  out.put("params", s.params.to_vector());
+  auto saved = s.opt->save();
+  out.put("moments", std::move(saved.moments));
+  out.put("optimizer_steps", saved.steps);
+  out.put("range", std::vector<std::int64_t>{static_cast<std::int64_t>(s.cfg.begin), static_cast<std::int64_t>(s.cfg.end)});
+  out.put("clocks", s.clocks);
+  out.put("dropped", s.dropped);
+  out.put("staleness", s.staleness);
+  out.put("max_gap", s.max_gap);
+  return out;
+}
+
+void restore(shard_state& s, const snapshot& in) {
+  const auto& range = in.i("range");
+  check(range.size() == 2 && range[0] == static_cast<std::int64_t>(s.cfg.begin) &&
+          range[1] == static_cast<std::int64_t>(s.cfg.end),
+        in.who + ": the checkpoint's shard covers another range of the parameters (another topology.shards?)");
+  const auto& p = in.f("params");
+  check(p.size() == len(s), in.who + ": " + std::to_string(p.size()) + " parameters for a slice of " + std::to_string(len(s)));
+  std::memcpy(s.params.data(), p.data(), len(s) * sizeof(float));
+  s.opt->load({in.one("optimizer_steps"), in.f("moments")});
+  const auto& clocks = in.i("clocks");
+  const auto& dropped = in.i("dropped");
+  check(clocks.size() == s.clocks.size() && dropped.size() == s.dropped.size(),
+        in.who + ": clocks of " + std::to_string(clocks.size()) + " workers for " + std::to_string(s.clocks.size()));
+  s.clocks = clocks;
+  s.dropped = dropped;
+  s.staleness = in.i("staleness");
+  for (auto c : s.staleness)
+    check(c >= 0, in.who + ": a negative staleness count");
+  s.max_gap = in.one("max_gap");
+  s.version = in.has("shard_version") ? in.one("shard_version") : in.step;
+  check(s.version >= 0, in.who + ": negative version");
+}
+
+meta_floats as_message(const snapshot& s) {
+  auto f = s.packed();
+  return {s.meta(), f.empty() ? slice{} : slice::from(f, {static_cast<std::int64_t>(f.size())})};
+}
+
+/// After the version moved: keeps a copy at a boundary, answers snapshot requests it satisfies.
+void after_version(shard_state& s) {
+  const auto every = s.cfg.snapshot_every_versions;
+  if (every > 0 && s.version % every == 0) {
+    s.kept.push_back(take_snapshot(s));
+    if (s.kept.size() > 2)
+      s.kept.erase(s.kept.begin());
+  }
+  std::vector<std::pair<std::int64_t, caf::response_promise>> still;
+  for (auto& [v, rp] : s.snapshot_waiting) {
+    if (v > s.version) {
+      still.emplace_back(v, std::move(rp));
+      continue;
+    }
+    bool found = false;
+    for (const auto& k : s.kept)
+      if (k.step == v) {
+        auto [m, f] = as_message(k);
+        rp.deliver(m, f);
+        found = true;
+      }
+    if (!found)
+      rp.deliver(caf::make_error(caf::sec::invalid_argument, "shard " + std::to_string(s.cfg.id) + ": no snapshot of version " + std::to_string(v)));
+  }
+  s.snapshot_waiting = std::move(still);
 }
 
 void record(shard_state& s, std::int64_t staleness) {
@@ -67,6 +148,7 @@ void apply(shard_state& s, const float* grad, float lr_scale) {
   s.opt->begin_step();
   s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
   ++s.version;
+  after_version(s);
 }
 
 std::int64_t slowest(const shard_state& st) {
@@ -79,7 +161,7 @@ bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clo
 
 /// The slice for a pull by `rank`; DC-ASGD keeps it as that rank's w_read.
 slice answer(shard_state& st, int rank) {
-  auto snap = snapshot(st);
+  auto snap = params_copy(st);
   if (st.cfg.ps.dc() > 0.f)
     st.read[static_cast<std::size_t>(rank)] = snap; // read-only from here on, shared with the worker
   return snap;
@@ -154,6 +236,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
       std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
       st.pushed = 0;
       ++st.version;
+      after_version(st);
       answer_pulls(st);
     }
     return {{}, staleness};
@@ -214,7 +297,35 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     s.round.assign(s.clocks.size(), slice{});
     s.round_samples.assign(s.clocks.size(), 0);
   }
+  if (cfg.resume) {
+    try {
+      restore(s, *cfg.resume);
+    } catch (const std::exception& e) {
+      self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));
+      return {};
+    }
+  }
   return {
+    [=](snapshot_atom, std::int64_t version) -> caf::result<std::string, slice> {
+      auto& st = self->state;
+      if (version < 0) {
+        auto [m, f] = as_message(take_snapshot(st));
+        return {m, f};
+      }
+      for (const auto& k : st.kept)
+        if (k.step == version) {
+          auto [m, f] = as_message(k);
+          return {m, f};
+        }
+      if (version > st.version && st.cfg.snapshot_every_versions > 0 && version % st.cfg.snapshot_every_versions == 0) {
+        auto rp = self->make_response_promise();
+        st.snapshot_waiting.emplace_back(version, rp);
+        return rp;
+      }
+      return caf::make_error(caf::sec::invalid_argument, "shard " + std::to_string(st.cfg.id) +
+                                                           ": no snapshot of version " + std::to_string(version) +
+                                                           " (at version " + std::to_string(st.version) + ")");
+    },
     [=](pull_atom, int rank, std::int64_t min_version,
         std::int64_t min_clock) -> caf::result<std::int64_t, slice, double> {
       auto& st = self->state;
@@ -250,7 +361,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       return {self->state.version, self->state.staleness, self->state.max_gap, self->state.dropped};
     },
     [=](fetch_atom) -> caf::result<std::int64_t, slice> {
-      return {self->state.version, snapshot(self->state)};
+      return {self->state.version, params_copy(self->state)};
     },
   };
 }

@@ -28,6 +28,7 @@
 ///        the version advances. No optimizer runs here.
 
 #include "actors/messages.hpp"
+#include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "models/optimizer.hpp"
@@ -54,7 +55,18 @@ struct shard_config {
   /// lr_scale); empty: 1 for all.
   std::vector<double> worker_lr_scale;
   std::shared_ptr<tracer> trace; ///< track "shard <id>": push (arg rank), apply (arg version)
+  /// Checkpoints of a lock-step shard (sync, local SGD): it keeps a copy of
+  /// itself at every version that is a multiple of this (the last two),
+  /// for (snapshot_atom, version) to take; 0: none kept (an async shard
+  /// answers (snapshot_atom, -1) with its state as it is).
+  std::int64_t snapshot_every_versions = 0;
+  /// Resume: the shard starts from this snapshot (version, slice,
+  /// optimizer state, clocks, staleness so far) instead of `initial`.
+  std::shared_ptr<const snapshot> resume;
 };
+
+/// (snapshot_atom, version) -> (meta, floats): the shard's part of a
+/// checkpoint (snapshot.hpp) at `version`, kept or awaited; version -1: now.
 
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).
 caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial);

@@ -71,6 +71,8 @@ public:
   /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
   /// passed on) and "gather" (a final chunk passed on), arg = round.
   void set_trace(trace_ref t) { trace_ = std::move(t); }
+  /// The first round is `r` (a resumed run starts at its checkpoint's step).
+  void set_first_round(std::int64_t r) { lowest_round_ = r; }
   /// Called where this peer adds the last contribution to a chunk (it owns
   /// the chunk): the sum is (in0 + in1) * scale (in0 * scale when in1 is
   /// null, a ring of one), over `len` floats. Returns what the all-gather

@@ -78,8 +78,11 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
     to_worker(std::move(d));
   };
   s.group = std::make_unique<ring_allreduce>(ring_pos, ring_size, 0, cfg.buckets, cfg.chunk_floats, group_done);
-  if (leader(s))
+  s.group->set_first_round(cfg.first_round);
+  if (leader(s)) {
     s.leaders = std::make_unique<ring_allreduce>(cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats, leaders_done);
+    s.leaders->set_first_round(cfg.first_round);
+  }
   if (cfg.trace) { // one track for both rings: the peer runs them one message at a time
     auto t = trace_ref::open(cfg.trace, "ring peer " + std::to_string(cfg.rank));
     s.group->set_trace(t);
@@ -162,12 +165,13 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size) {
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
                                          std::size_t chunk_floats, int group_size, std::shared_ptr<tracer> trace,
-                                         bool direct) {
+                                         bool direct, std::int64_t first_round) {
   std::vector<caf::actor> peers;
   for (int r = 0; r < n; ++r) {
     auto pc = ring_peer_layout(r, n, buckets, chunk_floats, group_size);
     pc.trace = trace;
     pc.direct = direct && group_size <= 0;
+    pc.first_round = first_round;
     peers.push_back(spawn_ring_peer(sys, pc));
   }
   auto at = [&](int r) { return r < 0 ? caf::actor{} : peers[static_cast<std::size_t>(r)]; };

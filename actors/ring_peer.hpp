@@ -41,6 +41,7 @@ struct ring_peer_config {
   /// wiring's members are then every peer by rank.
   bool direct = false;
   std::shared_ptr<tracer> trace; ///< track "ring peer <rank>"; null: none
+  std::int64_t first_round = 0; ///< a resumed run's first step
 };
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);
@@ -65,6 +66,7 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size);
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
                                          std::size_t chunk_floats, int group_size,
-                                         std::shared_ptr<tracer> trace = {}, bool direct = false);
+                                         std::shared_ptr<tracer> trace = {}, bool direct = false,
+                                         std::int64_t first_round = 0);
 
 } // namespace gradwire::actors

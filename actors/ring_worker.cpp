@@ -39,6 +39,7 @@ struct ring_worker_state : worker_core {
     /// Measurements by round, filled by rank as they arrive.
     std::map<std::int64_t, std::pair<std::vector<speed_sample>, int>> rounds;
     bool waiting = false; ///< begin_step held until a round is complete
+    std::int64_t resumed_at = 0; ///< rounds measured up to here were not kept (a resumed run)
     clock_type::time_point wait_start;
   } bal;
   /// A round's split is applied this many steps after it is measured (the
@@ -84,7 +85,7 @@ void await_mail(ring_worker_actor* self) {
 std::int64_t due_round(const ring_worker_state& st) {
   const auto k = static_cast<std::int64_t>(st.cfg.ring.balance_every);
   const auto r = st.step - ring_worker_state::balance_lag;
-  return k > 0 && r > 0 && r % k == 0 ? r : -1;
+  return k > 0 && r > 0 && r > st.bal.resumed_at && r % k == 0 ? r : -1;
 }
 
 /// After a step: every balance_every steps, this worker's window goes to
@@ -142,6 +143,8 @@ void begin_step(ring_worker_actor* self) {
     st.finish(self, {}, true);
     return;
   }
+  if (st.hold())
+    return;
   if (st.cfg.ring.balance_every > 0 && !apply_balance(self))
     return; // resumed by the missing (balance_atom, ...)
   st.handed = st.reduced = 0;
@@ -218,7 +221,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     if (c.ring.balance_every > 0) {
       auto& b = st.bal;
       b.batches = c.balance_batches;
-      check(static_cast<int>(b.batches.size()) == c.world && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
+      check(static_cast<int>(b.batches.size()) == c.world &&
+              (c.resume != nullptr || b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size),
             "speed balancing: " + std::to_string(b.batches.size()) + " starting batches for " +
               std::to_string(c.world) + " workers, or not this worker's batch " + std::to_string(c.batch_size));
       for (int x : b.batches)
@@ -227,12 +231,36 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       // No batch larger than the smallest shard (each holds size / world or one more).
       b.limits.max_batch = static_cast<int>(std::min<std::int64_t>(b.total, c.data->size() / c.world));
       b.limits.min_batch = std::min(b.limits.min_batch, b.limits.max_batch);
+      if (c.resume && c.resume->has("balance_batches")) { // the split in force at the checkpoint
+        const auto& split = c.resume->i("balance_batches");
+        check(split.size() == b.batches.size(), "speed balancing: the checkpoint's split is of " +
+                                                  std::to_string(split.size()) + " workers");
+        std::int64_t sum = 0;
+        for (std::size_t r = 0; r < split.size(); ++r) {
+          check(split[r] > 0, "speed balancing: a batch of " + std::to_string(split[r]) + " in the checkpoint");
+          b.batches[r] = static_cast<int>(split[r]);
+          sum += split[r];
+        }
+        check(sum == b.total && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
+              "speed balancing: the checkpoint's split sums to " + std::to_string(sum) + ", the global batch is " +
+                std::to_string(b.total) + ", or does not hold this worker's batch");
+        st.cfg.grad_weight = static_cast<float>(static_cast<double>(st.cfg.batch_size) * c.world / static_cast<double>(b.total));
+        st.apply_grad_weight();
+      }
+      b.resumed_at = st.step;
     }
+    st.save_extra = [self](snapshot& s) {
+      const auto& bb = self->state.bal.batches;
+      if (!bb.empty())
+        s.put("balance_batches", std::vector<std::int64_t>(bb.begin(), bb.end()));
+    };
     if (c.ring_peer == nullptr)
       st.ring = std::make_unique<ring_allreduce>(
         c.rank, c.world, 0, c.buckets, c.ring.chunk_floats, [self](ring_allreduce::done_info d) {
           on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
         });
+    if (st.ring)
+      st.ring->set_first_round(st.step); // a resumed run's first step
     if (st.ring)
       st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
     if (st.ring && c.ring.sharded_update && c.world > 1) {
@@ -320,6 +348,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     },
     [=](step_atom) { begin_step(self); },
     [=](done_atom) { self->state.finish(self, {}, true); }, // the coordinator's stop
+    [=](pause_atom) { self->state.on_pause(self); },
+    [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](beat_atom) {
       // The heartbeat doubles as the watchdog of the allreduce in progress.
       auto& s = self->state;

@@ -77,7 +77,12 @@ void compute_and_push(worker_actor* self) {
               return;
             if (--s.pending == 0) {
               s.end_step(self);
-              compute_and_push(self); // on the parameters that came back: no pull
+              if (s.step >= s.cfg.steps) {
+                s.finish(self);
+                return;
+              }
+              if (!s.hold())
+                compute_and_push(self); // on the parameters that came back: no pull
             }
           },
           failed);
@@ -117,6 +122,8 @@ void begin_step(worker_actor* self) {
     st.finish(self);
     return;
   }
+  if (st.hold())
+    return;
   if (st.cfg.ps.local_steps > 0 && st.step % st.cfg.ps.local_steps != 0) {
     st.begin_comm(); // no communication in this step
     compute_and_push(self); // inside a round: keep training the local replica
@@ -165,8 +172,10 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   self->send(self, step_atom::value);
   st.start_heartbeats(self);
   return {
-    [=](step_atom) { begin_step(self); },
+    [=](step_atom) { begin_step(self); }, // after a hold, push-pull pulls once more: async, no harm
     [=](done_atom) { self->state.finish(self, {}, false); }, // the coordinator's stop
+    [=](pause_atom) { self->state.on_pause(self); },
+    [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](beat_atom) { self->state.on_beat(self); },
   };
 }

@@ -42,6 +42,58 @@ void worker_core::init(worker_config c) {
     *cfg.data, models::shard_indices(cfg.data->size(), cfg.rank, cfg.world, cfg.seed), cfg.batch_size,
     cfg.seed + static_cast<std::uint64_t>(cfg.rank));
   last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));
+  if (cfg.resume)
+    restore(*cfg.resume);
+}
+
+snapshot worker_core::take_snapshot() const {
+  snapshot s;
+  s.who = "worker " + std::to_string(cfg.rank);
+  s.step = step;
+  s.put("params", model->params().to_vector());
+  if (model->state().numel() > 0)
+    s.put("state", model->state().to_vector());
+  auto saved = trainer->optim().save();
+  s.put("moments", std::move(saved.moments));
+  s.put("optimizer_steps", saved.steps);
+  s.put("samples", report.samples);
+  s.put("epoch", static_cast<std::int64_t>(batches->epoch()));
+  s.put("position", batches->position());
+  s.put("batch_size", static_cast<std::int64_t>(cfg.batch_size));
+  if (save_extra)
+    save_extra(s);
+  return s;
+}
+
+void worker_core::send_snapshot(caf::event_based_actor* self) const {
+  const auto s = take_snapshot();
+  auto floats = s.packed();
+  self->send(cfg.report_to, snapshot_atom::value, s.meta(),
+             floats.empty() ? slice{} : slice::from(floats, {static_cast<std::int64_t>(floats.size())}));
+}
+
+void worker_core::restore(const snapshot& s) {
+  const auto fit = [&](const std::string& name, const kernels::tensor& t) {
+    const auto& v = s.f(name);
+    check(v.size() == static_cast<std::size_t>(t.numel()),
+          s.who + ": '" + name + "' holds " + std::to_string(v.size()) + " floats, this model " + std::to_string(t.numel()));
+    kernels::copy(kernels::tensor::from(v, {t.numel()}), t);
+  };
+  fit("params", model->params());
+  if (model->state().numel() > 0)
+    fit("state", model->state());
+  if (compute_model && model->state().numel() > 0)
+    kernels::copy(model->state(), compute_model->state());
+  trainer->optim().load({s.one("optimizer_steps"), s.f("moments")});
+  const auto bs = s.one("batch_size");
+  check(bs > 0 && bs <= batches->samples_per_epoch(), s.who + ": batch size " + std::to_string(bs) + " in the checkpoint");
+  cfg.batch_size = static_cast<int>(bs);
+  batches->set_batch_size(cfg.batch_size);
+  const auto epoch = s.one("epoch");
+  check(epoch >= 0 && epoch < (1 << 24), s.who + ": epoch " + std::to_string(epoch) + " in the checkpoint");
+  batches->seek(static_cast<int>(epoch), s.one("position"));
+  step = s.step;
+  report.samples = s.one("samples");
 }
 
 void worker_core::apply_grad_weight() {
@@ -136,6 +188,8 @@ void worker_core::end_step(caf::event_based_actor* self) {
   ++window.steps;
   if (cfg.after_step)
     cfg.after_step(step);
+  if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) || step == snapshot_at)
+    send_snapshot(self);
   if (cfg.step_progress)
     self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
   if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps)
@@ -157,6 +211,24 @@ void worker_core::end_step(caf::event_based_actor* self) {
   window = step_metrics{};
   window_loss = window_staleness = 0;
   window_samples = window_pushes = 0;
+}
+
+void worker_core::on_pause(caf::event_based_actor* self) {
+  if (hold_at < 0)
+    hold_at = step + 1; // the step it may be in, at most
+  self->send(cfg.report_to, pause_atom::value, cfg.rank, hold_at);
+}
+
+void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
+  if (last < step) // past it already: the coordinator's plan cannot hold (it will time out)
+    return;
+  cfg.steps = std::min(cfg.steps, last);
+  snapshot_at = cfg.steps;
+  hold_at = -1;
+  if (held) {
+    held = false;
+    self->send(self, step_atom::value);
+  }
 }
 
 std::chrono::milliseconds worker_core::beat_interval() const {

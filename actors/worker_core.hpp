@@ -8,6 +8,7 @@
 /// exchange gradients or parameters between steps.
 
 #include "actors/messages.hpp"
+#include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "kernels/poll_wait.hpp"
@@ -116,6 +117,12 @@ struct worker_config {
   /// Called after each finished step with the steps done so far (the
   /// runtime's fault injection); empty: nothing.
   std::function<void(std::int64_t steps)> after_step;
+  /// Checkpoints: every checkpoint_every steps (before the last) the worker
+  /// sends its snapshot (snapshot_atom) to report_to; 0: never.
+  std::int64_t checkpoint_every = 0;
+  /// Resume: the worker starts from this snapshot (its step, replica,
+  /// optimizer state and data position) instead of from step 0.
+  std::shared_ptr<const snapshot> resume;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)
@@ -170,6 +177,9 @@ struct worker_core {
   /// Keeps the configuration (so finish() can report), then builds the
   /// replica and data shard; throws on failure.
   void init(worker_config c);
+  /// Puts the replica, optimizer, data position and counts where `s` says
+  /// (init does, from cfg.resume); throws when it does not fit.
+  void restore(const snapshot& s);
   /// Runs one batch: gradients into trainer->gradients() (`ready` as in
   /// trainer::compute_gradients), then the emulated slowdown. Counts the
   /// time since `phase` as communication first. Throws when the shard has
@@ -193,6 +203,30 @@ struct worker_core {
   void add_wait(double seconds, bool span = true);
   /// Records one applied push's staleness.
   void add_staleness(std::int64_t s);
+  /// This worker's part of a checkpoint at its current step; `extra`
+  /// (the kind's own state, e.g. a balanced ring's split) is added by the
+  /// kind's hook.
+  snapshot take_snapshot() const;
+  /// The kind's own state for take_snapshot and from the resume snapshot.
+  std::function<void(snapshot&)> save_extra;
+  /// Sends the snapshot to report_to.
+  void send_snapshot(caf::event_based_actor* self) const;
+  /// A stop that keeps a checkpoint (the coordinator's pause protocol):
+  /// on (pause_atom) the worker finishes at most the step it is in, holds
+  /// there and tells report_to that boundary; on (pause_atom, S) every
+  /// worker runs to step S (the largest boundary), sends its snapshot of S
+  /// and finishes. So a lock-step topology stops with every replica at one
+  /// step, and none waits for a neighbour that holds.
+  std::int64_t hold_at = -1;
+  std::int64_t snapshot_at = -1; ///< the final step to snapshot (after a pause)
+  bool held = false;             ///< a step was not begun: resume with step_atom
+  void on_pause(caf::event_based_actor* self);
+  void on_run_to(caf::event_based_actor* self, std::int64_t last);
+  /// At the start of a step: true (and held) when the worker must hold here.
+  bool hold() {
+    held = hold_at >= 0 && step >= hold_at;
+    return held;
+  }
   /// Counts a finished step; every log_every steps sends the window's record.
   void end_step(caf::event_based_actor* self);
   /// Sends heartbeats from a timer (beat_atom must reach on_beat).

@@ -29,12 +29,28 @@ batcher::batcher(const dataset& data, std::vector<std::int64_t> indices, int bat
   : data_(data), indices_(std::move(indices)), batch_size_(batch_size), seed_(seed) {
   check(batch_size_ > 0, "batch size must be positive, got " + std::to_string(batch_size_));
   check(!indices_.empty(), "a worker's data shard is empty (more workers than samples?)");
+  initial_ = indices_;
   shuffle();
 }
 
 void batcher::shuffle() {
   std::mt19937_64 rng(seed_ + 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(epoch_ + 1));
   std::shuffle(indices_.begin(), indices_.end(), rng);
+}
+
+void batcher::seek(int epoch, std::int64_t position) {
+  check(epoch >= 0 && epoch < (1 << 24) && position >= 0 && position <= samples_per_epoch(),
+        "data position epoch " + std::to_string(epoch) + ", sample " + std::to_string(position) + " is outside a shard of " +
+          std::to_string(samples_per_epoch()) + " samples");
+  // Each epoch's order is a shuffle of the one before: replay them.
+  indices_ = initial_;
+  epoch_ = 0;
+  shuffle();
+  while (epoch_ < epoch) {
+    ++epoch_;
+    shuffle();
+  }
+  pos_ = static_cast<std::size_t>(position);
 }
 
 void batcher::set_batch_size(int batch_size) {

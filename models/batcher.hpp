@@ -37,6 +37,12 @@ public:
   /// so a batch gather waits on DRAM: 2 threads halve it).
   bool next(batch& out, kernels::thread_pool* pool = nullptr);
   int epoch() const { return epoch_; }
+  /// Where the next batch starts: the epoch and the offset into its order.
+  std::int64_t position() const { return static_cast<std::int64_t>(pos_); }
+  /// Puts the batcher where position() and epoch() said (a checkpoint's
+  /// resume): the same order and the same next batch, bit for bit. Throws
+  /// gradwire::error for a place outside the shard.
+  void seek(int epoch, std::int64_t position);
   /// Batches from the next call on have `batch_size` samples (speed
   /// balancing moves a worker's share of the global batch during a run).
   void set_batch_size(int batch_size);
@@ -48,6 +54,7 @@ private:
   void shuffle();
   const dataset& data_;
   std::vector<std::int64_t> indices_;
+  std::vector<std::int64_t> initial_; ///< the shard's order before any shuffle (seek replays from it)
   int batch_size_;
   std::uint64_t seed_;
   int epoch_ = 0;

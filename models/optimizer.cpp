@@ -20,6 +20,36 @@ optimizer::optimizer(optimizer_spec spec, std::size_t n, kernels::device dev)
   }
 }
 
+optimizer::saved optimizer::save() const {
+  saved s;
+  s.steps = step_;
+  for (const auto* t : {&m_, &v_})
+    if (t->defined()) {
+      const auto v = t->to_vector();
+      s.moments.insert(s.moments.end(), v.begin(), v.end());
+    }
+  return s;
+}
+
+void optimizer::load(const saved& s) {
+  const std::size_t want = (m_.defined() ? static_cast<std::size_t>(m_.numel()) : 0) +
+                           (v_.defined() ? static_cast<std::size_t>(v_.numel()) : 0);
+  check(s.moments.size() == want, "optimizer state of " + std::to_string(s.moments.size()) + " floats for a " +
+                                    spec_.kind + " optimizer that keeps " + std::to_string(want));
+  check(s.steps >= 0, "optimizer state with a negative update count " + std::to_string(s.steps));
+  std::size_t at = 0;
+  for (auto* t : {&m_, &v_})
+    if (t->defined()) {
+      const auto n = static_cast<std::size_t>(t->numel());
+      kernels::copy(kernels::tensor::from(std::vector<float>(s.moments.begin() + static_cast<std::ptrdiff_t>(at),
+                                                             s.moments.begin() + static_cast<std::ptrdiff_t>(at + n)),
+                                          {t->numel()}),
+                    *t);
+      at += n;
+    }
+  step_ = s.steps;
+}
+
 namespace {
 /// The step (per worker, from 0) of update number `updates` (1 = the first).
 double step_of(const lr_schedule& s, std::int64_t updates) {

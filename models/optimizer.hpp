@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gradwire::models {
 
@@ -45,6 +46,17 @@ public:
   float lr_now() const;
   float momentum_now() const;
   std::int64_t steps() const { return step_; }
+
+  /// What an exact continuation needs (a checkpoint): the update count and
+  /// the moment buffers (SGD's velocity; Adam's m then v), on the host.
+  struct saved {
+    std::int64_t steps = 0;
+    std::vector<float> moments;
+  };
+  saved save() const;
+  /// Restores save()'s output; throws gradwire::error when it does not fit
+  /// this optimizer (another kind, momentum on or off, another size).
+  void load(const saved& s);
 
 private:
   optimizer_spec spec_;

@@ -92,6 +92,9 @@ public:
   int threads() const { return static_cast<int>(pool_.size()); }
   /// The trainer's threads, for work between steps (batch gathering).
   kernels::thread_pool& pool() { return pool_; }
+  /// The optimizer and its state (checkpoints save and restore it).
+  optimizer& optim() { return opt_; }
+  const optimizer& optim() const { return opt_; }
   /// The strategy in use (never automatic).
   parallelism strategy() const { return how_; }
 

@@ -180,6 +180,8 @@ void read_train(reader& r, run_config& c) {
   c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
   c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
+  c.checkpoint_every = r.integer("train.checkpoint_every", 0, std::int64_t{1} << 40);
+  c.keep_checkpoints = static_cast<int>(r.integer("train.keep_checkpoints", 1, 1 << 20));
 
 }
 
@@ -357,6 +359,10 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_model_and_data(r, c);
   read_train(r, c);
   read_topology(r, c);
+  check(c.checkpoint_every == 0 || c.ps.local_steps == 0 || c.checkpoint_every % c.ps.local_steps == 0,
+        r.loc("train.checkpoint_every") + ": local SGD checkpoints at the end of an averaging round: " +
+          std::to_string(c.checkpoint_every) + " is not a multiple of topology.local_steps = " +
+          std::to_string(c.ps.local_steps));
   read_transport(r, c);
   read_nodes(root, source, c);
   read_faults(root, source, c);

@@ -89,6 +89,8 @@ struct run_config {
   int log_every = 50;
   int eval_every = 1;
   std::int64_t eval_steps = 0; ///< also evaluate every N steps (0: epochs only)
+  std::int64_t checkpoint_every = 0; ///< steps per worker between checkpoints (0: none)
+  int keep_checkpoints = 2;
   bool trace = true;        ///< write trace.json
   int trace_spans = 20000;  ///< per actor track (ring buffer)
 

@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 namespace {
@@ -83,6 +84,8 @@ struct cli_args {
   std::string config_path, out_dir, report_dir, run_procs;
   std::vector<std::string> overrides, sweeps;
   bool quiet = false, no_report = false, force = false;
+  std::string resume;
+  std::int64_t resume_step = 0;
   int procs = 0; ///< local processes to start; -1: as many as topology.workers
   gradwire::scheduler::allreduce_bench_options ab;
   std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
@@ -92,7 +95,12 @@ void add_run(CLI::App& app, cli_args& a) {
   a.run = app.add_subcommand("run", "train as a config file says");
   auto* run = a.run;
   run->footer(run_help);
-  run->add_option("config", a.config_path, "experiment config (TOML)")->required();
+  run->add_option("config", a.config_path, "experiment config (TOML); with --resume, the run's own config.toml");
+  run->add_option("--resume", a.resume,
+                  "continue the run in this folder from its newest complete checkpoint (train.checkpoint_every; "
+                  "Ctrl-C writes one too), in the same folder; or give a checkpoint's folder")
+    ->type_name("RUN_DIR");
+  run->add_option("--from-step", a.resume_step, "with --resume: that step's checkpoint, not the newest");
   run->add_option("--out,-o", a.out_dir, "results folder (overrides experiment.out)");
   run->add_option("--set,-s", a.overrides, "override a config key: --set train.epochs=1 (repeatable)")
     ->type_name("KEY=VALUE");
@@ -246,6 +254,8 @@ gradwire::scheduler::run_options run_options_of(const cli_args& a) {
   o.progress = !a.quiet;
   o.force = a.force;
   o.stop = &g_stop;
+  o.resume = a.resume;
+  o.resume_step = a.resume_step;
   return o;
 }
 
@@ -298,12 +308,34 @@ std::optional<int> run_tool(cli_args& a) {
   return std::nullopt;
 }
 
+/// The run's config: the file given, or with --resume the run folder's own
+/// config.toml (the resolved config it ran with), results in that folder.
+gradwire::scheduler::run_config run_config_of(cli_args& a) {
+  if (a.resume.empty()) {
+    if (a.config_path.empty())
+      throw gradwire::error("gradwire run: give a config file (or --resume RUN_DIR)");
+    return gradwire::scheduler::load_config(a.config_path, a.overrides);
+  }
+  namespace fs = std::filesystem;
+  fs::path dir(a.resume);
+  if (fs::exists(dir / "MANIFEST.json")) // a checkpoint's folder: RUN_DIR/checkpoints/step-N
+    dir = dir.parent_path().parent_path();
+  if (a.config_path.empty())
+    a.config_path = (dir / "config.toml").string();
+  if (!a.sweeps.empty())
+    throw gradwire::error("--resume continues one run: drop --sweep");
+  auto cfg = gradwire::scheduler::load_config(a.config_path, a.overrides);
+  if (a.out_dir.empty())
+    a.out_dir = dir.string();
+  return cfg;
+}
+
 int dispatch(cli_args& a, int argc, char** argv) {
   parse_run_procs(a);
   // The config, read once: the sweep, the launch and the run all use it.
   std::optional<gradwire::scheduler::run_config> base;
   if (*a.run)
-    base = gradwire::scheduler::load_config(a.config_path, a.overrides);
+    base = run_config_of(a);
   const int ranks = gradwire::transport::detect_launch().size;
   const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
   const auto axes = sweep_axes(a, base, ranks, launched_child);
@@ -319,7 +351,7 @@ int dispatch(cli_args& a, int argc, char** argv) {
     a.procs = base->workers;
   // One process claims the results folder: this one, before it starts the
   // ranks (--procs), or rank 0 of srun / mpirun.
-  if (base && !launched_child && gradwire::transport::detect_launch().rank == 0)
+  if (base && !launched_child && gradwire::transport::detect_launch().rank == 0 && a.resume.empty())
     gradwire::scheduler::claim_results_folder(a.out_dir.empty() ? base->out : a.out_dir, a.force, "run");
   if (a.procs > 0 && !launched_child)
     return relaunch(a.procs, argc, argv);

@@ -13,13 +13,21 @@
 
 namespace gradwire::scheduler {
 
-results_writer::results_writer(std::string dir) : dir_(std::move(dir)) {
+results_writer::results_writer(std::string dir, bool append) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   check(!ec, "cannot create results folder " + dir_ + ": " + ec.message());
   path_ = (std::filesystem::path(dir_) / "metrics.jsonl").string();
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
   check(fd_ >= 0, "cannot write " + path_ + ": " + std::strerror(errno));
+  if (append) { // after the last whole line (an interrupted run may have left a partial one)
+    std::ifstream in(path_, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto end = text.rfind('\n');
+    committed_ = end == std::string::npos ? 0 : end + 1;
+    check(::ftruncate(fd_, static_cast<off_t>(committed_)) == 0 && ::lseek(fd_, static_cast<off_t>(committed_), SEEK_SET) >= 0,
+          "cannot append to " + path_ + ": " + std::strerror(errno));
+  }
 }
 
 results_writer::~results_writer() {

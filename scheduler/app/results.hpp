@@ -23,8 +23,9 @@ namespace gradwire::scheduler {
 
 class results_writer {
 public:
-  /// Creates `dir` (and parents) and starts a fresh metrics.jsonl.
-  explicit results_writer(std::string dir);
+  /// Creates `dir` (and parents) and starts a fresh metrics.jsonl, or
+  /// with `append` (a resumed run) goes on at its end.
+  explicit results_writer(std::string dir, bool append = false);
   const std::string& dir() const { return dir_; }
   ~results_writer();
   results_writer(const results_writer&) = delete;

@@ -1,5 +1,6 @@
 #include "scheduler/app/single_run.hpp"
 
+#include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/model_file.hpp"
 
 #include "kernels/backend.hpp"
@@ -45,17 +46,23 @@ public:
         trainer_(model_, scheduled_optimizer(cfg_, data_.train.size()), cfg_.threads,
                  models::parse_parallelism(cfg_.parallelism)),
         batches_(data_.train, models::shard_indices(data_.train.size(), 0, 1, cfg_.seed), cfg_.batch_size, cfg_.seed),
-        out_(cfg_.out),
+        out_(cfg_.out, !opts.resume.empty()),
         tracer_(cfg_.trace ? std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg_.trace_spans)) : nullptr),
         tr_(actors::trace_ref::open(tracer_, "worker 0")), // data, compute (forward, backward, update), evaluate
         trace_out_(tracer_, cfg_.out, cfg_.name, 1) {
-    out_.write_file("config.toml", cfg_.resolved_toml);
+    if (opts_.resume.empty())
+      out_.write_file("config.toml", cfg_.resolved_toml);
     out_.stop_on_failure(opts_.stop);
     steps_per_epoch_ = batches_.batches_per_epoch();
     last_epoch_loss_ = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, steps_per_epoch_)));
     total_steps_ = steps_per_epoch_ * cfg_.epochs;
     if (cfg_.max_steps > 0)
       total_steps_ = std::min(total_steps_, cfg_.max_steps);
+    const auto identity = checkpoint_identity(cfg_, static_cast<std::int64_t>(model_.size()));
+    if (!opts_.resume.empty())
+      resume(identity);
+    if (cfg_.checkpoint_every > 0 || opts_.stop != nullptr)
+      checkpoints_ = std::make_unique<checkpoint_writer>(cfg_.out, cfg_.keep_checkpoints, identity);
   }
 
   nlohmann::json run() {
@@ -63,7 +70,7 @@ public:
                                "test samples | results in {}",
                                cfg_.name, cfg_.model.kind, model_.parameter_count(), cfg_.device, trainer_.threads(),
                                data_.train.size(), data_.test.size(), cfg_.out));
-    for (int epoch = 1; epoch <= cfg_.epochs && step_ < total_steps_ && !stopped(); ++epoch) {
+    for (int epoch = batches_.epoch() + 1; epoch <= cfg_.epochs && step_ < total_steps_ && !stopped(); ++epoch) {
       run_epoch(epoch);
       if (stopped())
         break;
@@ -78,8 +85,18 @@ public:
       }
     }
     progress_.finish();
+    if (checkpoints_ && opts_.stop != nullptr && opts_.stop->load() && !out_.failed() && step_ < total_steps_)
+      save_checkpoint(); // interrupted: resumable from here
     out_.flush();
     auto summary = summary_json();
+    if (checkpoints_) {
+      checkpoints_->drain();
+      summary["checkpoints"] = {{"every", cfg_.checkpoint_every}, {"written", checkpoints_->written()},
+                                {"persist_seconds", checkpoints_->seconds()}, {"error", checkpoints_->error()}};
+      if (!checkpoints_->error().empty())
+        std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints_->error().c_str());
+    }
+    summary["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
     if (out_.failed()) { // a full disk: say so, where it still can be said
       const auto lost = out_.failure();
       summary["status"] = "failed";
@@ -100,6 +117,65 @@ public:
   }
 
 private:
+  /// The trainer's state as a checkpoint part (the same fields as a worker's).
+  actors::snapshot take_snapshot() const {
+    actors::snapshot s;
+    s.who = "worker 0";
+    s.step = step_;
+    s.put("params", model_.params().to_vector());
+    if (model_.state().numel() > 0)
+      s.put("state", model_.state().to_vector());
+    auto saved = trainer_.optim().save();
+    s.put("moments", std::move(saved.moments));
+    s.put("optimizer_steps", saved.steps);
+    s.put("samples", samples_);
+    s.put("epoch", static_cast<std::int64_t>(batches_.epoch()));
+    s.put("position", batches_.position());
+    s.put("batch_size", static_cast<std::int64_t>(cfg_.batch_size));
+    return s;
+  }
+
+  void save_checkpoint() {
+    std::vector<actors::snapshot> parts;
+    parts.push_back(take_snapshot());
+    checkpoints_->submit(step_, std::move(parts), {{"train_seconds", train_seconds_}, {"eval_seconds", eval_seconds_}});
+  }
+
+  /// Continues from opts_.resume's checkpoint: the model, optimizer, data
+  /// position and counts as they were.
+  void resume(const nlohmann::json& identity) {
+    const auto c = load_checkpoint(opts_.resume, opts_.resume_step);
+    check_identity(c, identity);
+    const auto& s = *c.point->part("worker 0");
+    auto fit = [&](const std::string& name, const kernels::tensor& t) {
+      const auto& v = s.f(name);
+      check(v.size() == static_cast<std::size_t>(t.numel()), c.dir + ": '" + name + "' holds " + std::to_string(v.size()) +
+                                                                 " floats, this model " + std::to_string(t.numel()));
+      kernels::copy(kernels::tensor::from(v, {t.numel()}), t);
+    };
+    fit("params", model_.params());
+    if (model_.state().numel() > 0)
+      fit("state", model_.state());
+    trainer_.optim().load({s.one("optimizer_steps"), s.f("moments")});
+    check(s.one("batch_size") == cfg_.batch_size, c.dir + ": saved at batch size " + std::to_string(s.one("batch_size")) +
+                                                    ", this run has " + std::to_string(cfg_.batch_size));
+    const auto epoch = s.one("epoch");
+    check(epoch >= 0 && epoch < cfg_.epochs, c.dir + ": saved in epoch " + std::to_string(epoch + 1) + " of a run of " +
+                                               std::to_string(cfg_.epochs));
+    batches_.seek(static_cast<int>(epoch), s.one("position"));
+    step_ = s.step;
+    samples_ = s.one("samples");
+    const auto& run = c.manifest["run"];
+    if (run.contains("train_seconds") && run["train_seconds"].is_number())
+      train_seconds_ = run["train_seconds"].get<double>();
+    if (run.contains("eval_seconds") && run["eval_seconds"].is_number())
+      eval_seconds_ = run["eval_seconds"].get<double>();
+    resumed_from_ = step_;
+    time_base_ = train_seconds_ + eval_seconds_;
+    out_.metric({{"type", "resume"}, {"time", train_seconds_}, {"step", step_}, {"checkpoint", c.dir}});
+    progress_.note(fmt::format("resuming from the checkpoint of step {} ({})", step_, c.dir));
+  }
+
   bool stopped() const { return (opts_.stop != nullptr && opts_.stop->load()) || out_.failed(); }
 
   /// One epoch's steps; evaluation time inside it (eval_steps) is not training time.
@@ -133,6 +209,11 @@ private:
       w_.compute_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
       if (step_ % cfg_.log_every == 0)
         flush_window(epoch);
+      if (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0 && step_ < total_steps_) {
+        train_seconds_ += seconds_since(t_epoch) - paused; // as of now, for the manifest
+        save_checkpoint();
+        train_seconds_ -= seconds_since(t_epoch) - paused;
+      }
       if (cfg_.eval_steps > 0 && step_ % cfg_.eval_steps == 0 && step_ % steps_per_epoch_ != 0 &&
           step_ < total_steps_) {
         const double before = train_seconds_;
@@ -158,7 +239,7 @@ private:
     last_loss_ = w_.loss / static_cast<double>(w_.samples);
     last_train_acc_ = static_cast<double>(w_.correct) / static_cast<double>(w_.samples);
     const auto steps = static_cast<double>(w_.steps);
-    out_.metric({{"type", "step"}, {"time", seconds_since(t_start_)}, {"worker", 0}, {"epoch", epoch},
+    out_.metric({{"type", "step"}, {"time", time_base_ + seconds_since(t_start_)}, {"worker", 0}, {"epoch", epoch},
                  {"step", step_}, {"samples", samples_}, {"loss", last_loss_}, {"train_accuracy", last_train_acc_},
                  {"steps", w_.steps}, {"compute_ms", w_.compute_ms / steps}, {"data_ms", w_.data_ms / steps},
                  {"comm_ms", 0.0}, {"wait_ms", 0.0}, {"staleness", 0}});
@@ -172,7 +253,7 @@ private:
     eval_seconds_ += seconds_since(te);
     tr_.since("evaluate", te, step_);
     evaluated_ = true;
-    out_.metric({{"type", "eval"}, {"time", seconds_since(t_start_)}, {"epoch", epoch}, {"step", step_},
+    out_.metric({{"type", "eval"}, {"time", time_base_ + seconds_since(t_start_)}, {"epoch", epoch}, {"step", step_},
                  {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss},
                  {"train_seconds", train_seconds_}});
     out_.flush();
@@ -249,6 +330,9 @@ private:
   models::eval_result last_eval_;
   bool evaluated_ = false;
   nlohmann::json time_to_target_ = nullptr;
+  std::unique_ptr<checkpoint_writer> checkpoints_;
+  std::int64_t resumed_from_ = -1;
+  double time_base_ = 0; ///< a resumed run's records go on from the checkpoint's time
 };
 
 } // namespace

@@ -20,6 +20,12 @@ struct run_options {
   std::atomic<bool>* stop = nullptr;
   /// A sweep may replace an earlier sweep's folder (`--force`).
   bool force = false;
+  /// Resume (`gradwire run --resume DIR`): continue the run in `resume`
+  /// (a run folder or one of its checkpoints) from its newest complete
+  /// checkpoint, or from step `resume_step` when above 0. The results go on
+  /// in the same folder (metrics.jsonl is appended to).
+  std::string resume;
+  std::int64_t resume_step = 0;
 };
 
 /// Trains as `cfg` says and returns summary.json's content.

@@ -4,6 +4,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
+#include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/data_source.hpp"
 #include "scheduler/app/evaluator.hpp"
 #include "scheduler/app/model_file.hpp"
@@ -207,15 +208,18 @@ struct run_listeners {
 };
 
 run_listeners listeners(progress_line& progress, results_writer& out, clock_type::time_point t_train,
-                        std::int64_t total_steps) {
+                        std::int64_t total_steps, double time_offset) {
   run_listeners l;
   l.progress = [&progress, t_train, total_steps](std::int64_t steps, std::int64_t samples) {
     const double secs = since(t_train);
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
                     std::numeric_limits<double>::quiet_NaN());
   };
-  l.metrics = [&out, windows = l.windows, last_samples = std::map<int, std::int64_t>{}](const actors::step_metrics& m) mutable {
-    (*windows)[m.rank].emplace_back(m.time, m.step);
+  l.metrics = [&out, windows = l.windows, time_offset,
+               last_samples = std::map<int, std::int64_t>{}](const actors::step_metrics& in) mutable {
+    auto m = in;
+    m.time += time_offset; // a resumed run goes on from the checkpoint's time
+    (*windows)[m.rank].emplace_back(in.time, m.step);
     // The window's mean batch (balancing moves it; otherwise the worker's own).
     auto& last = last_samples[m.rank];
     const double batch = m.steps > 0 ? static_cast<double>(m.samples - last) / static_cast<double>(m.steps) : 0;
@@ -291,6 +295,19 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   auto data = load_data(cfg);
   auto plan = plan_wiring(cfg, data.train);
   auto& setup = plan.setup;
+  // Checkpoints and resume (checkpoint.hpp): every rank reads its part.
+  const auto identity =
+    checkpoint_identity(cfg, static_cast<std::int64_t>(models::model(cfg.model, kernels::device::cpu(), cfg.seed).size()));
+  std::optional<loaded_checkpoint> resumed;
+  if (!opts.resume.empty()) {
+    resumed = load_checkpoint(opts.resume, opts.resume_step);
+    check_identity(*resumed, identity);
+    setup.resume = resumed->point;
+  }
+  setup.checkpoint_every = cfg.checkpoint_every;
+  const double time_offset = resumed && resumed->manifest["run"].contains("train_seconds")
+                               ? resumed->manifest["run"]["train_seconds"].get<double>()
+                               : 0.0;
   caf::actor_system_config sys_cfg;
   gradwire::actors::configure_scheduler(sys_cfg, 2);
   caf::actor_system sys{sys_cfg};
@@ -309,8 +326,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     if (jb->launch.rank != 0)
       return run_follower(sys, cfg, setup, *jb, data.train, opts);
   }
-  results_writer out(cfg.out);
-  out.write_file("config.toml", cfg.resolved_toml);
+  results_writer out(cfg.out, resumed.has_value());
+  if (!resumed)
+    out.write_file("config.toml", cfg.resolved_toml);
   std::atomic<bool> own_stop{false}; // a full disk stops the run even where no one else can
   auto* stop = opts.stop ? opts.stop : &own_stop;
   out.stop_on_failure(stop);
@@ -340,7 +358,19 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     ev.submit(step, since(ev.t_train), params, state); // evaluated off the workers' cores (evaluator)
   };
   auto l = listeners(progress, out, ev.t_train,
-                     setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers);
+                     setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
+                     time_offset);
+  std::unique_ptr<checkpoint_writer> checkpoints;
+  if (cfg.checkpoint_every > 0 || opts.stop != nullptr) { // Ctrl-C keeps one too
+    checkpoints = std::make_unique<checkpoint_writer>(cfg.out, cfg.keep_checkpoints, identity);
+    setup.on_checkpoint = [&checkpoints, &ev, time_offset](std::int64_t step, std::vector<actors::snapshot> parts) {
+      checkpoints->submit(step, std::move(parts), {{"train_seconds", time_offset + since(ev.t_train)}});
+    };
+  }
+  if (resumed) {
+    out.metric({{"type", "resume"}, {"time", time_offset}, {"step", resumed->point->step}, {"checkpoint", resumed->dir}});
+    progress.note(fmt::format("resuming from the checkpoint of step {} ({})", resumed->point->step, resumed->dir));
+  }
   topology_outcome res;
   try {
     res = run_topology(sys, setup, data.train, l.progress, l.metrics, stop);
@@ -367,6 +397,14 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   // On the clock of the evaluations during the run (res.seconds starts
   // later, when the topology is wired).
   const double trained_secs = since(ev.t_train);
+  nlohmann::json checkpoint_facts = nullptr;
+  if (checkpoints) {
+    checkpoints->drain();
+    checkpoint_facts = {{"every", cfg.checkpoint_every}, {"written", checkpoints->written()},
+                        {"persist_seconds", checkpoints->seconds()}, {"error", checkpoints->error()}};
+    if (!checkpoints->error().empty())
+      std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints->error().c_str());
+  }
   progress.finish();
   if (jb) { // every worker has reported: let the other ranks go
     barrier(sys, *jb, 1);
@@ -380,6 +418,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                                 run_metadata(cfg.resolved_toml, ev.model.spec(), data.input_mean, data.input_std)));
   f.wall_seconds = since(t_start);
   auto summary = summary_of(f);
+  summary["checkpoints"] = checkpoint_facts;
+  summary["resumed_from"] = resumed ? nlohmann::json(resumed->point->step) : nlohmann::json(nullptr);
   out.write_summary(summary);
   progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,
                             f.eval.loss, summary["staleness"]["mean"].get<double>()));

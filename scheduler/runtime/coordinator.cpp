@@ -1,6 +1,8 @@
 #include "scheduler/runtime/coordinator.hpp"
 
 #include <cstdio>
+#include <map>
+#include <optional>
 
 namespace gradwire::scheduler {
 
@@ -65,6 +67,89 @@ struct coordinator_state {
   bool known(int rank) const { return rank >= 0 && static_cast<std::size_t>(rank) < n; }
 
   std::int64_t total_samples = 0;
+
+  /// Checkpoints being collected: step -> parts by worker rank.
+  const checkpoint_plan* plan = nullptr;
+  /// A stop that keeps a checkpoint: the workers' boundaries as they answer
+  /// (pause_atom), then the step all run to (final_step).
+  bool pausing = false;
+  std::vector<std::int64_t> boundary;
+  std::int64_t final_step = -1;
+
+  void on_paused(caf::scoped_actor& self, const std::vector<caf::actor>& workers, int rank, std::int64_t at) {
+    if (!pausing || !known(rank) || final_step >= 0)
+      return;
+    boundary[static_cast<std::size_t>(rank)] = at;
+    std::int64_t last = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (!finished[r] && boundary[r] < 0)
+        return;
+      last = std::max(last, boundary[r]);
+    }
+    final_step = last;
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r])
+        self->send(workers[r], actors::pause_atom::value, last);
+    pausing = false; // from here as any stop: the workers finish within the stop's bound
+    stop_sent = clock_type::now();
+  }
+  std::map<std::int64_t, std::vector<std::optional<actors::snapshot>>> collecting;
+
+  void on_snapshot(caf::scoped_actor& self, const std::string& meta, const actors::slice& floats) {
+    if (plan == nullptr || !plan->on_checkpoint)
+      return;
+    actors::snapshot s;
+    try {
+      s = actors::snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr, static_cast<std::size_t>(floats.numel()), "a worker's checkpoint part");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gradwire: ignored: %s\n", e.what());
+      return;
+    }
+    int rank = -1;
+    const bool periodic = plan->every > 0 && s.step % plan->every == 0;
+    if (std::sscanf(s.who.c_str(), "worker %d", &rank) != 1 || !known(rank) || s.step <= 0 ||
+        (!periodic && s.step != final_step))
+      return;
+    auto& parts = collecting[s.step];
+    parts.resize(n);
+    const auto step = s.step;
+    parts[static_cast<std::size_t>(rank)] = std::move(s);
+    for (const auto& p : parts)
+      if (!p)
+        return;
+    std::vector<actors::snapshot> all;
+    for (auto& p : parts)
+      all.push_back(std::move(*p));
+    collecting.erase(collecting.begin(), std::next(collecting.find(step)));
+    for (std::size_t i = 0; i < plan->shards.size(); ++i) {
+      // The final checkpoint of a stop: every worker has pushed its last step, the shards are there.
+      const std::int64_t v = plan->shard_version && step != final_step ? plan->shard_version(step) : -1;
+      bool ok = false;
+      self->request(plan->shards[i], timeout, actors::snapshot_atom::value, v)
+        .receive(
+          [&](const std::string& m, const actors::slice& f) {
+            try {
+              auto part = actors::snapshot::from_parts(m, f.defined() ? f.data() : nullptr, static_cast<std::size_t>(f.numel()),
+                                                       "shard " + std::to_string(i) + "'s checkpoint part");
+              part.put("shard_version", part.step); // filed under the checkpoint's step
+              part.step = step;
+              all.push_back(std::move(part));
+              ok = true;
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: %s\n", static_cast<long long>(step), e.what());
+            }
+          },
+          [&](caf::error& e) {
+            std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: shard %zu: %s\n",
+                         static_cast<long long>(step), i, self->system().render(e).c_str());
+          });
+      if (!ok)
+        return;
+    }
+    for (auto& t : last_seen) // asking the shards kept this thread from hearing the workers
+      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
+    plan->on_checkpoint(step, std::move(all));
+  }
 
   void totals() {
     std::int64_t a = 0, b = 0;
@@ -180,13 +265,30 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::atomic<bool>* stop, bool carry_on,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval,
                         const std::function<void(int rank, const std::string& why)>& cut_off,
-                        std::int64_t budget_samples) {
+                        std::int64_t budget_samples, const checkpoint_plan& checkpoints) {
   coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
+  st.plan = &checkpoints;
   st.cut_off = cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
     if (!st.stopping && stop != nullptr && stop->load()) {
-      // Each worker finishes at its next step boundary and reports.
       st.out.interrupted = st.stopping = true;
+      st.stop_sent = clock_type::now();
+      if (checkpoints.on_checkpoint) {
+        // Keep a checkpoint: every worker holds at its next boundary, then
+        // all run to the last of those, snapshot it and report.
+        st.pausing = true;
+        st.boundary.assign(st.n, -1);
+        for (std::size_t r = 0; r < st.n; ++r)
+          if (!st.finished[r])
+            self->send(workers[r], actors::pause_atom::value);
+      } else { // each worker finishes at its next step boundary and reports
+        for (const auto& w : workers)
+          self->send(w, actors::done_atom::value);
+      }
+    }
+    if (st.pausing && clock_type::now() - st.stop_sent > std::chrono::seconds(10)) {
+      std::fprintf(stderr, "gradwire: the workers did not reach a common step within 10 s: stopping without a checkpoint\n");
+      st.pausing = false;
       st.stop_sent = clock_type::now();
       for (const auto& w : workers)
         self->send(w, actors::done_atom::value);
@@ -198,7 +300,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
       for (const auto& w : workers)
         self->send(w, actors::done_atom::value);
     }
-    if (st.stopping &&
+    if (st.stopping && !st.pausing &&
         clock_type::now() - st.stop_sent > std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)))
       break;
     self->receive([&](actors::done_atom, actors::worker_report rep) { st.on_done(std::move(rep)); },
@@ -208,6 +310,10 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                     st.on_eval_snapshot(step, params, state);
                   },
                   [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
+                  [&](actors::pause_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
+                  [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
+                    st.on_snapshot(self, meta, floats);
+                  },
                   caf::after(std::chrono::milliseconds(250)) >> [] {});
     st.check_silence();
   }

@@ -7,6 +7,7 @@
 /// boundary, so the parameters so far are kept.
 
 #include "actors/messages.hpp"
+#include "actors/snapshot.hpp"
 
 #include <caf/all.hpp>
 
@@ -24,6 +25,19 @@ struct coordination {
   bool budget_reached = false; ///< stopped because the shared budget was spent
   std::string failure; ///< the first failure, empty when none
   std::vector<int> lost; ///< workers whose process failed while the run carried on
+};
+
+/// Checkpoints during a run. Every worker sends its part of step K
+/// (snapshot_atom) after that step; once every worker's part is in, each
+/// shard is asked for its part at version shard_version(K) (a lock-step
+/// shard keeps that one; -1: as it is now, an async shard), and the whole
+/// goes to on_checkpoint on the coordinator's thread, which should only
+/// hand it over (persisting is the caller's, in the background).
+struct checkpoint_plan {
+  std::int64_t every = 0; ///< steps; 0: no checkpoints
+  std::vector<caf::actor> shards;
+  std::function<std::int64_t(std::int64_t step)> shard_version;
+  std::function<void(std::int64_t step, std::vector<actors::snapshot> parts)> on_checkpoint;
 };
 
 /// Waits for the reports of `workers` (indexed by rank), which send theirs
@@ -47,7 +61,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::atomic<bool>* stop, bool carry_on = false,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {},
                         const std::function<void(int rank, const std::string& why)>& cut_off = {},
-                        std::int64_t budget_samples = 0);
+                        std::int64_t budget_samples = 0, const checkpoint_plan& checkpoints = {});
 
 /// Sends an exit to each actor (all of them local) and waits until every
 /// one has terminated: nothing they read may be freed before.

@@ -32,7 +32,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
       [](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
         self->send(local, actors::wire_atom::value, all);
       },
-      on_progress, on_metrics, stop);
+      on_progress, on_metrics, stop, false, checkpoints_of(setup));
     if (!c)
       return {};
     if (!c->failure.empty())
@@ -47,7 +47,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                      setup.budget_samples);
+                      setup.budget_samples, checkpoints_of(setup));
   stop_actors(self, workers);
   if (!c.failure.empty())
     throw error("gossip: " + c.failure);

@@ -26,6 +26,29 @@ struct shard_set {
   std::vector<caf::actor> handles; ///< every shard, by id (a proxy where it lives elsewhere)
 };
 
+/// A lock-step shard's versions per checkpoint (sync: one a step; local
+/// SGD: one an averaging round); 0 for the others, asked as they are.
+std::int64_t snapshot_versions(const topology_setup& setup) {
+  if (setup.checkpoint_every <= 0)
+    return 0;
+  if (setup.ps.local_sgd())
+    return setup.checkpoint_every / setup.ps.local_steps;
+  return setup.ps.sync && setup.ps.backups() == 0 ? setup.checkpoint_every : 0;
+}
+
+/// The coordinator's plan: every shard asked for the version of a checkpoint's step.
+checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector<caf::actor>& shards) {
+  const auto per = snapshot_versions(setup);
+  const auto every = setup.checkpoint_every;
+  const auto local = setup.ps.local_steps;
+  const bool averaging = setup.ps.local_sgd();
+  return checkpoints_of(setup, shards, [per, every, local, averaging](std::int64_t step) -> std::int64_t {
+    if (per <= 0 || every <= 0)
+      return -1;
+    return averaging ? step / local : step;
+  });
+}
+
 shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
   shard_set s;
   s.ranges = shard_ranges(initial.size(), setup.ps.shards);
@@ -53,6 +76,9 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
     if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
       sc.opt.schedule.updates_per_step = setup.workers;
     sc.trace = setup.trace;
+    sc.snapshot_every_versions = snapshot_versions(setup);
+    if (setup.resume)
+      sc.resume = setup.resume->part("shard " + std::to_string(i));
     auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
     std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
     s.own.push_back(actors::spawn_ps_shard(sys, sc, slice0));
@@ -135,7 +161,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     auto got = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, ps_worker(setup, data, shards, rank, to)); },
       [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
-      on_progress, on_metrics, stop, carry_on);
+      on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles));
     if (!got) { // not rank 0: its worker is done
       if (waits_for_fetch(setup))
         setup.sync_ranks(shards_fetched);
@@ -147,7 +173,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     for (int r = 0; r < setup.workers; ++r)
       local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
     c = coordinate(self, local_workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                   setup.budget_samples);
+                   setup.budget_samples, shard_checkpoints(setup, shards.handles));
   }
   stop_actors(self, local_workers);
   if (!c.failure.empty()) {

@@ -67,6 +67,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   if (p.use_peers) {
     auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.ring.chunk_floats, p.group_size);
     pc.trace = setup.trace;
+    pc.first_round = setup.resume ? setup.resume->step : 0;
     peer = actors::spawn_ring_peer(sys, pc);
     nd.publish(transport::slots::ring_peer, peer);
   }
@@ -84,7 +85,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   };
   auto c = run_worker_across(
     sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, p.worker(nd.rank(), to, peer)); },
-    wire, on_progress, on_metrics, stop);
+    wire, on_progress, on_metrics, stop, false, checkpoints_of(setup));
   if (peer) {
     caf::scoped_actor self{sys};
     stop_actors(self, {peer});
@@ -104,7 +105,8 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   const int n = setup.workers;
   std::vector<caf::actor> peers;
   if (p.use_peers)
-    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.group_size, setup.trace);
+    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.group_size, setup.trace, false,
+                                     setup.resume ? setup.resume->step : 0);
   // The sharded update in one process: the replicas share one weight buffer
   // (worker_config::shared_params), which starts as every replica would.
   const bool share = setup.ring.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
@@ -120,7 +122,7 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                      setup.budget_samples);
+                      setup.budget_samples, checkpoints_of(setup));
   stop_actors(self, workers);
   stop_actors(self, peers);
   if (!c.failure.empty())

@@ -71,6 +71,28 @@ std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int d
   return out;
 }
 
+std::shared_ptr<const actors::snapshot> resume_point::part(const std::string& who) const {
+  const auto it = parts.find(who);
+  if (it == parts.end()) {
+    std::string have;
+    for (const auto& [k, v] : parts)
+      have += (have.empty() ? "" : ", ") + k;
+    throw error("the checkpoint of step " + std::to_string(step) + " has no part for " + who + " (it holds " +
+                (have.empty() ? "none" : have) + "; was it saved by another topology or worker count?)");
+  }
+  return it->second;
+}
+
+checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards,
+                               std::function<std::int64_t(std::int64_t)> shard_version) {
+  checkpoint_plan p;
+  p.every = setup.on_checkpoint ? setup.checkpoint_every : 0;
+  p.shards = std::move(shards);
+  p.shard_version = std::move(shard_version);
+  p.on_checkpoint = setup.on_checkpoint;
+  return p;
+}
+
 bool spin_wait_default(int job_threads) {
   if (const char* v = std::getenv("GRADWIRE_SPIN_WAIT"))
     return std::string(v) != "0";
@@ -112,6 +134,9 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.distinct_init = setup.distinct_init;
   wc.trace = setup.trace;
   wc.eval_every = setup.eval_every;
+  wc.checkpoint_every = setup.checkpoint_every; // across processes rank 0 collects them
+  if (setup.resume)
+    wc.resume = setup.resume->part("worker " + std::to_string(rank));
   for (const auto& k : setup.kills)
     if (k.rank == rank) {
       const auto kill_at = k.at_step;
@@ -172,7 +197,8 @@ void check_one_worker_per_process(const topology_setup& setup) {
 std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
-  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on) {
+  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on,
+  const checkpoint_plan& checkpoints) {
   auto& nd = *setup.node;
   const int n = setup.workers, rank = nd.rank();
   check_one_worker_per_process(setup);
@@ -190,16 +216,23 @@ std::optional<coordination> run_worker_across(
   if (rank != 0) { // the worker reports to rank 0; wait for it to finish
     self->monitor(worker);
     bool done = false;
+    std::optional<std::chrono::steady_clock::time_point> stopped;
     while (!done)
       self->receive([&](caf::down_msg&) { done = true; },
                     caf::after(std::chrono::milliseconds(200)) >> [&] {
-                      if (stop && stop->load())
+                      if (!stop || !stop->load())
+                        return;
+                      // Rank 0 stops the job at a common step (and keeps a
+                      // checkpoint); on its own only if rank 0 has not.
+                      if (!stopped)
+                        stopped = std::chrono::steady_clock::now();
+                      else if (std::chrono::steady_clock::now() - *stopped > std::chrono::seconds(15))
                         self->send(worker, actors::done_atom::value);
                     });
     return std::nullopt;
   }
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
-                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples);
+                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples, checkpoints);
   stop_actors(self, {worker});
   return c;
 }
@@ -211,6 +244,18 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
   check(setup.kills.empty() || setup.node,
         "[[faults]] kind = \"kill\" kills a worker's process: run the job across processes (--procs N), or the "
         "whole run would end");
+  if (setup.resume) { // every part there before any actor is spawned
+    for (int r = 0; r < setup.workers; ++r)
+      setup.resume->part("worker " + std::to_string(r));
+    if (setup.kind == topology_kind::parameter_server || setup.kind == topology_kind::local_sgd)
+      for (int i = 0; i < setup.ps.shards; ++i)
+        setup.resume->part("shard " + std::to_string(i));
+    check(setup.resume->parts.size() ==
+            static_cast<std::size_t>(setup.workers) +
+              (setup.kind == topology_kind::parameter_server || setup.kind == topology_kind::local_sgd ? setup.ps.shards : 0),
+          "the checkpoint of step " + std::to_string(setup.resume->step) + " holds " +
+            std::to_string(setup.resume->parts.size()) + " parts, more than this topology's actors");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   topology_outcome out;
   switch (setup.kind) {

@@ -12,6 +12,7 @@
 /// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
 
 #include "actors/messages.hpp"
+#include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "actors/worker_core.hpp"
@@ -26,11 +27,21 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace gradwire::scheduler {
+
+/// A checkpoint to resume from: every actor's part, by who ("worker 2",
+/// "shard 0"), all of step `step`.
+struct resume_point {
+  std::int64_t step = 0;
+  std::map<std::string, std::shared_ptr<const actors::snapshot>> parts;
+  /// The part of `who`; throws gradwire::error when the checkpoint lacks it.
+  std::shared_ptr<const actors::snapshot> part(const std::string& who) const;
+};
 
 enum class topology_kind { parameter_server, local_sgd, ring, hierarchical, gossip };
 
@@ -96,6 +107,12 @@ struct topology_setup {
   /// twice a second) before the run fails naming it; workers' requests
   /// time out after twice this.
   std::chrono::milliseconds timeout{60000};
+  /// Checkpoints: every `checkpoint_every` steps each actor's part goes to
+  /// on_checkpoint (rank 0; coordinator.hpp's checkpoint_plan); 0: none.
+  std::int64_t checkpoint_every = 0;
+  std::function<void(std::int64_t step, std::vector<actors::snapshot> parts)> on_checkpoint;
+  /// Resume: every actor starts from its part of this checkpoint.
+  std::shared_ptr<const resume_point> resume;
 };
 
 struct topology_outcome {

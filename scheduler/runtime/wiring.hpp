@@ -26,6 +26,11 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop);
 
+/// The coordinator's checkpoint plan from the setup: `shards` asked at
+/// shard_version(step) (-1: as they are).
+checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards = {},
+                               std::function<std::int64_t(std::int64_t)> shard_version = {});
+
 /// Across processes: throws unless every process runs one worker.
 void check_one_worker_per_process(const topology_setup& setup);
 
@@ -39,7 +44,8 @@ void check_one_worker_per_process(const topology_setup& setup);
 std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
-  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false);
+  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false,
+  const checkpoint_plan& checkpoints = {});
 
 /// The outcome of workers that return their replicas: params = their mean
 /// (rank 0's when `first`), replica_spread, reports. Throws on a failure.
