@@ -55,10 +55,17 @@ bool snapshot::has(const std::string& name) const {
 }
 
 std::string snapshot::meta() const {
+  std::vector<std::pair<std::string, std::size_t>> sizes;
+  for (const auto& [n, v] : floats)
+    sizes.emplace_back(n, v.size());
+  return meta_for(sizes);
+}
+
+std::string snapshot::meta_for(const std::vector<std::pair<std::string, std::size_t>>& float_sizes) const {
   std::ostringstream o;
   o << magic << ' ' << format << "\nwho " << who << "\nstep " << step << '\n';
-  for (const auto& [n, v] : floats)
-    o << "f " << n << ' ' << v.size() << '\n';
+  for (const auto& [n, c] : float_sizes)
+    o << "f " << n << ' ' << c << '\n';
   for (const auto& [n, v] : ints) {
     o << "i " << n << ' ' << v.size();
     for (auto x : v)
@@ -77,6 +84,25 @@ std::vector<float> snapshot::packed() const {
   for (const auto& s : floats)
     out.insert(out.end(), s.second.begin(), s.second.end());
   return out;
+}
+
+snapshot snapshot::layout(const std::string& meta, std::size_t n, const std::string& where) {
+  return from_parts(meta, nullptr, n, where);
+}
+
+snapshot_frame snapshot_frame::checked(std::string meta, slice floats, const std::string& where) {
+  const auto n = floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0;
+  const auto s = snapshot::layout(meta, n, where);
+  return {s.who, s.step, std::move(meta), std::move(floats)};
+}
+
+snapshot_frame snapshot_frame::of(const snapshot& s) {
+  auto f = s.packed();
+  return {s.who, s.step, s.meta(), f.empty() ? slice{} : slice::from(f, {static_cast<std::int64_t>(f.size())})};
+}
+
+snapshot snapshot_frame::unpack(const std::string& where) const {
+  return snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr, float_count(), where);
 }
 
 snapshot snapshot::from_parts(const std::string& meta, const float* data, std::size_t n, const std::string& where) {
@@ -110,7 +136,8 @@ snapshot snapshot::from_parts(const std::string& meta, const float* data, std::s
       if (c > n - used)
         throw bad("section '" + name + "' of " + std::to_string(c) + " floats runs past the " + std::to_string(n) +
                   " stored");
-      s.floats.emplace_back(name, std::vector<float>(data + used, data + used + c));
+      s.floats.emplace_back(name, data != nullptr ? std::vector<float>(data + used, data + used + c) : std::vector<float>{});
+      s.float_sizes.emplace_back(name, c);
       used += c;
     } else {
       if (c > max_ints)

@@ -31,6 +31,8 @@ struct snapshot {
   std::int64_t step = 0;  ///< the checkpoint it belongs to (steps per worker)
   std::vector<std::pair<std::string, std::vector<float>>> floats;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> ints;
+  /// Each float section's name and length (filled by from_parts and layout).
+  std::vector<std::pair<std::string, std::size_t>> float_sizes;
 
   void put(std::string name, std::vector<float> v) { floats.emplace_back(std::move(name), std::move(v)); }
   void put(std::string name, std::vector<std::int64_t> v) { ints.emplace_back(std::move(name), std::move(v)); }
@@ -49,6 +51,27 @@ struct snapshot {
   /// A snapshot from meta() and packed(); throws gradwire::error saying
   /// what is wrong (`where` names the source: a file, a rank).
   static snapshot from_parts(const std::string& meta, const float* data, std::size_t n, const std::string& where);
+  /// Checks `meta` against `n` stored floats as from_parts does, without
+  /// copying them: the result's float sections are empty.
+  static snapshot layout(const std::string& meta, std::size_t n, const std::string& where);
+  /// meta() for float sections of these names and sizes.
+  std::string meta_for(const std::vector<std::pair<std::string, std::size_t>>& float_sizes) const;
+};
+
+/// A snapshot as it travels and is written: its meta text and one buffer
+/// of its floats, kept as they came (no unpacking on the way to disk).
+struct snapshot_frame {
+  std::string who;
+  std::int64_t step = 0;
+  std::string meta;
+  slice floats; ///< undefined when it has none
+  /// Checks a frame that arrived (snapshot::layout) and names it.
+  static snapshot_frame checked(std::string meta, slice floats, const std::string& where);
+  /// A frame of `s` (packs its floats).
+  static snapshot_frame of(const snapshot& s);
+  /// The snapshot itself (copies the floats out).
+  snapshot unpack(const std::string& where) const;
+  std::size_t float_count() const { return floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0; }
 };
 
 } // namespace gradwire::actors

@@ -46,30 +46,33 @@ void worker_core::init(worker_config c) {
     restore(*cfg.resume);
 }
 
-snapshot worker_core::take_snapshot() const {
+void worker_core::send_snapshot(caf::event_based_actor* self) const {
+  // One copy of the floats, straight into the buffer that travels (and is
+  // written to disk as it is): the only work a step pays for a checkpoint.
+  const auto t0 = clock_type::now();
   snapshot s;
   s.who = "worker " + std::to_string(cfg.rank);
   s.step = step;
-  s.put("params", model->params().to_vector());
-  if (model->state().numel() > 0)
-    s.put("state", model->state().to_vector());
-  auto saved = trainer->optim().save();
-  s.put("moments", std::move(saved.moments));
-  s.put("optimizer_steps", saved.steps);
+  const auto& opt = trainer->optim();
+  const auto np = model->size(), ns = static_cast<std::size_t>(model->state().numel()), nm = opt.moments_size();
+  std::vector<std::pair<std::string, std::size_t>> sizes{{"params", np}};
+  if (ns > 0)
+    sizes.emplace_back("state", ns);
+  sizes.emplace_back("moments", nm);
+  auto out = slice::empty({static_cast<std::int64_t>(np + ns + nm)});
+  std::memcpy(out.data(), model->params().data(), np * sizeof(float));
+  if (ns > 0)
+    std::memcpy(out.data() + np, model->state().data(), ns * sizeof(float));
+  opt.moments_into(out.data() + np + ns);
+  s.put("optimizer_steps", opt.steps());
   s.put("samples", report.samples);
   s.put("epoch", static_cast<std::int64_t>(batches->epoch()));
   s.put("position", batches->position());
   s.put("batch_size", static_cast<std::int64_t>(cfg.batch_size));
   if (save_extra)
     save_extra(s);
-  return s;
-}
-
-void worker_core::send_snapshot(caf::event_based_actor* self) const {
-  const auto s = take_snapshot();
-  auto floats = s.packed();
-  self->send(cfg.report_to, snapshot_atom::value, s.meta(),
-             floats.empty() ? slice{} : slice::from(floats, {static_cast<std::int64_t>(floats.size())}));
+  self->send(cfg.report_to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
+  tr.span("snapshot", t0, clock_type::now(), step);
 }
 
 void worker_core::restore(const snapshot& s) {

@@ -203,13 +203,11 @@ struct worker_core {
   void add_wait(double seconds, bool span = true);
   /// Records one applied push's staleness.
   void add_staleness(std::int64_t s);
-  /// This worker's part of a checkpoint at its current step; `extra`
-  /// (the kind's own state, e.g. a balanced ring's split) is added by the
-  /// kind's hook.
-  snapshot take_snapshot() const;
-  /// The kind's own state for take_snapshot and from the resume snapshot.
+  /// The kind's own state in its snapshot (e.g. a balanced ring's split).
   std::function<void(snapshot&)> save_extra;
-  /// Sends the snapshot to report_to.
+  /// Sends this worker's part of a checkpoint at its current step to
+  /// report_to: replica, BatchNorm statistics, optimizer moments, step,
+  /// data position, counts, and save_extra's.
   void send_snapshot(caf::event_based_actor* self) const;
   /// A stop that keeps a checkpoint (the coordinator's pause protocol):
   /// on (pause_atom) the worker finishes at most the step it is in, holds

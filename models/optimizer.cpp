@@ -20,6 +20,18 @@ optimizer::optimizer(optimizer_spec spec, std::size_t n, kernels::device dev)
   }
 }
 
+std::size_t optimizer::moments_size() const {
+  return (m_.defined() ? static_cast<std::size_t>(m_.numel()) : 0) + (v_.defined() ? static_cast<std::size_t>(v_.numel()) : 0);
+}
+
+void optimizer::moments_into(float* out) const {
+  for (const auto* t : {&m_, &v_})
+    if (t->defined()) {
+      kernels::backend_for(dev_).copy_bytes(out, kernels::device::cpu(), t->data(), dev_, t->bytes());
+      out += t->numel();
+    }
+}
+
 optimizer::saved optimizer::save() const {
   saved s;
   s.steps = step_;

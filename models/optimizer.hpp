@@ -54,6 +54,9 @@ public:
     std::vector<float> moments;
   };
   saved save() const;
+  /// The moment buffers' floats (save().moments), and a copy of them into `out`.
+  std::size_t moments_size() const;
+  void moments_into(float* out) const;
   /// Restores save()'s output; throws gradwire::error when it does not fit
   /// this optimizer (another kind, momentum on or off, another size).
   void load(const saved& s);

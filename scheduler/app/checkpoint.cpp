@@ -46,14 +46,17 @@ std::uint64_t get_u64(const std::string& in, std::size_t at) {
   return v;
 }
 
-/// Writes `path` atomically and durably: temporary file, fsync, rename, fsync of the folder.
-void write_durably(const fs::path& path, const std::string& bytes) {
+/// Writes `path` atomically and durably: temporary file, fsync, rename,
+/// fsync of the folder. The file is `bytes` followed by `more` bytes at `tail`.
+void write_durably(const fs::path& path, const std::string& bytes, const char* tail = nullptr, std::size_t more = 0) {
   const auto tmp = path.string() + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   check(fd >= 0, "cannot write " + tmp + ": " + std::strerror(errno));
   std::size_t done = 0;
-  while (done < bytes.size()) {
-    const auto w = ::write(fd, bytes.data() + done, bytes.size() - done);
+  const std::size_t total = bytes.size() + more;
+  while (done < total) {
+    const auto w = done < bytes.size() ? ::write(fd, bytes.data() + done, bytes.size() - done)
+                                       : ::write(fd, tail + (done - bytes.size()), total - done);
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0) {
@@ -121,6 +124,18 @@ std::vector<std::pair<std::int64_t, fs::path>> complete_checkpoints(const fs::pa
 
 } // namespace
 
+std::string part_head(const actors::snapshot_frame& f) {
+  const auto fbytes = f.float_count() * sizeof(float);
+  std::uint32_t crc = crc_of(f.meta.data(), f.meta.size());
+  if (fbytes > 0)
+    crc = crc_of(reinterpret_cast<const char*>(f.floats.data()), fbytes, crc);
+  std::string out(part_magic, 8);
+  put_u64(out, f.meta.size());
+  put_u64(out, fbytes);
+  put_u64(out, crc);
+  return out + f.meta;
+}
+
 std::string part_bytes(const actors::snapshot& s) {
   const auto meta = s.meta();
   const auto floats = s.packed();
@@ -177,7 +192,7 @@ checkpoint_writer::~checkpoint_writer() {
   thread_.join();
 }
 
-void checkpoint_writer::submit(std::int64_t step, std::vector<actors::snapshot> parts, nlohmann::json run) {
+void checkpoint_writer::submit(std::int64_t step, std::vector<actors::snapshot_frame> parts, nlohmann::json run) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.push_back({step, std::move(parts), std::move(run)});
@@ -239,10 +254,11 @@ void checkpoint_writer::write(const job& j) {
   fs::create_directories(folder);
   nlohmann::json parts = nlohmann::json::array();
   for (const auto& p : j.parts) {
-    const auto bytes = part_bytes(p);
+    const auto head = part_head(p);
     const auto name = part_file(p.who);
-    write_durably(folder / name, bytes);
-    parts.push_back({{"who", p.who}, {"file", name}, {"bytes", bytes.size()}, {"crc32", get_u64(bytes, 24)}});
+    const auto fbytes = p.float_count() * sizeof(float);
+    write_durably(folder / name, head, fbytes ? reinterpret_cast<const char*>(p.floats.data()) : nullptr, fbytes);
+    parts.push_back({{"who", p.who}, {"file", name}, {"bytes", head.size() + fbytes}, {"crc32", get_u64(head, 24)}});
   }
   nlohmann::json manifest = {{"format", manifest_format}, {"step", j.step}, {"byte_order", "little-endian"},
                              {"identity", identity_},     {"parts", parts}, {"run", j.run}};

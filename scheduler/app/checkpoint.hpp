@@ -47,7 +47,7 @@ public:
   checkpoint_writer& operator=(const checkpoint_writer&) = delete;
   /// Queues the checkpoint of `step` (`run`: the run's own state so far,
   /// e.g. seconds trained, into the manifest).
-  void submit(std::int64_t step, std::vector<actors::snapshot> parts, nlohmann::json run = nlohmann::json::object());
+  void submit(std::int64_t step, std::vector<actors::snapshot_frame> parts, nlohmann::json run = nlohmann::json::object());
   /// Waits until everything queued is on disk.
   void drain();
   /// Checkpoints written, and the first error (empty: none).
@@ -59,7 +59,7 @@ public:
 private:
   struct job {
     std::int64_t step;
-    std::vector<actors::snapshot> parts;
+    std::vector<actors::snapshot_frame> parts;
     nlohmann::json run;
   };
   void loop();
@@ -95,6 +95,8 @@ void check_identity(const loaded_checkpoint& c, const nlohmann::json& identity);
 
 /// Serialises one part as a part file's bytes, and back (for tests and fuzzing).
 std::string part_bytes(const actors::snapshot& s);
+/// A part file's header and meta text (its floats follow as they are).
+std::string part_head(const actors::snapshot_frame& f);
 actors::snapshot part_from_bytes(const std::string& bytes, const std::string& where);
 
 } // namespace gradwire::scheduler

@@ -136,8 +136,8 @@ private:
   }
 
   void save_checkpoint() {
-    std::vector<actors::snapshot> parts;
-    parts.push_back(take_snapshot());
+    std::vector<actors::snapshot_frame> parts;
+    parts.push_back(actors::snapshot_frame::of(take_snapshot()));
     checkpoints_->submit(step_, std::move(parts), {{"train_seconds", train_seconds_}, {"eval_seconds", eval_seconds_}});
   }
 

@@ -363,7 +363,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   std::unique_ptr<checkpoint_writer> checkpoints;
   if (cfg.checkpoint_every > 0 || opts.stop != nullptr) { // Ctrl-C keeps one too
     checkpoints = std::make_unique<checkpoint_writer>(cfg.out, cfg.keep_checkpoints, identity);
-    setup.on_checkpoint = [&checkpoints, &ev, time_offset](std::int64_t step, std::vector<actors::snapshot> parts) {
+    setup.on_checkpoint = [&checkpoints, &ev, time_offset](std::int64_t step, std::vector<actors::snapshot_frame> parts) {
       checkpoints->submit(step, std::move(parts), {{"train_seconds", time_offset + since(ev.t_train)}});
     };
   }

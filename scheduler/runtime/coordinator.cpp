@@ -93,14 +93,14 @@ struct coordinator_state {
     pausing = false; // from here as any stop: the workers finish within the stop's bound
     stop_sent = clock_type::now();
   }
-  std::map<std::int64_t, std::vector<std::optional<actors::snapshot>>> collecting;
+  std::map<std::int64_t, std::vector<std::optional<actors::snapshot_frame>>> collecting;
 
   void on_snapshot(caf::scoped_actor& self, const std::string& meta, const actors::slice& floats) {
     if (plan == nullptr || !plan->on_checkpoint)
       return;
-    actors::snapshot s;
+    actors::snapshot_frame s;
     try {
-      s = actors::snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr, static_cast<std::size_t>(floats.numel()), "a worker's checkpoint part");
+      s = actors::snapshot_frame::checked(meta, floats, "a worker's checkpoint part");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gradwire: ignored: %s\n", e.what());
       return;
@@ -117,7 +117,7 @@ struct coordinator_state {
     for (const auto& p : parts)
       if (!p)
         return;
-    std::vector<actors::snapshot> all;
+    std::vector<actors::snapshot_frame> all;
     for (auto& p : parts)
       all.push_back(std::move(*p));
     collecting.erase(collecting.begin(), std::next(collecting.find(step)));
@@ -129,11 +129,11 @@ struct coordinator_state {
         .receive(
           [&](const std::string& m, const actors::slice& f) {
             try {
-              auto part = actors::snapshot::from_parts(m, f.defined() ? f.data() : nullptr, static_cast<std::size_t>(f.numel()),
-                                                       "shard " + std::to_string(i) + "'s checkpoint part");
-              part.put("shard_version", part.step); // filed under the checkpoint's step
-              part.step = step;
-              all.push_back(std::move(part));
+              const auto where = "shard " + std::to_string(i) + "'s checkpoint part";
+              auto lay = actors::snapshot::layout(m, f.defined() ? static_cast<std::size_t>(f.numel()) : 0, where);
+              lay.put("shard_version", lay.step); // filed under the checkpoint's step
+              lay.step = step;
+              all.push_back(actors::snapshot_frame::checked(lay.meta_for(lay.float_sizes), f, where));
               ok = true;
             } catch (const std::exception& e) {
               std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: %s\n", static_cast<long long>(step), e.what());

@@ -37,7 +37,7 @@ struct checkpoint_plan {
   std::int64_t every = 0; ///< steps; 0: no checkpoints
   std::vector<caf::actor> shards;
   std::function<std::int64_t(std::int64_t step)> shard_version;
-  std::function<void(std::int64_t step, std::vector<actors::snapshot> parts)> on_checkpoint;
+  std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;
 };
 
 /// Waits for the reports of `workers` (indexed by rank), which send theirs

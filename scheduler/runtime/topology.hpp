@@ -110,7 +110,7 @@ struct topology_setup {
   /// Checkpoints: every `checkpoint_every` steps each actor's part goes to
   /// on_checkpoint (rank 0; coordinator.hpp's checkpoint_plan); 0: none.
   std::int64_t checkpoint_every = 0;
-  std::function<void(std::int64_t step, std::vector<actors::snapshot> parts)> on_checkpoint;
+  std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;
   /// Resume: every actor starts from its part of this checkpoint.
   std::shared_ptr<const resume_point> resume;
 };
