@@ -32,6 +32,7 @@
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
 /// | snapshot | worker, shard -> coordinator | its part of a checkpoint: meta text, floats (actors/snapshot.hpp) | | |
+/// | reform | coordinator -> ring worker | (generation): a peer is lost, abandon the round in flight; then (generation, survivors' ranks, right neighbour, every survivor): go on as a ring of the survivors | (reform, rank, steps done, whether a round was abandoned) to the coordinator | |
 /// | pause  | coordinator -> worker | none: hold at the next step boundary; or the step to run to, snapshot and finish (a stop that keeps a checkpoint) | (pause, rank, the boundary it will hold at) to the coordinator | |
 
 #include "kernels/tensor.hpp"
@@ -59,6 +60,7 @@ using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using pause_atom = caf::atom_constant<caf::atom("pause")>;
+using reform_atom = caf::atom_constant<caf::atom("reform")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
 /// during the run.
@@ -79,6 +81,7 @@ inline constexpr message_kind message_table[] = {
   {wire_atom::value, false},   {reduce_atom::value, false},  {reduced_atom::value, false},
   {ring_atom::value, true},    {gossip_atom::value, true},   {balance_atom::value, false},
   {beat_atom::value, false},   {caf::atom("snapshot"), false}, {pause_atom::value, false},
+  {reform_atom::value, false},
 };
 
 /// Whether a message led by `atom` may carry its tensor by reference; false

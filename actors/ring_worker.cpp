@@ -26,6 +26,19 @@ struct ring_worker_state : worker_core {
   /// The ring carries updated parameters (cfg.ring.sharded_update, own ring of
   /// several workers) and owned_apply the time spent updating this round.
   bool sharded = false;
+  /// Elastic (cfg.elastic): the ring's generation (its messages' tag; a
+  /// chunk of another is stale and dropped), this worker's ring world, and
+  /// whether it is between a lost peer and the new ring.
+  int generation = 0;
+  int ring_world = 1;
+  bool reforming = false;
+  /// Chunks of the new ring that came before this worker's own place in it.
+  struct early_chunk {
+    std::int64_t round;
+    int bucket, chunk, hop;
+    slice data;
+  };
+  std::vector<early_chunk> early;
   double owned_apply = 0;
   slice owned_sum; ///< scratch for optimizers without a fused update (Adam)
 
@@ -52,12 +65,17 @@ struct ring_worker_state : worker_core {
 
 using ring_worker_actor = caf::stateful_actor<ring_worker_state>;
 
+void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces result, double wait);
+void begin_step(ring_worker_actor* self);
+
 /// Gives the peer every bucket whose range starts at or above `from`
 /// (buckets run from the end of the buffer, as backward fills it).
 void hand_over(ring_worker_actor* self, std::size_t from) {
   auto& st = self->state;
+  if (st.reforming)
+    return; // the round was abandoned: a lost peer
   const auto& grads = st.trainer->gradients();
-  const float scale = 1.f / static_cast<float>(st.cfg.world);
+  const float scale = 1.f / static_cast<float>(st.ring_world);
   if (st.sharded && st.handed == 0)
     st.trainer->begin_update(); // this round's optimizer step, applied chunk by chunk as the ring owns them
   for (; st.handed < st.cfg.buckets.size() && st.cfg.buckets[st.handed].first >= from; ++st.handed) {
@@ -137,13 +155,67 @@ bool apply_balance(ring_worker_actor* self) {
   return true;
 }
 
+std::unique_ptr<ring_allreduce> make_ring(ring_worker_actor* self, int pos, int world, int tag) {
+  const auto& c = self->state.cfg;
+  return std::make_unique<ring_allreduce>(pos, world, tag, c.buckets, c.ring.chunk_floats,
+                                          [self](ring_allreduce::done_info d) {
+                                            on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
+                                          });
+}
+
+/// A peer is lost: abandons the round in flight and says how far it got.
+void on_reform(ring_worker_actor* self, int generation) {
+  auto& st = self->state;
+  if (!st.cfg.elastic || generation <= st.generation) {
+    st.finish(self, st.who() + "a peer is lost and this ring is not elastic (generation " + std::to_string(generation) + ")");
+    return;
+  }
+  const bool abandoned = st.in_round;
+  st.reforming = true;
+  st.generation = generation;
+  st.in_round = false;
+  st.ring.reset();
+  for (auto& r : st.results)
+    r.clear();
+  st.handed = st.reduced = 0;
+  self->send(st.cfg.report_to, reform_atom::value, st.cfg.rank, st.step, abandoned);
+}
+
+/// The survivors' ring: this worker's place in it, its data re-sharded; go on.
+void on_rewire(ring_worker_actor* self, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
+  auto& st = self->state;
+  const auto it = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
+  if (!st.reforming || generation != st.generation || it == survivors.end()) {
+    st.finish(self, st.who() + "a new ring of generation " + std::to_string(generation) + " that does not hold it");
+    return;
+  }
+  const int pos = static_cast<int>(it - survivors.begin()), world = static_cast<int>(survivors.size());
+  st.ring_world = world;
+  st.ring = make_ring(self, pos, world, generation);
+  st.ring->set_first_round(st.step);
+  st.ring->set_right(std::move(right));
+  st.ring->set_trace(trace_ref::open(st.cfg.trace, "ring " + std::to_string(st.cfg.rank)));
+  st.reshard(pos, world, generation);
+  st.reforming = false;
+  begin_step(self);
+  auto early = std::move(st.early);
+  st.early.clear();
+  try {
+    for (auto& c : early)
+      if (st.ring)
+        st.ring->on_chunk(self, c.round, c.bucket, c.chunk, c.hop, std::move(c.data));
+  } catch (const std::exception& e) {
+    st.finish(self, st.who() + e.what());
+  }
+}
+
 void begin_step(ring_worker_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
     st.finish(self, {}, true);
     return;
   }
-  if (st.hold())
+  if (st.hold() || st.reforming)
     return;
   if (st.cfg.ring.balance_every > 0 && !apply_balance(self))
     return; // resumed by the missing (balance_atom, ...)
@@ -254,11 +326,11 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       if (!bb.empty())
         s.put("balance_batches", std::vector<std::int64_t>(bb.begin(), bb.end()));
     };
+    st.ring_world = c.world;
+    check(!c.elastic || (c.ring_peer == nullptr && !c.ring.sharded_update && c.ring.balance_every == 0),
+          "an elastic ring runs itself, without the sharded update or speed balancing");
     if (c.ring_peer == nullptr)
-      st.ring = std::make_unique<ring_allreduce>(
-        c.rank, c.world, 0, c.buckets, c.ring.chunk_floats, [self](ring_allreduce::done_info d) {
-          on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
-        });
+      st.ring = make_ring(self, c.rank, c.world, 0);
     if (st.ring)
       st.ring->set_first_round(st.step); // a resumed run's first step
     if (st.ring)
@@ -335,8 +407,17 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       else
         await_mail(self);
     },
-    [=](ring_atom, int, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+    [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
       auto& s = self->state;
+      if (tag < s.generation)
+        return; // of a ring that lost a peer
+      if (s.reforming) { // of the new ring, ahead of this worker's place in it
+        if (tag == s.generation && s.early.size() < 4096)
+          s.early.push_back({round, bucket, chunk, hop, std::move(data)});
+        return;
+      }
+      if (tag != s.generation)
+        return;
       try {
         if (s.ring == nullptr)
           throw error("a ring chunk, but this worker has a ring peer");
@@ -350,6 +431,20 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](done_atom) { self->state.finish(self, {}, true); }, // the coordinator's stop
     [=](pause_atom) { self->state.on_pause(self); },
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
+    [=](reform_atom, int generation) { on_reform(self, generation); },
+    [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
+      on_rewire(self, generation, survivors, std::move(right));
+    },
+    [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // a donor's state for a survivor behind
+    [=](snapshot_atom, const std::string& meta, const slice& floats) {
+      auto& s = self->state;
+      try {
+        s.adopt(snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
+                                     floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0, s.who() + "a donor's state"));
+      } catch (const std::exception& e) {
+        s.finish(self, s.who() + e.what());
+      }
+    },
     [=](beat_atom) {
       // The heartbeat doubles as the watchdog of the allreduce in progress.
       auto& s = self->state;

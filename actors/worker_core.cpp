@@ -75,6 +75,31 @@ void worker_core::send_snapshot(caf::event_based_actor* self) const {
   tr.span("snapshot", t0, clock_type::now(), step);
 }
 
+void worker_core::adopt(const snapshot& s) {
+  const auto fit = [&](const std::string& name, const kernels::tensor& t) {
+    const auto& v = s.f(name);
+    check(v.size() == static_cast<std::size_t>(t.numel()),
+          s.who + ": '" + name + "' holds " + std::to_string(v.size()) + " floats, this model " + std::to_string(t.numel()));
+    kernels::copy(kernels::tensor::from(v, {t.numel()}), t);
+  };
+  fit("params", model->params());
+  if (model->state().numel() > 0)
+    fit("state", model->state());
+  if (compute_model && model->state().numel() > 0)
+    kernels::copy(model->state(), compute_model->state());
+  trainer->optim().load({s.one("optimizer_steps"), s.f("moments")});
+  step = s.step;
+}
+
+void worker_core::reshard(int pos, int world, int generation) {
+  const int epoch = batches->epoch();
+  batches = std::make_unique<models::batcher>(
+    *cfg.data, models::shard_indices(cfg.data->size(), pos, world, cfg.seed), cfg.batch_size,
+    cfg.seed + static_cast<std::uint64_t>(pos) + 7777ULL * static_cast<std::uint64_t>(generation));
+  batches->seek(epoch, 0);
+  last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));
+}
+
 void worker_core::restore(const snapshot& s) {
   const auto fit = [&](const std::string& name, const kernels::tensor& t) {
     const auto& v = s.f(name);

@@ -123,6 +123,11 @@ struct worker_config {
   /// Resume: the worker starts from this snapshot (its step, replica,
   /// optimizer state and data position) instead of from step 0.
   std::shared_ptr<const snapshot> resume;
+  /// A flat ring that runs itself (no peer actor) survives a lost worker:
+  /// on (reform_atom, ...) it abandons the round in flight, takes a live
+  /// peer's state if it is a step behind, and goes on as a ring of the
+  /// survivors with its data re-sharded among them.
+  bool elastic = false;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)
@@ -180,6 +185,12 @@ struct worker_core {
   /// Puts the replica, optimizer, data position and counts where `s` says
   /// (init does, from cfg.resume); throws when it does not fit.
   void restore(const snapshot& s);
+  /// Takes a live peer's replica, BatchNorm statistics, optimizer state and
+  /// step (a survivor a step behind, when a ring re-forms); its own data
+  /// position and counts stay.
+  void adopt(const snapshot& s);
+  /// Re-shards the data: this worker is `pos` of `world` from here on.
+  void reshard(int pos, int world, int generation);
   /// Runs one batch: gradients into trainer->gradients() (`ready` as in
   /// trainer::compute_gradients), then the emulated slowdown. Counts the
   /// time since `phase` as communication first. Throws when the shard has

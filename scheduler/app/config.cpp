@@ -182,6 +182,7 @@ void read_train(reader& r, run_config& c) {
   c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
   c.checkpoint_every = r.integer("train.checkpoint_every", 0, std::int64_t{1} << 40);
   c.keep_checkpoints = static_cast<int>(r.integer("train.keep_checkpoints", 1, 1 << 20));
+  c.min_workers = static_cast<int>(r.integer("train.min_workers", 0, 1024));
 
 }
 

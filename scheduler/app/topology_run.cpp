@@ -419,6 +419,22 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   f.wall_seconds = since(t_start);
   auto summary = summary_of(f);
   summary["checkpoints"] = checkpoint_facts;
+  summary["faults"] = nlohmann::json::array();
+  for (const auto& fr : res.faults) {
+    nlohmann::json j = {{"rank", fr.rank},
+                        {"kind", fr.kind},
+                        {"what", fr.what},
+                        {"detected_at", fr.detected_at},
+                        {"recovered_at", fr.recovered_at >= 0 ? nlohmann::json(fr.recovered_at) : nlohmann::json(nullptr)},
+                        {"at_step", fr.at_step},
+                        {"steps_lost", fr.steps_lost},
+                        {"workers_after", fr.workers_after}};
+    summary["faults"].push_back(j);
+    j["type"] = "fault";
+    j["time"] = fr.detected_at;
+    out.metric(j);
+  }
+  out.flush();
   summary["resumed_from"] = resumed ? nlohmann::json(resumed->point->step) : nlohmann::json(nullptr);
   out.write_summary(summary);
   progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,

@@ -115,6 +115,7 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   set_topology(setup, cfg);
   set_workers(setup, cfg);
   setup.timeout = std::chrono::milliseconds(cfg.step_timeout_ms);
+  setup.min_workers = cfg.min_workers;
   // Every worker runs the same number of full batches (sync needs it): as
   // many as the worker with the largest batch has in an epoch.
   int largest = cfg.batch_size;

@@ -178,16 +178,139 @@ struct coordinator_state {
     totals();
   }
 
+  // Elastic rings: the survivors re-form without a lost worker.
+  const elastic_plan* elastic = nullptr;
+  const std::vector<caf::actor>* workers = nullptr;
+  caf::scoped_actor* self = nullptr;
+  int generation = 0;
+  std::vector<std::int64_t> survivors;
+  std::map<int, std::pair<std::int64_t, bool>> reform_replies; ///< rank -> (steps, abandoned a round)
+  std::int64_t reform_step = -1; ///< the step all go on from
+  int donor = -1;
+  std::vector<int> behind;
+
+  double now_s() const { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+  /// Asks every survivor to abandon its round and say how far it got.
+  void start_reform() {
+    survivors.clear();
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r])
+        survivors.push_back(static_cast<std::int64_t>(r));
+    if (static_cast<int>(survivors.size()) < std::max(1, elastic->min_workers)) {
+      out.failure = out.faults.back().what + " (" + std::to_string(survivors.size()) +
+                    " worker(s) left, train.min_workers = " + std::to_string(elastic->min_workers) + ")";
+      return;
+    }
+    ++generation;
+    reform_replies.clear();
+    reform_step = -1;
+    donor = -1;
+    behind.clear();
+    for (auto r : survivors)
+      (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, generation);
+  }
+
+  void on_reform_reply(int rank, std::int64_t steps, bool abandoned) {
+    if (!known(rank) || survivors.empty() || reform_step >= 0)
+      return;
+    reform_replies[rank] = {steps, abandoned};
+    last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
+    for (auto r : survivors)
+      if (!reform_replies.count(static_cast<int>(r)))
+        return;
+    std::int64_t most = 0, least = -1;
+    bool lost_work = false;
+    for (const auto& [r, v] : reform_replies) {
+      most = std::max(most, v.first);
+      least = least < 0 ? v.first : std::min(least, v.first);
+      lost_work = lost_work || v.second;
+    }
+    reform_step = most;
+    for (const auto& [r, v] : reform_replies) {
+      if (v.first == most && donor < 0)
+        donor = r;
+      if (v.first < most)
+        behind.push_back(r);
+    }
+    auto& f = out.faults.back();
+    f.at_step = most;
+    f.steps_lost = lost_work ? 1 : 0;
+    if (behind.empty())
+      rewire();
+    else // a survivor a step behind takes the donor's state (its snapshot comes here first)
+      (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::snapshot_atom::value, std::int64_t{generation});
+  }
+
+  /// The donor's state for the survivors behind it, then the new ring.
+  bool on_donor_state(const std::string& meta, const actors::slice& floats) {
+    if (donor < 0 || behind.empty())
+      return false;
+    actors::snapshot_frame f;
+    try {
+      f = actors::snapshot_frame::checked(meta, floats, "the donor's state");
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (f.who != "worker " + std::to_string(donor) || f.step != reform_step)
+      return false;
+    for (int r : behind)
+      (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::snapshot_atom::value, meta, floats);
+    behind.clear();
+    rewire();
+    return true;
+  }
+
+  void rewire() {
+    const auto m = survivors.size();
+    for (std::size_t i = 0; i < m; ++i)
+      (*self)->send((*workers)[static_cast<std::size_t>(survivors[i])], actors::reform_atom::value, generation, survivors,
+                    (*workers)[static_cast<std::size_t>(survivors[(i + 1) % m])]);
+    auto& f = out.faults.back();
+    f.recovered_at = now_s();
+    f.workers_after = static_cast<int>(m);
+    std::fprintf(stderr, "gradwire: the ring goes on without worker %d: %zu workers from step %lld (%.2f s after the loss was detected)\n",
+                 f.rank, m, static_cast<long long>(reform_step), f.recovered_at - f.detected_at);
+    survivors.clear();
+  }
+
   /// A worker whose process failed.
   void on_lost(actors::worker_report rep) {
     if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
       return;
     const auto r = static_cast<std::size_t>(rep.rank);
+    if (elastic != nullptr && elastic->on && !stopping) {
+      std::fprintf(stderr, "gradwire: lost worker %zu: %s\n", r, rep.error.c_str());
+      fault_record f;
+      f.rank = rep.rank;
+      f.what = rep.error;
+      f.detected_at = now_s();
+      out.faults.push_back(f);
+      rep.steps = steps[r];
+      rep.samples = samples[r];
+      rep.seconds = now_s();
+      out.lost.push_back(rep.rank);
+      finished[r] = true;
+      ++done;
+      out.reports[r] = std::move(rep);
+      start_reform();
+      return;
+    }
     if (!carry_on && !stopping) {
       out.failure = rep.error;
+      if (elastic != nullptr && !elastic->why_not.empty())
+        out.failure += " (" + elastic->why_not + ")";
       return;
     }
     std::fprintf(stderr, "gradwire: carrying on without worker %zu: %s\n", r, rep.error.c_str());
+    if (!stopping) {
+      fault_record f;
+      f.rank = rep.rank;
+      f.what = rep.error;
+      f.detected_at = f.recovered_at = now_s();
+      f.at_step = steps[r];
+      out.faults.push_back(f);
+    }
     rep.steps = steps[r];
     rep.samples = samples[r];
     rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -228,7 +351,7 @@ struct coordinator_state {
         continue;
       const auto why = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
                        " ms (last heard at step " + std::to_string(steps[r]) + "; train.step_timeout_s)";
-      if (!carry_on) {
+      if (!carry_on && !(elastic != nullptr && elastic->on)) {
         out.failure = why;
         continue;
       }
@@ -265,9 +388,13 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::atomic<bool>* stop, bool carry_on,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval,
                         const std::function<void(int rank, const std::string& why)>& cut_off,
-                        std::int64_t budget_samples, const checkpoint_plan& checkpoints) {
+                        std::int64_t budget_samples, const checkpoint_plan& checkpoints,
+                        const elastic_plan& elastic) {
   coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
   st.plan = &checkpoints;
+  st.elastic = &elastic;
+  st.workers = &workers;
+  st.self = &self;
   st.cut_off = cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
     if (!st.stopping && stop != nullptr && stop->load()) {
@@ -312,7 +439,11 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                   [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
                   [&](actors::pause_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
                   [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-                    st.on_snapshot(self, meta, floats);
+                    if (!st.on_donor_state(meta, floats))
+                      st.on_snapshot(self, meta, floats);
+                  },
+                  [&](actors::reform_atom, int rank, std::int64_t steps, bool abandoned) {
+                    st.on_reform_reply(rank, steps, abandoned);
                   },
                   caf::after(std::chrono::milliseconds(250)) >> [] {});
     st.check_silence();

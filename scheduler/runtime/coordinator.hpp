@@ -19,7 +19,28 @@
 
 namespace gradwire::scheduler {
 
+/// A failure the run met: which worker, what, when (seconds since the
+/// coordinator started), and how it went on.
+struct fault_record {
+  int rank = 0;
+  std::string kind = "lost";  ///< "lost": its process failed or it fell silent
+  std::string what;
+  double detected_at = 0;
+  double recovered_at = -1;   ///< the survivors went on (-1: they did not)
+  std::int64_t at_step = 0;   ///< the step the survivors went on from
+  std::int64_t steps_lost = 0; ///< steps of work abandoned (a round in flight)
+  int workers_after = 0;
+};
+
+/// Lock-step rings that survive a lost worker (worker_config::elastic).
+struct elastic_plan {
+  bool on = false;
+  int min_workers = 1; ///< fewer survivors than this: the run fails
+  std::string why_not; ///< when off: why this run cannot go on without a worker (for the error)
+};
+
 struct coordination {
+  std::vector<fault_record> faults;
   std::vector<actors::worker_report> reports; ///< by rank
   bool interrupted = false;
   bool budget_reached = false; ///< stopped because the shared budget was spent
@@ -61,7 +82,8 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::atomic<bool>* stop, bool carry_on = false,
                         const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {},
                         const std::function<void(int rank, const std::string& why)>& cut_off = {},
-                        std::int64_t budget_samples = 0, const checkpoint_plan& checkpoints = {});
+                        std::int64_t budget_samples = 0, const checkpoint_plan& checkpoints = {},
+                        const elastic_plan& elastic = {});
 
 /// Sends an exit to each actor (all of them local) and waits until every
 /// one has terminated: nothing they read may be freed before.

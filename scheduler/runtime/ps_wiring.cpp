@@ -189,6 +189,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   out.interrupted = c.interrupted;
   out.budget_reached = c.budget_reached;
   out.lost = c.lost;
+  out.faults = c.faults;
   out.reports = std::move(c.reports);
   return out;
 }

@@ -45,6 +45,7 @@ struct ring_plan {
     wc.ring_peer = peer;
     wc.buckets = buckets;
     wc.ring = setup.ring;
+    wc.elastic = elastic().on;
     // Sample-weighted mean: worker r's gradient counts batch_r / mean batch.
     wc.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
     if (n == 1)
@@ -55,6 +56,28 @@ struct ring_plan {
   }
 
   std::string name() const { return hier ? "hierarchical allreduce" : "ring allreduce"; }
+
+  /// A flat ring of workers that run it themselves, all at one batch:
+  /// survives lost workers (setup.min_workers > 0).
+  elastic_plan elastic() const {
+    bool equal = true;
+    for (double b : batches)
+      equal = equal && b == batches.front();
+    elastic_plan e;
+    e.min_workers = setup.min_workers;
+    // Why the ring cannot re-form. With the sharded update each worker holds
+    // the only optimizer state of the chunks it owns: a lost worker takes
+    // its chunks' momentum with it (resume from a checkpoint instead).
+    e.why_not = setup.min_workers == 0    ? "train.min_workers = 0"
+                : use_peers               ? "a ring with peer actors (overlap, hierarchical) does not re-form"
+                : setup.ring.sharded_update ? "with topology.sharded_update each worker holds the only optimizer state of "
+                                              "its chunks; set it to false for a ring that re-forms without a lost worker"
+                : setup.ring.balance_every > 0 ? "a speed-balanced ring does not re-form"
+                : !equal                  ? "workers of different batch sizes do not re-form"
+                                          : "";
+    e.on = e.why_not.empty() && setup.workers > 1;
+    return e;
+  }
 };
 
 /// Across processes: this process's worker (and its peer).
@@ -85,7 +108,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   };
   auto c = run_worker_across(
     sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, p.worker(nd.rank(), to, peer)); },
-    wire, on_progress, on_metrics, stop, false, checkpoints_of(setup));
+    wire, on_progress, on_metrics, stop, false, checkpoints_of(setup), p.elastic());
   if (peer) {
     caf::scoped_actor self{sys};
     stop_actors(self, {peer});
@@ -122,7 +145,7 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                      setup.budget_samples, checkpoints_of(setup));
+                      setup.budget_samples, checkpoints_of(setup), p.elastic());
   stop_actors(self, workers);
   stop_actors(self, peers);
   if (!c.failure.empty())

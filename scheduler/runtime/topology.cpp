@@ -160,6 +160,8 @@ topology_outcome replicas_outcome(coordination c, bool first) {
   topology_outcome out;
   out.interrupted = c.interrupted;
   out.budget_reached = c.budget_reached;
+  out.lost = c.lost;
+  out.faults = c.faults;
   std::vector<const actors::slice*> reps;
   for (const auto& r : c.reports)
     if (r.params.defined())
@@ -198,7 +200,7 @@ std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
   const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on,
-  const checkpoint_plan& checkpoints) {
+  const checkpoint_plan& checkpoints, const elastic_plan& elastic) {
   auto& nd = *setup.node;
   const int n = setup.workers, rank = nd.rank();
   check_one_worker_per_process(setup);
@@ -232,7 +234,8 @@ std::optional<coordination> run_worker_across(
     return std::nullopt;
   }
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
-                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples, checkpoints);
+                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples, checkpoints,
+                      elastic);
   stop_actors(self, {worker});
   return c;
 }

@@ -13,6 +13,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/snapshot.hpp"
+#include "scheduler/runtime/coordinator.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "actors/worker_core.hpp"
@@ -111,6 +112,10 @@ struct topology_setup {
   /// on_checkpoint (rank 0; coordinator.hpp's checkpoint_plan); 0: none.
   std::int64_t checkpoint_every = 0;
   std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;
+  /// A ring that runs itself (no peers, no sharded update, no balancing,
+  /// equal batches) survives lost workers while this many remain; 0: a
+  /// lost worker fails the run.
+  int min_workers = 0;
   /// Resume: every actor starts from its part of this checkpoint.
   std::shared_ptr<const resume_point> resume;
 };
@@ -130,6 +135,7 @@ struct topology_outcome {
   bool interrupted = false; ///< stopped early by the stop flag
   bool budget_reached = false; ///< stopped by the shared budget (setup.budget_samples)
   std::vector<int> lost;    ///< across processes: workers whose process failed (async parameter server carried on)
+  std::vector<fault_record> faults; ///< every failure the run met and how it went on
 };
 
 /// Even ranges of a buffer of `n` floats for `parts` shards (16-aligned edges).

@@ -45,7 +45,7 @@ std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
   const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false,
-  const checkpoint_plan& checkpoints = {});
+  const checkpoint_plan& checkpoints = {}, const elastic_plan& elastic = {});
 
 /// The outcome of workers that return their replicas: params = their mean
 /// (rank 0's when `first`), replica_spread, reports. Throws on a failure.

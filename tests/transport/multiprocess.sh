@@ -188,14 +188,37 @@ has "$work/lost3.txt" "rank 2 was killed by signal 9"
 [ -f "$work/lost3/summary.json" ] && /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['lost_workers'] != [2] or s['status'] != 'completed')" \
   "$work/lost3/summary.json" || bad "--procs 3: summary.json does not show a completed run that lost worker 2"
 
-# A sync ring that loses a rank fails, naming it, and still writes its
-# summary with the failure.
+# A sync ring with the sharded update that loses a rank fails, naming it
+# and why it cannot re-form, and still writes its summary with the failure.
 { cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 5\n'; } > "$work/ringlost.toml"
 rc=0
 timeout 120 "$GW" run "$work/ringlost.toml" --procs 3 --set topology.workers=3 --set transport.peer_timeout_ms=1000 \
   -q --no-report --out "$work/ringlost" >"$work/ringlost.txt" 2>&1 || rc=$?
 [ $rc = 2 ] || { bad "sync ring that loses rank 2: the launcher exited $rc, expected 2"; cat "$work/ringlost.txt"; }
 has "$work/ringlost.txt" "rank 2"
+has "$work/ringlost.txt" "set it to false for a ring that re-forms"
+
+# The elastic ring (topology.sharded_update = false): it loses rank 2 at its
+# step 30, the two survivors re-form a ring of 2 and finish every step with
+# equal replicas; summary.json records the fault.
+rc=0
+timeout 120 "$GW" run "$work/ringlost.toml" --procs 3 --set topology.workers=3 --set transport.peer_timeout_ms=1000 \
+  --set topology.sharded_update=false --set train.epochs=1 -q --no-report --out "$work/ringgo" >"$work/ringgo.txt" 2>&1 || rc=$?
+[ $rc = 0 ] || { bad "elastic ring that loses rank 2: the launcher exited $rc, expected 0"; cat "$work/ringgo.txt"; }
+has "$work/ringgo.txt" "the ring goes on without worker 2: 2 workers from step"
+/usr/bin/python3 - "$work/ringgo/summary.json" <<'PY' || bad "the elastic ring's summary.json: see above"
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = s['faults']
+ok = (s['status'] == 'completed' and s['lost_workers'] == [2] and len(f) == 1 and f[0]['rank'] == 2
+      and f[0]['workers_after'] == 2 and f[0]['recovered_at'] is not None and f[0]['at_step'] >= 5
+      and f[0]['steps_lost'] <= 1 and s['replica_spread'] == 0
+      and all(w['steps'] == s['steps_per_worker'] for w in s['per_worker'][:2]))
+if not ok:
+    print(json.dumps({k: s[k] for k in ('status', 'lost_workers', 'faults', 'replica_spread', 'steps_per_worker')}), file=sys.stderr)
+sys.exit(not ok)
+PY
+[ -f "$work/ringgo/summary.json" ] && grep -q '"faults"' "$work/ringgo/summary.json" || sed 's/^/    /' "$work/ringgo.txt"
 /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(s['status'] != 'failed' or 'rank 2' not in s['error'])" \
   "$work/ringlost/summary.json" || bad "the failed sync ring wrote no summary.json with its failure"
 
