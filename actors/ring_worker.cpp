@@ -7,6 +7,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -39,6 +40,7 @@ struct ring_worker_state : worker_core {
     slice data;
   };
   std::vector<early_chunk> early;
+  bool announce = false; ///< say when the first step of a re-formed ring is done (its first survivor)
   double owned_apply = 0;
   slice owned_sum; ///< scratch for optimizers without a fused update (Adam)
 
@@ -197,6 +199,7 @@ void on_rewire(ring_worker_actor* self, int generation, const std::vector<std::i
   st.ring->set_trace(trace_ref::open(st.cfg.trace, "ring " + std::to_string(st.cfg.rank)));
   st.reshard(pos, world, generation);
   st.reforming = false;
+  st.announce = pos == 0;
   begin_step(self);
   auto early = std::move(st.early);
   st.early.clear();
@@ -280,6 +283,12 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.begin_comm();
   st.add_wait(st.round_wait, false); // the ring's track shows where it waited
   st.end_step(self);
+  if (st.announce) {
+    st.announce = false;
+    std::fprintf(stderr, "gradwire: rank %d: the first step of the re-formed ring (step %lld) is done (unix time %.6f)\n",
+                 st.cfg.rank, static_cast<long long>(st.step),
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
   share_speed(self);
   self->send(self, step_atom::value); // not begin_step(): this may run inside the ring's own call
 }

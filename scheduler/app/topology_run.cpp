@@ -21,6 +21,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
 #include <algorithm>
 #include <thread>
 #include <cstdio>
@@ -37,6 +43,44 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+/// Under `--procs`, the launcher tells rank 0 of a rank's death as it
+/// happens (a line "RANK what" on GRADWIRE_LAUNCHER_FD): that rank is cut
+/// off at once instead of after the liveness bound.
+void hear_launcher(const std::shared_ptr<transport::node>& node) {
+  const char* fd_text = std::getenv("GRADWIRE_LAUNCHER_FD");
+  if (fd_text == nullptr)
+    return;
+  const int fd = std::atoi(fd_text);
+  if (fd < 3)
+    return;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  std::weak_ptr<transport::node> weak = node;
+  std::thread([fd, weak] {
+    std::string buf;
+    char chunk[256];
+    for (;;) {
+      const auto n = ::read(fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return; // the launcher is gone
+      buf.append(chunk, static_cast<std::size_t>(n));
+      for (auto nl = buf.find('\n'); nl != std::string::npos && nl < 256; nl = buf.find('\n')) {
+        const auto line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        const int peer = std::atoi(line.c_str());
+        auto nd = weak.lock();
+        if (!nd)
+          return;
+        if (peer > 0 && peer < nd->size() && !nd->is_down(peer))
+          nd->cut_off(peer, "the launcher saw its process " + line.substr(line.find(' ') + 1));
+      }
+      if (buf.size() > 4096)
+        return; // not the launcher's lines
+    }
+  }).detach();
+}
 
 /// Across processes (srun, mpirun, --procs): joins the job, and sets up
 /// the setup's node, barrier and the start of the node once every actor
@@ -88,6 +132,8 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
         std::_Exit(3);
       }
     }, jb->live);
+    if (rank == 0)
+      hear_launcher(jb->node);
     barrier(sys, *jb, 0);
   };
 }

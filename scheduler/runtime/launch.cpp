@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -67,8 +68,12 @@ extern "C" void on_launcher_signal(int sig) { forward_signal = sig; }
 /// terminal's Ctrl-C reaches the launcher, which forwards it once), and
 /// SIGTERM when the launcher dies, however it dies: no orphans.
 [[noreturn]] void exec_rank(int r, int n, const std::string& exe, const std::vector<std::string>& args,
-                            const std::string& rendezvous, const std::string& token, pid_t launcher) {
+                            const std::string& rendezvous, const std::string& token, pid_t launcher, int deaths_fd) {
   ::setpgid(0, 0);
+  if (r == 0 && deaths_fd >= 0) { // rank 0 hears from the launcher of a rank's death at once
+    ::fcntl(deaths_fd, F_SETFD, 0);
+    ::setenv("GRADWIRE_LAUNCHER_FD", std::to_string(deaths_fd).c_str(), 1);
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != launcher) // the launcher died before the line above
     std::_Exit(143);
@@ -102,14 +107,25 @@ int launch_local(int n, const std::vector<std::string>& args) {
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   const pid_t launcher = ::getpid();
+  // A pipe to rank 0: the launcher sees a rank die at once (waitpid) and
+  // tells rank 0, which need not wait for the liveness bound to notice.
+  int deaths[2] = {-1, -1};
+  if (::pipe2(deaths, O_CLOEXEC) != 0)
+    deaths[0] = deaths[1] = -1;
+  struct sigaction no_pipe {}, old_pipe {};
+  no_pipe.sa_handler = SIG_IGN; // rank 0 gone: the write fails, and the launcher goes on
+  ::sigemptyset(&no_pipe.sa_mask);
+  ::sigaction(SIGPIPE, &no_pipe, &old_pipe);
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = ::fork();
     check(pid >= 0, std::string("fork: ") + std::strerror(errno));
     if (pid == 0)
-      exec_rank(r, n, exe, args, rendezvous, token, launcher);
+      exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0]);
     pids.push_back(pid);
   }
+  if (deaths[0] >= 0)
+    ::close(deaths[0]);
   auto signal_all = [&](int sig) {
     for (pid_t p : pids)
       if (p > 0)
@@ -144,6 +160,11 @@ int launch_local(int n, const std::vector<std::string>& args) {
       } else if (code != 0 && forwarded == 0) {
         std::fprintf(stderr, "gradwire: rank %d %s %d; rank 0 decides whether the job goes on\n", rank,
                      WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? code : WTERMSIG(st));
+        if (deaths[1] >= 0) {
+          const auto line = std::to_string(rank) + " " + (WIFEXITED(st) ? "exited with status " : "was killed by signal ") +
+                            std::to_string(WIFEXITED(st) ? code : WTERMSIG(st)) + "\n";
+          [[maybe_unused]] const auto w = ::write(deaths[1], line.data(), line.size()); // rank 0 gone: nothing to tell
+        }
       }
       continue;
     }
@@ -165,6 +186,9 @@ int launch_local(int n, const std::vector<std::string>& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  if (deaths[1] >= 0)
+    ::close(deaths[1]);
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
   // The caller's own handlers again; a caller that handles the signal (a
   // sweep stopping after this point) hears of the one forwarded.
   ::sigaction(SIGINT, &old_int, nullptr);

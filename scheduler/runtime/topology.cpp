@@ -143,8 +143,9 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
       wc.after_step = [kill_at, rank](std::int64_t steps) {
         if (steps != kill_at)
           return;
-        std::fprintf(stderr, "gradwire: rank %d: killed after step %lld ([[faults]] kind = \"kill\")\n", rank,
-                     static_cast<long long>(steps));
+        std::fprintf(stderr, "gradwire: rank %d: killed after step %lld ([[faults]] kind = \"kill\", unix time %.6f)\n",
+                     rank, static_cast<long long>(steps),
+                     std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
         std::fflush(stderr);
         ::raise(SIGKILL); // as abrupt as kill -9: no report, no goodbye to the peers
       };
