@@ -101,18 +101,7 @@ void worker_core::reshard(int pos, int world, int generation) {
 }
 
 void worker_core::restore(const snapshot& s) {
-  const auto fit = [&](const std::string& name, const kernels::tensor& t) {
-    const auto& v = s.f(name);
-    check(v.size() == static_cast<std::size_t>(t.numel()),
-          s.who + ": '" + name + "' holds " + std::to_string(v.size()) + " floats, this model " + std::to_string(t.numel()));
-    kernels::copy(kernels::tensor::from(v, {t.numel()}), t);
-  };
-  fit("params", model->params());
-  if (model->state().numel() > 0)
-    fit("state", model->state());
-  if (compute_model && model->state().numel() > 0)
-    kernels::copy(model->state(), compute_model->state());
-  trainer->optim().load({s.one("optimizer_steps"), s.f("moments")});
+  adopt(s); // the replica, statistics, optimizer state and step
   const auto bs = s.one("batch_size");
   check(bs > 0 && bs <= batches->samples_per_epoch(), s.who + ": batch size " + std::to_string(bs) + " in the checkpoint");
   cfg.batch_size = static_cast<int>(bs);
@@ -120,7 +109,6 @@ void worker_core::restore(const snapshot& s) {
   const auto epoch = s.one("epoch");
   check(epoch >= 0 && epoch < (1 << 24), s.who + ": epoch " + std::to_string(epoch) + " in the checkpoint");
   batches->seek(static_cast<int>(epoch), s.one("position"));
-  step = s.step;
   report.samples = s.one("samples");
 }
 

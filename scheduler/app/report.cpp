@@ -130,7 +130,8 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
                         "threads_per_worker", "optimizer", "lr", "steps", "steps_per_worker", "budget", "budget_samples",
                         "samples", "wall_seconds",
                         "train_seconds", "samples_per_sec", "final_loss", "final_test_accuracy", "final_test_loss",
-                        "target_accuracy", "time_to_target", "replica_spread", "max_clock_gap", "dropped_pushes", "lost_workers"})
+                        "target_accuracy", "time_to_target", "replica_spread", "max_clock_gap", "dropped_pushes", "lost_workers",
+                        "resumed_from"})
     if (s.contains(k))
       rows.push_back({k, shown(s[k])});
   if (s.contains("staleness"))
@@ -146,6 +147,17 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
   out.plots = po.files.size();
   out.problem = po.problem;
   h += "<h2>Plots</h2>\n" + figures(po, specs);
+  const auto& faults = s.value("faults", json::array());
+  if (!faults.empty()) { // every failure the run met, and how it went on
+    std::vector<std::vector<std::string>> fr;
+    for (const auto& f : faults)
+      fr.push_back({shown(f.value("rank", json())), shown(f.value("kind", json())), shown(f.value("detected_at", json())),
+                    shown(f.value("recovered_at", json())), shown(f.value("at_step", json())),
+                    shown(f.value("steps_lost", json())), shown(f.value("workers_after", json())),
+                    f.value("what", std::string())});
+    h += "<h2>Faults</h2>\n" + table({"rank", "kind", "detected at (s)", "recovered at (s)", "went on from step", "steps lost",
+                                      "workers after", "what"}, fr);
+  }
   const auto& pw = s.value("per_worker", json::array());
   if (!pw.empty()) {
     std::vector<std::vector<std::string>> wr;
