@@ -72,18 +72,6 @@ cmp -s "$tmp/ring/model.safetensors" "$tmp/ring-procs.resumed/model.safetensors"
 # Ctrl-C writes a checkpoint (the workers agree on a step first); its
 # resume ends as the uninterrupted run. The whole training set, so that the
 # run is still going when the signal comes.
-long=(--set data.train_subset=0 --set topology.workers=3 --set train.checkpoint_every=0)
-"$gw" run "$src/examples/ring.toml" "${common[@]}" "${long[@]}" --out "$tmp/full" >"$tmp/full.txt" 2>&1 ||
-  bad "ring, full training set: $(tail -3 "$tmp/full.txt")"
-"$gw" run "$src/examples/ring.toml" "${common[@]}" "${long[@]}" --set train.log_every=5 --out "$tmp/int" >"$tmp/int.txt" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do grep -q '"type":"step"' "$tmp/int/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-kill -INT $pid
-wait $pid
-rc=$?
-[ $rc = 130 ] || bad "Ctrl-C: exit $rc, expected 130"
-ls "$tmp/int/checkpoints"/step-*/MANIFEST.json >/dev/null 2>&1 || bad "Ctrl-C wrote no checkpoint"
-"$gw" run --resume "$tmp/int" -q --no-report >"$tmp/int.r.txt" 2>&1 || bad "resume after Ctrl-C: $(tail -3 "$tmp/int.r.txt")"
 # The two configs differ in log_every (kept in the file's metadata): compare the tensors.
 same_tensors() {
   /usr/bin/python3 - "$1" "$2" <<'PY'
@@ -97,25 +85,33 @@ def tensors(path):
 sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
 PY
 }
-same_tensors "$tmp/full/model.safetensors" "$tmp/int/model.safetensors" ||
-  bad "resumed after Ctrl-C, the model differs from the uninterrupted run's"
-
-[ $fail = 0 ] && echo "ok: ring stopped by Ctrl-C at step $(ls "$tmp/int/checkpoints") resumed equals the uninterrupted run"
-
-# The single trainer: Ctrl-C keeps a checkpoint too.
-"$gw" run "$src/examples/default.toml" "${common[@]}" --set data.train_subset=0 --set train.checkpoint_every=0 \
-  --out "$tmp/sfull" >"$tmp/sfull.txt" 2>&1 || bad "single, full training set: $(tail -3 "$tmp/sfull.txt")"
-"$gw" run "$src/examples/default.toml" "${common[@]}" --set data.train_subset=0 --set train.checkpoint_every=0 \
-  --set train.log_every=5 --out "$tmp/sint" >"$tmp/sint.txt" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do grep -q '"type":"step"' "$tmp/sint/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-kill -INT $pid
-wait $pid
-rc=$?
-[ $rc = 130 ] || bad "single, Ctrl-C: exit $rc, expected 130"
-"$gw" run --resume "$tmp/sint" -q --no-report >"$tmp/sint.r.txt" 2>&1 || bad "single, resume after Ctrl-C: $(tail -3 "$tmp/sint.r.txt")"
-same_tensors "$tmp/sfull/model.safetensors" "$tmp/sint/model.safetensors" ||
-  bad "single: resumed after Ctrl-C, the model differs from the uninterrupted run's"
+# interrupted NAME CONFIG [--set ...]: the whole run, then one stopped by
+# SIGINT once it has written a step record, resumed: the same tensors.
+interrupted() {
+  local name=$1 config=$2
+  shift 2
+  local long=(--set data.train_subset=0 --set train.checkpoint_every=0 "$@")
+  "$gw" run "$src/examples/$config" "${common[@]}" "${long[@]}" --out "$tmp/$name-full" >"$tmp/$name-full.txt" 2>&1 ||
+    bad "$name, full training set: $(tail -3 "$tmp/$name-full.txt")"
+  "$gw" run "$src/examples/$config" "${common[@]}" "${long[@]}" --set train.log_every=5 --out "$tmp/$name-int" \
+    >"$tmp/$name-int.txt" 2>&1 &
+  local pid=$! rc
+  for _ in $(seq 1 600); do grep -q '"type":"step"' "$tmp/$name-int/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  [ $rc = 130 ] || bad "$name, Ctrl-C: exit $rc, expected 130"
+  ls "$tmp/$name-int/checkpoints"/step-*/MANIFEST.json >/dev/null 2>&1 || bad "$name: Ctrl-C wrote no checkpoint"
+  "$gw" run --resume "$tmp/$name-int" -q --no-report >"$tmp/$name-int.r.txt" 2>&1 ||
+    bad "$name, resume after Ctrl-C: $(tail -3 "$tmp/$name-int.r.txt")"
+  if same_tensors "$tmp/$name-full/model.safetensors" "$tmp/$name-int/model.safetensors"; then
+    echo "ok: $name stopped by Ctrl-C at $(ls "$tmp/$name-int/checkpoints") resumed equals the uninterrupted run"
+  else
+    bad "$name: resumed after Ctrl-C, the model differs from the uninterrupted run's"
+  fi
+}
+interrupted ring ring.toml --set topology.workers=3
+interrupted single default.toml
 
 # Async parameter server: resumes and completes.
 "$gw" run "$src/examples/ps-async.toml" "${common[@]}" --set topology.workers=3 --out "$tmp/async" >"$tmp/async.txt" 2>&1 ||
