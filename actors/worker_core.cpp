@@ -144,7 +144,8 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   window_loss += r.loss_sum;
   window_samples += r.samples;
   report.samples += r.samples;
-  double extra = cfg.slowdown > 1.0 ? (cfg.slowdown - 1.0) * seconds_since(t0) : 0.0;
+  const double slowdown = cfg.slowdown * (cfg.slowdown_now ? cfg.slowdown_now() : 1.0);
+  double extra = slowdown > 1.0 ? (slowdown - 1.0) * seconds_since(t0) : 0.0;
   extra += cfg.delay_ms * 1e-3;
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);

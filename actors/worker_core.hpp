@@ -117,6 +117,9 @@ struct worker_config {
   /// Called after each finished step with the steps done so far (the
   /// runtime's fault injection); empty: nothing.
   std::function<void(std::int64_t steps)> after_step;
+  /// The runtime's slow faults: a factor over `slowdown` for the step being
+  /// computed now; empty: none.
+  std::function<double()> slowdown_now;
   /// Checkpoints: every checkpoint_every steps (before the last) the worker
   /// sends its snapshot (snapshot_atom) to report_to; 0: never.
   std::int64_t checkpoint_every = 0;

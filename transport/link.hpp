@@ -53,6 +53,10 @@ public:
   /// thread that would otherwise spin waiting for a frame. Returns whether
   /// anything happened. Links with nothing to drive return false.
   virtual bool poll() { return false; }
+  /// The job has given up on `peer`: frames to it still held here (by
+  /// link emulation or injected link faults) are dropped, not delivered to
+  /// a process that may be gone. Later sends go as usual.
+  virtual void forget(int /*peer*/) {}
 };
 
 } // namespace gradwire::transport

@@ -157,6 +157,18 @@ void node::cut_off(int peer, const std::string& why) {
   peer_down(peer, "cut off: " + why);
 }
 
+void node::fence_all(const std::string& why) {
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank() || is_down(r))
+      continue;
+    try {
+      forward(r, slots::fence, nullptr, caf::make_message(why));
+    } catch (const std::exception&) {
+      // its link has failed: it hears of the end from the liveness bound
+    }
+  }
+}
+
 void node::peer_down(int peer, const std::string& what) {
   {
     std::lock_guard<std::mutex> lk(down_mu_);
@@ -165,6 +177,23 @@ void node::peer_down(int peer, const std::string& what) {
     down_[static_cast<std::size_t>(peer)] = true;
   }
   std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
+  link_->forget(peer); // what is held for it is not sent after all
+  // Rank 0 tells a peer it has given up on (the fence): one that was only
+  // silent (stalled, or behind a link that was down) and comes back leaves
+  // the job instead of waiting forever for peers that went on without it.
+  bool closing = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closing = closed_;
+  }
+  if (rank() == 0 && !closing) {
+    try {
+      const auto reason = what.rfind("cut off: ", 0) == 0 ? what.substr(9) : what;
+      forward(peer, slots::fence, nullptr, caf::make_message("rank 0 cut this rank off (" + reason + ")"));
+    } catch (const std::exception&) {
+      // a dead peer's link: nothing to tell
+    }
+  }
   std::vector<pending_request> failed; // requests to it will never be answered
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -210,6 +239,8 @@ void node::start(down_fn on_down, liveness live) {
         }
         const auto silent = now_ms() - heard_[static_cast<std::size_t>(r)].load();
         if (silent > live.peer_timeout_ms) {
+          // Down for good: if it was only silent and comes back, it is not heard again.
+          cut_[static_cast<std::size_t>(r)].store(true, std::memory_order_release);
           peer_down(r, "no frame for " + std::to_string(silent / 1000.0).substr(0, 4) +
                          " s (the process died, hangs, or its network is down)");
           continue;
@@ -390,6 +421,13 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
     }
     if (f.dst == slots::heartbeat)
       return;
+    if (f.dst == slots::fence) { // the sender has cut this rank off: it is gone for us too
+      const std::string why = f.msg.size() == 1 && f.msg.match_element<std::string>(0)
+                                ? f.msg.get_as<std::string>(0) : std::string("it cut this rank off");
+      cut_[static_cast<std::size_t>(f.src)].store(true, std::memory_order_release);
+      peer_down(f.src, why);
+      return;
+    }
     caf::actor dst;
     {
       std::lock_guard<std::mutex> lk(mu_);

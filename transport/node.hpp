@@ -37,7 +37,11 @@
 namespace gradwire::transport {
 
 /// Liveness: every process sends a heartbeat frame to every peer each
-/// `heartbeat_ms`; a peer silent for `peer_timeout_ms` is reported down.
+/// `heartbeat_ms`; a peer silent for `peer_timeout_ms` is reported down,
+/// for good: if it was only stalled (or behind a link that was down) and
+/// comes back, its frames are dropped. Rank 0 sends every peer it reports
+/// down a fence frame; a rank that receives one reports rank 0 down (and
+/// so leaves the job) instead of waiting for peers that went on without it.
 struct liveness {
   int heartbeat_ms = 200;
   int peer_timeout_ms = 5000;
@@ -73,6 +77,9 @@ public:
   /// no work): reported through the down callback like a lost process,
   /// and every later frame from it is dropped unread.
   void cut_off(int rank, const std::string& why);
+  /// Rank 0 ending the job early (an error): tells every live peer, which
+  /// then leaves with `why` instead of waiting out the liveness bound.
+  void fence_all(const std::string& why);
   /// Bounds the memory a peer's frames may hold here: the data of every
   /// frame from it that local actors have not yet let go of (queued in a
   /// mailbox, or kept). A peer over `bytes` is cut off (cut_off), naming

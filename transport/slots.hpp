@@ -11,6 +11,7 @@
 /// | 0 | heartbeat (liveness frames, no actor behind it) | transport/node.cpp |
 /// | 1 | job barrier root (rank 0) | scheduler runtime: job |
 /// | 2 | coordinator (rank 0) | scheduler runtime: every wiring |
+/// | 3 | fence: "you are cut off" from rank 0 (no actor behind it) | transport/node.cpp |
 /// | 10 | this process's worker | scheduler runtime: every wiring |
 /// | 11 | this process's ring peer | ring and hierarchical wirings |
 /// | 4096 + i | parameter-server shard i (i < 1024) | parameter-server wiring |
@@ -27,6 +28,7 @@ namespace gradwire::transport::slots {
 constexpr std::uint32_t heartbeat = 0;
 constexpr std::uint32_t barrier = 1;
 constexpr std::uint32_t coordinator = 2;
+constexpr std::uint32_t fence = 3;
 constexpr std::uint32_t worker = 10;
 constexpr std::uint32_t ring_peer = 11;
 constexpr std::uint32_t shard_base = 4096;

@@ -2,6 +2,7 @@
 
 #include "kernels/device.hpp"
 #include "kernels/error.hpp"
+#include "scheduler/app/config_faults.hpp"
 #include "scheduler/app/config_schema.hpp"
 
 #include "scheduler/app/config_toml.hpp"
@@ -279,28 +280,6 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
   }
 }
 
-/// [[faults]] entries: each checked against the job, naming its line.
-void read_faults(const toml::table& root, const std::string& source, run_config& c) {
-  const auto* entries = root.get_as<toml::array>("faults");
-  if (!entries)
-    return;
-  for (std::size_t i = 0; i < entries->size(); ++i) {
-    const auto& t = *entries->get(i)->as_table();
-    fault_spec f;
-    f.where = where(source, *entries->get(i)) + ": [[faults]] #" + std::to_string(i + 1);
-    f.kind = t["kind"].value_or(std::string("kill"));
-    const auto rank = t["rank"].value_or(std::int64_t{0});
-    check(rank >= 0 && rank < c.workers, f.where + ": rank = " + std::to_string(rank) + ", but the workers are ranks 0 to " +
-                                           std::to_string(c.workers - 1));
-    f.rank = static_cast<int>(rank);
-    f.at_step = t["at_step"].value_or(std::int64_t{1});
-    check(f.at_step >= 1, f.where + ": at_step = " + std::to_string(f.at_step) + " must be 1 or more");
-    check(c.topology != "single", f.where + ": a " + f.kind + " fault needs a topology of several workers, " +
-                                    "run across processes (--procs N)");
-    c.faults.push_back(f);
-  }
-}
-
 /// Every schema key with its effective value, as config.toml records it.
 std::string resolved_toml(reader& r, const run_config& c) {
   // Resolved config: every schema key with its effective value.
@@ -324,10 +303,7 @@ std::string resolved_toml(reader& r, const run_config& c) {
     resolved.insert_or_assign("nodes", std::move(groups));
   }
   if (!c.faults.empty()) {
-    toml::array faults;
-    for (const auto& f : c.faults)
-      faults.push_back(toml::table{{"kind", f.kind}, {"rank", f.rank}, {"at_step", f.at_step}});
-    resolved.insert_or_assign("faults", std::move(faults));
+    resolved.insert_or_assign("faults", faults_toml(c));
   }
   std::ostringstream os;
   os << resolved;

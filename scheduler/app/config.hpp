@@ -8,6 +8,7 @@
 #include "actors/topology_options.hpp"
 #include "models/network.hpp"
 #include "models/optimizer.hpp"
+#include "scheduler/runtime/faults.hpp"
 
 #include <cstdint>
 #include <string>
@@ -26,14 +27,6 @@ struct node_group {
   int threads = 0;    ///< 0 = train.threads
   double lr_scale = 1.0; ///< multiplies the learning rate of the group's updates
   std::string where;  ///< "file:line: [[nodes]] #i", for messages
-};
-
-/// A [[faults]] entry: a fault injected at a step, deterministically.
-struct fault_spec {
-  std::string kind = "kill"; ///< kill: the rank's process exits abruptly
-  int rank = 0;
-  std::int64_t at_step = 1;  ///< after this step of that worker
-  std::string where;         ///< "file:line: [[faults]] #i", for messages
 };
 
 struct run_config {

@@ -99,6 +99,10 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
   jo.shape.latency_us = cfg.latency_us;
   jo.shape.bandwidth_gbps = cfg.bandwidth_gbps;
+  if (!setup.faults.empty()) { // delay, drop and partition act here
+    jo.shape.faults = std::make_shared<transport::link_faults>();
+    setup.link_faults = jo.shape.faults;
+  }
   // The largest data frame of this job: a final report, whose header (a
   // list per step, up to the link's 16 MiB header bound) travels in front
   // of the parameters and BatchNorm statistics; twice those, the header
@@ -112,11 +116,20 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   setup.node = jb->node;
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
   publish_barrier(sys, *jb);
-  setup.on_published = [&sys, &jb, rank] {
+  // Where a rank that outlives rank 0 points its user: rank 0 held the
+  // coordinator, the shards and the results, so the job ends; its
+  // checkpoints are where a run goes on from.
+  const std::string resume_hint =
+    cfg.checkpoint_every > 0
+      ? "its checkpoints (every " + std::to_string(cfg.checkpoint_every) + " steps) are in " + cfg.out +
+          "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out + "` goes on from the latest complete one"
+      : "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
+  const bool peers_talk = setup.kind != topology_kind::parameter_server && setup.kind != topology_kind::local_sgd;
+  setup.on_published = [&sys, &jb, rank, resume_hint, peers_talk] {
     // Weakly: the node keeps this callback, and a strong handle here would
     // keep the node (and its UCX endpoints) alive forever.
     std::weak_ptr<transport::node> weak = jb->node;
-    jb->node->start([weak, rank](int peer, const std::string& what) {
+    jb->node->start([weak, rank, resume_hint, peers_talk](int peer, const std::string& what) {
       auto node = weak.lock();
       if (!node)
         return; // the job is over
@@ -125,11 +138,21 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
       failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
       if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
         caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
-      else if (peer == 0) { // the coordinator is gone (other ranks are rank 0's business)
-        std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
+      else if (peer == 0) { // the coordinator is gone, or has cut this rank off
+        if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
+          std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, what.c_str());
+        else {
+          std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
+          if (rank == 1)
+            std::fprintf(stderr, "gradwire: rank 0 held the coordinator, the shards and the results, so the job ends; "
+                                 "%s\n", resume_hint.c_str());
+        }
         std::fflush(stderr);
         transport::unlink_arenas(); // no destructors run from here
         std::_Exit(3);
+      } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes
+        failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
+        caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
       }
     }, jb->live);
     if (rank == 0)
@@ -362,6 +385,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     std::optional<job>& j;
     topology_setup& s;
     ~close_on_exit() {
+      if (j && j->launch.rank == 0 && std::uncaught_exceptions() > 0) // the others need not wait out the liveness bound
+        j->node->fence_all("rank 0 ended the job with an error (its output says which)");
       if (j)
         j->node->close();
       s.node.reset();

@@ -33,8 +33,7 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   setup.ring = cfg.ring;
   setup.gossip = cfg.gossip;
   setup.distinct_init = !cfg.same_init;
-  for (const auto& f : cfg.faults)
-    setup.kills.push_back({f.rank, f.at_step}); // kind "kill", the one kind so far
+  setup.faults = fault_schedule(cfg.faults, cfg.workers, cfg.seed);
   setup.batch_size = cfg.batch_size;
   setup.threads = cfg.threads;
   setup.how = models::parse_parallelism(cfg.parallelism);

@@ -279,6 +279,10 @@ struct coordinator_state {
     if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
       return;
     const auto r = static_cast<std::size_t>(rep.rank);
+    // Reported by another rank (it lost contact), the lost rank may still
+    // be running: it is cut off and told so, and leaves the job.
+    if (cut_off && rep.rank != 0 && !stopping && (carry_on || (elastic != nullptr && elastic->on)))
+      cut_off(rep.rank, rep.error);
     if (elastic != nullptr && elastic->on && !stopping) {
       std::fprintf(stderr, "gradwire: lost worker %zu: %s\n", r, rep.error.c_str());
       fault_record f;

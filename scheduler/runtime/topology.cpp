@@ -137,19 +137,11 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.checkpoint_every = setup.checkpoint_every; // across processes rank 0 collects them
   if (setup.resume)
     wc.resume = setup.resume->part("worker " + std::to_string(rank));
-  for (const auto& k : setup.kills)
-    if (k.rank == rank) {
-      const auto kill_at = k.at_step;
-      wc.after_step = [kill_at, rank](std::int64_t steps) {
-        if (steps != kill_at)
-          return;
-        std::fprintf(stderr, "gradwire: rank %d: killed after step %lld ([[faults]] kind = \"kill\", unix time %.6f)\n",
-                     rank, static_cast<long long>(steps),
-                     std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-        std::fflush(stderr);
-        ::raise(SIGKILL); // as abrupt as kill -9: no report, no goodbye to the peers
-      };
-    }
+  if (!setup.faults.empty()) {
+    auto injector = std::make_shared<fault_injector>(setup.faults, rank, setup.workers, setup.link_faults);
+    wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
+    wc.slowdown_now = [injector] { return injector->slowdown_now(); };
+  }
   // Twice the silence limit: when one worker stalls a sync step, the
   // others' requests must not time out before the stalled one is named.
   wc.timeout = 2 * setup.timeout;
@@ -245,9 +237,12 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
                               const progress_fn& on_progress, const metrics_fn& on_metrics,
                               const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
-  check(setup.kills.empty() || setup.node,
-        "[[faults]] kind = \"kill\" kills a worker's process: run the job across processes (--procs N), or the "
-        "whole run would end");
+  for (const auto& f : setup.faults)
+    check(!needs_processes(f.kind) || setup.node,
+          "[[faults]] #" + std::to_string(f.entry + 1) + " kind = \"" + to_string(f.kind) + "\" " +
+            (f.kind == fault_kind::kill ? "kills a worker's process, and in one process the whole run would end"
+                                        : "acts on the links between processes, and one process has none") +
+            ": run the job across processes (--procs N)");
   if (setup.resume) { // every part there before any actor is spawned
     for (int r = 0; r < setup.workers; ++r)
       setup.resume->part("worker " + std::to_string(r));

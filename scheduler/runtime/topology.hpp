@@ -14,6 +14,7 @@
 #include "actors/messages.hpp"
 #include "actors/snapshot.hpp"
 #include "scheduler/runtime/coordinator.hpp"
+#include "scheduler/runtime/faults.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "actors/worker_core.hpp"
@@ -96,14 +97,13 @@ struct topology_setup {
   /// on_eval on the coordinator's thread while the workers go on.
   std::int64_t eval_every = 0;
   std::function<void(std::int64_t, const actors::slice& params, const actors::slice& state)> on_eval;
-  /// Faults injected from the config: worker `rank`'s process is killed
-  /// (SIGKILL) after its step `at_step`. Only across processes: in one
-  /// process it would end every worker (run_topology refuses it).
-  struct kill_fault {
-    int rank = 0;
-    std::int64_t at_step = 1;
-  };
-  std::vector<kill_fault> kills;
+  /// Faults injected from the config (faults.hpp): every strike of the job,
+  /// the same in every process. kill, delay, drop and partition need a job
+  /// across processes (run_topology refuses them in one).
+  std::vector<fault_strike> faults;
+  /// This process's link faults (across processes, when `faults` has any;
+  /// the job's emulated link applies them).
+  std::shared_ptr<transport::link_faults> link_faults;
   /// The longest a worker may stay silent (workers send a heartbeat about
   /// twice a second) before the run fails naming it; workers' requests
   /// time out after twice this.

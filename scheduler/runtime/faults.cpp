@@ -1,0 +1,222 @@
+#include "scheduler/runtime/faults.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace gradwire::scheduler {
+namespace {
+
+double steady_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double unix_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// Stops this whole process for `seconds`, as a hung machine or a
+/// debugger would: every thread, the heartbeats included. A helper process
+/// waits until this one is stopped, then lets it go on.
+void stall_process(double seconds) {
+  const auto pid = std::to_string(::getpid());
+  const std::string script = "while [ \"$(sed 's/.*) //' /proc/" + pid + "/stat | cut -d' ' -f1)\" != T ]; do "
+                             "sleep 0.01; done; sleep " + std::to_string(seconds) + "; kill -CONT " + pid;
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  pid_t helper = -1;
+  if (::posix_spawn(&helper, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) {
+    std::fprintf(stderr, "gradwire: [[faults]] stall: could not start the helper that ends it; stalling this "
+                         "thread instead\n");
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return;
+  }
+  ::raise(SIGSTOP);
+  int st = 0;
+  ::waitpid(helper, &st, 0);
+}
+
+} // namespace
+
+std::string to_string(fault_kind k) {
+  switch (k) {
+  case fault_kind::kill: return "kill";
+  case fault_kind::stall: return "stall";
+  case fault_kind::slow: return "slow";
+  case fault_kind::delay: return "delay";
+  case fault_kind::drop: return "drop";
+  case fault_kind::partition: return "partition";
+  }
+  return "?";
+}
+
+std::optional<fault_kind> parse_fault_kind(const std::string& text) {
+  for (auto k : {fault_kind::kill, fault_kind::stall, fault_kind::slow, fault_kind::delay, fault_kind::drop,
+                 fault_kind::partition})
+    if (to_string(k) == text)
+      return k;
+  return std::nullopt;
+}
+
+bool needs_processes(fault_kind k) { return k != fault_kind::stall && k != fault_kind::slow; }
+
+bool lasts(fault_kind k) { return k != fault_kind::kill; }
+
+std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, int workers, std::uint64_t seed) {
+  std::vector<fault_strike> out;
+  std::vector<bool> killed(static_cast<std::size_t>(std::max(workers, 0)), false);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& f = specs[i];
+    fault_strike s;
+    s.entry = i;
+    s.kind = f.kind;
+    s.peer = f.peer;
+    s.seconds = f.seconds;
+    s.factor = f.factor;
+    s.delay_ms = f.delay_ms;
+    if (f.mtbf_s <= 0) {
+      s.at_step = f.at_step;
+      s.at_seconds = f.at_step > 0 ? -1 : f.at_seconds;
+      s.ranks = f.kind == fault_kind::partition ? f.ranks : std::vector<int>{f.rank};
+      if (f.kind == fault_kind::kill && f.rank >= 0 && f.rank < workers)
+        killed[static_cast<std::size_t>(f.rank)] = true;
+      out.push_back(s);
+      continue;
+    }
+    std::vector<int> candidates = f.kind == fault_kind::partition ? std::vector<int>{} : f.ranks;
+    if (f.kind != fault_kind::partition && candidates.empty()) {
+      if (f.rank >= 0)
+        candidates.push_back(f.rank);
+      else
+        for (int r = 1; r < workers; ++r)
+          candidates.push_back(r);
+    }
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 0x5bd1e995ULL * (i + 1));
+    std::exponential_distribution<double> gap(1.0 / f.mtbf_s);
+    double t = 0;
+    for (int n = 0; n < max_strikes_per_entry; ++n) {
+      t += gap(rng);
+      if (f.kind == fault_kind::kill)
+        candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                        [&](int r) { return r < 0 || r >= workers || killed[static_cast<std::size_t>(r)]; }),
+                         candidates.end());
+      if (f.kind != fault_kind::partition && candidates.empty())
+        break;
+      s.at_step = 0;
+      s.at_seconds = t;
+      if (f.kind == fault_kind::partition)
+        s.ranks = f.ranks;
+      else {
+        const int r = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng)];
+        s.ranks = {r};
+        if (f.kind == fault_kind::kill)
+          killed[static_cast<std::size_t>(r)] = true;
+      }
+      out.push_back(s);
+      if (f.kind != fault_kind::partition && f.kind != fault_kind::kill && s.peer == s.ranks.front())
+        out.pop_back(); // a link to itself: no strike
+    }
+  }
+  return out;
+}
+
+fault_injector::fault_injector(const std::vector<fault_strike>& all, int rank, int workers,
+                               std::shared_ptr<transport::link_faults> links)
+    : rank_(rank), links_(std::move(links)), started_(steady_s()) {
+  for (const auto& s : all) {
+    mine m;
+    m.s = s;
+    const int struck = s.ranks.empty() ? -1 : s.ranks.front();
+    switch (s.kind) {
+    case fault_kind::kill:
+    case fault_kind::stall:
+    case fault_kind::slow:
+      if (struck != rank)
+        continue;
+      break;
+    case fault_kind::delay:
+    case fault_kind::drop:
+      if (struck == rank) {
+        for (int r = 0; r < workers; ++r)
+          if (r != rank && (s.peer < 0 || s.peer == r))
+            m.peers.push_back(r);
+      } else if (s.peer == rank || s.peer < 0)
+        m.peers.push_back(struck);
+      else
+        continue;
+      break;
+    case fault_kind::partition: {
+      const bool inside = std::find(s.ranks.begin(), s.ranks.end(), rank) != s.ranks.end();
+      for (int r = 0; r < workers; ++r)
+        if (r != rank && inside != (std::find(s.ranks.begin(), s.ranks.end(), r) != s.ranks.end()))
+          m.peers.push_back(r);
+      break;
+    }
+    }
+    strikes_.push_back(std::move(m));
+  }
+}
+
+double fault_injector::slowdown_now() const { return steady_s() < slow_until_ ? slow_factor_ : 1.0; }
+
+void fault_injector::after_step(std::int64_t step) {
+  const double elapsed = steady_s() - started_;
+  for (auto& m : strikes_) {
+    if (m.done)
+      continue;
+    const bool due = m.s.at_step > 0 ? step == m.s.at_step : (m.s.at_seconds >= 0 && elapsed >= m.s.at_seconds);
+    if (due) {
+      m.done = true;
+      land(m, step);
+    }
+  }
+}
+
+void fault_injector::land(mine& m, std::int64_t step) {
+  const auto& s = m.s;
+  char what[160];
+  switch (s.kind) {
+  case fault_kind::kill: std::snprintf(what, sizeof what, "killed"); break;
+  case fault_kind::stall: std::snprintf(what, sizeof what, "stalls for %g s", s.seconds); break;
+  case fault_kind::slow: std::snprintf(what, sizeof what, "computes %g times slower for %g s", s.factor, s.seconds); break;
+  case fault_kind::delay: std::snprintf(what, sizeof what, "links to %zu peer(s) delayed by %g ms for %g s", m.peers.size(), s.delay_ms, s.seconds); break;
+  case fault_kind::drop: std::snprintf(what, sizeof what, "links to %zu peer(s) down for %g s", m.peers.size(), s.seconds); break;
+  case fault_kind::partition: std::snprintf(what, sizeof what, "cut from %zu peer(s) by a partition for %g s", m.peers.size(), s.seconds); break;
+  }
+  std::fprintf(stderr, "gradwire: rank %d: %s after step %lld ([[faults]] #%zu kind = \"%s\", unix time %.6f)\n", rank_,
+               what, static_cast<long long>(step), s.entry + 1, to_string(s.kind).c_str(), unix_s());
+  std::fflush(stderr);
+  switch (s.kind) {
+  case fault_kind::kill:
+    ::raise(SIGKILL);           // as abrupt as kill -9: no report, no goodbye to the peers
+    break;
+  case fault_kind::stall:
+    if (links_)
+      stall_process(s.seconds);
+    else // one process: only this worker stalls
+      std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
+    break;
+  case fault_kind::slow:
+    slow_factor_ = s.factor;
+    slow_until_ = steady_s() + s.seconds;
+    break;
+  case fault_kind::delay:
+  case fault_kind::drop:
+  case fault_kind::partition:
+    if (links_ && !m.peers.empty())
+      links_->impair(m.peers, s.seconds, s.delay_ms, s.kind != fault_kind::delay);
+    break;
+  }
+}
+
+} // namespace gradwire::scheduler

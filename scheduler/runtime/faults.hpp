@@ -1,0 +1,105 @@
+#pragma once
+/// @file faults.hpp
+/// Faults injected from the config ([[faults]]), deterministically: the
+/// schedule of every strike follows from the entries, the worker count and
+/// the run's seed alone, so every process computes the same one, and a
+/// strike lands at a worker's step boundary, never at a wall-clock guess.
+///
+/// | kind | what the struck rank's process does | for how long |
+/// |---|---|---|
+/// | kill | exits abruptly, as SIGKILL leaves it | for good |
+/// | stall | stops (SIGSTOP; in one process: the worker's thread sleeps) | `seconds` |
+/// | slow | computes `factor` times slower | `seconds` |
+/// | delay | frames on its link to `peer` (every peer: -1) arrive `delay_ms` later, both ways | `seconds` |
+/// | drop | that link is down, both ways: frames wait until it is back | `seconds` |
+/// | partition | `ranks` and the others cannot reach each other | `seconds` |
+///
+/// A stall, drop or partition longer than the liveness bound
+/// (transport.peer_timeout_ms) is a lost rank: rank 0 cuts it off (an
+/// elastic ring re-forms without it) and fences it, and it leaves the job
+/// when it can hear again. kill, delay, drop and partition act on
+/// processes and links: they need a job across processes.
+
+#include "transport/link_faults.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+enum class fault_kind { kill, stall, slow, delay, drop, partition };
+
+std::string to_string(fault_kind k);
+std::optional<fault_kind> parse_fault_kind(const std::string& text);
+/// kill, delay, drop and partition act on processes or the links between them.
+bool needs_processes(fault_kind k);
+/// stall, slow, delay, drop and partition last `seconds`.
+bool lasts(fault_kind k);
+
+/// A [[faults]] entry, as the config gives it (checked there).
+struct fault_spec {
+  fault_kind kind = fault_kind::kill;
+  int rank = -1;            ///< the worker (process) it strikes; -1: drawn from `ranks` (mtbf_s)
+  std::vector<int> ranks;   ///< partition: the set cut off from the others; mtbf_s: the ranks it may strike
+  int peer = -1;            ///< delay, drop: the link's other end (-1: every peer)
+  std::int64_t at_step = 0; ///< after that worker's step at_step (0: by time)
+  double at_seconds = -1;   ///< at the struck worker's first step boundary this long after it started
+  double mtbf_s = 0;        ///< again and again: exponential gaps of this mean, drawn from the run's seed
+  double seconds = 0;       ///< how long (stall, slow, delay, drop, partition)
+  double factor = 1;        ///< slow: compute time multiplied by this
+  double delay_ms = 0;      ///< delay: added to every frame on the link
+  std::string where;        ///< "file:line: [[faults]] #i", for messages
+};
+
+/// One strike of an entry.
+struct fault_strike {
+  std::size_t entry = 0;    ///< which [[faults]] entry (0-based)
+  fault_kind kind = fault_kind::kill;
+  std::vector<int> ranks;   ///< the struck rank; for a partition, the set
+  int peer = -1;
+  std::int64_t at_step = 0; ///< 0: at_seconds
+  double at_seconds = -1;
+  double seconds = 0, factor = 1, delay_ms = 0;
+};
+
+/// Strikes drawn from an mtbf_s entry, at most (a run meets far fewer).
+constexpr int max_strikes_per_entry = 4096;
+
+/// Every strike of the job, in entry order. An mtbf_s entry strikes at
+/// gaps drawn from an exponential distribution (seeded by `seed` and the
+/// entry's index), each time on a rank drawn from its candidates (`ranks`,
+/// `rank`, or every rank but 0, which holds the coordinator); a kill
+/// never strikes a rank killed before.
+std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, int workers, std::uint64_t seed);
+
+/// The strikes that concern one worker's process, applied at its step
+/// boundaries (worker_config::after_step) and in its compute
+/// (worker_config::slowdown_now).
+class fault_injector {
+public:
+  /// `links`: this process's link faults (across processes; null in one process).
+  fault_injector(const std::vector<fault_strike>& all, int rank, int workers,
+                 std::shared_ptr<transport::link_faults> links);
+  /// After step `step`: every strike due now lands.
+  void after_step(std::int64_t step);
+  /// The slow factor now (1: none).
+  double slowdown_now() const;
+
+private:
+  struct mine {
+    fault_strike s;
+    std::vector<int> peers; ///< the links it impairs from this process
+    bool done = false;
+  };
+  void land(mine& m, std::int64_t step);
+  int rank_;
+  std::shared_ptr<transport::link_faults> links_;
+  std::vector<mine> strikes_;
+  double started_; ///< steady seconds when the worker started
+  double slow_until_ = 0, slow_factor_ = 1;
+};
+
+} // namespace gradwire::scheduler
