@@ -8,11 +8,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -165,7 +167,32 @@ void refuse(hello& h, const std::string& why) {
   }
 }
 
+/// The listening socket the launcher made for this job's rendezvous and
+/// handed down (GRADWIRE_RENDEZVOUS_FD, rank 0 of `gradwire --procs`): no
+/// other process can take its port between the launcher's choice and this
+/// bind. Taken once; -1 if there is none, or it is not a socket listening
+/// on the rendezvous port.
+int inherited_listener(const rendezvous_options& o) {
+  const char* v = std::getenv("GRADWIRE_RENDEZVOUS_FD");
+  if (!v || !*v)
+    return -1;
+  const int fd = std::atoi(v);
+  ::unsetenv("GRADWIRE_RENDEZVOUS_FD");
+  int listening = 0;
+  socklen_t len = sizeof listening;
+  sockaddr_in a{};
+  socklen_t alen = sizeof a;
+  if (fd < 3 || ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &alen) != 0 || a.sin_family != AF_INET ||
+      ntohs(a.sin_port) != o.port)
+    return -1;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return fd;
+}
+
 socket_fd listen_on(const rendezvous_options& o) {
+  if (const int fd = inherited_listener(o); fd >= 0)
+    return socket_fd(fd);
   auto* ai = resolve(o, true);
   socket_fd ls(::socket(ai->ai_family, SOCK_STREAM, 0));
   int one = 1;

@@ -21,19 +21,23 @@
 namespace gradwire::scheduler {
 namespace {
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+/// A loopback socket listening on a free port, kept open and handed to rank
+/// 0 for its rendezvous: no other process can take the port meanwhile (a
+/// port only probed and closed again could be, and rank 0 failed to bind).
+std::pair<int, int> rendezvous_listener() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   check(fd >= 0, std::string("socket: ") + std::strerror(errno));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = 0;
   socklen_t len = sizeof a;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd, 128) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  ::close(fd);
+  if (!ok)
+    ::close(fd);
   check(ok, std::string("no free loopback port: ") + std::strerror(errno));
-  return ntohs(a.sin_port);
+  return {fd, ntohs(a.sin_port)};
 }
 
 std::string self_exe() {
@@ -68,8 +72,13 @@ extern "C" void on_launcher_signal(int sig) { forward_signal = sig; }
 /// terminal's Ctrl-C reaches the launcher, which forwards it once), and
 /// SIGTERM when the launcher dies, however it dies: no orphans.
 [[noreturn]] void exec_rank(int r, int n, const std::string& exe, const std::vector<std::string>& args,
-                            const std::string& rendezvous, const std::string& token, pid_t launcher, int deaths_fd) {
+                            const std::string& rendezvous, const std::string& token, pid_t launcher, int deaths_fd,
+                            int listener) {
   ::setpgid(0, 0);
+  if (r == 0) { // rank 0 serves the rendezvous on the launcher's listening socket
+    ::fcntl(listener, F_SETFD, 0);
+    ::setenv("GRADWIRE_RENDEZVOUS_FD", std::to_string(listener).c_str(), 1);
+  }
   if (r == 0 && deaths_fd >= 0) { // rank 0 hears from the launcher of a rank's death at once
     ::fcntl(deaths_fd, F_SETFD, 0);
     ::setenv("GRADWIRE_LAUNCHER_FD", std::to_string(deaths_fd).c_str(), 1);
@@ -97,7 +106,8 @@ int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(
 int launch_local(int n, const std::vector<std::string>& args) {
   check(n >= 1 && n <= 256, "--procs " + std::to_string(n) + ": choose 1..256 processes");
   const std::string exe = self_exe();
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(free_port());
+  const auto [listener, port] = rendezvous_listener();
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(port);
   const char* tok = std::getenv("GRADWIRE_TOKEN");
   const std::string token = tok && *tok ? tok : fresh_token();
   struct sigaction sa {};
@@ -121,11 +131,12 @@ int launch_local(int n, const std::vector<std::string>& args) {
     const pid_t pid = ::fork();
     check(pid >= 0, std::string("fork: ") + std::strerror(errno));
     if (pid == 0)
-      exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0]);
+      exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0], listener);
     pids.push_back(pid);
   }
   if (deaths[0] >= 0)
     ::close(deaths[0]);
+  ::close(listener); // rank 0 has it
   auto signal_all = [&](int sig) {
     for (pid_t p : pids)
       if (p > 0)

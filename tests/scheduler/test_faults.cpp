@@ -1,0 +1,237 @@
+// Injected faults ([[faults]]): the schedule every process draws alike
+// from the seed, the links each process impairs for a strike, and the
+// emulated link under link faults: frames delayed or held while a link is
+// down, in order, and dropped once the job gives up on their peer.
+#include "scheduler/runtime/faults.hpp"
+#include "transport/emulated_link.hpp"
+#include "transport/inproc_link.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace gradwire;
+using namespace gradwire::scheduler;
+using namespace gradwire::transport;
+
+namespace {
+
+fault_spec mtbf(fault_kind k, double mean) {
+  fault_spec f;
+  f.kind = k;
+  f.mtbf_s = mean;
+  f.seconds = 1;
+  return f;
+}
+
+/// Frames a rank of an inproc group receives, as (first header word) in arrival order.
+struct inbox {
+  std::mutex mu;
+  std::vector<std::uint64_t> got;
+  std::promise<void> first_of;
+  std::uint64_t wanted = ~0ULL;
+  link::handlers handlers() {
+    link::handlers h;
+    h.receive = [this](const void* hdr, std::size_t, kernels::tensor) {
+      std::uint64_t k = 0;
+      std::memcpy(&k, hdr, 8);
+      std::lock_guard<std::mutex> lk(mu);
+      got.push_back(k);
+      if (k == wanted)
+        first_of.set_value();
+    };
+    return h;
+  }
+  void expect(std::uint64_t k) { wanted = k; }
+  bool wait(int seconds) {
+    return first_of.get_future().wait_for(std::chrono::seconds(seconds)) == std::future_status::ready;
+  }
+  std::vector<std::uint64_t> seen() {
+    std::lock_guard<std::mutex> lk(mu);
+    return got;
+  }
+};
+
+} // namespace
+
+TEST_CASE("the fault schedule is the same for the same seed and strikes no rank twice with kill") {
+  std::vector<fault_spec> specs{mtbf(fault_kind::kill, 5.0), mtbf(fault_kind::stall, 3.0)};
+  const auto a = fault_schedule(specs, 6, 42), b = fault_schedule(specs, 6, 42), c = fault_schedule(specs, 6, 43);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].ranks == b[i].ranks);
+    CHECK(a[i].at_seconds == b[i].at_seconds);
+  }
+  bool differs = a.size() != c.size();
+  for (std::size_t i = 0; !differs && i < a.size(); ++i)
+    differs = a[i].at_seconds != c[i].at_seconds;
+  CHECK(differs); // another seed, other times
+  std::set<int> killed;
+  double last = 0;
+  int kills = 0, stalls = 0;
+  for (const auto& s : a) {
+    REQUIRE(s.ranks.size() == 1);
+    CHECK(s.ranks[0] >= 1); // rank 0 (the coordinator) only when named
+    CHECK(s.ranks[0] < 6);
+    CHECK(s.at_step == 0);
+    if (s.kind == fault_kind::kill) {
+      CHECK(killed.insert(s.ranks[0]).second);
+      CHECK(s.at_seconds > last); // strikes at growing times
+      last = s.at_seconds;
+      ++kills;
+    } else
+      ++stalls;
+  }
+  CHECK(kills == 5); // every rank but 0, then no candidate is left
+  CHECK(stalls == max_strikes_per_entry);
+  // A kill named by step is one strike, and a later mtbf kill spares its rank.
+  fault_spec k;
+  k.rank = 2;
+  k.at_step = 10;
+  const auto d = fault_schedule({k, mtbf(fault_kind::kill, 1.0)}, 3, 7);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].at_step == 10);
+  CHECK(d[0].ranks == std::vector<int>{2});
+  CHECK(d[1].ranks == std::vector<int>{1});
+}
+
+TEST_CASE("each process impairs the links a strike names: a partition from both sides and a drop at both ends") {
+  fault_spec p;
+  p.kind = fault_kind::partition;
+  p.ranks = {2, 3};
+  p.at_step = 5;
+  p.seconds = 600;
+  fault_spec d;
+  d.kind = fault_kind::drop;
+  d.rank = 0;
+  d.peer = 1;
+  d.at_step = 7;
+  d.seconds = 600;
+  const auto schedule = fault_schedule({p, d}, 4, 1);
+  auto cut_from = [&](int rank, std::int64_t steps) {
+    auto links = std::make_shared<link_faults>();
+    fault_injector inj(schedule, rank, 4, links);
+    for (std::int64_t s = 1; s <= steps; ++s)
+      inj.after_step(s);
+    std::set<int> out;
+    const auto now = link_faults::clock_type::now();
+    for (int r = 0; r < 4; ++r)
+      if (r != rank && !links->quiet(r, now))
+        out.insert(r);
+    return out;
+  };
+  CHECK(cut_from(0, 4).empty()); // nothing before its step
+  CHECK(cut_from(0, 5) == std::set<int>{2, 3});
+  CHECK(cut_from(1, 5) == std::set<int>{2, 3});
+  CHECK(cut_from(2, 5) == std::set<int>{0, 1});
+  CHECK(cut_from(3, 5) == std::set<int>{0, 1});
+  CHECK(cut_from(0, 7) == std::set<int>{1, 2, 3}); // and the drop of 0 -- 1
+  CHECK(cut_from(1, 7) == std::set<int>{0, 2, 3});
+  CHECK(cut_from(2, 7) == std::set<int>{0, 1});
+}
+
+TEST_CASE("a slow strike multiplies compute for its window only") {
+  fault_spec s;
+  s.kind = fault_kind::slow;
+  s.rank = 1;
+  s.at_step = 3;
+  s.factor = 4;
+  s.seconds = 600;
+  fault_injector mine(fault_schedule({s}, 2, 1), 1, 2, nullptr), other(fault_schedule({s}, 2, 1), 0, 2, nullptr);
+  mine.after_step(2);
+  CHECK(mine.slowdown_now() == 1.0);
+  mine.after_step(3);
+  other.after_step(3);
+  CHECK(mine.slowdown_now() == 4.0);
+  CHECK(other.slowdown_now() == 1.0);
+}
+
+TEST_CASE("a link that is down holds frames until it is back and delivers them in order") {
+  auto group = inproc_link::make_group(3);
+  auto faults = std::make_shared<link_faults>();
+  link_shape shape;
+  shape.faults = faults;
+  auto l0 = emulate(std::move(group[0]), shape);
+  inbox at1, at2;
+  at1.expect(3);
+  at2.expect(7);
+  group[1]->start(at1.handlers());
+  group[2]->start(at2.handlers());
+  l0->start({});
+  const auto t0 = link_faults::clock_type::now();
+  faults->impair({1}, 1.0, 0, true);
+  const auto until = t0 + std::chrono::seconds(1);
+  for (std::uint64_t k = 0; k < 3; ++k)
+    l0->send(1, {k}, kernels::tensor::zeros({16}));
+  l0->send(2, {7}, kernels::tensor::zeros({16})); // another link: not held
+  REQUIRE(at2.wait(10));
+  if (link_faults::clock_type::now() < until) // (a machine slower than the window proves nothing here)
+    CHECK(at1.seen().empty());
+  while (link_faults::clock_type::now() < until + std::chrono::milliseconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  l0->send(1, {3}, kernels::tensor::zeros({16})); // after the window: behind the held ones
+  REQUIRE(at1.wait(10));
+  CHECK(at1.seen() == std::vector<std::uint64_t>{0, 1, 2, 3});
+  l0->close(1000);
+  group[1]->close(1000);
+  group[2]->close(1000);
+}
+
+TEST_CASE("frames held for a peer the job gave up on are dropped and later ones go") {
+  auto group = inproc_link::make_group(2);
+  auto faults = std::make_shared<link_faults>();
+  link_shape shape;
+  shape.faults = faults;
+  auto l0 = emulate(std::move(group[0]), shape);
+  inbox at1;
+  at1.expect(9);
+  group[1]->start(at1.handlers());
+  l0->start({});
+  faults->impair({1}, 0.3, 0, true);
+  l0->send(1, {0}, kernels::tensor::zeros({16}));
+  l0->send(1, {1}, {});
+  l0->forget(1);
+  while (!faults->quiet(1, link_faults::clock_type::now()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  l0->send(1, {9}, kernels::tensor::zeros({16}));
+  REQUIRE(at1.wait(10));
+  CHECK(at1.seen() == std::vector<std::uint64_t>{9});
+  l0->close(1000);
+  group[1]->close(1000);
+}
+
+TEST_CASE("a delayed link adds its delay and keeps order with frames sent after the window") {
+  auto group = inproc_link::make_group(2);
+  auto faults = std::make_shared<link_faults>();
+  link_shape shape;
+  shape.faults = faults;
+  auto l0 = emulate(std::move(group[0]), shape);
+  inbox at1;
+  at1.expect(1);
+  std::chrono::steady_clock::time_point first_at{};
+  auto h = at1.handlers();
+  auto inner = h.receive;
+  h.receive = [&](const void* hdr, std::size_t n, kernels::tensor d) {
+    if (first_at == std::chrono::steady_clock::time_point{})
+      first_at = std::chrono::steady_clock::now();
+    inner(hdr, n, std::move(d));
+  };
+  group[1]->start(h);
+  l0->start({});
+  faults->impair({1}, 0.05, 200, false); // 200 ms on frames sent in the next 50 ms
+  const auto t0 = std::chrono::steady_clock::now();
+  l0->send(1, {0}, kernels::tensor::zeros({16}));
+  while (!faults->quiet(1, link_faults::clock_type::now()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  l0->send(1, {1}, kernels::tensor::zeros({16})); // undelayed, yet not before frame 0
+  REQUIRE(at1.wait(10));
+  CHECK(at1.seen() == std::vector<std::uint64_t>{0, 1});
+  CHECK(std::chrono::duration<double, std::milli>(first_at - t0).count() >= 199); // enforced: a lower bound
+  l0->close(1000);
+  group[1]->close(1000);
+}

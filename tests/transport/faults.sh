@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Faults injected from the config ([[faults]]) into real processes, each at
+# a worker's step (never a timed kill from outside, which races a faster
+# machine). An elastic ring of 3 (or 4) survives:
+# - a rank that stalls (SIGSTOP) past the liveness bound: the others go on
+#   without it, and when it wakes, rank 0's fence makes it leave;
+# - a link that is down past the bound: one of its ends is cut off;
+# - a partition of one rank from the others: the side with rank 0 goes on;
+# and a slow rank or a delayed link only slow the job down.
+# Usage: faults.sh path/to/gradwire path/to/source
+set -uo pipefail
+GW=$1
+src=$2
+fail=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
+has() { grep -q -- "$2" "$1" || { bad "$1 lacks '$2'"; sed 's/^/    /' "$1"; }; }
+
+# run NAME PROCS FAULTS...: the ring example across PROCS processes with the
+# given [[faults]] tables, a 1 s liveness bound and the elastic ring.
+run() {
+  local name=$1 procs=$2
+  shift 2
+  { cat "$src/examples/ring.toml"; printf '\n%b\n' "$@"; } >"$work/$name.toml"
+  local rc=0
+  timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --procs "$procs" --set topology.workers="$procs" \
+    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=120 \
+    -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] || { bad "$name: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
+}
+
+# survived NAME LOST WORKERS_AFTER: summary.json says the run completed,
+# every step of the survivors, with one fault that left WORKERS_AFTER (LOST:
+# the rank lost, or "any").
+survived() {
+  /usr/bin/python3 - "$work/$1/summary.json" "$2" "$3" <<'PY' || { bad "$1: summary.json (above)"; sed 's/^/    /' "$work/$1.txt"; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+lost, after = sys.argv[2], int(sys.argv[3])
+f = s.get('faults', [])
+ok = (s['status'] == 'completed' and len(f) == 1 and f[0]['workers_after'] == after
+      and (lost == 'any' or f[0]['rank'] == int(lost)) and s['lost_workers'] == [f[0]['rank']]
+      and f[0]['steps_lost'] <= 1 and s['replica_spread'] == 0)
+if not ok:
+    print(json.dumps({k: s.get(k) for k in ('status', 'lost_workers', 'faults', 'replica_spread')}), file=sys.stderr)
+sys.exit(not ok)
+PY
+}
+
+run stall 3 '[[faults]]\nkind = "stall"\nrank = 2\nat_step = 20\nseconds = 3.0'
+survived stall 2 2
+has "$work/stall.txt" 'rank 2: stalls for 3 s after step 20'
+has "$work/stall.txt" 'the ring goes on without worker 2: 2 workers'
+has "$work/stall.txt" 'rank 2: leaving the job: rank 0 cut this rank off'
+
+run drop 3 '[[faults]]\nkind = "drop"\nrank = 1\npeer = 2\nat_step = 20\nseconds = 3.0'
+survived drop any 2
+has "$work/drop.txt" 'links to 1 peer(s) down for 3 s after step 20'
+grep -qE 'lost worker (1|2): rank (1|2) lost rank (1|2)' "$work/drop.txt" || bad "drop: the lost end was not reported by the other"
+
+run partition 4 '[[faults]]\nkind = "partition"\nranks = [3]\nat_step = 20\nseconds = 3.0'
+survived partition 3 3
+has "$work/partition.txt" 'rank 3: cut from 3 peer(s) by a partition'
+has "$work/partition.txt" 'the ring goes on without worker 3: 3 workers'
+
+run slowed 3 '[[faults]]\nkind = "slow"\nrank = 1\nfactor = 3.0\nat_step = 20\nseconds = 0.5' \
+  '[[faults]]\nkind = "delay"\nrank = 2\ndelay_ms = 5.0\nat_step = 40\nseconds = 0.5'
+/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s.get('faults') or s['lost_workers']))" \
+  "$work/slowed/summary.json" || bad "slowed: a slow rank and a delayed link should only slow the ring down"
+has "$work/slowed.txt" 'rank 1: computes 3 times slower for 0.5 s after step 20'
+has "$work/slowed.txt" 'links to 2 peer(s) delayed by 5 ms for 0.5 s after step 40'
+
+# Rank 0 killed: the others end, saying where the checkpoints are.
+{ cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 0\nat_step = 30\n'; } >"$work/rank0.toml"
+rc=0
+timeout 120 "$GW" run "$work/rank0.toml" --procs 3 --set topology.workers=3 --set train.checkpoint_every=10 \
+  --set transport.peer_timeout_ms=1000 --set train.max_steps=120 -q --no-report --out "$work/rank0" >"$work/rank0.txt" 2>&1 || rc=$?
+[ $rc != 0 ] || bad "rank 0 killed: the launcher exited 0"
+has "$work/rank0.txt" "gradwire run --resume $work/rank0"
+[ -f "$work/rank0/checkpoints/step-000000020/MANIFEST.json" ] || bad "rank 0 killed at step 30: no complete checkpoint of step 20 to resume from"
+
+exit $fail
