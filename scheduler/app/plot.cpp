@@ -111,6 +111,10 @@ plot_outcome draw_plots(const std::string& dir, const std::vector<plot_spec>& pl
     if (p.how == plot_spec::style::boxes)
       gp += (p.box_width > 0 ? fmt::format("set boxwidth {} absolute\n", p.box_width) : std::string("set boxwidth 0.8 relative\n")) +
             "set style fill solid 0.5\n";
+    for (const auto& [x, label] : p.marks)
+      gp += fmt::format("set arrow from {0}, graph 0 to {0}, graph 1 nohead dashtype 2 linecolor rgb \"#c0392b\"\n"
+                        "set label {1} at {0}, graph 0.97 right offset -0.5,0 textcolor rgb \"#c0392b\"\n",
+                        x, quoted(label));
     std::string cmd = "plot ";
     for (std::size_t i = 0; i < parts.size(); ++i)
       cmd += (i ? ", " : "") + parts[i];

@@ -30,6 +30,9 @@ struct plot_spec {
   double x_min = 0;
   double box_width = 0;        ///< boxes: width in x units (0: 80% of the spacing)
   double x_tic = 0;            ///< spacing of the x tics (0: automatic)
+  /// Vertical dashed lines at x, labelled (a lost worker, on curves over
+  /// time or steps).
+  std::vector<std::pair<double, std::string>> marks{};
 };
 
 struct plot_outcome {

@@ -136,10 +136,25 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
   }
   using st = plot_spec::style;
   std::vector<plot_spec> p;
+  // Lost workers, marked where the curves are over time or steps.
+  std::vector<std::pair<double, std::string>> at_time, at_step;
+  for (const auto& f : summary.value("faults", json::array())) {
+    const auto label = "worker " + std::to_string(f.value("rank", 0)) + " lost";
+    at_time.emplace_back(num(f, "detected_at", 0), label);
+    at_step.emplace_back(num(f, "at_step", 0), label);
+  }
+  const auto marked = [&](std::size_t from, const std::vector<std::pair<double, std::string>>& m) {
+    for (auto i = from; i < p.size(); ++i)
+      p[i].marks = m;
+  };
   p.push_back({"loss_time", "training loss against wall time", "seconds", "loss", values_of(loss_t, 16), st::lines});
+  marked(0, at_time);
   p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
+  marked(1, at_step);
   p.push_back({"accuracy_time", "test accuracy against wall time", "seconds", "test accuracy (%)", {acc_t}, st::linespoints});
+  marked(2, at_time);
   p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
+  marked(3, at_step);
   p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
                st::lines});
   p.push_back({"accuracy_epochs", "test accuracy against epochs", "epoch", "test accuracy (%)", {acc_e}, st::linespoints});
@@ -187,9 +202,11 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
         over_time[w].title = "worker " + std::to_string(w);
         over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
       }
-    if (!over_time.empty())
+    if (!over_time.empty()) {
       p.push_back({"staleness_time", "staleness against wall time, per worker (mean of each log window)", "seconds",
                    "staleness (versions)", values_of(over_time, 16), st::lines});
+      p.back().marks = at_time;
+    }
   }
   return p;
 }

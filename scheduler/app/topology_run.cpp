@@ -313,6 +313,13 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
   const auto t_eval = clock_type::now();
   f.eval = ev.evaluate_model();
   coord_trace.since("evaluate", t_eval, f.setup.steps);
+  for (const auto& fr : f.res.faults) { // on the timeline: from detection until the survivors went on
+    const auto at = [&fr](double s) {
+      return fr.origin + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
+    };
+    coord_trace.span("worker lost (arg: rank)", at(fr.detected_at),
+                     at(fr.recovered_at >= fr.detected_at ? fr.recovered_at : fr.detected_at + 1e-3), fr.rank);
+  }
   f.per_worker = nlohmann::json::array();
   // While every worker ran: until the first finished (by its own clock;
   // the workers start together). A worker's pushes then are those up to

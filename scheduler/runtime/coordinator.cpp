@@ -286,6 +286,7 @@ struct coordinator_state {
     if (elastic != nullptr && elastic->on && !stopping) {
       std::fprintf(stderr, "gradwire: lost worker %zu: %s\n", r, rep.error.c_str());
       fault_record f;
+      f.origin = t0;
       f.rank = rep.rank;
       f.what = rep.error;
       f.detected_at = now_s();
@@ -309,6 +310,7 @@ struct coordinator_state {
     std::fprintf(stderr, "gradwire: carrying on without worker %zu: %s\n", r, rep.error.c_str());
     if (!stopping) {
       fault_record f;
+      f.origin = t0;
       f.rank = rep.rank;
       f.what = rep.error;
       f.detected_at = f.recovered_at = now_s();

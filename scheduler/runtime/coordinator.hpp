@@ -30,6 +30,8 @@ struct fault_record {
   std::int64_t at_step = 0;   ///< the step the survivors went on from
   std::int64_t steps_lost = 0; ///< steps of work abandoned (a round in flight)
   int workers_after = 0;
+  /// The coordinator's start on the steady clock (the times above count from it).
+  std::chrono::steady_clock::time_point origin{};
 };
 
 /// Lock-step rings that survive a lost worker (worker_config::elastic).

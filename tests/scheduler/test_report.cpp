@@ -10,6 +10,7 @@
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -94,6 +95,46 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
   };
   CHECK(block_of("time_split").find("set yrange [0:*]") != std::string::npos);
   CHECK(block_of("staleness").find("set xrange [-0.5:*]") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a lost worker is a row of the Faults table and a mark on the curves over time and steps") {
+  const auto dir = fresh_dir("faults");
+  auto cfg = parse_config(async_ps, "t.toml", {"experiment.out=" + dir});
+  run_options o;
+  o.progress = false;
+  run_actors(cfg, o);
+  // The record a run that lost worker 2 writes (tests/transport/faults.sh
+  // checks the runtime writes it).
+  auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
+  summary["faults"] = nlohmann::json::array({{{"rank", 2}, {"kind", "lost"}, {"what", "no frame for 1.00 s"},
+                                              {"detected_at", 0.25}, {"recovered_at", 0.26}, {"at_step", 7},
+                                              {"steps_lost", 1}, {"workers_after", 2}}});
+  std::ofstream(dir + "/summary.json") << summary.dump();
+  auto r = write_report(dir);
+  const auto html = slurp(r.html);
+  CHECK(html.find("<h2>Faults</h2>") != std::string::npos);
+  CHECK(html.find("no frame for 1.00 s") != std::string::npos);
+  if (find_gnuplot().empty()) {
+    WARN("gnuplot not installed: the marks are not checked");
+    return;
+  }
+  const auto gp = slurp(dir + "/plots/plot.gp");
+  auto block_of = [&gp](const std::string& name) {
+    const auto at = gp.find("/" + name + ".svg\"");
+    const auto end = gp.find("unset output", at);
+    return at == std::string::npos ? std::string() : gp.substr(at, end - at);
+  };
+  for (const char* f : {"loss_time", "accuracy_time", "staleness_time"}) {
+    INFO(f);
+    CHECK(block_of(f).find("set arrow from 0.25, graph 0") != std::string::npos);
+    CHECK(block_of(f).find("\"worker 2 lost\"") != std::string::npos);
+  }
+  for (const char* f : {"loss_steps", "accuracy_steps"}) {
+    INFO(f);
+    CHECK(block_of(f).find("set arrow from 7, graph 0") != std::string::npos);
+  }
+  CHECK(block_of("loss_samples").find("set arrow") == std::string::npos); // not a time or step axis
   fs::remove_all(dir);
 }
 
