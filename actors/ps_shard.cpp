@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -41,6 +42,10 @@ struct shard_state {
   std::vector<pending_pull> waiting;
   histogram staleness;
   std::vector<std::int64_t> clocks; ///< steps pushed, per worker rank
+  /// Workers still in the job (a lost one is left out of every version and
+  /// clock after the coordinator's reform), and the last reform seen.
+  std::vector<bool> live;
+  int generation = 0;
   std::int64_t max_gap = 0;         ///< largest (fastest - slowest) clock seen
   std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
   std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
@@ -152,7 +157,11 @@ void apply(shard_state& s, const float* grad, float lr_scale) {
 }
 
 std::int64_t slowest(const shard_state& st) {
-  return *std::min_element(st.clocks.begin(), st.clocks.end());
+  std::int64_t low = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t r = 0; r < st.clocks.size(); ++r)
+    if (st.live[r])
+      low = std::min(low, st.clocks[r]);
+  return low == std::numeric_limits<std::int64_t>::max() ? 0 : low;
 }
 
 bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clock) {
@@ -210,19 +219,76 @@ void sum_in_rank_order(shard_state& st, bool by_samples) {
   }
 }
 
+/// The pushes that complete a version: one from every live worker (less
+/// the backups, sync).
+int needed(const shard_state& st) {
+  const int live = static_cast<int>(std::count(st.live.begin(), st.live.end(), true));
+  return st.cfg.ps.local_sgd() ? live : live - st.cfg.ps.backups();
+}
+
+/// Completes the version once the pushes it needs are in.
+void complete_if_in(shard_state& st) {
+  if (st.pushed == 0 || st.pushed < needed(st))
+    return;
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  if (st.cfg.ps.local_sgd()) {
+    sum_in_rank_order(st, false);
+    be.scale(len(st), 1.f / static_cast<float>(st.pushed), st.sum.data());
+    std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
+    st.pushed = 0;
+    ++st.version;
+    after_version(st);
+    answer_pulls(st);
+    return;
+  }
+  sum_in_rank_order(st, true);
+  be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
+  st.samples = 0;
+  apply(st, st.sum.data(), 1.f);
+  st.pushed = 0;
+  answer_pulls(st);
+}
+
+/// The coordinator's word that the workers are now `survivors`: a lost
+/// one's push of the version in progress is let go, and the version
+/// completes with the others'.
+void reform(shard_state& st, int generation, const std::vector<std::int64_t>& survivors) {
+  if (generation <= st.generation)
+    return;
+  st.generation = generation;
+  std::vector<bool> live(st.live.size(), false);
+  for (auto r : survivors)
+    if (r >= 0 && static_cast<std::size_t>(r) < live.size())
+      live[static_cast<std::size_t>(r)] = true;
+  for (std::size_t r = 0; r < live.size(); ++r) {
+    if (live[r] || !st.live[r])
+      continue;
+    st.live[r] = false;
+    if (!st.round.empty() && st.round[r].defined()) {
+      st.round[r] = slice{};
+      --st.pushed;
+      st.samples -= st.round_samples[r];
+    }
+  }
+  if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
+    complete_if_in(st);
+  answer_pulls(st); // SSP: the slowest clock may have moved on
+}
+
 /// Takes one push: sums it (sync, average) or applies it (async).
 push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples,
                        const slice& grad) {
   trace_scope span(st.tr, "push", rank);
   if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
     return {"shard " + std::to_string(st.cfg.id) + ": push from unknown rank " + std::to_string(rank)};
+  if (!st.live[static_cast<std::size_t>(rank)])
+    return {"shard " + std::to_string(st.cfg.id) + ": push from rank " + std::to_string(rank) + ", lost to the job"};
   st.clocks[static_cast<std::size_t>(rank)] = std::max(st.clocks[static_cast<std::size_t>(rank)], step + 1);
   st.max_gap = std::max(st.max_gap, *std::max_element(st.clocks.begin(), st.clocks.end()) - slowest(st));
   if (static_cast<std::size_t>(grad.numel()) != len(st))
     return {"shard " + std::to_string(st.cfg.id) + ": gradient of " + std::to_string(grad.numel()) +
             " floats for a slice of " + std::to_string(len(st))};
   const std::int64_t staleness = st.version - base_version;
-  auto& be = kernels::backend_for(kernels::device::cpu());
   const auto twice = [&] {
     return push_outcome{"shard " + std::to_string(st.cfg.id) + ": a second push from rank " + std::to_string(rank) +
                         " for version " + std::to_string(st.version)};
@@ -230,15 +296,8 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   if (st.cfg.ps.local_sgd()) {
     if (!hold(st, rank, grad, samples))
       return twice();
-    if (++st.pushed == st.cfg.workers) {
-      sum_in_rank_order(st, false);
-      be.scale(len(st), 1.f / static_cast<float>(st.cfg.workers), st.sum.data());
-      std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
-      st.pushed = 0;
-      ++st.version;
-      after_version(st);
-      answer_pulls(st);
-    }
+    ++st.pushed;
+    complete_if_in(st);
     return {{}, staleness};
   }
   if (st.cfg.ps.backups() > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
@@ -269,14 +328,8 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   if (!hold(st, rank, grad, samples))
     return twice();
   st.samples += samples;
-  if (++st.pushed == st.cfg.workers - st.cfg.ps.backups()) {
-    sum_in_rank_order(st, true);
-    be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
-    st.samples = 0;
-    apply(st, st.sum.data(), 1.f);
-    st.pushed = 0;
-    answer_pulls(st);
-  }
+  ++st.pushed;
+  complete_if_in(st);
   return {{}, staleness};
 }
 
@@ -288,6 +341,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
+  s.live.assign(s.clocks.size(), true);
   if (cfg.ps.dc() > 0.f) {
     s.read.assign(s.clocks.size(), initial);
     s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});
@@ -356,6 +410,9 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       if (!out.error.empty())
         return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
       return {out.staleness, st.version, answer(st, rank)};
+    },
+    [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
+      reform(self->state, generation, survivors);
     },
     [=](stats_atom) -> caf::result<std::int64_t, histogram, std::int64_t, std::vector<std::int64_t>> {
       return {self->state.version, self->state.staleness, self->state.max_gap, self->state.dropped};

@@ -11,6 +11,7 @@ namespace {
 struct worker_state : worker_core {
   std::size_t pending = 0;
   std::vector<std::int64_t> base_version;
+  int generation = 0; ///< the last reform taken (a lost worker's data shared out)
   static inline const char* name = "worker";
 };
 
@@ -177,6 +178,16 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     [=](pause_atom) { self->state.on_pause(self); },
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](beat_atom) { self->state.on_beat(self); },
+    [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
+      // A worker was lost: the survivors share out the data among them
+      // (its shard too) from the next batch on.
+      auto& st = self->state;
+      const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
+      if (me != survivors.end() && generation > st.generation) {
+        st.generation = generation;
+        st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
+      }
+    },
   };
 }
 

@@ -136,8 +136,16 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
       actors::worker_report failed;
       failed.rank = peer;
       failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
+      // To the coordinator, while there is one (during shutdown its slot is
+      // gone, and a rank dying then is no news).
+      const auto tell_coordinator = [&node, &failed] {
+        try {
+          caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
+        } catch (const std::exception&) {
+        }
+      };
       if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
-        caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
+        tell_coordinator();
       else if (peer == 0) { // the coordinator is gone, or has cut this rank off
         if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
           std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, what.c_str());
@@ -152,7 +160,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
         std::_Exit(3);
       } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes
         failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
-        caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
+        tell_coordinator();
       }
     }, jb->live);
     if (rank == 0)

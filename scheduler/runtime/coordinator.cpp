@@ -274,6 +274,34 @@ struct coordinator_state {
     survivors.clear();
   }
 
+  /// A parameter server without a lost worker: the shards and the
+  /// survivors hear of it; nothing is redone.
+  void go_on_without() {
+    std::vector<std::int64_t> left;
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r])
+        left.push_back(static_cast<std::int64_t>(r));
+    auto& f = out.faults.back();
+    if (static_cast<int>(left.size()) < std::max(1, elastic->min_workers)) {
+      out.failure = f.what + " (" + std::to_string(left.size()) + " worker(s) left, train.min_workers = " +
+                    std::to_string(elastic->min_workers) + ")";
+      return;
+    }
+    ++generation;
+    for (const auto& s : elastic->shards)
+      (*self)->send(s, actors::reform_atom::value, generation, left);
+    for (auto r : left)
+      (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, generation, left);
+    std::int64_t most = 0;
+    for (auto r : left)
+      most = std::max(most, steps[static_cast<std::size_t>(r)]);
+    f.at_step = most;
+    f.steps_lost = 0;
+    f.recovered_at = now_s();
+    f.workers_after = static_cast<int>(left.size());
+    std::fprintf(stderr, "gradwire: carrying on without worker %d: %zu workers\n", f.rank, left.size());
+  }
+
   /// A worker whose process failed.
   void on_lost(actors::worker_report rep) {
     if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
@@ -298,7 +326,10 @@ struct coordinator_state {
       finished[r] = true;
       ++done;
       out.reports[r] = std::move(rep);
-      start_reform();
+      if (elastic->parameter_server)
+        go_on_without();
+      else
+        start_reform();
       return;
     }
     if (!carry_on && !stopping) {

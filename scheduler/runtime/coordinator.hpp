@@ -34,9 +34,17 @@ struct fault_record {
   std::chrono::steady_clock::time_point origin{};
 };
 
-/// Lock-step rings that survive a lost worker (worker_config::elastic).
+/// Jobs that survive a lost worker: lock-step rings that re-form
+/// (worker_config::elastic), and parameter servers whose shards and
+/// workers go on with the survivors.
 struct elastic_plan {
   bool on = false;
+  /// A parameter server: each loss is told to these shards and to the
+  /// surviving workers as (reform_atom, generation, survivors); the shards
+  /// complete versions with the survivors' pushes, the workers share out
+  /// the data. No round is abandoned (false: a ring, re-formed).
+  bool parameter_server = false;
+  std::vector<caf::actor> shards;
   int min_workers = 1; ///< fewer survivors than this: the run fails
   std::string why_not; ///< when off: why this run cannot go on without a worker (for the error)
 };

@@ -157,11 +157,22 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   if (setup.node) {
     // An async parameter server waits for no worker: it carries on without one whose process failed.
     const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
+    // Every mode goes on without a lost worker: its shards complete
+    // versions (sync, local SGD) and clocks (SSP) with the survivors.
+    elastic_plan elastic;
+    elastic.parameter_server = true;
+    elastic.shards = shards.handles;
+    elastic.min_workers = std::max(setup.min_workers, setup.ps.backup + 1); // a version needs a push
+    elastic.why_not = setup.min_workers == 0      ? "train.min_workers = 0"
+                      : setup.ps.spread_shards    ? "with topology.shard_placement = \"spread\" a lost rank takes its "
+                                                    "shards with it (place them on rank 0 for a job that goes on)"
+                                                  : "";
+    elastic.on = elastic.why_not.empty() && setup.workers > 1;
     const int rank = setup.node->rank();
     auto got = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, ps_worker(setup, data, shards, rank, to)); },
       [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
-      on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles));
+      on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles), elastic);
     if (!got) { // not rank 0: its worker is done
       if (waits_for_fetch(setup))
         setup.sync_ranks(shards_fetched);

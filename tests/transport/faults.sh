@@ -71,6 +71,29 @@ run slowed 3 '[[faults]]\nkind = "slow"\nrank = 1\nfactor = 3.0\nat_step = 20\ns
 has "$work/slowed.txt" 'rank 1: computes 3 times slower for 0.5 s after step 20'
 has "$work/slowed.txt" 'links to 2 peer(s) delayed by 5 ms for 0.5 s after step 40'
 
+# Parameter servers go on without a lost worker, in every mode: the shards
+# complete versions (sync, local SGD) and clocks (SSP) with the survivors.
+for mode in sync ssp local-sgd; do
+  base=ps-async.toml set=(--set topology.mode="$mode")
+  [ $mode = local-sgd ] && base=local-sgd.toml set=()
+  { cat "$src/examples/$base"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/ps-$mode.toml"
+  rc=0
+  timeout 120 "$GW" run "$work/ps-$mode.toml" --procs 3 --set topology.workers=3 "${set[@]}" \
+    --set transport.peer_timeout_ms=1000 --set train.max_steps=100 -q --no-report --out "$work/ps-$mode" >"$work/ps-$mode.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] || { bad "$mode parameter server that loses rank 2: the launcher exited $rc"; sed 's/^/    /' "$work/ps-$mode.txt"; }
+  has "$work/ps-$mode.txt" 'carrying on without worker 2: 2 workers'
+  /usr/bin/python3 - "$work/ps-$mode/summary.json" <<'PY' || bad "$mode parameter server: summary.json (above)"
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = s.get('faults', [])
+ok = (s['status'] == 'completed' and s['lost_workers'] == [2] and len(f) == 1 and f[0]['workers_after'] == 2
+      and all(w['steps'] == s['steps_per_worker'] for w in s['per_worker'][:2]))
+if not ok:
+    print(json.dumps({k: s.get(k) for k in ('status', 'lost_workers', 'faults', 'steps_per_worker')}), file=sys.stderr)
+sys.exit(not ok)
+PY
+done
+
 # Rank 0 killed: the others end, saying where the checkpoints are.
 { cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 0\nat_step = 30\n'; } >"$work/rank0.toml"
 rc=0
