@@ -229,10 +229,16 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
   // The curves of each point, its seeds together (in the points' order).
   std::vector<std::string> order;
   std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by;
+  std::vector<std::pair<double, std::string>> lost_at, lost_step; // each point's lost workers (a few)
   for (const auto& s : sweep.value("points", json::array())) {
     auto label = s.value("sweep_point", std::string("point"));
     if (label.rfind("variant=", 0) == 0)
       label = label.substr(8);
+    for (const auto& f : s.value("faults", json::array())) {
+      const auto what = "worker " + std::to_string(f.value("rank", 0)) + " lost (" + label + ")";
+      lost_at.emplace_back(num(f, "detected_at", 0), what);
+      lost_step.emplace_back(num(f, "at_step", 0), what);
+    }
     const auto pdir = dir + "/" + s.value("point_dir", std::string());
     std::map<int, plot_series> lt, ls;
     plot_series at, as;
@@ -272,6 +278,10 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     acc_steps.series.push_back(over_repeats(g, as_by[g]));
     if (loss_by.count(g))
       loss.series.push_back(over_repeats(g, loss_by[g]));
+  }
+  if (lost_at.size() <= 12) { // more would hide the curves
+    acc.marks = loss.marks = lost_at;
+    acc_steps.marks = lost_step;
   }
   std::vector<plot_spec> p{acc, acc_steps, loss};
   // Scaling: only when the worker count is what the rows differ in.

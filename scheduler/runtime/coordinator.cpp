@@ -1,5 +1,6 @@
 #include "scheduler/runtime/coordinator.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -277,9 +278,9 @@ struct coordinator_state {
   /// A parameter server without a lost worker: the shards and the
   /// survivors hear of it; nothing is redone.
   void go_on_without() {
-    std::vector<std::int64_t> left;
+    std::vector<std::int64_t> left; // not lost (some may have finished their steps already)
     for (std::size_t r = 0; r < n; ++r)
-      if (!finished[r])
+      if (std::find(out.lost.begin(), out.lost.end(), static_cast<int>(r)) == out.lost.end())
         left.push_back(static_cast<std::int64_t>(r));
     auto& f = out.faults.back();
     if (static_cast<int>(left.size()) < std::max(1, elastic->min_workers)) {
