@@ -65,6 +65,7 @@ struct gossip_state : worker_core {
   caf::actor mixer;
   std::map<int, caf::actor> mixers;
   bool started = false;
+  int generation = 0; ///< the last reform taken (lost neighbours left out)
   static inline const char* name = "gossip_worker";
 };
 
@@ -85,8 +86,14 @@ void next_step(gossip_actor* self) {
 /// the Metropolis-weighted mean x_i = w_ii x_i + sum_j w_ij x_j.
 void try_mix(gossip_actor* self) {
   auto& st = self->state;
+  if (!st.exchanging)
+    return;
   auto it = st.inbox.find(st.step);
-  if (!st.exchanging || it == st.inbox.end() || it->second.size() < st.cfg.graph.size())
+  std::size_t have = 0; // from neighbours still in the graph (a lost one's last message aside)
+  if (it != st.inbox.end())
+    for (const auto& got : it->second)
+      have += static_cast<std::size_t>(std::count(st.cfg.graph.begin(), st.cfg.graph.end(), got.first));
+  if (have < st.cfg.graph.size())
     return;
   auto& be = kernels::backend_for(kernels::device::cpu());
   float* x = st.model->params().data();
@@ -101,7 +108,8 @@ void try_mix(gossip_actor* self) {
         be.axpy(n, st.cfg.mix_weights[k], params.data(), x);
         break;
       }
-  st.inbox.erase(it);
+  if (it != st.inbox.end())
+    st.inbox.erase(it);
   st.exchanging = false;
   st.add_wait(seconds_since(st.phase));
   next_step(self);
@@ -195,6 +203,42 @@ void begin_step(gossip_actor* self) {
       });
 }
 
+/// A worker was lost: its neighbours leave it out of their graph, with
+/// Metropolis weights over the survivors' graph, and the survivors share
+/// out the data among them.
+void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_t>& survivors) {
+  auto& st = self->state;
+  const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
+  if (generation <= st.generation || me == survivors.end() || st.cfg.whole_graph.empty())
+    return;
+  st.generation = generation;
+  const auto alive = [&](int r) { return std::find(survivors.begin(), survivors.end(), r) != survivors.end(); };
+  const auto degree = [&](int j) {
+    std::size_t d = 0;
+    for (int k : st.cfg.whole_graph[static_cast<std::size_t>(j)])
+      d += alive(k) ? 1 : 0;
+    return d;
+  };
+  std::vector<int> graph;
+  for (int j : st.cfg.graph)
+    if (alive(j))
+      graph.push_back(j);
+    else
+      st.mixers.erase(j);
+  std::vector<float> weights;
+  float rest = 1.f;
+  for (int j : graph) {
+    weights.push_back(1.f / static_cast<float>(1 + std::max(graph.size(), degree(j))));
+    rest -= weights.back();
+  }
+  weights.push_back(rest);
+  st.cfg.graph = std::move(graph);
+  st.cfg.mix_weights = std::move(weights);
+  st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
+  if (!adpsgd(st))
+    try_mix(self); // a step waiting for the lost neighbour completes
+}
+
 /// AD-PSGD: starts stepping once every neighbour's mixer is known.
 void start_when_ready(gossip_actor* self) {
   auto& st = self->state;
@@ -248,7 +292,9 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     [=](done_atom) { finish_gossip(self); }, // the coordinator's stop
     [=](pause_atom) { self->state.on_pause(self); },
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
+    [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
     [=](beat_atom) { self->state.on_beat(self); },
+    [=](reform_atom, int generation, std::vector<std::int64_t> survivors) { on_reform(self, generation, survivors); },
     [=](gossip_atom, std::int64_t step, int rank, slice theirs) { // D-PSGD
       auto& s = self->state;
       if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() ||

@@ -440,6 +440,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](done_atom) { self->state.finish(self, {}, true); }, // the coordinator's stop
     [=](pause_atom) { self->state.on_pause(self); },
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
+    [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
     [=](reform_atom, int generation) { on_reform(self, generation); },
     [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
       on_rewire(self, generation, survivors, std::move(right));

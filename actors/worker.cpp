@@ -177,6 +177,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     [=](done_atom) { self->state.finish(self, {}, false); }, // the coordinator's stop
     [=](pause_atom) { self->state.on_pause(self); },
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
+    [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
     [=](beat_atom) { self->state.on_beat(self); },
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
       // A worker was lost: the survivors share out the data among them

@@ -242,6 +242,23 @@ void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
   cfg.steps = std::min(cfg.steps, last);
   snapshot_at = cfg.steps;
   hold_at = -1;
+  // Already at the last step (held there, or between its end and the next
+  // step's begin, as when the pause reaches every worker of a lock-step
+  // job in the same round): that boundary has passed, its snapshot goes now.
+  if (step == snapshot_at)
+    send_snapshot(self);
+  if (held) {
+    held = false;
+    self->send(self, step_atom::value);
+  }
+}
+
+void worker_core::on_snapshot_at(caf::event_based_actor* self, std::int64_t at) {
+  if (at == step) // held right at S (or between its end and the next step): its boundary has passed
+    send_snapshot(self);
+  else if (at > step)
+    snapshot_at = at;
+  hold_at = -1;
   if (held) {
     held = false;
     self->send(self, step_atom::value);

@@ -138,6 +138,9 @@ struct worker_config {
   /// D-PSGD mixing weights: one per neighbour in graph order, then this
   /// worker's own (Metropolis-Hastings, so the mixing matrix is doubly stochastic).
   std::vector<float> mix_weights;
+  /// Gossip that survives a lost worker: every worker's neighbours (the
+  /// whole graph), for the weights among the survivors; empty: none.
+  std::vector<std::vector<int>> whole_graph;
   /// Each replica starts from its own seed (seed + rank) instead of one
   /// shared initialisation (studies of consensus from different starts).
   bool distinct_init = false;
@@ -234,6 +237,9 @@ struct worker_core {
   bool held = false;             ///< a step was not begun: resume with step_atom
   void on_pause(caf::event_based_actor* self);
   void on_run_to(caf::event_based_actor* self, std::int64_t last);
+  /// Checkpoints by time: after a pause, (pause_atom, S, true) has every
+  /// worker snapshot step S on its way and go on (S < 0: no snapshot).
+  void on_snapshot_at(caf::event_based_actor* self, std::int64_t at);
   /// At the start of a step: true (and held) when the worker must hold here.
   bool hold() {
     held = hold_at >= 0 && step >= hold_at;

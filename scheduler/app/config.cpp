@@ -182,6 +182,9 @@ void read_train(reader& r, run_config& c) {
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
   c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
   c.checkpoint_every = r.integer("train.checkpoint_every", 0, std::int64_t{1} << 40);
+  c.checkpoint_every_s = r.number("train.checkpoint_every_s", 0, 1e9);
+  check(c.checkpoint_every == 0 || c.checkpoint_every_s == 0,
+        r.loc("train.checkpoint_every_s") + ": give checkpoint_every (steps) or checkpoint_every_s (seconds), not both");
   c.keep_checkpoints = static_cast<int>(r.integer("train.keep_checkpoints", 1, 1 << 20));
   c.min_workers = static_cast<int>(r.integer("train.min_workers", 0, 1024));
 

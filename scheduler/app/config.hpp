@@ -83,6 +83,7 @@ struct run_config {
   int eval_every = 1;
   std::int64_t eval_steps = 0; ///< also evaluate every N steps (0: epochs only)
   std::int64_t checkpoint_every = 0; ///< steps per worker between checkpoints (0: none)
+  double checkpoint_every_s = 0;      ///< or seconds between checkpoints (0: none)
   int keep_checkpoints = 2;
   int min_workers = 1; ///< a ring that loses workers goes on while this many remain (0: a loss ends the run)
   bool trace = true;        ///< write trace.json

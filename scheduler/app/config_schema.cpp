@@ -110,6 +110,7 @@ const std::vector<key_spec>& config_schema() {
     {"train.eval", vt::string, "\"auto\"", {"auto", "during", "after"},
      "multi-worker runs: evaluate worker 0's snapshots during the run on a thread at the lowest priority (SCHED_IDLE), or after the run; auto: during where the machine has a core beyond the workers' threads. Each result is recorded at the time its snapshot was taken"},
     {"train.eval_steps", vt::integer, "0", {}, "also evaluate every N steps (per worker), for accuracy-against-time curves (0 = only every eval_every epochs)"},
+    {"train.checkpoint_every_s", vt::number, "0.0", {}, "or write a checkpoint every this many seconds: the workers pause at their next step boundary for one round trip, then all snapshot one common step (0 = none; not with checkpoint_every)"},
     {"train.checkpoint_every", vt::integer, "0", {}, "write a checkpoint every N steps (per worker) under checkpoints/ in the results folder, for `gradwire run --resume DIR` (0 = none; local SGD: a multiple of topology.local_steps)"},
     {"train.min_workers", vt::integer, "1", {}, "a synchronous ring (workers running the ring themselves) that loses a worker's process re-forms without it and goes on while at least this many remain; 0: a lost worker ends the run"},
     {"train.keep_checkpoints", vt::integer, "2", {}, "complete checkpoints kept (the newest); older ones are removed once a newer one is written"},

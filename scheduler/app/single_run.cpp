@@ -61,7 +61,7 @@ public:
     const auto identity = checkpoint_identity(cfg_, static_cast<std::int64_t>(model_.size()));
     if (!opts_.resume.empty())
       resume(identity);
-    if (cfg_.checkpoint_every > 0 || opts_.stop != nullptr)
+    if (cfg_.checkpoint_every > 0 || cfg_.checkpoint_every_s > 0 || opts_.stop != nullptr)
       checkpoints_ = std::make_unique<checkpoint_writer>(cfg_.out, cfg_.keep_checkpoints, identity);
   }
 
@@ -91,7 +91,8 @@ public:
     auto summary = summary_json();
     if (checkpoints_) {
       checkpoints_->drain();
-      summary["checkpoints"] = {{"every", cfg_.checkpoint_every}, {"written", checkpoints_->written()},
+      summary["checkpoints"] = {{"every", cfg_.checkpoint_every}, {"every_seconds", cfg_.checkpoint_every_s},
+                                {"written", checkpoints_->written()},
                                 {"persist_seconds", checkpoints_->seconds()}, {"error", checkpoints_->error()}};
       if (!checkpoints_->error().empty())
         std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints_->error().c_str());
@@ -209,7 +210,9 @@ private:
       w_.compute_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
       if (step_ % cfg_.log_every == 0)
         flush_window(epoch);
-      if (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0 && step_ < total_steps_) {
+      const bool by_time = cfg_.checkpoint_every_s > 0 && seconds_since(last_checkpoint_) >= cfg_.checkpoint_every_s;
+      if (((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || by_time) && step_ < total_steps_) {
+        last_checkpoint_ = clock_type::now();
         train_seconds_ += seconds_since(t_epoch) - paused; // as of now, for the manifest
         save_checkpoint();
         train_seconds_ -= seconds_since(t_epoch) - paused;
@@ -331,6 +334,7 @@ private:
   bool evaluated_ = false;
   nlohmann::json time_to_target_ = nullptr;
   std::unique_ptr<checkpoint_writer> checkpoints_;
+  clock_type::time_point last_checkpoint_ = clock_type::now(); ///< train.checkpoint_every_s counts from here
   std::int64_t resumed_from_ = -1;
   double time_base_ = 0; ///< a resumed run's records go on from the checkpoint's time
 };

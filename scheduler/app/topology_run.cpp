@@ -120,8 +120,10 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   // coordinator, the shards and the results, so the job ends; its
   // checkpoints are where a run goes on from.
   const std::string resume_hint =
-    cfg.checkpoint_every > 0
-      ? "its checkpoints (every " + std::to_string(cfg.checkpoint_every) + " steps) are in " + cfg.out +
+    cfg.checkpoint_every > 0 || cfg.checkpoint_every_s > 0
+      ? "its checkpoints (every " + (cfg.checkpoint_every > 0 ? std::to_string(cfg.checkpoint_every) + " steps"
+                                                               : fmt::format("{:g} s", cfg.checkpoint_every_s)) +
+          ") are in " + cfg.out +
           "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out + "` goes on from the latest complete one"
       : "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
   const bool peers_talk = setup.kind != topology_kind::parameter_server && setup.kind != topology_kind::local_sgd;
@@ -389,6 +391,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     setup.resume = resumed->point;
   }
   setup.checkpoint_every = cfg.checkpoint_every;
+  setup.checkpoint_every_s = cfg.checkpoint_every_s;
   const double time_offset = resumed && resumed->manifest["run"].contains("train_seconds")
                                ? resumed->manifest["run"]["train_seconds"].get<double>()
                                : 0.0;
@@ -447,7 +450,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                      setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
                      time_offset);
   std::unique_ptr<checkpoint_writer> checkpoints;
-  if (cfg.checkpoint_every > 0 || opts.stop != nullptr) { // Ctrl-C keeps one too
+  if (cfg.checkpoint_every > 0 || cfg.checkpoint_every_s > 0 || opts.stop != nullptr) { // Ctrl-C keeps one too
     checkpoints = std::make_unique<checkpoint_writer>(cfg.out, cfg.keep_checkpoints, identity);
     setup.on_checkpoint = [&checkpoints, &ev, time_offset](std::int64_t step, std::vector<actors::snapshot_frame> parts) {
       checkpoints->submit(step, std::move(parts), {{"train_seconds", time_offset + since(ev.t_train)}});
@@ -486,7 +489,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   nlohmann::json checkpoint_facts = nullptr;
   if (checkpoints) {
     checkpoints->drain();
-    checkpoint_facts = {{"every", cfg.checkpoint_every}, {"written", checkpoints->written()},
+    checkpoint_facts = {{"every", cfg.checkpoint_every}, {"every_seconds", cfg.checkpoint_every_s},
+                        {"written", checkpoints->written()},
                         {"persist_seconds", checkpoints->seconds()}, {"error", checkpoints->error()}};
     if (!checkpoints->error().empty())
       std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints->error().c_str());

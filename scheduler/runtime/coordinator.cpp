@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace gradwire::scheduler {
 
@@ -78,6 +79,11 @@ struct coordinator_state {
   std::int64_t final_step = -1;
 
   void on_paused(caf::scoped_actor& self, const std::vector<caf::actor>& workers, int rank, std::int64_t at) {
+    if (timed_pausing && known(rank)) {
+      timed_boundary[static_cast<std::size_t>(rank)] = at;
+      release_timed(self, workers, false);
+      return;
+    }
     if (!pausing || !known(rank) || final_step >= 0)
       return;
     boundary[static_cast<std::size_t>(rank)] = at;
@@ -96,6 +102,42 @@ struct coordinator_state {
   }
   std::map<std::int64_t, std::vector<std::optional<actors::snapshot_frame>>> collecting;
 
+  /// Checkpoints by time (plan->every_seconds): a pause like a stop's, then
+  /// every worker snapshots the common step on its way and goes on.
+  bool timed_pausing = false;
+  clock_type::time_point timed_since = clock_type::now(), timed_sent;
+  std::vector<std::int64_t> timed_boundary;
+  std::set<std::int64_t> timed_steps;
+
+  void start_timed(caf::scoped_actor& self, const std::vector<caf::actor>& workers) {
+    timed_pausing = true;
+    timed_sent = clock_type::now();
+    timed_boundary.assign(n, -1);
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r])
+        self->send(workers[r], actors::pause_atom::value);
+  }
+
+  /// Once every running worker has said where it holds: the step all
+  /// snapshot (give_up: none, the pause took too long).
+  void release_timed(caf::scoped_actor& self, const std::vector<caf::actor>& workers, bool give_up) {
+    std::int64_t last = 0;
+    for (std::size_t r = 0; r < n && !give_up; ++r) {
+      if (!finished[r] && timed_boundary[r] < 0)
+        return;
+      last = std::max(last, timed_boundary[r]);
+    }
+    const auto align = std::max<std::int64_t>(1, plan->align);
+    const std::int64_t at = give_up ? -1 : (last + align - 1) / align * align;
+    if (at > 0)
+      timed_steps.insert(at);
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r])
+        self->send(workers[r], actors::pause_atom::value, at, true);
+    timed_pausing = false;
+    timed_since = clock_type::now();
+  }
+
   void on_snapshot(caf::scoped_actor& self, const std::string& meta, const actors::slice& floats) {
     if (plan == nullptr || !plan->on_checkpoint)
       return;
@@ -107,7 +149,7 @@ struct coordinator_state {
       return;
     }
     int rank = -1;
-    const bool periodic = plan->every > 0 && s.step % plan->every == 0;
+    const bool periodic = (plan->every > 0 && s.step % plan->every == 0) || timed_steps.count(s.step) > 0;
     if (std::sscanf(s.who.c_str(), "worker %d", &rank) != 1 || !known(rank) || s.step <= 0 ||
         (!periodic && s.step != final_step))
       return;
@@ -122,6 +164,7 @@ struct coordinator_state {
     for (auto& p : parts)
       all.push_back(std::move(*p));
     collecting.erase(collecting.begin(), std::next(collecting.find(step)));
+    timed_steps.erase(timed_steps.begin(), timed_steps.upper_bound(step));
     for (std::size_t i = 0; i < plan->shards.size(); ++i) {
       // The final checkpoint of a stop: every worker has pushed its last step, the shards are there.
       const std::int64_t v = plan->shard_version && step != final_step ? plan->shard_version(step) : -1;
@@ -327,7 +370,7 @@ struct coordinator_state {
       finished[r] = true;
       ++done;
       out.reports[r] = std::move(rep);
-      if (elastic->parameter_server)
+      if (elastic->tell_survivors)
         go_on_without();
       else
         start_reform();
@@ -435,7 +478,14 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
   st.self = &self;
   st.cut_off = cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
+    if (!st.stopping && checkpoints.every_seconds > 0 && checkpoints.on_checkpoint) { // checkpoints by time
+      if (!st.timed_pausing && clock_type::now() - st.timed_since > std::chrono::duration<double>(checkpoints.every_seconds))
+        st.start_timed(self, workers);
+      else if (st.timed_pausing) // a worker lost meanwhile no longer counts; a pause too long is given up
+        st.release_timed(self, workers, clock_type::now() - st.timed_sent > std::chrono::seconds(10));
+    }
     if (!st.stopping && stop != nullptr && stop->load()) {
+      st.timed_pausing = false; // the stop's own pause takes over
       st.out.interrupted = st.stopping = true;
       st.stop_sent = clock_type::now();
       if (checkpoints.on_checkpoint) {

@@ -39,11 +39,12 @@ struct fault_record {
 /// workers go on with the survivors.
 struct elastic_plan {
   bool on = false;
-  /// A parameter server: each loss is told to these shards and to the
-  /// surviving workers as (reform_atom, generation, survivors); the shards
-  /// complete versions with the survivors' pushes, the workers share out
-  /// the data. No round is abandoned (false: a ring, re-formed).
-  bool parameter_server = false;
+  /// Parameter servers and gossip: each loss is told to these shards and
+  /// to the surviving workers as (reform_atom, generation, survivors); the
+  /// shards complete versions with the survivors' pushes, gossip
+  /// neighbours re-weigh, the workers share out the data. No round is
+  /// abandoned (false: a ring, re-formed).
+  bool tell_survivors = false;
   std::vector<caf::actor> shards;
   int min_workers = 1; ///< fewer survivors than this: the run fails
   std::string why_not; ///< when off: why this run cannot go on without a worker (for the error)
@@ -66,6 +67,12 @@ struct coordination {
 /// hand it over (persisting is the caller's, in the background).
 struct checkpoint_plan {
   std::int64_t every = 0; ///< steps; 0: no checkpoints
+  /// By time: this many seconds after the last, the workers pause at their
+  /// next boundary (one round trip to the coordinator), all snapshot the
+  /// largest of those boundaries rounded up to a multiple of `align`, and
+  /// go on. 0: none.
+  double every_seconds = 0;
+  std::int64_t align = 1;
   std::vector<caf::actor> shards;
   std::function<std::int64_t(std::int64_t step)> shard_version;
   std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;

@@ -24,15 +24,24 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
       rest -= wc.mix_weights.back();
     }
     wc.mix_weights.push_back(rest);
+    if (setup.node)
+      wc.whole_graph = graph; // across processes a worker can be lost: the weights among the survivors
     return wc;
   };
   if (setup.node) { // across processes: this process's worker, its neighbours' proxies
+    // A lost worker: its neighbours leave it out and re-weigh, the
+    // survivors share out its data (no round to abandon: nothing is redone).
+    elastic_plan elastic;
+    elastic.tell_survivors = true;
+    elastic.min_workers = setup.min_workers;
+    elastic.why_not = setup.min_workers == 0 ? "train.min_workers = 0" : "";
+    elastic.on = elastic.why_not.empty() && n > 1;
     auto c = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_gossip_worker(sys, config_of(setup.node->rank(), to)); },
       [](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
         self->send(local, actors::wire_atom::value, all);
       },
-      on_progress, on_metrics, stop, false, checkpoints_of(setup));
+      on_progress, on_metrics, stop, false, checkpoints_of(setup), elastic);
     if (!c)
       return {};
     if (!c->failure.empty())

@@ -29,17 +29,18 @@ struct shard_set {
 /// A lock-step shard's versions per checkpoint (sync: one a step; local
 /// SGD: one an averaging round); 0 for the others, asked as they are.
 std::int64_t snapshot_versions(const topology_setup& setup) {
-  if (setup.checkpoint_every <= 0)
+  const auto grid = checkpoint_grid(setup);
+  if (grid <= 0)
     return 0;
   if (setup.ps.local_sgd())
-    return setup.checkpoint_every / setup.ps.local_steps;
-  return setup.ps.sync && setup.ps.backups() == 0 ? setup.checkpoint_every : 0;
+    return grid / setup.ps.local_steps;
+  return setup.ps.sync && setup.ps.backups() == 0 ? grid : 0;
 }
 
 /// The coordinator's plan: every shard asked for the version of a checkpoint's step.
 checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector<caf::actor>& shards) {
   const auto per = snapshot_versions(setup);
-  const auto every = setup.checkpoint_every;
+  const auto every = checkpoint_grid(setup);
   const auto local = setup.ps.local_steps;
   const bool averaging = setup.ps.local_sgd();
   return checkpoints_of(setup, shards, [per, every, local, averaging](std::int64_t step) -> std::int64_t {
@@ -160,7 +161,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     // Every mode goes on without a lost worker: its shards complete
     // versions (sync, local SGD) and clocks (SSP) with the survivors.
     elastic_plan elastic;
-    elastic.parameter_server = true;
+    elastic.tell_survivors = true;
     elastic.shards = shards.handles;
     elastic.min_workers = std::max(setup.min_workers, setup.ps.backup + 1); // a version needs a push
     elastic.why_not = setup.min_workers == 0      ? "train.min_workers = 0"

@@ -83,10 +83,25 @@ std::shared_ptr<const actors::snapshot> resume_point::part(const std::string& wh
   return it->second;
 }
 
+std::int64_t checkpoint_grid(const topology_setup& setup) {
+  if (setup.checkpoint_every > 0)
+    return setup.checkpoint_every;
+  if (setup.checkpoint_every_s <= 0)
+    return 0;
+  constexpr std::int64_t versions_apart = 10; // a shard's copy per 10 versions: ~50 us each for the MLP
+  if (setup.ps.local_sgd())
+    return setup.ps.local_steps * ((versions_apart + setup.ps.local_steps - 1) / setup.ps.local_steps);
+  if (setup.kind == topology_kind::parameter_server && setup.ps.sync && setup.ps.backups() == 0)
+    return versions_apart;
+  return 1;
+}
+
 checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards,
                                std::function<std::int64_t(std::int64_t)> shard_version) {
   checkpoint_plan p;
   p.every = setup.on_checkpoint ? setup.checkpoint_every : 0;
+  p.every_seconds = setup.on_checkpoint ? setup.checkpoint_every_s : 0;
+  p.align = std::max<std::int64_t>(1, checkpoint_grid(setup));
   p.shards = std::move(shards);
   p.shard_version = std::move(shard_version);
   p.on_checkpoint = setup.on_checkpoint;

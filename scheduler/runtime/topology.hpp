@@ -111,6 +111,10 @@ struct topology_setup {
   /// Checkpoints: every `checkpoint_every` steps each actor's part goes to
   /// on_checkpoint (rank 0; coordinator.hpp's checkpoint_plan); 0: none.
   std::int64_t checkpoint_every = 0;
+  /// Or by time: every `checkpoint_every_s` seconds the coordinator pauses
+  /// the workers at their next boundary and has them all snapshot one step
+  /// (a multiple of checkpoint_grid's).
+  double checkpoint_every_s = 0;
   std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;
   /// A ring that runs itself (no peers, no sharded update, no balancing,
   /// equal batches) survives lost workers while this many remain; 0: a

@@ -26,6 +26,12 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop);
 
+/// The steps a checkpoint may fall on are the multiples of this:
+/// train.checkpoint_every, or by time 1, or where shards must keep a copy
+/// of the version ahead (sync parameter server: 10; local SGD: the
+/// multiple of local_steps from 10 up); 0: no checkpoints.
+std::int64_t checkpoint_grid(const topology_setup& setup);
+
 /// The coordinator's checkpoint plan from the setup: `shards` asked at
 /// shard_version(step) (-1: as they are).
 checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards = {},

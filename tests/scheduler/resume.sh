@@ -11,6 +11,8 @@
 #    process (a different process count), and the reverse, bit for bit.
 #  - Ctrl-C (SIGINT once rank 0 has written a step record) writes a
 #    checkpoint; resuming from it ends where the uninterrupted run ends.
+#  - Checkpoints by time (checkpoint_every_s) fall on one step of every
+#    worker, on the topology's grid, and resume bit for bit.
 #  - The async parameter server resumes and completes (not bitwise).
 #  - Bad checkpoints are refused naming the file and the fault: a flipped
 #    byte, a truncated part, a missing manifest, another model, another
@@ -112,6 +114,35 @@ interrupted() {
 }
 interrupted ring ring.toml --set topology.workers=3
 interrupted single default.toml
+
+# Checkpoints by time (train.checkpoint_every_s): the workers pause at
+# their next boundary and all snapshot one step, which falls on the
+# topology's grid; resumed from the first one, the run ends as it did.
+# timed NAME CONFIG GRID [--set ...]
+timed() {
+  local name=$1 config=$2 grid=$3
+  shift 3
+  "$gw" run "$src/examples/$config" "${common[@]}" --set data.train_subset=0 --set train.checkpoint_every=0 \
+    --set train.checkpoint_every_s=0.05 "$@" --out "$tmp/$name" >"$tmp/$name.txt" 2>&1 ||
+    { bad "$name: the run with checkpoints by time failed: $(tail -3 "$tmp/$name.txt")"; return; }
+  local first
+  first=$(ls "$tmp/$name/checkpoints" 2>/dev/null | head -1)
+  [ -n "$first" ] || { bad "$name: no checkpoint by time"; return; }
+  first=$((10#${first#step-}))
+  [ $((first % grid)) = 0 ] || bad "$name: a checkpoint by time at step $first, off the grid of $grid"
+  cp -r "$tmp/$name" "$tmp/$name.resumed"
+  rm "$tmp/$name.resumed/model.safetensors"
+  "$gw" run --resume "$tmp/$name.resumed" --from-step "$first" -q --no-report >"$tmp/$name.r.txt" 2>&1 ||
+    { bad "$name: the resume from step $first failed: $(tail -3 "$tmp/$name.r.txt")"; return; }
+  cmp -s "$tmp/$name/model.safetensors" "$tmp/$name.resumed/model.safetensors" &&
+    echo "ok: $name resumed from its checkpoint by time (step $first) equals the uninterrupted run" ||
+    bad "$name: resumed from its checkpoint by time (step $first), the model differs"
+}
+timed ring-timed ring.toml 1 --set topology.workers=3
+timed ring-timed-procs ring.toml 1 --set topology.workers=3 --procs 3
+timed ps-sync-timed ps-async.toml 10 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2
+timed local-sgd-timed local-sgd.toml 16 --set topology.workers=3 --set topology.local_steps=8
+timed single-timed default.toml 1
 
 # Async parameter server: resumes and completes.
 "$gw" run "$src/examples/ps-async.toml" "${common[@]}" --set topology.workers=3 --out "$tmp/async" >"$tmp/async.txt" 2>&1 ||

@@ -94,6 +94,20 @@ sys.exit(not ok)
 PY
 done
 
+# Gossip goes on without a lost worker: its neighbours leave it out of the
+# graph with Metropolis weights over the survivors (D-PSGD), or stop
+# picking it (AD-PSGD).
+for g in dpsgd adpsgd; do
+  { cat "$src/examples/gossip-$g.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/$g.toml"
+  rc=0
+  timeout 120 "$GW" run "$work/$g.toml" --procs 4 --set topology.workers=4 --set transport.peer_timeout_ms=1000 \
+    --set train.max_steps=100 -q --no-report --out "$work/$g" >"$work/$g.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] || { bad "$g that loses rank 2: the launcher exited $rc"; sed 's/^/    /' "$work/$g.txt"; }
+  has "$work/$g.txt" 'carrying on without worker 2: 3 workers'
+  /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [2] or len(s['faults']) != 1))" \
+    "$work/$g/summary.json" || bad "$g: summary.json does not list the one lost worker of a completed run"
+done
+
 # Rank 0 killed: the others end, saying where the checkpoints are.
 { cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 0\nat_step = 30\n'; } >"$work/rank0.toml"
 rc=0
