@@ -80,6 +80,10 @@ snapshot take_snapshot(const shard_state& s) {
   out.put("range", std::vector<std::int64_t>{static_cast<std::int64_t>(s.cfg.begin), static_cast<std::int64_t>(s.cfg.end)});
   out.put("clocks", s.clocks);
   out.put("dropped", s.dropped);
+  std::vector<std::int64_t> live;
+  for (bool l : s.live)
+    live.push_back(l ? 1 : 0);
+  out.put("live", live); // after a lost worker: whose clocks a resume at the survivors' count keeps
   out.put("staleness", s.staleness);
   out.put("max_gap", s.max_gap);
   return out;
@@ -94,8 +98,20 @@ void restore(shard_state& s, const snapshot& in) {
   check(p.size() == len(s), in.who + ": " + std::to_string(p.size()) + " parameters for a slice of " + std::to_string(len(s)));
   std::memcpy(s.params.data(), p.data(), len(s) * sizeof(float));
   s.opt->load({in.one("optimizer_steps"), in.f("moments")});
-  const auto& clocks = in.i("clocks");
-  const auto& dropped = in.i("dropped");
+  auto clocks = in.i("clocks");
+  auto dropped = in.i("dropped");
+  if (in.has("live") && clocks.size() != s.clocks.size()) { // saved after a loss: the survivors', renumbered
+    const auto& live = in.i("live");
+    check(live.size() == clocks.size() && dropped.size() == clocks.size(), in.who + ": malformed live flags");
+    std::vector<std::int64_t> c, d;
+    for (std::size_t r = 0; r < live.size(); ++r)
+      if (live[r] != 0) {
+        c.push_back(clocks[r]);
+        d.push_back(dropped[r]);
+      }
+    clocks = std::move(c);
+    dropped = std::move(d);
+  }
   check(clocks.size() == s.clocks.size() && dropped.size() == s.dropped.size(),
         in.who + ": clocks of " + std::to_string(clocks.size()) + " workers for " + std::to_string(s.clocks.size()));
   s.clocks = clocks;

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace gradwire::scheduler {
@@ -260,8 +262,30 @@ void checkpoint_writer::write(const job& j) {
     write_durably(folder / name, head, fbytes ? reinterpret_cast<const char*>(p.floats.data()) : nullptr, fbytes);
     parts.push_back({{"who", p.who}, {"file", name}, {"bytes", head.size() + fbytes}, {"crc32", get_u64(head, 24)}});
   }
+  // After a lost worker the checkpoint holds the survivors: the workers it
+  // resumes with, and which ranks it lacks (a resume renumbers the others).
+  auto identity = identity_;
+  auto run_info = j.run;
+  int workers = 0, ranks = identity.value("workers", 0);
+  nlohmann::json lost = nlohmann::json::array();
+  std::vector<bool> present(static_cast<std::size_t>(std::max(ranks, 0)), false);
+  for (const auto& p : j.parts) {
+    int r = -1;
+    if (std::sscanf(p.who.c_str(), "worker %d", &r) == 1) {
+      ++workers;
+      if (r >= 0 && r < ranks)
+        present[static_cast<std::size_t>(r)] = true;
+    }
+  }
+  if (workers > 0 && workers < ranks) {
+    for (int r = 0; r < ranks; ++r)
+      if (!present[static_cast<std::size_t>(r)])
+        lost.push_back(r);
+    identity["workers"] = workers;
+    run_info["lost_workers"] = lost;
+  }
   nlohmann::json manifest = {{"format", manifest_format}, {"step", j.step}, {"byte_order", "little-endian"},
-                             {"identity", identity_},     {"parts", parts}, {"run", j.run}};
+                             {"identity", identity},      {"parts", parts}, {"run", run_info}};
   write_durably(folder / "MANIFEST.json", manifest.dump(2) + "\n"); // last: now it exists
   const auto all = complete_checkpoints(run);
   for (std::size_t k = 0; k + static_cast<std::size_t>(keep_) < all.size(); ++k) {
@@ -271,7 +295,11 @@ void checkpoint_writer::write(const job& j) {
   }
 }
 
-loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
+namespace {
+
+/// The checkpoint folder `which` (a run folder, or a checkpoint's own) and
+/// `step` (0: the newest complete) name.
+fs::path chosen_checkpoint(const std::string& which, std::int64_t step) {
   fs::path folder(which);
   check(fs::is_directory(folder), which + ": no such folder (give a run's folder or one of its checkpoints)");
   if (!fs::exists(folder / "MANIFEST.json")) { // a run folder
@@ -286,6 +314,23 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
       folder = all.back().second;
     }
   }
+  return folder;
+}
+
+} // namespace
+
+int checkpoint_workers(const std::string& which, std::int64_t step) {
+  try {
+    const auto m = nlohmann::json::parse(read_all((chosen_checkpoint(which, step) / "MANIFEST.json").string()));
+    const auto& lost = m.at("run").value("lost_workers", nlohmann::json::array());
+    return lost.empty() ? -1 : m.at("identity").at("workers").get<int>();
+  } catch (const std::exception&) {
+    return -1; // load_checkpoint says what is wrong, in its place
+  }
+}
+
+loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
+  const auto folder = chosen_checkpoint(which, step);
   loaded_checkpoint out;
   out.dir = folder.string();
   const auto mpath = (folder / "MANIFEST.json").string();
@@ -320,6 +365,22 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
     check(!out.point->parts.count(s.who), mpath + ": '" + s.who + "' twice");
     const auto who = s.who; // the right side of = is evaluated first (C++17): not s.who after the move
     out.point->parts[who] = std::make_shared<actors::snapshot>(std::move(s));
+  }
+  // Saved after a lost worker: the survivors' parts become workers 0 .. k-1
+  // in rank order (the run resumes with k workers).
+  if (m.contains("run") && m["run"].is_object() && !m["run"].value("lost_workers", nlohmann::json::array()).empty()) {
+    std::map<int, std::shared_ptr<const actors::snapshot>> workers;
+    for (auto it = out.point->parts.begin(); it != out.point->parts.end();) {
+      int r = -1;
+      if (std::sscanf(it->first.c_str(), "worker %d", &r) == 1) {
+        workers[r] = it->second;
+        it = out.point->parts.erase(it);
+      } else
+        ++it;
+    }
+    int i = 0;
+    for (const auto& [r, part] : workers)
+      out.point->parts["worker " + std::to_string(i++)] = part;
   }
   return out;
 }

@@ -88,7 +88,13 @@ struct loaded_checkpoint {
 /// folder (its newest complete checkpoint) or, with `step` > 0, that step's
 /// in the run folder. Throws gradwire::error naming the file and what is
 /// wrong (missing, truncated, corrupt, another format).
+/// A checkpoint saved after lost workers holds the survivors' parts; they
+/// become workers 0 .. k-1 in rank order.
 loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step = 0);
+
+/// The workers that checkpoint resumes with when it was saved after lost
+/// workers (fewer than the config's); -1 otherwise or when it cannot be read.
+int checkpoint_workers(const std::string& which, std::int64_t step = 0);
 
 /// Throws unless the checkpoint's identity is `cfg`'s, naming what differs.
 void check_identity(const loaded_checkpoint& c, const nlohmann::json& identity);

@@ -372,6 +372,17 @@ run_config load_config(const std::string& path, const std::vector<std::string>& 
   return parse_config(ss.str(), path, overrides);
 }
 
+run_config load_config_of_survivors(const std::string& path, const std::vector<std::string>& overrides, int workers) {
+  auto cfg = load_config(path, overrides); // every check, in the file's own terms
+  toml::table root = toml::parse(cfg.resolved_toml, path);
+  root.erase("faults");
+  std::ostringstream text;
+  text << root;
+  auto more = overrides;
+  more.push_back("topology.workers=" + std::to_string(workers));
+  return parse_config(text.str(), path, more);
+}
+
 std::string describe_keys() {
   std::ostringstream os;
   std::string section;

@@ -101,6 +101,11 @@ struct run_config {
 
 /// Parses the file at `path` and applies `overrides` ("key=value").
 run_config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// A run's config to resume from a checkpoint saved after it lost workers:
+/// `workers` of them (the survivors, renumbered), and without its
+/// [[faults]] (they name ranks of the run as it was).
+run_config load_config_of_survivors(const std::string& path, const std::vector<std::string>& overrides, int workers);
 /// Same, from text; `source` names it in messages.
 run_config parse_config(const std::string& text, const std::string& source,
                         const std::vector<std::string>& overrides = {});

@@ -2,6 +2,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/runtime/bench_allreduce.hpp"
+#include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
 #include "scheduler/app/model_file.hpp"
@@ -325,6 +326,15 @@ gradwire::scheduler::run_config run_config_of(cli_args& a) {
   if (!a.sweeps.empty())
     throw gradwire::error("--resume continues one run: drop --sweep");
   auto cfg = gradwire::scheduler::load_config(a.config_path, a.overrides);
+  // Saved after lost workers: the run goes on with the survivors.
+  const int survivors = gradwire::scheduler::checkpoint_workers(a.resume, a.resume_step);
+  if (survivors > 0 && survivors != cfg.workers) {
+    if (!std::getenv("GRADWIRE_RANK") && gradwire::transport::detect_launch().rank == 0)
+      std::fprintf(stderr, "gradwire: the checkpoint was saved after the run lost workers: resuming with its %d "
+                           "surviving worker(s), renumbered 0 to %d, without the config's [[faults]]\n",
+                   survivors, survivors - 1);
+    cfg = gradwire::scheduler::load_config_of_survivors(a.config_path, a.overrides, survivors);
+  }
   if (a.out_dir.empty())
     a.out_dir = dir.string();
   return cfg;

@@ -452,8 +452,17 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   std::unique_ptr<checkpoint_writer> checkpoints;
   if (cfg.checkpoint_every > 0 || cfg.checkpoint_every_s > 0 || opts.stop != nullptr) { // Ctrl-C keeps one too
     checkpoints = std::make_unique<checkpoint_writer>(cfg.out, cfg.keep_checkpoints, identity);
-    setup.on_checkpoint = [&checkpoints, &ev, time_offset](std::int64_t step, std::vector<actors::snapshot_frame> parts) {
-      checkpoints->submit(step, std::move(parts), {{"train_seconds", time_offset + since(ev.t_train)}});
+    // A run resumed with the survivors of lost workers says so in its own
+    // checkpoints: a later resume again starts from config.toml's count.
+    const auto lost_before = resumed && resumed->manifest["run"].is_object()
+                               ? resumed->manifest["run"].value("lost_workers", nlohmann::json::array())
+                               : nlohmann::json::array();
+    setup.on_checkpoint = [&checkpoints, &ev, time_offset, lost_before](std::int64_t step,
+                                                                        std::vector<actors::snapshot_frame> parts) {
+      nlohmann::json run = {{"train_seconds", time_offset + since(ev.t_train)}};
+      if (!lost_before.empty())
+        run["lost_workers"] = lost_before;
+      checkpoints->submit(step, std::move(parts), std::move(run));
     };
   }
   if (resumed) {

@@ -157,12 +157,34 @@ struct coordinator_state {
     parts.resize(n);
     const auto step = s.step;
     parts[static_cast<std::size_t>(rank)] = std::move(s);
-    for (const auto& p : parts)
-      if (!p)
+    try_complete(self, step);
+  }
+
+  /// After a lost worker: the checkpoints that waited for its part are
+  /// complete with the survivors'.
+  void complete_pending(caf::scoped_actor& self) {
+    std::vector<std::int64_t> pending;
+    for (const auto& c : collecting)
+      pending.push_back(c.first);
+    for (auto step : pending)
+      if (collecting.count(step))
+        try_complete(self, step);
+  }
+
+  /// Hands the checkpoint of `step` on once every worker still in the job
+  /// (a lost one has no part) has sent its part, with the shards' parts.
+  void try_complete(caf::scoped_actor& self, std::int64_t step) {
+    auto& parts = collecting[step];
+    const auto lost = [this](std::size_t r) {
+      return std::find(out.lost.begin(), out.lost.end(), static_cast<int>(r)) != out.lost.end();
+    };
+    for (std::size_t r = 0; r < n; ++r)
+      if (!parts[r] && !lost(r))
         return;
     std::vector<actors::snapshot_frame> all;
     for (auto& p : parts)
-      all.push_back(std::move(*p));
+      if (p)
+        all.push_back(std::move(*p));
     collecting.erase(collecting.begin(), std::next(collecting.find(step)));
     timed_steps.erase(timed_steps.begin(), timed_steps.upper_bound(step));
     for (std::size_t i = 0; i < plan->shards.size(); ++i) {
@@ -374,6 +396,7 @@ struct coordinator_state {
         go_on_without();
       else
         start_reform();
+      complete_pending(*self);
       return;
     }
     if (!carry_on && !stopping) {
