@@ -1,10 +1,11 @@
 #include "scheduler/runtime/coordinator.hpp"
 
+#include "scheduler/runtime/checkpoint_gather.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <set>
 
 namespace gradwire::scheduler {
 
@@ -79,9 +80,9 @@ struct coordinator_state {
   std::int64_t final_step = -1;
 
   void on_paused(caf::scoped_actor& self, const std::vector<caf::actor>& workers, int rank, std::int64_t at) {
-    if (timed_pausing && known(rank)) {
-      timed_boundary[static_cast<std::size_t>(rank)] = at;
-      release_timed(self, workers, false);
+    if (gather->pausing() && known(rank)) { // a checkpoint by time
+      gather->boundary(rank, at);
+      gather->release(self, workers, finished, false);
       return;
     }
     if (!pausing || !known(rank) || final_step >= 0)
@@ -100,121 +101,27 @@ struct coordinator_state {
     pausing = false; // from here as any stop: the workers finish within the stop's bound
     stop_sent = clock_type::now();
   }
-  std::map<std::int64_t, std::vector<std::optional<actors::snapshot_frame>>> collecting;
+  /// The checkpoints' parts, gathered (and the pauses of checkpoints by time).
+  std::optional<checkpoint_gather> gather;
 
-  /// Checkpoints by time (plan->every_seconds): a pause like a stop's, then
-  /// every worker snapshots the common step on its way and goes on.
-  bool timed_pausing = false;
-  clock_type::time_point timed_since = clock_type::now(), timed_sent;
-  std::vector<std::int64_t> timed_boundary;
-  std::set<std::int64_t> timed_steps;
-
-  void start_timed(caf::scoped_actor& self, const std::vector<caf::actor>& workers) {
-    timed_pausing = true;
-    timed_sent = clock_type::now();
-    timed_boundary.assign(n, -1);
-    for (std::size_t r = 0; r < n; ++r)
-      if (!finished[r])
-        self->send(workers[r], actors::pause_atom::value);
+  bool lost(std::size_t r) const {
+    return std::find(out.lost.begin(), out.lost.end(), static_cast<int>(r)) != out.lost.end();
   }
 
-  /// Once every running worker has said where it holds: the step all
-  /// snapshot (give_up: none, the pause took too long).
-  void release_timed(caf::scoped_actor& self, const std::vector<caf::actor>& workers, bool give_up) {
-    std::int64_t last = 0;
-    for (std::size_t r = 0; r < n && !give_up; ++r) {
-      if (!finished[r] && timed_boundary[r] < 0)
-        return;
-      last = std::max(last, timed_boundary[r]);
-    }
-    const auto align = std::max<std::int64_t>(1, plan->align);
-    const std::int64_t at = give_up ? -1 : (last + align - 1) / align * align;
-    if (at > 0)
-      timed_steps.insert(at);
-    for (std::size_t r = 0; r < n; ++r)
-      if (!finished[r])
-        self->send(workers[r], actors::pause_atom::value, at, true);
-    timed_pausing = false;
-    timed_since = clock_type::now();
+  /// Asking the shards for their parts kept this thread from hearing the workers.
+  void heard_all() {
+    for (auto& t : last_seen)
+      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
   }
 
   void on_snapshot(caf::scoped_actor& self, const std::string& meta, const actors::slice& floats) {
-    if (plan == nullptr || !plan->on_checkpoint)
-      return;
-    actors::snapshot_frame s;
-    try {
-      s = actors::snapshot_frame::checked(meta, floats, "a worker's checkpoint part");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "gradwire: ignored: %s\n", e.what());
-      return;
-    }
-    int rank = -1;
-    const bool periodic = (plan->every > 0 && s.step % plan->every == 0) || timed_steps.count(s.step) > 0;
-    if (std::sscanf(s.who.c_str(), "worker %d", &rank) != 1 || !known(rank) || s.step <= 0 ||
-        (!periodic && s.step != final_step))
-      return;
-    auto& parts = collecting[s.step];
-    parts.resize(n);
-    const auto step = s.step;
-    parts[static_cast<std::size_t>(rank)] = std::move(s);
-    try_complete(self, step);
+    if (gather->on_part(self, meta, floats, final_step, [this](std::size_t r) { return lost(r); }))
+      heard_all();
   }
 
-  /// After a lost worker: the checkpoints that waited for its part are
-  /// complete with the survivors'.
   void complete_pending(caf::scoped_actor& self) {
-    std::vector<std::int64_t> pending;
-    for (const auto& c : collecting)
-      pending.push_back(c.first);
-    for (auto step : pending)
-      if (collecting.count(step))
-        try_complete(self, step);
-  }
-
-  /// Hands the checkpoint of `step` on once every worker still in the job
-  /// (a lost one has no part) has sent its part, with the shards' parts.
-  void try_complete(caf::scoped_actor& self, std::int64_t step) {
-    auto& parts = collecting[step];
-    const auto lost = [this](std::size_t r) {
-      return std::find(out.lost.begin(), out.lost.end(), static_cast<int>(r)) != out.lost.end();
-    };
-    for (std::size_t r = 0; r < n; ++r)
-      if (!parts[r] && !lost(r))
-        return;
-    std::vector<actors::snapshot_frame> all;
-    for (auto& p : parts)
-      if (p)
-        all.push_back(std::move(*p));
-    collecting.erase(collecting.begin(), std::next(collecting.find(step)));
-    timed_steps.erase(timed_steps.begin(), timed_steps.upper_bound(step));
-    for (std::size_t i = 0; i < plan->shards.size(); ++i) {
-      // The final checkpoint of a stop: every worker has pushed its last step, the shards are there.
-      const std::int64_t v = plan->shard_version && step != final_step ? plan->shard_version(step) : -1;
-      bool ok = false;
-      self->request(plan->shards[i], timeout, actors::snapshot_atom::value, v)
-        .receive(
-          [&](const std::string& m, const actors::slice& f) {
-            try {
-              const auto where = "shard " + std::to_string(i) + "'s checkpoint part";
-              auto lay = actors::snapshot::layout(m, f.defined() ? static_cast<std::size_t>(f.numel()) : 0, where);
-              lay.put("shard_version", lay.step); // filed under the checkpoint's step
-              lay.step = step;
-              all.push_back(actors::snapshot_frame::checked(lay.meta_for(lay.float_sizes), f, where));
-              ok = true;
-            } catch (const std::exception& e) {
-              std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: %s\n", static_cast<long long>(step), e.what());
-            }
-          },
-          [&](caf::error& e) {
-            std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: shard %zu: %s\n",
-                         static_cast<long long>(step), i, self->system().render(e).c_str());
-          });
-      if (!ok)
-        return;
-    }
-    for (auto& t : last_seen) // asking the shards kept this thread from hearing the workers
-      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
-    plan->on_checkpoint(step, std::move(all));
+    if (gather->complete_pending(self, final_step, [this](std::size_t r) { return lost(r); }))
+      heard_all();
   }
 
   void totals() {
@@ -372,6 +279,14 @@ struct coordinator_state {
   void on_lost(actors::worker_report rep) {
     if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
       return;
+    // "rank R lost rank P": a rank that lost a neighbour (join_across.cpp).
+    // When R itself is gone by now (a link down between R and P: each
+    // reports the other, and the first report processed decides), its word
+    // no longer counts.
+    int reporter = -1, about = -1;
+    if (std::sscanf(rep.error.c_str(), "rank %d lost rank %d", &reporter, &about) == 2 && known(reporter) &&
+        lost(static_cast<std::size_t>(reporter)))
+      return;
     const auto r = static_cast<std::size_t>(rep.rank);
     // Reported by another rank (it lost contact), the lost rank may still
     // be running: it is cut off and told so, and leaves the job.
@@ -496,19 +411,20 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const elastic_plan& elastic) {
   coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
   st.plan = &checkpoints;
+  st.gather.emplace(checkpoints, st.n, timeout);
   st.elastic = &elastic;
   st.workers = &workers;
   st.self = &self;
   st.cut_off = cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
-    if (!st.stopping && checkpoints.every_seconds > 0 && checkpoints.on_checkpoint) { // checkpoints by time
-      if (!st.timed_pausing && clock_type::now() - st.timed_since > std::chrono::duration<double>(checkpoints.every_seconds))
-        st.start_timed(self, workers);
-      else if (st.timed_pausing) // a worker lost meanwhile no longer counts; a pause too long is given up
-        st.release_timed(self, workers, clock_type::now() - st.timed_sent > std::chrono::seconds(10));
+    if (!st.stopping) { // checkpoints by time
+      if (st.gather->due())
+        st.gather->start(self, workers, st.finished);
+      else if (st.gather->pausing()) // a worker lost meanwhile no longer counts; a pause too long is given up
+        st.gather->release(self, workers, st.finished, st.gather->pause_too_long());
     }
     if (!st.stopping && stop != nullptr && stop->load()) {
-      st.timed_pausing = false; // the stop's own pause takes over
+      st.gather->cancel(); // the stop's own pause takes over
       st.out.interrupted = st.stopping = true;
       st.stop_sent = clock_type::now();
       if (checkpoints.on_checkpoint) {

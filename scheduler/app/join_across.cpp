@@ -1,0 +1,147 @@
+#include "scheduler/app/join_across.hpp"
+
+#include "actors/messages.hpp"
+#include "models/model.hpp"
+#include "transport/shm_arena.hpp"
+#include "transport/ucx_link.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace gradwire::scheduler {
+namespace {
+
+/// Under `--procs`, the launcher tells rank 0 of a rank's death as it
+/// happens (a line "RANK what" on GRADWIRE_LAUNCHER_FD): that rank is cut
+/// off at once instead of after the liveness bound.
+void hear_launcher(const std::shared_ptr<transport::node>& node) {
+  const char* fd_text = std::getenv("GRADWIRE_LAUNCHER_FD");
+  if (fd_text == nullptr)
+    return;
+  const int fd = std::atoi(fd_text);
+  if (fd < 3)
+    return;
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  std::weak_ptr<transport::node> weak = node;
+  std::thread([fd, weak] {
+    std::string buf;
+    char chunk[256];
+    for (;;) {
+      const auto n = ::read(fd, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return; // the launcher is gone
+      buf.append(chunk, static_cast<std::size_t>(n));
+      for (auto nl = buf.find('\n'); nl != std::string::npos && nl < 256; nl = buf.find('\n')) {
+        const auto line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        const int peer = std::atoi(line.c_str());
+        auto nd = weak.lock();
+        if (!nd)
+          return;
+        if (peer > 0 && peer < nd->size() && !nd->is_down(peer))
+          nd->cut_off(peer, "the launcher saw its process " + line.substr(line.find(' ') + 1));
+      }
+      if (buf.size() > 4096)
+        return; // not the launcher's lines
+    }
+  }).detach();
+}
+
+} // namespace
+
+void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& setup, std::optional<job>& jb) {
+  job_options jo;
+  jo.tls = cfg.transport_tls;
+  jo.spin_us = cfg.spin_us;
+  // Workers that poll the link while they wait deliver their own frames;
+  // the progress thread only covers their computing, and should not
+  // preempt them at each frame (ucx_options::progress_nice).
+  jo.progress_nice = cfg.progress_nice >= 0 ? cfg.progress_nice : (setup.spin_wait && cfg.spin_us == 0 ? 19 : 0);
+  jo.shm_refs = cfg.shm_refs;
+  jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
+  jo.shape.latency_us = cfg.latency_us;
+  jo.shape.bandwidth_gbps = cfg.bandwidth_gbps;
+  if (!setup.faults.empty()) { // delay, drop and partition act here
+    jo.shape.faults = std::make_shared<transport::link_faults>();
+    setup.link_faults = jo.shape.faults;
+  }
+  // The largest data frame of this job: a final report, whose header (a
+  // list per step, up to the link's 16 MiB header bound) travels in front
+  // of the parameters and BatchNorm statistics; twice those, the header
+  // bound and a MiB of slack. More from a peer is refused before it is
+  // allocated.
+  const models::model sizing(cfg.model, kernels::device::cpu(), cfg.seed);
+  jo.max_data_bytes = 2 * (sizing.size() + static_cast<std::size_t>(sizing.state().numel())) * sizeof(float) +
+                      transport::ucx_options{}.max_header_bytes + (std::size_t{1} << 20);
+  jb = join_job(sys, jo);
+  const int rank = jb->launch.rank;
+  setup.node = jb->node;
+  setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
+  publish_barrier(sys, *jb);
+  // Where a rank that outlives rank 0 points its user: rank 0 held the
+  // coordinator, the shards and the results, so the job ends; its
+  // checkpoints are where a run goes on from.
+  const std::string resume_hint =
+    cfg.checkpoint_every > 0 || cfg.checkpoint_every_s > 0
+      ? "its checkpoints (every " + (cfg.checkpoint_every > 0 ? std::to_string(cfg.checkpoint_every) + " steps"
+                                                               : fmt::format("{:g} s", cfg.checkpoint_every_s)) +
+          ") are in " + cfg.out +
+          "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out + "` goes on from the latest complete one"
+      : "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
+  const bool peers_talk = setup.kind != topology_kind::parameter_server && setup.kind != topology_kind::local_sgd;
+  setup.on_published = [&sys, &jb, rank, resume_hint, peers_talk] {
+    // Weakly: the node keeps this callback, and a strong handle here would
+    // keep the node (and its UCX endpoints) alive forever.
+    std::weak_ptr<transport::node> weak = jb->node;
+    jb->node->start([weak, rank, resume_hint, peers_talk](int peer, const std::string& what) {
+      auto node = weak.lock();
+      if (!node)
+        return; // the job is over
+      actors::worker_report failed;
+      failed.rank = peer;
+      failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
+      // To the coordinator, while there is one (during shutdown its slot is
+      // gone, and a rank dying then is no news).
+      const auto tell_coordinator = [&node, &failed] {
+        try {
+          caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
+        } catch (const std::exception&) {
+        }
+      };
+      if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
+        tell_coordinator();
+      else if (peer == 0) { // the coordinator is gone, or has cut this rank off
+        if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
+          std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, what.c_str());
+        else {
+          std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
+          if (rank == 1)
+            std::fprintf(stderr, "gradwire: rank 0 held the coordinator, the shards and the results, so the job ends; "
+                                 "%s\n", resume_hint.c_str());
+        }
+        std::fflush(stderr);
+        transport::unlink_arenas(); // no destructors run from here
+        std::_Exit(3);
+      } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes
+        failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
+        tell_coordinator();
+      }
+    }, jb->live);
+    if (rank == 0)
+      hear_launcher(jb->node);
+    barrier(sys, *jb, 0);
+  };
+}
+
+} // namespace gradwire::scheduler
