@@ -350,6 +350,22 @@ void node::forward_request(int r, std::uint32_t slot, const caf::strong_actor_pt
     id = next_request_++;
     pending_[id] = {r, sender, mid};
   }
+  // To a rank already down: no reply will come, and peer_down's sweep of
+  // the open requests has passed (checked after registering, so a rank
+  // going down right now is caught by one or the other).
+  if (is_down(r)) {
+    pending_request p;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = pending_.find(id);
+      if (it == pending_.end())
+        return; // the sweep answered it
+      p = it->second;
+      pending_.erase(it);
+    }
+    answer(p, caf::make_message(caf::make_error(caf::sec::runtime_error, "rank " + std::to_string(r) + " is gone")));
+    return;
+  }
   auto f = encode(msg, ctx_, slot, ref_of(sender), [this](const caf::actor& a) { return ref_of(a); }, id);
   link_->send(r, std::move(f.header), std::move(f.data), may_reference(msg));
 }

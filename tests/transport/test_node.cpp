@@ -373,3 +373,15 @@ TEST_CASE("a peer whose frames pile up past its memory budget is cut off, and wh
   CHECK(job.nodes[1]->held_bytes(0) == 0);
   caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("a request to a rank already down fails with that word instead of waiting out its timeout") {
+  job_of_threads job(2);
+  for (auto& nd : job.nodes)
+    nd->start({}, liveness{50, 60000});
+  job.nodes[0]->cut_off(1, "the test"); // down here from now on
+  caf::scoped_actor self{*job.systems[0]};
+  std::string why;
+  self->request(job.nodes[0]->remote(1, sink_slot), std::chrono::seconds(60), actors::stats_atom::value)
+    .receive([&](std::int64_t) { why = "answered"; }, [&](caf::error& e) { why = self->system().render(e); });
+  CHECK_THAT(why, Catch::Contains("rank 1 is gone")); // not a request_timeout after 60 s
+}
