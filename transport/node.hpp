@@ -17,7 +17,7 @@
 /// receiving process delivers it with a stand-in sender that catches the
 /// handler's reply (or error) and sends it back; the requester gets it as
 /// the response CAF expects. Open requests to a rank that fails end with
-/// an error naming the rank.
+/// an error naming the rank, and so does a request to a rank already down.
 
 #include "transport/codec.hpp"
 #include "transport/link.hpp"
