@@ -225,15 +225,8 @@ void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_
       graph.push_back(j);
     else
       st.mixers.erase(j);
-  std::vector<float> weights;
-  float rest = 1.f;
-  for (int j : graph) {
-    weights.push_back(1.f / static_cast<float>(1 + std::max(graph.size(), degree(j))));
-    rest -= weights.back();
-  }
-  weights.push_back(rest);
+  st.cfg.mix_weights = metropolis_weights(graph, degree);
   st.cfg.graph = std::move(graph);
-  st.cfg.mix_weights = std::move(weights);
   st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
   if (!adpsgd(st))
     try_mix(self); // a step waiting for the lost neighbour completes
@@ -317,6 +310,17 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
 }
 
 } // namespace
+
+std::vector<float> metropolis_weights(const std::vector<int>& neighbours, const std::function<std::size_t(int)>& degree) {
+  std::vector<float> w;
+  float rest = 1.f;
+  for (int j : neighbours) {
+    w.push_back(1.f / static_cast<float>(1 + std::max(neighbours.size(), degree(j))));
+    rest -= w.back();
+  }
+  w.push_back(rest);
+  return w;
+}
 
 caf::actor spawn_gossip_worker(caf::actor_system& sys, worker_config cfg) {
   return sys.spawn<caf::detached>(gossip_behavior, std::move(cfg));

@@ -21,6 +21,11 @@
 
 namespace gradwire::actors {
 
+/// D-PSGD's Metropolis-Hastings weights: w_ij = 1 / (1 + max(d_i, d_j)) for
+/// each neighbour j, in order (d_i: their count; d_j = degree(j)), then
+/// w_ii = 1 - their sum.
+std::vector<float> metropolis_weights(const std::vector<int>& neighbours, const std::function<std::size_t(int)>& degree);
+
 /// Spawns a detached worker that starts at once and reports when done.
 caf::actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 caf::actor spawn_ring_worker(caf::actor_system& sys, worker_config cfg);

@@ -157,16 +157,23 @@ void node::cut_off(int peer, const std::string& why) {
   peer_down(peer, "cut off: " + why);
 }
 
-void node::fence_all(const std::string& why) {
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank() || is_down(r))
-      continue;
-    try {
-      forward(r, slots::fence, nullptr, caf::make_message(why));
-    } catch (const std::exception&) {
-      // its link has failed: it hears of the end from the liveness bound
-    }
+void node::fence(int peer, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_)
+      return;
   }
+  try {
+    forward(peer, slots::fence, nullptr, caf::make_message(why));
+  } catch (const std::exception&) {
+    // its link has failed: it hears of it from the liveness bound
+  }
+}
+
+void node::fence_all(const std::string& why) {
+  for (int r = 0; r < size(); ++r)
+    if (r != rank() && !is_down(r))
+      fence(r, why);
 }
 
 void node::peer_down(int peer, const std::string& what) {
@@ -181,19 +188,8 @@ void node::peer_down(int peer, const std::string& what) {
   // Rank 0 tells a peer it has given up on (the fence): one that was only
   // silent (stalled, or behind a link that was down) and comes back leaves
   // the job instead of waiting forever for peers that went on without it.
-  bool closing = false;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    closing = closed_;
-  }
-  if (rank() == 0 && !closing) {
-    try {
-      const auto reason = what.rfind("cut off: ", 0) == 0 ? what.substr(9) : what;
-      forward(peer, slots::fence, nullptr, caf::make_message("rank 0 cut this rank off (" + reason + ")"));
-    } catch (const std::exception&) {
-      // a dead peer's link: nothing to tell
-    }
-  }
+  if (rank() == 0)
+    fence(peer, "rank 0 cut this rank off (" + (what.rfind("cut off: ", 0) == 0 ? what.substr(9) : what) + ")");
   std::vector<pending_request> failed; // requests to it will never be answered
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -357,11 +353,10 @@ void node::forward_request(int r, std::uint32_t slot, const caf::strong_actor_pt
     pending_request p;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      auto it = pending_.find(id);
-      if (it == pending_.end())
+      auto taken = pending_.extract(id);
+      if (taken.empty())
         return; // the sweep answered it
-      p = it->second;
-      pending_.erase(it);
+      p = taken.mapped();
     }
     answer(p, caf::make_message(caf::make_error(caf::sec::runtime_error, "rank " + std::to_string(r) + " is gone")));
     return;

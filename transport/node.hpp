@@ -147,6 +147,8 @@ private:
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};
   void peer_down(int peer, const std::string& what);
+  /// A fence frame to `peer` (not once closed; a failed link is no error).
+  void fence(int peer, const std::string& why);
 };
 
 } // namespace gradwire::transport

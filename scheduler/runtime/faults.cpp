@@ -165,21 +165,31 @@ fault_injector::fault_injector(const std::vector<fault_strike>& all, int rank, i
     }
     strikes_.push_back(std::move(m));
   }
+  // By step first, then by time in time order: a step looks at the
+  // by-step strikes and the next timed one only (an mtbf_s entry has thousands).
+  std::stable_sort(strikes_.begin(), strikes_.end(), [](const mine& a, const mine& b) {
+    if ((a.s.at_step > 0) != (b.s.at_step > 0))
+      return a.s.at_step > 0;
+    return a.s.at_step == 0 && a.s.at_seconds < b.s.at_seconds;
+  });
+  next_timed_ = static_cast<std::size_t>(
+    std::count_if(strikes_.begin(), strikes_.end(), [](const mine& m) { return m.s.at_step > 0; }));
 }
 
 double fault_injector::slowdown_now() const { return steady_s() < slow_until_ ? slow_factor_ : 1.0; }
 
 void fault_injector::after_step(std::int64_t step) {
-  const double elapsed = steady_s() - started_;
   for (auto& m : strikes_) {
-    if (m.done)
-      continue;
-    const bool due = m.s.at_step > 0 ? step == m.s.at_step : (m.s.at_seconds >= 0 && elapsed >= m.s.at_seconds);
-    if (due) {
+    if (m.s.at_step <= 0)
+      break; // the by-time strikes follow
+    if (!m.done && step == m.s.at_step) {
       m.done = true;
       land(m, step);
     }
   }
+  const double elapsed = steady_s() - started_;
+  while (next_timed_ < strikes_.size() && elapsed >= strikes_[next_timed_].s.at_seconds)
+    land(strikes_[next_timed_++], step);
 }
 
 void fault_injector::land(mine& m, std::int64_t step) {

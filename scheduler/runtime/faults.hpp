@@ -97,7 +97,8 @@ private:
   void land(mine& m, std::int64_t step);
   int rank_;
   std::shared_ptr<transport::link_faults> links_;
-  std::vector<mine> strikes_;
+  std::vector<mine> strikes_; ///< by step first, then by time in time order
+  std::size_t next_timed_ = 0; ///< the first by-time strike not landed yet
   double started_; ///< steady seconds when the worker started
   double slow_until_ = 0, slow_factor_ = 1;
 };

@@ -15,15 +15,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     auto wc = base_worker(setup, data, r, report_to);
     wc.graph = graph[static_cast<std::size_t>(r)];
     wc.gossip = setup.gossip;
-    // Metropolis-Hastings weights: w_ij = 1 / (1 + max(d_i, d_j)), w_ii = 1 - sum.
-    float rest = 1.f;
-    const auto di = wc.graph.size();
-    for (int j : wc.graph) {
-      const auto dj = graph[static_cast<std::size_t>(j)].size();
-      wc.mix_weights.push_back(1.f / static_cast<float>(1 + std::max(di, dj)));
-      rest -= wc.mix_weights.back();
-    }
-    wc.mix_weights.push_back(rest);
+    wc.mix_weights = actors::metropolis_weights(wc.graph, [&graph](int j) { return graph[static_cast<std::size_t>(j)].size(); });
     if (setup.node)
       wc.whole_graph = graph; // across processes a worker can be lost: the weights among the survivors
     return wc;

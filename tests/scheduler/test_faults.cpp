@@ -57,6 +57,24 @@ struct inbox {
   }
 };
 
+/// Rank 0's link of an inproc group of `n`, wrapped with link faults; the
+/// group's links are closed at the end.
+struct faulty_links {
+  std::vector<std::unique_ptr<inproc_link>> group;
+  std::shared_ptr<link_faults> faults = std::make_shared<link_faults>();
+  std::unique_ptr<link> l0;
+  explicit faulty_links(int n) : group(inproc_link::make_group(n)) {
+    link_shape shape;
+    shape.faults = faults;
+    l0 = emulate(std::move(group[0]), shape);
+  }
+  ~faulty_links() {
+    l0->close(1000);
+    for (std::size_t r = 1; r < group.size(); ++r)
+      group[r]->close(1000);
+  }
+};
+
 } // namespace
 
 TEST_CASE("the fault schedule is the same for the same seed and strikes no rank twice with kill") {
@@ -152,11 +170,10 @@ TEST_CASE("a slow strike multiplies compute for its window only") {
 }
 
 TEST_CASE("a link that is down holds frames until it is back and delivers them in order") {
-  auto group = inproc_link::make_group(3);
-  auto faults = std::make_shared<link_faults>();
-  link_shape shape;
-  shape.faults = faults;
-  auto l0 = emulate(std::move(group[0]), shape);
+  faulty_links job(3);
+  auto& group = job.group;
+  auto& faults = job.faults;
+  auto& l0 = job.l0;
   inbox at1, at2;
   at1.expect(3);
   at2.expect(7);
@@ -177,17 +194,13 @@ TEST_CASE("a link that is down holds frames until it is back and delivers them i
   l0->send(1, {3}, kernels::tensor::zeros({16})); // after the window: behind the held ones
   REQUIRE(at1.wait(10));
   CHECK(at1.seen() == std::vector<std::uint64_t>{0, 1, 2, 3});
-  l0->close(1000);
-  group[1]->close(1000);
-  group[2]->close(1000);
 }
 
 TEST_CASE("frames held for a peer the job gave up on are dropped and later ones go") {
-  auto group = inproc_link::make_group(2);
-  auto faults = std::make_shared<link_faults>();
-  link_shape shape;
-  shape.faults = faults;
-  auto l0 = emulate(std::move(group[0]), shape);
+  faulty_links job(2);
+  auto& group = job.group;
+  auto& faults = job.faults;
+  auto& l0 = job.l0;
   inbox at1;
   at1.expect(9);
   group[1]->start(at1.handlers());
@@ -201,16 +214,13 @@ TEST_CASE("frames held for a peer the job gave up on are dropped and later ones 
   l0->send(1, {9}, kernels::tensor::zeros({16}));
   REQUIRE(at1.wait(10));
   CHECK(at1.seen() == std::vector<std::uint64_t>{9});
-  l0->close(1000);
-  group[1]->close(1000);
 }
 
 TEST_CASE("a delayed link adds its delay and keeps order with frames sent after the window") {
-  auto group = inproc_link::make_group(2);
-  auto faults = std::make_shared<link_faults>();
-  link_shape shape;
-  shape.faults = faults;
-  auto l0 = emulate(std::move(group[0]), shape);
+  faulty_links job(2);
+  auto& group = job.group;
+  auto& faults = job.faults;
+  auto& l0 = job.l0;
   inbox at1;
   at1.expect(1);
   std::chrono::steady_clock::time_point first_at{};
@@ -232,6 +242,4 @@ TEST_CASE("a delayed link adds its delay and keeps order with frames sent after 
   REQUIRE(at1.wait(10));
   CHECK(at1.seen() == std::vector<std::uint64_t>{0, 1});
   CHECK(std::chrono::duration<double, std::milli>(first_at - t0).count() >= 199); // enforced: a lower bound
-  l0->close(1000);
-  group[1]->close(1000);
 }

@@ -44,6 +44,16 @@ const char* async_ps = "[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\
                        "[topology]\nkind = \"parameter-server\"\nmode = \"async\"\nworkers = 3\n"
                        "[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\nlog_every = 4\n";
 
+/// A fresh folder `name` with an async parameter-server run in it.
+std::string async_ps_run(const std::string& name) {
+  const auto dir = fresh_dir(name);
+  auto cfg = parse_config(async_ps, "t.toml", {"experiment.out=" + dir});
+  run_options o;
+  o.progress = false;
+  run_actors(cfg, o);
+  return dir;
+}
+
 /// Sets or clears GRADWIRE_GNUPLOT for one scope.
 struct gnuplot_env {
   explicit gnuplot_env(const char* value) {
@@ -56,11 +66,7 @@ struct gnuplot_env {
 } // namespace
 
 TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot is there") {
-  const auto dir = fresh_dir("run");
-  auto cfg = parse_config(async_ps, "t.toml", {"experiment.out=" + dir});
-  run_options o;
-  o.progress = false;
-  run_actors(cfg, o);
+  const auto dir = async_ps_run("run");
   auto r = write_report(dir);
   CHECK(r.html == dir + "/report.html");
   const auto html = slurp(r.html);
@@ -99,11 +105,7 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
 }
 
 TEST_CASE("a lost worker is a row of the Faults table and a mark on the curves over time and steps") {
-  const auto dir = fresh_dir("faults");
-  auto cfg = parse_config(async_ps, "t.toml", {"experiment.out=" + dir});
-  run_options o;
-  o.progress = false;
-  run_actors(cfg, o);
+  const auto dir = async_ps_run("faults");
   // The record a run that lost worker 2 writes (tests/transport/faults.sh
   // checks the runtime writes it).
   auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
