@@ -390,7 +390,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       s.bal.workers = std::move(all);
       if (s.ring)
         s.ring->set_right(std::move(right));
-      begin_step(self);
+      if (!s.cfg.joining) // a replacement starts when the ring takes it in (on_rewire)
+        begin_step(self);
     },
     [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
         std::int64_t steps) {
@@ -449,8 +450,9 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](snapshot_atom, const std::string& meta, const slice& floats) {
       auto& s = self->state;
       try {
-        s.adopt(snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
-                                     floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0, s.who() + "a donor's state"));
+        s.adopt_donor(snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
+                                           floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0,
+                                           s.who() + "a donor's state"));
       } catch (const std::exception& e) {
         s.finish(self, s.who() + e.what());
       }

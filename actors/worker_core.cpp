@@ -91,6 +91,15 @@ void worker_core::adopt(const snapshot& s) {
   step = s.step;
 }
 
+void worker_core::adopt_donor(const snapshot& s) {
+  adopt(s);
+  // A worker back after a stall, or a new process, is epochs behind: it
+  // takes the donor's (the re-form re-shards from the epoch's start).
+  const auto epoch = s.has("epoch") ? s.one("epoch") : batches->epoch();
+  check(epoch >= 0 && epoch < (1 << 24), s.who + ": epoch " + std::to_string(epoch) + " in a donor's state");
+  batches->seek(static_cast<int>(epoch), 0);
+}
+
 void worker_core::reshard(int pos, int world, int generation) {
   const int epoch = batches->epoch();
   batches = std::make_unique<models::batcher>(

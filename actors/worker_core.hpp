@@ -54,6 +54,9 @@ struct worker_config {
   /// Tell report_to of every step (step_atom), not only each heartbeat: a
   /// shared budget is counted by the coordinator.
   bool step_progress = false;
+  /// A replacement process's worker: on wire it waits for the ring's
+  /// re-form to take it in (with a live peer's state) instead of starting.
+  bool joining = false;
   std::uint64_t seed = 1;
   models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only
@@ -195,6 +198,9 @@ struct worker_core {
   /// step (a survivor a step behind, when a ring re-forms); its own data
   /// position and counts stay.
   void adopt(const snapshot& s);
+  /// A live peer's state for a survivor behind or a worker back in the
+  /// ring: adopt, and the donor's epoch.
+  void adopt_donor(const snapshot& s);
   /// Re-shards the data: this worker is `pos` of `world` from here on.
   void reshard(int pos, int world, int generation);
   /// Runs one batch: gradients into trainer->gradients() (`ready` as in

@@ -77,6 +77,11 @@ public:
 
   bool poll() override { return inner_->poll(); } // receiving is the inner link's
 
+  void reconnect(int peer, const std::vector<std::uint8_t>& address) override {
+    forget(peer); // what was held for the old process
+    inner_->reconnect(peer, address);
+  }
+
   void forget(int peer) override {
     std::lock_guard<std::mutex> lk(mu_);
     std::priority_queue<frame> keep;

@@ -7,6 +7,7 @@
 /// InfiniBand through UCX) and inproc_link (threads in one process, for
 /// tests).
 
+#include "kernels/error.hpp"
 #include "kernels/tensor.hpp"
 
 #include <cstdint>
@@ -57,6 +58,13 @@ public:
   /// link emulation or injected link faults) are dropped, not delivered to
   /// a process that may be gone. Later sends go as usual.
   virtual void forget(int /*peer*/) {}
+  /// `peer`'s process was replaced (a restart that rejoins the job): its
+  /// frames go to the new process at `address` (as the rendezvous gave it)
+  /// from here on. Throws gradwire::error where the link cannot (in one
+  /// process there are no processes to replace).
+  virtual void reconnect(int peer, const std::vector<std::uint8_t>& /*address*/) {
+    throw error(describe() + ": rank " + std::to_string(peer) + "'s process cannot be replaced on this link");
+  }
 };
 
 } // namespace gradwire::transport

@@ -135,10 +135,6 @@ kernels::tensor node::count_held(const kernels::tensor& data, const std::shared_
 node::~node() { close(1000); }
 
 namespace {
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-    .count();
-}
 using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
 } // namespace
 
@@ -398,6 +394,8 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
     auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
     if (f.src < 0 || f.src >= size() || f.src == rank())
       throw frame_error("frame claims to come from rank " + std::to_string(f.src));
+    if (f.dst == slots::fence && on_control(f.src, f.msg))
+      return; // a knock or a readmission: heard even from (and by) a rank cut off
     if (is_cut_off(f.src)) // nothing it sends is acted on (a failed peer's last frames still are)
       return;
     heard_[static_cast<std::size_t>(f.src)] = now_ms();

@@ -26,6 +26,7 @@
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -77,6 +78,47 @@ public:
   /// no work): reported through the down callback like a lost process,
   /// and every later frame from it is dropped unread.
   void cut_off(int rank, const std::string& why);
+  /// Rejoining after a cut (a stall or a partition that outlasted the
+  /// liveness bound, when the process itself is fine): the cut-off rank
+  /// knock()s at rank 0 (a frame heard even from a rank cut off), rank 0's
+  /// `on_knock` decides; readmit_everywhere(r) has every rank hear r again
+  /// and r hear everyone again (r's `on_readmitted` runs). Frames dropped
+  /// meanwhile stay dropped: the job's protocol (a ring's re-form) brings
+  /// r's state up to date.
+  /// Rank `rank` was cut off (its frames are dropped) and not let back in.
+  bool is_cut_off(int rank) const;
+  void knock();
+  /// When rank 0 last answered a knock (steady ms; 0: never): it holds the
+  /// request (a ring lets a worker back in at a step boundary it chooses).
+  std::int64_t knock_heard_ms() const { return knock_heard_ms_.load(); }
+  void readmit_everywhere(int peer);
+  /// Rank 0, a replacement process for `peer` (lost) at the rendezvous:
+  /// its frames go to the new process from here on, here and (told by
+  /// rank 0, in order before anything else it sends them) on every live
+  /// rank. Its knock then readmits it as above.
+  void admit_process(int peer, const std::vector<std::uint8_t>& address);
+  /// The largest address a replaced process may have (the rendezvous's bound).
+  static constexpr std::size_t max_address_bytes = std::size_t{1} << 20;
+  void set_on_knock(std::function<void(int rank)> f) {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    on_knock_ = std::move(f);
+  }
+  /// Someone decides on knocks here (rank 0 of a job that lets ranks back in).
+  bool hears_knocks() {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    return static_cast<bool>(on_knock_);
+  }
+  /// Rank 0 at the job's end: every rank it cut off that may be knocking
+  /// hears that it will not be let back in (its on_dismissed runs).
+  void dismiss_cut_off(const std::string& why);
+  void set_on_dismissed(std::function<void(const std::string&)> f) {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    on_dismissed_ = std::move(f);
+  }
+  void set_on_readmitted(std::function<void()> f) {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    on_readmitted_ = std::move(f);
+  }
   /// Rank 0 ending the job early (an error): tells every live peer, which
   /// then leaves with `why` instead of waiting out the liveness bound.
   void fence_all(const std::string& why);
@@ -136,7 +178,6 @@ private:
   std::vector<bool> down_;                          ///< reported already
   /// Cut off: its frames are dropped (read, without a lock, for every frame).
   std::unique_ptr<std::atomic<bool>[]> cut_;
-  bool is_cut_off(int rank) const;
   std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
   std::size_t peer_budget_ = 0;
   /// Per rank: bytes of its frames' data still held; shared with the
@@ -147,8 +188,21 @@ private:
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};
   void peer_down(int peer, const std::string& what);
+  /// Steady-clock milliseconds (heartbeats, knocks).
+  static std::int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+  }
   /// A fence frame to `peer` (not once closed; a failed link is no error).
   void fence(int peer, const std::string& why);
+  /// Hears `peer` again (no longer down or cut off).
+  void readmit(int peer);
+  /// A fence-slot control frame (knock, readmit); false: not one.
+  bool on_control(int src, const caf::message& msg);
+  std::function<void(int)> on_knock_;
+  std::function<void()> on_readmitted_;
+  std::function<void(const std::string&)> on_dismissed_;
+  std::atomic<std::int64_t> knock_heard_ms_{0};
 };
 
 } // namespace gradwire::transport

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <cstdlib>
 #include <chrono>
 #include <cstdio>
@@ -43,6 +45,11 @@ public:
     return *this;
   }
   int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
 private:
   int fd_;
@@ -116,7 +123,7 @@ public:
         ::shutdown(fd, SHUT_RDWR); // wakes their threads: the rendezvous is over
     }
     for (auto& t : threads_)
-      t.join();
+      t.second.join();
   }
   void start(socket_fd c, std::string ip, clock_type::time_point until) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -126,7 +133,8 @@ public:
       return;
     }
     open_fds_.push_back(c.get());
-    threads_.emplace_back([this, conn = std::move(c), ip = std::move(ip), until]() mutable {
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    threads_.emplace_back(finished, std::thread([this, finished, conn = std::move(c), ip = std::move(ip), until]() mutable {
       hello h;
       h.ip = std::move(ip);
       try {
@@ -139,13 +147,25 @@ public:
       open_fds_.erase(std::find(open_fds_.begin(), open_fds_.end(), conn.get()));
       h.conn = std::move(conn);
       done_.push_back(std::move(h));
-    });
+      *finished = true;
+    }));
   }
-  /// The hellos read so far.
+  /// The hellos read so far (and the threads that read them, joined).
   std::vector<hello> take() {
-    std::lock_guard<std::mutex> lk(mu_);
     std::vector<hello> out;
-    out.swap(done_);
+    std::vector<std::thread> over;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      out.swap(done_);
+      for (auto it = threads_.begin(); it != threads_.end();)
+        if (*it->first) {
+          over.push_back(std::move(it->second));
+          it = threads_.erase(it);
+        } else
+          ++it;
+    }
+    for (auto& t : over)
+      t.join();
     return out;
   }
 
@@ -153,7 +173,7 @@ private:
   std::mutex mu_;
   std::vector<int> open_fds_;
   std::vector<hello> done_;
-  std::vector<std::thread> threads_;
+  std::vector<std::pair<std::shared_ptr<std::atomic<bool>>, std::thread>> threads_;
 };
 
 void refuse(hello& h, const std::string& why) {
@@ -205,6 +225,15 @@ socket_fd listen_on(const rendezvous_options& o) {
   return ls;
 }
 
+/// Rank 0's answer to an admitted hello: 0, then every rank's address.
+buffer table_reply(const std::vector<std::vector<std::uint8_t>>& table) {
+  buffer reply;
+  reply.u32(0);
+  for (const auto& blob : table)
+    reply.blob(blob.data(), blob.size());
+  return reply;
+}
+
 std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options& o,
                                              const std::vector<std::uint8_t>& mine) {
   auto ls = listen_on(o);
@@ -250,10 +279,7 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
       }
     }
   }
-  buffer reply;
-  reply.u32(0);
-  for (const auto& blob : table)
-    reply.blob(blob.data(), blob.size());
+  auto reply = table_reply(table);
   for (int r = 1; r < size; ++r) {
     try {
       io_all(conns[static_cast<std::size_t>(r)].get(), reply.bytes.data(), reply.bytes.size(), true,
@@ -262,6 +288,8 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
       throw error("rendezvous: rank " + std::to_string(r) + " left before the table was sent: " + e.what());
     }
   }
+  if (o.keep_listener != nullptr)
+    *o.keep_listener = ls.release();
   return table;
 }
 
@@ -276,6 +304,9 @@ std::vector<std::vector<std::uint8_t>> join(int rank, int size, const rendezvous
     ::freeaddrinfo(ai);
     if (rc != 0) {
       last = std::strerror(errno);
+      if (o.late)
+        throw error("rank " + std::to_string(rank) + ": cannot reach rank 0's rendezvous on " + where(o) + " (" + last +
+                    "): the job this process was to rejoin is over");
       if (clock_type::now() >= until)
         throw error("rank " + std::to_string(rank) + ": cannot reach the rendezvous on " + where(o) + " (" + last +
                     ") after " + std::to_string(o.timeout_ms / 1000) + " s: is rank 0 running?");
@@ -321,6 +352,97 @@ std::vector<std::vector<std::uint8_t>> rendezvous(int rank, int size, const rend
           "GRADWIRE_TOKEN to the same secret on every rank (e.g. export GRADWIRE_TOKEN=$(od -An -N16 -tx1 "
           "/dev/urandom | tr -d ' \\n') before srun or mpirun); --procs makes one itself");
   return rank == 0 ? serve(size, opts, mine) : join(rank, size, opts, mine);
+}
+
+struct late_joins::impl {
+  socket_fd ls;
+  rendezvous_options o;
+  int size;
+  std::vector<std::vector<std::uint8_t>> table;
+  admit_fn admit;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  /// A hello judged well formed, waiting for `admit` to say yes.
+  struct waiting {
+    hello h;
+    clock_type::time_point until;
+  };
+
+  void run() {
+    handshakes hs;
+    std::vector<waiting> queue;
+    const std::vector<bool> none(static_cast<std::size_t>(size), false); // every rank has joined once: `admit` judges
+    while (!stop.load()) {
+      pollfd pfd{ls.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 100) > 0) {
+        sockaddr_in peer{};
+        socklen_t plen = sizeof peer;
+        socket_fd c(::accept(ls.get(), reinterpret_cast<sockaddr*>(&peer), &plen));
+        if (c.get() >= 0) {
+          char ip[INET_ADDRSTRLEN] = "?";
+          ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+          hs.start(std::move(c), ip, clock_type::now() + std::chrono::seconds(10));
+        }
+      }
+      for (auto& h : hs.take()) {
+        if (!h.failure.empty())
+          std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(),
+                       h.failure.c_str());
+        else if (auto why = refusal(h, admission{o.token, size, none, o.check_address}); !why.empty())
+          refuse(h, why);
+        else if (queue.size() >= static_cast<std::size_t>(handshakes::max_open))
+          refuse(h, "too many processes waiting to rejoin");
+        else
+          queue.push_back({std::move(h), clock_type::now() + std::chrono::seconds(10)});
+      }
+      for (auto it = queue.begin(); it != queue.end();) {
+        std::string why;
+        try {
+          why = admit(it->h.rank, it->h.address);
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+        const bool later = why.rfind("later: ", 0) == 0;
+        if (later && clock_type::now() < it->until) {
+          ++it;
+          continue;
+        }
+        if (!why.empty())
+          refuse(it->h, later ? why.substr(7) : why);
+        else {
+          table[static_cast<std::size_t>(it->h.rank)] = it->h.address;
+          auto reply = table_reply(table);
+          try {
+            io_all(it->h.conn.get(), reply.bytes.data(), reply.bytes.size(), true,
+                   clock_type::now() + std::chrono::seconds(10));
+          } catch (const error& e) {
+            std::fprintf(stderr, "gradwire: rendezvous: rank %d's new process left before the table was sent: %s\n",
+                         it->h.rank, e.what());
+          }
+        }
+        it = queue.erase(it);
+      }
+    }
+  }
+};
+
+late_joins::late_joins(int listener, rendezvous_options opts, int size, std::vector<std::vector<std::uint8_t>> table,
+                       admit_fn admit)
+    : p_(std::make_unique<impl>()) {
+  check(listener >= 0 && size >= 2 && static_cast<int>(table.size()) == size && admit,
+        "late_joins: a listening socket, the job's table and an admission are needed");
+  p_->ls = socket_fd(listener);
+  p_->o = std::move(opts);
+  p_->size = size;
+  p_->table = std::move(table);
+  p_->admit = std::move(admit);
+  p_->thread = std::thread([this] { p_->run(); });
+}
+
+late_joins::~late_joins() {
+  p_->stop = true;
+  p_->thread.join();
 }
 
 } // namespace gradwire::transport

@@ -280,6 +280,16 @@ void shm_lending::forget(int peer) {
   deferred_[static_cast<std::size_t>(peer)].clear();
 }
 
+void shm_lending::reset_peer(int peer) {
+  const auto p = static_cast<std::size_t>(peer);
+  can_ref_[p] = false;
+  std::lock_guard<std::mutex> lk(mu_);
+  held_[p].clear();
+  deferred_[p].clear();
+  maps_[p].reset();
+  unmappable_[p] = false;
+}
+
 void shm_lending::close() {
   {
     std::lock_guard<std::mutex> lk(alive_->mu);

@@ -82,6 +82,10 @@ public:
   bool lend(int peer, std::vector<std::uint64_t>& header, kernels::tensor& data);
   /// `peer` failed: it will release nothing and its references are void.
   void forget(int peer);
+  /// `peer`'s process was replaced: nothing is lent to it (the arena it
+  /// would map is unlinked by now), its old mapping is dropped, and its
+  /// new arena is mapped when it announces it.
+  void reset_peer(int peer);
   /// The link closes: views still held elsewhere release nothing, lent
   /// tensors are let go, the arena's name is removed.
   void close();

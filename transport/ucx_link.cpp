@@ -183,22 +183,52 @@ void ucx_link::connect(const std::vector<std::vector<std::uint8_t>>& addresses) 
     const auto& blob = peers[static_cast<std::size_t>(r)];
     p_->lending->set_local(r, blob.host == host);
     p_->slots.push_back(std::make_unique<impl::peer_slot>(impl::peer_slot{p_.get(), r}));
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = reinterpret_cast<const ucp_address_t*>(blob.ucx.data());
-    // Peer error-handling mode would rule out shared memory in UCX 1.13 (the
-    // endpoint is "unreachable"): dead peers are found by node.hpp's
-    // heartbeats instead; errors UCX does report still reach peer_error.
-    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    ep.err_handler.cb = &impl::on_ep_error;
-    ep.err_handler.arg = p_->slots.back().get();
-    ucx_setup::check_status(ucp_ep_create(p_->worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
-                            ("connecting to rank " + std::to_string(r)).c_str());
+    p_->eps[static_cast<std::size_t>(r)] = p_->open_endpoint(r, blob);
   }
   if (p_->opts.shm_refs)
     p_->lending->open_arena();
   ucx_setup::restrict_sysv_segments(); // any made while connecting
+}
+
+ucp_ep_h ucx_link::impl::open_endpoint(int r, const ucx_setup::address& blob) {
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(blob.ucx.data());
+  // Peer error-handling mode would rule out shared memory in UCX 1.13 (the
+  // endpoint is "unreachable"): dead peers are found by node.hpp's
+  // heartbeats instead; errors UCX does report still reach peer_error.
+  ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  ep.err_handler.cb = &impl::on_ep_error;
+  for (const auto& sl : slots)
+    if (sl->rank == r)
+      ep.err_handler.arg = sl.get();
+  ucp_ep_h out = nullptr;
+  ucx_setup::check_status(ucp_ep_create(worker, &ep, &out), ("connecting to rank " + std::to_string(r)).c_str());
+  return out;
+}
+
+void ucx_link::reconnect(int peer, const std::vector<std::uint8_t>& address) {
+  check(peer >= 0 && peer < p_->size && peer != p_->rank && !p_->eps.empty(),
+        "reconnect to rank " + std::to_string(peer) + ": no such peer");
+  const auto blob = ucx_setup::unpack(address, peer);
+  const std::string host = ucx_setup::host_identity();
+  check(blob.host != host || blob.fifo == p_->fifo,
+        "rank " + std::to_string(peer) + "'s new process shares this host but opened UCX with shared-memory FIFO "
+        "elements \"" + blob.fifo + "\", this rank with \"" + p_->fifo + "\"");
+  // Under the lock that makes UCX one thread at a time, unless this thread
+  // holds it already (a frame's handler: rank 0's word of the new address).
+  std::unique_lock<std::mutex> lk(p_->ucx_mu, std::defer_lock);
+  if (impl::driving != p_.get())
+    lk.lock();
+  auto& ep = p_->eps[static_cast<std::size_t>(peer)];
+  auto fresh = p_->open_endpoint(peer, blob);
+  if (ep)
+    p_->retired.push_back(ep); // to the old process: closed with the others at the end
+  ep = fresh;
+  p_->lending->set_local(peer, blob.host == host);
+  p_->lending->reset_peer(peer);
+  p_->dead[static_cast<std::size_t>(peer)] = false;
 }
 
 void ucx_link::start(handlers h) {
@@ -264,6 +294,9 @@ void ucx_link::close(int timeout_ms) {
       p_->poll_once();
     p_->stop = true;
   }
+  for (auto* ep : p_->retired)
+    p_->eps.push_back(ep);
+  p_->retired.clear();
   for (auto& ep : p_->eps) {
     if (!ep)
       continue;

@@ -89,6 +89,7 @@ public:
   std::string check_address(const std::vector<std::uint8_t>& blob) const;
   /// Connects to every peer; `addresses[r]` is rank r's worker address.
   void connect(const std::vector<std::vector<std::uint8_t>>& addresses);
+  void reconnect(int peer, const std::vector<std::uint8_t>& address) override;
 
   int rank() const override;
   int size() const override;

@@ -12,6 +12,7 @@
 #include "transport/buffer_pool.hpp"
 #include "transport/shm_lending.hpp"
 #include "transport/ucx_link.hpp"
+#include "transport/ucx_setup.hpp"
 
 #include <ucp/api/ucp.h>
 
@@ -41,13 +42,12 @@ struct ucx_link::impl {
     int peer;
   };
   /// A rendezvous frame whose data is still to be fetched.
+  struct ready_frame;
   struct pending_recv {
     impl* link;
-    std::vector<std::uint64_t> header;
-    std::size_t header_bytes;
     void* desc;
     std::size_t length;
-    kernels::tensor buffer;
+    std::shared_ptr<ready_frame> slot; ///< its place in `ready`, filled when the data is in
   };
   /// An endpoint's error callback argument.
   struct peer_slot {
@@ -56,10 +56,16 @@ struct ucx_link::impl {
   };
   /// A frame for the handler, held until the UCX callback that brought it
   /// has returned.
+  /// A rendezvous frame holds its place (arrival order) until its data is
+  /// in: frames after it wait, so a peer's frames reach the handler in the
+  /// order it sent them, large or small (as CAF promises between two
+  /// actors; a donor's state and the re-formed ring that needs it).
   struct ready_frame {
     std::vector<std::uint64_t> header;
     std::size_t header_bytes;
     kernels::tensor data;
+    bool complete = true;
+    bool failed = false;
   };
 
   int rank, size;
@@ -67,6 +73,7 @@ struct ucx_link::impl {
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   std::vector<ucp_ep_h> eps;
+  std::vector<ucp_ep_h> retired; ///< to processes since replaced (reconnect), under ucx_mu
   std::vector<std::unique_ptr<peer_slot>> slots;
   std::vector<std::atomic<bool>> dead;
   int efd = -1;
@@ -83,7 +90,7 @@ struct ucx_link::impl {
   /// thread, and senders that post directly.
   std::mutex ucx_mu;
   std::vector<pending_recv*> rndv; ///< under ucx_mu
-  std::deque<ready_frame> ready;   ///< under ucx_mu, in arrival order
+  std::deque<std::shared_ptr<ready_frame>> ready; ///< under ucx_mu, in arrival order
   /// Some thread polled within the last ~100 us (poll_once): a direct send
   /// then need not wake the progress thread.
   std::atomic<std::int64_t> last_poll_ns{0};
@@ -111,6 +118,8 @@ struct ucx_link::impl {
   /// Posts what was queued; whether anything was.
   bool drain_queue();
   void report_peer(int peer, const std::string& what);
+  /// An endpoint to rank r at `blob` (its peer_slot exists).
+  ucp_ep_h open_endpoint(int r, const ucx_setup::address& blob);
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t st);
   static void on_send_done(void* request, ucs_status_t st, void* user);
 

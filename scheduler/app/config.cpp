@@ -187,6 +187,7 @@ void read_train(reader& r, run_config& c) {
         r.loc("train.checkpoint_every_s") + ": give checkpoint_every (steps) or checkpoint_every_s (seconds), not both");
   c.keep_checkpoints = static_cast<int>(r.integer("train.keep_checkpoints", 1, 1 << 20));
   c.min_workers = static_cast<int>(r.integer("train.min_workers", 0, 1024));
+  c.restarts = static_cast<int>(r.integer("train.restarts", 0, 1 << 20));
 
 }
 
@@ -230,6 +231,7 @@ void read_transport(reader& r, run_config& c) {
   c.progress_nice = static_cast<int>(r.integer("transport.progress_nice", -1, 19));
   c.shm_refs = r.boolean("transport.shm_refs");
   c.peer_timeout_ms = static_cast<int>(r.integer("transport.peer_timeout_ms", 100, 86400000));
+  c.rejoin_s = r.number("transport.rejoin_s", 0, 86400);
   c.latency_us = r.number("transport.latency_us", 0, 1e7);
   c.bandwidth_gbps = r.number("transport.bandwidth_gbps", 0, 1e4);
 }

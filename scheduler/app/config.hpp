@@ -75,6 +75,8 @@ struct run_config {
   int progress_nice = -1; ///< the link's progress thread (-1: 19 where the workers poll, else 0)
   bool shm_refs = true; ///< across processes on one node: ring chunks by reference into shared memory
   int peer_timeout_ms = 5000;
+  int restarts = 0; ///< train.restarts: worker processes that may be replaced
+  double rejoin_s = 0; ///< a cut-off rank asks to be let back in for this long (0: it leaves)
   double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes
   std::vector<node_group> nodes; ///< empty: all workers alike
   std::vector<fault_spec> faults; ///< [[faults]], in file order

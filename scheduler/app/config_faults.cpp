@@ -90,6 +90,14 @@ void read_faults(const toml::table& root, const std::string& source, run_config&
       check_rank(f.peer, "peer", f.where);
       check(f.peer != f.rank, f.where + ": peer = " + std::to_string(f.peer) + " is the struck rank itself");
     }
+    f.back_at_step = t["back_at_step"].value_or(std::int64_t{0});
+    if (t.contains("back_at_step")) {
+      check(f.kind == fault_kind::kill || f.kind == fault_kind::stall,
+            f.where + ": back_at_step applies to kind = \"kill\" (a new process) and \"stall\" only");
+      check(f.at_step > 0 && f.back_at_step > f.at_step,
+            f.where + ": back_at_step = " + std::to_string(f.back_at_step) + " must come after at_step" +
+              (f.at_step > 0 ? " = " + std::to_string(f.at_step) : " (give the fault's at_step)"));
+    }
     c.faults.push_back(f);
   }
 }
@@ -121,6 +129,8 @@ toml::array faults_toml(const run_config& c) {
       t.insert("factor", f.factor);
     if (f.kind == fault_kind::delay)
       t.insert("delay_ms", f.delay_ms);
+    if (f.back_at_step > 0)
+      t.insert("back_at_step", f.back_at_step);
     out.push_back(std::move(t));
   }
   return out;

@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -58,6 +61,56 @@ void hear_launcher(const std::shared_ptr<transport::node>& node) {
   }).detach();
 }
 
+/// transport.rejoin_s: a rank cut off from rank 0 while its process is
+/// alive (a stall or a partition that outlasted the liveness bound), or a
+/// new process that replaces a lost one (train.restarts), knocks at rank 0
+/// until it is let back in, or until `seconds` pass without rank 0
+/// answering that it heard (it holds a knock until a step boundary it
+/// chooses); then it leaves.
+struct rejoining {
+  std::atomic<bool> knocking{false}, back{false};
+};
+
+/// Leaves the job (no destructors run from a transport callback); 3: cut
+/// off or stopped (a launcher with train.restarts starts it again).
+[[noreturn]] void leave_now(int code = 3) {
+  std::fflush(stderr);
+  transport::unlink_arenas();
+  std::_Exit(code);
+}
+
+void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seconds, std::shared_ptr<rejoining> rj,
+                      std::string what) {
+  if (rj->knocking.exchange(true))
+    return; // knocking already
+  rj->back = false;
+  std::fprintf(stderr, "gradwire: rank %d: %s: asking rank 0 to be let back in (for %g s after it last answers)\n",
+               rank, what.c_str(), seconds);
+  std::thread([weak = std::move(weak), rank, seconds, rj, what = std::move(what)] {
+    const auto window = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+    const auto since = std::chrono::steady_clock::now();
+    for (;;) {
+      auto nd = weak.lock();
+      if (!nd)
+        return; // the job is over
+      const auto heard = std::chrono::steady_clock::time_point(std::chrono::milliseconds(nd->knock_heard_ms()));
+      if (std::chrono::steady_clock::now() > std::max(since, heard) + window)
+        break;
+      if (rj->back) {
+        rj->knocking = false;
+        std::fprintf(stderr, "gradwire: rank %d: let back in\n", rank);
+        return;
+      }
+      nd->knock();
+      nd.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200)); // a knock's pace, not a wait for an event
+    }
+    std::fprintf(stderr, "gradwire: rank %d: not let back in (rank 0 silent for %g s): leaving the job (%s)\n", rank,
+                 seconds, what.c_str());
+    leave_now();
+  }).detach();
+}
+
 } // namespace
 
 void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& setup, std::optional<job>& jb) {
@@ -70,6 +123,8 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jo.progress_nice = cfg.progress_nice >= 0 ? cfg.progress_nice : (setup.spin_wait && cfg.spin_us == 0 ? 19 : 0);
   jo.shm_refs = cfg.shm_refs;
   jo.live.peer_timeout_ms = cfg.peer_timeout_ms;
+  jo.replacements = setup.rejoin ? cfg.restarts : 0;
+  jo.replacing = setup.replacing;
   jo.shape.latency_us = cfg.latency_us;
   jo.shape.bandwidth_gbps = cfg.bandwidth_gbps;
   if (!setup.faults.empty()) { // delay, drop and partition act here
@@ -100,11 +155,23 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
           "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out + "` goes on from the latest complete one"
       : "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
   const bool peers_talk = setup.kind != topology_kind::parameter_server && setup.kind != topology_kind::local_sgd;
-  setup.on_published = [&sys, &jb, rank, resume_hint, peers_talk] {
+  const auto rj = std::make_shared<rejoining>();
+  // How long a rank knocks after rank 0 last answered: a stalled one as
+  // the config says, a replacement process (train.restarts) 30 s by default.
+  const double rejoin_s = !setup.rejoin ? 0 : cfg.rejoin_s > 0 ? cfg.rejoin_s : setup.replacing ? 30 : 0;
+  const bool replacing = setup.replacing;
+  setup.on_published = [&sys, &jb, rank, resume_hint, peers_talk, rj, rejoin_s, replacing] {
     // Weakly: the node keeps this callback, and a strong handle here would
     // keep the node (and its UCX endpoints) alive forever.
     std::weak_ptr<transport::node> weak = jb->node;
-    jb->node->start([weak, rank, resume_hint, peers_talk](int peer, const std::string& what) {
+    if (rejoin_s > 0) {
+      jb->node->set_on_readmitted([rj] { rj->back = true; });
+      jb->node->set_on_dismissed([rank](const std::string& why) {
+        std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, why.c_str());
+        leave_now(0); // the job is over: nothing for a launcher to restart
+      });
+    }
+    jb->node->start([weak, rank, resume_hint, peers_talk, rj, rejoin_s](int peer, const std::string& what) {
       auto node = weak.lock();
       if (!node)
         return; // the job is over
@@ -122,6 +189,12 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
       if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
         tell_coordinator();
       else if (peer == 0) { // the coordinator is gone, or has cut this rank off
+        // Alive after a stall or a partition (not rank 0's end, not its
+        // process gone): ask to be let back in.
+        if (rejoin_s > 0 && what.rfind("rank 0 ended", 0) != 0 && what.rfind("connection to rank", 0) != 0) {
+          knock_until_back(weak, rank, rejoin_s, rj, "cut off from rank 0 (" + what + ")");
+          return;
+        }
         if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
           std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, what.c_str());
         else {
@@ -130,9 +203,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
             std::fprintf(stderr, "gradwire: rank 0 held the coordinator, the shards and the results, so the job ends; "
                                  "%s\n", resume_hint.c_str());
         }
-        std::fflush(stderr);
-        transport::unlink_arenas(); // no destructors run from here
-        std::_Exit(3);
+        leave_now();
       } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes
         failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
         tell_coordinator();
@@ -140,6 +211,10 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
     }, jb->live);
     if (rank == 0)
       hear_launcher(jb->node);
+    if (replacing) { // the others passed the start long ago: ask in, and wait to be re-formed into the ring
+      knock_until_back(weak, rank, rejoin_s, rj, "a new process for this rank");
+      return;
+    }
     barrier(sys, *jb, 0);
   };
 }

@@ -235,7 +235,7 @@ void check_single(cli_args& a, const gradwire::scheduler::run_config& base, int 
 }
 
 /// Starts `procs` local processes with this command line less --procs.
-int relaunch(int procs, int argc, char** argv) {
+int relaunch(int procs, int argc, char** argv, int restarts) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -244,7 +244,7 @@ int relaunch(int procs, int argc, char** argv) {
     else if (arg.rfind("--procs=", 0) != 0)
       args.push_back(arg);
   }
-  return gradwire::scheduler::launch_local(procs, args);
+  return gradwire::scheduler::launch_local(procs, args, restarts);
 }
 
 gradwire::scheduler::run_options run_options_of(const cli_args& a) {
@@ -364,7 +364,7 @@ int dispatch(cli_args& a, int argc, char** argv) {
   if (base && !launched_child && gradwire::transport::detect_launch().rank == 0 && a.resume.empty())
     gradwire::scheduler::claim_results_folder(a.out_dir.empty() ? base->out : a.out_dir, a.force, "run");
   if (a.procs > 0 && !launched_child)
-    return relaunch(a.procs, argc, argv);
+    return relaunch(a.procs, argc, argv, base ? base->restarts : 0);
   if (auto status = run_tool(a))
     return *status;
   return run_experiment(a, std::move(*base));

@@ -154,9 +154,9 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
       fr.push_back({shown(f.value("rank", json())), shown(f.value("kind", json())), shown(f.value("detected_at", json())),
                     shown(f.value("recovered_at", json())), shown(f.value("at_step", json())),
                     shown(f.value("steps_lost", json())), shown(f.value("workers_after", json())),
-                    f.value("what", std::string())});
+                    shown(f.value("rejoined_step", json())), f.value("what", std::string())});
     h += "<h2>Faults</h2>\n" + table({"rank", "kind", "detected at (s)", "recovered at (s)", "went on from step", "steps lost",
-                                      "workers after", "what"}, fr);
+                                      "workers after", "back at step", "what"}, fr);
   }
   const auto& pw = s.value("per_worker", json::array());
   if (!pw.empty()) {

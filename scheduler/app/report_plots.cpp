@@ -142,6 +142,11 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
     const auto label = "worker " + std::to_string(f.value("rank", 0)) + " lost";
     at_time.emplace_back(num(f, "detected_at", 0), label);
     at_step.emplace_back(num(f, "at_step", 0), label);
+    if (f.contains("rejoined_at") && f["rejoined_at"].is_number()) { // its process came back
+      const auto back = "worker " + std::to_string(f.value("rank", 0)) + " back";
+      at_time.emplace_back(num(f, "rejoined_at", 0), back);
+      at_step.emplace_back(num(f, "rejoined_step", 0), back);
+    }
   }
   const auto marked = [&](std::size_t from, const std::vector<std::pair<double, std::string>>& m) {
     for (auto i = from; i < p.size(); ++i)

@@ -83,7 +83,7 @@ nlohmann::json run_point(const std::string& config_path, const point_plan& pp, r
     args.push_back("--set");
     args.push_back(o);
   }
-  const int rc = launch_local(n, args);
+  const int rc = launch_local(n, args, cfg.restarts);
   check(rc == 0, fmt::format("sweep point {} ({}): the job of {} processes exited with status {}", where, pp.label, n, rc));
   std::ifstream in(cfg.out + "/summary.json");
   auto summary = nlohmann::json::parse(in, nullptr, false);

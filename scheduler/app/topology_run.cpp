@@ -202,6 +202,8 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
     };
     coord_trace.span("worker lost (arg: rank)", at(fr.detected_at),
                      at(fr.recovered_at >= fr.detected_at ? fr.recovered_at : fr.detected_at + 1e-3), fr.rank);
+    if (fr.rejoined_at >= 0) // and away until it came back
+      coord_trace.span("worker away (arg: rank)", at(fr.detected_at), at(fr.rejoined_at), fr.rank);
   }
   f.per_worker = nlohmann::json::array();
   // While every worker ran: until the first finished (by its own clock;
@@ -400,7 +402,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                         {"recovered_at", fr.recovered_at >= 0 ? nlohmann::json(fr.recovered_at) : nlohmann::json(nullptr)},
                         {"at_step", fr.at_step},
                         {"steps_lost", fr.steps_lost},
-                        {"workers_after", fr.workers_after}};
+                        {"workers_after", fr.workers_after},
+                        {"rejoined_at", fr.rejoined_at >= 0 ? nlohmann::json(fr.rejoined_at) : nlohmann::json(nullptr)},
+                        {"rejoined_step", fr.rejoined_step >= 0 ? nlohmann::json(fr.rejoined_step) : nlohmann::json(nullptr)}};
     summary["faults"].push_back(j);
     j["type"] = "fault";
     j["time"] = fr.detected_at;

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace gradwire::scheduler {
 
@@ -115,6 +117,13 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   set_workers(setup, cfg);
   setup.timeout = std::chrono::milliseconds(cfg.step_timeout_ms);
   setup.min_workers = cfg.min_workers;
+  setup.rejoin = cfg.rejoin_s > 0 || cfg.restarts > 0;
+  setup.restarts = cfg.restarts;
+  for (const auto& f : cfg.faults)
+    if (f.back_at_step > 0 && f.rank >= 0)
+      setup.back_at_step[f.rank] = std::max(setup.back_at_step[f.rank], f.back_at_step);
+  if (const char* v = std::getenv("GRADWIRE_REJOIN"); v != nullptr && std::string(v) == "1")
+    setup.replacing = true;
   // Every worker runs the same number of full batches (sync needs it): as
   // many as the worker with the largest batch has in an epoch.
   int largest = cfg.batch_size;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct fault_record {
   std::int64_t at_step = 0;   ///< the step the survivors went on from
   std::int64_t steps_lost = 0; ///< steps of work abandoned (a round in flight)
   int workers_after = 0;
+  double rejoined_at = -1;       ///< it came back (its process alive after a stall or partition; -1: not)
+  std::int64_t rejoined_step = -1; ///< the step the ring re-formed with it at
   /// The coordinator's start on the steady clock (the times above count from it).
   std::chrono::steady_clock::time_point origin{};
 };
@@ -45,6 +48,14 @@ struct elastic_plan {
   /// neighbours re-weigh, the workers share out the data. No round is
   /// abandoned (false: a ring, re-formed).
   bool tell_survivors = false;
+  /// A ring: a lost worker whose process asks to come back ((reform_atom,
+  /// rank) to the coordinator) is let back in by this (every rank hears it
+  /// again), and the ring re-forms with it, its state from a live peer.
+  /// Empty: no one comes back.
+  std::function<void(int rank)> readmit;
+  /// Rank -> the step before which it is not let back in ([[faults]]
+  /// back_at_step); a rank's entry is used once.
+  std::map<int, std::int64_t> back_at_step;
   std::vector<caf::actor> shards;
   int min_workers = 1; ///< fewer survivors than this: the run fails
   std::string why_not; ///< when off: why this run cannot go on without a worker (for the error)

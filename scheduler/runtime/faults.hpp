@@ -51,6 +51,7 @@ struct fault_spec {
   double seconds = 0;       ///< how long (stall, slow, delay, drop, partition)
   double factor = 1;        ///< slow: compute time multiplied by this
   double delay_ms = 0;      ///< delay: added to every frame on the link
+  std::int64_t back_at_step = 0; ///< kill, stall: let back in no earlier than this step (0: when it asks)
   std::string where;        ///< "file:line: [[faults]] #i", for messages
 };
 

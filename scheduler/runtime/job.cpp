@@ -4,6 +4,7 @@
 #include "transport/ucx_link.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -29,8 +30,13 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uo.token_hash = transport::token_hash(j.launch.rendezvous.token);
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
+  const transport::ucx_link* ul = link.get(); // owned by the node from below, which outlives `late`
   auto rv = j.launch.rendezvous;
-  rv.check_address = [&link](const std::vector<std::uint8_t>& blob) { return link->check_address(blob); };
+  rv.late = opts.replacing;
+  rv.check_address = [ul](const std::vector<std::uint8_t>& blob) { return ul->check_address(blob); };
+  int listener = -1;
+  if (j.launch.rank == 0 && opts.replacements > 0 && j.launch.size > 1)
+    rv.keep_listener = &listener;
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, rv, link->address());
   link->connect(table);
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
@@ -42,6 +48,31 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   // has a push and a pull in flight per shard, far below it.
   if (opts.max_data_bytes > 0)
     j.node->set_peer_budget(peer_budget_frames * opts.max_data_bytes);
+  if (listener >= 0) {
+    rv.keep_listener = nullptr;
+    std::weak_ptr<transport::node> weak = j.node;
+    auto admitted = std::make_shared<int>(0);
+    const int most = opts.replacements;
+    j.late = std::make_unique<transport::late_joins>(
+      listener, rv, j.launch.size, std::move(table),
+      [weak, admitted, most](int r, const std::vector<std::uint8_t>& address) -> std::string {
+        auto nd = weak.lock();
+        if (!nd)
+          return "the job is over";
+        if (!nd->hears_knocks())
+          return "later: this job lets no one back in yet (only an elastic ring does, once it runs)";
+        if (!nd->is_cut_off(r)) // the launcher's word of its death may still be on its way
+          return "later: rank " + std::to_string(r) + " is still in the job";
+        if (*admitted >= most)
+          return "rank " + std::to_string(r) + ": " + std::to_string(most) +
+                 " process(es) were replaced already (train.restarts)";
+        ++*admitted;
+        nd->admit_process(r, address);
+        std::fprintf(stderr, "gradwire: rank 0: a new process for rank %d joined (%d of train.restarts = %d)\n", r,
+                     *admitted, most);
+        return "";
+      });
+  }
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include "transport/launch_env.hpp"
 #include "transport/emulated_link.hpp"
 #include "transport/node.hpp"
+#include "transport/rendezvous.hpp"
 #include "transport/shm_lending.hpp"
 
 #include <caf/all.hpp>
@@ -34,6 +35,12 @@ struct job_options {
   /// this process allocate more than the job could need. 0: the link's own
   /// bound (2 GiB).
   std::size_t max_data_bytes = 0;
+  /// Rank 0: processes that may replace lost ranks in all (train.restarts);
+  /// the rendezvous socket then stays open for them (transport::late_joins),
+  /// and each is admitted once rank 0 has cut its rank off.
+  int replacements = 0;
+  /// This process replaces a lost rank's (GRADWIRE_REJOIN=1).
+  bool replacing = false;
 };
 
 /// A peer whose frames hold more than this many of the largest frames at
@@ -49,6 +56,9 @@ struct job {
   /// lent to peers instead of copied.
   std::shared_ptr<transport::arena_allocation> allocation;
   transport::liveness live;              ///< for node->start
+  /// Rank 0 with job_options::replacements: hellos of replacement processes
+  /// (declared after `node`, so it stops first).
+  std::unique_ptr<transport::late_joins> late;
 };
 
 /// Connects this process to the job. Throws gradwire::error.

@@ -73,8 +73,10 @@ extern "C" void on_launcher_signal(int sig) { forward_signal = sig; }
 /// SIGTERM when the launcher dies, however it dies: no orphans.
 [[noreturn]] void exec_rank(int r, int n, const std::string& exe, const std::vector<std::string>& args,
                             const std::string& rendezvous, const std::string& token, pid_t launcher, int deaths_fd,
-                            int listener) {
+                            int listener, bool replacing) {
   ::setpgid(0, 0);
+  if (replacing) // a new process for a lost rank: it asks rank 0 to be let in (train.restarts)
+    ::setenv("GRADWIRE_REJOIN", "1", 1);
   if (r == 0) { // rank 0 serves the rendezvous on the launcher's listening socket
     ::fcntl(listener, F_SETFD, 0);
     ::setenv("GRADWIRE_RENDEZVOUS_FD", std::to_string(listener).c_str(), 1);
@@ -103,7 +105,7 @@ int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(
 
 } // namespace
 
-int launch_local(int n, const std::vector<std::string>& args) {
+int launch_local(int n, const std::vector<std::string>& args, int restarts) {
   check(n >= 1 && n <= 256, "--procs " + std::to_string(n) + ": choose 1..256 processes");
   const std::string exe = self_exe();
   const auto [listener, port] = rendezvous_listener();
@@ -131,7 +133,7 @@ int launch_local(int n, const std::vector<std::string>& args) {
     const pid_t pid = ::fork();
     check(pid >= 0, std::string("fork: ") + std::strerror(errno));
     if (pid == 0)
-      exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0], listener);
+      exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0], listener, false);
     pids.push_back(pid);
   }
   if (deaths[0] >= 0)
@@ -175,6 +177,17 @@ int launch_local(int n, const std::vector<std::string>& args) {
           const auto line = std::to_string(rank) + " " + (WIFEXITED(st) ? "exited with status " : "was killed by signal ") +
                             std::to_string(WIFEXITED(st) ? code : WTERMSIG(st)) + "\n";
           [[maybe_unused]] const auto w = ::write(deaths[1], line.data(), line.size()); // rank 0 gone: nothing to tell
+        }
+        if (restarts > 0 && !ending) { // a new process for it, which asks rank 0 to be let in
+          --restarts;
+          std::fprintf(stderr, "gradwire: starting rank %d again (%d restart(s) left)\n", rank, restarts);
+          const pid_t again = ::fork();
+          if (again == 0)
+            exec_rank(rank, n, exe, args, rendezvous, token, launcher, -1, -1, true);
+          if (again > 0) {
+            pids[static_cast<std::size_t>(rank)] = again;
+            ++alive;
+          }
         }
       }
       continue;

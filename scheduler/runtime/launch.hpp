@@ -13,8 +13,11 @@
 namespace gradwire::scheduler {
 
 /// Runs `args` (argv without the program and without --procs) as `n`
-/// processes; returns the first non-zero exit status, or 0.
-int launch_local(int n, const std::vector<std::string>& args);
+/// processes; returns rank 0's exit status (the first non-zero one if
+/// rank 0's is unknown). A rank other than 0 that fails is started again,
+/// `restarts` times in all, with GRADWIRE_REJOIN=1 (train.restarts): the
+/// new process asks rank 0 to be let into the job.
+int launch_local(int n, const std::vector<std::string>& args, int restarts = 0);
 
 /// A random token for a job (hex).
 std::string fresh_token();

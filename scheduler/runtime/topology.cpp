@@ -139,7 +139,8 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.delay_ms = at(setup.worker_delay_ms, 0.0);
   wc.jitter_ms = at(setup.worker_jitter_ms, 0.0);
   wc.steps = setup.steps;
-  wc.step_progress = setup.budget_samples > 0;
+  wc.step_progress = setup.budget_samples > 0 || !setup.back_at_step.empty();
+  wc.joining = setup.replacing;
   wc.seed = setup.seed;
   wc.opt = setup.opt;
   wc.opt.lr = static_cast<float>(wc.opt.lr * at(setup.worker_lr_scale, 1.0)); // its own steps (local SGD, gossip)
@@ -153,7 +154,17 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   if (setup.resume)
     wc.resume = setup.resume->part("worker " + std::to_string(rank));
   if (!setup.faults.empty()) {
-    auto injector = std::make_shared<fault_injector>(setup.faults, rank, setup.workers, setup.link_faults);
+    // A replacement process is outside the schedule: the kills and stalls
+    // aimed at its rank were the old process's (and its clock starts now).
+    auto strikes = setup.faults;
+    if (setup.replacing)
+      strikes.erase(std::remove_if(strikes.begin(), strikes.end(),
+                                   [rank](const fault_strike& s) {
+                                     return (s.kind == fault_kind::kill || s.kind == fault_kind::stall) &&
+                                            std::find(s.ranks.begin(), s.ranks.end(), rank) != s.ranks.end();
+                                   }),
+                    strikes.end());
+    auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults);
     wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
     wc.slowdown_now = [injector] { return injector->slowdown_now(); };
   }
@@ -241,9 +252,25 @@ std::optional<coordination> run_worker_across(
                     });
     return std::nullopt;
   }
+  // A ring that lets a lost worker back in when its process asks (it was
+  // cut off after a stall or partition and is alive).
+  auto plan = elastic;
+  if (setup.rejoin && plan.on && !plan.tell_survivors) {
+    plan.readmit = [&nd](int r) { nd.readmit_everywhere(r); };
+    plan.back_at_step = setup.back_at_step;
+    nd.set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
+      caf::anon_send(coordinator, actors::reform_atom::value, r);
+    });
+  } else if (setup.rejoin)
+    std::fprintf(stderr, "gradwire: transport.rejoin_s is set, but only an elastic ring lets a rank back in%s: a rank "
+                         "cut off leaves the job\n",
+                 plan.on ? " (this job's workers go on without it)" : (" (" + plan.why_not + ")").c_str());
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
                       [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples, checkpoints,
-                      elastic);
+                      plan);
+  nd.set_on_knock({});
+  if (plan.readmit) // whoever still knocks (a new process held for a step the run did not reach) leaves now
+    nd.dismiss_cut_off("rank 0 ended the job before letting this rank back in");
   stop_actors(self, {worker});
   return c;
 }

@@ -120,6 +120,18 @@ struct topology_setup {
   /// equal batches) survives lost workers while this many remain; 0: a
   /// lost worker fails the run.
   int min_workers = 0;
+  /// Across processes: a lost worker may come back, and an elastic ring
+  /// re-forms with it: a rank cut off while alive knocks
+  /// (transport.rejoin_s), or a new process replaces a dead one
+  /// (train.restarts, at most that many in all).
+  bool rejoin = false;
+  int restarts = 0;
+  /// Rank -> the step before which it is not let back in ([[faults]]
+  /// back_at_step; the workers then report every step).
+  std::map<int, std::int64_t> back_at_step;
+  /// This process replaces a lost worker's (GRADWIRE_REJOIN=1): its worker
+  /// waits for the ring to take it in, with a live peer's state.
+  bool replacing = false;
   /// Resume: every actor starts from its part of this checkpoint.
   std::shared_ptr<const resume_point> resume;
 };

@@ -149,6 +149,9 @@ case_ faults_peer_self '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind
 case_ faults_peer_range '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind = "drop"\nrank = 1\npeer = 7\nat_step = 3\nseconds = 1.0\n' 'faults_peer_range.toml:4: .*peer = 7, but the workers are ranks 0 to 2'
 case_ faults_ranks_dup '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nmtbf_s = 10.0\nranks = [1, 1]\n' 'faults_ranks_dup.toml:4: .*ranks names rank 1 twice'
 case_ faults_mtbf '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nrank = 1\nmtbf_s = 0.0\n' 'faults_mtbf.toml:4: .*mtbf_s must be more than 0'
+case_ faults_back_kind '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind = "slow"\nrank = 1\nat_step = 3\nseconds = 1.0\nfactor = 2.0\nback_at_step = 9\n' 'faults_back_kind.toml:4: .*back_at_step applies to kind = "kill" .a new process. and "stall" only'
+case_ faults_back_early '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nrank = 1\nat_step = 30\nback_at_step = 20\n' 'faults_back_early.toml:4: .*back_at_step = 20 must come after at_step = 30'
+case_ restarts_negative '[topology]\nkind = "ring"\n[train]\nrestarts = -1\n' 'restarts_negative.toml:4.*train.restarts'
 # [sweep]
 case_ sweep_not_array '[sweep]\n"topology.workers" = 2\n' 'sweep_not_array.toml:2.*\[sweep\] topology.workers must be a non-empty array'
 case_ sweep_empty '[sweep]\n"topology.workers" = []\n' 'sweep_empty.toml:2.*non-empty array'

@@ -104,19 +104,21 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
   fs::remove_all(dir);
 }
 
-TEST_CASE("a lost worker is a row of the Faults table and a mark on the curves over time and steps") {
+TEST_CASE("a lost worker is a row of the Faults table and a mark on the curves over time and steps and so is its return") {
   const auto dir = async_ps_run("faults");
   // The record a run that lost worker 2 writes (tests/transport/faults.sh
   // checks the runtime writes it).
   auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
   summary["faults"] = nlohmann::json::array({{{"rank", 2}, {"kind", "lost"}, {"what", "no frame for 1.00 s"},
                                               {"detected_at", 0.25}, {"recovered_at", 0.26}, {"at_step", 7},
-                                              {"steps_lost", 1}, {"workers_after", 2}}});
+                                              {"steps_lost", 1}, {"workers_after", 2}, {"rejoined_at", 0.75},
+                                              {"rejoined_step", 19}}});
   std::ofstream(dir + "/summary.json") << summary.dump();
   auto r = write_report(dir);
   const auto html = slurp(r.html);
   CHECK(html.find("<h2>Faults</h2>") != std::string::npos);
   CHECK(html.find("no frame for 1.00 s") != std::string::npos);
+  CHECK(html.find("back at step") != std::string::npos);
   if (find_gnuplot().empty()) {
     WARN("gnuplot not installed: the marks are not checked");
     return;
@@ -131,10 +133,13 @@ TEST_CASE("a lost worker is a row of the Faults table and a mark on the curves o
     INFO(f);
     CHECK(block_of(f).find("set arrow from 0.25, graph 0") != std::string::npos);
     CHECK(block_of(f).find("\"worker 2 lost\"") != std::string::npos);
+    CHECK(block_of(f).find("set arrow from 0.75, graph 0") != std::string::npos); // and back
+    CHECK(block_of(f).find("\"worker 2 back\"") != std::string::npos);
   }
   for (const char* f : {"loss_steps", "accuracy_steps"}) {
     INFO(f);
     CHECK(block_of(f).find("set arrow from 7, graph 0") != std::string::npos);
+    CHECK(block_of(f).find("set arrow from 19, graph 0") != std::string::npos);
   }
   CHECK(block_of("loss_samples").find("set arrow") == std::string::npos); // not a time or step axis
   fs::remove_all(dir);

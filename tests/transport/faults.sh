@@ -3,7 +3,9 @@
 # a worker's step (never a timed kill from outside, which races a faster
 # machine). An elastic ring of 3 (or 4) survives:
 # - a rank that stalls (SIGSTOP) past the liveness bound: the others go on
-#   without it, and when it wakes, rank 0's fence makes it leave;
+#   without it, and when it wakes, rank 0's fence makes it leave (or, with
+#   transport.rejoin_s, it is let back in; so is a new process for a killed
+#   rank, with train.restarts);
 # - a link that is down past the bound: one of its ends is cut off;
 # - a partition of one rank from the others: the side with rank 0 goes on;
 # and a slow rank or a delayed link only slow the job down.
@@ -16,6 +18,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
 has() { grep -q -- "$2" "$1" || { bad "$1 lacks '$2'"; sed 's/^/    /' "$1"; }; }
+# same_model A B: the two safetensors files hold the same tensors, bit for bit.
+same_model() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import struct, sys
+def tensors(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    return b[8 + n:]
+sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
+PY
+}
 
 # run NAME PROCS FAULTS...: the ring example across PROCS processes with the
 # given [[faults]] tables, a 1 s liveness bound and the elastic ring.
@@ -53,6 +66,47 @@ survived stall 2 2
 has "$work/stall.txt" 'rank 2: stalls for 3 s after step 20'
 has "$work/stall.txt" 'the ring goes on without worker 2: 2 workers'
 has "$work/stall.txt" 'rank 2: leaving the job: rank 0 cut this rank off'
+
+# A worker back in the ring at [[faults]] back_at_step = 60, its state
+# from a live peer, two ways: a stalled process that knocks when it wakes
+# (transport.rejoin_s; the ring reaches step 60 first and waits for it), and
+# a new process for a killed one (train.restarts; rank 1 is slowed so the
+# new process asks before step 60, and is held until then). Either way the
+# replicas are equal, the fault says when it came back, and the two runs'
+# models are the same bit for bit.
+back() {
+  local name=$1
+  shift
+  { cat "$src/examples/ring.toml"; printf '\n%b\n' "$@"; } >"$work/$name.toml"
+  local rc=0
+  timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --procs 3 --set topology.workers=3 \
+    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set transport.rejoin_s=30 \
+    --set train.restarts=1 --set train.max_steps=120 -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] || { bad "$name: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
+  has "$work/$name.txt" 'worker 2 is back: the ring goes on with 3 workers from step 60'
+  /usr/bin/python3 - "$work/$name/summary.json" <<'PY' || { bad "$name: summary.json (above)"; sed 's/^/    /' "$work/$name.txt"; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = s.get('faults', [])
+ok = (s['status'] == 'completed' and len(f) == 1 and f[0]['rank'] == 2 and f[0]['rejoined_step'] == 60
+      and f[0]['rejoined_at'] > f[0]['detected_at'] and s['lost_workers'] == [] and s['replica_spread'] == 0
+      and all(w['steps'] == s['steps_per_worker'] for w in s['per_worker']))
+if not ok:
+    print(json.dumps({k: s.get(k) for k in ('status', 'lost_workers', 'faults', 'replica_spread')}), file=sys.stderr)
+sys.exit(not ok)
+PY
+}
+back stalled '[[faults]]\nkind = "stall"\nrank = 2\nat_step = 20\nseconds = 2.0\nback_at_step = 60'
+has "$work/stalled.txt" 'rank 2: cut off from rank 0'
+back replaced '[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\nback_at_step = 60' \
+  '[[faults]]\nkind = "slow"\nrank = 1\nfactor = 50.0\nat_step = 21\nseconds = 10.0'
+has "$work/replaced.txt" 'starting rank 2 again'
+has "$work/replaced.txt" 'a new process for rank 2 joined'
+printf 'ok: a worker back at step 60: stalled (%s), replaced (%s)\n' \
+  "$(grep -qm1 'the ring takes it in at step' "$work/stalled.txt" && echo asked first || echo the ring waited first)" \
+  "$(grep -qm1 'the ring takes it in at step' "$work/replaced.txt" && echo asked first || echo the ring waited first)"
+same_model "$work/stalled/model.safetensors" "$work/replaced/model.safetensors" ||
+  bad "a worker back at step 60: the stalled and the replaced runs' models differ"
 
 run drop 3 '[[faults]]\nkind = "drop"\nrank = 1\npeer = 2\nat_step = 20\nseconds = 3.0'
 survived drop any 2

@@ -18,7 +18,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -235,4 +237,44 @@ TEST_CASE("rendezvous: a hello whose UCX address UCX cannot parse is refused, an
   auto table = rendezvous(1, 2, o, l1.address());
   CHECK(server.get() == table);
   CHECK(table[1] == l1.address());
+}
+
+TEST_CASE("rendezvous: a new process for a lost rank joins late on the same socket and only as rank 0 admits it") {
+  rendezvous_options o;
+  o.port = free_port();
+  o.token = "t";
+  o.timeout_ms = 5000;
+  int listener = -1;
+  auto o0 = o;
+  o0.keep_listener = &listener;
+  auto r1 = std::async(std::launch::async, [&] { return rendezvous(1, 3, o, {1}); });
+  auto r2 = std::async(std::launch::async, [&] { return rendezvous(2, 3, o, {2}); });
+  auto table = rendezvous(0, 3, o0, {0});
+  r1.get();
+  r2.get();
+  REQUIRE(listener >= 0); // still listening after the rendezvous
+  std::atomic<int> asked{0};
+  std::atomic<bool> lost{false}; // rank 2 is lost once the test says so
+  late_joins late(listener, o, 3, table, [&](int r, const std::vector<std::uint8_t>& address) -> std::string {
+    ++asked;
+    if (r == 1)
+      return "rank 1 is alive and well";
+    if (!lost.load())
+      return "later: rank 2 is still in the job";
+    return address == std::vector<std::uint8_t>{22} ? "" : "not the address the test sent";
+  });
+  auto wrong = o;
+  wrong.token = "wrong";
+  CHECK_THROWS_WITH(rendezvous(2, 3, wrong, {22}), Catch::Contains("wrong job token"));
+  CHECK_THROWS_WITH(rendezvous(1, 3, o, {11}), Catch::Contains("rank 1 is alive and well"));
+  auto twice = o;
+  CHECK_THROWS_WITH(rendezvous(2, 4, twice, {22}), Catch::Contains("4 processes"));
+  // Asked before rank 0 knows the rank is lost: held, then admitted with
+  // the table, its own slot now its new address.
+  auto replacement = std::async(std::launch::async, [&] { return rendezvous(2, 3, o, {22}); });
+  while (asked.load() < 3) // the refused rank 1, then the held rank 2 at least once
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  lost = true;
+  const std::vector<std::vector<std::uint8_t>> want = {{0}, {1}, {22}};
+  CHECK(replacement.get() == want);
 }

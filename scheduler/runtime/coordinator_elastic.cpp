@@ -1,0 +1,311 @@
+/// @file coordinator_elastic.cpp
+/// The coordinator when a worker is lost: an elastic ring re-forms (the
+/// survivors agree on a step, one behind takes a live peer's state), a
+/// parameter server or gossip goes on without it, and a worker whose
+/// process comes back is let back into the ring.
+#include "scheduler/runtime/coordinator_state.hpp"
+
+#include <cstdio>
+
+namespace gradwire::scheduler::detail {
+
+void coordinator_state::start_reform() {
+  survivors.clear();
+  for (std::size_t r = 0; r < n; ++r)
+    if (!finished[r])
+      survivors.push_back(static_cast<std::int64_t>(r));
+  if (static_cast<int>(survivors.size()) < std::max(1, elastic->min_workers)) {
+    out.failure = out.faults.back().what + " (" + std::to_string(survivors.size()) +
+                  " worker(s) left, train.min_workers = " + std::to_string(elastic->min_workers) + ")";
+    return;
+  }
+  ++generation;
+  reform_replies.clear();
+  reform_step = -1;
+  donor = -1;
+  behind.clear();
+  for (auto r : survivors)
+    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, generation);
+}
+
+void coordinator_state::on_reform_reply(int rank, std::int64_t at, bool abandoned) {
+  if (!known(rank) || survivors.empty() || reform_step >= 0)
+    return;
+  reform_replies[rank] = {at, abandoned};
+  if (rank == joining && at == 0 && carried.size() == n) // a new process: the old one's samples still count
+    carried[static_cast<std::size_t>(rank)] += out.reports[static_cast<std::size_t>(rank)].samples;
+  last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
+  for (auto r : survivors)
+    if (!reform_replies.count(static_cast<int>(r)))
+      return;
+  if (awaiting >= 0 && joining != awaiting) { // held at back_at_step: the ring waits for it here
+    if (parked_since == clock_type::time_point{})
+      parked_since = clock_type::now();
+    return;
+  }
+  decide_reform();
+}
+
+void coordinator_state::decide_reform() {
+  std::int64_t most = 0, least = -1;
+  bool lost_work = false;
+  for (const auto& [r, v] : reform_replies) {
+    most = std::max(most, v.first);
+    least = least < 0 ? v.first : std::min(least, v.first);
+    lost_work = lost_work || v.second;
+  }
+  reform_step = most;
+  for (const auto& [r, v] : reform_replies) {
+    if (v.first == most && donor < 0)
+      donor = r;
+    if (v.first < most)
+      behind.push_back(r);
+  }
+  if (joining < 0 && !waited) { // a loss (a worker coming back, or the wait for one, is no fault)
+    auto& f = out.faults.back();
+    f.at_step = most;
+    f.steps_lost = lost_work ? 1 : 0;
+  }
+  if (behind.empty())
+    rewire();
+  else // a survivor a step behind takes the donor's state (its snapshot comes here first)
+    (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::snapshot_atom::value, std::int64_t{generation});
+}
+
+bool coordinator_state::on_donor_state(const std::string& meta, const actors::slice& floats) {
+  if (donor < 0 || behind.empty())
+    return false;
+  actors::snapshot_frame f;
+  try {
+    f = actors::snapshot_frame::checked(meta, floats, "the donor's state");
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (f.who != "worker " + std::to_string(donor) || f.step != reform_step)
+    return false;
+  for (int r : behind)
+    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::snapshot_atom::value, meta, floats);
+  behind.clear();
+  rewire();
+  return true;
+}
+
+void coordinator_state::rewire() {
+  const auto m = survivors.size();
+  for (std::size_t i = 0; i < m; ++i)
+    (*self)->send((*workers)[static_cast<std::size_t>(survivors[i])], actors::reform_atom::value, generation, survivors,
+                  (*workers)[static_cast<std::size_t>(survivors[(i + 1) % m])]);
+  if (joining >= 0) { // a lost worker came back: its fault says when
+    for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
+      if (it->rank == joining) {
+        it->rejoined_at = now_s();
+        it->rejoined_step = reform_step;
+        break;
+      }
+    std::fprintf(stderr, "gradwire: worker %d is back: the ring goes on with %zu workers from step %lld\n", joining, m,
+                 static_cast<long long>(reform_step));
+    joining = -1;
+    awaiting = -1;
+    parked_since = {};
+    waited = false;
+    survivors.clear();
+    take_next_join();
+    return;
+  }
+  if (waited) { // waited for a worker that did not come
+    std::fprintf(stderr, "gradwire: the ring goes on with %zu workers from step %lld\n", m,
+                 static_cast<long long>(reform_step));
+    waited = false;
+    survivors.clear();
+    take_next_join();
+    return;
+  }
+  auto& f = out.faults.back();
+  f.recovered_at = now_s();
+  f.workers_after = static_cast<int>(m);
+  std::fprintf(stderr, "gradwire: the ring goes on without worker %d: %zu workers from step %lld (%.2f s after the loss was detected)\n",
+               f.rank, m, static_cast<long long>(reform_step), f.recovered_at - f.detected_at);
+  survivors.clear();
+  take_next_join();
+}
+
+void coordinator_state::on_rejoin(int rank) {
+  if (!known(rank) || elastic == nullptr || !elastic->on || !elastic->readmit || stopping || !out.failure.empty())
+    return;
+  if (std::find(out.lost.begin(), out.lost.end(), rank) == out.lost.end() || rank == joining)
+    return;
+  if (rank == awaiting && !survivors.empty() && reform_step < 0 && joining < 0) { // the ring waits for it
+    const auto r = static_cast<std::size_t>(rank);
+    elastic->readmit(rank);
+    out.lost.erase(std::find(out.lost.begin(), out.lost.end(), rank));
+    finished[r] = false;
+    --done;
+    last_seen[r] = clock_type::now();
+    joining = rank;
+    survivors.insert(std::upper_bound(survivors.begin(), survivors.end(), static_cast<std::int64_t>(rank)),
+                     static_cast<std::int64_t>(rank));
+    std::fprintf(stderr, "gradwire: worker %d asks to come back: re-forming the ring with it\n", rank);
+    (*self)->send((*workers)[r], actors::reform_atom::value, generation);
+    return;
+  }
+  if (const auto hold = back_at.find(rank); hold != back_at.end()) { // [[faults]] back_at_step: not before it
+    if (std::find(held.begin(), held.end(), rank) == held.end()) {
+      held.push_back(rank);
+      std::fprintf(stderr, "gradwire: worker %d asks to come back: the ring takes it in at step %lld (back_at_step)\n",
+                   rank, static_cast<long long>(hold->second));
+    }
+    return;
+  }
+  if (!survivors.empty() || joining >= 0) { // after the re-form in flight
+    if (std::find(joins.begin(), joins.end(), rank) == joins.end())
+      joins.push_back(rank);
+    return;
+  }
+  const auto r = static_cast<std::size_t>(rank);
+  elastic->readmit(rank);
+  out.lost.erase(std::find(out.lost.begin(), out.lost.end(), rank));
+  finished[r] = false;
+  --done;
+  last_seen[r] = clock_type::now();
+  joining = rank;
+  std::fprintf(stderr, "gradwire: worker %d asks to come back: re-forming the ring with it\n", rank);
+  start_reform();
+}
+
+std::int64_t coordinator_state::furthest_step() const {
+  std::int64_t most = 0;
+  for (std::size_t r = 0; r < n; ++r)
+    if (!lost(r))
+      most = std::max(most, steps[r]);
+  return most;
+}
+
+void coordinator_state::take_held() {
+  if (awaiting >= 0) { // parked: the awaited worker has not come within the bound
+    if (parked_since != clock_type::time_point{} && clock_type::now() - parked_since > park_bound()) {
+      std::fprintf(stderr, "gradwire: worker %d did not come back within %lld ms: the ring goes on without it\n",
+                   awaiting, static_cast<long long>(park_bound().count()));
+      awaiting = -1;
+      parked_since = {};
+      decide_reform();
+    }
+    return;
+  }
+  if (back_at.empty() || !survivors.empty() || joining >= 0)
+    return;
+  const auto at = furthest_step();
+  for (auto it = back_at.begin(); it != back_at.end(); ++it)
+    if (at >= it->second && lost(static_cast<std::size_t>(it->first))) {
+      // The ring stops at this step (a re-form) and waits for the worker.
+      awaiting = it->first;
+      waited = true;
+      held.erase(std::remove(held.begin(), held.end(), awaiting), held.end());
+      back_at.erase(it); // once: a later loss of it is a new fault
+      std::fprintf(stderr, "gradwire: step %lld: the ring waits for worker %d (back_at_step)\n",
+                   static_cast<long long>(at), awaiting);
+      start_reform();
+      return;
+    }
+}
+
+void coordinator_state::take_next_join() {
+  while (!joins.empty() && joining < 0 && survivors.empty()) {
+    const int r = joins.front();
+    joins.erase(joins.begin());
+    on_rejoin(r);
+  }
+}
+
+void coordinator_state::go_on_without() {
+  std::vector<std::int64_t> left; // not lost (some may have finished their steps already)
+  for (std::size_t r = 0; r < n; ++r)
+    if (std::find(out.lost.begin(), out.lost.end(), static_cast<int>(r)) == out.lost.end())
+      left.push_back(static_cast<std::int64_t>(r));
+  auto& f = out.faults.back();
+  if (static_cast<int>(left.size()) < std::max(1, elastic->min_workers)) {
+    out.failure = f.what + " (" + std::to_string(left.size()) + " worker(s) left, train.min_workers = " +
+                  std::to_string(elastic->min_workers) + ")";
+    return;
+  }
+  ++generation;
+  for (const auto& s : elastic->shards)
+    (*self)->send(s, actors::reform_atom::value, generation, left);
+  for (auto r : left)
+    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, generation, left);
+  std::int64_t most = 0;
+  for (auto r : left)
+    most = std::max(most, steps[static_cast<std::size_t>(r)]);
+  f.at_step = most;
+  f.steps_lost = 0;
+  f.recovered_at = now_s();
+  f.workers_after = static_cast<int>(left.size());
+  std::fprintf(stderr, "gradwire: carrying on without worker %d: %zu workers\n", f.rank, left.size());
+}
+
+void coordinator_state::on_lost(actors::worker_report rep) {
+  if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
+    return;
+  // "rank R lost rank P": a rank that lost a neighbour (join_across.cpp).
+  // When R itself is gone by now (a link down between R and P: each
+  // reports the other, and the first report processed decides), its word
+  // no longer counts.
+  int reporter = -1, about = -1;
+  if (std::sscanf(rep.error.c_str(), "rank %d lost rank %d", &reporter, &about) == 2 && known(reporter) &&
+      lost(static_cast<std::size_t>(reporter)))
+    return;
+  const auto r = static_cast<std::size_t>(rep.rank);
+  // Reported by another rank (it lost contact), the lost rank may still
+  // be running: it is cut off and told so, and leaves the job.
+  if (cut_off && rep.rank != 0 && !stopping && (carry_on || (elastic != nullptr && elastic->on)))
+    cut_off(rep.rank, rep.error);
+  if (elastic != nullptr && elastic->on && !stopping) {
+    if (rep.rank == joining) // lost again while coming back
+      joining = -1;
+    waited = false; // the re-form from here is this loss's
+    std::fprintf(stderr, "gradwire: lost worker %zu: %s\n", r, rep.error.c_str());
+    fault_record f;
+    f.origin = t0;
+    f.rank = rep.rank;
+    f.what = rep.error;
+    f.detected_at = now_s();
+    out.faults.push_back(f);
+    rep.steps = steps[r];
+    rep.samples = samples[r];
+    rep.seconds = now_s();
+    out.lost.push_back(rep.rank);
+    finished[r] = true;
+    ++done;
+    out.reports[r] = std::move(rep);
+    if (elastic->tell_survivors)
+      go_on_without();
+    else
+      start_reform();
+    complete_pending(*self);
+    return;
+  }
+  if (!carry_on && !stopping) {
+    out.failure = rep.error;
+    if (elastic != nullptr && !elastic->why_not.empty())
+      out.failure += " (" + elastic->why_not + ")";
+    return;
+  }
+  std::fprintf(stderr, "gradwire: carrying on without worker %zu: %s\n", r, rep.error.c_str());
+  if (!stopping) {
+    fault_record f;
+    f.origin = t0;
+    f.rank = rep.rank;
+    f.what = rep.error;
+    f.detected_at = f.recovered_at = now_s();
+    f.at_step = steps[r];
+    out.faults.push_back(f);
+  }
+  rep.steps = steps[r];
+  rep.samples = samples[r];
+  rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+  out.lost.push_back(static_cast<int>(r));
+  finished[r] = true;
+  ++done;
+  out.reports[r] = std::move(rep);
+}
+
+} // namespace gradwire::scheduler::detail

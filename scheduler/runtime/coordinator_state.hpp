@@ -1,0 +1,256 @@
+/// @file coordinator_state.hpp
+/// The coordinator's state through one run (coordinator.cpp's loop); its
+/// elastic part (a lost worker, a ring's re-form, a worker back) is in
+/// coordinator_elastic.cpp. Internal to scheduler/runtime.
+#pragma once
+
+#include "scheduler/runtime/checkpoint_gather.hpp"
+#include "scheduler/runtime/coordinator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+
+namespace gradwire::scheduler::detail {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The coordinator's state through one run: who finished, who was heard
+/// from when, and the reports so far. A message naming a rank that is not
+/// a worker of this run is ignored (a bad peer cannot index past them).
+struct coordinator_state {
+  using progress_fn = std::function<void(std::int64_t, std::int64_t)>;
+  using metrics_fn = std::function<void(const actors::step_metrics&)>;
+  using eval_fn = std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>;
+
+  coordinator_state(std::size_t worker_count, std::chrono::milliseconds t, const progress_fn& p, const metrics_fn& m,
+                    const eval_fn& e, bool carry)
+      : timeout(t), on_progress(p), on_metrics(m), on_eval(e), carry_on(carry), n(worker_count),
+        last_seen(n, clock_type::now()), steps(n, 0), samples(n, 0), finished(n, false) {
+    out.reports.resize(n);
+  }
+
+  std::chrono::milliseconds timeout;
+  const progress_fn& on_progress;
+  const metrics_fn& on_metrics;
+  const eval_fn& on_eval;
+  bool carry_on;
+  std::function<void(int, const std::string&)> cut_off;
+  clock_type::time_point t0 = clock_type::now();
+  std::size_t n;
+  coordination out;
+  std::vector<clock_type::time_point> last_seen;
+  std::vector<std::int64_t> steps, samples;
+  std::vector<bool> finished;
+  std::size_t done = 0;
+  bool stopping = false;
+  clock_type::time_point stop_sent;
+
+  bool known(int rank) const { return rank >= 0 && static_cast<std::size_t>(rank) < n; }
+
+  std::int64_t total_samples = 0;
+
+  /// Checkpoints being collected: step -> parts by worker rank.
+  const checkpoint_plan* plan = nullptr;
+  /// A stop that keeps a checkpoint: the workers' boundaries as they answer
+  /// (pause_atom), then the step all run to (final_step).
+  bool pausing = false;
+  std::vector<std::int64_t> boundary;
+  std::int64_t final_step = -1;
+
+  void on_paused(caf::scoped_actor& me, const std::vector<caf::actor>& all, int rank, std::int64_t at) {
+    if (gather->pausing() && known(rank)) { // a checkpoint by time
+      gather->boundary(rank, at);
+      gather->release(me, all, finished, false);
+      return;
+    }
+    if (!pausing || !known(rank) || final_step >= 0)
+      return;
+    boundary[static_cast<std::size_t>(rank)] = at;
+    std::int64_t last = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (!finished[r] && boundary[r] < 0)
+        return;
+      last = std::max(last, boundary[r]);
+    }
+    final_step = last;
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r])
+        me->send(all[r], actors::pause_atom::value, last);
+    pausing = false; // from here as any stop: the workers finish within the stop's bound
+    stop_sent = clock_type::now();
+  }
+  /// The checkpoints' parts, gathered (and the pauses of checkpoints by time).
+  std::optional<checkpoint_gather> gather;
+
+  bool lost(std::size_t r) const {
+    return std::find(out.lost.begin(), out.lost.end(), static_cast<int>(r)) != out.lost.end();
+  }
+
+  /// Asking the shards for their parts kept this thread from hearing the workers.
+  void heard_all() {
+    for (auto& t : last_seen)
+      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
+  }
+
+  void on_snapshot(caf::scoped_actor& me, const std::string& meta, const actors::slice& floats) {
+    if (gather->on_part(me, meta, floats, final_step, [this](std::size_t r) { return lost(r); }))
+      heard_all();
+  }
+
+  void complete_pending(caf::scoped_actor& me) {
+    if (gather->complete_pending(me, final_step, [this](std::size_t r) { return lost(r); }))
+      heard_all();
+  }
+
+  void totals() {
+    std::int64_t a = 0, b = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      a += steps[r];
+      b += samples[r];
+    }
+    total_samples = b;
+    if (on_progress)
+      on_progress(a, b);
+  }
+
+  void on_done(actors::worker_report rep) {
+    if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
+      return;
+    const auto r = static_cast<std::size_t>(rep.rank);
+    // One failed worker stalls the others: stop at once (not when stopping,
+    // where a neighbour that has gone is expected).
+    if (!rep.error.empty() && !stopping)
+      out.failure = rep.error;
+    if (r < carried.size())
+      rep.samples += carried[r];
+    steps[r] = rep.steps;
+    samples[r] = rep.samples;
+    finished[r] = true;
+    ++done;
+    out.reports[r] = std::move(rep);
+    totals();
+  }
+
+  // Elastic rings: the survivors re-form without a lost worker.
+  const elastic_plan* elastic = nullptr;
+  const std::vector<caf::actor>* workers = nullptr;
+  caf::scoped_actor* self = nullptr;
+  int generation = 0;
+  std::vector<std::int64_t> survivors;
+  std::map<int, std::pair<std::int64_t, bool>> reform_replies; ///< rank -> (steps, abandoned a round)
+  std::int64_t reform_step = -1; ///< the step all go on from
+  int donor = -1;
+  std::vector<int> behind;
+
+  double now_s() const { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+  /// Asks every survivor to abandon its round and say how far it got.
+  void start_reform();
+
+  void on_reform_reply(int rank, std::int64_t at, bool abandoned);
+
+  /// The donor's state for the survivors behind it, then the new ring.
+  bool on_donor_state(const std::string& meta, const actors::slice& floats);
+
+  void rewire();
+
+  /// A lost worker whose process asks to come back (a stall or partition
+  /// that outlasted the liveness bound): let back in, then a ring re-form
+  /// with it, where it is the one behind and takes a live peer's state.
+  int joining = -1;
+  std::vector<int> joins; ///< asked while a re-form was in flight
+  std::vector<int> held; ///< asked before their [[faults]] back_at_step
+  /// back_at_step reached: the survivors have re-formed (paused) and the
+  /// ring waits for this worker, up to park_bound(), before it goes on.
+  int awaiting = -1;
+  clock_type::time_point parked_since{};
+  bool waited = false; ///< this re-form is the wait for `awaiting` (no loss)
+  std::chrono::milliseconds park_bound() const {
+    return std::min<std::chrono::milliseconds>(timeout / 2, std::chrono::seconds(30));
+  }
+  /// Every survivor has said how far it got: the step to go on from, who
+  /// gives its state to whom, then the new ring.
+  void decide_reform();
+  std::map<int, std::int64_t> back_at; ///< elastic_plan::back_at_step, each used once
+  std::vector<std::int64_t> carried; ///< by rank: samples of processes since replaced
+  /// The furthest step a worker still in the run has reported.
+  std::int64_t furthest_step() const;
+  /// back_at_step reached with its worker lost: the ring re-forms and waits
+  /// for it (parked); parked too long: goes on without it.
+  void take_held();
+
+  void on_rejoin(int rank);
+
+  void take_next_join();
+
+  /// A parameter server without a lost worker: the shards and the
+  /// survivors hear of it; nothing is redone.
+  void go_on_without();
+
+  /// A worker whose process failed.
+  void on_lost(actors::worker_report rep);
+
+  void on_step(int rank, std::int64_t step, std::int64_t sample_count) {
+    if (!known(rank))
+      return;
+    const auto r = static_cast<std::size_t>(rank);
+    last_seen[r] = clock_type::now();
+    steps[r] = step;
+    samples[r] = sample_count;
+    totals();
+    take_held();
+  }
+
+  void on_eval_snapshot(std::int64_t step, const actors::slice& params, const actors::slice& state) {
+    if (on_eval && !stopping)
+      on_eval(step, params, state);
+    for (auto& t : last_seen) // evaluating kept this thread from hearing the workers
+      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
+  }
+
+  void on_window(const actors::step_metrics& m) {
+    if (!known(m.rank))
+      return;
+    last_seen[static_cast<std::size_t>(m.rank)] = clock_type::now();
+    if (on_metrics)
+      on_metrics(m);
+  }
+
+  void check_silence() {
+    for (std::size_t r = 0; r < n && out.failure.empty() && !stopping; ++r) {
+      if (finished[r] || clock_type::now() - last_seen[r] <= timeout)
+        continue;
+      const auto why = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
+                       " ms (last heard at step " + std::to_string(steps[r]) + "; train.step_timeout_s)";
+      if (!carry_on && !(elastic != nullptr && elastic->on)) {
+        out.failure = why;
+        continue;
+      }
+      last_seen[r] = clock_type::now(); // asked once per timeout
+      if (cut_off) { // its loss comes back as a lost report
+        cut_off(static_cast<int>(r), why);
+        continue;
+      }
+      actors::worker_report rep;
+      rep.rank = static_cast<int>(r);
+      rep.error = why;
+      on_lost(std::move(rep));
+    }
+  }
+
+  /// What has not reported is described by its last heartbeat.
+  void fill_missing() {
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r]) {
+        out.reports[r].rank = static_cast<int>(r);
+        out.reports[r].steps = steps[r];
+        out.reports[r].samples = samples[r];
+        out.reports[r].seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+      }
+  }
+};
+
+} // namespace gradwire::scheduler::detail

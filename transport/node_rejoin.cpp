@@ -1,0 +1,178 @@
+// A rank cut off while its process is alive (a stall or a partition that
+// outlasted the liveness bound) asks rank 0 to be let back in; rank 0
+// decides, and tells every rank to hear it again. See node.hpp.
+#include "transport/node.hpp"
+
+#include <chrono>
+#include <cstring>
+
+namespace gradwire::transport {
+
+namespace {
+/// Fence-slot control frames: a cut-off rank asks rank 0 to be let back
+/// in; rank 0 tells every rank to hear rank r again (r itself: everyone).
+using knock_atom = caf::atom_constant<caf::atom("gwknock")>;
+using readmit_atom = caf::atom_constant<caf::atom("gwreadmit")>;
+/// Rank 0 to every rank: rank r's process was replaced, here is its address.
+using address_atom = caf::atom_constant<caf::atom("gwaddr")>;
+/// Rank 0 to a rank that knocked: heard, it decides later (keep knocking).
+using heard_atom = caf::atom_constant<caf::atom("gwheard")>;
+/// Rank 0 to a rank it has cut off: it will not be let back in (why).
+using dismiss_atom = caf::atom_constant<caf::atom("gwdismiss")>;
+
+/// An address as words (the frame's vocabulary has no byte strings):
+/// its length, then the bytes packed eight to a word.
+std::vector<std::int64_t> packed(const std::vector<std::uint8_t>& bytes) {
+  std::vector<std::int64_t> out(1 + (bytes.size() + 7) / 8, 0);
+  out[0] = static_cast<std::int64_t>(bytes.size());
+  if (!bytes.empty())
+    std::memcpy(out.data() + 1, bytes.data(), bytes.size());
+  return out;
+}
+
+/// Empty when the words are not what packed() makes (at most `limit` bytes).
+std::vector<std::uint8_t> unpacked(const std::vector<std::int64_t>& words, std::size_t limit) {
+  if (words.empty() || words[0] <= 0 || static_cast<std::uint64_t>(words[0]) > limit ||
+      words.size() != 1 + (static_cast<std::size_t>(words[0]) + 7) / 8)
+    return {};
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(words[0]));
+  std::memcpy(out.data(), words.data() + 1, out.size());
+  return out;
+}
+} // namespace
+
+bool node::on_control(int src, const caf::message& msg) {
+  const auto leads = [&msg](caf::atom_value a) {
+    return msg.size() >= 1 && msg.match_element<caf::atom_value>(0) && msg.get_as<caf::atom_value>(0) == a;
+  };
+  if (msg.size() == 1 && leads(knock_atom::value)) {
+    if (rank() == 0 && is_cut_off(src)) { // anyone else's knock is no news
+      std::function<void(int)> cb;
+      {
+        std::lock_guard<std::mutex> lk(down_mu_);
+        cb = on_knock_;
+      }
+      if (cb) {
+        cb(src);
+        try {
+          forward(src, slots::fence, nullptr, caf::make_message(heard_atom::value));
+        } catch (const std::exception&) {
+          // its link has failed: it knocks no more
+        }
+      }
+    }
+    return true;
+  }
+  if (msg.size() == 1 && leads(heard_atom::value)) {
+    if (src == 0)
+      knock_heard_ms_ = now_ms();
+    return true;
+  }
+  if (msg.size() == 2 && leads(dismiss_atom::value) && msg.match_element<std::string>(1)) {
+    std::function<void(const std::string&)> cb;
+    {
+      std::lock_guard<std::mutex> lk(down_mu_);
+      cb = on_dismissed_;
+    }
+    if (src == 0 && cb)
+      cb(msg.get_as<std::string>(1).substr(0, 1024));
+    return true;
+  }
+  if (msg.size() == 2 && leads(readmit_atom::value) && msg.match_element<int>(1)) {
+    const int r = msg.get_as<int>(1);
+    if (src != 0 || r < 0 || r >= size())
+      return true; // only rank 0 readmits, and only ranks of this job
+    if (r != rank()) {
+      readmit(r);
+      return true;
+    }
+    for (int p = 0; p < size(); ++p) // this rank is back in: it hears everyone again
+      if (p != rank())
+        readmit(p);
+    std::function<void()> cb;
+    {
+      std::lock_guard<std::mutex> lk(down_mu_);
+      cb = on_readmitted_;
+    }
+    if (cb)
+      cb();
+    return true;
+  }
+  if (msg.size() == 3 && leads(address_atom::value) && msg.match_element<int>(1) &&
+      msg.match_element<std::vector<std::int64_t>>(2)) {
+    const int r = msg.get_as<int>(1);
+    const auto address = unpacked(msg.get_as<std::vector<std::int64_t>>(2), max_address_bytes);
+    if (src != 0 || r <= 0 || r >= size() || r == rank() || address.empty()) {
+      reject("frame refused: a replaced process's address from rank " + std::to_string(src) + " (only rank 0 "
+             "announces one, for another rank, of 1 to " + std::to_string(max_address_bytes) + " bytes)");
+      return true;
+    }
+    try {
+      link_->reconnect(r, address);
+    } catch (const std::exception& e) {
+      reject("rank " + std::to_string(r) + "'s new process cannot be reached: " + e.what());
+    }
+    return true;
+  }
+  return false;
+}
+
+void node::admit_process(int peer, const std::vector<std::uint8_t>& address) {
+  check(rank() == 0 && peer > 0 && peer < size(), "node::admit_process: rank 0 admits ranks 1.." +
+                                                     std::to_string(size() - 1) + ", not " + std::to_string(peer));
+  link_->reconnect(peer, address);
+  const auto words = packed(address);
+  for (int r = 1; r < size(); ++r)
+    if (r != peer && !is_down(r))
+      try {
+        forward(r, slots::fence, nullptr, caf::make_message(address_atom::value, peer, words));
+      } catch (const std::exception&) {
+        // its link has failed: it is going, too
+      }
+}
+
+void node::dismiss_cut_off(const std::string& why) {
+  for (int r = 1; r < size(); ++r)
+    if (is_cut_off(r))
+      try {
+        forward(r, slots::fence, nullptr, caf::make_message(dismiss_atom::value, why));
+      } catch (const std::exception&) {
+        // gone for good
+      }
+}
+
+void node::readmit(int peer) {
+  if (peer < 0 || peer >= size() || peer == rank())
+    return;
+  heard_[static_cast<std::size_t>(peer)] = now_ms();
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    down_[static_cast<std::size_t>(peer)] = false;
+  }
+  cut_[static_cast<std::size_t>(peer)].store(false, std::memory_order_release);
+}
+
+void node::knock() {
+  try {
+    forward(0, slots::fence, nullptr, caf::make_message(knock_atom::value));
+  } catch (const std::exception&) {
+    // rank 0's link has failed: no one can let this rank back in
+  }
+}
+
+void node::readmit_everywhere(int peer) {
+  readmit(peer);
+  const auto tell = [this, peer](int r) {
+    try {
+      forward(r, slots::fence, nullptr, caf::make_message(readmit_atom::value, peer));
+    } catch (const std::exception&) {
+      // its link has failed: it hears of it from the liveness bound
+    }
+  };
+  for (int r = 1; r < size(); ++r) // the others first: each hears `peer` again before it is told to go on
+    if (r != peer && !is_down(r))
+      tell(r);
+  tell(peer);
+}
+
+} // namespace gradwire::transport
