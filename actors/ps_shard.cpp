@@ -367,6 +367,11 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     s.round.assign(s.clocks.size(), slice{});
     s.round_samples.assign(s.clocks.size(), 0);
   }
+  if (cfg.first_clocks.size() == s.clocks.size() && cfg.first_live.size() == s.live.size()) { // rebuilt
+    s.version = std::max<std::int64_t>(0, cfg.first_version);
+    s.clocks = cfg.first_clocks;
+    s.live = cfg.first_live;
+  }
   if (cfg.resume) {
     try {
       restore(s, *cfg.resume);

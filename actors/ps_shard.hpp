@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace gradwire::actors {
 
@@ -63,6 +64,12 @@ struct shard_config {
   /// Resume: the shard starts from this snapshot (version, slice,
   /// optimizer state, clocks, staleness so far) instead of `initial`.
   std::shared_ptr<const snapshot> resume;
+  /// A shard rebuilt on rank 0 after its rank was lost (async): it starts
+  /// at this version, with these clocks (steps pushed per worker) and live
+  /// workers, its optimizer state afresh. Empty clocks: a shard as usual.
+  std::int64_t first_version = 0;
+  std::vector<std::int64_t> first_clocks;
+  std::vector<bool> first_live;
 };
 
 /// (snapshot_atom, version) -> (meta, floats): the shard's part of a

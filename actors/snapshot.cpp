@@ -61,10 +61,10 @@ std::string snapshot::meta() const {
   return meta_for(sizes);
 }
 
-std::string snapshot::meta_for(const std::vector<std::pair<std::string, std::size_t>>& float_sizes) const {
+std::string snapshot::meta_for(const std::vector<std::pair<std::string, std::size_t>>& sizes) const {
   std::ostringstream o;
   o << magic << ' ' << format << "\nwho " << who << "\nstep " << step << '\n';
-  for (const auto& [n, c] : float_sizes)
+  for (const auto& [n, c] : sizes)
     o << "f " << n << ' ' << c << '\n';
   for (const auto& [n, v] : ints) {
     o << "i " << n << ' ' << v.size();

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 
 namespace gradwire::actors {
@@ -10,6 +11,11 @@ namespace {
 
 struct worker_state : worker_core {
   std::size_t pending = 0;
+  /// Async, shards spread over ranks (cfg.shards_may_move): a shard whose
+  /// rank is lost is rebuilt on rank 0 ((reform_atom, index, shard)); its
+  /// pulls wait for that here (true: the pull for that index, after a push
+  /// and pull in one, continues as that did).
+  std::map<std::size_t, bool> parked;
   std::vector<std::int64_t> base_version;
   int generation = 0; ///< the last reform taken (a lost worker's data shared out)
   static inline const char* name = "worker";
@@ -33,6 +39,25 @@ bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const 
   st.base_version[i] = version;
   return true;
 }
+
+void compute_and_push(worker_actor* self);
+
+/// A push and pull in one came back from one more shard: after the last,
+/// the next step runs on those parameters (no pull).
+void after_push_pull(worker_actor* self) {
+  auto& s = self->state;
+  if (--s.pending > 0)
+    return;
+  s.end_step(self);
+  if (s.step >= s.cfg.steps) {
+    s.finish(self);
+    return;
+  }
+  if (!s.hold())
+    compute_and_push(self);
+}
+
+void pull_from(worker_actor* self, std::size_t i, bool after_push);
 
 /// The parameters (local SGD) or gradients go to every shard.
 void compute_and_push(worker_actor* self) {
@@ -63,28 +88,31 @@ void compute_and_push(worker_actor* self) {
     const auto [b, e] = st.cfg.ranges[i];
     auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
     std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
+    const caf::actor target = st.cfg.shards[i];
     auto failed = [=](caf::error& err) {
-      self->state.finish(self, self->state.who() + "push to shard " + std::to_string(i) +
-                                 " failed: " + self->system().render(err));
+      auto& s = self->state;
+      if (s.cfg.shards_may_move) { // its rank is lost: the gradient with it; the pull waits for the rebuilt shard
+        ++s.report.dropped;
+        if (with_pull && s.cfg.shards[i] != target) // rebuilt already
+          pull_from(self, i, true);
+        else if (with_pull)
+          s.parked[i] = true;
+        else if (--s.pending == 0) {
+          s.end_step(self);
+          begin_step(self);
+        }
+        return;
+      }
+      s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
     };
     if (with_pull) {
       self->request(st.cfg.shards[i], st.cfg.timeout, push_pull_atom::value, st.cfg.rank, st.base_version[i], st.step,
                     static_cast<std::int64_t>(st.bt.size), grad)
         .then(
           [=](std::int64_t staleness, std::int64_t version, slice params) {
-            auto& s = self->state;
-            s.add_staleness(staleness);
-            if (!take_params(self, i, version, params))
-              return;
-            if (--s.pending == 0) {
-              s.end_step(self);
-              if (s.step >= s.cfg.steps) {
-                s.finish(self);
-                return;
-              }
-              if (!s.hold())
-                compute_and_push(self); // on the parameters that came back: no pull
-            }
+            self->state.add_staleness(staleness);
+            if (take_params(self, i, version, params))
+              after_push_pull(self);
           },
           failed);
       continue;
@@ -117,6 +145,46 @@ std::int64_t wanted_version(const worker_state& st, std::size_t i) {
   return st.cfg.ps.sync ? st.step : 0;
 }
 
+/// Shard i's slice for this step (after_push: the pull of a push and pull
+/// in one whose shard was lost, which continues as that would have).
+void pull_from(worker_actor* self, std::size_t i, bool after_push) {
+  auto& st = self->state;
+  const std::int64_t min_clock =
+    !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
+  const caf::actor target = st.cfg.shards[i];
+  self->request(target, st.cfg.timeout, pull_atom::value, st.cfg.rank, wanted_version(st, i), min_clock)
+    .then(
+      [=](std::int64_t version, slice params, double held) {
+        auto& s = self->state;
+        if (!take_params(self, i, version, params))
+          return;
+        s.add_wait(held);
+        if (after_push) {
+          after_push_pull(self);
+          return;
+        }
+        if (--s.pending > 0)
+          return;
+        // Backup workers: the run is as long as the shards' version count.
+        if (s.cfg.ps.backups() > 0 && *std::min_element(s.base_version.begin(), s.base_version.end()) >= s.cfg.steps) {
+          s.finish(self);
+          return;
+        }
+        compute_and_push(self);
+      },
+      [=](caf::error& err) {
+        auto& s = self->state;
+        if (s.cfg.shards_may_move) { // its rank is lost: pull again from the shard rebuilt on rank 0
+          if (s.cfg.shards[i] != target)
+            pull_from(self, i, after_push); // rebuilt already
+          else
+            s.parked[i] = after_push;
+          return;
+        }
+        s.finish(self, s.who() + "no parameters from shard " + std::to_string(i) + " (" + self->system().render(err) + ")");
+      });
+}
+
 void begin_step(worker_actor* self) {
   auto& st = self->state;
   if (st.cfg.ps.backups() == 0 && st.step >= st.cfg.steps) {
@@ -134,30 +202,8 @@ void begin_step(worker_actor* self) {
   // their replies) to the start of the next (the pulls): no begin_comm()
   // here, which would drop the pushes' round trip from comm_seconds.
   st.pending = st.cfg.shards.size();
-  const std::int64_t min_clock =
-    !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
-  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
-    self->request(st.cfg.shards[i], st.cfg.timeout, pull_atom::value, st.cfg.rank, wanted_version(st, i), min_clock)
-      .then(
-        [=](std::int64_t version, slice params, double held) {
-          auto& s = self->state;
-          if (!take_params(self, i, version, params))
-            return;
-          s.add_wait(held);
-          if (--s.pending > 0)
-            return;
-          // Backup workers: the run is as long as the shards' version count.
-          if (s.cfg.ps.backups() > 0 && *std::min_element(s.base_version.begin(), s.base_version.end()) >= s.cfg.steps) {
-            s.finish(self);
-            return;
-          }
-          compute_and_push(self);
-        },
-        [=](caf::error& err) {
-          self->state.finish(self, self->state.who() + "no parameters from shard " + std::to_string(i) + " (" +
-                                     self->system().render(err) + ")");
-        });
-  }
+  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i)
+    pull_from(self, i, false);
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
 
@@ -179,6 +225,19 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
     [=](beat_atom) { self->state.on_beat(self); },
+    [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // its replica, to rebuild lost shards from
+    [=](reform_atom, int index, caf::actor shard) { // shard `index` rebuilt on rank 0: its rank was lost
+      auto& s = self->state;
+      if (!s.cfg.shards_may_move || index < 0 || static_cast<std::size_t>(index) >= s.cfg.shards.size() || !shard)
+        return;
+      const auto i = static_cast<std::size_t>(index);
+      s.cfg.shards[i] = std::move(shard);
+      if (const auto it = s.parked.find(i); it != s.parked.end()) {
+        const bool after_push = it->second;
+        s.parked.erase(it);
+        pull_from(self, i, after_push);
+      }
+    },
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
       // A worker was lost: the survivors share out the data among them
       // (its shard too) from the next batch on.

@@ -72,6 +72,9 @@ struct worker_config {
 
   // Parameter server (worker.cpp).
   std::vector<caf::actor> shards;
+  /// Async, shards spread over ranks, elastic: a shard whose rank is lost
+  /// is rebuilt on rank 0; its pushes are dropped and its pulls wait.
+  bool shards_may_move = false;
   std::vector<std::pair<std::size_t, std::size_t>> ranges; ///< each shard's [begin, end)
   /// The parameter server's options, whole: sync or async (SSP bound,
   /// push-pull), backup workers, local SGD (ps_options::local_sgd).

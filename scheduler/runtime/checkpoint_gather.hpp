@@ -41,6 +41,11 @@ public:
 
   /// Checkpoints by time (plan.every_seconds): whether one is due now.
   bool due() const;
+  /// Shard i lives elsewhere now (rebuilt after its rank was lost).
+  void replace_shard(std::size_t i, caf::actor shard) {
+    if (i < plan_.shards.size())
+      plan_.shards[i] = std::move(shard);
+  }
   bool pausing() const { return timed_pausing_; }
   /// The pause has taken too long: give it up.
   bool pause_too_long() const { return timed_pausing_ && clock_type::now() - timed_sent_ > std::chrono::seconds(10); }
@@ -56,7 +61,7 @@ public:
 private:
   bool try_complete(caf::scoped_actor& self, std::int64_t step, std::int64_t final_step, const lost_fn& lost);
 
-  const checkpoint_plan& plan_;
+  checkpoint_plan plan_; // a copy: a shard rebuilt elsewhere replaces its handle here
   std::size_t n_;
   std::chrono::milliseconds timeout_;
   /// Checkpoints being collected: step -> parts by worker rank.

@@ -103,7 +103,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                   [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
                   [&](actors::pause_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
                   [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-                    if (!st.on_donor_state(meta, floats))
+                    if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
                       st.on_snapshot(self, meta, floats);
                   },
                   [&](actors::reform_atom, int rank, std::int64_t steps, bool abandoned) {

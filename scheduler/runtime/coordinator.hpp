@@ -57,6 +57,16 @@ struct elastic_plan {
   /// back_at_step); a rank's entry is used once.
   std::map<int, std::int64_t> back_at_step;
   std::vector<caf::actor> shards;
+  /// An async parameter server whose shards are spread over ranks: whether
+  /// a lost rank held shards, and their rebuild on rank 0 from a survivor's
+  /// replica (`params`, the whole buffer) at `version`, with the workers'
+  /// clocks and live flags; returns (shard index, new shard) for each.
+  /// Null: a lost rank's shards end the run.
+  std::function<bool(int rank)> holds_shards;
+  std::function<std::vector<std::pair<int, caf::actor>>(int rank, const std::vector<float>& params,
+                                                        std::int64_t version, const std::vector<std::int64_t>& clocks,
+                                                        const std::vector<bool>& live)>
+    rebuild_shards;
   int min_workers = 1; ///< fewer survivors than this: the run fails
   std::string why_not; ///< when off: why this run cannot go on without a worker (for the error)
 };

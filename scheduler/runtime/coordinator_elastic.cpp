@@ -276,9 +276,11 @@ void coordinator_state::on_lost(actors::worker_report rep) {
     finished[r] = true;
     ++done;
     out.reports[r] = std::move(rep);
-    if (elastic->tell_survivors)
+    if (elastic->tell_survivors) {
       go_on_without();
-    else
+      if (out.failure.empty() && elastic->holds_shards && elastic->holds_shards(rep.rank))
+        ask_rebuild(rep.rank);
+    } else
       start_reform();
     complete_pending(*self);
     return;
@@ -306,6 +308,62 @@ void coordinator_state::on_lost(actors::worker_report rep) {
   finished[r] = true;
   ++done;
   out.reports[r] = std::move(rep);
+}
+
+void coordinator_state::ask_rebuild(int rank) {
+  rebuilding.push_back(rank);
+  if (rebuild_from >= 0)
+    return; // the replica asked for rebuilds them all
+  for (std::size_t r = 0; r < n && rebuild_from < 0; ++r)
+    if (!finished[r] && !lost(r))
+      rebuild_from = static_cast<int>(r);
+  if (rebuild_from < 0) {
+    out.failure = "rank " + std::to_string(rank) + " held parameter-server shards and was lost after every other "
+                  "worker had finished: no replica is left to rebuild them from (resume from a checkpoint)";
+    return;
+  }
+  (*self)->send((*workers)[static_cast<std::size_t>(rebuild_from)], actors::snapshot_atom::value,
+                std::int64_t{generation});
+}
+
+bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::slice& floats) {
+  if (rebuild_from < 0)
+    return false;
+  std::vector<float> params;
+  try {
+    const auto f = actors::snapshot_frame::checked(meta, floats, "a replica to rebuild shards from");
+    if (f.who != "worker " + std::to_string(rebuild_from))
+      return false;
+    params = actors::snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
+                                          floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0,
+                                          "worker " + std::to_string(rebuild_from))
+               .f("params");
+  } catch (const std::exception&) {
+    return false;
+  }
+  // An async shard moves a version per push: the pushes so far.
+  std::int64_t version = 0;
+  std::vector<bool> live(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    version += steps[r];
+    live[r] = !lost(r);
+  }
+  for (int rank : rebuilding) {
+    const auto moved = elastic->rebuild_shards(rank, params, version, steps, live);
+    for (const auto& [i, shard] : moved) {
+      gather->replace_shard(static_cast<std::size_t>(i), shard);
+      for (std::size_t r = 0; r < n; ++r)
+        if (!finished[r])
+          (*self)->send((*workers)[r], actors::reform_atom::value, i, shard);
+    }
+    std::fprintf(stderr, "gradwire: %zu shard(s) of lost rank %d rebuilt on rank 0 from worker %d's replica (version "
+                         "%lld); their optimizer state starts afresh\n",
+                 moved.size(), rank, rebuild_from, static_cast<long long>(version));
+  }
+  rebuilding.clear();
+  rebuild_from = -1;
+  heard_all();
+  return true;
 }
 
 } // namespace gradwire::scheduler::detail

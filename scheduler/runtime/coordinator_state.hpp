@@ -176,6 +176,13 @@ struct coordinator_state {
   void decide_reform();
   std::map<int, std::int64_t> back_at; ///< elastic_plan::back_at_step, each used once
   std::vector<std::int64_t> carried; ///< by rank: samples of processes since replaced
+  /// Lost ranks whose shards wait to be rebuilt, from worker `rebuild_from`'s replica.
+  std::vector<int> rebuilding;
+  int rebuild_from = -1;
+  /// A lost rank held shards: a survivor's replica is asked for.
+  void ask_rebuild(int rank);
+  /// That replica: the shards rebuilt on rank 0, every worker told. False: not it.
+  bool on_rebuild_state(const std::string& meta, const actors::slice& floats);
   /// The furthest step a worker still in the run has reported.
   std::int64_t furthest_step() const;
   /// back_at_step reached with its worker lost: the ring re-forms and waits

@@ -50,6 +50,20 @@ checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector
   });
 }
 
+/// Shard i's rank.
+int home_of(const topology_setup& setup, int i) {
+  return setup.node && setup.ps.spread_shards ? i % setup.node->size() : 0;
+}
+
+/// Shard i, from the whole parameter buffer `params`.
+actors::shard_config shard_config_of(const topology_setup& setup, const shard_set& s, int i);
+
+caf::actor spawn_one(caf::actor_system& sys, const actors::shard_config& sc, const float* params) {
+  auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
+  std::memcpy(slice0.data(), params + sc.begin, (sc.end - sc.begin) * sizeof(float));
+  return actors::spawn_ps_shard(sys, sc, slice0);
+}
+
 shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
   shard_set s;
   s.ranges = shard_ranges(initial.size(), setup.ps.shards);
@@ -58,31 +72,13 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
                    std::to_string(initial.size()) + " parameters)");
   auto* nd = setup.node.get();
   const int rank = nd ? nd->rank() : 0;
-  auto home = [&](int i) { return nd && setup.ps.spread_shards ? i % nd->size() : 0; };
   s.handles.resize(static_cast<std::size_t>(setup.ps.shards));
   for (int i = 0; i < setup.ps.shards; ++i) {
-    if (home(i) != rank) {
-      s.handles[static_cast<std::size_t>(i)] = nd->remote(home(i), transport::slots::shard(i));
+    if (home_of(setup, i) != rank) {
+      s.handles[static_cast<std::size_t>(i)] = nd->remote(home_of(setup, i), transport::slots::shard(i));
       continue;
     }
-    actors::shard_config sc;
-    sc.id = i;
-    sc.begin = s.ranges[static_cast<std::size_t>(i)].first;
-    sc.end = s.ranges[static_cast<std::size_t>(i)].second;
-    sc.workers = setup.workers;
-    sc.ps = setup.ps;
-    sc.last_version = setup.steps;
-    sc.opt = setup.opt;
-    sc.worker_lr_scale = setup.worker_lr_scale;
-    if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
-      sc.opt.schedule.updates_per_step = setup.workers;
-    sc.trace = setup.trace;
-    sc.snapshot_every_versions = snapshot_versions(setup);
-    if (setup.resume)
-      sc.resume = setup.resume->part("shard " + std::to_string(i));
-    auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
-    std::memcpy(slice0.data(), initial.params().data() + sc.begin, (sc.end - sc.begin) * sizeof(float));
-    s.own.push_back(actors::spawn_ps_shard(sys, sc, slice0));
+    s.own.push_back(spawn_one(sys, shard_config_of(setup, s, i), initial.params().data()));
     s.handles[static_cast<std::size_t>(i)] = s.own.back();
     if (nd)
       nd->publish(transport::slots::shard(i), s.own.back());
@@ -90,10 +86,64 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
   return s;
 }
 
+actors::shard_config shard_config_of(const topology_setup& setup, const shard_set& s, int i) {
+  actors::shard_config sc;
+  sc.id = i;
+  sc.begin = s.ranges[static_cast<std::size_t>(i)].first;
+  sc.end = s.ranges[static_cast<std::size_t>(i)].second;
+  sc.workers = setup.workers;
+  sc.ps = setup.ps;
+  sc.last_version = setup.steps;
+  sc.opt = setup.opt;
+  sc.worker_lr_scale = setup.worker_lr_scale;
+  if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
+    sc.opt.schedule.updates_per_step = setup.workers;
+  sc.trace = setup.trace;
+  sc.snapshot_every_versions = snapshot_versions(setup);
+  if (setup.resume)
+    sc.resume = setup.resume->part("shard " + std::to_string(i));
+  return sc;
+}
+
+/// An async server with spread shards goes on without a shard's rank: its
+/// shards are rebuilt on rank 0 (elastic_plan::rebuild_shards).
+bool shards_may_move(const topology_setup& setup) {
+  return setup.node && setup.ps.spread_shards && !setup.ps.sync && !setup.ps.local_sgd() && setup.ps.backups() == 0;
+}
+
+void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_set& shards, elastic_plan& e) {
+  e.holds_shards = [&setup](int rank) {
+    for (int i = 0; i < setup.ps.shards; ++i)
+      if (home_of(setup, i) == rank)
+        return rank != 0;
+    return false;
+  };
+  e.rebuild_shards = [&sys, &setup, &shards](int rank, const std::vector<float>& params, std::int64_t version,
+                                              const std::vector<std::int64_t>& clocks, const std::vector<bool>& live) {
+    std::vector<std::pair<int, caf::actor>> moved;
+    for (int i = 0; i < setup.ps.shards; ++i) {
+      if (home_of(setup, i) != rank || params.size() < shards.ranges[static_cast<std::size_t>(i)].second)
+        continue;
+      auto sc = shard_config_of(setup, shards, i);
+      sc.resume.reset();
+      sc.first_version = version;
+      sc.first_clocks = clocks;
+      sc.first_live = live;
+      shards.own.push_back(spawn_one(sys, sc, params.data()));
+      shards.handles[static_cast<std::size_t>(i)] = shards.own.back();
+      moved.emplace_back(i, shards.own.back());
+    }
+    return moved;
+  };
+}
+
 actors::worker_config ps_worker(const topology_setup& setup, const models::dataset& data, const shard_set& s, int r,
                                 const caf::actor& report_to) {
   auto wc = base_worker(setup, data, r, report_to);
   wc.shards = s.handles;
+  wc.shards_may_move = shards_may_move(setup) && setup.min_workers > 0;
+  // Then the coordinator knows each worker's pushes (a rebuilt shard's clocks, for SSP) to the step.
+  wc.step_progress = wc.step_progress || wc.shards_may_move;
   wc.ranges = s.ranges;
   wc.ps = setup.ps;
   return wc;
@@ -151,7 +201,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   if (setup.node)
     check_one_worker_per_process(setup);
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
-  const auto shards = spawn_shards(sys, setup, initial);
+  auto shards = spawn_shards(sys, setup, initial);
   caf::scoped_actor self{sys};
   std::vector<caf::actor> local_workers;
   coordination c;
@@ -164,10 +214,13 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     elastic.tell_survivors = true;
     elastic.shards = shards.handles;
     elastic.min_workers = std::max(setup.min_workers, setup.ps.backup + 1); // a version needs a push
-    elastic.why_not = setup.min_workers == 0      ? "train.min_workers = 0"
-                      : setup.ps.spread_shards    ? "with topology.shard_placement = \"spread\" a lost rank takes its "
-                                                    "shards with it (place them on rank 0 for a job that goes on)"
-                                                  : "";
+    elastic.why_not = setup.min_workers == 0 ? "train.min_workers = 0"
+                      : setup.ps.spread_shards && !shards_may_move(setup)
+                        ? "with topology.shard_placement = \"spread\" a lost rank takes its shards with it, and only "
+                          "an asynchronous server rebuilds them (place them on rank 0 for a job that goes on)"
+                        : "";
+    if (shards_may_move(setup))
+      rebuild_hooks(sys, setup, shards, elastic);
     elastic.on = elastic.why_not.empty() && setup.workers > 1;
     const int rank = setup.node->rank();
     auto got = run_worker_across(

@@ -148,6 +148,22 @@ sys.exit(not ok)
 PY
 done
 
+# An async parameter server with its shards spread over the ranks loses a
+# shard's rank: the shard is rebuilt on rank 0 from a survivor's replica,
+# and the survivors finish every step (async, and SSP, whose pulls wait on
+# the rebuilt shard's clocks).
+for mode in async ssp; do
+  { cat "$src/examples/ps-async.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/spread-$mode.toml"
+  rc=0
+  timeout 120 "$GW" run "$work/spread-$mode.toml" --procs 3 --set topology.workers=3 --set topology.mode="$mode" \
+    --set topology.shards=3 --set topology.shard_placement=spread --set transport.peer_timeout_ms=1000 \
+    --set train.max_steps=100 -q --no-report --out "$work/spread-$mode" >"$work/spread-$mode.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] || { bad "$mode parameter server that loses shard rank 2: the launcher exited $rc"; sed 's/^/    /' "$work/spread-$mode.txt"; }
+  has "$work/spread-$mode.txt" '1 shard(s) of lost rank 2 rebuilt on rank 0'
+  /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [2] or [w['steps'] for w in s['per_worker'][:2]] != [100, 100] or s['final_test_accuracy'] < 0.5))" \
+    "$work/spread-$mode/summary.json" || bad "$mode, spread shards: summary.json is not a completed run of the 2 survivors"
+done
+
 # Gossip goes on without a lost worker: its neighbours leave it out of the
 # graph with Metropolis weights over the survivors (D-PSGD), or stop
 # picking it (AD-PSGD).
