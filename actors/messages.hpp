@@ -123,6 +123,9 @@ struct worker_report {
   /// topologies split their step time into compute, load imbalance and
   /// exchange from it (scheduler/app/step_breakdown.hpp).
   std::vector<float> step_compute_ms;
+  /// A rank that lost contact with `rank` and reports it so (a ring
+  /// neighbour); -1: rank 0 saw the loss itself, or the worker's own report.
+  int reported_by = -1;
 };
 
 /// One worker's window of steps (the results contract's per-step record).

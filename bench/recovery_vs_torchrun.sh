@@ -13,8 +13,13 @@
 #    looks at its workers every second, favourable to it: the default is
 #    5 s); rank 0 checkpoints every 100 steps; torchrun restarts every
 #    worker, which load the checkpoint and go on.
+#  - gradwire again with train.restarts = 1: the launcher starts a new
+#    process for rank 2, which joins on rank 0's rendezvous port and is let
+#    into the ring at the next step boundary with a live peer's state: back
+#    at 3 workers, as torchrun's restart is.
 # Measured: unix time of the kill to unix time of the first step done after
-# recovery, and steps lost (work redone or abandoned, per worker).
+# recovery (for gradwire with a restart, also to the first step of the ring
+# of 3 again), and steps lost (work redone or abandoned, per worker).
 #
 #   bench/recovery_vs_torchrun.sh [ROUNDS]      (needs python3-torch and a build in build/)
 set -euo pipefail
@@ -29,7 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 { cat examples/ring.toml; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 250\n'; } >"$tmp/ring.toml"
 
-gw_s="" gw_lost="" pt_s="" pt_lost=""
+gw_s="" gw_lost="" pt_s="" pt_lost="" gw_full=""
 for round in $(seq 1 "$ROUNDS"); do
   "$GW" run "$tmp/ring.toml" --procs 3 -q --no-report --out "$tmp/gw$round" --set topology.workers=3 \
     --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=400 \
@@ -39,6 +44,15 @@ for round in $(seq 1 "$ROUNDS"); do
   lost=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['faults'][0]['steps_lost'])" "$tmp/gw$round/summary.json")
   gw_s+="$(echo "$back_t - $kill_t" | bc -l) "
   gw_lost+="$lost "
+
+  "$GW" run "$tmp/ring.toml" --procs 3 -q --no-report --out "$tmp/gwr$round" --set topology.workers=3 \
+    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=3000 \
+    --set train.epochs=20 --set train.checkpoint_every=100 --set train.restarts=1 --set train.eval=\"after\" >"$tmp/gwr$round.txt" 2>&1
+  kill_t=$(sed -n 's/.*killed after step .* unix time \([0-9.]*\)).*/\1/p' "$tmp/gwr$round.txt")
+  full_t=$(sed -n 's/.*first step of the re-formed ring .* (unix time \([0-9.]*\)).*/\1/p' "$tmp/gwr$round.txt" | sed -n 2p)
+  grep -q 'worker 2 is back' "$tmp/gwr$round.txt" && [[ -n $full_t ]] ||
+    { echo "gradwire round $round: the new process did not rejoin:" >&2; tail -20 "$tmp/gwr$round.txt" >&2; exit 1; }
+  gw_full+="$(echo "$full_t - $kill_t" | bc -l) "
 
   mkdir -p "$tmp/pt$round"
   (cd bench && OMP_NUM_THREADS=1 $PY torchrun_compat.py --nproc_per_node 3 --max_restarts 1 --monitor_interval 1 \
@@ -58,3 +72,6 @@ echo "# recovery from a lost worker: 3 processes, MLP, rank 2 killed after step 
 printf "gradwire elastic ring:  %.3f s from the kill to the first step after recovery (rounds: %s), steps lost: %s\n" "$g" "$gw_s" "$gw_lost"
 printf "torchrun (DDP, restart): %.3f s (rounds: %s), steps lost: %s\n" "$p" "$pt_s" "$pt_lost"
 printf "ratio: gradwire recovers %.1fx faster\n" "$(echo "$p / $g" | bc -l)"
+f=$(echo $gw_full | tr ' ' '\n' | median)
+printf "gradwire, back at 3 workers (a new process, train.restarts = 1): %.3f s from the kill (rounds: %s); ratio to torchrun's restart: %.1fx\n" \
+  "$f" "$gw_full" "$(echo "$p / $f" | bc -l)"

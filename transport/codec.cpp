@@ -132,6 +132,7 @@ encoded_frame encode(const caf::message& msg, const frame_context& ctx, std::uin
       auto sc = w.initStepComputeMs(static_cast<unsigned>(r.step_compute_ms.size()));
       for (unsigned k = 0; k < r.step_compute_ms.size(); ++k)
         sc.set(k, r.step_compute_ms[k]);
+      w.setReportedBy(r.reported_by);
     } else if (msg.match_element<std::vector<std::int64_t>>(i)) {
       const auto& xs = msg.get_as<std::vector<std::int64_t>>(i);
       auto l = v.initI64s(static_cast<unsigned>(xs.size()));
@@ -293,6 +294,7 @@ decoded_frame decode_checked(const void* header, std::size_t header_bytes, const
         r.batches.push_back(x);
       for (auto x : w.getStepComputeMs())
         r.step_compute_ms.push_back(x);
+      r.reported_by = w.getReportedBy();
       mb.append(std::move(r));
       break;
     }

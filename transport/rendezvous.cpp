@@ -331,7 +331,8 @@ std::vector<std::vector<std::uint8_t>> join(int rank, int size, const rendezvous
         table.push_back(read_blob(from_rank0, max_blob, "address"));
       return table;
     } catch (const error& e) {
-      throw error("rank " + std::to_string(rank) + ": rendezvous on " + where(o) + ": " + e.what());
+      throw error("rank " + std::to_string(rank) + ": rendezvous on " + where(o) + ": " + e.what() +
+                  (o.late ? " (rank 0 ended the job before it let this process in)" : ""));
     }
   }
 }

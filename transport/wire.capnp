@@ -73,6 +73,7 @@ struct WorkerReport {
   state @12 :Int32;               # BatchNorm running statistics: a tensor index, or -1
   batches @13 :List(Int32);       # speed balancing: the batch size of every step (else empty)
   stepComputeMs @14 :List(Float32); # each step's compute time
+  reportedBy @15 :Int32 = -1;     # a rank that lost contact with `rank` (-1: none)
 }
 
 struct Header {

@@ -206,6 +206,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
         leave_now();
       } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes
         failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
+        failed.reported_by = rank;
         tell_coordinator();
       }
     }, jb->live);

@@ -245,13 +245,11 @@ void coordinator_state::go_on_without() {
 void coordinator_state::on_lost(actors::worker_report rep) {
   if (!known(rep.rank) || finished[static_cast<std::size_t>(rep.rank)])
     return;
-  // "rank R lost rank P": a rank that lost a neighbour (join_across.cpp).
-  // When R itself is gone by now (a link down between R and P: each
-  // reports the other, and the first report processed decides), its word
-  // no longer counts.
-  int reporter = -1, about = -1;
-  if (std::sscanf(rep.error.c_str(), "rank %d lost rank %d", &reporter, &about) == 2 && known(reporter) &&
-      lost(static_cast<std::size_t>(reporter)))
+  // Reported by a rank that lost a neighbour (join_across.cpp): when that
+  // rank is gone by now itself (a link down between the two: each reports
+  // the other, and the first report processed decides), its word no
+  // longer counts.
+  if (known(rep.reported_by) && lost(static_cast<std::size_t>(rep.reported_by)))
     return;
   const auto r = static_cast<std::size_t>(rep.rank);
   // Reported by another rank (it lost contact), the lost rank may still

@@ -35,9 +35,9 @@ std::vector<std::uint8_t> frame_bytes(const caf::message& msg, std::uint64_t req
   auto c = context();
   c.rank = 1;
   auto f = encode(msg, c, 4096, {1, 10}, [](const caf::actor&) { return actor_ref{}; }, request, kind);
-  std::vector<std::uint8_t> out{static_cast<std::uint8_t>(f.data.defined() ? f.data.numel() : 0)};
-  const auto* h = reinterpret_cast<const std::uint8_t*>(f.header.data());
-  out.insert(out.end(), h, h + f.header.size() * 8);
+  std::vector<std::uint8_t> out(1 + f.header.size() * 8);
+  out[0] = static_cast<std::uint8_t>(f.data.defined() ? f.data.numel() : 0);
+  std::memcpy(out.data() + 1, f.header.data(), f.header.size() * 8);
   return out;
 }
 
