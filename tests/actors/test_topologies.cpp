@@ -212,13 +212,16 @@ TEST_CASE("DC-ASGD: delay-compensated async PS learns") {
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 24);
   auto setup = small_setup(4, 2, false);
-  setup.steps = 30;
+  setup.steps = 40;
   setup.opt.momentum = 0.f;
   setup.ps.dc_lambda = 0.04f;
   auto out = scheduler::run_topology(*env.sys, setup, data);
   const auto [before, after] = losses(setup, out.params, data);
   INFO("loss before " << before << ", after " << after);
-  CHECK(after < 0.5 * before);
+  // How stale each push is depends on the machine's scheduling (a slow
+  // build, e.g. under ASan, makes the delays longer): the bound leaves room
+  // for that. At 30 steps and half the loss it failed 1 run in 20 there.
+  CHECK(after < 0.7 * before);
 }
 
 TEST_CASE("D-PSGD: replicas from different starts reach consensus on their mean") {
