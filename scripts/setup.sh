@@ -11,12 +11,13 @@ PACKAGES=(
   dataset-fashion-mnist
   python3   # the CLI smoke test checks summary.json with it
   gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
+  libdnnl2     # oneDNN's sgemm for the larger GEMMs, opened at run time (without it: OpenBLAS for all)
 )
 # Only for the test suite: report.html is opened in headless Chromium, and
 # model.safetensors is loaded in PyTorch.
 TEST_PACKAGES=(chromium python3-torch)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
-BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev)
+BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev)  # BLIS, libxsmm: bench/gemm_libs.cpp
 
 want=("${PACKAGES[@]}")
 for arg in "$@"; do

@@ -1,4 +1,5 @@
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/onednn_gemm.hpp"
 
 #include <cblas.h>
 
@@ -8,6 +9,9 @@ void cpu_backend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float al
                        const float* a, int lda, const float* b, int ldb, float beta, float* c,
                        int ldc) {
   if (m == 0 || n == 0)
+    return;
+  if (gemm_choice(trans_a, trans_b, m, n, k) == gemm_library::onednn &&
+      onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     return;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -1,8 +1,12 @@
 // CPU kernels against naive double-precision references, odd shapes included.
 #include "kernels/backend.hpp"
+#include "kernels/cpu/onednn_gemm.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
 
 using namespace gradwire::kernels;
 using gwtest::check_close;
@@ -14,7 +18,10 @@ backend& cpu() { return backend_for(device::cpu()); }
 
 TEST_CASE("gemm matches the reference for every transpose and odd shapes") {
   struct shape { int m, n, k; };
-  for (auto s : {shape{1, 1, 1}, shape{3, 5, 7}, shape{17, 9, 33}, shape{64, 10, 128}, shape{2, 257, 3}})
+  // The large ones go to oneDNN where the machine has it (kernels/cpu/onednn_gemm.hpp); the
+  // ctest case "gemm: every shape through each library" forces every shape through each.
+  for (auto s : {shape{1, 1, 1}, shape{3, 5, 7}, shape{17, 9, 33}, shape{64, 10, 128}, shape{2, 257, 3},
+                 shape{65, 67, 129}, shape{64, 256, 784}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         INFO("m=" << s.m << " n=" << s.n << " k=" << s.k << " ta=" << ta << " tb=" << tb);
@@ -26,6 +33,64 @@ TEST_CASE("gemm matches the reference for every transpose and odd shapes") {
                    2.f, c.data(), s.n);
         check_close(c, expect, 1e-5, 1e-5);
       }
+}
+
+TEST_CASE("gemm: oneDNN is found where the machine has it") {
+  // scripts/setup.sh installs libdnnl2; a machine without it keeps OpenBLAS
+  // for every GEMM, and the forced-oneDNN case then tests OpenBLAS again.
+  const auto status = onednn_status();
+  INFO(status);
+  const char* forced = std::getenv("GRADWIRE_GEMM");
+  const std::string lib = forced && *forced ? forced : "auto";
+  if (status.rfind("oneDNN (", 0) != 0) {
+    WARN("no oneDNN here: " << status);
+    CHECK(gemm_choice(false, true, 64, 256, 784) == gemm_library::openblas);
+  } else if (lib == "auto") { // the measured rule
+    CHECK(gemm_choice(false, true, 64, 256, 784) == gemm_library::onednn);
+    CHECK(gemm_choice(false, true, 64, 10, 128) == gemm_library::openblas); // an output layer: OpenBLAS is faster
+  } else { // forced
+    const auto want = lib == "onednn" ? gemm_library::onednn : gemm_library::openblas;
+    CHECK(gemm_choice(false, true, 64, 256, 784) == want);
+    CHECK(gemm_choice(false, false, 1, 1, 1) == want);
+  }
+}
+
+TEST_CASE("gemm with leading dimensions past the matrices writes only its own block") {
+  const int m = 70, n = 66, k = 80, pad = 5; // every dimension 64 or more: oneDNN where present
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO("ta=" << ta << " tb=" << tb);
+      const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+      auto a = random_vec(static_cast<std::size_t>(ta ? k : m) * lda, 6);
+      auto b = random_vec(static_cast<std::size_t>(tb ? n : k) * ldb, 7);
+      auto c = random_vec(static_cast<std::size_t>(m) * ldc, 8);
+      // The dense copies the reference reads.
+      std::vector<float> ad(static_cast<std::size_t>(m) * k), bd(static_cast<std::size_t>(k) * n),
+        cd(static_cast<std::size_t>(m) * n);
+      const int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+      for (int i = 0; i < ar; ++i)
+        for (int j = 0; j < ac; ++j)
+          ad[static_cast<std::size_t>(i) * ac + j] = a[static_cast<std::size_t>(i) * lda + j];
+      for (int i = 0; i < br; ++i)
+        for (int j = 0; j < bc; ++j)
+          bd[static_cast<std::size_t>(i) * bc + j] = b[static_cast<std::size_t>(i) * ldb + j];
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j)
+          cd[static_cast<std::size_t>(i) * n + j] = c[static_cast<std::size_t>(i) * ldc + j];
+      const auto expect = gwtest::ref_gemm(ta, tb, m, n, k, 1.0, ad, bd, 0.5, cd);
+      const auto before = c;
+      cpu().gemm(ta, tb, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.5f, c.data(), ldc);
+      std::vector<float> got(cd.size());
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < ldc; ++j) {
+          const auto at = static_cast<std::size_t>(i) * ldc + j;
+          if (j < n)
+            got[static_cast<std::size_t>(i) * n + j] = c[at];
+          else
+            REQUIRE(c[at] == before[at]); // the padding is not C's
+        }
+      check_close(got, expect, 1e-5, 1e-5);
+    }
 }
 
 TEST_CASE("bias add and bias gradient, rows and NCHW") {
