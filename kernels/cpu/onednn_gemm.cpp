@@ -69,7 +69,7 @@ bool automatic() {
 gemm_library gemm_choice(bool trans_a, bool trans_b, int m, int n, int k) {
   if (!automatic())
     return forced() == gemm_library::onednn && lib().sgemm ? gemm_library::onednn : gemm_library::openblas;
-  if (lib().sgemm == nullptr)
+  if (!onednn_in_auto || lib().sgemm == nullptr)
     return gemm_library::openblas;
   // Measured (bench/gemm_libs.cpp, bench/RESULTS.md): oneDNN 7-22% faster wherever every
   // dimension is 64 or more, up to 2.4x slower where one is small (an output layer of 10).

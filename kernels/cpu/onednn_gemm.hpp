@@ -12,6 +12,16 @@
 
 namespace gradwire::kernels {
 
+/// Whether the automatic rule may pick oneDNN. Not in an ASan build: LSan's
+/// exit-time check crashed walking a process in which the uninstrumented
+/// library had run from a worker's thread pool (the sanitizers check
+/// gradwire's code; "gemm: every shape through onednn" still forces it there).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool onednn_in_auto = false;
+#else
+inline constexpr bool onednn_in_auto = true;
+#endif
+
 /// GRADWIRE_GEMM: "openblas" (every GEMM), "onednn" (every GEMM, when the
 /// library is there), or "auto" / unset (the measured rule below).
 enum class gemm_library { openblas, onednn };

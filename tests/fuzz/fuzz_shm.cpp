@@ -42,7 +42,8 @@ shm_lending& lending() {
     c.send_control = [](int, std::vector<std::uint64_t>, bool) {};
     c.deliver = [](std::vector<std::uint64_t>, std::size_t, kernels::tensor data) {
       if (data.defined() && data.numel() > 0) { // read what the view shows: it must be mapped
-        const volatile float last = data.data()[data.numel() - 1];
+        // A byte: a reference may point anywhere in the peer's arena, aligned or not.
+        const volatile unsigned char last = reinterpret_cast<const unsigned char*>(data.data())[data.bytes() - 1];
         (void)last;
         ++views;
       }
