@@ -153,18 +153,20 @@ void node::cut_off(int peer, const std::string& why) {
   peer_down(peer, "cut off: " + why);
 }
 
-void node::fence(int peer, const std::string& why) {
+void node::control(int peer, const caf::message& msg) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (closed_)
       return;
   }
   try {
-    forward(peer, slots::fence, nullptr, caf::make_message(why));
+    forward(peer, slots::fence, nullptr, msg);
   } catch (const std::exception&) {
     // its link has failed: it hears of it from the liveness bound
   }
 }
+
+void node::fence(int peer, const std::string& why) { control(peer, caf::make_message(why)); }
 
 void node::fence_all(const std::string& why) {
   for (int r = 0; r < size(); ++r)

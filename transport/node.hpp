@@ -78,6 +78,8 @@ public:
   /// no work): reported through the down callback like a lost process,
   /// and every later frame from it is dropped unread.
   void cut_off(int rank, const std::string& why);
+  /// Rank `rank` was cut off (its frames are dropped) and not let back in.
+  bool is_cut_off(int rank) const;
   /// Rejoining after a cut (a stall or a partition that outlasted the
   /// liveness bound, when the process itself is fine): the cut-off rank
   /// knock()s at rank 0 (a frame heard even from a rank cut off), rank 0's
@@ -85,8 +87,6 @@ public:
   /// and r hear everyone again (r's `on_readmitted` runs). Frames dropped
   /// meanwhile stay dropped: the job's protocol (a ring's re-form) brings
   /// r's state up to date.
-  /// Rank `rank` was cut off (its frames are dropped) and not let back in.
-  bool is_cut_off(int rank) const;
   void knock();
   /// When rank 0 last answered a knock (steady ms; 0: never): it holds the
   /// request (a ring lets a worker back in at a step boundary it chooses).
@@ -193,7 +193,9 @@ private:
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
   }
-  /// A fence frame to `peer` (not once closed; a failed link is no error).
+  /// A frame on the fence slot to `peer`: a fence (`why`), or a rejoin
+  /// control frame (node_rejoin.cpp). Not once closed; a failed link is no error.
+  void control(int peer, const caf::message& msg);
   void fence(int peer, const std::string& why);
   /// Hears `peer` again (no longer down or cut off).
   void readmit(int peer);

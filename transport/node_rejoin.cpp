@@ -54,11 +54,7 @@ bool node::on_control(int src, const caf::message& msg) {
       }
       if (cb) {
         cb(src);
-        try {
-          forward(src, slots::fence, nullptr, caf::make_message(heard_atom::value));
-        } catch (const std::exception&) {
-          // its link has failed: it knocks no more
-        }
+        control(src, caf::make_message(heard_atom::value));
       }
     }
     return true;
@@ -124,21 +120,13 @@ void node::admit_process(int peer, const std::vector<std::uint8_t>& address) {
   const auto words = packed(address);
   for (int r = 1; r < size(); ++r)
     if (r != peer && !is_down(r))
-      try {
-        forward(r, slots::fence, nullptr, caf::make_message(address_atom::value, peer, words));
-      } catch (const std::exception&) {
-        // its link has failed: it is going, too
-      }
+      control(r, caf::make_message(address_atom::value, peer, words));
 }
 
 void node::dismiss_cut_off(const std::string& why) {
   for (int r = 1; r < size(); ++r)
     if (is_cut_off(r))
-      try {
-        forward(r, slots::fence, nullptr, caf::make_message(dismiss_atom::value, why));
-      } catch (const std::exception&) {
-        // gone for good
-      }
+      control(r, caf::make_message(dismiss_atom::value, why));
 }
 
 void node::readmit(int peer) {
@@ -152,27 +140,15 @@ void node::readmit(int peer) {
   cut_[static_cast<std::size_t>(peer)].store(false, std::memory_order_release);
 }
 
-void node::knock() {
-  try {
-    forward(0, slots::fence, nullptr, caf::make_message(knock_atom::value));
-  } catch (const std::exception&) {
-    // rank 0's link has failed: no one can let this rank back in
-  }
-}
+void node::knock() { control(0, caf::make_message(knock_atom::value)); }
 
 void node::readmit_everywhere(int peer) {
   readmit(peer);
-  const auto tell = [this, peer](int r) {
-    try {
-      forward(r, slots::fence, nullptr, caf::make_message(readmit_atom::value, peer));
-    } catch (const std::exception&) {
-      // its link has failed: it hears of it from the liveness bound
-    }
-  };
+  const auto msg = caf::make_message(readmit_atom::value, peer);
   for (int r = 1; r < size(); ++r) // the others first: each hears `peer` again before it is told to go on
     if (r != peer && !is_down(r))
-      tell(r);
-  tell(peer);
+      control(r, msg);
+  control(peer, msg);
 }
 
 } // namespace gradwire::transport

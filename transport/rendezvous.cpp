@@ -176,6 +176,26 @@ private:
   std::vector<std::pair<std::shared_ptr<std::atomic<bool>>, std::thread>> threads_;
 };
 
+/// Waits up to `wait_ms` for a connection on `listener`; one that comes
+/// has its hello read on a handshake thread of its own, until `until`.
+void accept_one(int listener, int wait_ms, handshakes& hs, clock_type::time_point until) {
+  pollfd pfd{listener, POLLIN, 0};
+  if (::poll(&pfd, 1, wait_ms) <= 0)
+    return;
+  sockaddr_in peer{};
+  socklen_t plen = sizeof peer;
+  socket_fd c(::accept(listener, reinterpret_cast<sockaddr*>(&peer), &plen));
+  if (c.get() < 0)
+    return;
+  char ip[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+  hs.start(std::move(c), ip, until);
+}
+
+void dropped(const hello& h) {
+  std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(), h.failure.c_str());
+}
+
 void refuse(hello& h, const std::string& why) {
   std::fprintf(stderr, "gradwire: rendezvous: refused a process from %s: %s\n", h.ip.c_str(), why.c_str());
   buffer b;
@@ -254,21 +274,10 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
       throw error("rendezvous on " + where(o) + ": timed out after " + std::to_string(o.timeout_ms / 1000) +
                   " s waiting for rank(s) " + names + " of " + std::to_string(size));
     }
-    pollfd pfd{ls.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, std::min(ms_left(until), 20)) > 0) {
-      sockaddr_in peer{};
-      socklen_t plen = sizeof peer;
-      socket_fd c(::accept(ls.get(), reinterpret_cast<sockaddr*>(&peer), &plen));
-      if (c.get() >= 0) {
-        char ip[INET_ADDRSTRLEN] = "?";
-        ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-        hs.start(std::move(c), ip, until);
-      }
-    }
+    accept_one(ls.get(), std::min(ms_left(until), 20), hs, until);
     for (auto& h : hs.take()) {
       if (!h.failure.empty())
-        std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(),
-                     h.failure.c_str());
+        dropped(h);
       else if (auto why = refusal(h, admission{o.token, size, have, o.check_address}); !why.empty())
         refuse(h, why);
       else {
@@ -375,21 +384,10 @@ struct late_joins::impl {
     std::vector<waiting> queue;
     const std::vector<bool> none(static_cast<std::size_t>(size), false); // every rank has joined once: `admit` judges
     while (!stop.load()) {
-      pollfd pfd{ls.get(), POLLIN, 0};
-      if (::poll(&pfd, 1, 100) > 0) {
-        sockaddr_in peer{};
-        socklen_t plen = sizeof peer;
-        socket_fd c(::accept(ls.get(), reinterpret_cast<sockaddr*>(&peer), &plen));
-        if (c.get() >= 0) {
-          char ip[INET_ADDRSTRLEN] = "?";
-          ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-          hs.start(std::move(c), ip, clock_type::now() + std::chrono::seconds(10));
-        }
-      }
+      accept_one(ls.get(), 100, hs, clock_type::now() + std::chrono::seconds(10));
       for (auto& h : hs.take()) {
         if (!h.failure.empty())
-          std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(),
-                       h.failure.c_str());
+          dropped(h);
         else if (auto why = refusal(h, admission{o.token, size, none, o.check_address}); !why.empty())
           refuse(h, why);
         else if (queue.size() >= static_cast<std::size_t>(handshakes::max_open))

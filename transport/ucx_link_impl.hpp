@@ -42,12 +42,17 @@ struct ucx_link::impl {
     int peer;
   };
   /// A rendezvous frame whose data is still to be fetched.
-  struct ready_frame;
+  /// A rendezvous frame's data, being fetched (shared by its place in
+  /// `ready` and the receive that fills it).
+  struct fetching {
+    kernels::tensor buffer;
+    bool complete = false, failed = false;
+  };
   struct pending_recv {
     impl* link;
     void* desc;
     std::size_t length;
-    std::shared_ptr<ready_frame> slot; ///< its place in `ready`, filled when the data is in
+    std::shared_ptr<fetching> into;
   };
   /// An endpoint's error callback argument.
   struct peer_slot {
@@ -64,8 +69,7 @@ struct ucx_link::impl {
     std::vector<std::uint64_t> header;
     std::size_t header_bytes;
     kernels::tensor data;
-    bool complete = true;
-    bool failed = false;
+    std::shared_ptr<fetching> pending; ///< a rendezvous frame's data (null: `data` is in)
   };
 
   int rank, size;
@@ -90,7 +94,7 @@ struct ucx_link::impl {
   /// thread, and senders that post directly.
   std::mutex ucx_mu;
   std::vector<pending_recv*> rndv; ///< under ucx_mu
-  std::deque<std::shared_ptr<ready_frame>> ready; ///< under ucx_mu, in arrival order
+  std::deque<ready_frame> ready; ///< under ucx_mu, in arrival order
   /// Some thread polled within the last ~100 us (poll_once): a direct send
   /// then need not wake the progress thread.
   std::atomic<std::int64_t> last_poll_ns{0};

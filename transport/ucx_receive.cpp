@@ -30,9 +30,9 @@ ucs_status_t ucx_link::impl::on_am(void* arg, const void* header, std::size_t he
   }
   auto buf = self->pool->get(length / sizeof(float));
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-    auto slot = std::make_shared<ready_frame>(ready_frame{std::move(hdr), header_bytes, std::move(buf), false, false});
-    self->ready.push_back(slot);
-    self->rndv.push_back(new pending_recv{self, data, length, std::move(slot)});
+    auto into = std::make_shared<fetching>(fetching{std::move(buf)});
+    self->ready.push_back({std::move(hdr), header_bytes, {}, into});
+    self->rndv.push_back(new pending_recv{self, data, length, std::move(into)});
     return UCS_INPROGRESS;
   }
   std::memcpy(buf.data(), data, length);
@@ -42,9 +42,9 @@ ucs_status_t ucx_link::impl::on_am(void* arg, const void* header, std::size_t he
 
 void ucx_link::impl::on_recv_done(void* request, ucs_status_t st, std::size_t, void* user) {
   std::unique_ptr<pending_recv> pr(static_cast<pending_recv*>(user));
-  pr->slot->complete = true;
+  pr->into->complete = true;
   if (st != UCS_OK) {
-    pr->slot->failed = true;
+    pr->into->failed = true;
     pr->link->reject(std::string("receiving a frame's data failed: ") + ucs_status_string(st));
   }
   ucp_request_free(request);
@@ -59,11 +59,11 @@ void ucx_link::impl::fetch_rendezvous() {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = on_recv_done;
     p.user_data = pr.get();
-    void* req = ucp_am_recv_data_nbx(worker, pr->desc, pr->slot->data.data(), pr->length, &p);
+    void* req = ucp_am_recv_data_nbx(worker, pr->desc, pr->into->buffer.data(), pr->length, &p);
     if (req == nullptr)
-      pr->slot->complete = true;
+      pr->into->complete = true;
     else if (UCS_PTR_IS_ERR(req)) {
-      pr->slot->complete = pr->slot->failed = true;
+      pr->into->complete = pr->into->failed = true;
       reject(std::string("receiving a frame's data failed: ") + ucs_status_string(UCS_PTR_STATUS(req)));
     } else
       (void)pr.release(); // on_recv_done owns it now
@@ -77,18 +77,19 @@ void ucx_link::impl::fetch_rendezvous() {
 /// own chunk of the next allreduce then leaves only after it has added its
 /// neighbour's, and the two ranks' adds run one after the other.
 void ucx_link::impl::deliver(std::vector<std::uint64_t> header, std::size_t header_bytes, kernels::tensor data) {
-  ready.push_back(std::make_shared<ready_frame>(ready_frame{std::move(header), header_bytes, std::move(data)}));
+  ready.push_back({std::move(header), header_bytes, std::move(data), {}});
 }
 
 bool ucx_link::impl::run_ready() {
   bool any = false;
-  while (!ready.empty() && ready.front()->complete) { // behind a rendezvous still fetching: wait for it
+  // Behind a rendezvous frame still fetching, the later frames wait.
+  while (!ready.empty() && (!ready.front().pending || ready.front().pending->complete)) {
     auto f = std::move(ready.front());
     ready.pop_front();
     any = true;
-    if (f->failed)
+    if (f.pending && f.pending->failed)
       continue;
-    deliver_now(f->header, f->header_bytes, std::move(f->data));
+    deliver_now(f.header, f.header_bytes, f.pending ? std::move(f.pending->buffer) : std::move(f.data));
     drain_queue();
   }
   return any;

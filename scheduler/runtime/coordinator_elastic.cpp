@@ -135,17 +135,10 @@ void coordinator_state::on_rejoin(int rank) {
   if (std::find(out.lost.begin(), out.lost.end(), rank) == out.lost.end() || rank == joining)
     return;
   if (rank == awaiting && !survivors.empty() && reform_step < 0 && joining < 0) { // the ring waits for it
-    const auto r = static_cast<std::size_t>(rank);
-    elastic->readmit(rank);
-    out.lost.erase(std::find(out.lost.begin(), out.lost.end(), rank));
-    finished[r] = false;
-    --done;
-    last_seen[r] = clock_type::now();
-    joining = rank;
+    readmit_worker(rank);
     survivors.insert(std::upper_bound(survivors.begin(), survivors.end(), static_cast<std::int64_t>(rank)),
                      static_cast<std::int64_t>(rank));
-    std::fprintf(stderr, "gradwire: worker %d asks to come back: re-forming the ring with it\n", rank);
-    (*self)->send((*workers)[r], actors::reform_atom::value, generation);
+    (*self)->send((*workers)[static_cast<std::size_t>(rank)], actors::reform_atom::value, generation);
     return;
   }
   if (const auto hold = back_at.find(rank); hold != back_at.end()) { // [[faults]] back_at_step: not before it
@@ -161,6 +154,11 @@ void coordinator_state::on_rejoin(int rank) {
       joins.push_back(rank);
     return;
   }
+  readmit_worker(rank);
+  start_reform();
+}
+
+void coordinator_state::readmit_worker(int rank) {
   const auto r = static_cast<std::size_t>(rank);
   elastic->readmit(rank);
   out.lost.erase(std::find(out.lost.begin(), out.lost.end(), rank));
@@ -169,7 +167,6 @@ void coordinator_state::on_rejoin(int rank) {
   last_seen[r] = clock_type::now();
   joining = rank;
   std::fprintf(stderr, "gradwire: worker %d asks to come back: re-forming the ring with it\n", rank);
-  start_reform();
 }
 
 std::int64_t coordinator_state::furthest_step() const {

@@ -192,6 +192,8 @@ struct coordinator_state {
   void on_rejoin(int rank);
 
   void take_next_join();
+  /// `rank` is in the run again (everywhere heard, no longer lost), the one joining.
+  void readmit_worker(int rank);
 
   /// A parameter server without a lost worker: the shards and the
   /// survivors hear of it; nothing is redone.

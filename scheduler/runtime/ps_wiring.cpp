@@ -112,10 +112,10 @@ bool shards_may_move(const topology_setup& setup) {
 }
 
 void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_set& shards, elastic_plan& e) {
-  e.holds_shards = [&setup](int rank) {
+  e.holds_shards = [&setup](int rank) { // rank 0 is never lost to a running job
     for (int i = 0; i < setup.ps.shards; ++i)
-      if (home_of(setup, i) == rank)
-        return rank != 0;
+      if (rank != 0 && home_of(setup, i) == rank)
+        return true;
     return false;
   };
   e.rebuild_shards = [&sys, &setup, &shards](int rank, const std::vector<float>& params, std::int64_t version,

@@ -125,16 +125,25 @@ run slowed 3 '[[faults]]\nkind = "slow"\nrank = 1\nfactor = 3.0\nat_step = 20\ns
 has "$work/slowed.txt" 'rank 1: computes 3 times slower for 0.5 s after step 20'
 has "$work/slowed.txt" 'links to 2 peer(s) delayed by 5 ms for 0.5 s after step 40'
 
+# killed NAME EXAMPLE PROCS [--set ...]: the example across PROCS processes,
+# rank 2 killed after its step 20, 100 steps, a 1 s liveness bound; the
+# launcher must exit 0.
+killed() {
+  local name=$1 example=$2 procs=$3
+  shift 3
+  { cat "$src/examples/$example"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/$name.toml"
+  local rc=0
+  timeout 120 "$GW" run "$work/$name.toml" --procs "$procs" --set topology.workers="$procs" "$@" \
+    --set transport.peer_timeout_ms=1000 --set train.max_steps=100 -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+  [ $rc = 0 ] || { bad "$name, rank 2 killed: the launcher exited $rc"; sed 's/^/    /' "$work/$name.txt"; }
+}
+
 # Parameter servers go on without a lost worker, in every mode: the shards
 # complete versions (sync, local SGD) and clocks (SSP) with the survivors.
 for mode in sync ssp local-sgd; do
   base=ps-async.toml set=(--set topology.mode="$mode")
   [ $mode = local-sgd ] && base=local-sgd.toml set=()
-  { cat "$src/examples/$base"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/ps-$mode.toml"
-  rc=0
-  timeout 120 "$GW" run "$work/ps-$mode.toml" --procs 3 --set topology.workers=3 "${set[@]}" \
-    --set transport.peer_timeout_ms=1000 --set train.max_steps=100 -q --no-report --out "$work/ps-$mode" >"$work/ps-$mode.txt" 2>&1 || rc=$?
-  [ $rc = 0 ] || { bad "$mode parameter server that loses rank 2: the launcher exited $rc"; sed 's/^/    /' "$work/ps-$mode.txt"; }
+  killed "ps-$mode" "$base" 3 "${set[@]}"
   has "$work/ps-$mode.txt" 'carrying on without worker 2: 2 workers'
   /usr/bin/python3 - "$work/ps-$mode/summary.json" <<'PY' || bad "$mode parameter server: summary.json (above)"
 import json, sys
@@ -153,12 +162,8 @@ done
 # and the survivors finish every step (async, and SSP, whose pulls wait on
 # the rebuilt shard's clocks).
 for mode in async ssp; do
-  { cat "$src/examples/ps-async.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/spread-$mode.toml"
-  rc=0
-  timeout 120 "$GW" run "$work/spread-$mode.toml" --procs 3 --set topology.workers=3 --set topology.mode="$mode" \
-    --set topology.shards=3 --set topology.shard_placement=spread --set transport.peer_timeout_ms=1000 \
-    --set train.max_steps=100 -q --no-report --out "$work/spread-$mode" >"$work/spread-$mode.txt" 2>&1 || rc=$?
-  [ $rc = 0 ] || { bad "$mode parameter server that loses shard rank 2: the launcher exited $rc"; sed 's/^/    /' "$work/spread-$mode.txt"; }
+  killed "spread-$mode" ps-async.toml 3 --set topology.mode="$mode" --set topology.shards=3 \
+    --set topology.shard_placement=spread
   has "$work/spread-$mode.txt" '1 shard(s) of lost rank 2 rebuilt on rank 0'
   /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [2] or [w['steps'] for w in s['per_worker'][:2]] != [100, 100] or s['final_test_accuracy'] < 0.5))" \
     "$work/spread-$mode/summary.json" || bad "$mode, spread shards: summary.json is not a completed run of the 2 survivors"
@@ -168,11 +173,7 @@ done
 # graph with Metropolis weights over the survivors (D-PSGD), or stop
 # picking it (AD-PSGD).
 for g in dpsgd adpsgd; do
-  { cat "$src/examples/gossip-$g.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/$g.toml"
-  rc=0
-  timeout 120 "$GW" run "$work/$g.toml" --procs 4 --set topology.workers=4 --set transport.peer_timeout_ms=1000 \
-    --set train.max_steps=100 -q --no-report --out "$work/$g" >"$work/$g.txt" 2>&1 || rc=$?
-  [ $rc = 0 ] || { bad "$g that loses rank 2: the launcher exited $rc"; sed 's/^/    /' "$work/$g.txt"; }
+  killed "$g" "gossip-$g.toml" 4
   has "$work/$g.txt" 'carrying on without worker 2: 3 workers'
   /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [2] or len(s['faults']) != 1))" \
     "$work/$g/summary.json" || bad "$g: summary.json does not list the one lost worker of a completed run"
