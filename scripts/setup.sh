@@ -13,9 +13,11 @@ PACKAGES=(
   gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
   libdnnl2     # oneDNN's sgemm for the larger GEMMs, opened at run time (without it: OpenBLAS for all)
 )
-# Only for the test suite: report.html is opened in headless Chromium, and
-# model.safetensors is loaded in PyTorch.
-TEST_PACKAGES=(chromium python3-torch)
+# Only for the test suite: report.html is opened in headless Chromium,
+# model.safetensors is loaded in PyTorch,
+# srun and mpirun run real jobs in the launcher test (a one-host SLURM
+# cluster: scripts/slurm_local.sh).
+TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
 BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev)  # BLIS, libxsmm: bench/gemm_libs.cpp
 

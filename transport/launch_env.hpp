@@ -5,8 +5,10 @@
 /// OMPI_COMM_WORLD_RANK/SIZE; MPICH/Hydra: PMI_RANK/PMI_SIZE; gradwire's
 /// own --procs launcher: GRADWIRE_RANK/GRADWIRE_SIZE), and the rendezvous
 /// address (GRADWIRE_RENDEZVOUS=host:port, or MASTER_ADDR/MASTER_PORT as
-/// with torchrun; default 127.0.0.1:29500) and job token (GRADWIRE_TOKEN;
-/// required when the rendezvous host is not a loopback address).
+/// with torchrun; under srun, the step's first node, or loopback on one
+/// node, at a port of the job step's own; else 127.0.0.1:29500) and job
+/// token (GRADWIRE_TOKEN; required when the rendezvous host is not a
+/// loopback address).
 
 #include "transport/rendezvous.hpp"
 
@@ -23,6 +25,10 @@ struct launch_info {
 /// Reads the environment. Inconsistent or malformed variables throw
 /// gradwire::error naming the variable.
 launch_info detect_launch();
+
+/// The first host of a SLURM node list: "node[01-04],gpu3" -> "node01".
+/// Throws gradwire::error on a malformed list.
+std::string first_host_of(const std::string& list);
 
 /// Parses "host:port" (for --rendezvous and GRADWIRE_RENDEZVOUS).
 void parse_host_port(const std::string& text, const std::string& what, rendezvous_options& out);
