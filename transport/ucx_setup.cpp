@@ -57,7 +57,7 @@ void check_status(ucs_status_t st, const char* what) {
     throw error(std::string("UCX: ") + what + ": " + ucs_status_string(st));
 }
 
-std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker) {
+std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker, std::uint64_t features) {
   static std::mutex env_mu; // links made at once each get their own FIFO setting
   std::lock_guard<std::mutex> env_lk(env_mu);
   set_fifo_environment(opts);
@@ -76,7 +76,7 @@ std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& 
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.features = features;
   params.mt_workers_shared = 0;
   auto st = ucp_init(&params, config, &context);
   ucp_config_release(config);
@@ -130,6 +130,8 @@ std::vector<std::uint8_t> pack(const address& a) {
   put_field(out, a.ucx.data(), static_cast<std::uint32_t>(a.ucx.size()));
   put_field(out, a.host.data(), static_cast<std::uint32_t>(a.host.size()));
   put_field(out, a.fifo.data(), static_cast<std::uint32_t>(a.fifo.size()));
+  if (!a.collective.empty())
+    put_field(out, a.collective.data(), static_cast<std::uint32_t>(a.collective.size()));
   return out;
 }
 
@@ -155,6 +157,10 @@ address unpack(const std::vector<std::uint8_t>& in, int rank) {
   take_field(a.ucx);
   take_field(a.host);
   take_field(a.fifo);
+  if (at < in.size())
+    take_field(a.collective);
+  check(at == in.size(), "rendezvous: rank " + std::to_string(rank) + "'s address has " +
+                           std::to_string(in.size() - at) + " bytes too many");
   return a;
 }
 

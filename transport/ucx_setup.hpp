@@ -28,7 +28,10 @@ void check_status(ucs_status_t st, const char* what);
 /// with ("posix=512 sysv=512", "" for a transport UCX picks itself):
 /// ranks on one node must agree, or a send into a peer's FIFO crashes
 /// inside UCX.
-std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker);
+/// `features`: the link's active messages and wake-ups by default; the
+/// collective communicator (ucx_comm.hpp) asks for tag matching.
+std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& worker,
+                 std::uint64_t features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP);
 
 /// UCX 1.13 creates its System V shared-memory segments (the sysv
 /// transport's FIFOs) with mode 0660, open to the group: this narrows
@@ -45,6 +48,10 @@ struct address {
   std::vector<std::uint8_t> ucx; ///< the UCX worker address
   std::string host;              ///< peers on the same host share memory
   std::string fifo;              ///< open()'s FIFO element sizes: peers on one host must agree
+  /// The worker address of the rank's collective communicator
+  /// (ucx_comm.hpp), when the job opened one; empty otherwise. Optional
+  /// on the wire (an address without it is whole).
+  std::vector<std::uint8_t> collective;
 };
 std::vector<std::uint8_t> pack(const address& a);
 /// Throws gradwire::error naming `rank` when `in` is not a whole address.

@@ -53,11 +53,16 @@ Examples:
   srun -n 4 gradwire run examples/ring.toml --set topology.workers=4
   gradwire run examples/ring.toml --sweep topology.workers=1,2,4,8   (scaling table))";
 
-constexpr const char* allreduce_help = R"(Every process holds one ring peer (the actor training uses); chunks
-travel between processes over UCX as Cap'n Proto headers plus zero-copy
-data frames. Rank 0 prints size, time per allreduce, algbw = size/time and
-busbw = algbw*2(n-1)/n (as nccl-tests), and a check on inputs whose sum is
-known exactly. A wrong result exits with status 4.
+constexpr const char* allreduce_help = R"(Two engines, side by side. The headline columns have MPI_Allreduce's
+semantics (the sum in each rank's own buffer, every byte copied): a
+collective communicator whose calling thread drives UCX itself, recursive
+doubling for small sizes and a ring for large ones. After the bar, an
+extra column that is not MPI's semantics: the ring peers training uses
+(actors; chunks as Cap'n Proto headers plus zero-copy data frames, results
+read in place, by shared-memory reference on one host). Rank 0 prints
+size, time per allreduce, algbw = size/time and busbw = algbw*2(n-1)/n (as
+nccl-tests), and a check on inputs whose sum is known exactly. A wrong
+result exits with status 4.
 
 Examples:
   gradwire bench allreduce --procs 2
@@ -89,7 +94,7 @@ struct cli_args {
   std::int64_t resume_step = 0;
   int procs = 0; ///< local processes to start; -1: as many as topology.workers
   gradwire::scheduler::allreduce_bench_options ab;
-  std::string ab_min = "256K", ab_max = "64M", ab_chunk = "1M";
+  std::string ab_min = "1K", ab_max = "64M", ab_chunk = "1M", ab_ring_from = "64K";
 };
 
 void add_run(CLI::App& app, cli_args& a) {
@@ -128,13 +133,18 @@ void add_bench(CLI::App& app, cli_args& a) {
   a.allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
   auto* allreduce = a.allreduce;
   allreduce->footer(allreduce_help);
-  allreduce->add_option("-b,--minbytes", a.ab_min, "smallest size (256K)");
+  allreduce->add_option("-b,--minbytes", a.ab_min, "smallest size (1K)");
   allreduce->add_option("-e,--maxbytes", a.ab_max, "largest size (64M)");
   allreduce->add_option("-f,--stepfactor", ab.factor, "size factor between rows (2)");
   allreduce->add_option("-n,--iters", ab.iters, "timed rounds per size (20)");
   allreduce->add_option("-w,--warmup_iters", ab.warmup, "warm-up rounds per size (5)");
   allreduce->add_option("-c,--chunk", a.ab_chunk, "ring pipelining chunk (1M)");
-  allreduce->add_option("--algo", ab.algo, "ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
+  allreduce->add_option("--engine", ab.engine, "both (default: the communicator, MPI semantics, then the actors' zero-copy column), comm or actors")
+    ->check(CLI::IsMember({"both", "comm", "actors"}));
+  allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (recursive doubling below --ring-from, ring from there), rd or ring")
+    ->check(CLI::IsMember({"auto", "rd", "ring"}));
+  allreduce->add_option("--ring-from", a.ab_ring_from, "the communicator's ring from this size up (64K)");
+  allreduce->add_option("--algo", ab.algo, "the actors' ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
     ->check(CLI::IsMember({"ring", "direct", "auto"}));
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
   allreduce->add_flag("--shm-refs,!--no-shm-refs", ab.job.shm_refs,
@@ -285,6 +295,7 @@ std::optional<int> run_tool(cli_args& a) {
     a.ab.min_bytes = gradwire::scheduler::parse_bytes(a.ab_min, "--minbytes");
     a.ab.max_bytes = gradwire::scheduler::parse_bytes(a.ab_max, "--maxbytes");
     a.ab.chunk_bytes = gradwire::scheduler::parse_bytes(a.ab_chunk, "--chunk");
+    a.ab.ring_from_bytes = gradwire::scheduler::parse_bytes(a.ab_ring_from, "--ring-from");
     return gradwire::scheduler::bench_allreduce(a.ab);
   }
   if (*a.keys) {

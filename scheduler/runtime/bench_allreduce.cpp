@@ -77,6 +77,8 @@ job_options bench_job_options(const allreduce_bench_options& o) {
     jo.spin_yield = jo.spin_yield || shared;
   }
   jo.max_data_bytes = 2 * std::max(o.max_bytes, o.chunk_bytes) + (std::size_t{1} << 20); // the largest size's frames
+  jo.collective = o.engine != "actors";
+  jo.ring_from_bytes = o.ring_from_bytes;
   return jo;
 }
 
@@ -115,19 +117,71 @@ void wire_bench_peers(job& j, const std::vector<caf::actor>& peers) {
 
 void print_header(const allreduce_bench_options& o, const job& j) {
   const int n = j.launch.size;
-  std::printf("# gradwire allreduce (%s): %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n",
-              o.algo == "auto" ? (n > 2 ? ("direct below " + human(o.direct_below) + ", ring above").c_str() : "ring")
-                               : o.algo.c_str(),
-              n, n == 1 ? "" : "es", j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str(), o.warmup,
-              o.iters);
-  std::printf("%12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check");
+  const std::string actors_algo =
+    o.algo == "auto" ? (n > 2 ? "direct below " + human(o.direct_below) + ", ring above" : "ring") : o.algo;
+  if (j.comm) {
+    std::printf("# gradwire allreduce: %d process%s, MPI semantics (the sum in each rank's own buffer, every byte "
+                "copied): %s%s; %d warm-up + %d timed rounds per size\n",
+                n, n == 1 ? "" : "es", j.comm->describe().c_str(),
+                o.comm_algo == "auto" ? "" : (", forced: " + o.comm_algo).c_str(), o.warmup, o.iters);
+    if (o.engine == "both")
+      std::printf("# extra, after the bar (not MPI's semantics): the actors' ring allreduce (%s), %s, chunk %s; "
+                  "results read in place\n",
+                  actors_algo.c_str(), j.node->transport().describe().c_str(), human(o.chunk_bytes).c_str());
+  } else {
+    std::printf("# gradwire allreduce (%s): %d process%s, %s, chunk %s, %d warm-up + %d timed rounds per size\n",
+                actors_algo.c_str(), n, n == 1 ? "" : "es", j.node->transport().describe().c_str(),
+                human(o.chunk_bytes).c_str(), o.warmup, o.iters);
+  }
+  std::printf("%12s %12s %12s %12s %12s %8s", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check");
+  if (j.comm && o.engine == "both")
+    std::printf("  | %12s %12s %8s", "actors(us)", "busbw(GB/s)", "check");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
-/// One size: its driver's check and timed rounds; rank 0 prints the row.
-/// Whether the sum was right.
-bool run_size(caf::actor_system& sys, const job& j, const allreduce_bench_options& o, const caf::actor& peer,
-              std::size_t bytes) {
+struct row {
+  double seconds = 0;
+  bool ok = false;
+};
+
+/// The communicator at one size: a check round, then warm-up and timed
+/// rounds on zeros (which stay zeros), each rank's time from a barrier.
+row comm_size(transport::ucx_comm& comm, const allreduce_bench_options& o, std::size_t bytes) {
+  const int rank = comm.rank(), n = comm.size();
+  const std::size_t floats = bytes / 4;
+  const auto algo = transport::parse_allreduce_algo(o.comm_algo, "--comm-algo");
+  std::vector<float> buf(floats);
+  for (std::size_t i = 0; i < floats; ++i)
+    buf[i] = actors::allreduce_input(rank, i);
+  comm.allreduce(buf.data(), floats, algo);
+  row r;
+  double worst = 0;
+  for (std::size_t i = 0; i < floats; ++i)
+    worst = std::max<double>(worst, std::fabs(buf[i] - actors::allreduce_expected(n, i)));
+  r.ok = worst == 0;
+  if (!r.ok)
+    std::fprintf(stderr, "gradwire: rank %d: the communicator's allreduce of %s is wrong (max error %g)\n", rank,
+                 human(bytes).c_str(), worst);
+  std::fill(buf.begin(), buf.end(), 0.f);
+  for (int i = 0; i < o.warmup; ++i)
+    comm.allreduce(buf.data(), floats, algo);
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.iters; ++i)
+    comm.allreduce(buf.data(), floats, algo);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+  return r;
+}
+
+void print_cells(std::size_t bytes, int n, const row& r) {
+  const double algbw = static_cast<double>(bytes) / r.seconds / 1e9;
+  std::printf(" %12.1f %12.3f %12.3f %8s", r.seconds * 1e6, algbw, algbw * 2.0 * (n - 1) / n, r.ok ? "ok" : "WRONG");
+}
+
+/// One size through the actors: its driver's check and timed rounds.
+row actors_size(caf::actor_system& sys, const job& j, const allreduce_bench_options& o, const caf::actor& peer,
+                std::size_t bytes) {
   const int rank = j.launch.rank, n = j.launch.size;
   auto done = std::make_shared<std::promise<actors::allreduce_result>>();
   auto fut = done->get_future();
@@ -149,13 +203,7 @@ bool run_size(caf::actor_system& sys, const job& j, const allreduce_bench_option
   if (!ok)
     std::fprintf(stderr, "gradwire: rank %d: allreduce of %s is wrong: %s (max error %g)\n", rank, human(bytes).c_str(),
                  r.error.c_str(), r.max_error);
-  if (rank == 0) {
-    const double algbw = static_cast<double>(bytes) / r.seconds / 1e9;
-    std::printf("%12zu %12zu %12.1f %12.3f %12.3f %8s\n", bytes, bytes / 4, r.seconds * 1e6, algbw,
-                algbw * 2.0 * (n - 1) / n, ok ? "ok" : "WRONG");
-    std::fflush(stdout);
-  }
-  return ok;
+  return row{r.seconds, ok};
 }
 
 } // namespace
@@ -168,7 +216,7 @@ int bench_allreduce(const allreduce_bench_options& o) {
   auto j = join_job(sys, bench_job_options(o));
   const int rank = j.launch.rank;
   publish_barrier(sys, j);
-  const auto peers = spawn_bench_peers(sys, j, o, sizes);
+  const auto peers = o.engine == "comm" ? std::vector<caf::actor>{} : spawn_bench_peers(sys, j, o, sizes);
   std::atomic<bool> finishing{false}; // after the last size, peers leave at their own pace
   j.node->start([&](int r, const std::string& what) {
     if (finishing)
@@ -183,9 +231,30 @@ int bench_allreduce(const allreduce_bench_options& o) {
   if (rank == 0)
     print_header(o, j);
   int status = 0;
-  for (std::size_t k = 0; k < sizes.size(); ++k)
-    if (!run_size(sys, j, o, peers[k], sizes[k]))
-      status = 4;
+  const int n = j.launch.size;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<row> rows;
+    if (j.comm)
+      rows.push_back(comm_size(*j.comm, o, sizes[k]));
+    if (o.engine != "comm")
+      rows.push_back(actors_size(sys, j, o, peers[k], sizes[k]));
+    for (const auto& r : rows)
+      if (!r.ok)
+        status = 4;
+    if (rank != 0)
+      continue;
+    std::printf("%12zu %12zu", sizes[k], sizes[k] / 4);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i > 0) // the actors' column: time, busbw, check
+        std::printf("  | %12.1f %12.3f %8s", rows[i].seconds * 1e6,
+                    static_cast<double>(sizes[k]) / rows[i].seconds / 1e9 * 2.0 * (n - 1) / n,
+                    rows[i].ok ? "ok" : "WRONG");
+      else
+        print_cells(sizes[k], n, rows[i]);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   finishing = true;
   barrier(sys, j, 1);
   j.node->close();

@@ -37,8 +37,27 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   int listener = -1;
   if (j.launch.rank == 0 && opts.replacements > 0 && j.launch.size > 1)
     rv.keep_listener = &listener;
-  auto table = transport::rendezvous(j.launch.rank, j.launch.size, rv, link->address());
+  auto mine = link->address();
+  if (opts.collective) { // its address rides in the link's (ucx_setup::address::collective)
+    transport::comm_options co;
+    co.tls = opts.tls;
+    co.spin_yield = opts.spin_yield;
+    co.timeout_ms = opts.timeout_ms;
+    co.ring_from_bytes = opts.ring_from_bytes;
+    j.comm = std::make_unique<transport::ucx_comm>(j.launch.rank, j.launch.size, co);
+    mine = transport::with_collective(mine, j.comm->worker_address());
+  }
+  auto table = transport::rendezvous(j.launch.rank, j.launch.size, rv, mine);
   link->connect(table);
+  if (j.comm) {
+    std::vector<std::vector<std::uint8_t>> coll(table.size());
+    for (std::size_t r = 0; r < table.size(); ++r) {
+      coll[r] = transport::collective_of(table[r], static_cast<int>(r));
+      check(!coll[r].empty() || static_cast<int>(r) == j.launch.rank,
+            "rank " + std::to_string(r) + " opened no collective communicator (a different command on each rank?)");
+    }
+    j.comm->connect(coll);
+  }
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
   j.live = opts.live;
   j.node = std::make_shared<transport::node>(sys, transport::emulate(std::move(link), opts.shape),

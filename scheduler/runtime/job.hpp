@@ -10,6 +10,7 @@
 #include "transport/node.hpp"
 #include "transport/rendezvous.hpp"
 #include "transport/shm_lending.hpp"
+#include "transport/ucx_comm.hpp"
 
 #include <caf/all.hpp>
 
@@ -41,6 +42,10 @@ struct job_options {
   int replacements = 0;
   /// This process replaces a lost rank's (GRADWIRE_REJOIN=1).
   bool replacing = false;
+  /// Also open a collective communicator driven by the calling thread
+  /// (transport::ucx_comm), its address exchanged at the same rendezvous.
+  bool collective = false;
+  std::size_t ring_from_bytes = std::size_t{64} << 10; ///< comm_options::ring_from_bytes
 };
 
 /// A peer whose frames hold more than this many of the largest frames at
@@ -59,6 +64,8 @@ struct job {
   /// Rank 0 with job_options::replacements: hellos of replacement processes
   /// (declared after `node`, so it stops first).
   std::unique_ptr<transport::late_joins> late;
+  /// job_options::collective: connected to every rank.
+  std::unique_ptr<transport::ucx_comm> comm;
 };
 
 /// Connects this process to the job. Throws gradwire::error.

@@ -41,11 +41,12 @@ PY
 /usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']" ||
   fail "the 2-host run was not across 2 processes"
 
-# The allreduce across the 2 hosts: every sum checked, nothing lent (on one
-# host the same command lends by shared-memory reference).
+# The allreduce across the 2 hosts, both engines (the communicator and the
+# actors' ring): every sum checked, nothing lent (on one host the same
+# command lends by shared-memory reference).
 hosts 2 "$tmp/logsb" "$gw" bench allreduce -b 64K -e 256K -n 5 -w 1 || fail "bench allreduce across 2 hosts failed"
-grep -q "^# gradwire allreduce (ring): 2 processes, ucx, chunk" "$tmp/logsb/rank-0.txt" ||
-  fail "bench allreduce across hosts: $(head -n 1 "$tmp/logsb/rank-0.txt") (memory lent across hosts?)"
+grep -q "^# extra, .*: the actors' ring allreduce (ring), ucx, chunk" "$tmp/logsb/rank-0.txt" ||
+  fail "bench allreduce across hosts: $(head -n 2 "$tmp/logsb/rank-0.txt") (memory lent across hosts?)"
 [ "$(grep -c " ok$" "$tmp/logsb/rank-0.txt")" = 3 ] || fail "bench allreduce across hosts: a sum is wrong"
 
 hosts 3 "$tmp/logs3" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/ps" --set topology.workers=3 \

@@ -1,0 +1,356 @@
+#include "transport/ucx_comm.hpp"
+
+#include "kernels/error.hpp"
+#include "transport/ucx_setup.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace gradwire::transport {
+
+allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what) {
+  if (text == "auto")
+    return allreduce_algo::automatic;
+  if (text == "rd" || text == "recursive-doubling")
+    return allreduce_algo::recursive_doubling;
+  if (text == "ring")
+    return allreduce_algo::ring;
+  throw error(what + " '" + text + "': expected auto, rd (recursive doubling) or ring");
+}
+
+const char* to_string(allreduce_algo a) {
+  switch (a) {
+  case allreduce_algo::automatic: return "auto";
+  case allreduce_algo::recursive_doubling: return "recursive doubling";
+  case allreduce_algo::ring: return "ring";
+  }
+  return "?";
+}
+
+std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
+                                          const std::vector<std::uint8_t>& comm_address) {
+  auto a = ucx_setup::unpack(link_address, -1);
+  a.collective = comm_address;
+  return ucx_setup::pack(a);
+}
+
+std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address, int rank) {
+  return ucx_setup::unpack(address, rank).collective;
+}
+
+namespace {
+/// A tag: the collective's sequence number (32 bits), its step (16) and the sender (16).
+ucp_tag_t tag_of(std::uint32_t seq, int step, int src) {
+  return (static_cast<ucp_tag_t>(seq) << 32) | (static_cast<ucp_tag_t>(step & 0xffff) << 16) |
+         static_cast<ucp_tag_t>(src & 0xffff);
+}
+constexpr ucp_tag_t full_mask = ~ucp_tag_t{0};
+} // namespace
+
+struct ucx_comm::impl {
+  int rank, size;
+  comm_options opts;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::vector<ucp_ep_h> eps;
+  std::vector<float> tmp; ///< a partner's contribution
+  std::uint32_t seq = 0;
+  bool broken = false;
+
+  /// One posted operation: its request (null: done at once) and what it expects.
+  struct op {
+    void* req = nullptr;
+    int peer = 0;
+    bool recv = false;
+    std::size_t bytes = 0;
+    ucp_tag_recv_info_t info{};
+    bool done = false;
+  };
+
+  void fail(const std::string& why) {
+    broken = true;
+    throw error("allreduce (rank " + std::to_string(rank) + "): " + why);
+  }
+
+  void post_send(op& o, int peer, const void* buf, std::size_t bytes, int step) {
+    o = op{};
+    o.peer = peer;
+    ucp_request_param_t p{};
+    auto st = ucp_tag_send_nbx(eps[static_cast<std::size_t>(peer)], buf, bytes, tag_of(seq, step, rank), &p);
+    if (UCS_PTR_IS_ERR(st))
+      fail("sending to rank " + std::to_string(peer) + ": " + ucs_status_string(UCS_PTR_STATUS(st)));
+    o.req = st;
+    o.done = st == nullptr;
+  }
+
+  void post_recv(op& o, int peer, void* buf, std::size_t bytes, int step) {
+    o = op{};
+    o.peer = peer;
+    o.recv = true;
+    o.bytes = bytes;
+    // Always a request (its info tells the length): UCX 1.13 left the
+    // info of a receive that matched an unexpected message unwritten.
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    auto st = ucp_tag_recv_nbx(worker, buf, bytes, tag_of(seq, step, peer), full_mask, &p);
+    if (UCS_PTR_IS_ERR(st) || st == nullptr)
+      fail("receiving from rank " + std::to_string(peer) + ": " +
+           (st ? ucs_status_string(UCS_PTR_STATUS(st)) : "no request"));
+    o.req = st;
+  }
+
+  void check_length(const op& o, int step) {
+    if (o.info.length != o.bytes)
+      fail("rank " + std::to_string(o.peer) + " sent " + std::to_string(o.info.length) + " bytes at step " +
+           std::to_string(step) + ", " + std::to_string(o.bytes) + " expected (do all ranks call with the same size?)");
+  }
+
+  /// Polls until every op is done; a peer silent for timeout_ms fails the communicator.
+  void wait(op* ops, int count, int step) {
+    const auto start = std::chrono::steady_clock::now();
+    unsigned idle = 0;
+    for (;;) {
+      bool all = true;
+      for (int i = 0; i < count; ++i) {
+        op& o = ops[i];
+        if (o.done)
+          continue;
+        ucs_status_t st = o.recv ? ucp_tag_recv_request_test(o.req, &o.info) : ucp_request_check_status(o.req);
+        if (st == UCS_INPROGRESS) {
+          all = false;
+          continue;
+        }
+        ucp_request_free(o.req);
+        o.req = nullptr;
+        o.done = true;
+        if (st == UCS_ERR_MESSAGE_TRUNCATED)
+          fail("rank " + std::to_string(o.peer) + " sent more than the " + std::to_string(o.bytes) +
+               " bytes expected at step " + std::to_string(step));
+        if (st != UCS_OK)
+          fail(std::string(o.recv ? "receiving from" : "sending to") + " rank " + std::to_string(o.peer) + ": " +
+               ucs_status_string(st));
+        if (o.recv)
+          check_length(o, step);
+      }
+      if (all)
+        return;
+      if (ucp_worker_progress(worker) != 0) {
+        idle = 0;
+        continue;
+      }
+      if (opts.spin_yield)
+        ::sched_yield();
+      if ((++idle & 1023u) == 0 &&
+          std::chrono::steady_clock::now() - start > std::chrono::milliseconds(opts.timeout_ms)) {
+        std::string who;
+        for (int i = 0; i < count; ++i)
+          if (!ops[i].done)
+            who += (who.empty() ? "rank " : ", rank ") + std::to_string(ops[i].peer);
+        cancel(ops, count);
+        fail("no word from " + who + " for " + std::to_string(opts.timeout_ms) + " ms at step " +
+             std::to_string(step) + " of collective " + std::to_string(seq));
+      }
+    }
+  }
+
+  /// A receive still posted must not write into the caller's buffer after the call has failed.
+  void cancel(op* ops, int count) {
+    for (int i = 0; i < count; ++i)
+      if (!ops[i].done && ops[i].req)
+        ucp_request_cancel(worker, ops[i].req);
+    for (int i = 0; i < count; ++i) {
+      if (ops[i].done || !ops[i].req)
+        continue;
+      while (ucp_request_check_status(ops[i].req) == UCS_INPROGRESS)
+        ucp_worker_progress(worker);
+      ucp_request_free(ops[i].req);
+      ops[i].req = nullptr;
+      ops[i].done = true;
+    }
+  }
+
+  /// Sends `send` to `to` and receives from `from` into `recv`, at once.
+  void sendrecv(int to, const float* send, std::size_t send_n, int from, float* recv, std::size_t recv_n, int step) {
+    op ops[2];
+    post_recv(ops[0], from, recv, recv_n * sizeof(float), step);
+    post_send(ops[1], to, send, send_n * sizeof(float), step);
+    wait(ops, 2, step);
+  }
+
+  void send_only(int to, const float* send, std::size_t n, int step) {
+    op o;
+    post_send(o, to, send, n * sizeof(float), step);
+    wait(&o, 1, step);
+  }
+
+  void recv_only(int from, float* recv, std::size_t n, int step) {
+    op o;
+    post_recv(o, from, recv, n * sizeof(float), step);
+    wait(&o, 1, step);
+  }
+
+  static void add(float* dst, const float* src, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+      dst[i] += src[i];
+  }
+
+  /// Recursive doubling; the ranks beyond the largest power of two fold
+  /// into a partner first (MPICH's scheme). Partners add each other's
+  /// sums, and a + b == b + a: every rank ends with the same bits.
+  void recursive_doubling(float* data, std::size_t n) {
+    int pof2 = 1;
+    while (pof2 * 2 <= size)
+      pof2 *= 2;
+    const int rem = size - pof2;
+    int step = 0;
+    int newrank;
+    if (rank < 2 * rem) {
+      if (rank % 2 == 0) { // folded into rank + 1, which hands back the result at the end
+        send_only(rank + 1, data, n, step);
+        newrank = -1;
+      } else {
+        recv_only(rank - 1, tmp.data(), n, step);
+        add(data, tmp.data(), n);
+        newrank = rank / 2;
+      }
+    } else {
+      newrank = rank - rem;
+    }
+    ++step;
+    if (newrank >= 0) {
+      for (int mask = 1; mask < pof2; mask <<= 1, ++step) {
+        const int newdst = newrank ^ mask;
+        const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
+        sendrecv(dst, data, n, dst, tmp.data(), n, step);
+        add(data, tmp.data(), n);
+      }
+    } else {
+      step += __builtin_ctz(static_cast<unsigned>(pof2));
+    }
+    if (rank < 2 * rem) {
+      if (rank % 2 == 1)
+        send_only(rank - 1, data, n, step);
+      else
+        recv_only(rank + 1, data, n, step);
+    }
+  }
+
+  /// Ring reduce-scatter then all-gather; segment s's sum is made once, by
+  /// its owner, and copied: every rank ends with the same bits.
+  void ring(float* data, std::size_t n) {
+    const auto p = static_cast<std::size_t>(size);
+    auto begin = [&](std::size_t s) { return n * s / p; };
+    auto len = [&](std::size_t s) { return begin(s + 1) - begin(s); };
+    const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    const auto r = static_cast<std::size_t>(rank);
+    int step = 0;
+    for (std::size_t k = 0; k + 1 < p; ++k, ++step) {
+      const std::size_t out = (r + p - k) % p, in = (r + 2 * p - k - 1) % p;
+      sendrecv(right, data + begin(out), len(out), left, tmp.data(), len(in), step);
+      add(data + begin(in), tmp.data(), len(in));
+    }
+    for (std::size_t k = 0; k + 1 < p; ++k, ++step) {
+      const std::size_t out = (r + 1 + p - k) % p, in = (r + p - k) % p;
+      sendrecv(right, data + begin(out), len(out), left, data + begin(in), len(in), step);
+    }
+  }
+};
+
+ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<impl>()) {
+  check(size >= 1 && size <= 0xffff && rank >= 0 && rank < size,
+        "collective communicator: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  p_->rank = rank;
+  p_->size = size;
+  p_->opts = std::move(opts);
+  ucx_options uo;
+  uo.tls = p_->opts.tls;
+  ucx_setup::open(uo, p_->context, p_->worker, UCP_FEATURE_TAG);
+}
+
+ucx_comm::~ucx_comm() {
+  for (auto ep : p_->eps) {
+    if (!ep)
+      continue;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    auto st = ucp_ep_close_nbx(ep, &prm);
+    if (UCS_PTR_IS_PTR(st)) {
+      while (ucp_request_check_status(st) == UCS_INPROGRESS)
+        ucp_worker_progress(p_->worker);
+      ucp_request_free(st);
+    }
+  }
+  if (p_->worker)
+    ucp_worker_destroy(p_->worker);
+  if (p_->context)
+    ucp_cleanup(p_->context);
+}
+
+std::vector<std::uint8_t> ucx_comm::worker_address() const {
+  ucp_address_t* addr = nullptr;
+  std::size_t len = 0;
+  ucx_setup::check_status(ucp_worker_get_address(p_->worker, &addr, &len), "getting the collective worker address");
+  std::vector<std::uint8_t> out(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
+  ucp_worker_release_address(p_->worker, addr);
+  return out;
+}
+
+void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses) {
+  check(static_cast<int>(addresses.size()) == p_->size, "collective communicator: one address per rank expected");
+  for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
+    if (r == p_->rank)
+      continue;
+    const auto why = ucx_setup::ucx_parse_check(addresses[static_cast<std::size_t>(r)]);
+    check(why.empty(), "collective communicator: rank " + std::to_string(r) + "'s address: " + why);
+  }
+  p_->eps.assign(addresses.size(), nullptr);
+  for (int r = 0; r < p_->size; ++r) {
+    if (r == p_->rank)
+      continue;
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(addresses[static_cast<std::size_t>(r)].data());
+    ucx_setup::check_status(ucp_ep_create(p_->worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
+                            ("collective communicator: connecting to rank " + std::to_string(r)).c_str());
+  }
+  ucx_setup::restrict_sysv_segments();
+}
+
+allreduce_algo ucx_comm::choose(std::size_t n) const {
+  return n * sizeof(float) < p_->opts.ring_from_bytes ? allreduce_algo::recursive_doubling : allreduce_algo::ring;
+}
+
+void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
+  check(!p_->broken, "allreduce (rank " + std::to_string(p_->rank) + "): the communicator failed earlier");
+  check(p_->size == 1 || !p_->eps.empty(), "allreduce: the communicator is not connected");
+  if (p_->size == 1 || n == 0)
+    return;
+  if (algo == allreduce_algo::automatic)
+    algo = choose(n);
+  if (p_->tmp.size() < n)
+    p_->tmp.resize(n);
+  ++p_->seq;
+  if (algo == allreduce_algo::ring && n >= static_cast<std::size_t>(p_->size))
+    p_->ring(data, n);
+  else
+    p_->recursive_doubling(data, n);
+}
+
+void ucx_comm::barrier() {
+  float one = 1;
+  allreduce(&one, 1, allreduce_algo::recursive_doubling);
+}
+
+int ucx_comm::rank() const { return p_->rank; }
+int ucx_comm::size() const { return p_->size; }
+
+std::string ucx_comm::describe() const {
+  return "calling thread drives UCX (tag matching" + std::string(p_->opts.tls.empty() ? "" : ", " + p_->opts.tls) +
+         "), recursive doubling below " + std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there";
+}
+
+} // namespace gradwire::transport

@@ -1,0 +1,92 @@
+#pragma once
+/// @file ucx_comm.hpp
+/// A collective communicator driven by the calling thread, MPI-style: its
+/// own UCX context and worker (tag matching), one endpoint per rank, and
+/// no progress thread. allreduce() posts its sends and receives and polls
+/// the worker itself until they complete: no thread hand-off, no wake-up,
+/// no actor mailbox on the path, so a small allreduce costs what the
+/// network costs (about a microsecond a hop over shared memory).
+///
+/// Semantics are MPI_Allreduce's (MPI_SUM on floats, in place): every
+/// rank's own buffer holds the sum when the call returns, every rank's bit
+/// for bit the same.
+///
+/// Algorithms (as MPICH and Open MPI's tuned module choose them):
+/// - recursive doubling: log2(p) exchanges of the whole buffer, each rank
+///   adding its partner's; non-powers of two fold the extra ranks into a
+///   partner first and get the result back last. Latency-optimal: small
+///   messages.
+/// - ring: reduce-scatter then all-gather, p-1 steps each of n/p:
+///   bandwidth-optimal, large messages.
+/// choose() picks by size and rank count (thresholds measured: bench/RESULTS.md).
+///
+/// Everything from a peer is checked: a message of the wrong length, or
+/// from a rank that falls silent for `timeout_ms`, throws gradwire::error
+/// naming the rank and step, and leaves the communicator unusable (never
+/// a hang, never memory written out of range).
+
+#include "transport/ucx_link.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradwire::transport {
+
+enum class allreduce_algo { automatic, recursive_doubling, ring };
+
+/// "auto", "rd" / "recursive-doubling", "ring"; throws gradwire::error naming `what`.
+allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what);
+const char* to_string(allreduce_algo a);
+
+struct comm_options {
+  std::string tls;         ///< UCX transports ("" = UCX_TLS or UCX's choice)
+  /// Give the CPU up (sched_yield) between empty polls: ranks that share
+  /// CPUs (Open MPI's mpi_yield_when_idle).
+  bool spin_yield = false;
+  int timeout_ms = 60000;  ///< a peer silent this long in a collective: error
+  /// recursive doubling below this many bytes, ring from it (automatic).
+  std::size_t ring_from_bytes = std::size_t{64} << 10;
+};
+
+/// A link's rendezvous address (ucx_link::address) that also carries a
+/// communicator's worker address, and the latter back out of one (empty
+/// when it carries none). Throw gradwire::error naming `rank`.
+std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
+                                          const std::vector<std::uint8_t>& comm_address);
+std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address, int rank);
+
+class ucx_comm {
+public:
+  ucx_comm(int rank, int size, comm_options opts = {});
+  ~ucx_comm();
+  ucx_comm(const ucx_comm&) = delete;
+  ucx_comm& operator=(const ucx_comm&) = delete;
+
+  /// This worker's UCX address, for the rendezvous.
+  std::vector<std::uint8_t> worker_address() const;
+  /// Connects to every rank; `addresses[r]` is rank r's worker_address()
+  /// (this rank's own entry is ignored). Each is checked by UCX's parser
+  /// in a child process first (ucx_setup::ucx_parse_check).
+  void connect(const std::vector<std::vector<std::uint8_t>>& addresses);
+
+  /// Sums `data[0..n)` across all ranks in place (every rank calls it
+  /// with the same n and algorithm, in the same order).
+  void allreduce(float* data, std::size_t n, allreduce_algo algo = allreduce_algo::automatic);
+  /// What automatic picks for n floats on this communicator.
+  allreduce_algo choose(std::size_t n) const;
+  /// Waits until every rank has entered (an allreduce of one float).
+  void barrier();
+
+  int rank() const;
+  int size() const;
+  std::string describe() const;
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> p_;
+};
+
+} // namespace gradwire::transport
