@@ -25,6 +25,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradwire::transport {
@@ -73,6 +74,9 @@ struct ucx_options {
   /// take 4 ranks on 2 CPUs ~150 allreduces of 256 KiB (~1,300 page
   /// faults) to warm up; at 512 it goes inline.
   std::size_t fifo_elem_bytes = 512;
+  /// Further UCX settings for this context only (e.g. {"RNDV_THRESH",
+  /// "256k"}); a setting the user made in the environment (UCX_<NAME>) wins.
+  std::vector<std::pair<std::string, std::string>> ucx_config;
 };
 
 class ucx_link final : public link {

@@ -74,6 +74,15 @@ std::string open(const ucx_options& opts, ucp_context_h& context, ucp_worker_h& 
       check_status(st, ("setting TLS=" + opts.tls).c_str());
     }
   }
+  for (const auto& [name, value] : opts.ucx_config) {
+    if (std::getenv(("UCX_" + name).c_str()) != nullptr)
+      continue;
+    auto st = ucp_config_modify(config, name.c_str(), value.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      check_status(st, ("setting " + name + "=" + value).c_str());
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = features;

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# gradwire's allreduce with MPI's semantics (the sum in each rank's own
+# buffer, every byte copied: `gradwire bench allreduce --engine comm`, the
+# communicator driven by the calling thread) against OpenMPI's
+# MPI_Allreduce restricted to the same path, in the same run:
+#   shm: gradwire over UCX's choice on one host (shared memory), OpenMPI
+#        ob1 with btl self,vader;
+#   tcp: gradwire with --tls tcp, OpenMPI ob1 with btl self,tcp (loopback).
+# Each of OpenMPI's tuned algorithms (default choice, recursive doubling,
+# ring, Rabenseifner) runs, and the best per size is the peer. Rounds are
+# interleaved (the VM drifts) and the median of ROUNDS is kept. Below 64
+# KiB the ratio is of times (MPI's / gradwire's: above 1, gradwire is
+# faster); from 64 KiB of busbw (gradwire's / MPI's).
+#
+# Needs: openmpi-bin libopenmpi-dev (apt). Usage:
+#   bench/allreduce_copy_vs_mpi.sh [build-dir] [ROUNDS] [PATHS] [PROCS]
+#   e.g. bench/allreduce_copy_vs_mpi.sh build 3 "shm tcp" "2 4"
+set -euo pipefail
+build=${1:-build}
+rounds=${2:-3}
+paths=${3:-shm tcp}
+procs=${4:-2 4}
+here=$(cd "$(dirname "$0")" && pwd)
+gw=$build/gradwire
+command -v mpicc >/dev/null || { echo "needs OpenMPI: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 2; }
+[ -x "$gw" ] || { echo "build gradwire first: $gw missing" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
+MIN=1024 MAX=67108864 FACTOR=4 ITERS=50 WARMUP=10
+mpi=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo --mca pml ob1)
+algos="0:default 3:recursive-doubling 4:ring 6:rabenseifner"
+
+for path in $paths; do
+  case $path in
+    shm) btl=self,vader; gwtls=() ;;
+    tcp) btl=self,tcp; gwtls=(--tls tcp) ;;
+    *) echo "unknown path '$path' (shm or tcp)" >&2; exit 2 ;;
+  esac
+  for np in $procs; do
+    for r in $(seq "$rounds"); do
+      "$gw" bench allreduce --engine comm "${gwtls[@]}" --procs "$np" -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP \
+        | awk '/^ +[0-9]/ {print $1, $3, $5, $6}' >"$tmp/gw_${path}_${np}_$r"
+      for a in $algos; do
+        "${mpi[@]}" --mca btl "$btl" --mca btl_tcp_if_include lo -n "$np" --mca coll_tuned_use_dynamic_rules 1 \
+          --mca coll_tuned_allreduce_algorithm "${a%%:*}" "$tmp/mpi_allreduce" $MIN $MAX $FACTOR $ITERS $WARMUP 2>/dev/null \
+          | awk '/^ +[0-9]/ {print $1, $3, $5, $6}' >"$tmp/mpi_${path}_${np}_${a%%:*}_$r"
+      done
+    done
+    echo "## $path, $np processes (median of $rounds rounds; time in us, busbw in GB/s)"
+    /usr/bin/python3 - "$tmp" "$path" "$np" "$rounds" "$algos" <<'PY'
+import sys, statistics
+tmp, path, np, rounds, algos = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split()
+def load(p):
+    rows = {}
+    for line in open(p):
+        size, t, bus, check = line.split()
+        rows[int(size)] = (float(t), float(bus), check)
+    return rows
+def median(prefix):
+    runs = [load(f"{tmp}/{prefix}_{r}") for r in range(1, rounds + 1)]
+    return {s: (statistics.median(run[s][0] for run in runs), statistics.median(run[s][1] for run in runs),
+                all(run[s][2] == "ok" for run in runs)) for s in runs[0]}
+gw = median(f"gw_{path}_{np}")
+mpi = {a.split(':')[1]: median(f"mpi_{path}_{np}_{a.split(':')[0]}") for a in algos}
+print(f"{'size':>10} {'gradwire us':>11} {'GB/s':>7} {'best MPI us':>11} {'GB/s':>7} {'(algorithm)':>20} {'ratio':>6}  check")
+for s in sorted(gw):
+    name, (t, bw, ok) = min(((k, v[s]) for k, v in mpi.items()), key=lambda kv: kv[1][0])
+    gt, gbw, gok = gw[s]
+    ratio = t / gt if s < 65536 else gbw / bw
+    print(f"{s:>10} {gt:11.1f} {gbw:7.3f} {t:11.1f} {bw:7.3f} {name:>20} {ratio:6.2f}  {'ok' if gok and ok else 'WRONG'}")
+PY
+  done
+done
