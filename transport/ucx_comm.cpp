@@ -42,6 +42,27 @@ std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address
 }
 
 namespace {
+/// The transports less CMA: UCX 1.13's CMA aborts the process (ucs_fatal
+/// on process_vm_readv's ESRCH) when the peer it reads from has died,
+/// and without peer error handling (which rules out shared memory) nothing
+/// catches it. A dead peer must be an error naming it, never a crash.
+std::string without_cma(const std::string& tls) {
+  if (tls.empty())
+    return "^cma";
+  if (tls[0] == '^')
+    return tls + ",cma";
+  std::string out;
+  std::size_t at = 0;
+  while (at <= tls.size()) {
+    const auto comma = std::min(tls.find(',', at), tls.size());
+    const auto item = tls.substr(at, comma - at);
+    if (item != "cma" && !item.empty())
+      out += (out.empty() ? "" : ",") + item;
+    at = comma + 1;
+  }
+  return out.empty() ? "^cma" : out;
+}
+
 /// A tag: the collective's sequence number (32 bits), its step (16) and the sender (16).
 ucp_tag_t tag_of(std::uint32_t seq, int step, int src) {
   return (static_cast<ucp_tag_t>(seq) << 32) | (static_cast<ucp_tag_t>(step & 0xffff) << 16) |
@@ -266,7 +287,7 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   p_->size = size;
   p_->opts = std::move(opts);
   ucx_options uo;
-  uo.tls = p_->opts.tls;
+  uo.tls = without_cma(p_->opts.tls);
   // Eager messages up to 256 KiB: below it, UCX's rendezvous handshake
   // (and over shared memory, CMA's system call) cost more than the copy
   // they save (2 ranks: 64 KiB in 33-58 us with UCX's own threshold,

@@ -234,8 +234,22 @@ int bench_allreduce(const allreduce_bench_options& o) {
   const int n = j.launch.size;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     std::vector<row> rows;
-    if (j.comm)
-      rows.push_back(comm_size(*j.comm, o, sizes[k]));
+    if (j.comm) {
+      try {
+        rows.push_back(comm_size(*j.comm, o, sizes[k]));
+      } catch (const std::exception& e) {
+        // A peer died or misbehaved: the node names it within its liveness
+        // bound (and ends the process, status 3); until then, say what the
+        // communicator saw.
+        std::fprintf(stderr, "gradwire: rank %d: %s\n", rank, e.what());
+        std::fflush(stderr);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2 * j.live.peer_timeout_ms + 1000));
+        std::fprintf(stderr, "gradwire: rank %d: bench aborted: no rank was reported lost\n", rank);
+        std::fflush(stderr);
+        transport::unlink_arenas();
+        std::_Exit(3);
+      }
+    }
     if (o.engine != "comm")
       rows.push_back(actors_size(sys, j, o, peers[k], sizes[k]));
     for (const auto& r : rows)
