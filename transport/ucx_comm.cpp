@@ -289,10 +289,12 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   ucx_options uo;
   uo.tls = without_cma(p_->opts.tls);
   // Eager messages up to 256 KiB: below it, UCX's rendezvous handshake
-  // (and over shared memory, CMA's system call) cost more than the copy
-  // they save (2 ranks: 64 KiB in 33-58 us with UCX's own threshold,
-  // 14-32 us with this one; TCP 16 KiB 130-208 us, 46-63 us).
-  uo.ucx_config = {{"RNDV_THRESH", "256k"}};
+  // costs more than the copy it saves (2 ranks: 64 KiB in 33-58 us with
+  // UCX's own threshold, 14-32 us with this one; TCP 16 KiB 130-208 us,
+  // 46-63 us). On one host, without CMA, UCX's rendezvous falls back to
+  // a slow pipeline: every size eager (1 MiB 268-396 us, against
+  // 930-1540 us).
+  uo.ucx_config = {{"RNDV_THRESH", p_->opts.one_host ? "inf" : "256k"}};
   ucx_setup::open(uo, p_->context, p_->worker, UCP_FEATURE_TAG);
 }
 
@@ -376,7 +378,8 @@ int ucx_comm::size() const { return p_->size; }
 
 std::string ucx_comm::describe() const {
   return "calling thread drives UCX (tag matching" + std::string(p_->opts.tls.empty() ? "" : ", " + p_->opts.tls) +
-         "), recursive doubling below " + std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there";
+         "), recursive doubling below " + std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there, " +
+         (p_->opts.one_host ? "one host: every size eager" : "rendezvous from 256 KiB");
 }
 
 } // namespace gradwire::transport

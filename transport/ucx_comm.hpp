@@ -48,6 +48,10 @@ struct comm_options {
   int timeout_ms = 60000;  ///< a peer silent this long in a collective: error
   /// recursive doubling below this many bytes, ring from it (automatic).
   std::size_t ring_from_bytes = std::size_t{64} << 10;
+  /// Every rank on this host (launch_info::one_host): every message goes
+  /// eagerly through UCX's shared-memory FIFOs. Otherwise messages from
+  /// 256 KiB take UCX's rendezvous protocol.
+  bool one_host = false;
 };
 
 /// A link's rendezvous address (ucx_link::address) that also carries a
