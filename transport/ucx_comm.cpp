@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 namespace gradwire::transport {
 
@@ -39,6 +40,10 @@ std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_
 
 std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address, int rank) {
   return ucx_setup::unpack(address, rank).collective;
+}
+
+bool shares_this_host(const std::vector<std::uint8_t>& address, int rank) {
+  return ucx_setup::unpack(address, rank).host == ucx_setup::host_identity();
 }
 
 namespace {
@@ -74,9 +79,18 @@ constexpr ucp_tag_t full_mask = ~ucp_tag_t{0};
 struct ucx_comm::impl {
   int rank, size;
   comm_options opts;
-  ucp_context_h context = nullptr;
-  ucp_worker_h worker = nullptr;
+  /// Two UCX workers: one with only shared-memory transports for the
+  /// ranks on this host, one for the others (network), chosen per peer
+  /// by host identity. A peer on another host is never offered a
+  /// shared-memory lane, one on this host never a TCP lane (whose failure
+  /// path, when the peer dies, trips an assertion inside UCX 1.13).
+  struct side {
+    ucp_context_h context = nullptr;
+    ucp_worker_h worker = nullptr;
+    bool used = false;
+  } sides[2]; ///< 0: this host, 1: other hosts
   std::vector<ucp_ep_h> eps;
+  std::vector<ucp_worker_h> worker_of; ///< by peer
   std::vector<float> tmp; ///< a partner's contribution
   std::uint32_t seq = 0;
   bool broken = false;
@@ -90,6 +104,14 @@ struct ucx_comm::impl {
     ucp_tag_recv_info_t info{};
     bool done = false;
   };
+
+  unsigned progress() {
+    unsigned n = 0;
+    for (auto& sd : sides)
+      if (sd.used)
+        n += ucp_worker_progress(sd.worker);
+    return n;
+  }
 
   void fail(const std::string& why) {
     broken = true;
@@ -116,7 +138,8 @@ struct ucx_comm::impl {
     // info of a receive that matched an unexpected message unwritten.
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    auto st = ucp_tag_recv_nbx(worker, buf, bytes, tag_of(seq, step, peer), full_mask, &p);
+    auto st = ucp_tag_recv_nbx(worker_of[static_cast<std::size_t>(peer)], buf, bytes, tag_of(seq, step, peer),
+                               full_mask, &p);
     if (UCS_PTR_IS_ERR(st) || st == nullptr)
       fail("receiving from rank " + std::to_string(peer) + ": " +
            (st ? ucs_status_string(UCS_PTR_STATUS(st)) : "no request"));
@@ -158,7 +181,7 @@ struct ucx_comm::impl {
       }
       if (all)
         return;
-      if (ucp_worker_progress(worker) != 0) {
+      if (progress() != 0) {
         idle = 0;
         continue;
       }
@@ -181,12 +204,12 @@ struct ucx_comm::impl {
   void cancel(op* ops, int count) {
     for (int i = 0; i < count; ++i)
       if (!ops[i].done && ops[i].req)
-        ucp_request_cancel(worker, ops[i].req);
+        ucp_request_cancel(worker_of[static_cast<std::size_t>(ops[i].peer)], ops[i].req);
     for (int i = 0; i < count; ++i) {
       if (ops[i].done || !ops[i].req)
         continue;
       while (ucp_request_check_status(ops[i].req) == UCS_INPROGRESS)
-        ucp_worker_progress(worker);
+        progress();
       ucp_request_free(ops[i].req);
       ops[i].req = nullptr;
       ops[i].done = true;
@@ -286,63 +309,125 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   p_->rank = rank;
   p_->size = size;
   p_->opts = std::move(opts);
-  ucx_options uo;
-  uo.tls = without_cma(p_->opts.tls);
-  // Eager messages up to 256 KiB: below it, UCX's rendezvous handshake
-  // costs more than the copy it saves (2 ranks: 64 KiB in 33-58 us with
-  // UCX's own threshold, 14-32 us with this one; TCP 16 KiB 130-208 us,
-  // 46-63 us). On one host, without CMA, UCX's rendezvous falls back to
+  // Eager messages up to 256 KiB across hosts: below it, UCX's
+  // rendezvous handshake costs more than the copy it saves (2 ranks over
+  // TCP: 16 KiB in 130-208 us with UCX's own threshold, 46-63 us with
+  // this one). On this host, without CMA, UCX's rendezvous falls back to
   // a slow pipeline: every size eager (1 MiB 268-396 us, against
   // 930-1540 us).
-  uo.ucx_config = {{"RNDV_THRESH", p_->opts.one_host ? "inf" : "256k"}};
-  ucx_setup::open(uo, p_->context, p_->worker, UCP_FEATURE_TAG);
+  const std::string tls = without_cma(p_->opts.tls);
+  ucx_options here, away;
+  here.tls = p_->opts.tls.empty() ? "posix,sysv,self" : tls;
+  here.ucx_config = {{"RNDV_THRESH", "inf"}};
+  away.tls = tls;
+  away.ucx_config = {{"RNDV_THRESH", "256k"}};
+  ucx_setup::open(here, p_->sides[0].context, p_->sides[0].worker, UCP_FEATURE_TAG);
+  ucx_setup::open(away, p_->sides[1].context, p_->sides[1].worker, UCP_FEATURE_TAG);
 }
 
 ucx_comm::~ucx_comm() {
-  for (auto ep : p_->eps) {
-    if (!ep)
+  for (std::size_t r = 0; r < p_->eps.size(); ++r) {
+    if (!p_->eps[r])
       continue;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    auto st = ucp_ep_close_nbx(ep, &prm);
+    auto st = ucp_ep_close_nbx(p_->eps[r], &prm);
     if (UCS_PTR_IS_PTR(st)) {
       while (ucp_request_check_status(st) == UCS_INPROGRESS)
-        ucp_worker_progress(p_->worker);
+        ucp_worker_progress(p_->worker_of[r]);
       ucp_request_free(st);
     }
   }
-  if (p_->worker)
-    ucp_worker_destroy(p_->worker);
-  if (p_->context)
-    ucp_cleanup(p_->context);
+  for (auto& sd : p_->sides) {
+    if (sd.worker)
+      ucp_worker_destroy(sd.worker);
+    if (sd.context)
+      ucp_cleanup(sd.context);
+  }
 }
 
-std::vector<std::uint8_t> ucx_comm::worker_address() const {
+namespace {
+constexpr std::uint64_t comm_magic = 0x474d4d4f43574731ull; // "1GWCOMMG"
+
+void put_blob(std::vector<std::uint8_t>& out, const std::vector<std::uint8_t>& b) {
+  const auto n = static_cast<std::uint32_t>(b.size());
+  const auto at = out.size();
+  out.resize(at + 4 + b.size());
+  std::memcpy(out.data() + at, &n, 4);
+  if (n)
+    std::memcpy(out.data() + at + 4, b.data(), n);
+}
+
+std::vector<std::uint8_t> worker_blob(ucp_worker_h w) {
   ucp_address_t* addr = nullptr;
   std::size_t len = 0;
-  ucx_setup::check_status(ucp_worker_get_address(p_->worker, &addr, &len), "getting the collective worker address");
+  ucx_setup::check_status(ucp_worker_get_address(w, &addr, &len), "getting the collective worker address");
   std::vector<std::uint8_t> out(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
-  ucp_worker_release_address(p_->worker, addr);
+  ucp_worker_release_address(w, addr);
   return out;
 }
 
-void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses) {
-  check(static_cast<int>(addresses.size()) == p_->size, "collective communicator: one address per rank expected");
+/// The two worker addresses of a peer's worker_address(); throws naming `rank`.
+std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> split(const std::vector<std::uint8_t>& in, int rank) {
+  const std::string who = "collective communicator: rank " + std::to_string(rank) + "'s address";
+  std::size_t at = 0;
+  std::uint64_t magic = 0;
+  check(in.size() >= 8, who + " is truncated");
+  std::memcpy(&magic, in.data(), 8);
+  check(magic == comm_magic, who + " is not a communicator address");
+  at = 8;
+  auto take = [&] {
+    std::uint32_t n = 0;
+    check(in.size() - at >= 4, who + " is truncated");
+    std::memcpy(&n, in.data() + at, 4);
+    at += 4;
+    check(n <= in.size() - at, who + " is truncated");
+    std::vector<std::uint8_t> b(in.begin() + static_cast<std::ptrdiff_t>(at),
+                                in.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    return b;
+  };
+  auto a = take();
+  auto b = take();
+  check(at == in.size(), who + " has trailing bytes");
+  return {std::move(a), std::move(b)};
+}
+} // namespace
+
+std::vector<std::uint8_t> ucx_comm::worker_address() const {
+  std::vector<std::uint8_t> out(8);
+  std::memcpy(out.data(), &comm_magic, 8);
+  put_blob(out, worker_blob(p_->sides[0].worker));
+  put_blob(out, worker_blob(p_->sides[1].worker));
+  return out;
+}
+
+void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<bool>& same_host) {
+  check(static_cast<int>(addresses.size()) == p_->size && same_host.size() == addresses.size(),
+        "collective communicator: one address per rank expected");
+  std::vector<std::vector<std::uint8_t>> chosen(addresses.size());
   for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
     if (r == p_->rank)
       continue;
-    const auto why = ucx_setup::ucx_parse_check(addresses[static_cast<std::size_t>(r)]);
+    auto [here, away] = split(addresses[static_cast<std::size_t>(r)], r);
+    auto& c = chosen[static_cast<std::size_t>(r)];
+    c = same_host[static_cast<std::size_t>(r)] ? std::move(here) : std::move(away);
+    const auto why = ucx_setup::ucx_parse_check(c);
     check(why.empty(), "collective communicator: rank " + std::to_string(r) + "'s address: " + why);
   }
   p_->eps.assign(addresses.size(), nullptr);
+  p_->worker_of.assign(addresses.size(), nullptr);
   for (int r = 0; r < p_->size; ++r) {
     if (r == p_->rank)
       continue;
+    auto& sd = p_->sides[same_host[static_cast<std::size_t>(r)] ? 0 : 1];
+    sd.used = true;
+    p_->worker_of[static_cast<std::size_t>(r)] = sd.worker;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep.address = reinterpret_cast<const ucp_address_t*>(addresses[static_cast<std::size_t>(r)].data());
-    ucx_setup::check_status(ucp_ep_create(p_->worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
+    ep.address = reinterpret_cast<const ucp_address_t*>(chosen[static_cast<std::size_t>(r)].data());
+    ucx_setup::check_status(ucp_ep_create(sd.worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
                             ("collective communicator: connecting to rank " + std::to_string(r)).c_str());
   }
   ucx_setup::restrict_sysv_segments();
@@ -378,8 +463,8 @@ int ucx_comm::size() const { return p_->size; }
 
 std::string ucx_comm::describe() const {
   return "calling thread drives UCX (tag matching" + std::string(p_->opts.tls.empty() ? "" : ", " + p_->opts.tls) +
-         "), recursive doubling below " + std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there, " +
-         (p_->opts.one_host ? "one host: every size eager" : "rendezvous from 256 KiB");
+         "), recursive doubling below " + std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there; " +
+         "shared memory to ranks on this host (every size eager), the network to others (rendezvous from 256 KiB)";
 }
 
 } // namespace gradwire::transport

@@ -11,6 +11,11 @@
 /// rank's own buffer holds the sum when the call returns, every rank's bit
 /// for bit the same.
 ///
+/// Peers on this host are reached through shared memory only, others
+/// through the network only (two UCX workers, chosen per pair by host
+/// identity). UCX's CMA is never used: UCX 1.13 ends the process when a
+/// CMA peer dies mid-transfer.
+///
 /// Algorithms (as MPICH and Open MPI's tuned module choose them):
 /// - recursive doubling: log2(p) exchanges of the whole buffer, each rank
 ///   adding its partner's; non-powers of two fold the extra ranks into a
@@ -48,10 +53,6 @@ struct comm_options {
   int timeout_ms = 60000;  ///< a peer silent this long in a collective: error
   /// recursive doubling below this many bytes, ring from it (automatic).
   std::size_t ring_from_bytes = std::size_t{64} << 10;
-  /// Every rank on this host (launch_info::one_host): every message goes
-  /// eagerly through UCX's shared-memory FIFOs. Otherwise messages from
-  /// 256 KiB take UCX's rendezvous protocol.
-  bool one_host = false;
 };
 
 /// A link's rendezvous address (ucx_link::address) that also carries a
@@ -60,6 +61,9 @@ struct comm_options {
 std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
                                           const std::vector<std::uint8_t>& comm_address);
 std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address, int rank);
+/// Whether the rank of a link address shares this process's host identity
+/// (host name, boot id, IPC namespace: ucx_setup::host_identity).
+bool shares_this_host(const std::vector<std::uint8_t>& address, int rank);
 
 class ucx_comm {
 public:
@@ -68,12 +72,15 @@ public:
   ucx_comm(const ucx_comm&) = delete;
   ucx_comm& operator=(const ucx_comm&) = delete;
 
-  /// This worker's UCX address, for the rendezvous.
+  /// This communicator's address, for the rendezvous: its two UCX
+  /// workers' (shared memory, network).
   std::vector<std::uint8_t> worker_address() const;
   /// Connects to every rank; `addresses[r]` is rank r's worker_address()
-  /// (this rank's own entry is ignored). Each is checked by UCX's parser
-  /// in a child process first (ucx_setup::ucx_parse_check).
-  void connect(const std::vector<std::vector<std::uint8_t>>& addresses);
+  /// (this rank's own entry is ignored), `same_host[r]` whether it shares
+  /// this host (shares_this_host): then through shared memory, else
+  /// through the network, decided per pair. Each address is checked by
+  /// UCX's parser in a child process first (ucx_setup::ucx_parse_check).
+  void connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<bool>& same_host);
 
   /// Sums `data[0..n)` across all ranks in place (every rank calls it
   /// with the same n and algorithm, in the same order).

@@ -44,7 +44,6 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     co.spin_yield = opts.spin_yield;
     co.timeout_ms = opts.timeout_ms;
     co.ring_from_bytes = opts.ring_from_bytes;
-    co.one_host = j.launch.one_host;
     j.comm = std::make_unique<transport::ucx_comm>(j.launch.rank, j.launch.size, co);
     mine = transport::with_collective(mine, j.comm->worker_address());
   }
@@ -52,12 +51,14 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   link->connect(table);
   if (j.comm) {
     std::vector<std::vector<std::uint8_t>> coll(table.size());
+    std::vector<bool> same(table.size());
     for (std::size_t r = 0; r < table.size(); ++r) {
+      same[r] = transport::shares_this_host(table[r], static_cast<int>(r));
       coll[r] = transport::collective_of(table[r], static_cast<int>(r));
       check(!coll[r].empty() || static_cast<int>(r) == j.launch.rank,
             "rank " + std::to_string(r) + " opened no collective communicator (a different command on each rank?)");
     }
-    j.comm->connect(coll);
+    j.comm->connect(coll, same);
   }
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
   j.live = opts.live;

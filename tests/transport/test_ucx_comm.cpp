@@ -35,8 +35,8 @@ std::vector<std::unique_ptr<ucx_comm>> make_comms(int n, const std::string& tls,
     comms.push_back(std::make_unique<ucx_comm>(r, n, o));
     addrs.push_back(comms.back()->worker_address());
   }
-  for (auto& c : comms)
-    c->connect(addrs);
+  for (auto& c : comms) // one process: every peer on this host, unless the TLS is TCP only
+    c->connect(addrs, std::vector<bool>(static_cast<std::size_t>(n), tls.find("tcp") == std::string::npos));
   return comms;
 }
 
