@@ -107,13 +107,6 @@ launch_info detect_launch() {
     break;
   }
   const bool slurm = li.source.rfind("SLURM_", 0) == 0;
-  if (const char* v = env("GRADWIRE_ONE_HOST"))
-    li.one_host = std::string(v) == "1";
-  else if (const char* nn = slurm ? env("SLURM_STEP_NUM_NODES") : nullptr)
-    li.one_host = std::string(nn) == "1";
-  else if (const char* ls = li.source.rfind("OMPI_", 0) == 0 ? env("OMPI_COMM_WORLD_LOCAL_SIZE") : nullptr)
-    li.one_host = std::string(ls) == std::to_string(li.size);
-  li.one_host = li.one_host || li.size == 1;
   if (const char* rv = env("GRADWIRE_RENDEZVOUS"))
     parse_host_port(rv, "GRADWIRE_RENDEZVOUS", li.rendezvous);
   else {

@@ -19,10 +19,6 @@ namespace gradwire::transport {
 struct launch_info {
   int rank = 0, size = 1;
   std::string source = "single process"; ///< which variables gave rank and size
-  /// The launcher says every rank runs on this host (--procs:
-  /// GRADWIRE_ONE_HOST=1; srun: SLURM_STEP_NUM_NODES=1; mpirun:
-  /// OMPI_COMM_WORLD_LOCAL_SIZE equal to the size). false: unknown.
-  bool one_host = false;
   rendezvous_options rendezvous;
 };
 

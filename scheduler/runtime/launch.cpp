@@ -90,7 +90,6 @@ extern "C" void on_launcher_signal(int sig) { forward_signal = sig; }
     std::_Exit(143);
   ::setenv("GRADWIRE_RANK", std::to_string(r).c_str(), 1);
   ::setenv("GRADWIRE_SIZE", std::to_string(n).c_str(), 1);
-  ::setenv("GRADWIRE_ONE_HOST", "1", 1); // every rank on this host (transport::launch_info::one_host)
   ::setenv("GRADWIRE_RENDEZVOUS", rendezvous.c_str(), 1);
   ::setenv("GRADWIRE_TOKEN", token.c_str(), 1);
   std::vector<char*> argv{const_cast<char*>(exe.c_str())};

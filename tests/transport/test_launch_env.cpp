@@ -22,7 +22,7 @@ struct scoped_env {
                                         "SLURM_NTASKS", "GRADWIRE_RENDEZVOUS", "MASTER_ADDR", "MASTER_PORT",
                                         "GRADWIRE_TOKEN", "SLURM_STEP_NUM_NODES", "SLURM_NNODES",
                                         "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID",
-                                        "SLURM_STEP_ID", "GRADWIRE_ONE_HOST", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+                                        "SLURM_STEP_ID"};
   explicit scoped_env(std::initializer_list<std::pair<const char*, const char*>> vars) {
     clear();
     for (const auto& [k, v] : vars)
@@ -55,7 +55,6 @@ TEST_CASE("launch env: srun on one node meets on loopback at a port of its own s
   CHECK(li.source == "SLURM_PROCID/SLURM_NTASKS");
   CHECK(li.rendezvous.host == "127.0.0.1");
   CHECK(li.rendezvous.port == 29500 + (1234 * 16 + 2) % 20000);
-  CHECK(li.one_host);
   // Another step of the same job has another port.
   ::setenv("SLURM_STEP_ID", "3", 1);
   CHECK(detect_launch().rendezvous.port != li.rendezvous.port);
@@ -66,7 +65,6 @@ TEST_CASE("launch env: srun across nodes meets at the first node unless told oth
                {"SLURM_STEP_NODELIST", "gpu[12-13]"}, {"SLURM_JOB_ID", "77"}};
   auto li = detect_launch();
   CHECK(li.rendezvous.host == "gpu12");
-  CHECK_FALSE(li.one_host);
   CHECK(li.rendezvous.port == 29500 + 77 * 16 % 20000);
   ::setenv("MASTER_ADDR", "10.0.0.5", 1);
   ::setenv("MASTER_PORT", "31000", 1);
@@ -87,16 +85,8 @@ TEST_CASE("launch env: mpirun and bad variables") {
     CHECK(li.size == 3);
     CHECK(li.rendezvous.host == "127.0.0.1");
     CHECK(li.rendezvous.port == 29500);
-    CHECK_FALSE(li.one_host); // OpenMPI did not say
-    ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
-    CHECK(detect_launch().one_host);
-    ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
-    CHECK_FALSE(detect_launch().one_host);
   }
-  {
-    scoped_env e{{"GRADWIRE_RANK", "0"}, {"GRADWIRE_SIZE", "4"}, {"GRADWIRE_ONE_HOST", "1"}};
-    CHECK(detect_launch().one_host);
-  }
+
   {
     scoped_env e{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "3"}};
     CHECK_THROWS_AS(detect_launch(), gradwire::error);
