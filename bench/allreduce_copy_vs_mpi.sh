@@ -20,13 +20,7 @@ build=${1:-build}
 rounds=${2:-3}
 paths=${3:-shm tcp}
 procs=${4:-2 4}
-here=$(cd "$(dirname "$0")" && pwd)
-gw=$build/gradwire
-command -v mpicc >/dev/null || { echo "needs OpenMPI: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 2; }
-[ -x "$gw" ] || { echo "build gradwire first: $gw missing" >&2; exit 2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
+source "$(dirname "$0")/mpi_peer.sh"
 MIN=1024 MAX=67108864 FACTOR=4 ITERS=50 WARMUP=10
 mpi=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo --mca pml ob1)
 algos="0:default 3:recursive-doubling 4:ring 6:rabenseifner"

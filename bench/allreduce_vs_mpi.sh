@@ -15,13 +15,7 @@
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-3}
-here=$(cd "$(dirname "$0")" && pwd)
-gw=$build/gradwire
-command -v mpicc >/dev/null || { echo "needs OpenMPI: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 2; }
-[ -x "$gw" ] || { echo "build gradwire first: $gw missing" >&2; exit 2; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
+source "$(dirname "$0")/mpi_peer.sh"
 MIN=262144 MAX=67108864 FACTOR=4 ITERS=50 WARMUP=20
 mpi=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo)
 # pml/btl choice (ob1 over shared memory "vader", or UCX) x tuned algorithm

@@ -38,12 +38,9 @@ std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_
   return ucx_setup::pack(a);
 }
 
-std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address, int rank) {
-  return ucx_setup::unpack(address, rank).collective;
-}
-
-bool shares_this_host(const std::vector<std::uint8_t>& address, int rank) {
-  return ucx_setup::unpack(address, rank).host == ucx_setup::host_identity();
+collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank) {
+  auto a = ucx_setup::unpack(address, rank);
+  return {std::move(a.collective), a.host == ucx_setup::host_identity()};
 }
 
 namespace {

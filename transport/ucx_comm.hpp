@@ -30,8 +30,6 @@
 /// naming the rank and step, and leaves the communicator unusable (never
 /// a hang, never memory written out of range).
 
-#include "transport/ucx_link.hpp"
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,14 +54,18 @@ struct comm_options {
 };
 
 /// A link's rendezvous address (ucx_link::address) that also carries a
-/// communicator's worker address, and the latter back out of one (empty
-/// when it carries none). Throw gradwire::error naming `rank`.
+/// communicator's worker address. Throws gradwire::error.
 std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
                                           const std::vector<std::uint8_t>& comm_address);
-std::vector<std::uint8_t> collective_of(const std::vector<std::uint8_t>& address, int rank);
-/// Whether the rank of a link address shares this process's host identity
-/// (host name, boot id, IPC namespace: ucx_setup::host_identity).
-bool shares_this_host(const std::vector<std::uint8_t>& address, int rank);
+/// What a rank's rendezvous address says of its communicator: its address
+/// (empty when it carries none) and whether the rank shares this process's
+/// host identity (host name, boot id, IPC namespace). Throws
+/// gradwire::error naming `rank`.
+struct collective_peer {
+  std::vector<std::uint8_t> address;
+  bool same_host = false;
+};
+collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank);
 
 class ucx_comm {
 public:

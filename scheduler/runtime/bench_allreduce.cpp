@@ -174,9 +174,14 @@ row comm_size(transport::ucx_comm& comm, const allreduce_bench_options& o, std::
   return r;
 }
 
-void print_cells(std::size_t bytes, int n, const row& r) {
+/// One engine's cells of a row: time, algbw (the headline only), busbw, check.
+void print_cells(std::size_t bytes, int n, const row& r, bool headline) {
   const double algbw = static_cast<double>(bytes) / r.seconds / 1e9;
-  std::printf(" %12.1f %12.3f %12.3f %8s", r.seconds * 1e6, algbw, algbw * 2.0 * (n - 1) / n, r.ok ? "ok" : "WRONG");
+  if (headline)
+    std::printf(" %12.1f %12.3f", r.seconds * 1e6, algbw);
+  else
+    std::printf("  | %12.1f", r.seconds * 1e6);
+  std::printf(" %12.3f %8s", algbw * 2.0 * (n - 1) / n, r.ok ? "ok" : "WRONG");
 }
 
 /// One size through the actors: its driver's check and timed rounds.
@@ -263,14 +268,8 @@ int bench_allreduce(const allreduce_bench_options& o) {
     if (rank != 0)
       continue;
     std::printf("%12zu %12zu", sizes[k], sizes[k] / 4);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      if (i > 0) // the actors' column: time, busbw, check
-        std::printf("  | %12.1f %12.3f %8s", rows[i].seconds * 1e6,
-                    static_cast<double>(sizes[k]) / rows[i].seconds / 1e9 * 2.0 * (n - 1) / n,
-                    rows[i].ok ? "ok" : "WRONG");
-      else
-        print_cells(sizes[k], n, rows[i]);
-    }
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      print_cells(sizes[k], n, rows[i], i == 0);
     std::printf("\n");
     std::fflush(stdout);
   }

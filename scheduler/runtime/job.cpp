@@ -53,10 +53,11 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     std::vector<std::vector<std::uint8_t>> coll(table.size());
     std::vector<bool> same(table.size());
     for (std::size_t r = 0; r < table.size(); ++r) {
-      same[r] = transport::shares_this_host(table[r], static_cast<int>(r));
-      coll[r] = transport::collective_of(table[r], static_cast<int>(r));
-      check(!coll[r].empty() || static_cast<int>(r) == j.launch.rank,
+      auto peer = transport::collective_of(table[r], static_cast<int>(r));
+      check(!peer.address.empty() || static_cast<int>(r) == j.launch.rank,
             "rank " + std::to_string(r) + " opened no collective communicator (a different command on each rank?)");
+      coll[r] = std::move(peer.address);
+      same[r] = peer.same_host;
     }
     j.comm->connect(coll, same);
   }

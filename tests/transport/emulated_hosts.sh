@@ -24,20 +24,7 @@ hosts() { # N LOGDIR COMMAND...
 set -- --no-report --set train.max_steps=40 --set data.test_subset=1000
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/one" "$@" > "$tmp/one.txt" 2>&1 || fail "one process: $(cat "$tmp/one.txt")"
 hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" || fail "the ring across 2 hosts failed"
-/usr/bin/python3 - "$tmp/one/model.safetensors" "$tmp/two/model.safetensors" <<'PY' || fail "the models differ"
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    h.pop("__metadata__")
-    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys()
-diff = [k for k in a if a[k] != b[k]]
-assert not diff, "differ: %s" % diff
-print("ring across 2 emulated hosts: %d tensors, bit for bit as in one process" % len(a))
-PY
+/usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"
 /usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']" ||
   fail "the 2-host run was not across 2 processes"
 

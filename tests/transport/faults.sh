@@ -19,16 +19,7 @@ trap 'rm -rf "$work"' EXIT
 bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
 has() { grep -q -- "$2" "$1" || { bad "$1 lacks '$2'"; sed 's/^/    /' "$1"; }; }
 # same_model A B: the two safetensors files hold the same tensors, bit for bit.
-same_model() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import struct, sys
-def tensors(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    return b[8 + n:]
-sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
-PY
-}
+same_model() { /usr/bin/python3 "$src/tests/transport/same_model.py" "$@" > /dev/null; }
 
 # run NAME PROCS FAULTS...: the ring example across PROCS processes with the
 # given [[faults]] tables, a 1 s liveness bound and the elastic ring.

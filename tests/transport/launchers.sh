@@ -22,19 +22,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 set -- --no-report --set train.max_steps=30 --set data.test_subset=1000
-same_model() { # A B: bit for bit
-  /usr/bin/python3 - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    h.pop("__metadata__")
-    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), "the models differ"
-PY
-}
+same_model() { /usr/bin/python3 "$src/tests/transport/same_model.py" "$@" > /dev/null; } # A B: bit for bit
 processes() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['processes'])" "$1/summary.json"; }
 for n in 2 4; do
   "$gw" run "$src/examples/ring.toml" -q --out "$tmp/one$n" --set topology.workers=$n "$@" > "$tmp/one$n.txt" 2>&1 ||
