@@ -198,7 +198,7 @@ void answer_pulls(shard_state& st) {
   for (auto& p : st.waiting) {
     if (ready(st, p.min_version, p.min_clock))
       p.promise.deliver(st.version, answer(st, p.rank),
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - p.since).count());
+                        std::chrono::duration<double>(now_on(st.cfg.vclock.get()) - p.since).count());
     else
       still.push_back(std::move(p));
   }
@@ -352,7 +352,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
   auto& s = self->state;
   s.cfg = cfg;
-  s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id));
+  s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
   s.params = initial;
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
@@ -410,7 +410,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       if (ready(st, min_version, min_clock))
         return {st.version, answer(st, rank), 0.0};
       auto rp = self->make_response_promise();
-      st.waiting.push_back({rank, min_version, min_clock, rp, std::chrono::steady_clock::now()});
+      st.waiting.push_back({rank, min_version, min_clock, rp, now_on(st.cfg.vclock.get())});
       return rp;
     },
     [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)

@@ -31,6 +31,7 @@
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
+#include "actors/virtual_clock.hpp"
 #include "models/optimizer.hpp"
 
 #include <caf/all.hpp>
@@ -70,6 +71,9 @@ struct shard_config {
   std::int64_t first_version = 0;
   std::vector<std::int64_t> first_clocks;
   std::vector<bool> first_live;
+  /// Virtual time (virtual_clock.hpp): a held pull's wait and the trace on
+  /// the simulation's clock. Null: the machine's.
+  std::shared_ptr<virtual_clock> vclock;
 };
 
 /// (snapshot_atom, version) -> (meta, floats): the shard's part of a

@@ -11,6 +11,8 @@
 /// Span names are string literals (never copied). Timestamps are
 /// steady_clock, so processes on one machine share a time line.
 
+#include "actors/virtual_clock.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -65,9 +67,11 @@ private:
 struct trace_ref {
   std::shared_ptr<tracer> owner;
   trace_track* track = nullptr;
-  static trace_ref open(const std::shared_ptr<tracer>& t, std::string name) {
-    return t ? trace_ref{t, t->track(std::move(name))} : trace_ref{};
+  const virtual_clock* clock = nullptr; ///< virtual time: spans on its clock
+  static trace_ref open(const std::shared_ptr<tracer>& t, std::string name, const virtual_clock* clock = nullptr) {
+    return t ? trace_ref{t, t->track(std::move(name)), clock} : trace_ref{};
   }
+  trace_track::time_point now() const { return now_on(clock); }
   void span(const char* name, trace_track::time_point begin, trace_track::time_point end, std::int64_t arg = -1) const {
     if (track)
       track->span(name, begin, end, arg);
@@ -75,7 +79,7 @@ struct trace_ref {
   /// A span from `begin` to now.
   void since(const char* name, trace_track::time_point begin, std::int64_t arg = -1) const {
     if (track)
-      track->span(name, begin, std::chrono::steady_clock::now(), arg);
+      track->span(name, begin, now(), arg);
   }
   explicit operator bool() const { return track != nullptr; }
 };
@@ -84,7 +88,7 @@ struct trace_ref {
 class trace_scope {
 public:
   trace_scope(const trace_ref& r, const char* name, std::int64_t arg = -1)
-      : r_(r), name_(name), arg_(arg), t0_(r ? std::chrono::steady_clock::now() : trace_track::time_point{}) {}
+      : r_(r), name_(name), arg_(arg), t0_(r ? r.now() : trace_track::time_point{}) {}
   ~trace_scope() { r_.since(name_, t0_, arg_); }
   trace_scope(const trace_scope&) = delete;
   trace_scope& operator=(const trace_scope&) = delete;

@@ -71,7 +71,7 @@ void compute_and_push(worker_actor* self) {
   }
   const bool local = st.cfg.ps.local_steps > 0;
   if (local) {
-    const auto t0 = worker_core::clock_type::now();
+    const auto t0 = st.now();
     st.trainer->apply();
     st.add_compute(t0); // the local optimizer step is compute, as the ring's is
   }
@@ -254,6 +254,8 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
 } // namespace
 
 caf::actor spawn_worker(caf::actor_system& sys, worker_config cfg) {
+  if (cfg.vclock) // one event at a time on the simulation's scheduler: no thread of its own
+    return sys.spawn(worker_behavior, std::move(cfg));
   return sys.spawn<caf::detached>(worker_behavior, std::move(cfg));
 }
 

@@ -23,8 +23,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 void worker_core::init(worker_config c) {
   cfg = std::move(c);
-  start = phase = clock_type::now();
-  tr = trace_ref::open(cfg.trace, "worker " + std::to_string(cfg.rank));
+  start = phase = now();
+  tr = trace_ref::open(cfg.trace, "worker " + std::to_string(cfg.rank), cfg.vclock.get());
   jitter_rng.seed(cfg.seed * 7919 + static_cast<std::uint64_t>(cfg.rank));
   model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
                                           cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
@@ -49,7 +49,7 @@ void worker_core::init(worker_config c) {
 void worker_core::send_snapshot(caf::event_based_actor* self) const {
   // One copy of the floats, straight into the buffer that travels (and is
   // written to disk as it is): the only work a step pays for a checkpoint.
-  const auto t0 = clock_type::now();
+  const auto t0 = now();
   snapshot s;
   s.who = "worker " + std::to_string(cfg.rank);
   s.step = step;
@@ -72,7 +72,7 @@ void worker_core::send_snapshot(caf::event_based_actor* self) const {
   if (save_extra)
     save_extra(s);
   self->send(cfg.report_to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
-  tr.span("snapshot", t0, clock_type::now(), step);
+  tr.span("snapshot", t0, now(), step);
 }
 
 void worker_core::adopt(const snapshot& s) {
@@ -129,7 +129,7 @@ void worker_core::apply_grad_weight() {
 
 models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {
   end_comm();
-  const auto t0 = clock_type::now();
+  const auto t0 = now(), wall0 = std::chrono::steady_clock::now();
   // Partial batches at the end of an epoch are skipped so that every step
   // of every worker has the same size.
   bool got = false;
@@ -154,35 +154,39 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   window_samples += r.samples;
   report.samples += r.samples;
   const double slowdown = cfg.slowdown * (cfg.slowdown_now ? cfg.slowdown_now() : 1.0);
-  double extra = slowdown > 1.0 ? (slowdown - 1.0) * seconds_since(t0) : 0.0;
-  extra += cfg.delay_ms * 1e-3;
+  double extra = cfg.delay_ms * 1e-3;
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
-  if (extra > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
-  report.compute_seconds += seconds_since(t0);
-  window.compute_ms += seconds_since(t0) * 1e3;
-  phase = clock_type::now();
+  if (cfg.vclock) { // the compute model's time, not the machine's; nothing sleeps
+    cfg.vclock->charge_compute(cfg.rank, step, slowdown, extra, seconds_since(wall0));
+  } else {
+    extra += slowdown > 1.0 ? (slowdown - 1.0) * since(t0) : 0.0;
+    if (extra > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  }
+  report.compute_seconds += since(t0);
+  window.compute_ms += since(t0) * 1e3;
+  phase = now();
   tr.span("compute", t0, phase, step);
   return r;
 }
 
 void worker_core::end_comm() {
-  const auto now = clock_type::now();
-  const double s = std::chrono::duration<double>(now - phase).count();
+  const auto t = now();
+  const double s = std::chrono::duration<double>(t - phase).count();
   report.comm_seconds += s;
   window.comm_ms += s * 1e3;
   if (s > 2e-6) // steps without an exchange (local SGD) leave no span
-    tr.span("exchange", phase, now, step);
-  phase = now;
+    tr.span("exchange", phase, t, step);
+  phase = t;
 }
 
 void worker_core::add_compute(clock_type::time_point t0) {
-  const auto now = clock_type::now();
-  const double s = std::chrono::duration<double>(now - t0).count();
+  const auto t = now();
+  const double s = std::chrono::duration<double>(t - t0).count();
   report.compute_seconds += s;
   window.compute_ms += s * 1e3;
-  tr.span("apply", t0, now, step);
+  tr.span("apply", t0, t, step);
 }
 
 void worker_core::comm_to_compute(double seconds) {
@@ -196,8 +200,8 @@ void worker_core::add_wait(double seconds, bool span) {
   report.wait_seconds += seconds;
   window.wait_ms += seconds * 1e3;
   if (span && seconds > 0) {
-    const auto now = clock_type::now();
-    tr.span("wait", now - std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds)), now, step);
+    const auto t = now();
+    tr.span("wait", t - std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds)), t, step);
   }
 }
 
@@ -218,8 +222,11 @@ void worker_core::end_step(caf::event_based_actor* self) {
     send_snapshot(self);
   if (cfg.step_progress)
     self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
-  if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps)
+  if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
+    if (cfg.vclock)
+      cfg.vclock->note_eval(step, since(start));
     self->send(cfg.report_to, eval_atom::value, step, copy_of(model->params()), copy_of(model->state()));
+  }
   if (window.steps < cfg.log_every && step < cfg.steps)
     return;
   auto& w = window;
@@ -227,7 +234,7 @@ void worker_core::end_step(caf::event_based_actor* self) {
   w.rank = cfg.rank;
   w.step = step;
   w.samples = report.samples;
-  w.time = seconds_since(start);
+  w.time = since(start);
   w.loss = window_samples ? window_loss / static_cast<double>(window_samples) : 0;
   w.compute_ms /= n;
   w.comm_ms /= n;
@@ -292,7 +299,7 @@ void worker_core::on_beat(caf::event_based_actor* self) {
 void worker_core::finish(caf::event_based_actor* self, std::string error, bool with_params) {
   report.rank = cfg.rank;
   report.steps = step;
-  report.seconds = seconds_since(start);
+  report.seconds = since(start);
   report.last_loss = last_epoch_loss.mean();
   report.error = std::move(error);
   if (with_params && model)

@@ -11,6 +11,7 @@
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
+#include "actors/virtual_clock.hpp"
 #include "kernels/poll_wait.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
@@ -151,6 +152,12 @@ struct worker_config {
   /// shared initialisation (studies of consensus from different starts).
   bool distinct_init = false;
   gossip_options gossip; ///< gossip's options, whole
+
+  /// Virtual time (virtual_clock.hpp): the worker reads this clock, is
+  /// charged the compute model's time for each batch (no emulated
+  /// slowdown sleeps) and is spawned event-based on the simulation's
+  /// scheduler instead of on a thread of its own. Null: real time.
+  std::shared_ptr<virtual_clock> vclock;
 };
 
 /// The replica, its data and its accounting.
@@ -214,8 +221,11 @@ struct worker_core {
   /// Weights this worker's later gradients by cfg.grad_weight (in the
   /// backward pass of whichever trainer computes them).
   void apply_grad_weight();
+  /// The worker's clock: the machine's, or the simulation's (cfg.vclock).
+  clock_type::time_point now() const { return now_on(cfg.vclock.get()); }
+  double since(clock_type::time_point t) const { return std::chrono::duration<double>(now() - t).count(); }
   /// Starts timing a communication phase.
-  void begin_comm() { phase = clock_type::now(); }
+  void begin_comm() { phase = now(); }
   /// Ends it: the time since begin_comm() counts as communication.
   void end_comm();
   /// Counts compute done outside compute() since `t0` (an optimizer step

@@ -99,6 +99,7 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
   if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
     sc.opt.schedule.updates_per_step = setup.workers;
   sc.trace = setup.trace;
+  sc.vclock = setup.sim;
   sc.snapshot_every_versions = snapshot_versions(setup);
   if (setup.resume)
     sc.resume = setup.resume->part("shard " + std::to_string(i));
@@ -153,18 +154,25 @@ actors::worker_config ps_worker(const topology_setup& setup, const models::datas
 /// (on any rank) into `out`; what went wrong, naming the shard, or "".
 std::string collect_shards(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
                            const shard_set& s, std::size_t size, topology_outcome& out) {
+  // Virtual time, after the loop stopped: this thread runs the shards.
+  const auto pump = [&setup] {
+    if (setup.sim)
+      setup.sim->drain();
+  };
   out.params.assign(size, 0.f);
   out.dropped.assign(static_cast<std::size_t>(setup.workers), 0);
   std::string failure;
   for (std::size_t i = 0; i < s.handles.size(); ++i) {
-    self->request(s.handles[i], setup.timeout, actors::fetch_atom::value)
-      .receive(
+    auto fetched = self->request(s.handles[i], setup.timeout, actors::fetch_atom::value);
+    pump();
+    std::move(fetched).receive(
         [&](std::int64_t, actors::slice p) {
           std::memcpy(out.params.data() + s.ranges[i].first, p.data(), static_cast<std::size_t>(p.numel()) * sizeof(float));
         },
         [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
-    self->request(s.handles[i], setup.timeout, actors::stats_atom::value)
-      .receive(
+    auto stats = self->request(s.handles[i], setup.timeout, actors::stats_atom::value);
+    pump();
+    std::move(stats).receive(
         [&](std::int64_t, actors::histogram h, std::int64_t gap, std::vector<std::int64_t> dropped) {
           out.max_clock_gap = std::max(out.max_clock_gap, gap);
           if (out.staleness.size() < h.size())
@@ -185,6 +193,39 @@ constexpr int shards_fetched = 2;
 
 bool waits_for_fetch(const topology_setup& setup) {
   return setup.node && setup.ps.spread_shards && setup.sync_ranks;
+}
+
+/// Virtual time: shards on host 0 (or shard i on host i mod hosts, with
+/// topology.shard_placement = "spread"), worker r on host_of_worker(r);
+/// every actor holds the others' placed handles. Runs the loop until every
+/// worker has reported, then stops it (the shards stay for their fetch).
+coordination run_virtual(const topology_setup& setup, const models::dataset& data, shard_set& shards,
+                         caf::scoped_actor& self, std::vector<caf::actor>& workers, const progress_fn& on_progress,
+                         const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
+  auto& sim = *setup.sim;
+  for (std::size_t i = 0; i < shards.handles.size(); ++i)
+    shards.handles[i] =
+      sim.place(shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % sim.setup().hosts : 0);
+  std::vector<caf::actor> handles;
+  for (int r = 0; r < setup.workers; ++r) {
+    workers.push_back(actors::spawn_worker(self->system(), ps_worker(setup, data, shards, r, self)));
+    handles.push_back(sim.place(workers.back(), sim.host_of_worker(r), r));
+  }
+  const auto coordinator = caf::actor_cast<caf::actor>(self);
+  sim.on_stuck([coordinator](int rank, const std::string& why) {
+    actors::worker_report rep;
+    rep.rank = rank;
+    rep.error = "worker " + std::to_string(rank) + ": stuck in virtual time: " + why;
+    caf::anon_send(coordinator, actors::done_atom::value, rep);
+  });
+  struct stop_on_exit {
+    simulation& s;
+    ~stop_on_exit() { s.stop(); }
+  } stopper{sim};
+  sim.start();
+  // No silence limit on the machine's clock: a step of 1,024 simulated
+  // workers takes seconds of it. The loop itself reports a stuck run.
+  return coordinate(self, handles, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
 }
 
 } // namespace
@@ -234,22 +275,31 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
       return {};
     }
     c = std::move(*got);
+  } else if (setup.sim) {
+    c = run_virtual(setup, data, shards, self, local_workers, on_progress, on_metrics, stop);
   } else {
     for (int r = 0; r < setup.workers; ++r)
       local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
     c = coordinate(self, local_workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
                    setup.budget_samples, shard_checkpoints(setup, shards.handles));
   }
-  stop_actors(self, local_workers);
+  if (!setup.sim)
+    stop_actors(self, local_workers);
   if (!c.failure.empty()) {
-    stop_actors(self, shards.own);
+    if (setup.sim)
+      setup.sim->shut_down();
+    else
+      stop_actors(self, shards.own);
     throw error("parameter server: " + c.failure); // the other ranks stop with rank 0
   }
   topology_outcome out;
   const auto failure = collect_shards(sys, self, setup, shards, initial.size(), out);
   if (waits_for_fetch(setup))
     setup.sync_ranks(shards_fetched); // the other ranks may let their shards go
-  stop_actors(self, shards.own);
+  if (setup.sim)
+    setup.sim->shut_down();
+  else
+    stop_actors(self, shards.own);
   check(failure.empty(), "parameter server: " + failure);
   out.interrupted = c.interrupted;
   out.budget_reached = c.budget_reached;

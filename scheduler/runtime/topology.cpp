@@ -171,6 +171,11 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   // Twice the silence limit: when one worker stalls a sync step, the
   // others' requests must not time out before the stalled one is named.
   wc.timeout = 2 * setup.timeout;
+  if (setup.sim) { // one event at a time on the simulation's clock: nothing polls or waits
+    wc.vclock = setup.sim;
+    wc.spin_wait = false;
+    wc.idle_poll = {};
+  }
   return wc;
 }
 
@@ -275,6 +280,27 @@ std::optional<coordination> run_worker_across(
   return c;
 }
 
+namespace {
+
+/// What virtual time runs so far, and what it refuses (each names the key).
+void check_virtual(const topology_setup& setup) {
+  const auto refuse = [](bool bad, const std::string& what) {
+    check(!bad, "experiment.clock = \"virtual\" " + what);
+  };
+  refuse(setup.kind != topology_kind::parameter_server && setup.kind != topology_kind::local_sgd,
+         "runs the parameter-server and local-sgd topologies (sync, async, SSP, backup workers, staleness lr, "
+         "DC-ASGD); ring, hierarchical and gossip run in real time only so far");
+  refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
+  refuse(!setup.faults.empty(), "does not inject [[faults]] yet");
+  refuse(setup.budget_samples > 0, "needs train.budget = \"per-worker\"");
+  refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
+  for (const auto& d : setup.worker_device)
+    refuse(!d.is_cpu(), "computes every gradient on the CPU (train.device, [[nodes]] device): model a GPU node's "
+                        "speed with its step time instead");
+}
+
+} // namespace
+
 topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                               const progress_fn& on_progress, const metrics_fn& on_metrics,
                               const std::atomic<bool>* stop) {
@@ -297,6 +323,8 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
           "the checkpoint of step " + std::to_string(setup.resume->step) + " holds " +
             std::to_string(setup.resume->parts.size()) + " parts, more than this topology's actors");
   }
+  if (setup.sim)
+    check_virtual(setup);
   const auto t0 = std::chrono::steady_clock::now();
   topology_outcome out;
   switch (setup.kind) {
@@ -306,7 +334,8 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
   case topology_kind::hierarchical: out = run_ring_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
   case topology_kind::gossip: out = run_gossip_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
   }
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.seconds = setup.sim ? setup.sim->stats().virtual_seconds
+                          : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

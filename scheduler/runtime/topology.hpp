@@ -15,6 +15,7 @@
 #include "actors/snapshot.hpp"
 #include "scheduler/runtime/coordinator.hpp"
 #include "scheduler/runtime/faults.hpp"
+#include "scheduler/runtime/virtual_time.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
 #include "actors/worker_core.hpp"
@@ -134,6 +135,9 @@ struct topology_setup {
   bool replacing = false;
   /// Resume: every actor starts from its part of this checkpoint.
   std::shared_ptr<const resume_point> resume;
+  /// Virtual time (virtual_time.hpp): the run is simulated on this clock,
+  /// and `sys` runs its scheduler (configure_virtual). Null: real time.
+  std::shared_ptr<simulation> sim;
 };
 
 struct topology_outcome {

@@ -1,0 +1,39 @@
+#pragma once
+/// @file virtual_clock.hpp
+/// Virtual time (experiment.clock = "virtual"): the same actors run under a
+/// discrete-event scheduler (scheduler/runtime/virtual_time.hpp) that
+/// delivers one message at a time in virtual-time order. Gradients are
+/// computed for real; only time is modelled. An actor that reads the clock
+/// (a worker timing its compute and exchange, a shard timing a held pull,
+/// a trace span) reads this one instead of the machine's, and a worker's
+/// computation costs what the compute model says, not what it took.
+
+#include <chrono>
+#include <cstdint>
+
+namespace gradwire::actors {
+
+class virtual_clock {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+  virtual ~virtual_clock() = default;
+  /// The running actor's time: when its message was delivered, plus what it
+  /// has been charged since.
+  virtual time_point now() const = 0;
+  /// Worker `rank` has computed step `step` for real (in `real_seconds`):
+  /// the compute model's seconds for it, times `slowdown`, plus
+  /// `extra_seconds` (a node's delay and jitter). The running actor's
+  /// clock moves on by them, and what it sends next leaves then.
+  virtual double charge_compute(int rank, std::int64_t step, double slowdown, double extra_seconds,
+                                double real_seconds) = 0;
+  /// Worker 0 handed its replica of `step` to the evaluation at `seconds`
+  /// (virtual, since the run began).
+  virtual void note_eval(std::int64_t step, double seconds) = 0;
+};
+
+/// The clock's time, or the machine's when there is none.
+inline std::chrono::steady_clock::time_point now_on(const virtual_clock* c) {
+  return c ? c->now() : std::chrono::steady_clock::now();
+}
+
+} // namespace gradwire::actors

@@ -1,0 +1,370 @@
+#include "scheduler/runtime/virtual_time.hpp"
+
+#include "actors/messages.hpp"
+#include "kernels/error.hpp"
+
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace gradwire::scheduler {
+
+struct placed_actor {
+  caf::actor real, handle;
+  int host = 0;
+  int rank = -1; ///< a worker's rank, or -1
+  std::int64_t busy_until = 0;
+  bool down = false;
+};
+
+struct virtual_event {
+  std::int64_t t = 0;
+  std::uint64_t seq = 0;
+  placed_actor* to = nullptr;
+  caf::mailbox_element_ptr m;
+  /// For the heap: the latest first out of std::pop_heap's max-heap order.
+  bool operator<(const virtual_event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+namespace {
+
+constexpr std::int64_t ns_of(double seconds) { return static_cast<std::int64_t>(seconds * 1e9 + 0.5); }
+
+/// A placed actor's handle: its enqueue hands the message to the loop.
+class virtual_handle final : public caf::monitorable_actor {
+public:
+  virtual_handle(caf::actor_config& cfg, std::weak_ptr<simulation> sim, placed_actor* to)
+      : caf::monitorable_actor(cfg), sim_(std::move(sim)), to_(to) {}
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
+    if (auto s = sim_.lock(); s && what)
+      s->post(to_, std::move(what));
+  }
+  const char* name() const override { return "virtual_handle"; }
+
+private:
+  std::weak_ptr<simulation> sim_;
+  placed_actor* to_;
+};
+
+caf::scheduler::test_coordinator& coordinator_of(caf::actor_system& sys) {
+  auto* c = dynamic_cast<caf::scheduler::test_coordinator*>(&sys.scheduler());
+  check(c != nullptr, "virtual time needs an actor system on CAF's test coordinator (configure_virtual)");
+  return *c;
+}
+
+/// The bytes a message carries: its tensors, plus a header.
+std::int64_t bytes_of(const caf::type_erased_tuple& content) {
+  std::int64_t n = 64;
+  for (std::size_t i = 0; i < content.size(); ++i)
+    if (content.match_element<actors::slice>(i))
+      n += content.get_as<actors::slice>(i).numel() * static_cast<std::int64_t>(sizeof(float));
+  return n;
+}
+
+std::string seconds_text(std::int64_t ns) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6f s", static_cast<double>(ns) * 1e-9);
+  return b;
+}
+
+} // namespace
+
+double compute_model::draw(std::mt19937_64& rng, std::int64_t step) const {
+  if (!replay.empty())
+    return replay[static_cast<std::size_t>(step) % replay.size()];
+  // Uniform doubles from the raw stream (the standard distributions'
+  // algorithms are the library's own: the same bits on every build).
+  auto u = [&rng] { return (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0); };
+  switch (dist) {
+  case shape::constant: return step_s;
+  case shape::lognormal: {
+    // Mean step_s, std cv * step_s: sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2.
+    const double s2 = std::log1p(cv * cv), mu = std::log(step_s) - s2 / 2;
+    const double z = std::sqrt(-2 * std::log(u())) * std::cos(6.283185307179586 * u()); // Box-Muller
+    return std::exp(mu + std::sqrt(s2) * z);
+  }
+  case shape::straggler: return u() < straggler_p ? step_s * straggler_k : step_s;
+  }
+  return step_s;
+}
+
+std::string compute_model::describe() const {
+  char b[160];
+  if (!replay.empty())
+    std::snprintf(b, sizeof b, "replay of %zu steps", replay.size());
+  else if (dist == shape::lognormal)
+    std::snprintf(b, sizeof b, "%.3f ms lognormal cv %.2f", step_s * 1e3, cv);
+  else if (dist == shape::straggler)
+    std::snprintf(b, sizeof b, "%.3f ms, %.0f%% of steps %.1fx slower", step_s * 1e3, straggler_p * 100, straggler_k);
+  else
+    std::snprintf(b, sizeof b, "%.3f ms constant", step_s * 1e3);
+  return b;
+}
+
+std::string link_model::describe() const {
+  char b[200];
+  std::snprintf(b, sizeof b, "between hosts %.1f us, %s Gb/s%s; within a host %.1f us, %s Gb/s", latency_us,
+                bandwidth_gbps > 0 ? std::to_string(bandwidth_gbps).substr(0, 6).c_str() : "unlimited",
+                nic ? " (one NIC per host)" : "", intra_latency_us,
+                intra_bandwidth_gbps > 0 ? std::to_string(intra_bandwidth_gbps).substr(0, 6).c_str() : "unlimited");
+  return b;
+}
+
+void configure_virtual(caf::actor_system_config& cfg) { cfg.set("scheduler.policy", caf::atom("testing")); }
+
+std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_setup setup) {
+  coordinator_of(sys);
+  check(!setup.compute.empty(), "virtual time: no compute model");
+  for (const auto& c : setup.compute) {
+    check(c.replay.empty() ? c.step_s > 0 && std::isfinite(c.step_s) : true, "virtual time: a step time must be > 0");
+    for (double s : c.replay)
+      check(s >= 0 && std::isfinite(s), "virtual time: a replayed step time must be >= 0");
+  }
+  check(setup.workers_per_host >= 1 && setup.hosts >= 1, "virtual time: hosts and workers_per_host must be >= 1");
+  return std::shared_ptr<simulation>(new simulation(sys, std::move(setup)));
+}
+
+simulation::simulation(caf::actor_system& sys, virtual_setup setup)
+    : sys_(sys), setup_(std::move(setup)), origin_(std::chrono::steady_clock::now()),
+      nic_tx_(static_cast<std::size_t>(setup_.hosts), 0), nic_rx_(static_cast<std::size_t>(setup_.hosts), 0) {}
+
+simulation::~simulation() { stop(); }
+
+caf::actor simulation::place(const caf::actor& real, int host, int worker_rank) {
+  check(!looping_, "virtual time: actors are placed before the loop starts");
+  check(host >= 0 && host < setup_.hosts,
+        "virtual time: host " + std::to_string(host) + " of " + std::to_string(setup_.hosts));
+  auto p = std::make_unique<placed_actor>();
+  p->real = real;
+  p->host = host;
+  p->rank = worker_rank;
+  caf::actor_config cfg;
+  p->handle = caf::make_actor<virtual_handle, caf::actor>(sys_.next_actor_id(), sys_.node(), &sys_, cfg,
+                                                          weak_from_this(), p.get());
+  by_block_[caf::actor_cast<caf::actor_control_block*>(real)] = p.get();
+  by_block_[caf::actor_cast<caf::actor_control_block*>(p->handle)] = p.get();
+  if (worker_rank >= 0) {
+    ++workers_;
+    std::weak_ptr<simulation> w = weak_from_this();
+    auto* raw = p.get();
+    caf::actor_cast<caf::abstract_actor*>(real)->attach_functor([w, raw] {
+      auto s = w.lock();
+      if (!s || raw->down)
+        return;
+      raw->down = true;
+      ++s->workers_down_;
+      s->stats_.virtual_seconds = std::max(s->stats_.virtual_seconds, static_cast<double>(s->cur_now_) * 1e-9);
+    });
+  }
+  placed_.push_back(std::move(p));
+  return placed_.back()->handle;
+}
+
+placed_actor* simulation::find(const caf::actor_control_block* p) const {
+  const auto it = by_block_.find(p);
+  return it == by_block_.end() ? nullptr : it->second;
+}
+
+simulation::time_point simulation::now() const { return origin_ + std::chrono::nanoseconds(cur_now_); }
+
+double simulation::charge_compute(int rank, std::int64_t step, double slowdown, double extra_seconds,
+                                  double real_seconds) {
+  const auto& model = setup_.compute[setup_.compute.size() == 1 ? 0 : static_cast<std::size_t>(rank) % setup_.compute.size()];
+  auto it = rng_.find(rank);
+  if (it == rng_.end())
+    it = rng_.emplace(rank, std::mt19937_64(setup_.seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(rank) * 7919 + 1)).first;
+  const double d = model.draw(it->second, step) * slowdown + extra_seconds;
+  cur_now_ += ns_of(d);
+  stats_.compute_wall_seconds += real_seconds;
+  return d;
+}
+
+void simulation::note_eval(std::int64_t step, double seconds) {
+  std::lock_guard<std::mutex> lk(mu_);
+  evals_[step] = seconds;
+}
+
+double simulation::eval_seconds(std::int64_t step) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto it = evals_.find(step);
+  return it == evals_.end() ? -1.0 : it->second;
+}
+
+std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int64_t t) {
+  const auto& l = setup_.link;
+  auto wire = [bytes](double gbps) { return gbps > 0 ? ns_of(static_cast<double>(bytes) * 8 / (gbps * 1e9)) : 0; };
+  if (from == to)
+    return t + ns_of(l.intra_latency_us * 1e-6) + wire(l.intra_bandwidth_gbps);
+  const auto lat = ns_of(l.latency_us * 1e-6), on_wire = wire(l.bandwidth_gbps);
+  if (!l.nic)
+    return t + lat + on_wire;
+  auto& tx = nic_tx_[static_cast<std::size_t>(from)];
+  auto& rx = nic_rx_[static_cast<std::size_t>(to)];
+  const auto sent = std::max(t, tx) + on_wire;
+  tx = sent;
+  const auto got = std::max(sent + lat, rx + on_wire);
+  rx = got;
+  return got;
+}
+
+void simulation::push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m) {
+  events_.push_back(virtual_event{t, seq_++, to, std::move(m)});
+  std::push_heap(events_.begin(), events_.end());
+}
+
+void simulation::post(placed_actor* to, caf::mailbox_element_ptr m) {
+  if (!looping_ || shut_) { // stopped: the caller's thread drives the scheduler now
+    to->real->enqueue(std::move(m), nullptr);
+    return;
+  }
+  if (std::this_thread::get_id() != loop_id_) { // the coordinator's thread (a stop, a fetch)
+    std::lock_guard<std::mutex> lk(mu_);
+    inbox_.emplace_back(to, std::move(m));
+    cv_.notify_one();
+    return;
+  }
+  auto* from = m->sender ? find(m->sender.get()) : nullptr;
+  std::int64_t t = cur_now_;
+  if (from) {
+    m->sender = caf::actor_cast<caf::strong_actor_ptr>(from->handle); // its reply travels too
+    const auto bytes = bytes_of(m->content());
+    t = arrival(from->host, to->host, bytes, cur_now_);
+    ++stats_.messages;
+    stats_.bytes += bytes;
+    last_message_ = std::max(last_message_, t);
+  }
+  push(t, to, std::move(m));
+}
+
+void simulation::take_inbox() {
+  std::vector<std::pair<placed_actor*, caf::mailbox_element_ptr>> in;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    in.swap(inbox_);
+  }
+  for (auto& [to, m] : in)
+    push(now_, to, std::move(m));
+}
+
+void simulation::run_jobs(std::int64_t t) {
+  auto& sched = coordinator_of(sys_);
+  auto& clk = sched.clock();
+  while (sched.has_job()) {
+    auto* a = dynamic_cast<caf::abstract_actor*>(sched.jobs.front());
+    auto* p = a ? find(caf::actor_control_block::from(a)) : nullptr;
+    cur_now_ = p ? std::max(t, p->busy_until) : t;
+    clk.current_time = origin_ + std::chrono::nanoseconds(cur_now_);
+    sched.run_once();
+    ++stats_.events;
+    if (p)
+      p->busy_until = cur_now_;
+  }
+  cur_now_ = now_;
+}
+
+void simulation::report_stuck(const std::string& why) {
+  stuck_ = true;
+  for (const auto& p : placed_)
+    if (p->rank >= 0 && !p->down && on_stuck_)
+      on_stuck_(p->rank, why);
+}
+
+void simulation::start() {
+  check(!looping_ && !thread_.joinable(), "virtual time: the loop runs once");
+  looping_ = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void simulation::loop() {
+  loop_id_ = std::this_thread::get_id();
+  const auto wall0 = std::chrono::steady_clock::now();
+  auto& sched = coordinator_of(sys_);
+  auto& clk = sched.clock();
+  clk.current_time = origin_;
+  run_jobs(0); // every spawned actor starts at time 0
+  while (!stop_) {
+    take_inbox();
+    const auto& timers = clk.schedule();
+    const bool running = workers_down_ < workers_ && !stuck_;
+    const bool timer_first = running && !timers.empty() &&
+                             (events_.empty() || timers.begin()->first - origin_ < std::chrono::nanoseconds(events_.front().t));
+    if (timer_first) {
+      const auto t = std::max(now_, static_cast<std::int64_t>(
+                                      std::chrono::duration_cast<std::chrono::nanoseconds>(timers.begin()->first - origin_).count()));
+      if (events_.empty() && t - last_message_ > ns_of(setup_.stuck_after_s)) {
+        report_stuck("no message in flight for " + seconds_text(t - last_message_) + " of virtual time (at " +
+                     seconds_text(now_) + ")");
+        continue;
+      }
+      now_ = t;
+      clk.current_time = origin_ + std::chrono::nanoseconds(now_);
+      clk.trigger_timeout();
+      run_jobs(now_);
+      continue;
+    }
+    if (!events_.empty()) {
+      std::pop_heap(events_.begin(), events_.end());
+      auto ev = std::move(events_.back());
+      events_.pop_back();
+      if (ev.to->busy_until > ev.t) { // it is still computing: the message waits in its mailbox
+        ev.t = ev.to->busy_until;
+        events_.push_back(std::move(ev));
+        std::push_heap(events_.begin(), events_.end());
+        continue;
+      }
+      now_ = std::max(now_, ev.t);
+      cur_now_ = now_;
+      clk.current_time = origin_ + std::chrono::nanoseconds(now_);
+      ev.to->real->enqueue(std::move(ev.m), nullptr);
+      run_jobs(now_);
+      continue;
+    }
+    if (running) {
+      report_stuck("nothing left to happen at " + seconds_text(now_) + " of virtual time");
+      continue;
+    }
+    std::unique_lock<std::mutex> lk(mu_); // the run is over or stuck: wait for the coordinator's messages
+    cv_.wait_for(lk, std::chrono::milliseconds(50), [this] { return stop_ || !inbox_.empty(); });
+  }
+  stats_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+}
+
+void simulation::stop() {
+  if (!thread_.joinable())
+    return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  looping_ = false;
+  cur_now_ = now_;
+}
+
+void simulation::drain() {
+  check(!thread_.joinable(), "virtual time: drain() after stop()");
+  auto& sched = coordinator_of(sys_);
+  while (sched.try_run_once())
+    ;
+}
+
+void simulation::shut_down() {
+  if (shut_ || thread_.joinable())
+    return;
+  shut_ = true;
+  take_inbox();
+  events_.clear(); // never delivered
+  for (const auto& p : placed_)
+    if (p->real)
+      caf::anon_send_exit(p->real, caf::exit_reason::user_shutdown);
+  drain();
+  by_block_.clear();
+  for (auto& p : placed_)
+    p->real = nullptr; // the handles may outlive this; the actors are gone
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,182 @@
+#pragma once
+/// @file virtual_time.hpp
+/// Virtual time (experiment.clock = "virtual"): the same worker and shard
+/// actors, the same messages, run by a deterministic discrete-event loop
+/// instead of the machine's clock and threads, so one machine can study
+/// hundreds of workers.
+///
+/// - **Scheduler.** The actor system runs CAF's test coordinator (a job
+///   queue run one job at a time, `configure_virtual`). The loop, on a
+///   thread of its own, takes the earliest event, a message or a timer in
+///   (virtual time, order posted), delivers it and runs the actors it wakes
+///   to completion before the next. Nothing else runs them, so a run is a
+///   function of its config and seed: bit-identical parameters and
+///   staleness on an idle machine or a loaded one.
+/// - **Messages.** Every actor whose messages cross the modelled network is
+///   `place`d on a host; the others hold the handle `place` returns. A
+///   message through it leaves when its sender's handler has used the time
+///   it was charged, and arrives after the link model's delay (link_model).
+/// - **Compute.** A worker computes its gradient for real, and the clock
+///   charges the compute model's time for it (compute_model); an actor
+///   busy until t takes its next message at t.
+/// - **Timers.** CAF's test clock is kept at the loop's time: heartbeats
+///   and request timeouts fire in virtual time.
+/// - **Stuck.** No message in flight, only timers, for `stuck_after_s`
+///   (or nothing at all) while workers still run: each is reported to
+///   `on_stuck`, and the run fails naming them.
+
+#include "actors/virtual_clock.hpp"
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+/// How long a worker's batch computes, in virtual seconds.
+struct compute_model {
+  enum class shape { constant, lognormal, straggler };
+  double step_s = 1e-3; ///< mean seconds per batch at full speed (> 0)
+  shape dist = shape::constant;
+  double cv = 0;          ///< lognormal: coefficient of variation (std / mean)
+  double straggler_p = 0; ///< straggler: a step is straggler_k times slower with this probability
+  double straggler_k = 1;
+  /// Seconds per step, cycled (a real run's measured steps); not empty:
+  /// replaces step_s and dist.
+  std::vector<double> replay;
+  /// The seconds of step `step`, drawn from `rng` (a worker's own stream).
+  double draw(std::mt19937_64& rng, std::int64_t step) const;
+  std::string describe() const;
+};
+
+/// How long a message of S bytes takes. Within a host: latency + S /
+/// bandwidth. Between hosts, each host has one NIC that sends one message
+/// after another and receives one after another (`nic`): a message leaves
+/// once its host's NIC is free, takes S / bandwidth to leave, and arrives
+/// `latency` later or once the receiving NIC has taken the messages ahead
+/// of it, whichever is last. Bandwidth 0: unlimited.
+struct link_model {
+  double latency_us = 0, bandwidth_gbps = 0;             ///< between hosts
+  double intra_latency_us = 0, intra_bandwidth_gbps = 0; ///< within a host
+  bool nic = true;
+  std::string describe() const;
+};
+
+struct virtual_setup {
+  std::vector<compute_model> compute; ///< by worker rank; one entry: every worker's
+  link_model link;
+  int workers_per_host = 1; ///< worker r lives on host r / workers_per_host
+  int hosts = 1;
+  std::uint64_t seed = 1;
+  double stuck_after_s = 600; ///< virtual seconds with no message in flight
+};
+
+/// What the simulation cost, and what it simulated.
+struct virtual_stats {
+  double virtual_seconds = 0;      ///< when the last worker finished
+  double wall_seconds = 0;         ///< the loop's, start to stop
+  double compute_wall_seconds = 0; ///< of it, computing gradients
+  std::int64_t events = 0;         ///< handlers run (messages, timers, self-sends)
+  std::int64_t messages = 0;       ///< through the link model
+  std::int64_t bytes = 0;
+};
+
+/// A message for a placed actor, waiting for its time.
+struct virtual_event;
+struct placed_actor;
+
+class simulation final : public actors::virtual_clock, public std::enable_shared_from_this<simulation> {
+public:
+  /// `sys` must run CAF's test coordinator (configure_virtual); throws
+  /// gradwire::error otherwise, or on a bad setup.
+  static std::shared_ptr<simulation> make(caf::actor_system& sys, virtual_setup setup);
+  ~simulation() override;
+
+  const virtual_setup& setup() const { return setup_; }
+  int host_of_worker(int rank) const { return rank / setup_.workers_per_host; }
+  /// Places `real` (spawned in the system, not started by anyone yet) on
+  /// `host`; returns the handle every other actor must use for it. A
+  /// message through it is delivered after the link model's delay, with its
+  /// sender replaced by the sender's handle, so that replies travel too.
+  /// `worker_rank` >= 0: the run is over once every worker has terminated.
+  caf::actor place(const caf::actor& real, int host, int worker_rank = -1);
+  /// Called on the loop's thread, once, for each worker still running when
+  /// the run is stuck.
+  void on_stuck(std::function<void(int rank, const std::string& why)> f) { on_stuck_ = std::move(f); }
+  /// Starts the loop on its own thread (the spawned actors start at time 0).
+  void start();
+  /// Stops the loop and joins it; from then on the calling thread drives
+  /// the scheduler, and messages through placed handles go straight in.
+  void stop();
+  /// After stop: runs every queued job on the calling thread (a scoped
+  /// actor's request to a placed actor is answered when it returns).
+  void drain();
+  /// After stop: every placed actor is told to exit and has, and messages
+  /// never delivered are dropped. Idempotent.
+  void shut_down();
+  /// After stop.
+  const virtual_stats& stats() const { return stats_; }
+  /// When worker 0 handed over its replica of `step` (note_eval); -1: never.
+  double eval_seconds(std::int64_t step) const;
+
+  time_point now() const override;
+  double charge_compute(int rank, std::int64_t step, double slowdown, double extra_seconds,
+                        double real_seconds) override;
+  void note_eval(std::int64_t step, double seconds) override;
+
+  /// From a placed actor's handle: `m` for `to`.
+  void post(placed_actor* to, caf::mailbox_element_ptr m);
+
+private:
+  simulation(caf::actor_system& sys, virtual_setup setup);
+  void loop();
+  void run_jobs(std::int64_t t);
+  void push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m);
+  std::int64_t arrival(int from_host, int to_host, std::int64_t bytes, std::int64_t t);
+  void take_inbox();
+  void report_stuck(const std::string& why);
+  placed_actor* find(const caf::actor_control_block* p) const;
+
+  caf::actor_system& sys_;
+  virtual_setup setup_;
+  time_point origin_;
+  std::vector<std::unique_ptr<placed_actor>> placed_;
+  std::unordered_map<const caf::actor_control_block*, placed_actor*> by_block_; ///< real actors and their handles
+  std::vector<virtual_event> events_; ///< a heap, earliest first
+  std::uint64_t seq_ = 0;
+  std::int64_t now_ = 0;     ///< ns: the loop's time
+  std::int64_t cur_now_ = 0; ///< ns: the running actor's time
+  std::int64_t last_message_ = 0;
+  std::vector<std::int64_t> nic_tx_, nic_rx_;
+  std::map<int, std::mt19937_64> rng_; ///< by worker rank
+  int workers_ = 0, workers_down_ = 0;
+  std::function<void(int, const std::string&)> on_stuck_;
+  bool stuck_ = false;
+  virtual_stats stats_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> looping_{false};
+  std::thread::id loop_id_;
+  mutable std::mutex mu_; ///< inbox_, evals_
+  std::condition_variable cv_;
+  std::vector<std::pair<placed_actor*, caf::mailbox_element_ptr>> inbox_;
+  std::map<std::int64_t, double> evals_;
+  bool shut_ = false;
+};
+
+/// An actor-system config for virtual time: CAF's deterministic test
+/// coordinator instead of its threads.
+void configure_virtual(caf::actor_system_config& cfg);
+
+} // namespace gradwire::scheduler

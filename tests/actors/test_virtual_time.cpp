@@ -1,0 +1,171 @@
+// Virtual time: the parameter server's own actors under the discrete-event
+// loop (scheduler/runtime/virtual_time.hpp). Determinism, and the laws a
+// simulated clock must obey: async staleness N - 1, SSP's bound, the
+// alpha-beta step time.
+#include "kernels/error.hpp"
+#include "models/model.hpp"
+#include "topology_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+using namespace gradwire;
+using namespace gwtest;
+using models::make_synthetic;
+using scheduler::compute_model;
+using scheduler::topology_setup;
+using scheduler::virtual_setup;
+
+namespace {
+
+/// One virtual run in an actor system of its own.
+scheduler::topology_outcome run_virtual(topology_setup setup, const models::dataset& data, virtual_setup vs,
+                                        std::shared_ptr<scheduler::simulation>* keep = nullptr) {
+  caf::actor_system_config cfg;
+  scheduler::configure_virtual(cfg);
+  caf::actor_system sys{cfg};
+  setup.sim = scheduler::simulation::make(sys, std::move(vs));
+  auto out = scheduler::run_topology(sys, setup, data);
+  if (keep)
+    *keep = setup.sim;
+  return out;
+}
+
+virtual_setup constant_compute(double step_s, int workers_per_host, int hosts) {
+  virtual_setup vs;
+  compute_model c;
+  c.step_s = step_s;
+  vs.compute = {c};
+  vs.workers_per_host = workers_per_host;
+  vs.hosts = hosts;
+  return vs;
+}
+
+topology_setup tiny_async(int workers, int steps) {
+  auto s = small_setup(workers, 1, false);
+  s.spec.hidden = {8};
+  s.opt.momentum = 0.f;
+  s.batch_size = 4;
+  s.steps = steps;
+  s.log_every = 1000;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("virtual time: the same config and seed give the same bits and staleness on a loaded machine") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 5);
+  auto setup = small_setup(4, 2, false);
+  setup.steps = 12;
+  auto vs = constant_compute(2e-3, 2, 2);
+  vs.compute[0].dist = compute_model::shape::lognormal;
+  vs.compute[0].cv = 0.5;
+  vs.link.latency_us = 20;
+  vs.link.bandwidth_gbps = 10;
+  vs.seed = 3;
+  const auto a = run_virtual(setup, data, vs);
+  // Again, with two threads spinning on this machine's cores.
+  std::atomic<bool> busy{true};
+  std::vector<std::thread> load;
+  for (int i = 0; i < 2; ++i)
+    load.emplace_back([&busy] {
+      volatile double x = 0;
+      while (busy.load(std::memory_order_relaxed))
+        x = x + 1;
+    });
+  const auto b = run_virtual(setup, data, vs);
+  busy = false;
+  for (auto& t : load)
+    t.join();
+  REQUIRE(a.params.size() == b.params.size());
+  CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+  CHECK(a.staleness == b.staleness);
+  CHECK(a.seconds == b.seconds);
+  for (std::size_t r = 0; r < a.reports.size(); ++r) {
+    CHECK(a.reports[r].staleness == b.reports[r].staleness);
+    CHECK(a.reports[r].error.empty());
+  }
+  // The lognormal steps make the order of pushes differ from round to round:
+  // staleness is spread, not one value.
+  CHECK(std::count_if(a.staleness.begin(), a.staleness.end(), [](std::int64_t n) { return n > 0; }) >= 3);
+  // Another seed draws other step times: another interleaving, other bits.
+  vs.seed = 4;
+  const auto c = run_virtual(setup, data, vs);
+  CHECK(std::memcmp(a.params.data(), c.params.data(), a.params.size() * sizeof(float)) != 0);
+}
+
+TEST_CASE("virtual time: homogeneous async push-pull staleness is N - 1 after the first round") {
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 6);
+  for (int n : {16, 64}) {
+    INFO(n << " workers");
+    const auto out = run_virtual(tiny_async(n, 6), data, constant_compute(1e-3, 1, n));
+    for (const auto& rep : out.reports) {
+      REQUIRE(rep.error.empty());
+      REQUIRE(rep.staleness.size() == 6u);
+      // Round one: every worker computed on version 0, and the k-th push
+      // applied is k versions stale. From then on each push finds the other
+      // N - 1 workers' pushes applied since its worker's last reply.
+      for (std::size_t k = 1; k < rep.staleness.size(); ++k)
+        CHECK(rep.staleness[k] == n - 1);
+    }
+    REQUIRE(out.staleness.size() >= static_cast<std::size_t>(n));
+    for (int s = 0; s < n - 1; ++s)
+      CHECK(out.staleness[static_cast<std::size_t>(s)] == 1);
+    CHECK(out.staleness[static_cast<std::size_t>(n - 1)] == 1 + 5 * n);
+    CHECK(out.seconds == Approx(6e-3).epsilon(1e-6)); // six steps of 1 ms; messages cost nothing here
+  }
+}
+
+TEST_CASE("virtual time: SSP's clock gap never exceeds its bound plus one with stragglers") {
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 7);
+  for (int bound : {0, 2, 5}) {
+    INFO("bound " << bound);
+    auto setup = tiny_async(8, 24);
+    setup.ps.staleness_bound = bound;
+    auto vs = constant_compute(1e-3, 4, 2);
+    vs.compute[0].dist = compute_model::shape::straggler;
+    vs.compute[0].straggler_p = 0.2;
+    vs.compute[0].straggler_k = 8;
+    const auto out = run_virtual(setup, data, vs);
+    for (const auto& rep : out.reports)
+      REQUIRE(rep.error.empty());
+    CHECK(out.max_clock_gap <= bound + 1);
+    CHECK(out.max_clock_gap >= std::min(bound, 1)); // stragglers do open the gap
+  }
+}
+
+TEST_CASE("virtual time: a sync step takes compute plus four messages under the alpha-beta model") {
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
+  auto setup = small_setup(3, 1, true);
+  setup.steps = 5;
+  auto vs = constant_compute(2e-3, 1, 3); // one worker per host; the shard on host 0
+  vs.link.latency_us = 50;
+  vs.link.bandwidth_gbps = 1;
+  vs.link.nic = false;
+  const auto out = run_virtual(setup, data, vs);
+  for (const auto& rep : out.reports)
+    REQUIRE(rep.error.empty());
+  const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
+  // Pull request and push reply: a 64-byte header; pull reply and push: header and the parameters.
+  const double bytes = 4 * 64 + 2 * 4 * p;
+  const double step = 2e-3 + 4 * 50e-6 + bytes * 8 / 1e9;
+  CHECK(out.seconds == Approx(5 * step).epsilon(1e-6));
+}
+
+TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
+  auto data = make_synthetic(256, 1, 28, 28, 10, 9);
+  auto setup = small_setup(2, 1, true);
+  setup.kind = scheduler::topology_kind::ring;
+  CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)),
+                    Catch::Contains("experiment.clock = \"virtual\"") && Catch::Contains("ring"));
+  caf::actor_system_config cfg;
+  gradwire::actors::configure_scheduler(cfg, 1);
+  caf::actor_system sys{cfg};
+  CHECK_THROWS_WITH(scheduler::simulation::make(sys, constant_compute(1e-3, 1, 1)),
+                    Catch::Contains("test coordinator"));
+}
