@@ -6,6 +6,7 @@
 #include "scheduler/app/config_schema.hpp"
 
 #include "scheduler/app/config_toml.hpp"
+#include "scheduler/app/config_virtual.hpp"
 
 #include <toml++/toml.h>
 
@@ -264,6 +265,8 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
       g.device = t["device"].value_or(std::string());
       g.threads = whole("threads", 0, 0, 256);
       g.lr_scale = t["lr_scale"].value_or(1.0);
+      g.step_ms = t["step_ms"].value_or(0.0);
+      check(g.step_ms >= 0 && g.step_ms <= 1e7, loc + ": step_ms = " + std::to_string(g.step_ms) + " must be in [0, 1e7]");
       check(g.lr_scale >= 0 && g.lr_scale <= 1e3, loc + ": lr_scale = " + std::to_string(g.lr_scale) + " must be in [0, 1000]");
       if (!g.device.empty()) {
         try {
@@ -348,6 +351,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_transport(r, c);
   read_nodes(root, source, c);
   read_faults(root, source, c);
+  read_virtual(r, c);
   c.resolved_toml = resolved_toml(r, c);
   c.sweep = std::move(sweep);
   c.sweep_variants = std::move(variants);

@@ -26,7 +26,22 @@ struct node_group {
   std::string device; ///< "" = train.device
   int threads = 0;    ///< 0 = train.threads
   double lr_scale = 1.0; ///< multiplies the learning rate of the group's updates
+  double step_ms = 0;    ///< virtual time: the group's step time (0: virtual.step_ms)
   std::string where;  ///< "file:line: [[nodes]] #i", for messages
+};
+
+/// experiment.clock = "virtual" and [virtual]: the run simulated on a
+/// virtual clock (scheduler/runtime/virtual_time.hpp); links between hosts
+/// take transport.latency_us and transport.bandwidth_gbps.
+struct virtual_config {
+  bool on = false;
+  double step_ms = 0; ///< 0: measured on this machine for the model and batch (cached)
+  std::string distribution = "constant"; ///< constant | lognormal | straggler
+  double cv = 0.3, straggler_p = 0.1, straggler_k = 4;
+  std::string replay; ///< a real run's metrics.jsonl: its workers' step times, replayed
+  int hosts = 1, workers_per_host = 1; ///< resolved: hosts x workers_per_host >= topology.workers
+  double intra_latency_us = 0, intra_bandwidth_gbps = 0;
+  bool nic = true;
 };
 
 struct run_config {
@@ -79,6 +94,7 @@ struct run_config {
   double rejoin_s = 0; ///< a cut-off rank asks to be let back in for this long (0: it leaves)
   double latency_us = 0, bandwidth_gbps = 0; ///< link emulation across processes
   std::vector<node_group> nodes; ///< empty: all workers alike
+  virtual_config virt;           ///< experiment.clock, [virtual]
   std::vector<fault_spec> faults; ///< [[faults]], in file order
   std::int64_t step_timeout_ms = 60000; ///< a worker silent this long (no step) is cut off
   int log_every = 50;

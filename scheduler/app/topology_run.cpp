@@ -1,4 +1,5 @@
 #include "scheduler/app/topology_run.hpp"
+#include "scheduler/app/virtual_run.hpp"
 
 #include "actors/system_config.hpp"
 #include "kernels/backend.hpp"
@@ -271,7 +272,10 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                                ? resumed->manifest["run"]["train_seconds"].get<double>()
                                : 0.0;
   caf::actor_system_config sys_cfg;
-  gradwire::actors::configure_scheduler(sys_cfg, 2);
+  if (cfg.virt.on) // one event at a time on CAF's test coordinator (virtual_time.hpp)
+    configure_virtual(sys_cfg);
+  else
+    gradwire::actors::configure_scheduler(sys_cfg, 2);
   caf::actor_system sys{sys_cfg};
   std::optional<job> jb; // across processes: one worker per process, rank 0 coordinates and writes the results
   struct close_on_exit { // before the actor system goes: published actors must be let go
@@ -283,8 +287,22 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
       if (j)
         j->node->close();
       s.node.reset();
+      if (s.sim) { // its actors end while the system is there
+        s.sim->stop();
+        s.sim->shut_down();
+        s.sim.reset();
+      }
     }
   } closer{jb, setup};
+  nlohmann::json clock_facts = {{"mode", "real"}};
+  if (cfg.virt.on) {
+    check(transport::detect_launch().size == 1,
+          cfg.source + ": experiment.clock = \"virtual\" simulates every worker in one process: run it without "
+                       "--procs or a launcher");
+    setup.threads = 1; // every gradient on the loop's one thread: the models give the time
+    setup.worker_threads.assign(setup.worker_threads.size(), 1);
+    setup.sim = make_simulation(sys, cfg, data.train, clock_facts);
+  }
   if (transport::detect_launch().size > 1) {
     join_across(sys, cfg, setup, jb);
     if (jb->launch.rank != 0)
@@ -299,8 +317,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
-  progress.note(fmt::format("gradwire: {} | {} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
-                            describe(cfg), cfg.workers, cfg.threads, cfg.model.kind,
+  progress.note(fmt::format("gradwire: {} | {}{} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
+                            describe(cfg), cfg.virt.on ? " | virtual clock" : "", cfg.workers, setup.threads, cfg.model.kind,
                             setup.budget_samples > 0
                               ? fmt::format("{} samples shared out by speed (train.budget)", setup.budget_samples)
                               : fmt::format("{} steps per worker", setup.steps),
@@ -318,8 +336,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                            (cfg.eval_mode == "auto" && std::thread::hardware_concurrency() > worker_threads);
   evaluator ev{cfg, data.test, out, progress, plan.steps_per_epoch, eval_during};
   const auto coord_trace = actors::trace_ref::open(setup.trace, "coordinator");
-  setup.on_eval = [&ev](std::int64_t step, const actors::slice& params, const actors::slice& state) {
-    ev.submit(step, since(ev.t_train), params, state); // evaluated off the workers' cores (evaluator)
+  setup.on_eval = [&ev, sim = setup.sim](std::int64_t step, const actors::slice& params, const actors::slice& state) {
+    // Evaluated off the workers' cores (evaluator), at the time worker 0 handed it over.
+    ev.submit(step, sim ? sim->eval_seconds(step) : since(ev.t_train), params, state);
   };
   auto l = listeners(progress, out, ev.t_train,
                      setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
@@ -369,7 +388,11 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   }
   // On the clock of the evaluations during the run (res.seconds starts
   // later, when the topology is wired).
-  const double trained_secs = since(ev.t_train);
+  const double trained_secs = setup.sim ? res.seconds : since(ev.t_train);
+  if (setup.sim) {
+    setup.sim->stop();
+    add_simulation_cost(*setup.sim, clock_facts);
+  }
   nlohmann::json checkpoint_facts = nullptr;
   if (checkpoints) {
     checkpoints->drain();
@@ -393,6 +416,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   f.wall_seconds = since(t_start);
   auto summary = summary_of(f);
   summary["checkpoints"] = checkpoint_facts;
+  summary["clock"] = clock_facts;
   summary["faults"] = nlohmann::json::array();
   for (const auto& fr : res.faults) {
     nlohmann::json j = {{"rank", fr.rank},

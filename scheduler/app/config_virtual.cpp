@@ -1,0 +1,44 @@
+#include "scheduler/app/config_virtual.hpp"
+
+#include "kernels/error.hpp"
+
+namespace gradwire::scheduler {
+
+void read_virtual(config_toml::reader& r, run_config& c) {
+  auto& v = c.virt;
+  v.on = r.str("experiment.clock") == "virtual";
+  v.step_ms = r.number("virtual.step_ms", 0, 1e7);
+  v.distribution = r.str("virtual.distribution");
+  v.cv = r.number("virtual.cv", 0, 100);
+  v.straggler_p = r.number("virtual.straggler_p", 0, 1);
+  v.straggler_k = r.number("virtual.straggler_k", 1, 1e6);
+  v.replay = r.str("virtual.replay");
+  v.workers_per_host = static_cast<int>(r.integer("virtual.workers_per_host", 1, 1024));
+  const auto hosts = static_cast<int>(r.integer("virtual.hosts", 0, 1024));
+  v.intra_latency_us = r.number("virtual.intra_latency_us", 0, 1e7);
+  v.intra_bandwidth_gbps = r.number("virtual.intra_bandwidth_gbps", 0, 1e6);
+  v.nic = r.boolean("virtual.nic");
+  if (hosts > 0)
+    check(hosts * v.workers_per_host == c.workers,
+          r.loc("virtual.hosts") + ": " + std::to_string(hosts) + " hosts x virtual.workers_per_host = " +
+            std::to_string(v.workers_per_host) + " make " + std::to_string(hosts * v.workers_per_host) +
+            " workers, but topology.workers = " + std::to_string(c.workers));
+  v.hosts = hosts > 0 ? hosts : (c.workers + v.workers_per_host - 1) / v.workers_per_host;
+  if (!v.on)
+    return;
+  check(c.topology == "parameter-server" || c.topology == "local-sgd",
+        r.loc("experiment.clock") + " = \"virtual\" runs the parameter-server and local-sgd topologies so far, not " +
+          c.topology + " (ring, hierarchical and gossip run in real time only)");
+  check(c.device == "cpu", r.loc("train.device") + " = \"" + c.device +
+                             "\": virtual time computes every gradient on the CPU; model a GPU node's speed with "
+                             "[[nodes]] step_ms instead");
+  for (const auto& g : c.nodes)
+    check(g.device.empty() || g.device == "cpu",
+          g.where + ": device = \"" + g.device + "\": virtual time computes every gradient on the CPU; give the group's step_ms instead");
+  check(!c.shared_budget, r.loc("train.budget") + " = \"shared\": virtual time runs a per-worker budget so far");
+  check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
+        r.loc("train.checkpoint_every") + ": virtual time does not write checkpoints yet");
+  check(c.faults.empty(), c.source + ": [[faults]]: virtual time does not inject faults yet");
+}
+
+} // namespace gradwire::scheduler
