@@ -201,6 +201,12 @@ void add_simulation_cost(const simulation& sim, nlohmann::json& facts) {
   facts["virtual_seconds"] = s.virtual_seconds;
   facts["wall_seconds"] = s.wall_seconds;
   facts["gradient_wall_seconds"] = s.compute_wall_seconds;
+  // Where the loop's time went: computing gradients; the actors' other
+  // work (copies, shard updates, CAF's dispatch); the event loop's own.
+  facts["actor_wall_seconds"] = s.handler_wall_seconds - s.compute_wall_seconds;
+  facts["scheduler_wall_seconds"] = s.wall_seconds - s.handler_wall_seconds;
+  facts["scheduler_overhead_of_gradients"] =
+    s.compute_wall_seconds > 0 ? (s.wall_seconds - s.handler_wall_seconds) / s.compute_wall_seconds : 0;
   facts["events"] = s.events;
   facts["events_per_s"] = s.wall_seconds > 0 ? static_cast<double>(s.events) / s.wall_seconds : 0;
   facts["messages"] = s.messages;

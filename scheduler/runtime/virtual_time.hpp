@@ -86,7 +86,8 @@ struct virtual_setup {
 struct virtual_stats {
   double virtual_seconds = 0;      ///< when the last worker finished
   double wall_seconds = 0;         ///< the loop's, start to stop
-  double compute_wall_seconds = 0; ///< of it, computing gradients
+  double handler_wall_seconds = 0; ///< of it, inside the actors' handlers (the rest: the loop's own)
+  double compute_wall_seconds = 0; ///< of that, computing gradients
   std::int64_t events = 0;         ///< handlers run (messages, timers, self-sends)
   std::int64_t messages = 0;       ///< through the link model
   std::int64_t bytes = 0;
