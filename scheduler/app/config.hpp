@@ -39,7 +39,7 @@ struct virtual_config {
   std::string distribution = "constant"; ///< constant | lognormal | straggler
   double cv = 0.3, straggler_p = 0.1, straggler_k = 4;
   std::string replay; ///< a real run's metrics.jsonl: its workers' step times, replayed
-  int hosts = 1, workers_per_host = 1; ///< resolved: hosts x workers_per_host >= topology.workers
+  int hosts = 1, workers_per_host = 1; ///< resolved (default: one host): hosts x workers_per_host >= topology.workers
   double intra_latency_us = 0, intra_bandwidth_gbps = 0;
   bool nic = true;
 };

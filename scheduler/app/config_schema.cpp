@@ -86,7 +86,7 @@ const std::vector<key_spec>& config_schema() {
     {"virtual.straggler_k", vt::number, "4.0", {}, "virtual time, straggler: how many times slower a slow step is"},
     {"virtual.replay", vt::string, "\"\"", {}, "virtual time: a real run's metrics.jsonl; each worker replays worker (rank mod its workers)'s recorded step compute times (per metrics window: train.log_every = 1 there gives every step)"},
     {"virtual.hosts", vt::integer, "0", {}, "virtual time: hosts (0 = topology.workers / workers_per_host, rounded up); given, hosts x workers_per_host must equal topology.workers"},
-    {"virtual.workers_per_host", vt::integer, "1", {}, "virtual time: consecutive ranks per host; links between hosts take transport.latency_us and transport.bandwidth_gbps"},
+    {"virtual.workers_per_host", vt::integer, "0", {}, "virtual time: consecutive ranks per host (0 = every worker on one host, as a real run in one process); links between hosts take transport.latency_us and transport.bandwidth_gbps"},
     {"virtual.intra_latency_us", vt::number, "0.0", {}, "virtual time: one-way latency of a message within a host (us)"},
     {"virtual.intra_bandwidth_gbps", vt::number, "0.0", {}, "virtual time: bandwidth within a host in Gb/s (0 = unlimited)"},
     {"virtual.nic", vt::boolean, "true", {}, "virtual time: each host has one NIC that sends one message after another and receives one after another (contention; parameter shards on one host feel it)"},

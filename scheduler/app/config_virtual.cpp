@@ -13,8 +13,10 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   v.straggler_p = r.number("virtual.straggler_p", 0, 1);
   v.straggler_k = r.number("virtual.straggler_k", 1, 1e6);
   v.replay = r.str("virtual.replay");
-  v.workers_per_host = static_cast<int>(r.integer("virtual.workers_per_host", 1, 1024));
   const auto hosts = static_cast<int>(r.integer("virtual.hosts", 0, 1024));
+  v.workers_per_host = static_cast<int>(r.integer("virtual.workers_per_host", 0, 1024));
+  if (v.workers_per_host == 0) // one host, unless hosts says how many
+    v.workers_per_host = hosts > 0 && c.workers % hosts == 0 ? c.workers / hosts : c.workers;
   v.intra_latency_us = r.number("virtual.intra_latency_us", 0, 1e7);
   v.intra_bandwidth_gbps = r.number("virtual.intra_bandwidth_gbps", 0, 1e6);
   v.nic = r.boolean("virtual.nic");
