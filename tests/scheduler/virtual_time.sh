@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Virtual time from the CLI: the same config and seed give the same model
+# bit for bit and the same staleness; summary.json says what was simulated
+# and what it cost; a real run's step times replay; bad input is refused
+# naming the key, file or line. Usage: virtual_time.sh GRADWIRE SOURCE_DIR
+set -euo pipefail
+gw=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export XDG_CACHE_HOME=$tmp/cache # the measured step time's cache, this test's own
+
+cat >"$tmp/v.toml" <<'TOML'
+[experiment]
+name = "virtual"
+clock = "virtual"
+[topology]
+kind = "parameter-server"
+mode = "async"
+workers = 8
+shards = 2
+shard_placement = "spread"
+[train]
+epochs = 1
+max_steps = 20
+batch_size = 32
+lr = 0.02
+momentum = 0.0
+log_every = 5
+[data]
+test_subset = 500
+[virtual]
+distribution = "lognormal"
+cv = 0.4
+workers_per_host = 4
+[transport]
+latency_us = 10
+bandwidth_gbps = 10
+TOML
+run() { "$gw" run "$tmp/v.toml" -q --no-report "$@"; }
+
+# Twice with a measured step time (the second reads the cache): the same
+# bits and staleness, every time in virtual seconds.
+run --out "$tmp/a" >/dev/null
+run --out "$tmp/b" >/dev/null
+python3 "$src/tests/transport/same_model.py" "$tmp/a" "$tmp/b" || fail "two runs of one config differ"
+python3 - "$tmp/a/summary.json" "$tmp/b/summary.json" <<'PY' || fail "summary.json's virtual facts"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["staleness"] == b["staleness"], (a["staleness"], b["staleness"])
+assert a["train_seconds"] == b["train_seconds"], (a["train_seconds"], b["train_seconds"])
+c = a["clock"]
+assert c["mode"] == "virtual" and c["hosts"] == 2 and c["workers_per_host"] == 4, c
+assert c["compute"][0]["from"].startswith("measured on this machine at batch 32"), c["compute"]
+assert b["clock"]["compute"][0]["from"].startswith("measured on this machine (cached)"), b["clock"]["compute"]
+assert "lognormal cv 0.40" in c["compute"][0]["model"], c["compute"]
+assert c["events"] > 0 and c["messages"] > 0 and c["wall_seconds"] > 0 and c["gradient_wall_seconds"] > 0, c
+assert abs(c["virtual_seconds"] - a["train_seconds"]) < 1e-9, (c, a["train_seconds"])
+assert a["staleness"]["count"] == 8 * 20 * 2, a["staleness"]
+PY
+
+# Given step times and groups: [[nodes]] step_ms and slowdown.
+cat >>"$tmp/v.toml" <<'TOML'
+[[nodes]]
+count = 6
+step_ms = 1.0
+[[nodes]]
+count = 2
+step_ms = 1.0
+slowdown = 3.0
+TOML
+run --out "$tmp/g" --set virtual.distribution=constant >/dev/null
+python3 - "$tmp/g/summary.json" <<'PY' || fail "[[nodes]] step_ms and slowdown in virtual time"
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = s["clock"]["compute"]
+assert [g["ranks"] for g in c] == [[0, 5], [6, 7]], c
+assert c[1]["slowdown"] == 3.0 and "1.000 ms constant" in c[1]["model"], c
+slow = [w for w in s["per_worker"] if w["worker"] >= 6]
+fast = [w for w in s["per_worker"] if w["worker"] < 6]
+# The slow workers computed 3 ms a step, the others 1 ms (virtual).
+assert all(abs(w["compute_seconds"] - 20 * 3e-3) < 1e-6 for w in slow), slow
+assert all(abs(w["compute_seconds"] - 20 * 1e-3) < 1e-6 for w in fast), fast
+PY
+
+# A real run's step times, replayed.
+"$gw" run "$tmp/v.toml" -q --no-report --out "$tmp/real" --set experiment.clock=real --set train.log_every=1 >/dev/null
+run --out "$tmp/replay" --set virtual.replay="$tmp/real/metrics.jsonl" >/dev/null
+python3 - "$tmp/replay/summary.json" <<'PY' || fail "replay"
+import json, sys
+c = json.load(open(sys.argv[1]))["clock"]["compute"]
+assert c[0]["from"].startswith("replayed from"), c
+PY
+
+# Bad input: an error that names what and where, exit 2.
+refused() { # WHAT PATTERN ARGS...
+  local what=$1 pattern=$2 rc=0
+  shift 2
+  "$gw" run "$tmp/v.toml" -q --no-report --out "$tmp/bad" "$@" >"$tmp/err.txt" 2>&1 || rc=$?
+  [[ $rc == 2 ]] || fail "$what: exit $rc, expected 2: $(cat "$tmp/err.txt")"
+  grep -q -- "$pattern" "$tmp/err.txt" || fail "$what: the error does not say '$pattern': $(cat "$tmp/err.txt")"
+}
+printf '{"type":"step","worker":0,"steps":1,"compute_ms":1.0}\nnot json\n' >"$tmp/broken.jsonl"
+refused "a broken replay file" "broken.jsonl:2" --set virtual.replay="$tmp/broken.jsonl"
+refused "a missing replay file" "virtual.replay" --set virtual.replay="$tmp/none.jsonl"
+refused "a ring" 'experiment.clock = "virtual" runs the parameter-server' --set topology.kind=ring
+refused "hosts that do not add up" "virtual.hosts" --set virtual.hosts=3
+refused "across processes" "simulates every worker in one process" --procs 2
+refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
+echo "virtual time: ok"
