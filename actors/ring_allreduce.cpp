@@ -61,7 +61,7 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
   a.local = std::move(local);
   a.scale = scale;
   a.started = true;
-  a.t_start = std::chrono::steady_clock::now();
+  a.t_start = now_on(clock_);
   const auto& cs = chunks_[static_cast<std::size_t>(bucket)];
   if (size_ == 1) { // the sum is the local contribution
     if (on_owned_)
@@ -75,7 +75,7 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
     finish_if_complete(round, bucket);
     return;
   }
-  const auto t_send = std::chrono::steady_clock::now();
+  const auto t_send = now_on(clock_);
   // Ring: this peer's own segment to the right neighbour. Direct: every
   // other chunk straight to its owner.
   for (std::size_t c = 0; c < cs.size(); ++c) {
@@ -106,7 +106,7 @@ void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, 
   auto& a = active_[{round, bucket}];
   if (!a.heard) {
     a.heard = true;
-    a.t_first = std::chrono::steady_clock::now();
+    a.t_first = now_on(clock_);
   }
   message m{chunk, hop, std::move(data)};
   if (!a.started) {
@@ -119,7 +119,7 @@ void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, 
 
 void ring_allreduce::handle_direct(caf::event_based_actor* self, std::int64_t round, int bucket, active& a,
                                    const message& m) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = now_on(clock_);
   const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
   const std::size_t len = ci.end - ci.begin;
   const bool mine = ci.segment == pos_;
@@ -167,7 +167,7 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
     handle_direct(self, round, bucket, a, m);
     return;
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = now_on(clock_);
   const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
   const std::size_t len = ci.end - ci.begin;
   if (static_cast<std::size_t>(m.data.numel()) != len)

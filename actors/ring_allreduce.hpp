@@ -71,6 +71,8 @@ public:
   /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
   /// passed on) and "gather" (a final chunk passed on), arg = round.
   void set_trace(trace_ref t) { trace_ = std::move(t); }
+  /// Virtual time: waits are timed on this clock (null: the machine's).
+  void set_clock(const virtual_clock* c) { clock_ = c; }
   /// The first round is `r` (a resumed run starts at its checkpoint's step).
   void set_first_round(std::int64_t r) { lowest_round_ = r; }
   /// Called where this peer adds the last contribution to a chunk (it owns
@@ -129,6 +131,7 @@ private:
   caf::actor right_;
   std::vector<caf::actor> direct_;
   trace_ref trace_;
+  const virtual_clock* clock_ = nullptr;
   owned_fn on_owned_;
   done_fn done_;
   std::map<std::pair<std::int64_t, int>, active> active_;

@@ -79,12 +79,14 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
   };
   s.group = std::make_unique<ring_allreduce>(ring_pos, ring_size, 0, cfg.buckets, cfg.chunk_floats, group_done);
   s.group->set_first_round(cfg.first_round);
+  s.group->set_clock(cfg.vclock.get());
   if (leader(s)) {
     s.leaders = std::make_unique<ring_allreduce>(cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats, leaders_done);
     s.leaders->set_first_round(cfg.first_round);
+    s.leaders->set_clock(cfg.vclock.get());
   }
   if (cfg.trace) { // one track for both rings: the peer runs them one message at a time
-    auto t = trace_ref::open(cfg.trace, "ring peer " + std::to_string(cfg.rank));
+    auto t = trace_ref::open(cfg.trace, "ring peer " + std::to_string(cfg.rank), cfg.vclock.get());
     s.group->set_trace(t);
     if (s.leaders)
       s.leaders->set_trace(t);

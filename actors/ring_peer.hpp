@@ -19,6 +19,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/trace.hpp"
+#include "actors/virtual_clock.hpp"
 
 #include <caf/all.hpp>
 
@@ -42,6 +43,7 @@ struct ring_peer_config {
   bool direct = false;
   std::shared_ptr<tracer> trace; ///< track "ring peer <rank>"; null: none
   std::int64_t first_round = 0; ///< a resumed run's first step
+  std::shared_ptr<virtual_clock> vclock; ///< virtual time: waits and spans on it (null: real time)
 };
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);

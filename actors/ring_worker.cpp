@@ -139,13 +139,13 @@ bool apply_balance(ring_worker_actor* self) {
   auto it = b.rounds.find(r);
   if (it == b.rounds.end() || it->second.second < st.cfg.world) {
     if (!b.waiting)
-      b.wait_start = worker_core::clock_type::now();
+      b.wait_start = st.now();
     b.waiting = true;
     return false;
   }
   if (b.waiting) {
     b.waiting = false;
-    st.add_wait(seconds_since(b.wait_start));
+    st.add_wait(st.since(b.wait_start));
   }
   b.batches = rebalance(b.batches, it->second.first, b.limits);
   b.rounds.erase(b.rounds.begin(), std::next(it));
@@ -159,10 +159,12 @@ bool apply_balance(ring_worker_actor* self) {
 
 std::unique_ptr<ring_allreduce> make_ring(ring_worker_actor* self, int pos, int world, int tag) {
   const auto& c = self->state.cfg;
-  return std::make_unique<ring_allreduce>(pos, world, tag, c.buckets, c.ring.chunk_floats,
-                                          [self](ring_allreduce::done_info d) {
-                                            on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
-                                          });
+  auto r = std::make_unique<ring_allreduce>(pos, world, tag, c.buckets, c.ring.chunk_floats,
+                                            [self](ring_allreduce::done_info d) {
+                                              on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
+                                            });
+  r->set_clock(c.vclock.get());
+  return r;
 }
 
 /// A peer is lost: abandons the round in flight and says how far it got.
@@ -225,9 +227,9 @@ void begin_step(ring_worker_actor* self) {
   st.handed = st.reduced = 0;
   st.round_wait = 0;
   st.in_round = true;
-  st.round_start = worker_core::clock_type::now();
+  st.round_start = st.now();
   try {
-    const auto t0 = worker_core::clock_type::now();
+    const auto t0 = st.now();
     const auto samples = st.report.samples;
     if (st.cfg.ring.overlap)
       st.compute([self](std::size_t from) { hand_over(self, from); });
@@ -235,7 +237,7 @@ void begin_step(ring_worker_actor* self) {
       st.compute();
     if (st.cfg.ring.balance_every > 0)
       st.report.batches.push_back(st.cfg.batch_size);
-    st.bal.window.compute_seconds += seconds_since(t0);
+    st.bal.window.compute_seconds += st.since(t0);
     st.bal.window.samples += st.report.samples - samples;
     ++st.bal.window.steps;
   } catch (const gradwire::error& ex) {
@@ -262,7 +264,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.comm_to_compute(st.owned_apply); // the owned chunks' optimizer work is compute
   st.bal.window.fixed_seconds += st.owned_apply;
   st.owned_apply = 0;
-  const auto t0 = worker_core::clock_type::now();
+  const auto t0 = st.now();
   if (st.sharded) { // the pieces are parameters, updated by their owners (this worker's own too)
     float* w = st.model->params().data();
     for (const auto& ps : st.results)
@@ -278,7 +280,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   }
   for (auto& ps : st.results)
     ps.clear(); // let go of the shared pieces
-  st.bal.window.fixed_seconds += seconds_since(t0);
+  st.bal.window.fixed_seconds += st.since(t0);
   st.add_compute(t0); // the optimizer is part of the step's compute
   st.begin_comm();
   st.add_wait(st.round_wait, false); // the ring's track shows where it waited
@@ -343,7 +345,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     if (st.ring)
       st.ring->set_first_round(st.step); // a resumed run's first step
     if (st.ring)
-      st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank)));
+      st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank), c.vclock.get()));
     if (st.ring && c.ring.sharded_update && c.world > 1) {
       st.sharded = true;
       // The owner of a chunk applies the optimizer to it and passes on a
@@ -355,7 +357,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       st.ring->set_on_owned([self](std::size_t offset, const float* in0, const float* in1, float scale,
                                    std::size_t n) {
         auto& s = self->state;
-        const auto t0 = worker_core::clock_type::now();
+        const auto t0 = s.now();
         if (!s.trainer->apply_range_sum(offset, offset + n, in0, in1, scale, nullptr)) {
           auto& be = kernels::backend_for(kernels::device::cpu());
           auto& sum = s.owned_sum;
@@ -370,7 +372,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
           }
           s.trainer->apply_range(offset, offset + n, sum.data());
         }
-        s.owned_apply += seconds_since(t0);
+        s.owned_apply += s.since(t0);
         return s.model->params().view(offset, {static_cast<std::int64_t>(n)});
       });
     }
@@ -460,7 +462,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](beat_atom) {
       // The heartbeat doubles as the watchdog of the allreduce in progress.
       auto& s = self->state;
-      if (s.bal.waiting && worker_core::clock_type::now() - s.bal.wait_start > s.cfg.timeout) {
+      if (s.bal.waiting && s.now() - s.bal.wait_start > s.cfg.timeout) {
         std::string missing;
         const auto it = s.bal.rounds.find(due_round(s));
         for (int r = 0; r < s.cfg.world; ++r)
@@ -470,7 +472,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
                          std::to_string(s.cfg.timeout.count()) + " ms from rank(s) " + missing);
         return;
       }
-      if (s.in_round && worker_core::clock_type::now() - s.round_start > s.cfg.timeout) {
+      if (s.in_round && s.now() - s.round_start > s.cfg.timeout) {
         s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
                          std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
                          std::to_string(s.cfg.buckets.size()) + " buckets back from its ring peer)");
@@ -488,6 +490,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
 } // namespace
 
 caf::actor spawn_ring_worker(caf::actor_system& sys, worker_config cfg) {
+  if (cfg.vclock) // one event at a time on the simulation's scheduler: no thread of its own
+    return sys.spawn(ring_worker_behavior, std::move(cfg));
   return sys.spawn<caf::detached>(ring_worker_behavior, std::move(cfg));
 }
 

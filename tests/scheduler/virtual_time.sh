@@ -104,7 +104,7 @@ refused() { # WHAT PATTERN ARGS...
 printf '{"type":"step","worker":0,"steps":1,"compute_ms":1.0}\nnot json\n' >"$tmp/broken.jsonl"
 refused "a broken replay file" "broken.jsonl:2" --set virtual.replay="$tmp/broken.jsonl"
 refused "a missing replay file" "virtual.replay" --set virtual.replay="$tmp/none.jsonl"
-refused "a ring" 'experiment.clock = "virtual" runs the parameter-server' --set topology.kind=ring
+refused "gossip" 'experiment.clock = "virtual" runs the parameter-server' --set topology.kind=gossip
 refused "hosts that do not add up" "virtual.hosts" --set virtual.hosts=3
 refused "across processes" "simulates every worker in one process" --procs 2
 refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
