@@ -111,7 +111,7 @@ void try_mix(gossip_actor* self) {
   if (it != st.inbox.end())
     st.inbox.erase(it);
   st.exchanging = false;
-  st.add_wait(seconds_since(st.phase));
+  st.add_wait(st.since(st.phase));
   next_step(self);
 }
 
@@ -194,7 +194,7 @@ void begin_step(gossip_actor* self) {
           mix_and_apply(s, nullptr);
         } else
           mix_and_apply(s, &theirs);
-        s.add_wait(seconds_since(s.phase));
+        s.add_wait(s.since(s.phase));
         next_step(self);
       },
       [=](caf::error&) { // the neighbour has finished: no average this step
@@ -258,8 +258,10 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   if (adpsgd(st)) {
     st.store = std::make_shared<gossip_store>();
     st.store->x = params_copy(st);
-    st.mixer = self->system().spawn(mixer_behavior, st.store);
-    self->attach_functor([mixer = st.mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
+    auto mixer = self->system().spawn(mixer_behavior, st.store);
+    self->attach_functor([mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
+    // Virtual time: the neighbours reach it through the link model.
+    st.mixer = st.cfg.vclock ? st.cfg.vclock->place_beside(st.cfg.rank, mixer) : mixer;
   }
   st.start_heartbeats(self);
   return {
@@ -323,6 +325,8 @@ std::vector<float> metropolis_weights(const std::vector<int>& neighbours, const 
 }
 
 caf::actor spawn_gossip_worker(caf::actor_system& sys, worker_config cfg) {
+  if (cfg.vclock) // one event at a time on the simulation's scheduler: no thread of its own
+    return sys.spawn(gossip_behavior, std::move(cfg));
   return sys.spawn<caf::detached>(gossip_behavior, std::move(cfg));
 }
 

@@ -8,6 +8,8 @@
 /// a trace span) reads this one instead of the machine's, and a worker's
 /// computation costs what the compute model says, not what it took.
 
+#include <caf/all.hpp>
+
 #include <chrono>
 #include <cstdint>
 
@@ -29,6 +31,9 @@ public:
   /// Worker 0 handed its replica of `step` to the evaluation at `seconds`
   /// (virtual, since the run began).
   virtual void note_eval(std::int64_t step, double seconds) = 0;
+  /// An actor that worker `rank` spawned for itself (AD-PSGD's mixer),
+  /// placed on its host: returns the handle others must use for it.
+  virtual caf::actor place_beside(int rank, const caf::actor& spawned) = 0;
 };
 
 /// The clock's time, or the machine's when there is none.

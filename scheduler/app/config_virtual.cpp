@@ -28,10 +28,9 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   v.hosts = hosts > 0 ? hosts : (c.workers + v.workers_per_host - 1) / v.workers_per_host;
   if (!v.on)
     return;
-  check(c.topology != "gossip" && c.topology != "single",
-        r.loc("experiment.clock") + " = \"virtual\" runs the parameter-server, local-sgd, ring and hierarchical "
-                                    "topologies, not " + c.topology +
-          (c.topology == "gossip" ? " (gossip runs in real time only so far)" : " (one worker has no one to simulate)"));
+  check(c.topology != "single", r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "
+                                                             "topology.kind = \"single\" has one worker and no one "
+                                                             "to exchange with");
   check(c.device == "cpu", r.loc("train.device") + " = \"" + c.device +
                              "\": virtual time computes every gradient on the CPU; model a GPU node's speed with "
                              "[[nodes]] step_ms instead");

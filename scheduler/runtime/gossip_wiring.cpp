@@ -44,6 +44,26 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r)
     workers.push_back(actors::spawn_gossip_worker(sys, config_of(r, self)));
+  if (setup.sim) { // virtual time: every worker holds the others' placed handles
+    auto& sim = *setup.sim;
+    for (int r = 0; r < n; ++r)
+      workers[static_cast<std::size_t>(r)] = sim.place(workers[static_cast<std::size_t>(r)], sim.host_of_worker(r), r);
+    for (const auto& w : workers)
+      self->send(w, actors::wire_atom::value, workers);
+    coordination c;
+    {
+      struct stop_on_exit {
+        simulation& s;
+        ~stop_on_exit() { s.stop(); }
+      } stopper{sim};
+      sim.start();
+      c = coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
+    }
+    sim.shut_down();
+    if (!c.failure.empty())
+      throw error("gossip: " + c.failure);
+    return replicas_outcome(std::move(c), false);
+  }
   // Each worker starts once it knows every other's handle.
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);

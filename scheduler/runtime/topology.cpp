@@ -287,8 +287,6 @@ void check_virtual(const topology_setup& setup) {
   const auto refuse = [](bool bad, const std::string& what) {
     check(!bad, "experiment.clock = \"virtual\" " + what);
   };
-  refuse(setup.kind == topology_kind::gossip,
-         "runs the parameter-server, local-sgd, ring and hierarchical topologies; gossip runs in real time only so far");
   refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
   refuse(!setup.faults.empty(), "does not inject [[faults]] yet");
   refuse(setup.budget_samples > 0, "needs train.budget = \"per-worker\"");

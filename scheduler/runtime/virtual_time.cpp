@@ -189,7 +189,8 @@ simulation::simulation(caf::actor_system& sys, virtual_setup setup)
 simulation::~simulation() { stop(); }
 
 caf::actor simulation::place(const caf::actor& real, int host, int worker_rank) {
-  check(!looping_, "virtual time: actors are placed before the loop starts");
+  check(!looping_ || std::this_thread::get_id() == loop_id_,
+        "virtual time: actors are placed before the loop starts or from its thread");
   check(host >= 0 && host < setup_.hosts,
         "virtual time: host " + std::to_string(host) + " of " + std::to_string(setup_.hosts));
   auto p = std::make_unique<placed_actor>();

@@ -106,8 +106,8 @@ public:
 
   const virtual_setup& setup() const { return setup_; }
   int host_of_worker(int rank) const { return rank / setup_.workers_per_host; }
-  /// Places `real` (spawned in the system, not started by anyone yet) on
-  /// `host`; returns the handle every other actor must use for it. A
+  /// Places `real` (spawned in the system; before the loop starts, or by a
+  /// handler on the loop's thread) on `host`; returns the handle every other actor must use for it. A
   /// message through it is delivered after the link model's delay, with its
   /// sender replaced by the sender's handle, so that replies travel too.
   /// `worker_rank` >= 0: the run is over once every worker has terminated.
@@ -135,6 +135,9 @@ public:
   double charge_compute(int rank, std::int64_t step, double slowdown, double extra_seconds,
                         double real_seconds) override;
   void note_eval(std::int64_t step, double seconds) override;
+  caf::actor place_beside(int rank, const caf::actor& spawned) override {
+    return place(spawned, host_of_worker(rank));
+  }
 
   /// From a placed actor's handle: `m` for `to`.
   void post(placed_actor* to, caf::mailbox_element_ptr m);

@@ -1,4 +1,4 @@
-// Virtual time: the parameter server's and the rings' own actors under the
+// Virtual time: the parameter server's, the rings' and gossip's own actors under the
 // discrete-event loop (scheduler/runtime/virtual_time.hpp). Determinism, the
 // same model as in real time, and the laws a simulated clock must obey:
 // async staleness N - 1, SSP's bound, the alpha-beta step times.
@@ -214,12 +214,42 @@ TEST_CASE("virtual time: a ring step takes 2(N-1) hops of alpha plus S/N over be
   }
 }
 
+TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats itself bit for bit") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
+  auto setup = small_setup(5, 1, true);
+  setup.kind = scheduler::topology_kind::gossip;
+  setup.gossip.graph = "ring";
+  setup.steps = 6;
+  auto vs = constant_compute(1e-3, 2, 3);
+  vs.compute[0].dist = compute_model::shape::straggler;
+  vs.compute[0].straggler_p = 0.3;
+  vs.compute[0].straggler_k = 5;
+  vs.link.latency_us = 25;
+  vs.link.bandwidth_gbps = 10;
+  {
+    actor_env env;
+    const auto real = scheduler::run_topology(*env.sys, setup, data);
+    const auto virt = run_virtual(setup, data, vs);
+    REQUIRE(real.params.size() == virt.params.size());
+    CHECK(std::memcmp(real.params.data(), virt.params.data(), real.params.size() * sizeof(float)) == 0);
+  }
+  setup.gossip.mode = actors::gossip_mode::adpsgd;
+  const auto a = run_virtual(setup, data, vs);
+  const auto b = run_virtual(setup, data, vs);
+  for (const auto& rep : a.reports)
+    CHECK(rep.error.empty());
+  REQUIRE(a.params.size() == b.params.size());
+  CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+  CHECK(a.replica_spread == b.replica_spread);
+  CHECK(a.seconds == b.seconds);
+}
+
 TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 9);
-  auto setup = small_setup(2, 1, true);
-  setup.kind = scheduler::topology_kind::gossip;
+  auto setup = small_setup(2, 1, false);
+  setup.budget_samples = 1000;
   CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)),
-                    Catch::Contains("experiment.clock = \"virtual\"") && Catch::Contains("gossip"));
+                    Catch::Contains("experiment.clock = \"virtual\"") && Catch::Contains("train.budget"));
   caf::actor_system_config cfg;
   gradwire::actors::configure_scheduler(cfg, 1);
   caf::actor_system sys{cfg};

@@ -38,6 +38,7 @@ workers_per_host = 4
 latency_us = 10
 bandwidth_gbps = 10
 TOML
+cp "$tmp/v.toml" "$tmp/plain.toml"
 run() { "$gw" run "$tmp/v.toml" -q --no-report "$@"; }
 
 # Twice with a measured step time (the second reads the cache): the same
@@ -97,14 +98,14 @@ PY
 refused() { # WHAT PATTERN ARGS...
   local what=$1 pattern=$2 rc=0
   shift 2
-  "$gw" run "$tmp/v.toml" -q --no-report --out "$tmp/bad" "$@" >"$tmp/err.txt" 2>&1 || rc=$?
+  "$gw" run "$tmp/plain.toml" -q --no-report --out "$tmp/bad" "$@" >"$tmp/err.txt" 2>&1 || rc=$?
   [[ $rc == 2 ]] || fail "$what: exit $rc, expected 2: $(cat "$tmp/err.txt")"
   grep -q -- "$pattern" "$tmp/err.txt" || fail "$what: the error does not say '$pattern': $(cat "$tmp/err.txt")"
 }
 printf '{"type":"step","worker":0,"steps":1,"compute_ms":1.0}\nnot json\n' >"$tmp/broken.jsonl"
 refused "a broken replay file" "broken.jsonl:2" --set virtual.replay="$tmp/broken.jsonl"
 refused "a missing replay file" "virtual.replay" --set virtual.replay="$tmp/none.jsonl"
-refused "gossip" 'experiment.clock = "virtual" runs the parameter-server' --set topology.kind=gossip
+refused "one worker" 'experiment.clock = "virtual" simulates workers that exchange' --set topology.kind=single
 refused "hosts that do not add up" "virtual.hosts" --set virtual.hosts=3
 refused "across processes" "simulates every worker in one process" --procs 2
 refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
