@@ -11,7 +11,7 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding"},
     {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
     {"experiment.clock", vt::string, "\"real\"", {"real", "virtual"},
-     "real: the machine's clock and threads; virtual: every worker simulated on one thread by a deterministic discrete-event loop, gradients computed for real and time taken from [virtual]'s compute and link models (parameter-server and local-sgd topologies; up to 1,024 workers on one machine)"},
+     "real: the machine's clock and threads; virtual: every worker simulated on one thread by a deterministic discrete-event loop, gradients computed for real and time taken from [virtual]'s compute and link models (every topology but single; up to 1,024 workers on one machine)"},
     {"experiment.trace", vt::boolean, "true", {}, "write trace.json: spans per actor (compute, exchange, wait, apply, ring send/reduce) for Perfetto or chrome://tracing"},
     {"experiment.trace_spans", vt::integer, "20000", {}, "spans kept per actor in trace.json (a ring buffer: the last ones; bounds the file)"},
 

@@ -30,6 +30,9 @@ for f in "$src"/examples/*.toml; do
   # A config with [[faults]] kills a process: it runs as its comment says, across processes.
   procs=()
   grep -q '^\[\[faults\]\]' "$f" && procs=(--procs workers)
+  # A virtual-time study of hundreds of workers: one point of 16 here
+  # (tests/actors/test_virtual_time.cpp runs every topology in virtual time).
+  grep -q '^clock *= *"virtual"' "$f" && grep -q '^\[sweep\]' "$f" && procs=(--sweep topology.workers=16)
   if ! timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$gw" run "$f" "${procs[@]}" -q --no-report --out "$tmp/$name" --set train.max_steps=12 --set train.log_every=4 \
       --set data.test_subset=300 >"$tmp/$name.txt" 2>&1; then
     echo "FAIL: examples/$name.toml"
