@@ -50,15 +50,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
       workers[static_cast<std::size_t>(r)] = sim.place(workers[static_cast<std::size_t>(r)], sim.host_of_worker(r), r);
     for (const auto& w : workers)
       self->send(w, actors::wire_atom::value, workers);
-    coordination c;
-    {
-      struct stop_on_exit {
-        simulation& s;
-        ~stop_on_exit() { s.stop(); }
-      } stopper{sim};
-      sim.start();
-      c = coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
-    }
+    auto c = coordinate_virtual(self, setup, workers, on_progress, on_metrics, stop);
     sim.shut_down();
     if (!c.failure.empty())
       throw error("gossip: " + c.failure);

@@ -211,21 +211,7 @@ coordination run_virtual(const topology_setup& setup, const models::dataset& dat
     workers.push_back(actors::spawn_worker(self->system(), ps_worker(setup, data, shards, r, self)));
     handles.push_back(sim.place(workers.back(), sim.host_of_worker(r), r));
   }
-  const auto coordinator = caf::actor_cast<caf::actor>(self);
-  sim.on_stuck([coordinator](int rank, const std::string& why) {
-    actors::worker_report rep;
-    rep.rank = rank;
-    rep.error = "worker " + std::to_string(rank) + ": stuck in virtual time: " + why;
-    caf::anon_send(coordinator, actors::done_atom::value, rep);
-  });
-  struct stop_on_exit {
-    simulation& s;
-    ~stop_on_exit() { s.stop(); }
-  } stopper{sim};
-  sim.start();
-  // No silence limit on the machine's clock: a step of 1,024 simulated
-  // workers takes seconds of it. The loop itself reports a stuck run.
-  return coordinate(self, handles, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
+  return coordinate_virtual(self, setup, handles, on_progress, on_metrics, stop);
 }
 
 } // namespace

@@ -160,15 +160,7 @@ topology_outcome run_ring_virtual(caf::actor_system& sys, const ring_plan& p, co
   for (int r = 0; r < n; ++r)
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
-  coordination c;
-  {
-    struct stop_on_exit {
-      simulation& s;
-      ~stop_on_exit() { s.stop(); }
-    } stopper{sim};
-    sim.start();
-    c = coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
-  }
+  auto c = coordinate_virtual(self, setup, workers, on_progress, on_metrics, stop);
   sim.shut_down();
   if (!c.failure.empty())
     throw error(p.name() + ": " + c.failure);

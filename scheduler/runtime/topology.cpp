@@ -179,6 +179,26 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   return wc;
 }
 
+coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& setup,
+                                const std::vector<caf::actor>& workers, const progress_fn& on_progress,
+                                const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
+  auto& sim = *setup.sim;
+  sim.on_stuck([coordinator = caf::actor_cast<caf::actor>(self)](int rank, const std::string& why) {
+    actors::worker_report rep;
+    rep.rank = rank;
+    rep.error = "worker " + std::to_string(rank) + ": stuck in virtual time: " + why;
+    caf::anon_send(coordinator, actors::done_atom::value, rep);
+  });
+  struct stop_on_exit {
+    simulation& s;
+    ~stop_on_exit() { s.stop(); }
+  } stopper{sim};
+  sim.start();
+  // No silence limit on the machine's clock: a step of 1,024 simulated
+  // workers takes seconds of it. The loop itself reports a stuck run.
+  return coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
+}
+
 topology_outcome replicas_outcome(coordination c, bool first) {
   check(c.failure.empty(), c.failure);
   topology_outcome out;

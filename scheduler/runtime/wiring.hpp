@@ -53,6 +53,14 @@ std::optional<coordination> run_worker_across(
   const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false,
   const checkpoint_plan& checkpoints = {}, const elastic_plan& elastic = {});
 
+/// Virtual time (setup.sim): runs the loop until every worker, by its
+/// placed handle in `workers`, has reported to `self`, then stops it. A
+/// stuck run reports each waiting worker's failure. The actors stay (a
+/// parameter server's shards are fetched after); the caller shuts them down.
+coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& setup,
+                                const std::vector<caf::actor>& workers, const progress_fn& on_progress,
+                                const metrics_fn& on_metrics, const std::atomic<bool>* stop);
+
 /// The outcome of workers that return their replicas: params = their mean
 /// (rank 0's when `first`), replica_spread, reports. Throws on a failure.
 topology_outcome replicas_outcome(coordination c, bool first);

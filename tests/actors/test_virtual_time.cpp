@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -242,6 +244,36 @@ TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats i
   CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
   CHECK(a.replica_spread == b.replica_spread);
   CHECK(a.seconds == b.seconds);
+}
+
+TEST_CASE("virtual time: a worker waiting for what never comes is named, with or without timers") {
+  for (bool beating : {false, true}) {
+    INFO((beating ? "a heartbeat keeps firing" : "nothing left at all"));
+    caf::actor_system_config cfg;
+    scheduler::configure_virtual(cfg);
+    caf::actor_system sys{cfg};
+    auto vs = constant_compute(1e-3, 1, 1);
+    vs.stuck_after_s = 5;
+    auto sim = scheduler::simulation::make(sys, vs);
+    // A "worker" that waits for an int nobody sends, beating every 0.5 s if asked.
+    auto idle = sys.spawn([beating](caf::event_based_actor* self) -> caf::behavior {
+      if (beating)
+        self->delayed_send(self, std::chrono::milliseconds(500), actors::beat_atom::value);
+      return {[](int) {},
+              [self](actors::beat_atom) { self->delayed_send(self, std::chrono::milliseconds(500), actors::beat_atom::value); }};
+    });
+    sim->place(idle, 0, 0);
+    std::promise<std::string> said;
+    sim->on_stuck([&said](int rank, const std::string& why) { said.set_value("worker " + std::to_string(rank) + ": " + why); });
+    sim->start();
+    auto f = said.get_future();
+    REQUIRE(f.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    const auto why = f.get();
+    CHECK_THAT(why, Catch::StartsWith("worker 0: ") &&
+                      Catch::Contains(beating ? "no message in flight for 5." : "nothing left to happen"));
+    sim->stop();
+    sim->shut_down();
+  }
 }
 
 TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
