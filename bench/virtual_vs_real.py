@@ -3,10 +3,11 @@
 clock, then on the virtual clock fed from that run's measurements, side
 by side. Used by bench/virtual_vs_real.sh.
 
-  virtual_vs_real.py calibrate REAL_DIR   -> the intra-host latency (us) at
-      which a step's messages (async push-pull: push and its reply; SSP:
-      push, reply, pull and its reply) take the real run's mean exchange
-      time per step, less its waiting for the staleness bound
+  virtual_vs_real.py calibrate REAL_DIR HOPS -> the intra-host latency (us)
+      at which the HOPS messages on a step's critical path take the real
+      run's mean exchange time per step, less its waiting for the staleness
+      bound (async push-pull: push and reply, 2; SSP: push, reply, pull,
+      reply, 4; a ring of N: 2(N-1); AD-PSGD: request and reply, 2)
   virtual_vs_real.py row LABEL REAL_DIR VIRTUAL_DIR -> one table row
 """
 import json
@@ -39,26 +40,28 @@ def params_bytes(d):
     return summary(d)["parameters"] * 4 + 64
 
 
-def calibrate(d):
+def calibrate(d, hops):
     rec = steps(d)
     n = sum(r["steps"] for r in rec)
     comm = sum((r["comm_ms"] - r["wait_ms"]) * r["steps"] for r in rec) / n
-    messages = 2 if summary(d)["mode"] == "async" else 4
-    return 1e3 * comm / messages
+    return 1e3 * comm / hops
 
 
 def row(label, real, virt):
     r, v = summary(real)["staleness"], summary(virt)["staleness"]
     sr, sv = step_ms(real), step_ms(virt)
-    err = lambda a, b: 100.0 * (b - a) / a if a else float("nan")
-    print(f"| {label} | {r['mean']:.2f} | {v['mean']:.2f} | {err(r['mean'], v['mean']):+.1f}% | {r['p99']} | {v['p99']} "
-          f"| {sr:.3f} | {sv:.3f} | {err(sr, sv):+.1f}% |")
+    err = lambda a, b: f"{100.0 * (b - a) / a:+.1f}%" if a else "n/a"
+    if r["count"] == 0 or (r["max"] == 0 and v["max"] == 0):  # lock step, or no staleness to speak of
+        cells = "n/a | n/a | n/a | n/a | n/a"
+    else:
+        cells = f"{r['mean']:.2f} | {v['mean']:.2f} | {err(r['mean'], v['mean'])} | {r['p99']} | {v['p99']}"
+    print(f"| {label} | {cells} | {sr:.3f} | {sv:.3f} | {err(sr, sv)} |")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "calibrate":
-        print(f"{calibrate(sys.argv[2]):.4f}")
+        print(f"{calibrate(sys.argv[2], float(sys.argv[3])):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py calibrate REAL | row LABEL REAL VIRTUAL")
+        sys.exit("usage: virtual_vs_real.py calibrate REAL HOPS | row LABEL REAL VIRTUAL")

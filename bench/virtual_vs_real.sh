@@ -28,7 +28,6 @@ name = "virtual-vs-real"
 trace = false
 [topology]
 kind = "parameter-server"
-mode = "async"
 [train]
 epochs = 100
 max_steps = $STEPS
@@ -42,25 +41,34 @@ py=bench/virtual_vs_real.py
 echo "# virtual time vs real runs: MLP, batch 64, $STEPS steps per worker, $(date -u +%F), $(nproc) cores"
 echo "| case | real mean staleness | virtual | error | real p99 | virtual p99 | real step ms | virtual step ms | error |"
 echo "|---|---|---|---|---|---|---|---|---|"
+# case: label, --set overrides, messages on a step's critical path (N: $n)
+cases=(
+  "async PS|--set topology.kind=parameter-server --set topology.mode=async|2"
+  "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|4"
+  "ring|--set topology.kind=ring|2*(n-1)"
+  "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2"
+)
 for where in inproc procs; do
-  for mode in async ssp; do
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name sets hops <<<"$c"
     declare -A fitted=()
     for n in 2 4; do
-      label="$mode N=$n $([[ $where == procs ]] && echo "$n processes" || echo "1 process")"
-      sets=(--set topology.workers=$n --set topology.mode=$mode --set topology.staleness_bound=2)
+      label="$name N=$n $([[ $where == procs ]] && echo "$n processes" || echo "1 process")"
+      # shellcheck disable=SC2206
+      args=($sets --set topology.workers=$n)
       procs=()
       [[ $where == procs ]] && procs=(--procs "$n")
-      real=$tmp/real-$where-$mode-$n
-      "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${sets[@]}" "${procs[@]}" >/dev/null
-      lat=$(python3 $py calibrate "$real")
+      real=$tmp/real-$where-${name// /_}-$n
+      "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" >/dev/null
+      lat=$(python3 $py calibrate "$real" "$(( ${hops//n/$n} ))")
       fitted[$n]=$lat
-      virt=$tmp/virt-$where-$mode-$n
-      "$GW" run "$tmp/base.toml" -q --no-report --out "$virt" "${sets[@]}" --set experiment.clock=virtual \
+      virt=$tmp/virt-$where-${name// /_}-$n
+      "$GW" run "$tmp/base.toml" -q --no-report --out "$virt" "${args[@]}" --set experiment.clock=virtual \
         --set virtual.replay="$real/metrics.jsonl" --set virtual.intra_latency_us="$lat" >/dev/null
       python3 $py row "$label, latency fitted here ($lat us)" "$real" "$virt"
       if [[ $n == 4 ]]; then
-        pred=$tmp/pred-$where-$mode
-        "$GW" run "$tmp/base.toml" -q --no-report --out "$pred" "${sets[@]}" --set experiment.clock=virtual \
+        pred=$tmp/pred-$where-${name// /_}
+        "$GW" run "$tmp/base.toml" -q --no-report --out "$pred" "${args[@]}" --set experiment.clock=virtual \
           --set virtual.replay="$real/metrics.jsonl" --set virtual.intra_latency_us="${fitted[2]}" >/dev/null
         python3 $py row "$label, latency fitted at N=2 (${fitted[2]} us)" "$real" "$pred"
       fi
