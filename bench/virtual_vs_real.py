@@ -3,11 +3,13 @@
 clock, then on the virtual clock fed from that run's measurements, side
 by side. Used by bench/virtual_vs_real.sh.
 
-  virtual_vs_real.py calibrate REAL_DIR HOPS -> the intra-host latency (us)
-      at which the HOPS messages on a step's critical path take the real
-      run's mean exchange time per step, less its waiting for the staleness
-      bound (async push-pull: push and reply, 2; SSP: push, reply, pull,
-      reply, 4; a ring of N: 2(N-1); AD-PSGD: request and reply, 2)
+  virtual_vs_real.py calibrate REAL_DIR HOPS [held] -> the intra-host
+      latency (us) at which the HOPS messages on a step's critical path take
+      the real run's mean exchange time per step (async push-pull: push and
+      reply, 2; SSP: push, reply, pull, reply, 4; a ring of N: 2(N-1);
+      AD-PSGD: request and reply, 2). With "held", less the time pulls were
+      held for the staleness bound (SSP); the ring's and AD-PSGD's recorded
+      waits are their own messages' latency and stay in.
   virtual_vs_real.py row LABEL REAL_DIR VIRTUAL_DIR -> one table row
 """
 import json
@@ -40,10 +42,10 @@ def params_bytes(d):
     return summary(d)["parameters"] * 4 + 64
 
 
-def calibrate(d, hops):
+def calibrate(d, hops, held=False):
     rec = steps(d)
     n = sum(r["steps"] for r in rec)
-    comm = sum((r["comm_ms"] - r["wait_ms"]) * r["steps"] for r in rec) / n
+    comm = sum((r["comm_ms"] - (r["wait_ms"] if held else 0)) * r["steps"] for r in rec) / n
     return 1e3 * comm / hops
 
 
@@ -60,7 +62,7 @@ def row(label, real, virt):
 
 if __name__ == "__main__":
     if sys.argv[1] == "calibrate":
-        print(f"{calibrate(sys.argv[2], float(sys.argv[3])):.4f}")
+        print(f"{calibrate(sys.argv[2], float(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == 'held'):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

@@ -41,16 +41,17 @@ py=bench/virtual_vs_real.py
 echo "# virtual time vs real runs: MLP, batch 64, $STEPS steps per worker, $(date -u +%F), $(nproc) cores"
 echo "| case | real mean staleness | virtual | error | real p99 | virtual p99 | real step ms | virtual step ms | error |"
 echo "|---|---|---|---|---|---|---|---|---|"
-# case: label, --set overrides, messages on a step's critical path (N: $n)
+# case: label, --set overrides, messages on a step's critical path (N: $n),
+# and "held" where pulls held for the bound are not the links' time
 cases=(
-  "async PS|--set topology.kind=parameter-server --set topology.mode=async|2"
-  "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|4"
-  "ring|--set topology.kind=ring|2*(n-1)"
-  "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2"
+  "async PS|--set topology.kind=parameter-server --set topology.mode=async|2|"
+  "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|4|held"
+  "ring|--set topology.kind=ring|2*(n-1)|"
+  "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2|"
 )
 for where in inproc procs; do
   for c in "${cases[@]}"; do
-    IFS='|' read -r name sets hops <<<"$c"
+    IFS='|' read -r name sets hops held <<<"$c"
     declare -A fitted=()
     for n in 2 4; do
       label="$name N=$n $([[ $where == procs ]] && echo "$n processes" || echo "1 process")"
@@ -60,7 +61,7 @@ for where in inproc procs; do
       [[ $where == procs ]] && procs=(--procs "$n")
       real=$tmp/real-$where-${name// /_}-$n
       "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" >/dev/null
-      lat=$(python3 $py calibrate "$real" "$(( ${hops//n/$n} ))")
+      lat=$(python3 $py calibrate "$real" "$(( ${hops//n/$n} ))" $held)
       fitted[$n]=$lat
       virt=$tmp/virt-$where-${name// /_}-$n
       "$GW" run "$tmp/base.toml" -q --no-report --out "$virt" "${args[@]}" --set experiment.clock=virtual \
