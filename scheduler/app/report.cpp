@@ -141,6 +141,19 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
     for (const char* k : {"mean", "p99", "seconds"})
       rows.push_back({std::string("staleness while all workers ran: ") + k,
                       shown(s["staleness_while_all_ran"].value(k, json()))});
+  if (s.contains("clock") && s["clock"].is_object() && s["clock"].value("mode", "") == "virtual") {
+    // Virtual time: what was modelled, and what simulating it cost (virtual_run.hpp).
+    const auto& c = s["clock"];
+    rows.push_back({"clock", "virtual: train_seconds and every time below are virtual seconds"});
+    for (const auto& m : c.value("compute", json::array()))
+      rows.push_back({"compute model, workers " + shown(m.value("ranks", json())),
+                      shown(m.value("model", json())) + " (" + shown(m.value("from", json())) + ", slowdown " +
+                        shown(m.value("slowdown", json())) + ")"});
+    for (const char* k : {"link", "hosts", "workers_per_host", "wall_seconds", "events", "events_per_s",
+                          "gradient_wall_seconds", "scheduler_wall_seconds"})
+      if (c.contains(k))
+        rows.push_back({std::string("simulation: ") + k, shown(c[k])});
+  }
   h += table({"key", "value"}, rows);
   auto specs = run_plots(s, records);
   auto po = draw_plots(dir + "/plots", specs);

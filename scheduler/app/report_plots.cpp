@@ -119,6 +119,11 @@ std::vector<json> read_records(const std::string& path) {
 }
 
 std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& records) {
+  // A run on the virtual clock: its times are virtual seconds (virtual_run.hpp).
+  const bool virt = summary.contains("clock") && summary["clock"].is_object() &&
+                    summary["clock"].value("mode", "") == "virtual";
+  const std::string against = virt ? "against virtual time" : "against wall time";
+  const std::string secs = virt ? "virtual seconds" : "seconds";
   std::map<int, plot_series> loss_t, loss_s;
   plot_series acc_t, acc_s;
   curves(records, "", loss_t, loss_s, acc_t, acc_s);
@@ -152,11 +157,11 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
     for (auto i = from; i < p.size(); ++i)
       p[i].marks = m;
   };
-  p.push_back({"loss_time", "training loss against wall time", "seconds", "loss", values_of(loss_t, 16), st::lines});
+  p.push_back({"loss_time", "training loss " + against, secs, "loss", values_of(loss_t, 16), st::lines});
   marked(0, at_time);
   p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
   marked(1, at_step);
-  p.push_back({"accuracy_time", "test accuracy against wall time", "seconds", "test accuracy (%)", {acc_t}, st::linespoints});
+  p.push_back({"accuracy_time", "test accuracy " + against, secs, "test accuracy (%)", {acc_t}, st::linespoints});
   marked(2, at_time);
   p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
   marked(3, at_step);
@@ -208,7 +213,7 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
         over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
       }
     if (!over_time.empty()) {
-      p.push_back({"staleness_time", "staleness against wall time, per worker (mean of each log window)", "seconds",
+      p.push_back({"staleness_time", "staleness " + against + ", per worker (mean of each log window)", secs,
                    "staleness (versions)", values_of(over_time, 16), st::lines});
       p.back().marks = at_time;
     }
