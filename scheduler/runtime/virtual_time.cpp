@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <future>
 
 namespace gradwire::scheduler {
 
@@ -336,11 +337,18 @@ void simulation::start() {
   kernels::set_host_allocator([pool](std::size_t bytes, std::size_t color) { return pool->get(bytes, color); },
                               recycler::min_bytes);
   looping_ = true;
-  thread_ = std::thread([this] { loop(); });
+  // The loop's id is known before it runs: post() and place() on either
+  // thread read it without a race.
+  std::promise<void> go;
+  thread_ = std::thread([this, ready = go.get_future()] {
+    ready.wait();
+    loop();
+  });
+  loop_id_ = thread_.get_id();
+  go.set_value();
 }
 
 void simulation::loop() {
-  loop_id_ = std::this_thread::get_id();
   const auto wall0 = std::chrono::steady_clock::now();
   auto& sched = coordinator_of(sys_);
   auto& clk = sched.clock();
