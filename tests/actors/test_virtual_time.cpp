@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <cstring>
 #include <numeric>
@@ -245,6 +246,44 @@ TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats i
   CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
   CHECK(a.replica_spread == b.replica_spread);
   CHECK(a.seconds == b.seconds);
+}
+
+TEST_CASE("virtual time: every parameter-server variant and local SGD run and repeat themselves bit for bit") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 13);
+  struct variant {
+    const char* name;
+    std::function<void(topology_setup&)> set;
+  };
+  const std::vector<variant> variants = {
+    {"sync", [](topology_setup& s) { s.ps.sync = true; }},
+    {"sync with a backup worker", [](topology_setup& s) { s.ps.sync = true; s.ps.backup = 1; }},
+    {"SSP s=1", [](topology_setup& s) { s.ps.sync = false; s.ps.staleness_bound = 1; }},
+    {"async, staleness lr", [](topology_setup& s) { s.ps.sync = false; s.ps.staleness_lr = true; }},
+    {"async, DC-ASGD", [](topology_setup& s) { s.ps.sync = false; s.ps.dc_lambda = 0.04f; }},
+    {"async, separate pulls", [](topology_setup& s) { s.ps.sync = false; s.ps.push_pull = false; }},
+    {"local SGD H=3", [](topology_setup& s) { s.kind = scheduler::topology_kind::local_sgd; s.ps.local_steps = 3; }},
+  };
+  auto vs = constant_compute(1e-3, 2, 2);
+  vs.compute[0].dist = compute_model::shape::straggler;
+  vs.compute[0].straggler_p = 0.25;
+  vs.compute[0].straggler_k = 3;
+  vs.link.latency_us = 10;
+  vs.link.bandwidth_gbps = 10;
+  for (const auto& v : variants) {
+    INFO(v.name);
+    auto setup = small_setup(4, 2, true);
+    setup.steps = 9;
+    v.set(setup);
+    const auto a = run_virtual(setup, data, vs);
+    const auto b = run_virtual(setup, data, vs);
+    for (const auto& rep : a.reports)
+      CHECK(rep.error.empty());
+    REQUIRE(a.params.size() == b.params.size());
+    CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+    CHECK(a.staleness == b.staleness);
+    CHECK(a.dropped == b.dropped);
+    CHECK(a.seconds > 9 * 1e-3);
+  }
 }
 
 TEST_CASE("virtual time: a worker waiting for what never comes is named, with or without timers") {
