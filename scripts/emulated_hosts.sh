@@ -12,6 +12,9 @@
 #       output goes to $GW_HOSTS_LOG/rank-i.txt when that is set, else to
 #       stderr prefixed by the rank. Exits with the first non-zero status.
 #   In COMMAND, GW_HOST_ADDR is this host's address.
+#   GW_RANKS_PER_HOST=K (default 1): K ranks on each host, ranks
+#   i*K .. i*K+K-1 on host i, sharing its network, hostname, IPC and
+#   /dev/shm (one host identity), as a node of K GPUs or sockets would.
 set -uo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "emulated_hosts.sh: needs root (ip netns)" >&2; exit 77; }
 command -v ip >/dev/null && command -v unshare >/dev/null || { echo "emulated_hosts.sh: needs ip and unshare" >&2; exit 77; }
@@ -38,15 +41,32 @@ for ((i = 0; i < n; i++)); do
 done
 port=$((29000 + $$ % 1000))
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+k=${GW_RANKS_PER_HOST:-1}
+[[ "$k" =~ ^[1-9]$ ]] || { echo "emulated_hosts.sh: GW_RANKS_PER_HOST=$k: expected 1 to 9" >&2; exit 2; }
 pids=()
 for ((i = 0; i < n; i++)); do
-  out=/dev/stderr
-  [[ -n "${GW_HOSTS_LOG:-}" ]] && out=$GW_HOSTS_LOG/rank-$i.txt
-  # Its own hostname (UTS), IPC objects and /dev/shm (mount), in its network.
-  GRADWIRE_RANK=$i GRADWIRE_SIZE=$n GRADWIRE_RENDEZVOUS=198.18.0.1:$port GRADWIRE_TOKEN=$token \
+  # Its own hostname (UTS), IPC objects and /dev/shm (mount), in its
+  # network: one namespace set per host, shared by the host's K ranks.
+  GRADWIRE_SIZE=$((n * k)) GRADWIRE_RENDEZVOUS=198.18.0.1:$port GRADWIRE_TOKEN=$token \
     GW_HOST_ADDR=198.18.0.$((i + 1)) \
     ip netns exec "${tag}h$i" unshare --uts --ipc --mount --propagation private \
-    sh -c 'hostname "host$0" && mount -t tmpfs -o size=2g tmpfs /dev/shm && exec "$@"' "$i" "$@" > "$out" 2>&1 &
+    sh -c '
+      h=$1 k=$2
+      shift 2
+      hostname "host$h" && mount -t tmpfs -o size=2g tmpfs /dev/shm || exit 1
+      pids=""
+      j=0
+      while [ $j -lt $k ]; do
+        r=$((h * k + j))
+        out=/dev/stderr
+        [ -n "${GW_HOSTS_LOG:-}" ] && out=$GW_HOSTS_LOG/rank-$r.txt
+        GRADWIRE_RANK=$r "$@" > "$out" 2>&1 &
+        pids="$pids $!"
+        j=$((j + 1))
+      done
+      rc=0
+      for p in $pids; do wait $p || { s=$?; [ $rc -eq 0 ] && rc=$s; }; done
+      exit $rc' sh "$i" "$k" "$@" &
   pids+=($!)
 done
 rc=0

@@ -124,4 +124,26 @@ launch_info detect_launch() {
   return li;
 }
 
+int ranks_per_host(const std::vector<std::string>& hosts, std::string* why_not) {
+  if (why_not)
+    why_not->clear();
+  if (hosts.empty())
+    return 1;
+  const int n = static_cast<int>(hosts.size());
+  int g = 0;
+  for (const auto& h : hosts)
+    g += h == hosts.front() ? 1 : 0;
+  for (int r = 0; r < n; ++r) {
+    const int first = r / g * g; // the group's first rank
+    if (hosts[static_cast<std::size_t>(r)] != hosts[static_cast<std::size_t>(first)]) {
+      if (why_not)
+        *why_not = "rank " + std::to_string(r) + " is not on rank " + std::to_string(first) +
+                   "'s host, and groups are " + std::to_string(g) + " consecutive ranks (" + std::to_string(g) +
+                   " share rank 0's host)";
+      break;
+    }
+  }
+  return g;
+}
+
 } // namespace gradwire::transport

@@ -13,6 +13,7 @@
 #include "transport/rendezvous.hpp"
 
 #include <string>
+#include <vector>
 
 namespace gradwire::transport {
 
@@ -29,6 +30,13 @@ launch_info detect_launch();
 /// The first host of a SLURM node list: "node[01-04],gpu3" -> "node01".
 /// Throws gradwire::error on a malformed list.
 std::string first_host_of(const std::string& list);
+
+/// Hierarchical allreduce grouped by host: how many ranks share rank 0's
+/// host (`hosts`: each rank's host identity, by rank). Groups are that
+/// many consecutive ranks; when one of them spans hosts (ranks placed
+/// round-robin, or hosts with different counts), `why_not` says which
+/// rank breaks it, and the groups then mix hosts.
+int ranks_per_host(const std::vector<std::string>& hosts, std::string* why_not = nullptr);
 
 /// Parses "host:port" (for --rendezvous and GRADWIRE_RENDEZVOUS).
 void parse_host_port(const std::string& text, const std::string& what, rendezvous_options& out);

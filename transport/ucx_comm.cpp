@@ -40,7 +40,8 @@ std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_
 
 collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank) {
   auto a = ucx_setup::unpack(address, rank);
-  return {std::move(a.collective), a.host == ucx_setup::host_identity()};
+  const bool same = a.host == ucx_setup::host_identity();
+  return {std::move(a.collective), same, std::move(a.host)};
 }
 
 namespace {

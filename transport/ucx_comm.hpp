@@ -58,12 +58,13 @@ struct comm_options {
 std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
                                           const std::vector<std::uint8_t>& comm_address);
 /// What a rank's rendezvous address says of its communicator: its address
-/// (empty when it carries none) and whether the rank shares this process's
-/// host identity (host name, boot id, IPC namespace). Throws
+/// (empty when it carries none), the rank's host identity (host name, boot
+/// id, IPC namespace) and whether it is this process's. Throws
 /// gradwire::error naming `rank`.
 struct collective_peer {
   std::vector<std::uint8_t> address;
   bool same_host = false;
+  std::string host; ///< the rank's host identity
 };
 collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank);
 

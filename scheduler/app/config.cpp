@@ -216,7 +216,7 @@ void read_topology(reader& r, run_config& c) {
   ring.overlap = r.boolean("topology.overlap");
   ring.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
   ring.sharded_update = r.boolean("topology.sharded_update");
-  ring.group_size = static_cast<int>(r.integer("topology.group_size", 1, 1024));
+  ring.group_size = static_cast<int>(r.integer("topology.group_size", 0, 1024)); // 0: by host
   check(ring.balance_every == 0 || c.topology == "ring" || c.topology == "hierarchical",
         r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
                                           "(topology.kind ring or hierarchical), not " + c.topology);

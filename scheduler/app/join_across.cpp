@@ -142,6 +142,20 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jb = join_job(sys, jo);
   const int rank = jb->launch.rank;
   setup.node = jb->node;
+  if (setup.kind == topology_kind::hierarchical && cfg.ring.group_size == 0) {
+    // Groups by host: shared memory within a host, the leaders' ring across
+    // hosts. Every rank reads the same table, so all agree.
+    std::string why_not;
+    setup.ring.group_size = transport::ranks_per_host(jb->hosts, &why_not);
+    if (rank == 0) {
+      if (why_not.empty())
+        std::fprintf(stderr, "gradwire: hierarchical allreduce grouped by host: %d host(s) of %d rank(s)\n",
+                     (jb->launch.size + setup.ring.group_size - 1) / setup.ring.group_size, setup.ring.group_size);
+      else
+        std::fprintf(stderr, "gradwire: warning: hierarchical allreduce by host: %s, so groups mix hosts (place ranks "
+                             "in blocks per host, or set topology.group_size)\n", why_not.c_str());
+    }
+  }
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
   publish_barrier(sys, *jb);
   // Where a rank that outlives rank 0 points its user: rank 0 held the

@@ -33,6 +33,8 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   setup.workers = cfg.workers;
   setup.ps = cfg.ps;
   setup.ring = cfg.ring;
+  if (setup.ring.group_size == 0) // by host: one host in one process; across processes join_across decides
+    setup.ring.group_size = cfg.virt.on ? cfg.virt.workers_per_host : cfg.workers;
   setup.gossip = cfg.gossip;
   setup.distinct_init = !cfg.same_init;
   setup.faults = fault_schedule(cfg.faults, cfg.workers, cfg.seed);
@@ -168,7 +170,8 @@ std::string describe(const run_config& cfg) {
     return fmt::format("ring allreduce, {} KiB buckets{}{}", ring.bucket_floats / 256, ring.overlap ? ", overlapped" : "",
                        balanced);
   if (cfg.topology == "hierarchical")
-    return fmt::format("hierarchical allreduce, groups of {}{}", ring.group_size, balanced);
+    return ring.group_size == 0 ? fmt::format("hierarchical allreduce, groups by host{}", balanced)
+                                : fmt::format("hierarchical allreduce, groups of {}{}", ring.group_size, balanced);
   if (cfg.topology == "gossip")
     return fmt::format("gossip {} on a {} graph", cfg.gossip.mode == actors::gossip_mode::dpsgd ? "D-PSGD" : "AD-PSGD",
                        cfg.gossip.graph);

@@ -49,6 +49,8 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   }
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, rv, mine);
   link->connect(table);
+  for (std::size_t r = 0; r < table.size(); ++r)
+    j.hosts.push_back(transport::collective_of(table[r], static_cast<int>(r)).host);
   if (j.comm) {
     std::vector<std::vector<std::uint8_t>> coll(table.size());
     std::vector<bool> same(table.size());

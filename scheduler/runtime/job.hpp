@@ -66,6 +66,8 @@ struct job {
   std::unique_ptr<transport::late_joins> late;
   /// job_options::collective: connected to every rank.
   std::unique_ptr<transport::ucx_comm> comm;
+  /// Each rank's host identity (host name, boot id, IPC namespace), by rank.
+  std::vector<std::string> hosts;
 };
 
 /// Connects this process to the job. Throws gradwire::error.

@@ -98,7 +98,7 @@ case_ backups '[topology]\nkind = "parameter-server"\nworkers = 2\nbackup_worker
 case_ dc_lambda '[topology]\nkind = "parameter-server"\nmode = "async"\ndc_lambda = -1.0\n' 'dc_lambda.toml:4: topology.dc_lambda = -1'
 case_ bucket '[topology]\nkind = "ring"\nbucket_kb = 0\n' 'bucket.toml:3: topology.bucket_kb = 0'
 case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.chunk_kb = 0'
-case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = 0\n' 'group_size.toml:3: topology.group_size = 0'
+case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = -1\n' 'group_size.toml:3: topology.group_size = -1'
 case_ degree '[topology]\nkind = "gossip"\ndegree = 1\n' 'degree.toml:3: topology.degree = 1'
 case_ balance_ps '[topology]\nkind = "parameter-server"\nbalance_every = 10\n' 'balance_ps.toml:3: topology.balance_every.*not parameter-server'
 case_ spin '[transport]\nspin_us = -5\n' 'spin.toml:2: transport.spin_us = -5'

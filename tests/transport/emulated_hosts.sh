@@ -39,4 +39,13 @@ grep -q "^# extra, .*: the actors' ring allreduce (ring), ucx, chunk" "$tmp/logs
 hosts 3 "$tmp/logs3" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/ps" --set topology.workers=3 \
   --set topology.shards=1 "$@" || fail "the async parameter server across 3 hosts failed"
 grep -q '"status": "completed"' "$tmp/ps/summary.json" || fail "the async parameter server did not complete"
-echo "emulated hosts: the ring is bit for bit across 2 hosts, the async parameter server completes across 3"
+# Hierarchical allreduce grouped by host (topology.group_size = 0): 2 hosts
+# of 2 ranks make 2 groups of 2, the same model as groups of 2 in one process.
+"$gw" run "$src/examples/hierarchical.toml" -q --out "$tmp/hier-one" "$@" >"$tmp/hier-one.txt" 2>&1 ||
+  fail "hierarchical in one process: $(cat "$tmp/hier-one.txt")"
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsh" "$gw" run "$src/examples/hierarchical.toml" --out "$tmp/hier" \
+  --set topology.group_size=0 "$@" || fail "hierarchical by host across 2 hosts of 2 ranks failed"
+grep -q "hierarchical allreduce grouped by host: 2 host(s) of 2 rank(s)" "$tmp/logsh/rank-0.txt" ||
+  fail "hierarchical by host: $(grep -i hierarchical "$tmp/logsh/rank-0.txt")"
+/usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/hier-one" "$tmp/hier" || fail "hierarchical by host: the models differ"
+echo "emulated hosts: the ring is bit for bit across 2 hosts, the async parameter server completes across 3, hierarchical groups by host"
