@@ -207,7 +207,8 @@ void read_topology(reader& r, run_config& c) {
   ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda", 0, 1e6));
   ps.push_pull = r.boolean("topology.push_pull");
   ps.backup = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
-  ps.spread_shards = r.str("topology.shard_placement") == "spread";
+  ps.spread_shards = r.str("topology.shard_placement") != "rank0";
+  c.shards_per_host = r.str("topology.shard_placement") == "per-host";
   check(ps.backup < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(ps.backup) +
                                         " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
   auto& ring = c.ring;

@@ -82,6 +82,9 @@ struct run_config {
   /// defaults: ps.local_steps is 0 unless topology.kind is local-sgd,
   /// ps.staleness_bound -1 unless topology.mode is ssp.
   actors::ps_options ps;
+  /// topology.shard_placement = "per-host": one shard on each host's first
+  /// rank; ps.shards is set from the hosts once they are known.
+  bool shards_per_host = false;
   actors::ring_options ring;
   actors::gossip_options gossip;
   bool same_init = true;

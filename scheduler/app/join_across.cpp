@@ -142,6 +142,16 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jb = join_job(sys, jo);
   const int rank = jb->launch.rank;
   setup.node = jb->node;
+  if (cfg.shards_per_host) { // a shard on each host's first rank, hosts in the order of their first rank
+    setup.shard_homes.clear();
+    for (std::size_t r = 0; r < jb->hosts.size(); ++r)
+      if (std::find(jb->hosts.begin(), jb->hosts.begin() + static_cast<std::ptrdiff_t>(r), jb->hosts[r]) ==
+          jb->hosts.begin() + static_cast<std::ptrdiff_t>(r))
+        setup.shard_homes.push_back(static_cast<int>(r));
+    setup.ps.shards = static_cast<int>(setup.shard_homes.size());
+    if (rank == 0)
+      std::fprintf(stderr, "gradwire: a parameter shard per host: %d shard(s)\n", setup.ps.shards);
+  }
   if (setup.kind == topology_kind::hierarchical && cfg.ring.group_size == 0) {
     // Groups by host: shared memory within a host, the leaders' ring across
     // hosts. Every rank reads the same table, so all agree.

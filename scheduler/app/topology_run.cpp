@@ -104,7 +104,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"workers", cfg.workers},
     {"processes", f.jb ? f.jb->launch.size : 1},
     {"launch", f.jb ? f.jb->launch.source : "single process"},
-    {"shards", cfg.ps.shards},
+    {"shards", f.setup.ps.shards},
     {"model", cfg.model.kind},
     {"parameters", f.parameters},
     {"dataset", cfg.dataset},

@@ -32,6 +32,8 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   setup.opt = cfg.opt;
   setup.workers = cfg.workers;
   setup.ps = cfg.ps;
+  if (cfg.shards_per_host) // one host in one process; across processes join_across counts them
+    setup.ps.shards = cfg.virt.on ? cfg.virt.hosts : 1;
   setup.ring = cfg.ring;
   if (setup.ring.group_size == 0) // by host: one host in one process; across processes join_across decides
     setup.ring.group_size = cfg.virt.on ? cfg.virt.workers_per_host : cfg.workers;
@@ -180,7 +182,7 @@ std::string describe(const run_config& cfg) {
     s += fmt::format(", {} backup worker(s)", cfg.ps.backup);
   if (cfg.mode != "sync" && cfg.ps.dc_lambda > 0)
     s += fmt::format(", DC-ASGD lambda {}", cfg.ps.dc_lambda);
-  return s + fmt::format(", {} shard(s)", cfg.ps.shards);
+  return s + (cfg.shards_per_host ? std::string(", a shard per host") : fmt::format(", {} shard(s)", cfg.ps.shards));
 }
 
 } // namespace gradwire::scheduler

@@ -52,6 +52,8 @@ checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector
 
 /// Shard i's rank.
 int home_of(const topology_setup& setup, int i) {
+  if (setup.node && static_cast<std::size_t>(i) < setup.shard_homes.size())
+    return setup.shard_homes[static_cast<std::size_t>(i)];
   return setup.node && setup.ps.spread_shards ? i % setup.node->size() : 0;
 }
 

@@ -56,6 +56,10 @@ struct topology_setup {
   /// The topology's own options, whole (actors/topology_options.hpp): the
   /// parameter server's and local SGD's, the rings', gossip's.
   actors::ps_options ps;
+  /// Across processes, shard i's rank (topology.shard_placement =
+  /// "per-host": each host's first rank); empty: rank 0, or i mod
+  /// processes with ps.spread_shards.
+  std::vector<int> shard_homes;
   actors::ring_options ring;
   actors::gossip_options gossip;
   /// Ring workers poll for chunks instead of sleeping (worker_config::spin_wait):

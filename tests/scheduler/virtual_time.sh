@@ -61,6 +61,15 @@ assert abs(c["virtual_seconds"] - a["train_seconds"]) < 1e-9, (c, a["train_secon
 assert a["staleness"]["count"] == 8 * 20 * 2, a["staleness"]
 PY
 
+# A shard per host: virtual.hosts of them (2 here), shard i on host i.
+run --out "$tmp/per-host" --set topology.shard_placement=per-host >/dev/null
+python3 - "$tmp/per-host/summary.json" <<'PY' || fail "a shard per host in virtual time"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["shards"] == 2 and "a shard per host" in s["description"], (s["shards"], s["description"])
+assert s["staleness"]["count"] == 8 * 20 * 2, s["staleness"]
+PY
+
 # Given step times and groups: [[nodes]] step_ms and slowdown.
 cat >>"$tmp/v.toml" <<'TOML'
 [[nodes]]

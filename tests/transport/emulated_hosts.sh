@@ -48,4 +48,10 @@ GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsh" "$gw" run "$src/examples/hierarchical.t
 grep -q "hierarchical allreduce grouped by host: 2 host(s) of 2 rank(s)" "$tmp/logsh/rank-0.txt" ||
   fail "hierarchical by host: $(grep -i hierarchical "$tmp/logsh/rank-0.txt")"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/hier-one" "$tmp/hier" || fail "hierarchical by host: the models differ"
-echo "emulated hosts: the ring is bit for bit across 2 hosts, the async parameter server completes across 3, hierarchical groups by host"
+# A parameter shard per host: 2 hosts of 2 ranks, 2 shards on ranks 0 and 2.
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsp" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/per-host" \
+  --set topology.workers=4 --set topology.shard_placement=per-host "$@" || fail "a shard per host across 2 hosts failed"
+grep -q "a parameter shard per host: 2 shard(s)" "$tmp/logsp/rank-0.txt" || fail "per-host: $(grep -i shard "$tmp/logsp/rank-0.txt")"
+/usr/bin/python3 -c "import json; s=json.load(open('$tmp/per-host/summary.json')); assert s['status'] == 'completed' and s['shards'] == 2, (s['status'], s['shards'])" ||
+  fail "per-host: the run did not complete with 2 shards"
+echo "emulated hosts: the ring is bit for bit across 2 hosts, the async parameter server completes across 3, hierarchical groups by host, a shard per host"
