@@ -23,6 +23,7 @@ shm_lending::shm_lending(int rank, int size, std::size_t arena_bytes, std::size_
     : rank_(rank), size_(size), arena_bytes_(arena_bytes), min_ref_bytes_(min_ref_bytes),
       max_data_bytes_(max_data_bytes), token_(token), c_(std::move(c)), maps_(static_cast<std::size_t>(size)),
       local_(static_cast<std::size_t>(size), false), can_ref_(static_cast<std::size_t>(size)),
+      refs_to_(static_cast<std::size_t>(size)),
       held_(static_cast<std::size_t>(size)), deferred_(static_cast<std::size_t>(size)),
       unmappable_(static_cast<std::size_t>(size), false) {
   alive_->self = this;
@@ -255,7 +256,9 @@ bool shm_lending::locate(const kernels::tensor& t, int peer, int& owner, std::in
 }
 
 bool shm_lending::lend(int peer, std::vector<std::uint64_t>& header, kernels::tensor& data) {
-  if (!arena_ || !data.defined() || data.bytes() < min_ref_bytes_ || !can_ref_[static_cast<std::size_t>(peer)].load())
+  const auto p = static_cast<std::size_t>(peer);
+  // Never to a rank on another host: it cannot map this arena.
+  if (!arena_ || !data.defined() || data.bytes() < min_ref_bytes_ || !local_[p] || !can_ref_[p].load())
     return false;
   int owner = -1;
   std::int64_t off = -1;
@@ -271,7 +274,15 @@ bool shm_lending::lend(int peer, std::vector<std::uint64_t>& header, kernels::te
   }
   header = std::move(h2);
   data = {};
+  refs_to_[p].fetch_add(1);
   return true;
+}
+
+std::vector<std::uint64_t> shm_lending::referenced_by_peer() const {
+  std::vector<std::uint64_t> out;
+  for (const auto& n : refs_to_)
+    out.push_back(n.load());
+  return out;
 }
 
 void shm_lending::forget(int peer) {

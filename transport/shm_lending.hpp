@@ -97,6 +97,9 @@ public:
 
   std::size_t lent() const;
   std::uint64_t referenced() const { return next_ref_.load() - 1; }
+  /// References lent to each rank so far, by rank: never to a rank on
+  /// another host (lend refuses those whatever a peer claims).
+  std::vector<std::uint64_t> referenced_by_peer() const;
   int peers_mapped() const { return peers_mapped_.load(); }
 
 private:
@@ -116,6 +119,7 @@ private:
   std::vector<std::shared_ptr<shm_mapping>> maps_;    ///< by rank: peers on this node
   std::vector<bool> local_;                           ///< by rank: on this node
   std::vector<std::atomic<bool>> can_ref_;            ///< by rank: it has mapped our arena
+  std::vector<std::atomic<std::uint64_t>> refs_to_;   ///< by rank: references lent to it
   mutable std::mutex mu_;
   std::vector<std::unordered_map<std::uint64_t, kernels::tensor>> held_; ///< by peer: lent, not released
   std::atomic<std::uint64_t> next_ref_{1};

@@ -134,6 +134,7 @@ ucx_link::~ucx_link() {
 
 std::uint64_t ucx_link::referenced() const { return p_->lending->referenced(); }
 std::size_t ucx_link::lent() const { return p_->lending->lent(); }
+std::vector<std::uint64_t> ucx_link::referenced_by_peer() const { return p_->lending->referenced_by_peer(); }
 int ucx_link::peers_mapped() const { return p_->lending->peers_mapped(); }
 kernels::host_allocator ucx_link::arena_allocator() const { return p_->lending->allocator(); }
 bool ucx_link::poll() { return p_->poll_once(); }

@@ -104,6 +104,9 @@ public:
   bool poll() override;
   /// Tensors lent to peers as shared-memory references, not yet released.
   std::size_t lent() const;
+  /// References lent to each rank so far, by rank (0 for every rank on
+  /// another host: references never cross a host).
+  std::vector<std::uint64_t> referenced_by_peer() const;
   /// Frames sent as shared-memory references so far.
   std::uint64_t referenced() const;
   /// Peers on this node that have mapped this process's arena.

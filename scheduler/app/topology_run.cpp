@@ -403,8 +403,11 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
       std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints->error().c_str());
   }
   progress.finish();
+  nlohmann::json refs_sent = nullptr; // rank 0's shared-memory references, by peer (never to another host)
   if (jb) { // every worker has reported: let the other ranks go
     barrier(sys, *jb, 1);
+    if (jb->link)
+      refs_sent = jb->link->referenced_by_peer();
     jb->node->close();
   }
   run_facts f{cfg, setup, res, jb, {}, nullptr, nullptr, nullptr, nullptr, l.windows.get(), ev.during};
@@ -436,6 +439,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   }
   out.flush();
   summary["resumed_from"] = resumed ? nlohmann::json(resumed->point->step) : nlohmann::json(nullptr);
+  summary["shm_references_sent"] = refs_sent;
   out.write_summary(summary);
   progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,
                             f.eval.loss, summary["staleness"]["mean"].get<double>()));

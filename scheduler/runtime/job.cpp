@@ -63,6 +63,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     }
     j.comm->connect(coll, same);
   }
+  j.link = ul;
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
   j.live = opts.live;
   j.node = std::make_shared<transport::node>(sys, transport::emulate(std::move(link), opts.shape),

@@ -11,6 +11,7 @@
 #include "transport/rendezvous.hpp"
 #include "transport/shm_lending.hpp"
 #include "transport/ucx_comm.hpp"
+#include "transport/ucx_link.hpp"
 
 #include <caf/all.hpp>
 
@@ -68,6 +69,8 @@ struct job {
   std::unique_ptr<transport::ucx_comm> comm;
   /// Each rank's host identity (host name, boot id, IPC namespace), by rank.
   std::vector<std::string> hosts;
+  /// The UCX link inside `node` (for its counts), valid while the node lives.
+  const transport::ucx_link* link = nullptr;
 };
 
 /// Connects this process to the job. Throws gradwire::error.

@@ -48,6 +48,17 @@ GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsh" "$gw" run "$src/examples/hierarchical.t
 grep -q "hierarchical allreduce grouped by host: 2 host(s) of 2 rank(s)" "$tmp/logsh/rank-0.txt" ||
   fail "hierarchical by host: $(grep -i hierarchical "$tmp/logsh/rank-0.txt")"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/hier-one" "$tmp/hier" || fail "hierarchical by host: the models differ"
+# No shared-memory reference crosses a host: a ring of 4 on 2 hosts of 2,
+# references on (the default). Rank 0 lends to rank 1, its host's, and to
+# no rank of the other host.
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsr" "$gw" run "$src/examples/ring.toml" --out "$tmp/refs" \
+  --set topology.workers=4 --set topology.chunk_kb=64 "$@" || fail "the ring across 2 hosts of 2 ranks failed"
+/usr/bin/python3 -c "
+import json
+r = json.load(open('$tmp/refs/summary.json'))['shm_references_sent']
+assert r[1] > 0, ('no reference to the same host\'s rank 1', r)
+assert r[2] == 0 and r[3] == 0, ('references to the other host', r)
+print('shared-memory references from rank 0, by peer:', r)" || fail "shared-memory references across hosts"
 # A parameter shard per host: 2 hosts of 2 ranks, 2 shards on ranks 0 and 2.
 GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsp" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/per-host" \
   --set topology.workers=4 --set topology.shard_placement=per-host "$@" || fail "a shard per host across 2 hosts failed"
