@@ -13,7 +13,10 @@
 # efficiency is read. Both sides train only: no test-set evaluation during
 # the run (torch_ddp.py has none; gradwire's, on rank 0's coordinator
 # thread, took a CPU from a worker for ~55 ms of a ~600 ms run here, while
-# one process has a spare CPU for it).
+# one process has a spare CPU for it). A fourth line runs gradwire's
+# 2 processes over TCP only (transport.tls = "tcp", every byte copied, no
+# shared-memory references): the path DDP's gloo takes, its TCP over
+# loopback.
 #
 #   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
 set -euo pipefail
@@ -27,10 +30,11 @@ $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh -
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-gw_run() { # procs [tag] -> samples/s (training only, from summary.json)
+gw_run() { # procs [tag] -> samples/s (training only, from summary.json); tag "tcp": TCP only
   local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set train.eval_every=1000
               --set topology.workers=$1 --out "$tmp/gw$1${2:-}")
   [[ $1 -gt 1 ]] && args+=(--procs $1)
+  [[ ${2:-} == tcp ]] && args+=(--set 'transport.tls="tcp"' --set transport.shm_refs=false)
   "$GW" "${args[@]}" >/dev/null
   $PY -c "import json; print(json.load(open('$tmp/gw$1${2:-}/summary.json'))['samples_per_sec'])"
 }
@@ -41,13 +45,14 @@ gw_pair() { # two independent 1-worker processes at once -> their aggregate samp
   $PY -c "import json; print(sum(json.load(open('$tmp/gw1'+d+'/summary.json'))['samples_per_sec'] for d in ('pa', 'pb')))"
 }
 declare -A G T
-I=
+I= C=
 for r in $(seq "$ROUNDS"); do
   for p in 1 2; do
     G[$p]+="$(gw_run $p) "
     T[$p]+="$(cd bench && $PY torch_ddp.py --procs $p --steps $STEPS | sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p') "
   done
   I+="$(gw_pair) "
+  C+="$(gw_run 2 tcp) "
   echo "round $r/$ROUNDS done" >&2
 done
 printf "%-10s %12s %12s %12s\n" "" "1 process" "2 processes" "efficiency"
@@ -59,3 +64,6 @@ done
 m1=$(echo ${G[1]} | tr ' ' '\n' | median); mi=$(echo $I | tr ' ' '\n' | median)
 printf "%-10s %12.0f %12.0f %11.1f%%   (2 independent 1-worker processes at once: this machine's ceiling)\n" \
   independent "$m1" "$mi" "$(echo "$mi / 2 / $m1 * 100" | bc -l)"
+mc=$(echo $C | tr ' ' '\n' | median)
+printf "%-10s %12.0f %12.0f %11.1f%%   (gradwire's ring over TCP only, every byte copied: gloo's path)\n" \
+  "gw tcp" "$m1" "$mc" "$(echo "$mc / 2 / $m1 * 100" | bc -l)"
