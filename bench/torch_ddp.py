@@ -5,6 +5,10 @@ per process, gloo over loopback, each rank its own shard. Rank 0 prints
 samples_per_sec (aggregate over ranks) after a warm-up.
 
   /usr/bin/python3 bench/torch_ddp.py --procs 2 --steps 600
+
+--env: one rank of a job started elsewhere (scripts/emulated_hosts.sh): rank
+and size from GRADWIRE_RANK and GRADWIRE_SIZE, rank 0's address from
+GRADWIRE_RENDEZVOUS (its port + 7), gloo on GLOO_SOCKET_IFNAME (eth0).
 """
 import argparse
 import os
@@ -18,10 +22,10 @@ import torch.nn.functional as F
 from torch_train import load, mlp
 
 
-def run(rank, world, steps, warmup, port):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+def run(rank, world, steps, warmup, port, addr="127.0.0.1", ifname="lo"):
+    os.environ["MASTER_ADDR"] = addr
     os.environ["MASTER_PORT"] = str(port)
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    os.environ["GLOO_SOCKET_IFNAME"] = ifname
     torch.set_num_threads(1)
     torch.manual_seed(1)
     if world > 1:
@@ -57,9 +61,14 @@ def main():
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--env", action="store_true", help="one rank of a job started elsewhere (see above)")
     a = ap.parse_args()
     port = 29600 + os.getpid() % 1000
-    if a.procs == 1:
+    if a.env:
+        host, rv_port = os.environ["GRADWIRE_RENDEZVOUS"].rsplit(":", 1)
+        run(int(os.environ["GRADWIRE_RANK"]), int(os.environ["GRADWIRE_SIZE"]), a.steps, a.warmup, int(rv_port) + 7,
+            host, os.environ.get("GLOO_SOCKET_IFNAME", "eth0"))
+    elif a.procs == 1:
         run(0, 1, a.steps, a.warmup, port)
     else:
         mp.spawn(run, args=(a.procs, a.steps, a.warmup, port), nprocs=a.procs)
