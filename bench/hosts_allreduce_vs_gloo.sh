@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Allreduce across 2 emulated hosts (scripts/emulated_hosts.sh), gradwire
+# vs gloo (PyTorch's all_reduce), side by side in one run, both with MPI's
+# semantics: float32 sums into each rank's own buffer, every byte copied
+# over TCP between the hosts. gradwire: `gradwire bench allreduce --engine
+# comm` (the communicator driven by the calling thread); gloo:
+# bench/torch_allreduce.py. Medians over ROUNDS interleaved rounds; the
+# ratio is gloo's time over gradwire's (above 1: gradwire is ahead).
+#
+#   sudo bench/hosts_allreduce_vs_gloo.sh [ROUNDS]   (root; python3-torch; a build in build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+GW=${BUILD_DIR:-build}/gradwire
+PY=/usr/bin/python3
+[[ $(id -u) -eq 0 ]] || { echo "needs root (ip netns)" >&2; exit 77; }
+[[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for r in $(seq "$ROUNDS"); do
+  mkdir -p "$tmp/g$r" "$tmp/t$r"
+  GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh 2 -- "$GW" bench allreduce -b 1K -e 16M -f 4 -n 50 -w 10 \
+    --engine comm || { cat "$tmp/g$r"/*; exit 1; }
+  awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $6}' "$tmp/g$r/rank-0.txt" >"$tmp/g$r.txt"
+  GW_HOSTS_LOG=$tmp/t$r scripts/emulated_hosts.sh 2 -- $PY bench/torch_allreduce.py -b 1024 -e 16777216 -f 4 -n 50 -w 10 ||
+    { cat "$tmp/t$r"/*; exit 1; }
+  awk '{print $1, $2, $4}' "$tmp/t$r/rank-0.txt" >"$tmp/t$r.txt"
+  grep -qv " ok$" "$tmp/g$r.txt" "$tmp/t$r.txt" && { echo "a sum is wrong" >&2; exit 1; }
+  echo "round $r/$ROUNDS done" >&2
+done
+$PY - "$tmp" "$ROUNDS" <<'PY'
+import statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+def table(side):
+    t = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{tmp}/{side}{r}.txt"):
+            size, us, _ = line.split()
+            t.setdefault(int(size), []).append(float(us))
+    return {s: statistics.median(v) for s, v in t.items()}
+g, t = table("g"), table("t")
+print("| size | gradwire | gloo | gloo time / gradwire's |")
+print("|---|---|---|---|")
+for s in sorted(g):
+    fmt = lambda us: f"{us:.1f} us" if s < 65536 else f"{s / us / 1e3:.2f} GB/s"
+    print(f"| {s // 1024} KiB | {fmt(g[s])} | {fmt(t[s])} | {t[s] / g[s]:.2f}x |")
+PY
