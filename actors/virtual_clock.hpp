@@ -34,6 +34,9 @@ public:
   /// An actor that worker `rank` spawned for itself (AD-PSGD's mixer),
   /// placed on its host: returns the handle others must use for it.
   virtual caf::actor place_beside(int rank, const caf::actor& spawned) = 0;
+  /// The running actor spends `seconds` doing nothing another actor can
+  /// see (a stalled worker, [[faults]] kind = "stall").
+  virtual void charge(double seconds) = 0;
 };
 
 /// The clock's time, or the machine's when there is none.

@@ -40,7 +40,10 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   check(!c.shared_budget, r.loc("train.budget") + " = \"shared\": virtual time runs a per-worker budget so far");
   check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
         r.loc("train.checkpoint_every") + ": virtual time does not write checkpoints yet");
-  check(c.faults.empty(), c.source + ": [[faults]]: virtual time does not inject faults yet");
+  for (std::size_t i = 0; i < c.faults.size(); ++i)
+    check(c.faults[i].kind == fault_kind::stall || c.faults[i].kind == fault_kind::slow,
+          c.source + ": [[faults]] #" + std::to_string(i + 1) + " kind = \"" + to_string(c.faults[i].kind) +
+            "\": virtual time injects stall and slow faults (on the virtual clock), not kills or link faults");
 }
 
 } // namespace gradwire::scheduler

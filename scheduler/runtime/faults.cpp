@@ -131,8 +131,9 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
 }
 
 fault_injector::fault_injector(const std::vector<fault_strike>& all, int rank, int workers,
-                               std::shared_ptr<transport::link_faults> links)
-    : rank_(rank), links_(std::move(links)), started_(steady_s()) {
+                               std::shared_ptr<transport::link_faults> links,
+                               std::shared_ptr<actors::virtual_clock> clock)
+    : rank_(rank), links_(std::move(links)), clock_(std::move(clock)), started_(now_s()) {
   for (const auto& s : all) {
     mine m;
     m.s = s;
@@ -176,7 +177,11 @@ fault_injector::fault_injector(const std::vector<fault_strike>& all, int rank, i
     std::count_if(strikes_.begin(), strikes_.end(), [](const mine& m) { return m.s.at_step > 0; }));
 }
 
-double fault_injector::slowdown_now() const { return steady_s() < slow_until_ ? slow_factor_ : 1.0; }
+double fault_injector::now_s() const {
+  return clock_ ? std::chrono::duration<double>(clock_->now().time_since_epoch()).count() : steady_s();
+}
+
+double fault_injector::slowdown_now() const { return now_s() < slow_until_ ? slow_factor_ : 1.0; }
 
 void fault_injector::after_step(std::int64_t step) {
   for (auto& m : strikes_) {
@@ -187,7 +192,7 @@ void fault_injector::after_step(std::int64_t step) {
       land(m, step);
     }
   }
-  const double elapsed = steady_s() - started_;
+  const double elapsed = now_s() - started_;
   while (next_timed_ < strikes_.size() && elapsed >= strikes_[next_timed_].s.at_seconds)
     land(strikes_[next_timed_++], step);
 }
@@ -211,14 +216,16 @@ void fault_injector::land(mine& m, std::int64_t step) {
     ::raise(SIGKILL);           // as abrupt as kill -9: no report, no goodbye to the peers
     break;
   case fault_kind::stall:
-    if (links_)
+    if (clock_) // virtual time: the worker's clock moves on, nothing sleeps
+      clock_->charge(s.seconds);
+    else if (links_)
       stall_process(s.seconds);
     else // one process: only this worker stalls
       std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
     break;
   case fault_kind::slow:
     slow_factor_ = s.factor;
-    slow_until_ = steady_s() + s.seconds;
+    slow_until_ = now_s() + s.seconds;
     break;
   case fault_kind::delay:
   case fault_kind::drop:

@@ -20,6 +20,7 @@
 /// when it can hear again. kill, delay, drop and partition act on
 /// processes and links: they need a job across processes.
 
+#include "actors/virtual_clock.hpp"
 #include "transport/link_faults.hpp"
 
 #include <cstdint>
@@ -82,8 +83,10 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
 class fault_injector {
 public:
   /// `links`: this process's link faults (across processes; null in one process).
+  /// `clock`: virtual time (a stall is charged to it, a slow spell and
+  /// at_seconds count on it); null: the machine's clock.
   fault_injector(const std::vector<fault_strike>& all, int rank, int workers,
-                 std::shared_ptr<transport::link_faults> links);
+                 std::shared_ptr<transport::link_faults> links, std::shared_ptr<actors::virtual_clock> clock = {});
   /// After step `step`: every strike due now lands.
   void after_step(std::int64_t step);
   /// The slow factor now (1: none).
@@ -96,8 +99,10 @@ private:
     bool done = false;
   };
   void land(mine& m, std::int64_t step);
+  double now_s() const; ///< seconds on the injector's clock
   int rank_;
   std::shared_ptr<transport::link_faults> links_;
+  std::shared_ptr<actors::virtual_clock> clock_;
   std::vector<mine> strikes_; ///< by step first, then by time in time order
   std::size_t next_timed_ = 0; ///< the first by-time strike not landed yet
   double started_; ///< steady seconds when the worker started

@@ -164,7 +164,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
                                             std::find(s.ranks.begin(), s.ranks.end(), rank) != s.ranks.end();
                                    }),
                     strikes.end());
-    auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults);
+    auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults, setup.sim);
     wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
     wc.slowdown_now = [injector] { return injector->slowdown_now(); };
   }
@@ -308,7 +308,9 @@ void check_virtual(const topology_setup& setup) {
     check(!bad, "experiment.clock = \"virtual\" " + what);
   };
   refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
-  refuse(!setup.faults.empty(), "does not inject [[faults]] yet");
+  for (const auto& f : setup.faults)
+    refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow,
+           "injects the stall and slow [[faults]] only (#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")");
   refuse(setup.budget_samples > 0, "needs train.budget = \"per-worker\"");
   refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
   for (const auto& d : setup.worker_device)

@@ -239,6 +239,8 @@ double simulation::charge_compute(int rank, std::int64_t step, double slowdown, 
   return d;
 }
 
+void simulation::charge(double seconds) { cur_now_ += ns_of(std::max(0.0, seconds)); }
+
 void simulation::note_eval(std::int64_t step, double seconds) {
   std::lock_guard<std::mutex> lk(mu_);
   evals_[step] = seconds;

@@ -135,6 +135,7 @@ public:
   double charge_compute(int rank, std::int64_t step, double slowdown, double extra_seconds,
                         double real_seconds) override;
   void note_eval(std::int64_t step, double seconds) override;
+  void charge(double seconds) override;
   caf::actor place_beside(int rank, const caf::actor& spawned) override {
     return place(spawned, host_of_worker(rank));
   }

@@ -286,6 +286,40 @@ TEST_CASE("virtual time: every parameter-server variant and local SGD run and re
   }
 }
 
+TEST_CASE("virtual time: a stall and a slow spell cost their virtual seconds exactly") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 14);
+  {
+    INFO("sync, rank 1 stalls 0.5 s after its step 3: every worker waits for it");
+    auto setup = small_setup(3, 1, true);
+    setup.steps = 6;
+    scheduler::fault_strike f;
+    f.kind = scheduler::fault_kind::stall;
+    f.ranks = {1};
+    f.at_step = 3;
+    f.seconds = 0.5;
+    setup.faults = {f};
+    const auto out = run_virtual(setup, data, constant_compute(1e-3, 3, 1));
+    for (const auto& rep : out.reports)
+      REQUIRE(rep.error.empty());
+    CHECK(out.seconds == Approx(6e-3 + 0.5).epsilon(1e-9));
+  }
+  {
+    INFO("async, rank 2 computes 5x slower for 2 ms after its step 2: one step of 5 ms");
+    auto setup = tiny_async(3, 6);
+    scheduler::fault_strike f;
+    f.kind = scheduler::fault_kind::slow;
+    f.ranks = {2};
+    f.at_step = 2;
+    f.seconds = 2e-3;
+    f.factor = 5;
+    setup.faults = {f};
+    const auto out = run_virtual(setup, data, constant_compute(1e-3, 3, 1));
+    REQUIRE(out.reports.size() == 3u);
+    CHECK(out.reports[2].compute_seconds == Approx(6e-3 + 4e-3).epsilon(1e-9));
+    CHECK(out.reports[0].compute_seconds == Approx(6e-3).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("virtual time: a worker waiting for what never comes is named, with or without timers") {
   for (bool beating : {false, true}) {
     INFO((beating ? "a heartbeat keeps firing" : "nothing left at all"));
@@ -322,6 +356,13 @@ TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
   setup.budget_samples = 1000;
   CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)),
                     Catch::Contains("experiment.clock = \"virtual\"") && Catch::Contains("train.budget"));
+  setup.budget_samples = 0;
+  scheduler::fault_strike kill;
+  kill.kind = scheduler::fault_kind::kill;
+  kill.ranks = {1};
+  kill.at_step = 2;
+  setup.faults = {kill};
+  CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("kill"));
   caf::actor_system_config cfg;
   gradwire::actors::configure_scheduler(cfg, 1);
   caf::actor_system sys{cfg};

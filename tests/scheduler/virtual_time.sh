@@ -118,4 +118,17 @@ refused "one worker" 'experiment.clock = "virtual" simulates workers that exchan
 refused "hosts that do not add up" "virtual.hosts" --set virtual.hosts=3
 refused "across processes" "simulates every worker in one process" --procs 2
 refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
+# [[faults]]: a stall costs its virtual seconds; a kill is refused, naming the entry.
+{ cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "stall"\nrank = 1\nat_step = 5\nseconds = 2.0\n'; } >"$tmp/stall.toml"
+"$gw" run "$tmp/stall.toml" -q --no-report --out "$tmp/stall" >/dev/null 2>&1 || fail "a stall in virtual time"
+python3 - "$tmp/a/summary.json" "$tmp/stall/summary.json" <<'PY' || fail "the stall's virtual seconds"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert b["train_seconds"] >= a["train_seconds"] + 1.99, (a["train_seconds"], b["train_seconds"])
+PY
+{ cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "kill"\nrank = 1\nat_step = 5\n'; } >"$tmp/kill.toml"
+rc=0
+"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill" >"$tmp/err.txt" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1 kind = "kill": virtual time injects stall and slow' "$tmp/err.txt" ||
+  fail "a kill in virtual time: exit $rc: $(cat "$tmp/err.txt")"
 echo "virtual time: ok"
