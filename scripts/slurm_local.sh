@@ -27,6 +27,19 @@ dir=$(mktemp -d /tmp/gw-slurm.XXXXXX)
 chmod 755 "$dir"
 pids=()
 cleanup() {
+  # A command stopped or hung with a job running: its srun (in the
+  # command's process group) and the steps' slurmstepd (reparented, this
+  # cluster's by the SLURM_CONF in their environment) outlive the daemons
+  # unless they are ended here.
+  [[ -n "${cmd_pid:-}" ]] && kill -KILL -- "-$cmd_pid" 2>/dev/null
+  # Every process started with this cluster's SLURM_CONF: the steps, their
+  # tasks, the daemons (not this script: its environment is its own).
+  local e
+  for e in /proc/[0-9]*/environ; do
+    grep -qs "SLURM_CONF=$dir/slurm.conf" "$e" 2>/dev/null || continue
+    e=${e#/proc/}
+    [[ ${e%/environ} != "$$" ]] && kill -KILL "${e%/environ}" 2>/dev/null
+  done
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   if [[ -n "${GW_SLURM_LOG:-}" ]]; then mkdir -p "$GW_SLURM_LOG" && cp "$dir"/*.log "$GW_SLURM_LOG"/ 2>/dev/null; fi
@@ -93,4 +106,13 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [[ "$state" == idle* || "$state" == mix* ]] || die "the node did not come up (sinfo: '${state:-no answer}')"
-"$@"
+if [[ -t 0 ]]; then # a shell for a person: in the foreground, on the terminal
+  "$@"
+else
+  # In the background, in a process group of its own, and waited for: a
+  # TERM (timeout's) runs the cleanup at once, where a foreground command
+  # would hold it until the command ended.
+  setsid "$@" &
+  cmd_pid=$!
+  wait "$cmd_pid"
+fi
