@@ -220,6 +220,8 @@ void worker_core::end_step(caf::event_based_actor* self) {
     cfg.after_step(step);
   if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) || step == snapshot_at)
     send_snapshot(self);
+  if (cfg.vclock)
+    cfg.vclock->note_progress(cfg.rank, report.samples);
   if (cfg.step_progress)
     self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
   if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps) {

@@ -37,7 +37,6 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   for (const auto& g : c.nodes)
     check(g.device.empty() || g.device == "cpu",
           g.where + ": device = \"" + g.device + "\": virtual time computes every gradient on the CPU; give the group's step_ms instead");
-  check(!c.shared_budget, r.loc("train.budget") + " = \"shared\": virtual time runs a per-worker budget so far");
   check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
         r.loc("train.checkpoint_every") + ": virtual time does not write checkpoints yet");
   for (std::size_t i = 0; i < c.faults.size(); ++i)

@@ -189,6 +189,7 @@ coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& s
     rep.error = "worker " + std::to_string(rank) + ": stuck in virtual time: " + why;
     caf::anon_send(coordinator, actors::done_atom::value, rep);
   });
+  sim.set_budget(setup.budget_samples); // counted by the loop, in virtual-time order
   struct stop_on_exit {
     simulation& s;
     ~stop_on_exit() { s.stop(); }
@@ -196,7 +197,10 @@ coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& s
   sim.start();
   // No silence limit on the machine's clock: a step of 1,024 simulated
   // workers takes seconds of it. The loop itself reports a stuck run.
-  return coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
+  auto c = coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
+  sim.stop(); // every worker has reported: the loop's own state may be read from here
+  c.budget_reached = sim.budget_reached();
+  return c;
 }
 
 topology_outcome replicas_outcome(coordination c, bool first) {
@@ -311,7 +315,6 @@ void check_virtual(const topology_setup& setup) {
   for (const auto& f : setup.faults)
     refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow,
            "injects the stall and slow [[faults]] only (#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")");
-  refuse(setup.budget_samples > 0, "needs train.budget = \"per-worker\"");
   refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
   for (const auto& d : setup.worker_device)
     refuse(!d.is_cpu(), "computes every gradient on the CPU (train.device, [[nodes]] device): model a GPU node's "

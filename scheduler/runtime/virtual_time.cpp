@@ -241,6 +241,20 @@ double simulation::charge_compute(int rank, std::int64_t step, double slowdown, 
 
 void simulation::charge(double seconds) { cur_now_ += ns_of(std::max(0.0, seconds)); }
 
+void simulation::note_progress(int rank, std::int64_t samples) {
+  if (budget_ <= 0 || budget_hit_)
+    return;
+  auto& mine = samples_[rank];
+  budget_total_ += samples - mine;
+  mine = samples;
+  if (budget_total_ < budget_)
+    return;
+  budget_hit_ = true; // every worker finishes at its next step boundary, from now
+  for (const auto& p : placed_)
+    if (p->rank >= 0 && !p->down)
+      caf::anon_send(p->real, actors::done_atom::value);
+}
+
 void simulation::note_eval(std::int64_t step, double seconds) {
   std::lock_guard<std::mutex> lk(mu_);
   evals_[step] = seconds;
@@ -356,7 +370,10 @@ void simulation::loop() {
   auto& clk = sched.clock();
   clk.current_time = origin_;
   run_jobs(0); // every spawned actor starts at time 0
-  while (!stop_) {
+  // Once every worker is done, messages still in flight (a push sent before
+  // a shared budget's stop) are delivered before the loop stops, so what
+  // the shards hold does not depend on when the caller stopped it.
+  while (!stop_ || (workers_ > 0 && workers_down_ == workers_ && !events_.empty())) {
     take_inbox();
     const auto& timers = clk.schedule();
     const bool running = workers_down_ < workers_ && !stuck_;

@@ -117,8 +117,10 @@ public:
   void on_stuck(std::function<void(int rank, const std::string& why)> f) { on_stuck_ = std::move(f); }
   /// Starts the loop on its own thread (the spawned actors start at time 0).
   void start();
-  /// Stops the loop and joins it; from then on the calling thread drives
-  /// the scheduler, and messages through placed handles go straight in.
+  /// Stops the loop and joins it (when every worker is done, after the
+  /// messages still in flight are delivered); from then on the calling
+  /// thread drives the scheduler, and messages through placed handles go
+  /// straight in.
   void stop();
   /// After stop: runs every queued job on the calling thread (a scoped
   /// actor's request to a placed actor is answered when it returns).
@@ -136,6 +138,12 @@ public:
                         double real_seconds) override;
   void note_eval(std::int64_t step, double seconds) override;
   void charge(double seconds) override;
+  void note_progress(int rank, std::int64_t samples) override;
+  /// A shared budget (train.budget = "shared"): once the workers' samples
+  /// add up to it, in virtual-time order, every worker still running is
+  /// told to finish (done_atom) at that moment. 0: none.
+  void set_budget(std::int64_t samples) { budget_ = samples; }
+  bool budget_reached() const { return budget_hit_; }
   caf::actor place_beside(int rank, const caf::actor& spawned) override {
     return place(spawned, host_of_worker(rank));
   }
@@ -178,6 +186,9 @@ private:
   std::vector<std::pair<placed_actor*, caf::mailbox_element_ptr>> inbox_;
   std::map<std::int64_t, double> evals_;
   bool shut_ = false;
+  std::int64_t budget_ = 0, budget_total_ = 0;
+  std::map<int, std::int64_t> samples_; ///< by worker rank, for the budget
+  bool budget_hit_ = false;
 };
 
 /// An actor-system config for virtual time: CAF's deterministic test
