@@ -320,7 +320,7 @@ TEST_CASE("virtual time: a stall and a slow spell cost their virtual seconds exa
   }
 }
 
-TEST_CASE("virtual time: a shared budget is counted in virtual-time order and the fast workers do more") {
+TEST_CASE("virtual time: a budget shared by speed is counted in virtual-time order and the fast workers do more") {
   auto data = make_synthetic(2048, 1, 28, 28, 10, 15);
   auto setup = tiny_async(4, 1000);
   setup.worker_slowdown = {1, 1, 1, 3};
