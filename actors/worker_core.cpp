@@ -23,6 +23,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 void worker_core::init(worker_config c) {
   cfg = std::move(c);
+  model_batch = cfg.batch_size;
   start = phase = now();
   tr = trace_ref::open(cfg.trace, "worker " + std::to_string(cfg.rank), cfg.vclock.get());
   jitter_rng.seed(cfg.seed * 7919 + static_cast<std::uint64_t>(cfg.rank));
@@ -158,7 +159,8 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
   if (cfg.vclock) { // the compute model's time, not the machine's; nothing sleeps
-    cfg.vclock->charge_compute(cfg.rank, step, slowdown, extra, seconds_since(wall0));
+    const double batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
+    cfg.vclock->charge_compute(cfg.rank, step, slowdown * batches, extra, seconds_since(wall0));
   } else {
     extra += slowdown > 1.0 ? (slowdown - 1.0) * since(t0) : 0.0;
     if (extra > 0)

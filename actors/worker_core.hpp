@@ -172,6 +172,10 @@ struct worker_core {
   std::unique_ptr<models::batcher> batches;
   models::batch bt;
   std::int64_t step = 0;
+  /// Virtual time: the batch the compute model's step time is for (the
+  /// configured one); a batch of another size (speed balancing) takes
+  /// proportionally longer or shorter.
+  int model_batch = 0;
   worker_report report;
   clock_type::time_point start, phase;
   models::recent_mean last_epoch_loss; ///< over the last epoch's worth of steps: the report's last_loss

@@ -286,6 +286,23 @@ TEST_CASE("virtual time: every parameter-server variant and local SGD run and re
   }
 }
 
+TEST_CASE("virtual time: speed balancing moves the global batch toward the workers' speeds") {
+  auto data = make_synthetic(4096, 1, 28, 28, 10, 16);
+  auto setup = small_setup(2, 1, true);
+  setup.kind = scheduler::topology_kind::ring;
+  setup.ring.balance_every = 5;
+  setup.worker_slowdown = {1, 3};
+  setup.steps = 60;
+  // A step's time scales with its batch: a worker three times slower ends
+  // with about a quarter of the global batch of 32, where it began with half.
+  const auto out = run_virtual(setup, data, constant_compute(1e-3, 2, 1));
+  for (const auto& rep : out.reports)
+    REQUIRE(rep.error.empty());
+  const double fast = static_cast<double>(out.reports[0].samples), slow = static_cast<double>(out.reports[1].samples);
+  CHECK(fast / slow > 2.0);
+  CHECK(fast / slow < 3.5);
+}
+
 TEST_CASE("virtual time: a stall and a slow spell cost their virtual seconds exactly") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 14);
   {
