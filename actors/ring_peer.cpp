@@ -167,14 +167,17 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size) {
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
                                          std::size_t chunk_floats, int group_size, std::shared_ptr<tracer> trace,
-                                         bool direct, std::int64_t first_round) {
+                                         bool direct, std::int64_t first_round, std::shared_ptr<virtual_clock> vclock,
+                                         const std::function<caf::actor(const caf::actor&, int)>& place) {
   std::vector<caf::actor> peers;
   for (int r = 0; r < n; ++r) {
     auto pc = ring_peer_layout(r, n, buckets, chunk_floats, group_size);
     pc.trace = trace;
     pc.direct = direct && group_size <= 0;
     pc.first_round = first_round;
-    peers.push_back(spawn_ring_peer(sys, pc));
+    pc.vclock = vclock;
+    auto peer = spawn_ring_peer(sys, pc);
+    peers.push_back(place ? place(peer, r) : peer);
   }
   auto at = [&](int r) { return r < 0 ? caf::actor{} : peers[static_cast<std::size_t>(r)]; };
   for (int r = 0; r < n; ++r) {

@@ -24,6 +24,7 @@
 #include <caf/all.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -65,10 +66,13 @@ ring_peer_links ring_peer_wiring(int r, int n, int group_size);
 /// Spawns and wires the peers of `n` workers: one flat ring (group_size 0)
 /// or groups of `group_size` consecutive ranks (the last may be smaller)
 /// with a ring of group leaders. Returns them by rank.
+/// Virtual time: `vclock` is each peer's clock, and `place(peer, rank)`
+/// returns the handle the others must use for it (virtual_time.hpp).
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
                                          std::size_t chunk_floats, int group_size,
                                          std::shared_ptr<tracer> trace = {}, bool direct = false,
-                                         std::int64_t first_round = 0);
+                                         std::int64_t first_round = 0, std::shared_ptr<virtual_clock> vclock = {},
+                                         const std::function<caf::actor(const caf::actor&, int)>& place = {});
 
 } // namespace gradwire::actors

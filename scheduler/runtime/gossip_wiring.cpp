@@ -43,25 +43,12 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   caf::scoped_actor self{sys};
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r)
-    workers.push_back(actors::spawn_gossip_worker(sys, config_of(r, self)));
-  if (setup.sim) { // virtual time: every worker holds the others' placed handles
-    auto& sim = *setup.sim;
-    for (int r = 0; r < n; ++r)
-      workers[static_cast<std::size_t>(r)] = sim.place(workers[static_cast<std::size_t>(r)], sim.host_of_worker(r), r);
-    for (const auto& w : workers)
-      self->send(w, actors::wire_atom::value, workers);
-    auto c = coordinate_virtual(self, setup, workers, on_progress, on_metrics, stop);
-    sim.shut_down();
-    if (!c.failure.empty())
-      throw error("gossip: " + c.failure);
-    return replicas_outcome(std::move(c), false);
-  }
+    workers.push_back(place_here(setup, actors::spawn_gossip_worker(sys, config_of(r, self)), r, true));
   // Each worker starts once it knows every other's handle.
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                      setup.budget_samples, checkpoints_of(setup));
-  stop_actors(self, workers);
+  auto c = coordinate_here(self, setup, workers, on_progress, on_metrics, stop, checkpoints_of(setup));
+  end_here(self, setup, workers);
   if (!c.failure.empty())
     throw error("gossip: " + c.failure);
   return replicas_outcome(std::move(c), false);

@@ -197,25 +197,6 @@ bool waits_for_fetch(const topology_setup& setup) {
   return setup.node && setup.ps.spread_shards && setup.sync_ranks;
 }
 
-/// Virtual time: shards on host 0 (or shard i on host i mod hosts, with
-/// topology.shard_placement = "spread"), worker r on host_of_worker(r);
-/// every actor holds the others' placed handles. Runs the loop until every
-/// worker has reported, then stops it (the shards stay for their fetch).
-coordination run_virtual(const topology_setup& setup, const models::dataset& data, shard_set& shards,
-                         caf::scoped_actor& self, std::vector<caf::actor>& workers, const progress_fn& on_progress,
-                         const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
-  auto& sim = *setup.sim;
-  for (std::size_t i = 0; i < shards.handles.size(); ++i)
-    shards.handles[i] =
-      sim.place(shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % sim.setup().hosts : 0);
-  std::vector<caf::actor> handles;
-  for (int r = 0; r < setup.workers; ++r) {
-    workers.push_back(actors::spawn_worker(self->system(), ps_worker(setup, data, shards, r, self)));
-    handles.push_back(sim.place(workers.back(), sim.host_of_worker(r), r));
-  }
-  return coordinate_virtual(self, setup, handles, on_progress, on_metrics, stop);
-}
-
 } // namespace
 
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
@@ -263,31 +244,29 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
       return {};
     }
     c = std::move(*got);
-  } else if (setup.sim) {
-    c = run_virtual(setup, data, shards, self, local_workers, on_progress, on_metrics, stop);
   } else {
-    for (int r = 0; r < setup.workers; ++r)
+    if (setup.sim) // virtual time: the shards on host 0, or shard i on host i mod hosts ("spread")
+      for (std::size_t i = 0; i < shards.handles.size(); ++i)
+        shards.handles[i] = setup.sim->place(
+          shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0);
+    std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
+    for (int r = 0; r < setup.workers; ++r) {
       local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
-    c = coordinate(self, local_workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                   setup.budget_samples, shard_checkpoints(setup, shards.handles));
+      handles.push_back(place_here(setup, local_workers.back(), r, true));
+    }
+    c = coordinate_here(self, setup, handles, on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles));
   }
-  if (!setup.sim)
+  if (!setup.sim) // in virtual time they are done, and every actor ends with the shards below
     stop_actors(self, local_workers);
   if (!c.failure.empty()) {
-    if (setup.sim)
-      setup.sim->shut_down();
-    else
-      stop_actors(self, shards.own);
+    end_here(self, setup, shards.own);
     throw error("parameter server: " + c.failure); // the other ranks stop with rank 0
   }
   topology_outcome out;
   const auto failure = collect_shards(sys, self, setup, shards, initial.size(), out);
   if (waits_for_fetch(setup))
     setup.sync_ranks(shards_fetched); // the other ranks may let their shards go
-  if (setup.sim)
-    setup.sim->shut_down();
-  else
-    stop_actors(self, shards.own);
+  end_here(self, setup, shards.own);
   check(failure.empty(), "parameter server: " + failure);
   out.interrupted = c.interrupted;
   out.budget_reached = c.budget_reached;

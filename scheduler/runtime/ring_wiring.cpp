@@ -120,54 +120,8 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   return replicas_outcome(std::move(*c), true);
 }
 
-/// Virtual time: worker r and its ring peer on host_of_worker(r); every
-/// actor holds the others' placed handles, so each chunk crosses the link
-/// model.
-topology_outcome run_ring_virtual(caf::actor_system& sys, const ring_plan& p, const models::model& initial,
-                                  const progress_fn& on_progress, const metrics_fn& on_metrics,
-                                  const std::atomic<bool>* stop) {
-  const auto& setup = p.setup;
-  auto& sim = *setup.sim;
-  const int n = setup.workers;
-  const auto at = [](const std::vector<caf::actor>& v, int r) {
-    return r < 0 || static_cast<std::size_t>(r) >= v.size() ? caf::actor{} : v[static_cast<std::size_t>(r)];
-  };
-  std::vector<caf::actor> peers;
-  for (int r = 0; p.use_peers && r < n; ++r) {
-    auto pc = actors::ring_peer_layout(r, n, p.buckets, setup.ring.chunk_floats, p.group_size);
-    pc.trace = setup.trace;
-    pc.first_round = setup.resume ? setup.resume->step : 0;
-    pc.vclock = setup.sim;
-    peers.push_back(sim.place(actors::spawn_ring_peer(sys, pc), sim.host_of_worker(r)));
-  }
-  const bool share = setup.ring.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> workers;
-  for (int r = 0; r < n; ++r) {
-    auto wc = p.worker(r, self, at(peers, r));
-    if (share)
-      wc.shared_params = initial.params();
-    workers.push_back(sim.place(actors::spawn_ring_worker(sys, std::move(wc)), sim.host_of_worker(r), r));
-  }
-  for (int r = 0; p.use_peers && r < n; ++r) {
-    const auto w = actors::ring_peer_wiring(r, n, p.group_size);
-    std::vector<caf::actor> members;
-    for (int m : w.members)
-      members.push_back(at(peers, m));
-    self->send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value, at(peers, w.right),
-               at(peers, w.leader_right), members);
-  }
-  for (int r = 0; r < n; ++r)
-    self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
-               p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
-  auto c = coordinate_virtual(self, setup, workers, on_progress, on_metrics, stop);
-  sim.shut_down();
-  if (!c.failure.empty())
-    throw error(p.name() + ": " + c.failure);
-  return replicas_outcome(std::move(c), true);
-}
-
-/// In one process: every worker and peer here.
+/// In one process: every worker and peer here (in virtual time each
+/// placed on its worker's host, every chunk through the link model).
 topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const models::model& initial,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
@@ -176,7 +130,8 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   std::vector<caf::actor> peers;
   if (p.use_peers)
     peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.group_size, setup.trace, false,
-                                     setup.resume ? setup.resume->step : 0);
+                                     setup.resume ? setup.resume->step : 0, setup.sim,
+                                     [&setup](const caf::actor& a, int r) { return place_here(setup, a, r, false); });
   // The sharded update in one process: the replicas share one weight buffer
   // (worker_config::shared_params), which starts as every replica would.
   const bool share = setup.ring.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
@@ -186,15 +141,14 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
     auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
     if (share)
       wc.shared_params = initial.params();
-    workers.push_back(actors::spawn_ring_worker(sys, std::move(wc)));
+    workers.push_back(place_here(setup, actors::spawn_ring_worker(sys, std::move(wc)), r, true));
   }
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                      setup.budget_samples, checkpoints_of(setup), p.elastic());
-  stop_actors(self, workers);
-  stop_actors(self, peers);
+  auto c = coordinate_here(self, setup, workers, on_progress, on_metrics, stop, checkpoints_of(setup), p.elastic());
+  end_here(self, setup, workers);
+  end_here(self, setup, peers);
   if (!c.failure.empty())
     throw error(p.name() + ": " + c.failure);
   return replicas_outcome(std::move(c), true);
@@ -209,11 +163,8 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   check(setup.ring.chunk_floats > 0 && setup.ring.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   const ring_plan plan(setup, data, initial.size());
-  if (setup.node)
-    return run_ring_across(sys, plan, on_progress, on_metrics, stop);
-  if (setup.sim)
-    return run_ring_virtual(sys, plan, initial, on_progress, on_metrics, stop);
-  return run_ring_here(sys, plan, initial, on_progress, on_metrics, stop);
+  return setup.node ? run_ring_across(sys, plan, on_progress, on_metrics, stop)
+                    : run_ring_here(sys, plan, initial, on_progress, on_metrics, stop);
 }
 
 } // namespace gradwire::scheduler

@@ -179,9 +179,17 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   return wc;
 }
 
-coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& setup,
-                                const std::vector<caf::actor>& workers, const progress_fn& on_progress,
-                                const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
+caf::actor place_here(const topology_setup& setup, const caf::actor& spawned, int rank, bool worker) {
+  return setup.sim ? setup.sim->place(spawned, setup.sim->host_of_worker(rank), worker ? rank : -1) : spawned;
+}
+
+coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setup,
+                             const std::vector<caf::actor>& workers, const progress_fn& on_progress,
+                             const metrics_fn& on_metrics, const std::atomic<bool>* stop,
+                             const checkpoint_plan& checkpoints, const elastic_plan& elastic) {
+  if (!setup.sim)
+    return coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
+                      setup.budget_samples, checkpoints, elastic);
   auto& sim = *setup.sim;
   sim.on_stuck([coordinator = caf::actor_cast<caf::actor>(self)](int rank, const std::string& why) {
     actors::worker_report rep;
@@ -195,12 +203,17 @@ coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& s
     ~stop_on_exit() { s.stop(); }
   } stopper{sim};
   sim.start();
-  // No silence limit on the machine's clock: a step of 1,024 simulated
-  // workers takes seconds of it. The loop itself reports a stuck run.
   auto c = coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
   sim.stop(); // every worker has reported: the loop's own state may be read from here
   c.budget_reached = sim.budget_reached();
   return c;
+}
+
+void end_here(caf::scoped_actor& self, const topology_setup& setup, const std::vector<caf::actor>& actors) {
+  if (setup.sim)
+    setup.sim->shut_down();
+  else
+    stop_actors(self, actors);
 }
 
 topology_outcome replicas_outcome(coordination c, bool first) {

@@ -53,13 +53,24 @@ std::optional<coordination> run_worker_across(
   const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false,
   const checkpoint_plan& checkpoints = {}, const elastic_plan& elastic = {});
 
-/// Virtual time (setup.sim): runs the loop until every worker, by its
-/// placed handle in `workers`, has reported to `self`, then stops it. A
-/// stuck run reports each waiting worker's failure. The actors stay (a
-/// parameter server's shards are fetched after); the caller shuts them down.
-coordination coordinate_virtual(caf::scoped_actor& self, const topology_setup& setup,
-                                const std::vector<caf::actor>& workers, const progress_fn& on_progress,
-                                const metrics_fn& on_metrics, const std::atomic<bool>* stop);
+/// In one process: the handle the wiring hands out for `spawned`, which
+/// belongs to worker `rank` (its worker, `worker`; or its ring peer). In
+/// virtual time the actor placed on that worker's host; else itself.
+caf::actor place_here(const topology_setup& setup, const caf::actor& spawned, int rank, bool worker);
+
+/// In one process: coordinates `workers` (the handles place_here gave).
+/// In virtual time this runs the loop until every worker has reported,
+/// then stops it (a stuck run reports each waiting worker's failure; no
+/// silence limit on the machine's clock, where a step of 1,024 simulated
+/// workers takes seconds). The actors stay: end_here ends them.
+coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setup,
+                             const std::vector<caf::actor>& workers, const progress_fn& on_progress,
+                             const metrics_fn& on_metrics, const std::atomic<bool>* stop,
+                             const checkpoint_plan& checkpoints = {}, const elastic_plan& elastic = {});
+
+/// In one process: ends `actors` and waits for them (in virtual time every
+/// placed actor, on this thread).
+void end_here(caf::scoped_actor& self, const topology_setup& setup, const std::vector<caf::actor>& actors);
 
 /// The outcome of workers that return their replicas: params = their mean
 /// (rank 0's when `first`), replica_spread, reports. Throws on a failure.
