@@ -27,7 +27,7 @@ kernels::tensor buffer_pool::get(std::size_t floats) {
     }
   }
   if (!p) {
-    p = kernels::alloc_host(bytes, kernels::huge_page_min_buffer);
+    p = kernels::alloc_host(bytes, min_huge_);
     if (!p)
       throw std::bad_alloc();
   }

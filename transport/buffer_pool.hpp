@@ -7,6 +7,7 @@
 /// steady state of a training loop allocates nothing). Buffers are binned
 /// by power-of-two size; each bin keeps at most `keep` free buffers.
 
+#include "kernels/huge_pages.hpp"
 #include "kernels/tensor.hpp"
 
 #include <cstddef>
@@ -18,7 +19,10 @@ namespace gradwire::transport {
 
 class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
 public:
-  explicit buffer_pool(std::size_t keep = 64) : keep_(keep) {}
+  /// `min_huge`: buffers from this size on go on huge pages (a whole 2 MiB
+  /// page from 512 KiB up by default; SIZE_MAX: never).
+  explicit buffer_pool(std::size_t keep = 64, std::size_t min_huge = kernels::huge_page_min_buffer)
+      : keep_(keep), min_huge_(min_huge) {}
   ~buffer_pool();
   buffer_pool(const buffer_pool&) = delete;
   buffer_pool& operator=(const buffer_pool&) = delete;
@@ -30,7 +34,7 @@ public:
 
 private:
   void put(int bin, void* p);
-  std::size_t keep_;
+  std::size_t keep_, min_huge_;
   mutable std::mutex mu_;
   std::vector<std::vector<void*>> free_; ///< per bin
 };

@@ -2,8 +2,8 @@
 
 #include "actors/messages.hpp"
 #include "kernels/error.hpp"
-#include "kernels/huge_pages.hpp"
 #include "kernels/tensor.hpp"
+#include "transport/buffer_pool.hpp"
 
 #include <caf/scheduler/test_coordinator.hpp>
 
@@ -72,59 +72,6 @@ std::string seconds_text(std::int64_t ns) {
   std::snprintf(b, sizeof b, "%.6f s", static_cast<double>(ns) * 1e-9);
   return b;
 }
-
-/// Host buffers from 64 KiB, recycled by exact size while a simulation
-/// runs. A thousand workers keep a thousand gradients and parameter
-/// replies in flight, each freed and allocated again every step: from
-/// glibc's heap that fragmented (a 1,024-worker run grew past 24 GiB), and
-/// from mmap each buffer paid its page faults again (a quarter of the
-/// loop's time). A freed buffer waits here for the next of its size.
-class recycler : public std::enable_shared_from_this<recycler> {
-public:
-  static constexpr std::size_t min_bytes = std::size_t{64} << 10;
-  static constexpr std::size_t max_held = std::size_t{1} << 30;
-
-  std::shared_ptr<kernels::storage> get(std::size_t bytes, std::size_t color) {
-    const std::size_t total = bytes + color;
-    char* base = nullptr;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      auto& v = free_[total];
-      if (!v.empty()) {
-        base = v.back();
-        v.pop_back();
-        held_ -= total;
-      }
-    }
-    if (!base)
-      base = static_cast<char*>(kernels::alloc_host(total, kernels::huge_page_bytes));
-    if (!base)
-      return nullptr; // the backend's own path says so
-    return std::make_shared<kernels::storage>(base + color, bytes, kernels::device::cpu(),
-                                              [self = shared_from_this(), base, total](void*) { self->put(base, total); });
-  }
-  ~recycler() {
-    for (auto& [n, v] : free_)
-      for (char* p : v)
-        std::free(p);
-  }
-
-private:
-  void put(char* base, std::size_t total) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (held_ + total <= max_held) {
-        free_[total].push_back(base);
-        held_ += total;
-        return;
-      }
-    }
-    std::free(base);
-  }
-  std::mutex mu_;
-  std::unordered_map<std::size_t, std::vector<char*>> free_;
-  std::size_t held_ = 0;
-};
 
 } // namespace
 
@@ -349,9 +296,17 @@ void simulation::report_stuck(const std::string& why) {
 
 void simulation::start() {
   check(!looping_ && !thread_.joinable(), "virtual time: the loop runs once");
-  auto pool = std::make_shared<recycler>();
-  kernels::set_host_allocator([pool](std::size_t bytes, std::size_t color) { return pool->get(bytes, color); },
-                              recycler::min_bytes);
+  // Host buffers from 64 KiB come from a pool while the loop runs. A
+  // thousand workers keep a thousand gradients and replies in flight, each
+  // freed and allocated again every step: from glibc's heap that
+  // fragmented (a 1,024-worker run grew past 24 GiB), and from mmap each
+  // buffer paid its page faults again (a quarter of the loop's time).
+  // Ordinary pages: a huge one per buffer of a megabyte doubled the run's
+  // memory.
+  pool_ = std::make_shared<transport::buffer_pool>(1024, SIZE_MAX);
+  kernels::set_host_allocator(
+    [pool = pool_](std::size_t bytes, std::size_t) { return pool->get((bytes + 3) / 4).shared_storage(); },
+    std::size_t{64} << 10);
   looping_ = true;
   // The loop's id is known before it runs: post() and place() on either
   // thread read it without a race.

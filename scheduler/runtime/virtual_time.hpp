@@ -26,6 +26,7 @@
 ///   `on_stuck`, and the run fails naming them.
 
 #include "actors/virtual_clock.hpp"
+#include "transport/buffer_pool.hpp"
 
 #include <caf/all.hpp>
 
@@ -186,6 +187,7 @@ private:
   std::vector<std::pair<placed_actor*, caf::mailbox_element_ptr>> inbox_;
   std::map<std::int64_t, double> evals_;
   bool shut_ = false;
+  std::shared_ptr<transport::buffer_pool> pool_; ///< host buffers while the loop runs
   std::int64_t budget_ = 0, budget_total_ = 0;
   std::map<int, std::int64_t> samples_; ///< by worker rank, for the budget
   bool budget_hit_ = false;
