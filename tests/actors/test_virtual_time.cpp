@@ -39,6 +39,11 @@ scheduler::topology_outcome run_virtual(topology_setup setup, const models::data
   return out;
 }
 
+/// The same parameters, bit for bit.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 virtual_setup constant_compute(double step_s, int workers_per_host, int hosts) {
   virtual_setup vs;
   compute_model c;
@@ -85,8 +90,7 @@ TEST_CASE("virtual time: the same config and seed give the same bits and stalene
   busy = false;
   for (auto& t : load)
     t.join();
-  REQUIRE(a.params.size() == b.params.size());
-  CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+  CHECK(same_bits(a.params, b.params));
   CHECK(a.staleness == b.staleness);
   CHECK(a.seconds == b.seconds);
   for (std::size_t r = 0; r < a.reports.size(); ++r) {
@@ -99,7 +103,7 @@ TEST_CASE("virtual time: the same config and seed give the same bits and stalene
   // Another seed draws other step times: another interleaving, other bits.
   vs.seed = 4;
   const auto c = run_virtual(setup, data, vs);
-  CHECK(std::memcmp(a.params.data(), c.params.data(), a.params.size() * sizeof(float)) != 0);
+  CHECK(!same_bits(a.params, c.params));
 }
 
 TEST_CASE("virtual time: homogeneous async push-pull staleness is N - 1 after the first round") {
@@ -183,8 +187,7 @@ TEST_CASE("virtual time: a ring trains the same model bit for bit as in real tim
       vs.link.latency_us = 15;
       vs.link.bandwidth_gbps = 5;
       const auto virt = run_virtual(setup, data, vs);
-      REQUIRE(real.params.size() == virt.params.size());
-      CHECK(std::memcmp(real.params.data(), virt.params.data(), real.params.size() * sizeof(float)) == 0);
+      CHECK(same_bits(real.params, virt.params));
       for (const auto& rep : virt.reports) {
         CHECK(rep.error.empty());
         CHECK(rep.steps == 6);
@@ -234,16 +237,14 @@ TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats i
     actor_env env;
     const auto real = scheduler::run_topology(*env.sys, setup, data);
     const auto virt = run_virtual(setup, data, vs);
-    REQUIRE(real.params.size() == virt.params.size());
-    CHECK(std::memcmp(real.params.data(), virt.params.data(), real.params.size() * sizeof(float)) == 0);
+    CHECK(same_bits(real.params, virt.params));
   }
   setup.gossip.mode = actors::gossip_mode::adpsgd;
   const auto a = run_virtual(setup, data, vs);
   const auto b = run_virtual(setup, data, vs);
   for (const auto& rep : a.reports)
     CHECK(rep.error.empty());
-  REQUIRE(a.params.size() == b.params.size());
-  CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+  CHECK(same_bits(a.params, b.params));
   CHECK(a.replica_spread == b.replica_spread);
   CHECK(a.seconds == b.seconds);
 }
@@ -278,8 +279,7 @@ TEST_CASE("virtual time: every parameter-server variant and local SGD run and re
     const auto b = run_virtual(setup, data, vs);
     for (const auto& rep : a.reports)
       CHECK(rep.error.empty());
-    REQUIRE(a.params.size() == b.params.size());
-    CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+    CHECK(same_bits(a.params, b.params));
     CHECK(a.staleness == b.staleness);
     CHECK(a.dropped == b.dropped);
     CHECK(a.seconds > 9 * 1e-3);
@@ -353,8 +353,7 @@ TEST_CASE("virtual time: a budget shared by speed is counted in virtual-time ord
   CHECK(samples >= 640);
   CHECK(samples <= 640 + 4 * 4); // each finished at its next step boundary
   CHECK(a.reports[0].steps > 2 * a.reports[3].steps); // 3x slower: about a third of the steps
-  REQUIRE(a.params.size() == b.params.size());
-  CHECK(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)) == 0);
+  CHECK(same_bits(a.params, b.params));
   for (std::size_t r = 0; r < a.reports.size(); ++r)
     CHECK(a.reports[r].steps == b.reports[r].steps);
 }
