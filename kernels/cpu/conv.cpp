@@ -155,15 +155,21 @@ bool caches_cols(const conv_geom& g) {
   return !is_pointwise(g) && cols_floats(g) * static_cast<std::size_t>(g.n) * sizeof(float) <= cache_limit;
 }
 
-} // namespace
-
-std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
+/// The forward and input-gradient paths' workspace; channel_wgrad's follows it.
+std::size_t path_workspace_bytes(const conv_geom& g) {
   if (direct_conv::applies(g))
     return direct_conv::workspace_bytes(g);
   if (is_pointwise(g))
     return 0;
   const std::size_t images = caches_cols(g) ? static_cast<std::size_t>(g.n) : 1;
-  return (images + 1) * cols_floats(g) * sizeof(float);
+  return ((images + 1) * cols_floats(g) * sizeof(float) + 63) / 64 * 64;
+}
+
+} // namespace
+
+std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
+  return path_workspace_bytes(g) +
+         (direct_conv::channel_wgrad_applies(g) ? direct_conv::channel_wgrad_workspace_bytes(g) : 0);
 }
 
 void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
@@ -187,6 +193,15 @@ void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float
 
 void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const float* w,
                                   const float* dy, float* dx, float* dw, void* workspace) {
+  // The weight gradient vectorised along output channels where it applies
+  // (bench/RESULTS.md, "Convolutions"); the paths below then skip theirs.
+  if (direct_conv::channel_wgrad_applies(g)) {
+    auto* cw_ws = reinterpret_cast<float*>(static_cast<char*>(workspace) + path_workspace_bytes(g));
+    direct_conv::channel_wgrad(g, x, dy, dw, cw_ws);
+    dw = nullptr;
+    if (dx == nullptr)
+      return;
+  }
   if (direct_conv::applies(g))
     return direct_conv::backward(g, x, w, dy, dx, dw, static_cast<float*>(workspace));
   const int crs = g.c * g.r * g.s;
@@ -198,13 +213,14 @@ void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const floa
   for (int i = 0; i < g.n; ++i) {
     const float* src = x + i * in_img;
     const float* dyi = dy + static_cast<std::ptrdiff_t>(i) * g.k * pix;
-    if (!pw) {
+    if (!pw && dw != nullptr) {
       float* cols = ws + (cache ? static_cast<std::size_t>(i) * cols_floats(g) : 0);
       if (!cache)
         im2col(g, src, cols, pix);
       src = cols;
     }
-    gemm(false, true, g.k, crs, pix, 1.f, dyi, pix, src, pix, 1.f, dw, crs);
+    if (dw != nullptr)
+      gemm(false, true, g.k, crs, pix, 1.f, dyi, pix, src, pix, 1.f, dw, crs);
     if (dx == nullptr)
       continue;
     float* dxi = dx + i * in_img;

@@ -28,6 +28,9 @@ bool available();
 /// turn them off to compare with im2col + GEMM). Not thread-safe against
 /// running convolutions: set it before training starts.
 void set_enabled(bool on);
+/// The rule that leaves rows filling at most half a register to im2col + GEMM
+/// (default on); tests turn it off to check the kernels at every width.
+void set_width_rule(bool on);
 bool enabled();
 /// The instruction set in use ("avx512", "avx2" or "" when none), and a
 /// switch to another one this CPU has (tests run both; "default" goes back to
@@ -36,14 +39,37 @@ const char* isa_name();
 bool use_isa(const char* name);
 /// Whether `g` takes the direct path: enabled, available, stride 1,
 /// padding below the kernel size, input and output rows within two (AVX-512)
-/// or four (AVX2) registers.
+/// or four (AVX2) registers, and not both at most half of one (set_width_rule).
 bool applies(const conv_geom& g);
 
 std::size_t workspace_bytes(const conv_geom& g);
 void forward(const conv_geom& g, const float* x, const float* w, float* y, float* ws);
-/// dw += the weight gradient; dx (when not null) = the input gradient.
+/// dw (when not null) += the weight gradient; dx (when not null) = the input gradient.
 void backward(const conv_geom& g, const float* x, const float* w, const float* dy, float* dx,
               float* dw, float* ws);
+
+/// The weight gradient vectorised along output channels (channel_wgrad_isa.hpp),
+/// for any stride and for 3x3 and 5x5 kernels with a multiple of the
+/// register width of output channels; the rest use the row kernels of
+/// `backward` or im2col + GEMM. On by default; GRADWIRE_WGRAD=rows or
+/// set_channel_wgrad(false) turns it off (A/B comparisons, tests).
+bool channel_wgrad_applies(const conv_geom& g);
+void set_channel_wgrad(bool on);
+std::size_t channel_wgrad_workspace_bytes(const conv_geom& g);
+/// dw += the weight gradient of g for input x and output gradient dy.
+void channel_wgrad(const conv_geom& g, const float* x, const float* dy, float* dw, float* ws);
+
+/// Arguments of one instruction set's channel_wgrad kernel: `images` images of
+/// xp (each [c][hp][wp], padded, x_img floats apart) and of dyT (each
+/// [oh*ow][m], pixel-major); dw is [m][c][r][s].
+struct cw_args {
+  const float* xp = nullptr;
+  std::ptrdiff_t x_img = 0;
+  int c = 0, hp = 0, wp = 0;
+  const float* dyT = nullptr;
+  int m = 0, oh = 0, ow = 0, stride = 1, images = 0, r = 0, s = 0;
+  float* dw = nullptr;
+};
 
 /// One instruction set's kernels (direct_conv_isa.hpp instantiates them).
 struct isa_kernels {
@@ -59,6 +85,8 @@ struct isa_kernels {
   /// for `valid`, x_img floats apart).
   void (*wgrad)(const float* xp, std::ptrdiff_t x_img, int c, int hp, int wp, const float* dy,
                 int m, int oh, int ow, int images, int r, int s, float* dw) = nullptr;
+  /// false: no kernel for this shape (see channel_wgrad_isa.hpp).
+  bool (*channel_wgrad)(const cw_args& a) = nullptr;
 };
 
 const isa_kernels* avx512_kernels();

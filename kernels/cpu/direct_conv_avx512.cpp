@@ -5,6 +5,7 @@
 #define GW_ACC_REGS 16
 #define GW_WGRAD_MB 4
 #define GW_WGRAD_ST 5
+#define GW_CW_ACC 28
 #include "kernels/cpu/direct_conv_isa.hpp"
 
 namespace gradwire::kernels::direct_conv {

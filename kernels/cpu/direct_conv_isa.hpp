@@ -203,6 +203,12 @@ inline void wgrad(const float* xp, std::ptrdiff_t x_img, int c, int hp, int wp, 
   }
 }
 
+} // namespace gradwire::kernels::direct_conv::GW_ISA
+
+#include "kernels/cpu/channel_wgrad_isa.hpp"
+
+namespace gradwire::kernels::direct_conv::GW_ISA {
+
 inline const isa_kernels* kernels() {
   static const isa_kernels k = [] {
     isa_kernels t;
@@ -210,6 +216,7 @@ inline const isa_kernels* kernels() {
     t.max_regs = GW_MAX_REGS;
     t.valid = &valid;
     t.wgrad = &wgrad;
+    t.channel_wgrad = &channel_wgrad;
     return t;
   }();
   return &k;

@@ -23,7 +23,11 @@ std::vector<conv_geom> geometries() {
           // Direct-kernel shapes: uneven channel blocks, rows of 2 to 2 registers
           // and a partial one, wide and tall images, more output than input channels.
           make(2, 7, 4, 4, 19, 3, 1, 1), make(3, 5, 2, 2, 33, 3, 1, 1), make(1, 3, 6, 30, 5, 3, 1, 1),
-          make(2, 2, 17, 5, 3, 3, 1, 0), make(1, 6, 10, 10, 16, 5, 1, 0)};
+          make(2, 2, 17, 5, 3, 3, 1, 0), make(1, 6, 10, 10, 16, 5, 1, 0),
+          // The channel-vectorised weight gradient: stride 2 with 48 output
+          // channels (blocks of 2 registers and of 1), channels not a multiple
+          // of its block, 5x5 (kernel rows split on AVX2), no padding.
+          make(2, 4, 9, 9, 48, 3, 2, 1), make(2, 5, 7, 6, 16, 5, 1, 2), make(2, 2, 6, 6, 32, 3, 1, 0)};
 }
 } // namespace
 
@@ -41,11 +45,13 @@ std::vector<std::string> conv_paths() {
 /// Selects a path for one scope; back to the CPU's best on exit.
 struct conv_path {
   explicit conv_path(const std::string& isa) {
+    direct_conv::set_width_rule(false); // every width through the kernels under test
     direct_conv::set_enabled(!isa.empty());
     if (!isa.empty())
       direct_conv::use_isa(isa.c_str());
   }
   ~conv_path() {
+    direct_conv::set_width_rule(true);
     direct_conv::set_enabled(true);
     direct_conv::use_isa("default");
   }
@@ -213,6 +219,8 @@ TEST_CASE("conv2d: direct kernels and im2col + GEMM agree (LeNet-5, ResNet stage
     auto run = [&](bool direct) {
       conv_path use(direct ? isa : "");
       REQUIRE(direct_conv::applies(g) == direct);
+      // Output channels a multiple of 16 (of either register width): the channel-vectorised weight gradient.
+      REQUIRE(direct_conv::channel_wgrad_applies(g) == (direct && g.k % 16 == 0));
       result r{std::vector<float>(ys), std::vector<float>(xs), std::vector<float>(wn, 0.f)};
       std::vector<char> ws(cpu().conv2d_workspace_bytes(g));
       cpu().conv2d_forward(g, x.data(), w.data(), r.y.data(), ws.data());
