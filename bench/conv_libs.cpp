@@ -132,7 +132,7 @@ enum class path { rows, im2col, chosen };
 
 /// gradwire's CPU backend on one path: the direct kernels with their
 /// row-vectorised weight gradient, im2col + GEMM alone, or what it chooses by
-/// default (the channel-vectorised weight gradient where it applies).
+/// default (the channel-vectorised kernels where they apply).
 /// Backward runs twice: once with dx (both gradients) and once without
 /// (weights only), so that the input gradient's share is the difference.
 timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, bool check) {
@@ -140,10 +140,12 @@ timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, b
   auto& be = gradwire::kernels::backend_for(gradwire::kernels::device::cpu());
   dc::set_enabled(p != path::im2col);
   dc::set_channel_wgrad(p == path::chosen);
+  dc::set_channel_conv(p == path::chosen);
   const bool direct = p != path::im2col;
   if (p == path::rows && !dc::applies(g)) {
     dc::set_enabled(true);
     dc::set_channel_wgrad(true);
+    dc::set_channel_conv(true);
     return {};
   }
   auto t = make(g);
@@ -168,6 +170,7 @@ timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, b
   tm.bwd_data = std::max(0.0, both - tm.bwd_w);
   dc::set_enabled(true);
   dc::set_channel_wgrad(true);
+  dc::set_channel_conv(true);
   (void)direct;
   return tm;
 }

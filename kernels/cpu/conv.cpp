@@ -150,30 +150,54 @@ std::size_t cols_floats(const conv_geom& g) {
   return static_cast<std::size_t>(g.c) * g.r * g.s * g.out_h() * g.out_w();
 }
 
-/// Whether forward keeps every image's columns for backward.
-bool caches_cols(const conv_geom& g) {
-  return !is_pointwise(g) && cols_floats(g) * static_cast<std::size_t>(g.n) * sizeof(float) <= cache_limit;
+/// Whether forward runs im2col + GEMM (no faster kernel applies).
+bool im2col_forward(const conv_geom& g) {
+  return !direct_conv::channel_forward_applies(g) && !direct_conv::applies(g);
 }
 
-/// The forward and input-gradient paths' workspace; channel_wgrad's follows it.
+/// Whether an im2col forward keeps every image's columns for backward.
+bool caches_cols(const conv_geom& g) {
+  return im2col_forward(g) && !is_pointwise(g) &&
+         cols_floats(g) * static_cast<std::size_t>(g.n) * sizeof(float) <= cache_limit;
+}
+
+constexpr std::size_t round64(std::size_t b) { return (b + 63) / 64 * 64; }
+
+/// The row kernels' or im2col's workspace; the channel kernels' follow it.
 std::size_t path_workspace_bytes(const conv_geom& g) {
   if (direct_conv::applies(g))
-    return direct_conv::workspace_bytes(g);
+    return round64(direct_conv::workspace_bytes(g));
   if (is_pointwise(g))
     return 0;
   const std::size_t images = caches_cols(g) ? static_cast<std::size_t>(g.n) : 1;
-  return ((images + 1) * cols_floats(g) * sizeof(float) + 63) / 64 * 64;
+  return round64((images + 1) * cols_floats(g) * sizeof(float));
+}
+
+std::size_t channel_conv_bytes(const conv_geom& g) {
+  return direct_conv::channel_forward_applies(g) || direct_conv::channel_input_grad_applies(g)
+           ? round64(direct_conv::channel_conv_workspace_bytes(g))
+           : 0;
+}
+
+float* at(void* workspace, std::size_t bytes) {
+  return reinterpret_cast<float*>(static_cast<char*>(workspace) + bytes);
 }
 
 } // namespace
 
+// Which kernel runs each pass, measured per layer (bench/conv_libs.cpp,
+// bench/RESULTS.md "Convolutions"): the channel-vectorised kernels where they
+// apply (3x3 and 5x5, channels a multiple of the register width), else the
+// row-vectorised direct kernels, else im2col + GEMM.
 std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
-  return path_workspace_bytes(g) +
+  return path_workspace_bytes(g) + channel_conv_bytes(g) +
          (direct_conv::channel_wgrad_applies(g) ? direct_conv::channel_wgrad_workspace_bytes(g) : 0);
 }
 
 void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
                                  void* workspace) {
+  if (direct_conv::channel_forward_applies(g))
+    return direct_conv::channel_forward(g, x, w, y, at(workspace, path_workspace_bytes(g)));
   if (direct_conv::applies(g))
     return direct_conv::forward(g, x, w, y, static_cast<float*>(workspace));
   const int crs = g.c * g.r * g.s;
@@ -196,12 +220,15 @@ void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const floa
   // The weight gradient vectorised along output channels where it applies
   // (bench/RESULTS.md, "Convolutions"); the paths below then skip theirs.
   if (direct_conv::channel_wgrad_applies(g)) {
-    auto* cw_ws = reinterpret_cast<float*>(static_cast<char*>(workspace) + path_workspace_bytes(g));
-    direct_conv::channel_wgrad(g, x, dy, dw, cw_ws);
+    direct_conv::channel_wgrad(g, x, dy, dw, at(workspace, path_workspace_bytes(g) + channel_conv_bytes(g)));
     dw = nullptr;
-    if (dx == nullptr)
-      return;
   }
+  if (dx != nullptr && direct_conv::channel_input_grad_applies(g)) {
+    direct_conv::channel_input_grad(g, w, dy, dx, at(workspace, path_workspace_bytes(g)));
+    dx = nullptr;
+  }
+  if (dx == nullptr && dw == nullptr)
+    return;
   if (direct_conv::applies(g))
     return direct_conv::backward(g, x, w, dy, dx, dw, static_cast<float*>(workspace));
   const int crs = g.c * g.r * g.s;

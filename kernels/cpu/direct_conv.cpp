@@ -25,13 +25,6 @@ bool enabled_from_env() {
 
 std::atomic<bool> g_enabled{enabled_from_env()};
 
-/// GRADWIRE_WGRAD=rows keeps the row-vectorised weight gradient (A/B comparisons).
-bool channel_from_env() {
-  const char* v = std::getenv("GRADWIRE_WGRAD");
-  return v == nullptr || std::string(v) != "rows";
-}
-
-std::atomic<bool> g_channel{channel_from_env()};
 std::atomic<bool> g_width_rule{true};
 
 bool has_avx512() {
@@ -62,6 +55,12 @@ const isa_kernels* from_env() {
 }
 
 std::atomic<const isa_kernels*> g_isa{from_env()};
+
+} // namespace
+
+const isa_kernels* current_isa() { return g_isa.load(); }
+
+namespace {
 
 const isa_kernels* isa() { return g_isa.load(); }
 
@@ -96,6 +95,8 @@ layout make_layout(const conv_geom& g) {
   return l;
 }
 
+} // namespace
+
 /// dst (planes of hp x wp, then a zeroed tail) <- src planes of h x w placed
 /// at row `top`, column `left`, zeros around them. Each float written once.
 void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, int wp, int top,
@@ -121,7 +122,6 @@ void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, 
     *d++ = 0.f;
 }
 
-} // namespace
 
 bool available() { return isa() != nullptr || has_avx2(); }
 
@@ -216,76 +216,3 @@ void backward(const conv_geom& g, const float* x, const float* w, const float* d
 
 } // namespace gradwire::kernels::direct_conv
 
-namespace gradwire::kernels::direct_conv {
-namespace {
-
-/// Bytes of padded input plus transposed output gradient per channel_wgrad
-/// group: the group's data stays in L2 across the kernel's passes over it.
-constexpr std::size_t cw_group_budget = 512u << 10;
-
-struct cw_layout {
-  int hp, wp;
-  std::size_t x_img, dy_img; // floats per image
-  int group;
-};
-
-cw_layout make_cw_layout(const conv_geom& g) {
-  cw_layout l{};
-  l.hp = g.h + 2 * g.pad;
-  l.wp = g.w + 2 * g.pad;
-  l.x_img = static_cast<std::size_t>(g.c) * l.hp * l.wp;
-  l.dy_img = static_cast<std::size_t>(g.k) * g.out_h() * g.out_w();
-  const std::size_t per_image = (l.x_img + l.dy_img) * sizeof(float);
-  l.group = static_cast<int>(std::clamp<std::size_t>(cw_group_budget / per_image, 1, static_cast<std::size_t>(g.n)));
-  return l;
-}
-
-/// dst[p][m] = src[m][p] for one image (pix pixels, m channels), in tiles of
-/// 16 pixels so that reads are whole cache lines.
-void transpose_image(const float* __restrict src, int m, int pix, float* __restrict dst) {
-  for (int p0 = 0; p0 < pix; p0 += 16) {
-    const int p1 = std::min(pix, p0 + 16);
-    for (int c = 0; c < m; ++c)
-      for (int p = p0; p < p1; ++p)
-        dst[static_cast<std::size_t>(p) * m + c] = src[static_cast<std::size_t>(c) * pix + p];
-  }
-}
-
-} // namespace
-
-void set_channel_wgrad(bool on) { g_channel.store(on); }
-
-bool channel_wgrad_applies(const conv_geom& g) {
-  const auto* k = isa();
-  // Not 1x1: there the padded copy and the transpose cost more than the few
-  // FLOPs they serve (ResNet's projections: 10-33 GFLOP/s, im2col 71-88).
-  return g_channel.load() && enabled() && k != nullptr && k->channel_wgrad != nullptr && g.k % k->lanes == 0 &&
-         (g.s == 3 || g.s == 5) && g.out_h() > 0 && g.out_w() > 0;
-}
-
-std::size_t channel_wgrad_workspace_bytes(const conv_geom& g) {
-  const auto l = make_cw_layout(g);
-  return static_cast<std::size_t>(l.group) * (l.x_img + l.dy_img) * sizeof(float);
-}
-
-void channel_wgrad(const conv_geom& g, const float* x, const float* dy, float* dw, float* ws) {
-  const auto l = make_cw_layout(g);
-  float* xp = ws;
-  float* dyT = ws + static_cast<std::size_t>(l.group) * l.x_img;
-  const std::size_t in_img = static_cast<std::size_t>(g.c) * g.h * g.w;
-  const int pix = g.out_h() * g.out_w();
-  cw_args a;
-  a.xp = xp, a.x_img = static_cast<std::ptrdiff_t>(l.x_img), a.c = g.c, a.hp = l.hp, a.wp = l.wp;
-  a.dyT = dyT, a.m = g.k, a.oh = g.out_h(), a.ow = g.out_w(), a.stride = g.stride;
-  a.r = g.r, a.s = g.s, a.dw = dw;
-  for (int i0 = 0; i0 < g.n; i0 += l.group) {
-    a.images = std::min(l.group, g.n - i0);
-    for (int j = 0; j < a.images; ++j) {
-      pad_planes(x + (i0 + j) * in_img, g.c, g.h, g.w, xp + j * l.x_img, l.hp, l.wp, g.pad, g.pad, 0);
-      transpose_image(dy + (i0 + j) * l.dy_img, g.k, pix, dyT + j * l.dy_img);
-    }
-    isa()->channel_wgrad(a);
-  }
-}
-
-} // namespace gradwire::kernels::direct_conv

@@ -71,6 +71,29 @@ struct cw_args {
   float* dw = nullptr;
 };
 
+/// The convolution vectorised along output channels (channel_conv_isa.hpp),
+/// for the forward pass at any stride and, at stride 1, the input gradient:
+/// 3x3 and 5x5 kernels whose outputs (input channels, for the input
+/// gradient) are a multiple of the register width. GRADWIRE_CONV=rows or
+/// set_channel_conv(false) turns it off.
+bool channel_forward_applies(const conv_geom& g);
+bool channel_input_grad_applies(const conv_geom& g);
+void set_channel_conv(bool on);
+std::size_t channel_conv_workspace_bytes(const conv_geom& g);
+void channel_forward(const conv_geom& g, const float* x, const float* w, float* y, float* ws);
+/// dx = the input gradient of g for output gradient dy.
+void channel_input_grad(const conv_geom& g, const float* w, const float* dy, float* dx, float* ws);
+
+/// Arguments of one instruction set's channel_conv kernel, for one image:
+/// `in` is [c][hp][wp] (padded), wt [c*r*s][m], outT [oh*ow][m].
+struct cc_args {
+  const float* in = nullptr;
+  int c = 0, hp = 0, wp = 0;
+  const float* wt = nullptr;
+  int m = 0, r = 0, s = 0, stride = 1, oh = 0, ow = 0;
+  float* outT = nullptr;
+};
+
 /// One instruction set's kernels (direct_conv_isa.hpp instantiates them).
 struct isa_kernels {
   int lanes = 0;   ///< floats per register
@@ -87,7 +110,16 @@ struct isa_kernels {
                 int m, int oh, int ow, int images, int r, int s, float* dw) = nullptr;
   /// false: no kernel for this shape (see channel_wgrad_isa.hpp).
   bool (*channel_wgrad)(const cw_args& a) = nullptr;
+  /// false: outputs not a multiple of the register width.
+  bool (*channel_conv)(const cc_args& a) = nullptr;
 };
+
+/// The instruction set in use (null: none).
+const isa_kernels* current_isa();
+/// dst (planes of hp x wp, then `tail` zeros) <- src planes of h x w placed
+/// at row `top`, column `left`, zeros around them.
+void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, int wp, int top,
+                int left, std::size_t tail);
 
 const isa_kernels* avx512_kernels();
 const isa_kernels* avx2_kernels();

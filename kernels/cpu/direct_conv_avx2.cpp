@@ -6,6 +6,7 @@
 #define GW_WGRAD_MB 2
 #define GW_WGRAD_ST 5
 #define GW_CW_ACC 12
+#define GW_CC_ACC 8
 #include "kernels/cpu/direct_conv_isa.hpp"
 
 namespace gradwire::kernels::direct_conv {

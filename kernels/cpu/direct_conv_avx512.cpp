@@ -6,6 +6,7 @@
 #define GW_WGRAD_MB 4
 #define GW_WGRAD_ST 5
 #define GW_CW_ACC 28
+#define GW_CC_ACC 16
 #include "kernels/cpu/direct_conv_isa.hpp"
 
 namespace gradwire::kernels::direct_conv {

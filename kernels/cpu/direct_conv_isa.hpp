@@ -206,6 +206,7 @@ inline void wgrad(const float* xp, std::ptrdiff_t x_img, int c, int hp, int wp, 
 } // namespace gradwire::kernels::direct_conv::GW_ISA
 
 #include "kernels/cpu/channel_wgrad_isa.hpp"
+#include "kernels/cpu/channel_conv_isa.hpp"
 
 namespace gradwire::kernels::direct_conv::GW_ISA {
 
@@ -217,6 +218,7 @@ inline const isa_kernels* kernels() {
     t.valid = &valid;
     t.wgrad = &wgrad;
     t.channel_wgrad = &channel_wgrad;
+    t.channel_conv = &channel_conv;
     return t;
   }();
   return &k;
