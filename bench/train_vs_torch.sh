@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Training throughput, gradwire vs PyTorch, side by side in one run.
 #
-# Same models (MLP 784-256-128-10, LeNet-5), batch 64, SGD lr 0.05 momentum
-# 0.9, Fashion-MNIST, 1 and 2 threads. PyTorch runs with its default OpenMP
+# Same models (MLP 784-256-128-10, LeNet-5, and with MODELS=resnet20 ResNet-20
+# on synthetic CIFAR-shaped images), batch 64, SGD lr 0.05 momentum 0.9,
+# Fashion-MNIST, 1 and 2 threads. PyTorch runs with its default OpenMP
 # settings and with OMP_WAIT_POLICY=PASSIVE (much faster here), and the
 # better of the two is the peer. This VM drifts by up to 30%, so the two
 # sides alternate over ROUNDS rounds and medians are compared.
 #
 #   bench/train_vs_torch.sh [ROUNDS]      (needs: scripts/setup.sh --bench, a build in build/)
 #   MODELS=lenet5 bench/train_vs_torch.sh  (one model only)
+#   MODELS="mlp lenet5 resnet20" bench/train_vs_torch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -20,21 +22,22 @@ $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh -
 
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-steps_for() { [[ $1 == mlp ]] && echo 3000 || echo 400; }
+steps_for() { case $1 in mlp) echo 3000 ;; resnet20) echo 40 ;; *) echo 400 ;; esac; }
+warmup_for() { [[ $1 == resnet20 ]] && echo 5 || echo 200; }
 
 declare -A GW TP TD
 for round in $(seq 1 "$ROUNDS"); do
   for model in $MODELS; do
-    s=$(steps_for $model)
+    s=$(steps_for $model) w=$(warmup_for $model)
     # gradwire's 1- and 2-thread runs back to back, so that drift between
     # them does not land in its scaling ratio; each is also interleaved
     # with PyTorch's runs for the side-by-side ratio.
     for t in 1 2; do
-      GW[$model,$t]+="$($BIN --model $model --threads $t --steps $s | field samples_per_sec) "
+      GW[$model,$t]+="$($BIN --model $model --threads $t --steps $s --warmup $w | field samples_per_sec) "
     done
     for t in 1 2; do
-      TP[$model,$t]+="$(OMP_WAIT_POLICY=PASSIVE $PY bench/torch_train.py --model $model --threads $t --steps $s | field samples_per_sec) "
-      TD[$model,$t]+="$($PY bench/torch_train.py --model $model --threads $t --steps $((s / 2)) | field samples_per_sec) "
+      TP[$model,$t]+="$(OMP_WAIT_POLICY=PASSIVE $PY bench/torch_train.py --model $model --threads $t --steps $s --warmup $w | field samples_per_sec) "
+      TD[$model,$t]+="$($PY bench/torch_train.py --model $model --threads $t --steps $((s / 2)) --warmup $w | field samples_per_sec) "
     done
   done
   echo "round $round/$ROUNDS done" >&2

@@ -51,26 +51,11 @@ cw_layout make_cw_layout(const conv_geom& g) {
   return l;
 }
 
-/// dst[p][m] = src[m][p] for one image (pix pixels, m channels), in tiles of
-/// 16 pixels so that reads are whole cache lines.
-void to_pixel_major(const float* __restrict src, int m, int pix, float* __restrict dst) {
-  for (int p0 = 0; p0 < pix; p0 += 16) {
-    const int p1 = std::min(pix, p0 + 16);
-    for (int c = 0; c < m; ++c)
-      for (int p = p0; p < p1; ++p)
-        dst[static_cast<std::size_t>(p) * m + c] = src[static_cast<std::size_t>(c) * pix + p];
-  }
-}
+/// dst[p][m] = src[m][p] for one image (pix pixels, m channels).
+void to_pixel_major(const float* src, int m, int pix, float* dst) { current_isa()->transpose(src, m, pix, dst); }
 
 /// dst[m][p] = src[p][m], the inverse.
-void to_channel_major(const float* __restrict src, int m, int pix, float* __restrict dst) {
-  for (int p0 = 0; p0 < pix; p0 += 16) {
-    const int p1 = std::min(pix, p0 + 16);
-    for (int c = 0; c < m; ++c)
-      for (int p = p0; p < p1; ++p)
-        dst[static_cast<std::size_t>(c) * pix + p] = src[static_cast<std::size_t>(p) * m + c];
-  }
-}
+void to_channel_major(const float* src, int m, int pix, float* dst) { current_isa()->transpose(src, pix, m, dst); }
 
 struct cc_layout {
   std::size_t wt, in, out; // floats

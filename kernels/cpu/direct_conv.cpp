@@ -104,24 +104,22 @@ void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, 
   const int right = wp - left - w, bottom = hp - top - h;
   float* __restrict d = dst;
   for (int p = 0; p < planes; ++p) {
-    for (int i = 0; i < top * wp; ++i)
-      *d++ = 0.f;
+    std::memset(d, 0, sizeof(float) * static_cast<std::size_t>(top) * wp);
+    d += static_cast<std::ptrdiff_t>(top) * wp;
     const float* __restrict s = src + static_cast<std::size_t>(p) * h * w;
-    for (int y = 0; y < h; ++y) {
+    for (int y = 0; y < h; ++y, d += wp, s += w) {
       for (int i = 0; i < left; ++i)
-        *d++ = 0.f;
+        d[i] = 0.f;
       for (int i = 0; i < w; ++i)
-        *d++ = *s++;
+        d[left + i] = s[i];
       for (int i = 0; i < right; ++i)
-        *d++ = 0.f;
+        d[left + w + i] = 0.f;
     }
-    for (int i = 0; i < bottom * wp; ++i)
-      *d++ = 0.f;
+    std::memset(d, 0, sizeof(float) * static_cast<std::size_t>(bottom) * wp);
+    d += static_cast<std::ptrdiff_t>(bottom) * wp;
   }
-  for (std::size_t i = 0; i < tail; ++i)
-    *d++ = 0.f;
+  std::memset(d, 0, sizeof(float) * tail);
 }
-
 
 bool available() { return isa() != nullptr || has_avx2(); }
 

@@ -112,6 +112,8 @@ struct isa_kernels {
   bool (*channel_wgrad)(const cw_args& a) = nullptr;
   /// false: outputs not a multiple of the register width.
   bool (*channel_conv)(const cc_args& a) = nullptr;
+  /// dst[cols][rows] = src[rows][cols]^T (transpose_isa.hpp).
+  void (*transpose)(const float* src, int rows, int cols, float* dst) = nullptr;
 };
 
 /// The instruction set in use (null: none).

@@ -207,6 +207,7 @@ inline void wgrad(const float* xp, std::ptrdiff_t x_img, int c, int hp, int wp, 
 
 #include "kernels/cpu/channel_wgrad_isa.hpp"
 #include "kernels/cpu/channel_conv_isa.hpp"
+#include "kernels/cpu/transpose_isa.hpp"
 
 namespace gradwire::kernels::direct_conv::GW_ISA {
 
@@ -219,6 +220,7 @@ inline const isa_kernels* kernels() {
     t.wgrad = &wgrad;
     t.channel_wgrad = &channel_wgrad;
     t.channel_conv = &channel_conv;
+    t.transpose = &transpose;
     return t;
   }();
   return &k;
