@@ -1,5 +1,7 @@
 #include "kernels/cpu/direct_conv.hpp"
 
+#include "kernels/cpu/clones.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -99,7 +101,7 @@ layout make_layout(const conv_geom& g) {
 
 /// dst (planes of hp x wp, then a zeroed tail) <- src planes of h x w placed
 /// at row `top`, column `left`, zeros around them. Each float written once.
-void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, int wp, int top,
+GW_CLONES void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, int wp, int top,
                 int left, std::size_t tail) {
   const int right = wp - left - w, bottom = hp - top - h;
   float* __restrict d = dst;

@@ -1,3 +1,4 @@
+#include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <cmath>
@@ -8,14 +9,9 @@
 // added at the end, a fixed order, so a run repeats itself bit for bit).
 
 // The training passes are memory- and conversion-bound: compiled for
-// AVX-512 and AVX2 as well as the baseline, the best chosen when the library
-// loads (GCC's target_clones). The baseline build is SSE2 only, and its
-// BatchNorm was 10% of a ResNet-20 step.
-#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define GW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GW_CLONES
-#endif
+// AVX-512 and AVX2 as well as the baseline (clones.hpp), without FMA
+// contraction (kernels/CMakeLists.txt says why). The baseline build is SSE2
+// only, and its BatchNorm was 10% of a ResNet-20 step.
 
 namespace gradwire::kernels {
 namespace {
