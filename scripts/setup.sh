@@ -19,7 +19,8 @@ PACKAGES=(
 # cluster: scripts/slurm_local.sh).
 TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
-BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev)  # BLIS, libxsmm: bench/gemm_libs.cpp
+# BLIS, libxsmm: bench/gemm_libs.cpp; libdnnl-dev: oneDNN's convolutions in bench/conv_libs.cpp
+BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev libdnnl-dev)
 
 want=("${PACKAGES[@]}")
 for arg in "$@"; do
