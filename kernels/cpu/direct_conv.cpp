@@ -38,11 +38,13 @@ bool has_avx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-/// AVX-512 by default. The AVX2 kernels are correct (tested) but on this
-/// AVX-512 VM they measured slower (LeNet-5: 7.0-7.4k samples/s) than
-/// im2col + OpenBLAS's AVX-512 GEMM (7.7-7.9k); without an AVX2-only machine
-/// to measure on, they are opt-in (GRADWIRE_DIRECT_CONV=avx2).
-const isa_kernels* detect() { return has_avx512() ? avx512_kernels() : nullptr; }
+/// AVX-512 where the CPU has it, else AVX2 with FMA. The AVX2 kernels were
+/// opt-in while they measured slower than im2col + OpenBLAS's AVX-512 GEMM on
+/// an AVX-512 machine; with the channel-vectorised kernels they are faster
+/// even there (bench/RESULTS.md, "CPU kernels: convolutions").
+const isa_kernels* detect() {
+  return has_avx512() ? avx512_kernels() : has_avx2() ? avx2_kernels() : nullptr;
+}
 
 /// GRADWIRE_DIRECT_CONV=avx2 (or avx512) picks that instruction set when the
 /// CPU has it.

@@ -12,8 +12,8 @@
 /// zero-padded output gradient with flipped, transposed weights; the weight
 /// gradient accumulates over the whole batch in registers before one
 /// horizontal sum. Compiled for AVX-512 and for AVX2+FMA, chosen at run time
-/// (AVX-512 by default; GRADWIRE_DIRECT_CONV=0|avx2|avx512 overrides); other
-/// CPUs keep im2col + GEMM.
+/// (AVX-512 where the CPU has it, else AVX2; GRADWIRE_DIRECT_CONV=0|avx2|avx512
+/// overrides); other CPUs keep im2col + GEMM.
 
 #include "kernels/backend.hpp"
 
@@ -21,8 +21,7 @@
 
 namespace gradwire::kernels::direct_conv {
 
-/// Whether this CPU has a direct kernel (AVX-512F, or AVX2 with FMA; the
-/// AVX2 ones only on request: GRADWIRE_DIRECT_CONV=avx2 or use_isa).
+/// Whether this CPU has a direct kernel (AVX-512F, or AVX2 with FMA).
 bool available();
 /// Use the direct kernels where they apply (default on; tests and benchmarks
 /// turn them off to compare with im2col + GEMM). Not thread-safe against
