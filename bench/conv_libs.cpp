@@ -2,9 +2,11 @@
 /// The convolutions gradwire's models run (LeNet-5 and ResNet-20 at batch 64),
 /// timed on one thread in each implementation this machine has, side by side
 /// in one process, every pass (forward, input gradient, weight gradient):
-///   - direct:   gradwire's hand-written direct kernels (kernels/cpu/direct_conv*),
-///               on the instruction set GRADWIRE_DIRECT_CONV picks;
+///   - direct rows: gradwire's row-vectorised direct kernels (kernels/cpu/direct_conv*,
+///               the channel-vectorised ones off), on the instruction set
+///               GRADWIRE_DIRECT_CONV picks;
 ///   - im2col:   gradwire's im2col + GEMM path (direct kernels off);
+///   - gradwire: what conv.cpp chooses by default, per pass;
 ///   - oneDNN:   oneDNN 2.6 convolution primitives on the same NCHW tensors
 ///               (its own choice of kernel for plain layouts), when built
 ///               against libdnnl (GRADWIRE_HAVE_DNNL);
@@ -141,7 +143,6 @@ timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, b
   dc::set_enabled(p != path::im2col);
   dc::set_channel_wgrad(p == path::chosen);
   dc::set_channel_conv(p == path::chosen);
-  const bool direct = p != path::im2col;
   if (p == path::rows && !dc::applies(g)) {
     dc::set_enabled(true);
     dc::set_channel_wgrad(true);
@@ -171,7 +172,6 @@ timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, b
   dc::set_enabled(true);
   dc::set_channel_wgrad(true);
   dc::set_channel_conv(true);
-  (void)direct;
   return tm;
 }
 

@@ -136,10 +136,7 @@ void channel_forward(const conv_geom& g, const float* x, const float* w, float* 
   float* wt = ws;
   float* in = wt + l.wt;
   float* outT = in + l.in;
-  const int taps = g.c * g.r * g.s;
-  for (int m = 0; m < g.k; ++m)
-    for (int t = 0; t < taps; ++t)
-      wt[static_cast<std::size_t>(t) * g.k + m] = w[static_cast<std::size_t>(m) * taps + t];
+  forward_weights(g, w, wt);
   cc_args a;
   a.in = in, a.c = g.c, a.hp = g.h + 2 * g.pad, a.wp = g.w + 2 * g.pad, a.wt = wt;
   a.m = g.k, a.r = g.r, a.s = g.s, a.stride = g.stride, a.oh = g.out_h(), a.ow = g.out_w(), a.outT = outT;
@@ -157,14 +154,8 @@ void channel_input_grad(const conv_geom& g, const float* w, const float* dy, flo
   float* wt = ws;
   float* in = wt + l.wt;
   float* outT = in + l.in;
-  // dx = valid correlation of dy (padded by R-1-p, S-1-p) with w flipped in
-  // both axes, input and output channels swapped: wt[((m*R + r')*S + s')][c].
-  for (int m = 0; m < g.k; ++m)
-    for (int c = 0; c < g.c; ++c)
-      for (int r = 0; r < g.r; ++r)
-        for (int s = 0; s < g.s; ++s)
-          wt[((static_cast<std::size_t>(m) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)) * g.c + c] =
-            w[((static_cast<std::size_t>(m) * g.c + c) * g.r + r) * g.s + s];
+  // dx = valid correlation of dy (padded by R-1-p, S-1-p) with the flipped weights.
+  input_grad_weights(g, w, wt);
   const int oh = g.out_h(), ow = g.out_w();
   cc_args a;
   a.in = in, a.c = g.k, a.hp = oh + 2 * (g.r - 1 - g.pad), a.wp = ow + 2 * (g.s - 1 - g.pad), a.wt = wt;

@@ -125,6 +125,22 @@ GW_CLONES void pad_planes(const float* src, int planes, int h, int w, float* dst
   std::memset(d, 0, sizeof(float) * tail);
 }
 
+void forward_weights(const conv_geom& g, const float* w, float* wt) {
+  const int taps = g.c * g.r * g.s;
+  for (int m = 0; m < g.k; ++m)
+    for (int t = 0; t < taps; ++t)
+      wt[static_cast<std::size_t>(t) * g.k + m] = w[static_cast<std::size_t>(m) * taps + t];
+}
+
+void input_grad_weights(const conv_geom& g, const float* w, float* wt) {
+  for (int m = 0; m < g.k; ++m)
+    for (int c = 0; c < g.c; ++c)
+      for (int r = 0; r < g.r; ++r)
+        for (int s = 0; s < g.s; ++s)
+          wt[((static_cast<std::size_t>(m) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)) * g.c + c] =
+            w[((static_cast<std::size_t>(m) * g.c + c) * g.r + r) * g.s + s];
+}
+
 bool available() { return isa() != nullptr || has_avx2(); }
 
 const char* isa_name() {
@@ -168,10 +184,7 @@ void forward(const conv_geom& g, const float* x, const float* w, float* y, float
   const auto* k = isa();
   float* wt = ws;
   float* xp = ws + l.wt_f + l.wt_b;
-  const int taps = g.c * g.r * g.s;
-  for (int m = 0; m < g.k; ++m)
-    for (int t = 0; t < taps; ++t)
-      wt[static_cast<std::size_t>(t) * g.k + m] = w[static_cast<std::size_t>(m) * taps + t];
+  forward_weights(g, w, wt);
   const std::size_t in_img = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t out_img = static_cast<std::size_t>(g.k) * g.out_h() * g.out_w();
   for (int i = 0; i < g.n; ++i) {
@@ -188,15 +201,9 @@ void backward(const conv_geom& g, const float* x, const float* w, const float* d
   float* wt_b = ws + l.wt_f;
   float* xp = wt_b + l.wt_b;
   float* dyp = xp + static_cast<std::size_t>(l.group) * l.x_img;
-  // dx = valid correlation of dy (padded by R-1-p, S-1-p) with w flipped in
-  // both axes, input and output channels swapped: wt_b[((m*R + r')*S + s')][c].
+  // dx = valid correlation of dy (padded by R-1-p, S-1-p) with the flipped weights.
   if (dx != nullptr)
-    for (int m = 0; m < g.k; ++m)
-      for (int c = 0; c < g.c; ++c)
-        for (int r = 0; r < g.r; ++r)
-          for (int s = 0; s < g.s; ++s)
-            wt_b[((static_cast<std::size_t>(m) * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - s)) * g.c + c] =
-              w[((static_cast<std::size_t>(m) * g.c + c) * g.r + r) * g.s + s];
+    input_grad_weights(g, w, wt_b);
   const std::size_t in_img = static_cast<std::size_t>(g.c) * g.h * g.w;
   const std::size_t out_img = static_cast<std::size_t>(g.k) * oh * ow;
   for (int i0 = 0; i0 < g.n; i0 += l.group) {

@@ -122,6 +122,14 @@ const isa_kernels* current_isa();
 void pad_planes(const float* src, int planes, int h, int w, float* dst, int hp, int wp, int top,
                 int left, std::size_t tail);
 
+/// wt[(c*R + r)*S + s][m] = w[m][c][r][s]: weights tap-major, output channels
+/// contiguous (both forward kernels read them so).
+void forward_weights(const conv_geom& g, const float* w, float* wt);
+/// wt[(m*R + r')*S + s'][c] = w[m][c][R-1-r'][S-1-s']: flipped in both axes,
+/// input and output channels swapped, for the input gradient as a valid
+/// correlation of the padded output gradient.
+void input_grad_weights(const conv_geom& g, const float* w, float* wt);
+
 const isa_kernels* avx512_kernels();
 const isa_kernels* avx2_kernels();
 

@@ -31,6 +31,27 @@ std::vector<conv_geom> geometries() {
 }
 } // namespace
 
+/// One convolution's forward and backward (both gradients) on the path in use.
+struct conv_result {
+  std::vector<float> y, dx, dw;
+};
+
+conv_result run_conv(const conv_geom& g, const std::vector<float>& x, const std::vector<float>& w,
+                     const std::vector<float>& dy) {
+  conv_result r{std::vector<float>(dy.size()), std::vector<float>(x.size()), std::vector<float>(w.size(), 0.f)};
+  std::vector<char> ws(cpu().conv2d_workspace_bytes(g));
+  cpu().conv2d_forward(g, x.data(), w.data(), r.y.data(), ws.data());
+  cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), r.dx.data(), r.dw.data(), ws.data());
+  return r;
+}
+
+/// Two paths' results agree (the weight gradient sums over the batch: larger magnitudes).
+void check_agree(const conv_result& a, const conv_result& b) {
+  check_close(a.y, b.y, 1e-4, 1e-4);
+  check_close(a.dx, b.dx, 1e-4, 1e-4);
+  check_close(a.dw, b.dw, 1e-3, 1e-3);
+}
+
 /// The instruction sets whose direct kernels this CPU can run, then "" (the
 /// im2col + GEMM path alone), so that every kernel is checked here.
 std::vector<std::string> conv_paths() {
@@ -215,22 +236,14 @@ TEST_CASE("conv2d: direct kernels and im2col + GEMM agree (LeNet-5, ResNet stage
     const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
     const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
     auto x = random_vec(xs, 31), w = random_vec(wn, 32), dy = random_vec(ys, 33);
-    struct result { std::vector<float> y, dx, dw; };
     auto run = [&](bool direct) {
       conv_path use(direct ? isa : "");
       REQUIRE(direct_conv::applies(g) == direct);
       // Output channels a multiple of 16 (of either register width): the channel-vectorised weight gradient.
       REQUIRE(direct_conv::channel_wgrad_applies(g) == (direct && g.k % 16 == 0));
-      result r{std::vector<float>(ys), std::vector<float>(xs), std::vector<float>(wn, 0.f)};
-      std::vector<char> ws(cpu().conv2d_workspace_bytes(g));
-      cpu().conv2d_forward(g, x.data(), w.data(), r.y.data(), ws.data());
-      cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), r.dx.data(), r.dw.data(), ws.data());
-      return r;
+      return run_conv(g, x, w, dy);
     };
-    const auto a = run(true), b = run(false);
-    check_close(a.y, b.y, 1e-4, 1e-4);
-    check_close(a.dx, b.dx, 1e-4, 1e-4);
-    check_close(a.dw, b.dw, 1e-3, 1e-3); // sums over the batch: larger magnitudes
+    check_agree(run(true), run(false));
   }
   }
 }
@@ -258,25 +271,18 @@ TEST_CASE("conv2d: channel-vectorised forward and input gradient agree with im2c
       const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
       const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
       auto x = random_vec(xs, 41), w = random_vec(wn, 42), dy = random_vec(ys, 43);
-      struct result { std::vector<float> y, dx, dw; };
       auto run = [&](bool channel) {
         direct_conv::set_enabled(channel);
         if (channel)
           direct_conv::use_isa(isa.c_str());
         REQUIRE(direct_conv::channel_forward_applies(g) == channel);
         REQUIRE(direct_conv::channel_input_grad_applies(g) == (channel && g.stride == 1));
-        result r{std::vector<float>(ys), std::vector<float>(xs), std::vector<float>(wn, 0.f)};
-        std::vector<char> ws(cpu().conv2d_workspace_bytes(g));
-        cpu().conv2d_forward(g, x.data(), w.data(), r.y.data(), ws.data());
-        cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), r.dx.data(), r.dw.data(), ws.data());
+        auto r = run_conv(g, x, w, dy);
         direct_conv::set_enabled(true);
         direct_conv::use_isa("default");
         return r;
       };
-      const auto a = run(true), b = run(false);
-      check_close(a.y, b.y, 1e-4, 1e-4);
-      check_close(a.dx, b.dx, 1e-4, 1e-4);
-      check_close(a.dw, b.dw, 1e-3, 1e-3);
+      check_agree(run(true), run(false));
     }
   }
 }
