@@ -159,8 +159,8 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
   if (cfg.vclock) { // the compute model's time, not the machine's; nothing sleeps
-    const double batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
-    cfg.vclock->charge_compute(cfg.rank, step, slowdown * batches, extra, seconds_since(wall0));
+    const double in_batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
+    cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, seconds_since(wall0));
   } else {
     extra += slowdown > 1.0 ? (slowdown - 1.0) * since(t0) : 0.0;
     if (extra > 0)

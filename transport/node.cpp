@@ -134,10 +134,6 @@ kernels::tensor node::count_held(const kernels::tensor& data, const std::shared_
 
 node::~node() { close(1000); }
 
-namespace {
-using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
-} // namespace
-
 bool node::is_down(int r) {
   std::lock_guard<std::mutex> lk(down_mu_);
   return r >= 0 && static_cast<std::size_t>(r) < down_.size() && down_[static_cast<std::size_t>(r)];
@@ -220,35 +216,7 @@ void node::start(down_fn on_down, liveness live) {
   link_->start(std::move(h));
   if (size() == 1)
     return;
-  beat_ = std::thread([this, live] {
-    auto beat = caf::make_message(heartbeat_atom::value);
-    while (!stop_beat_.load()) {
-      for (int r = 0; r < size(); ++r) {
-        if (r == rank())
-          continue;
-        {
-          std::lock_guard<std::mutex> lk(down_mu_);
-          if (down_[static_cast<std::size_t>(r)])
-            continue;
-        }
-        const auto silent = now_ms() - heard_[static_cast<std::size_t>(r)].load();
-        if (silent > live.peer_timeout_ms) {
-          // Down for good: if it was only silent and comes back, it is not heard again.
-          cut_[static_cast<std::size_t>(r)].store(true, std::memory_order_release);
-          peer_down(r, "no frame for " + std::to_string(silent / 1000.0).substr(0, 4) +
-                         " s (the process died, hangs, or its network is down)");
-          continue;
-        }
-        try {
-          forward(r, slots::heartbeat, nullptr, beat);
-        } catch (const std::exception& e) {
-          reject(e.what());
-        }
-      }
-      for (int t = 0; t < live.heartbeat_ms && !stop_beat_.load(); t += 10)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  });
+  beat_ = std::thread([this, live] { watch(live); });
 }
 
 void node::note_failure(const std::string& what) { reject(what); }

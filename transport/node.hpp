@@ -187,6 +187,8 @@ private:
   kernels::tensor count_held(const kernels::tensor& data, const std::shared_ptr<held_tag>& tag);
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};
+  /// The heartbeat thread's loop (node_liveness.cpp).
+  void watch(liveness live);
   void peer_down(int peer, const std::string& what);
   /// Steady-clock milliseconds (heartbeats, knocks).
   static std::int64_t now_ms() {
