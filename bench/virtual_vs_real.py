@@ -10,9 +10,17 @@ by side. Used by bench/virtual_vs_real.sh.
       AD-PSGD: request and reply, 2). With "held", less the time pulls were
       held for the staleness bound (SSP); the ring's and AD-PSGD's recorded
       waits are their own messages' latency and stay in.
+  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS CMD... -> the intra-host
+      latency (us) at which the virtual run `CMD --set
+      virtual.intra_latency_us=L --out VIRTUAL_DIR` takes the real run's
+      mean step time, by bisection (with virtual.cores_per_host the
+      waiting for a core is simulated, so the step time is no longer
+      linear in L); that run is left in VIRTUAL_DIR. HOPS bounds the search
+      (calibrate's latency puts all of the exchange on the links).
   virtual_vs_real.py row LABEL REAL_DIR VIRTUAL_DIR -> one table row
 """
 import json
+import subprocess
 import sys
 
 
@@ -49,6 +57,31 @@ def calibrate(d, hops, held=False):
     return 1e3 * comm / hops
 
 
+def fit(real, virt, hops, cmd):
+    want = step_ms(real)
+    seen, last = {}, [None]
+
+    def run(lat):
+        if lat not in seen or last[0] != lat:
+            subprocess.run(cmd + ["--set", f"virtual.intra_latency_us={lat:.4f}", "--out", virt, "--force"],
+                           check=True, stdout=subprocess.DEVNULL)
+            seen[lat], last[0] = step_ms(virt), lat
+        return seen[lat]
+
+    lo, hi = 0.0, max(calibrate(real, hops), 1.0)
+    while run(hi) < want and hi < 1e6:  # the bracket: the step time grows with the latency
+        lo, hi = hi, 2 * hi
+    for _ in range(8):
+        mid = 0.5 * (lo + hi)
+        if run(mid) < want:
+            lo = mid
+        else:
+            hi = mid
+    best = min((lat for lat in seen), key=lambda lat: abs(seen[lat] - want))
+    run(best)  # leaves that run in VIRTUAL_DIR
+    return best
+
+
 def row(label, real, virt):
     r, v = summary(real)["staleness"], summary(virt)["staleness"]
     sr, sv = step_ms(real), step_ms(virt)
@@ -63,7 +96,9 @@ def row(label, real, virt):
 if __name__ == "__main__":
     if sys.argv[1] == "calibrate":
         print(f"{calibrate(sys.argv[2], float(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == 'held'):.4f}")
+    elif sys.argv[1] == "fit":
+        print(f"{fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py calibrate REAL HOPS | row LABEL REAL VIRTUAL")
+        sys.exit("usage: virtual_vs_real.py calibrate REAL HOPS [held] | fit REAL VIRTUAL HOPS CMD... | row LABEL REAL VIRTUAL")

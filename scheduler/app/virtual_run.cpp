@@ -136,6 +136,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   vs.link.intra_latency_us = v.intra_latency_us;
   vs.link.intra_bandwidth_gbps = v.intra_bandwidth_gbps;
   vs.link.nic = v.nic;
+  vs.cores_per_host = v.cores_per_host;
   std::vector<std::vector<double>> replay;
   if (!v.replay.empty())
     replay = read_replay(v.replay);
@@ -189,6 +190,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   facts = {{"mode", "virtual"},
            {"hosts", vs.hosts},
            {"workers_per_host", vs.workers_per_host},
+           {"cores_per_host", vs.cores_per_host},
            {"compute", models},
            {"link", vs.link.describe()},
            {"note", "times are virtual seconds: gradients are computed for real, compute and link time come from "

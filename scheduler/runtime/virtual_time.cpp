@@ -127,12 +127,14 @@ std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_set
       check(s >= 0 && std::isfinite(s), "virtual time: a replayed step time must be >= 0");
   }
   check(setup.workers_per_host >= 1 && setup.hosts >= 1, "virtual time: hosts and workers_per_host must be >= 1");
+  check(setup.cores_per_host >= 0, "virtual time: cores_per_host must be >= 0");
   return std::shared_ptr<simulation>(new simulation(sys, std::move(setup)));
 }
 
 simulation::simulation(caf::actor_system& sys, virtual_setup setup)
     : sys_(sys), setup_(std::move(setup)), origin_(std::chrono::steady_clock::now()),
-      nic_tx_(static_cast<std::size_t>(setup_.hosts), 0), nic_rx_(static_cast<std::size_t>(setup_.hosts), 0) {}
+      nic_tx_(static_cast<std::size_t>(setup_.hosts), 0), nic_rx_(static_cast<std::size_t>(setup_.hosts), 0),
+      core_free_(static_cast<std::size_t>(setup_.hosts)) {}
 
 simulation::~simulation() { stop(); }
 
@@ -276,11 +278,24 @@ void simulation::run_jobs(std::int64_t t) {
     auto* a = dynamic_cast<caf::abstract_actor*>(sched.jobs.front());
     auto* p = a ? find(caf::actor_control_block::from(a)) : nullptr;
     cur_now_ = p ? std::max(t, p->busy_until) : t;
+    // cores_per_host: the handler runs on the core of its host that frees
+    // up first (ties to the lowest), from then to the end of what it was
+    // charged; the others wait, first come first served.
+    std::int64_t* core = nullptr;
+    if (p && setup_.cores_per_host > 0) {
+      auto& cores = core_free_[static_cast<std::size_t>(p->host)];
+      if (cores.empty())
+        cores.assign(static_cast<std::size_t>(setup_.cores_per_host), 0);
+      core = &*std::min_element(cores.begin(), cores.end());
+      cur_now_ = std::max(cur_now_, *core);
+    }
     clk.current_time = origin_ + std::chrono::nanoseconds(cur_now_);
     const auto w0 = std::chrono::steady_clock::now();
     sched.run_once();
     stats_.handler_wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     ++stats_.events;
+    if (core)
+      *core = cur_now_;
     if (p)
       p->busy_until = cur_now_;
   }

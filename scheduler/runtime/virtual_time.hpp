@@ -79,6 +79,13 @@ struct virtual_setup {
   link_model link;
   int workers_per_host = 1; ///< worker r lives on host r / workers_per_host
   int hosts = 1;
+  /// Handlers a host runs at once (0: no limit, each actor has a processor
+  /// of its own). A message whose actor finds every core of its host busy
+  /// (a worker computing holds one for its compute time) waits for the
+  /// first to free up, first come first served: the model of several
+  /// workers and a shard sharing one machine's cores, as a real run on a
+  /// small machine does, where CAF runs `cores` actors at a time.
+  int cores_per_host = 0;
   std::uint64_t seed = 1;
   double stuck_after_s = 600; ///< virtual seconds with no message in flight
 };
@@ -173,6 +180,7 @@ private:
   std::int64_t cur_now_ = 0; ///< ns: the running actor's time
   std::int64_t last_message_ = 0;
   std::vector<std::int64_t> nic_tx_, nic_rx_;
+  std::vector<std::vector<std::int64_t>> core_free_; ///< by host: when each core is free (cores_per_host)
   std::map<int, std::mt19937_64> rng_; ///< by worker rank
   int workers_ = 0, workers_down_ = 0;
   std::function<void(int, const std::string&)> on_stuck_;
