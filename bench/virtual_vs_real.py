@@ -10,14 +10,16 @@ by side. Used by bench/virtual_vs_real.sh.
       AD-PSGD: request and reply, 2). With "held", less the time pulls were
       held for the staleness bound (SSP); the ring's and AD-PSGD's recorded
       waits are their own messages' latency and stay in.
-  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS CMD... -> the intra-host
-      latency (us) at which the virtual run `CMD --set
-      virtual.intra_latency_us=L --out VIRTUAL_DIR` takes the real run's
+  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS [--key=KEY] CMD... -> the
+      latency (us; KEY, default virtual.intra_latency_us) at which the
+      virtual run `CMD --set KEY=L --out VIRTUAL_DIR` takes the real run's
       mean step time, by bisection (with virtual.cores_per_host the
       waiting for a core is simulated, so the step time is no longer
       linear in L); that run is left in VIRTUAL_DIR. HOPS bounds the search
       (calibrate's latency puts all of the exchange on the links).
-  virtual_vs_real.py row LABEL REAL_DIR VIRTUAL_DIR -> one table row
+  virtual_vs_real.py row LABEL REAL_DIRS VIRTUAL_DIRS -> one table row: the
+      means over rounds (comma-separated folders, in pairs), the real
+      runs' spread of mean staleness, and each round's p99
 """
 import json
 import subprocess
@@ -57,13 +59,13 @@ def calibrate(d, hops, held=False):
     return 1e3 * comm / hops
 
 
-def fit(real, virt, hops, cmd):
+def fit(real, virt, hops, cmd, key="virtual.intra_latency_us"):
     want = step_ms(real)
     seen, last = {}, [None]
 
     def run(lat):
         if lat not in seen or last[0] != lat:
-            subprocess.run(cmd + ["--set", f"virtual.intra_latency_us={lat:.4f}", "--out", virt, "--force"],
+            subprocess.run(cmd + ["--set", f"{key}={lat:.4f}", "--out", virt, "--force"],
                            check=True, stdout=subprocess.DEVNULL)
             seen[lat], last[0] = step_ms(virt), lat
         return seen[lat]
@@ -71,7 +73,7 @@ def fit(real, virt, hops, cmd):
     lo, hi = 0.0, max(calibrate(real, hops), 1.0)
     while run(hi) < want and hi < 1e6:  # the bracket: the step time grows with the latency
         lo, hi = hi, 2 * hi
-    for _ in range(8):
+    for _ in range(6):
         mid = 0.5 * (lo + hi)
         if run(mid) < want:
             lo = mid
@@ -82,14 +84,21 @@ def fit(real, virt, hops, cmd):
     return best
 
 
-def row(label, real, virt):
-    r, v = summary(real)["staleness"], summary(virt)["staleness"]
-    sr, sv = step_ms(real), step_ms(virt)
+def row(label, reals, virts):
+    """REALS, VIRTS: comma-separated run folders, pairs in order (rounds)."""
+    reals, virts = reals.split(","), virts.split(",")
+    mean = lambda xs: sum(xs) / len(xs)
+    r = [summary(d)["staleness"] for d in reals]
+    v = [summary(d)["staleness"] for d in virts]
+    sr, sv = mean([step_ms(d) for d in reals]), mean([step_ms(d) for d in virts])
     err = lambda a, b: f"{100.0 * (b - a) / a:+.1f}%" if a else "n/a"
-    if r["count"] == 0 or (r["max"] == 0 and v["max"] == 0):  # lock step, or no staleness to speak of
+    if any(x["count"] == 0 for x in r) or all(x["max"] == 0 for x in r + v):  # lock step, or none to speak of
         cells = "n/a | n/a | n/a | n/a | n/a"
     else:
-        cells = f"{r['mean']:.2f} | {v['mean']:.2f} | {err(r['mean'], v['mean'])} | {r['p99']} | {v['p99']}"
+        rm, vm = mean([x["mean"] for x in r]), mean([x["mean"] for x in v])
+        spread = f" ({min(x['mean'] for x in r):.2f}-{max(x['mean'] for x in r):.2f})" if len(r) > 1 else ""
+        p99 = lambda xs: "/".join(str(x["p99"]) for x in xs)
+        cells = f"{rm:.2f}{spread} | {vm:.2f} | {err(rm, vm)} | {p99(r)} | {p99(v)}"
     print(f"| {label} | {cells} | {sr:.3f} | {sv:.3f} | {err(sr, sv)} |")
 
 
@@ -97,8 +106,10 @@ if __name__ == "__main__":
     if sys.argv[1] == "calibrate":
         print(f"{calibrate(sys.argv[2], float(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == 'held'):.4f}")
     elif sys.argv[1] == "fit":
-        print(f"{fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]):.4f}")
+        key = sys.argv[5][len("--key="):] if sys.argv[5].startswith("--key=") else None
+        args = sys.argv[6:] if key else sys.argv[5:]
+        print(f"{fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), args, key or 'virtual.intra_latency_us'):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py calibrate REAL HOPS [held] | fit REAL VIRTUAL HOPS CMD... | row LABEL REAL VIRTUAL")
+        sys.exit("usage: virtual_vs_real.py calibrate REAL HOPS [held] | fit REAL VIRTUAL HOPS [--key=KEY] CMD... | row LABEL REAL VIRTUAL")

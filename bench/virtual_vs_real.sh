@@ -11,19 +11,25 @@
 # Across processes the kernel time-slices them instead: the replayed
 # compute times already hold the sharing (4 processes on 2 cores measure
 # 2.0-2.3 ms a step where one process measures 1.4), so cores are not
-# limited again (cores_per_host = 0). Its intra-host link has the latency at which the
-# virtual run's mean step time is the real run's (found by bisection;
-# bandwidth unlimited: in one machine a message's cost is its hand-offs,
-# not its bytes). Fitted: the real run's compute and its step time.
+# limited again (cores_per_host = 0). The intra-host link has the latency
+# at which the virtual run's mean step time is the real run's (found by
+# bisection; bandwidth unlimited: in one machine a message's cost is its
+# hand-offs, not its bytes, and rank 0's own worker pays them to reach the
+# shard beside it as much as the others do). Fitted: the real run's
+# compute and its step time.
 # Predicted: staleness (mean, p99). A second virtual run of N = 4 uses the
 # latency fitted at N = 2: what the model predicts beyond the run it was
-# fitted on, step time included.
+# fitted on, step time included. Each case runs ROUNDS times (a real run
+# and its virtual runs): this VM's real runs vary by 10-20% in mean
+# staleness from one to the next, so the table compares means over the
+# rounds and gives the real runs' spread.
 #
-#   bench/virtual_vs_real.sh [build] [STEPS]   (a build in build/)
+#   bench/virtual_vs_real.sh [build] [STEPS] [ROUNDS]   (a build in build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 STEPS=${2:-300}
+ROUNDS=${3:-3}
 GW=$BUILD/gradwire
 [[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -44,7 +50,7 @@ log_every = 1
 eval_every = 1000
 TOML
 py=bench/virtual_vs_real.py
-echo "# virtual time vs real runs: MLP, batch 64, $STEPS steps per worker, $(date -u +%F), $(nproc) cores"
+echo "# virtual time vs real runs: MLP, batch 64, $STEPS steps per worker, $ROUNDS rounds, $(date -u +%F), $(nproc) cores"
 echo "| case | real mean staleness | virtual | error | real p99 | virtual p99 | real step ms | virtual step ms | error |"
 echo "|---|---|---|---|---|---|---|---|---|"
 # case: label, --set overrides, and the messages on a step's critical path
@@ -56,30 +62,34 @@ cases=(
   "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2"
 )
 cores=$(nproc)
+declare -A fitted2=()
 for where in inproc procs; do
   for c in "${cases[@]}"; do
     IFS='|' read -r name sets hops <<<"$c"
-    declare -A fitted=()
     for n in 2 4; do
       label="$name N=$n $([[ $where == procs ]] && echo "$n processes" || echo "1 process")"
       # shellcheck disable=SC2206
       args=($sets --set topology.workers=$n)
       procs=()
       [[ $where == procs ]] && procs=(--procs "$n")
-      real=$tmp/real-$where-${name// /_}-$n
-      "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" >/dev/null
-      virtual=("$GW" run "$tmp/base.toml" -q --no-report "${args[@]}" --set experiment.clock=virtual
-               --set virtual.replay="$real/metrics.jsonl"
-               --set virtual.cores_per_host="$([[ $where == procs ]] && echo 0 || echo "$cores")")
-      virt=$tmp/virt-$where-${name// /_}-$n
-      lat=$(python3 $py fit "$real" "$virt" "$(( ${hops//n/$n} ))" "${virtual[@]}")
-      fitted[$n]=$lat
-      python3 $py row "$label, latency fitted here ($lat us)" "$real" "$virt"
-      if [[ $n == 4 ]]; then
-        pred=$tmp/pred-$where-${name// /_}
-        "${virtual[@]}" --out "$pred" --set virtual.intra_latency_us="${fitted[2]}" >/dev/null
-        python3 $py row "$label, latency fitted at N=2 (${fitted[2]} us)" "$real" "$pred"
-      fi
+      reals="" virts="" preds="" lats=""
+      for round in $(seq 1 "$ROUNDS"); do
+        id=$where-${name// /_}-$n-$round
+        real=$tmp/real-$id
+        "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" >/dev/null
+        virtual=("$GW" run "$tmp/base.toml" -q --no-report "${args[@]}" --set experiment.clock=virtual
+                 --set virtual.replay="$real/metrics.jsonl"
+                 --set virtual.cores_per_host="$([[ $where == procs ]] && echo 0 || echo "$cores")")
+        lat=$(python3 $py fit "$real" "$tmp/virt-$id" "$(( ${hops//n/$n} ))" "${virtual[@]}")
+        [[ $n == 2 ]] && fitted2[$where-$name-$round]=$lat
+        reals+=${reals:+,}$real virts+=${virts:+,}$tmp/virt-$id lats+=${lats:+ }$lat
+        if [[ $n == 4 ]]; then
+          "${virtual[@]}" --out "$tmp/pred-$id" --set virtual.intra_latency_us="${fitted2[$where-$name-$round]}" >/dev/null
+          preds+=${preds:+,}$tmp/pred-$id
+        fi
+      done
+      python3 $py row "$label, latency fitted here ($lats us)" "$reals" "$virts"
+      [[ $n == 4 ]] && python3 $py row "$label, latency fitted at N=2" "$reals" "$preds"
     done
   done
 done
