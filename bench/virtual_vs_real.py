@@ -3,20 +3,15 @@
 clock, then on the virtual clock fed from that run's measurements, side
 by side. Used by bench/virtual_vs_real.sh.
 
-  virtual_vs_real.py calibrate REAL_DIR HOPS [held] -> the intra-host
-      latency (us) at which the HOPS messages on a step's critical path take
-      the real run's mean exchange time per step (async push-pull: push and
-      reply, 2; SSP: push, reply, pull, reply, 4; a ring of N: 2(N-1);
-      AD-PSGD: request and reply, 2). With "held", less the time pulls were
-      held for the staleness bound (SSP); the ring's and AD-PSGD's recorded
-      waits are their own messages' latency and stay in.
-  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS [--key=KEY] CMD... -> the
-      latency (us; KEY, default virtual.intra_latency_us) at which the
-      virtual run `CMD --set KEY=L --out VIRTUAL_DIR` takes the real run's
+  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS CMD... -> the intra-host
+      latency (us) at which the virtual run `CMD --set
+      virtual.intra_latency_us=L --out VIRTUAL_DIR` takes the real run's
       mean step time, by bisection (with virtual.cores_per_host the
-      waiting for a core is simulated, so the step time is no longer
-      linear in L); that run is left in VIRTUAL_DIR. HOPS bounds the search
-      (calibrate's latency puts all of the exchange on the links).
+      waiting for a core is simulated, so the step time is not linear in
+      L); that run is left in VIRTUAL_DIR. The search starts from the
+      latency at which the HOPS messages on a step's critical path (async
+      push-pull 2, SSP 4, a ring of N 2(N-1), AD-PSGD 2) take all of the
+      real run's mean exchange time.
   virtual_vs_real.py row LABEL REAL_DIRS VIRTUAL_DIRS -> one table row: the
       means over rounds (comma-separated folders, in pairs), the real
       runs' spread of mean staleness, and each round's p99
@@ -48,29 +43,26 @@ def step_ms(d):
     return 1e3 * sum(per) / len(per)
 
 
-def params_bytes(d):
-    return summary(d)["parameters"] * 4 + 64
-
-
-def calibrate(d, hops, held=False):
+def all_on_links(d, hops):
+    """us per message if the HOPS messages of a step took its whole mean exchange."""
     rec = steps(d)
     n = sum(r["steps"] for r in rec)
-    comm = sum((r["comm_ms"] - (r["wait_ms"] if held else 0)) * r["steps"] for r in rec) / n
-    return 1e3 * comm / hops
+    return 1e3 * sum(r["comm_ms"] * r["steps"] for r in rec) / n / hops
 
 
-def fit(real, virt, hops, cmd, key="virtual.intra_latency_us"):
+def fit(real, virt, hops, cmd):
     want = step_ms(real)
-    seen, last = {}, [None]
+    seen, last = {}, None
 
     def run(lat):
-        if lat not in seen or last[0] != lat:
-            subprocess.run(cmd + ["--set", f"{key}={lat:.4f}", "--out", virt, "--force"],
+        nonlocal last
+        if last != lat:
+            subprocess.run(cmd + ["--set", f"virtual.intra_latency_us={lat:.4f}", "--out", virt, "--force"],
                            check=True, stdout=subprocess.DEVNULL)
-            seen[lat], last[0] = step_ms(virt), lat
+            seen[lat], last = step_ms(virt), lat
         return seen[lat]
 
-    lo, hi = 0.0, max(calibrate(real, hops), 1.0)
+    lo, hi = 0.0, max(all_on_links(real, hops), 1.0)
     while run(hi) < want and hi < 1e6:  # the bracket: the step time grows with the latency
         lo, hi = hi, 2 * hi
     for _ in range(6):
@@ -79,9 +71,8 @@ def fit(real, virt, hops, cmd, key="virtual.intra_latency_us"):
             lo = mid
         else:
             hi = mid
-    best = min((lat for lat in seen), key=lambda lat: abs(seen[lat] - want))
-    run(best)  # leaves that run in VIRTUAL_DIR
-    return best
+    run(min(seen, key=lambda lat: abs(seen[lat] - want)))  # leaves the best run in VIRTUAL_DIR
+    return last
 
 
 def row(label, reals, virts):
@@ -103,13 +94,9 @@ def row(label, reals, virts):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "calibrate":
-        print(f"{calibrate(sys.argv[2], float(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == 'held'):.4f}")
-    elif sys.argv[1] == "fit":
-        key = sys.argv[5][len("--key="):] if sys.argv[5].startswith("--key=") else None
-        args = sys.argv[6:] if key else sys.argv[5:]
-        print(f"{fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), args, key or 'virtual.intra_latency_us'):.4f}")
+    if sys.argv[1] == "fit":
+        print(f"{fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py calibrate REAL HOPS [held] | fit REAL VIRTUAL HOPS [--key=KEY] CMD... | row LABEL REAL VIRTUAL")
+        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS CMD... | row LABEL REALS VIRTUALS")

@@ -42,7 +42,7 @@ struct virtual_config {
   int hosts = 1, workers_per_host = 1; ///< resolved (default: one host): hosts x workers_per_host >= topology.workers
   double intra_latency_us = 0, intra_bandwidth_gbps = 0;
   bool nic = true;
-  int cores_per_host = 0; ///< computations a host runs at once (0: no limit)
+  int cores_per_host = 0; ///< handlers a host runs at once (0: no limit)
 };
 
 struct run_config {

@@ -87,7 +87,7 @@ const std::vector<key_spec>& config_schema() {
     {"virtual.replay", vt::string, "\"\"", {}, "virtual time: a real run's metrics.jsonl; each worker replays worker (rank mod its workers)'s recorded step compute times (per metrics window: train.log_every = 1 there gives every step)"},
     {"virtual.hosts", vt::integer, "0", {}, "virtual time: hosts (0 = topology.workers / workers_per_host, rounded up); given, hosts x workers_per_host must equal topology.workers"},
     {"virtual.workers_per_host", vt::integer, "0", {}, "virtual time: consecutive ranks per host (0 = every worker on one host, as a real run in one process); links between hosts take transport.latency_us and transport.bandwidth_gbps"},
-    {"virtual.cores_per_host", vt::integer, "0", {}, "virtual time: computations a host runs at once; one more waits for the first core to free up (0 = no limit: every worker has a processor of its own; 2 models 2+ workers sharing this 2-core machine, as a real run here does)"},
+    {"virtual.cores_per_host", vt::integer, "0", {}, "virtual time: handlers a host runs at once (a computing worker holds its core); one more waits for the first core to free up (0 = no limit: every worker has a processor of its own; 2 models 2+ workers sharing this 2-core machine, as a real run here does)"},
     {"virtual.intra_latency_us", vt::number, "0.0", {}, "virtual time: one-way latency of a message within a host (us)"},
     {"virtual.intra_bandwidth_gbps", vt::number, "0.0", {}, "virtual time: bandwidth within a host in Gb/s (0 = unlimited)"},
     {"virtual.nic", vt::boolean, "true", {}, "virtual time: each host has one NIC that sends one message after another and receives one after another (contention; parameter shards on one host feel it)"},

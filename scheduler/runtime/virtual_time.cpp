@@ -134,7 +134,8 @@ std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_set
 simulation::simulation(caf::actor_system& sys, virtual_setup setup)
     : sys_(sys), setup_(std::move(setup)), origin_(std::chrono::steady_clock::now()),
       nic_tx_(static_cast<std::size_t>(setup_.hosts), 0), nic_rx_(static_cast<std::size_t>(setup_.hosts), 0),
-      core_free_(static_cast<std::size_t>(setup_.hosts)) {}
+      core_free_(static_cast<std::size_t>(setup_.hosts),
+                 std::vector<std::int64_t>(static_cast<std::size_t>(setup_.cores_per_host), 0)) {}
 
 simulation::~simulation() { stop(); }
 
@@ -284,8 +285,6 @@ void simulation::run_jobs(std::int64_t t) {
     std::int64_t* core = nullptr;
     if (p && setup_.cores_per_host > 0) {
       auto& cores = core_free_[static_cast<std::size_t>(p->host)];
-      if (cores.empty())
-        cores.assign(static_cast<std::size_t>(setup_.cores_per_host), 0);
       core = &*std::min_element(cores.begin(), cores.end());
       cur_now_ = std::max(cur_now_, *core);
     }
