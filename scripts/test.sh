@@ -6,5 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test   # adds chromium (the report test) and python3-torch (the model-file test)
 scripts/build.sh
+src=$PWD
 cd "${BUILD_DIR:-build}"
-ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
+rc=0
+ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@" || rc=$?
+[[ $rc -eq 0 ]] || "$src/scripts/failed_tails.sh" .
+exit "$rc"
