@@ -168,6 +168,8 @@ void apply(shard_state& s, const float* grad, float lr_scale) {
   kernels::flush_denormals_on_this_thread();
   s.opt->begin_step();
   s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
+  if (s.cfg.vclock) // virtual time: the shard is busy for as long as the model says applying takes
+    s.cfg.vclock->charge_apply(static_cast<std::int64_t>(len(s)) * static_cast<std::int64_t>(sizeof(float)));
   ++s.version;
   after_version(s);
 }

@@ -37,6 +37,9 @@ public:
   /// The running actor spends `seconds` doing nothing another actor can
   /// see (a stalled worker, [[faults]] kind = "stall").
   virtual void charge(double seconds) = 0;
+  /// The running actor (a parameter-server shard) has applied a gradient
+  /// of `bytes`: it is charged what the model says that costs.
+  virtual void charge_apply(std::int64_t bytes) = 0;
   /// Worker `rank` has finished a step, with `samples` trained so far (a
   /// shared budget is counted here, in virtual-time order).
   virtual void note_progress(int rank, std::int64_t samples) = 0;

@@ -143,6 +143,8 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   vs.link.intra_bandwidth_gbps = v.intra_bandwidth_gbps;
   vs.link.nic = v.nic;
   vs.cores_per_host = v.cores_per_host;
+  vs.link.latency_cv = v.latency_cv;
+  vs.apply_gbps = v.apply_gbps;
   std::vector<std::vector<double>> replay;
   if (!v.replay.empty())
     replay = read_replay(v.replay);
@@ -197,6 +199,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
            {"hosts", vs.hosts},
            {"workers_per_host", vs.workers_per_host},
            {"cores_per_host", vs.cores_per_host},
+           {"apply_gbps", vs.apply_gbps},
            {"compute", models},
            {"link", vs.link.describe()},
            {"note", "times are virtual seconds: gradients are computed for real, compute and link time come from "

@@ -73,23 +73,27 @@ std::string seconds_text(std::int64_t ns) {
   return b;
 }
 
+/// Uniform in (0, 1) from the raw stream (the standard distributions'
+/// algorithms are the library's own: these are the same bits on every build).
+double uniform(std::mt19937_64& rng) { return (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+/// Lognormal with this mean and std cv * mean: sigma^2 = ln(1 + cv^2),
+/// mu = ln(mean) - sigma^2 / 2 (Box-Muller for the normal).
+double lognormal(std::mt19937_64& rng, double mean, double cv) {
+  const double s2 = std::log1p(cv * cv), mu = std::log(mean) - s2 / 2;
+  const double z = std::sqrt(-2 * std::log(uniform(rng))) * std::cos(6.283185307179586 * uniform(rng));
+  return std::exp(mu + std::sqrt(s2) * z);
+}
+
 } // namespace
 
 double compute_model::draw(std::mt19937_64& rng, std::int64_t step) const {
   if (!replay.empty())
     return replay[static_cast<std::size_t>(step) % replay.size()];
-  // Uniform doubles from the raw stream (the standard distributions'
-  // algorithms are the library's own: the same bits on every build).
-  auto u = [&rng] { return (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0); };
   switch (dist) {
   case shape::constant: return step_s;
-  case shape::lognormal: {
-    // Mean step_s, std cv * step_s: sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2.
-    const double s2 = std::log1p(cv * cv), mu = std::log(step_s) - s2 / 2;
-    const double z = std::sqrt(-2 * std::log(u())) * std::cos(6.283185307179586 * u()); // Box-Muller
-    return std::exp(mu + std::sqrt(s2) * z);
-  }
-  case shape::straggler: return u() < straggler_p ? step_s * straggler_k : step_s;
+  case shape::lognormal: return lognormal(rng, step_s, cv);
+  case shape::straggler: return uniform(rng) < straggler_p ? step_s * straggler_k : step_s;
   }
   return step_s;
 }
@@ -113,7 +117,12 @@ std::string link_model::describe() const {
                 bandwidth_gbps > 0 ? std::to_string(bandwidth_gbps).substr(0, 6).c_str() : "unlimited",
                 nic ? " (one NIC per host)" : "", intra_latency_us,
                 intra_bandwidth_gbps > 0 ? std::to_string(intra_bandwidth_gbps).substr(0, 6).c_str() : "unlimited");
-  return b;
+  std::string out = b;
+  if (latency_cv > 0) {
+    std::snprintf(b, sizeof b, "; latencies lognormal cv %.2f", latency_cv);
+    out += b;
+  }
+  return out;
 }
 
 void configure_virtual(caf::actor_system_config& cfg) { cfg.set("scheduler.policy", caf::atom("testing")); }
@@ -128,6 +137,8 @@ std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_set
   }
   check(setup.workers_per_host >= 1 && setup.hosts >= 1, "virtual time: hosts and workers_per_host must be >= 1");
   check(setup.cores_per_host >= 0, "virtual time: cores_per_host must be >= 0");
+  check(setup.apply_gbps >= 0 && std::isfinite(setup.apply_gbps), "virtual time: apply_gbps must be >= 0");
+  check(setup.link.latency_cv >= 0 && std::isfinite(setup.link.latency_cv), "virtual time: latency_cv must be >= 0");
   return std::shared_ptr<simulation>(new simulation(sys, std::move(setup)));
 }
 
@@ -135,7 +146,8 @@ simulation::simulation(caf::actor_system& sys, virtual_setup setup)
     : sys_(sys), setup_(std::move(setup)), origin_(std::chrono::steady_clock::now()),
       nic_tx_(static_cast<std::size_t>(setup_.hosts), 0), nic_rx_(static_cast<std::size_t>(setup_.hosts), 0),
       core_free_(static_cast<std::size_t>(setup_.hosts),
-                 std::vector<std::int64_t>(static_cast<std::size_t>(setup_.cores_per_host), 0)) {}
+                 std::vector<std::int64_t>(static_cast<std::size_t>(setup_.cores_per_host), 0)),
+      link_rng_(setup_.seed * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL) {}
 
 simulation::~simulation() { stop(); }
 
@@ -191,6 +203,11 @@ double simulation::charge_compute(int rank, std::int64_t step, double slowdown, 
 
 void simulation::charge(double seconds) { cur_now_ += ns_of(std::max(0.0, seconds)); }
 
+void simulation::charge_apply(std::int64_t bytes) {
+  if (setup_.apply_gbps > 0)
+    cur_now_ += ns_of(static_cast<double>(bytes) / (setup_.apply_gbps * 1e9));
+}
+
 void simulation::note_progress(int rank, std::int64_t samples) {
   if (budget_ <= 0 || budget_hit_)
     return;
@@ -220,8 +237,8 @@ std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int6
   const auto& l = setup_.link;
   auto wire = [bytes](double gbps) { return gbps > 0 ? ns_of(static_cast<double>(bytes) * 8 / (gbps * 1e9)) : 0; };
   if (from == to)
-    return t + ns_of(l.intra_latency_us * 1e-6) + wire(l.intra_bandwidth_gbps);
-  const auto lat = ns_of(l.latency_us * 1e-6), on_wire = wire(l.bandwidth_gbps);
+    return t + latency_ns(l.intra_latency_us) + wire(l.intra_bandwidth_gbps);
+  const auto lat = latency_ns(l.latency_us), on_wire = wire(l.bandwidth_gbps);
   if (!l.nic)
     return t + lat + on_wire;
   auto& tx = nic_tx_[static_cast<std::size_t>(from)];
@@ -231,6 +248,12 @@ std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int6
   const auto got = std::max(sent + lat, rx + on_wire);
   rx = got;
   return got;
+}
+
+std::int64_t simulation::latency_ns(double mean_us) {
+  if (setup_.link.latency_cv <= 0 || mean_us <= 0)
+    return ns_of(mean_us * 1e-6);
+  return ns_of(lognormal(link_rng_, mean_us * 1e-6, setup_.link.latency_cv));
 }
 
 void simulation::push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m) {
@@ -255,6 +278,10 @@ void simulation::post(placed_actor* to, caf::mailbox_element_ptr m) {
     m->sender = caf::actor_cast<caf::strong_actor_ptr>(from->handle); // its reply travels too
     const auto bytes = bytes_of(m->content());
     t = arrival(from->host, to->host, bytes, cur_now_);
+    if (setup_.link.latency_cv > 0) { // drawn latencies must not reorder one connection's messages
+      auto& last = pair_last_[{from, to}];
+      t = last = std::max(t, last);
+    }
     ++stats_.messages;
     stats_.bytes += bytes;
     last_message_ = std::max(last_message_, t);

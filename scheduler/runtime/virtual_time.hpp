@@ -70,6 +70,11 @@ struct compute_model {
 struct link_model {
   double latency_us = 0, bandwidth_gbps = 0;             ///< between hosts
   double intra_latency_us = 0, intra_bandwidth_gbps = 0; ///< within a host
+  /// Each message's latency (either kind) drawn lognormal with this
+  /// coefficient of variation around its mean, from the run's seed (0: the
+  /// latency exactly). Messages from one actor to another still arrive in
+  /// the order sent, as on a real connection.
+  double latency_cv = 0;
   bool nic = true;
   std::string describe() const;
 };
@@ -86,6 +91,10 @@ struct virtual_setup {
   /// workers and a shard sharing one machine's cores, as a real run on a
   /// small machine does, where CAF runs `cores` actors at a time.
   int cores_per_host = 0;
+  /// A parameter-server shard applying a gradient of S bytes is busy for
+  /// S / (apply_gbps * 1e9) seconds: a pull that arrives meanwhile waits
+  /// and reads the result (0: applying is instant).
+  double apply_gbps = 0;
   std::uint64_t seed = 1;
   double stuck_after_s = 600; ///< virtual seconds with no message in flight
 };
@@ -146,6 +155,7 @@ public:
                         double real_seconds) override;
   void note_eval(std::int64_t step, double seconds) override;
   void charge(double seconds) override;
+  void charge_apply(std::int64_t bytes) override;
   void note_progress(int rank, std::int64_t samples) override;
   /// A shared budget (train.budget = "shared"): once the workers' samples
   /// add up to it, in virtual-time order, every worker still running is
@@ -165,6 +175,7 @@ private:
   void run_jobs(std::int64_t t);
   void push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m);
   std::int64_t arrival(int from_host, int to_host, std::int64_t bytes, std::int64_t t);
+  std::int64_t latency_ns(double mean_us);
   void take_inbox();
   void report_stuck(const std::string& why);
   placed_actor* find(const caf::actor_control_block* p) const;
@@ -182,6 +193,8 @@ private:
   std::vector<std::int64_t> nic_tx_, nic_rx_;
   std::vector<std::vector<std::int64_t>> core_free_; ///< by host: when each core is free (cores_per_host)
   std::map<int, std::mt19937_64> rng_; ///< by worker rank
+  std::mt19937_64 link_rng_;           ///< latency_cv's draws, in the order messages are sent
+  std::map<std::pair<const placed_actor*, const placed_actor*>, std::int64_t> pair_last_; ///< latency_cv: FIFO per pair
   int workers_ = 0, workers_down_ = 0;
   std::function<void(int, const std::string&)> on_stuck_;
   bool stuck_ = false;

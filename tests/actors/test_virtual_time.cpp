@@ -166,6 +166,60 @@ TEST_CASE("virtual time: a sync step takes compute plus four messages under the 
   CHECK(out.seconds == Approx(5 * step).epsilon(1e-6));
 }
 
+TEST_CASE("virtual time: a shard applying a gradient is busy for its bytes over apply_gbps") {
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
+  auto setup = small_setup(3, 1, true);
+  setup.steps = 5;
+  auto vs = constant_compute(2e-3, 1, 3);
+  vs.link.latency_us = 50;
+  vs.link.bandwidth_gbps = 1;
+  vs.link.nic = false;
+  const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
+  const double step = 2e-3 + 4 * 50e-6 + (4 * 64 + 2 * 4 * p) * 8 / 1e9;
+  for (double gbps : {0.0, 0.5, 2.0}) {
+    INFO("apply_gbps " << gbps);
+    vs.apply_gbps = gbps;
+    const auto out = run_virtual(setup, data, vs);
+    for (const auto& rep : out.reports)
+      REQUIRE(rep.error.empty());
+    // A sync step applies the summed gradient once, between the last push
+    // and the pull replies: every worker waits for it.
+    const double apply = gbps > 0 ? 4 * p / (gbps * 1e9) : 0.0;
+    CHECK(out.seconds == Approx(5 * (step + apply)).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("virtual time: drawn latencies repeat themselves and keep each connection in order") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
+  // A ring is lock step: whatever the latencies, its model is the real
+  // run's, bit for bit, as long as no chunk overtakes an earlier one.
+  auto ring = small_setup(4, 1, true);
+  ring.kind = scheduler::topology_kind::ring;
+  ring.ring.bucket_floats = 4096;
+  ring.ring.chunk_floats = 1024;
+  ring.steps = 6;
+  actor_env env;
+  const auto real = scheduler::run_topology(*env.sys, ring, data);
+  auto vs = constant_compute(1e-3, 2, 2);
+  vs.link.latency_us = 15;
+  vs.link.intra_latency_us = 5;
+  vs.link.latency_cv = 2.0;
+  const auto virt = run_virtual(ring, data, vs);
+  CHECK(same_bits(real.params, virt.params));
+  // Async: the drawn latencies decide the interleaving, the same one from
+  // the same seed, another without them.
+  auto async = small_setup(4, 2, false);
+  async.steps = 12;
+  const auto a = run_virtual(async, data, vs);
+  const auto b = run_virtual(async, data, vs);
+  CHECK(same_bits(a.params, b.params));
+  CHECK(a.staleness == b.staleness);
+  CHECK(a.seconds == b.seconds);
+  vs.link.latency_cv = 0;
+  const auto c = run_virtual(async, data, vs);
+  CHECK(c.seconds != a.seconds);
+}
+
 TEST_CASE("virtual time: workers sharing a host's cores compute in waves of that many") {
   auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
   std::vector<float> first;
