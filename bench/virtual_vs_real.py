@@ -3,15 +3,24 @@
 clock, then on the virtual clock fed from that run's measurements, side
 by side. Used by bench/virtual_vs_real.sh.
 
-  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS CMD... -> the intra-host
-      latency (us) at which the virtual run `CMD --set
-      virtual.intra_latency_us=L --out VIRTUAL_DIR` takes the real run's
-      mean step time, by bisection (with virtual.cores_per_host the
-      waiting for a core is simulated, so the step time is not linear in
-      L); that run is left in VIRTUAL_DIR. The search starts from the
-      latency at which the HOPS messages on a step's critical path (async
-      push-pull 2, SSP 4, a ring of N 2(N-1), AD-PSGD 2) take all of the
-      real run's mean exchange time.
+  virtual_vs_real.py fit REAL_DIR VIRTUAL_DIR HOPS MODEL CMD... -> the
+      latency overrides (key=value ...) at which the virtual run `CMD ...
+      --out VIRTUAL_DIR` takes the real run's mean step time, found by
+      bisection (with virtual.cores_per_host the waiting for a core is
+      simulated, so the step time is not linear in the latency); that run
+      is left in VIRTUAL_DIR. MODEL "one-host": one latency for every
+      message (virtual.intra_latency_us). MODEL "process-hosts": each
+      process a host (the config says so), and a parameter server's rank 0
+      reaches the shard beside its worker in-process: links between hosts
+      take L (transport.latency_us) and rank 0's worker r * L, where r is
+      what the real run says: its workers' exchange time less holds and
+      the shard's update, rank 0's over the others' mean. The search
+      starts from the latency at which the HOPS messages on a step's
+      critical path (push-and-pull 2, a ring of N 2(N-1), AD-PSGD 2) take
+      all of the real run's mean exchange time.
+  virtual_vs_real.py apply REAL_DIR -> virtual.apply_gbps: a shard's gradient
+      bytes over the median of the real run's `apply` spans (its trace.json;
+      0 when it has none: no parameter server)
   virtual_vs_real.py row LABEL REAL_DIRS VIRTUAL_DIRS -> one table row: the
       means over rounds (comma-separated folders, in pairs), the real
       runs' spread of mean staleness, and each round's p99
@@ -50,15 +59,36 @@ def all_on_links(d, hops):
     return 1e3 * sum(r["comm_ms"] * r["steps"] for r in rec) / n / hops
 
 
-def fit(real, virt, hops, cmd):
+def rank0_ratio(real):
+    """Rank 0's per-message latency over the other ranks' (process-hosts)."""
+    rec = [r for r in steps(real) if r["step"] > 5]  # past the first steps' set-up
+    ranks = sorted({r["worker"] for r in rec})
+
+    def exchange_us(w):
+        xs = [r["comm_ms"] - r["wait_ms"] for r in rec if r["worker"] == w]
+        return 1e3 * sum(xs) / len(xs)
+
+    gbps = apply_gbps(real)
+    upd = 4.0 * summary(real)["parameters"] / (gbps * 1e9) * 1e6 if gbps > 0 else 0.0
+    others = sum(exchange_us(w) for w in ranks[1:]) / max(1, len(ranks) - 1)
+    return max(0.0, exchange_us(ranks[0]) - upd) / max(1e-9, others - upd)
+
+
+def fit(real, virt, hops, model, cmd):
     want = step_ms(real)
+    ratio = rank0_ratio(real) if model == "process-hosts" else None
     seen, last = {}, None
+
+    def overrides(lat):
+        if ratio is None:
+            return [f"virtual.intra_latency_us={lat:.4f}"]
+        return [f"transport.latency_us={lat:.4f}", f"virtual.intra_latency_us={ratio * lat:.4f}"]
 
     def run(lat):
         nonlocal last
         if last != lat:
-            subprocess.run(cmd + ["--set", f"virtual.intra_latency_us={lat:.4f}", "--out", virt, "--force"],
-                           check=True, stdout=subprocess.DEVNULL)
+            sets = [a for o in overrides(lat) for a in ("--set", o)]
+            subprocess.run(cmd + sets + ["--out", virt, "--force"], check=True, stdout=subprocess.DEVNULL)
             seen[lat], last = step_ms(virt), lat
         return seen[lat]
 
@@ -72,7 +102,22 @@ def fit(real, virt, hops, cmd):
         else:
             hi = mid
     run(min(seen, key=lambda lat: abs(seen[lat] - want)))  # leaves the best run in VIRTUAL_DIR
-    return last
+    return " ".join(overrides(last))
+
+
+def apply_gbps(d):
+    try:
+        with open(d + "/trace.json") as f:
+            t = json.load(f)
+    except FileNotFoundError:
+        return 0.0
+    events = t["traceEvents"] if isinstance(t, dict) else t
+    durs = sorted(e["dur"] for e in events if e.get("name") == "apply" and e.get("ph") == "X")
+    if not durs:
+        return 0.0
+    s = summary(d)
+    shard_bytes = 4.0 * s["parameters"] / max(1, s.get("shards", 1))
+    return shard_bytes / (durs[len(durs) // 2] * 1e-6) / 1e9
 
 
 def row(label, reals, virts):
@@ -95,8 +140,10 @@ def row(label, reals, virts):
 
 if __name__ == "__main__":
     if sys.argv[1] == "fit":
-        print(f"{fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:]):.4f}")
+        print(fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], sys.argv[6:]))
+    elif sys.argv[1] == "apply":
+        print(f"{apply_gbps(sys.argv[2]):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS CMD... | row LABEL REALS VIRTUALS")
+        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS MODEL CMD... | apply REAL | row LABEL REALS VIRTUALS")

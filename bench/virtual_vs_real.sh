@@ -11,20 +11,29 @@
 # Across processes the kernel time-slices them instead: the replayed
 # compute times already hold the sharing (4 processes on 2 cores measure
 # 2.0-2.3 ms a step where one process measures 1.4), so cores are not
-# limited again (cores_per_host = 0). The intra-host link has the latency
-# at which the virtual run's mean step time is the real run's (found by
-# bisection; bandwidth unlimited: in one machine a message's cost is its
-# hand-offs, not its bytes, and rank 0's own worker pays them to reach the
-# shard beside it as much as the others do). Fitted: the real run's
-# compute and its step time.
+# limited again (cores_per_host = 0).
+# Links. In one process every message has one latency (intra-host; the
+# bandwidth unlimited: in one machine a message's cost is its hand-offs,
+# not its bytes). Across processes, for the parameter server, each process
+# is a host: the other ranks' workers reach the shard on rank 0 across a
+# link of latency L, and rank 0's worker reaches it in-process at r * L,
+# with r from the real run (virtual_vs_real.py fit, "process-hosts"). A
+# ring or gossip peer is a process of its own, with one latency to all.
+# L is the latency at which the virtual run's mean step time is the real
+# run's (bisection). A shard's update costs what the real run's trace says
+# (virtual.apply_gbps, from its median `apply` span): a pull that arrives
+# while the shard applies a push waits and reads the result, as in the real
+# run. Fitted: the real run's compute, its shard's update, rank 0's
+# latency ratio and its step time.
 # Predicted: staleness (mean, p99). A second virtual run of N = 4 uses the
-# latency fitted at N = 2: what the model predicts beyond the run it was
+# latencies fitted at N = 2: what the model predicts beyond the run it was
 # fitted on, step time included. Each case runs ROUNDS times (a real run
 # and its virtual runs): this VM's real runs vary by 10-20% in mean
 # staleness from one to the next, so the table compares means over the
 # rounds and gives the real runs' spread.
 #
 #   bench/virtual_vs_real.sh [build] [STEPS] [ROUNDS]   (a build in build/)
+#   ONLY='SSP s=2 N=4 4 processes' bench/virtual_vs_real.sh ...   (the cases whose label matches)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -56,40 +65,47 @@ echo "|---|---|---|---|---|---|---|---|---|"
 # case: label, --set overrides, and the messages on a step's critical path
 # (N: $n; they bound the latency search)
 cases=(
-  "async PS|--set topology.kind=parameter-server --set topology.mode=async|2"
-  "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|4"
-  "ring|--set topology.kind=ring|2*(n-1)"
-  "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2"
+  "async PS|--set topology.kind=parameter-server --set topology.mode=async|2|ps"
+  "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|2|ps"
+  "ring|--set topology.kind=ring|2*(n-1)|peers"
+  "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2|peers"
 )
 cores=$(nproc)
 declare -A fitted2=()
+sets_of() { local o; for o in $1; do printf -- '--set\n%s\n' "$o"; done; } # "k=v k=v" -> --set k=v ...
 for where in inproc procs; do
   for c in "${cases[@]}"; do
-    IFS='|' read -r name sets hops <<<"$c"
+    IFS='|' read -r name sets hops kind <<<"$c"
     for n in 2 4; do
       label="$name N=$n $([[ $where == procs ]] && echo "$n processes" || echo "1 process")"
+      [[ -n ${ONLY:-} && ! $label =~ $ONLY ]] && continue
       # shellcheck disable=SC2206
       args=($sets --set topology.workers=$n)
-      procs=()
-      [[ $where == procs ]] && procs=(--procs "$n")
+      procs=() model=one-host hosts=()
+      if [[ $where == procs ]]; then
+        procs=(--procs "$n")
+        [[ $kind == ps ]] && model=process-hosts &&
+          hosts=(--set virtual.hosts="$n" --set virtual.workers_per_host=1 --set virtual.nic=false)
+      fi
       reals="" virts="" preds="" lats=""
       for round in $(seq 1 "$ROUNDS"); do
         id=$where-${name// /_}-$n-$round
         real=$tmp/real-$id
-        "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" >/dev/null
-        virtual=("$GW" run "$tmp/base.toml" -q --no-report "${args[@]}" --set experiment.clock=virtual
-                 --set virtual.replay="$real/metrics.jsonl"
+        "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" --set experiment.trace=true >/dev/null
+        virtual=("$GW" run "$tmp/base.toml" -q --no-report "${args[@]}" "${hosts[@]}" --set experiment.clock=virtual
+                 --set virtual.replay="$real/metrics.jsonl" --set virtual.apply_gbps="$(python3 $py apply "$real")"
                  --set virtual.cores_per_host="$([[ $where == procs ]] && echo 0 || echo "$cores")")
-        lat=$(python3 $py fit "$real" "$tmp/virt-$id" "$(( ${hops//n/$n} ))" "${virtual[@]}")
+        lat=$(python3 $py fit "$real" "$tmp/virt-$id" "$(( ${hops//n/$n} ))" $model "${virtual[@]}")
         [[ $n == 2 ]] && fitted2[$where-$name-$round]=$lat
-        reals+=${reals:+,}$real virts+=${virts:+,}$tmp/virt-$id lats+=${lats:+ }$lat
-        if [[ $n == 4 ]]; then
-          "${virtual[@]}" --out "$tmp/pred-$id" --set virtual.intra_latency_us="${fitted2[$where-$name-$round]}" >/dev/null
+        reals+=${reals:+,}$real virts+=${virts:+,}$tmp/virt-$id lats+="${lats:+; }${lat//virtual./}"
+        if [[ $n == 4 && -n ${fitted2[$where-$name-$round]:-} ]]; then
+          mapfile -t at2 < <(sets_of "${fitted2[$where-$name-$round]}")
+          "${virtual[@]}" --out "$tmp/pred-$id" "${at2[@]}" >/dev/null
           preds+=${preds:+,}$tmp/pred-$id
         fi
       done
-      python3 $py row "$label, latency fitted here ($lats us)" "$reals" "$virts"
-      [[ $n == 4 ]] && python3 $py row "$label, latency fitted at N=2" "$reals" "$preds"
+      python3 $py row "$label, fitted here (${lats//transport./})" "$reals" "$virts"
+      [[ -n $preds ]] && python3 $py row "$label, latencies fitted at N=2" "$reals" "$preds"
     done
   done
 done
