@@ -45,6 +45,7 @@ struct virtual_config {
   int cores_per_host = 0; ///< handlers a host runs at once (0: no limit)
   double latency_cv = 0;   ///< each message's latency lognormal with this cv (0: exact)
   double apply_gbps = 0;   ///< a shard applies gradients at this many GB/s (0: instantly)
+  double copy_gbps = 0;    ///< a sender copies a message's tensors in at this many GB/s (0: free)
 };
 
 struct run_config {

@@ -23,6 +23,7 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   v.cores_per_host = static_cast<int>(r.integer("virtual.cores_per_host", 0, 1 << 20));
   v.latency_cv = r.number("virtual.latency_cv", 0, 100);
   v.apply_gbps = r.number("virtual.apply_gbps", 0, 1e6);
+  v.copy_gbps = r.number("virtual.copy_gbps", 0, 1e6);
   if (hosts > 0)
     check(hosts * v.workers_per_host == c.workers,
           r.loc("virtual.hosts") + ": " + std::to_string(hosts) + " hosts x virtual.workers_per_host = " +

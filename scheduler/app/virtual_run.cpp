@@ -145,6 +145,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   vs.cores_per_host = v.cores_per_host;
   vs.link.latency_cv = v.latency_cv;
   vs.apply_gbps = v.apply_gbps;
+  vs.copy_gbps = v.copy_gbps;
   std::vector<std::vector<double>> replay;
   if (!v.replay.empty())
     replay = read_replay(v.replay);
@@ -200,6 +201,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
            {"workers_per_host", vs.workers_per_host},
            {"cores_per_host", vs.cores_per_host},
            {"apply_gbps", vs.apply_gbps},
+           {"copy_gbps", vs.copy_gbps},
            {"compute", models},
            {"link", vs.link.describe()},
            {"note", "times are virtual seconds: gradients are computed for real, compute and link time come from "

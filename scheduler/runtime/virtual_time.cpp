@@ -58,9 +58,11 @@ caf::scheduler::test_coordinator& coordinator_of(caf::actor_system& sys) {
   return *c;
 }
 
+constexpr std::int64_t header_bytes = 64;
+
 /// The bytes a message carries: its tensors, plus a header.
 std::int64_t bytes_of(const caf::type_erased_tuple& content) {
-  std::int64_t n = 64;
+  std::int64_t n = header_bytes;
   for (std::size_t i = 0; i < content.size(); ++i)
     if (content.match_element<actors::slice>(i))
       n += content.get_as<actors::slice>(i).numel() * static_cast<std::int64_t>(sizeof(float));
@@ -138,6 +140,7 @@ std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_set
   check(setup.workers_per_host >= 1 && setup.hosts >= 1, "virtual time: hosts and workers_per_host must be >= 1");
   check(setup.cores_per_host >= 0, "virtual time: cores_per_host must be >= 0");
   check(setup.apply_gbps >= 0 && std::isfinite(setup.apply_gbps), "virtual time: apply_gbps must be >= 0");
+  check(setup.copy_gbps >= 0 && std::isfinite(setup.copy_gbps), "virtual time: copy_gbps must be >= 0");
   check(setup.link.latency_cv >= 0 && std::isfinite(setup.link.latency_cv), "virtual time: latency_cv must be >= 0");
   return std::shared_ptr<simulation>(new simulation(sys, std::move(setup)));
 }
@@ -277,6 +280,8 @@ void simulation::post(placed_actor* to, caf::mailbox_element_ptr m) {
   if (from) {
     m->sender = caf::actor_cast<caf::strong_actor_ptr>(from->handle); // its reply travels too
     const auto bytes = bytes_of(m->content());
+    if (setup_.copy_gbps > 0 && bytes > header_bytes) // the sender copies the tensors in first
+      cur_now_ += ns_of(static_cast<double>(bytes - header_bytes) / (setup_.copy_gbps * 1e9));
     t = arrival(from->host, to->host, bytes, cur_now_);
     if (setup_.link.latency_cv > 0) { // drawn latencies must not reorder one connection's messages
       auto& last = pair_last_[{from, to}];

@@ -95,6 +95,11 @@ struct virtual_setup {
   /// S / (apply_gbps * 1e9) seconds: a pull that arrives meanwhile waits
   /// and reads the result (0: applying is instant).
   double apply_gbps = 0;
+  /// An actor sending a message that carries S bytes of tensors is busy for
+  /// S / (copy_gbps * 1e9) seconds first, copying them in (a worker's
+  /// gradient into its push, a shard's parameters into a pull's reply), and
+  /// the message leaves after (0: copies are free).
+  double copy_gbps = 0;
   std::uint64_t seed = 1;
   double stuck_after_s = 600; ///< virtual seconds with no message in flight
 };

@@ -189,6 +189,36 @@ TEST_CASE("virtual time: a shard applying a gradient is busy for its bytes over 
   }
 }
 
+TEST_CASE("virtual time: a sender copying a message's tensors is busy for their bytes over copy_gbps") {
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
+  for (int n : {1, 3}) {
+    auto setup = small_setup(n, 1, true);
+    setup.steps = 5;
+    auto vs = constant_compute(2e-3, 1, n);
+    vs.link.latency_us = 50;
+    vs.link.bandwidth_gbps = 1;
+    vs.link.nic = false;
+    const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
+    const double step = 2e-3 + 4 * 50e-6 + (4 * 64 + 2 * 4 * p) * 8 / 1e9; // 3 workers, one per host
+    for (double gbps : {0.0, 1.0, 4.0}) {
+      INFO(n << " workers, copy_gbps " << gbps);
+      vs.copy_gbps = gbps;
+      const auto out = run_virtual(setup, data, vs);
+      for (const auto& rep : out.reports)
+        REQUIRE(rep.error.empty());
+      const double copy = gbps > 0 ? 4 * p / (gbps * 1e9) : 0.0;
+      if (n == 1) { // beside its shard (links free): compute, its push's copy, the reply's copy
+        CHECK(out.seconds == Approx(5 * (2e-3 + 2 * copy)).epsilon(1e-6));
+        continue;
+      }
+      // The shard copies its three replies one after another, and the last
+      // worker served may push last: between 3 and 4 copies a step.
+      CHECK(out.seconds >= 5 * (step + 3 * copy) - 1e-9);
+      CHECK(out.seconds <= 5 * (step + 4 * copy) + 1e-9);
+    }
+  }
+}
+
 TEST_CASE("virtual time: drawn latencies repeat themselves and keep each connection in order") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
   // A ring is lock step: whatever the latencies, its model is the real
