@@ -21,6 +21,10 @@ by side. Used by bench/virtual_vs_real.sh.
   virtual_vs_real.py apply REAL_DIR -> virtual.apply_gbps: a shard's gradient
       bytes over the median of the real run's `apply` spans (its trace.json;
       0 when it has none: no parameter server)
+  virtual_vs_real.py copy REAL_DIR -> virtual.copy_gbps: this machine's
+      memcpy of one shard's worth of the run's parameters (a push's
+      gradient, a pull's reply), median of 200, hot in cache as a
+      gradient just computed is
   virtual_vs_real.py row LABEL REAL_DIRS VIRTUAL_DIRS -> one table row: the
       means over rounds (comma-separated folders, in pairs), the real
       runs' spread of mean staleness, and each round's p99
@@ -28,6 +32,7 @@ by side. Used by bench/virtual_vs_real.sh.
 import json
 import subprocess
 import sys
+import time
 
 
 def steps(d):
@@ -120,6 +125,20 @@ def apply_gbps(d):
     return shard_bytes / (durs[len(durs) // 2] * 1e-6) / 1e9
 
 
+def copy_gbps(d):
+    s = summary(d)
+    n = 4 * s["parameters"] // max(1, s.get("shards", 1))
+    src, dst = bytearray(b"\x01" * n), bytearray(n)
+    view = memoryview(dst)
+    times = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        view[:] = src
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return n / times[len(times) // 2] / 1e9
+
+
 def row(label, reals, virts):
     """REALS, VIRTS: comma-separated run folders, pairs in order (rounds)."""
     reals, virts = reals.split(","), virts.split(",")
@@ -143,7 +162,9 @@ if __name__ == "__main__":
         print(fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], sys.argv[6:]))
     elif sys.argv[1] == "apply":
         print(f"{apply_gbps(sys.argv[2]):.4f}")
+    elif sys.argv[1] == "copy":
+        print(f"{copy_gbps(sys.argv[2]):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS MODEL CMD... | apply REAL | row LABEL REALS VIRTUALS")
+        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS MODEL CMD... | apply REAL | copy REAL | row LABEL REALS VIRTUALS")

@@ -23,8 +23,11 @@
 # run's (bisection). A shard's update costs what the real run's trace says
 # (virtual.apply_gbps, from its median `apply` span): a pull that arrives
 # while the shard applies a push waits and reads the result, as in the real
-# run. Fitted: the real run's compute, its shard's update, rank 0's
-# latency ratio and its step time.
+# run. With COPY=1 a message's tensors also cost their sender a copy at
+# this machine's memcpy speed (virtual.copy_gbps; by default copies are
+# free: charging them changed nothing this VM resolves, RESULTS.md).
+# Fitted: the real run's compute, its shard's update, rank 0's latency
+# ratio and its step time.
 # Predicted: staleness (mean, p99). A second virtual run of N = 4 uses the
 # latencies fitted at N = 2: what the model predicts beyond the run it was
 # fitted on, step time included. Each case runs ROUNDS times (a real run
@@ -34,6 +37,7 @@
 #
 #   bench/virtual_vs_real.sh [build] [STEPS] [ROUNDS]   (a build in build/)
 #   ONLY='SSP s=2 N=4 4 processes' bench/virtual_vs_real.sh ...   (the cases whose label matches)
+#   COPY=1 bench/virtual_vs_real.sh ...   (copies charged at this machine's memcpy speed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -94,6 +98,7 @@ for where in inproc procs; do
         "$GW" run "$tmp/base.toml" -q --no-report --out "$real" "${args[@]}" "${procs[@]}" --set experiment.trace=true >/dev/null
         virtual=("$GW" run "$tmp/base.toml" -q --no-report "${args[@]}" "${hosts[@]}" --set experiment.clock=virtual
                  --set virtual.replay="$real/metrics.jsonl" --set virtual.apply_gbps="$(python3 $py apply "$real")"
+                 --set virtual.copy_gbps="$([[ -n ${COPY:-} ]] && python3 $py copy "$real" || echo 0)"
                  --set virtual.cores_per_host="$([[ $where == procs ]] && echo 0 || echo "$cores")")
         lat=$(python3 $py fit "$real" "$tmp/virt-$id" "$(( ${hops//n/$n} ))" $model "${virtual[@]}")
         [[ $n == 2 ]] && fitted2[$where-$name-$round]=$lat
