@@ -81,10 +81,7 @@ asan)
   cmake --build build-asan -j "$jobs"
   asan_env
   cd build-asan
-  rc=0
-  ctest --output-on-failure -j "$jobs" "$@" || rc=$?
-  [[ $rc -eq 0 ]] || "$src/scripts/failed_tails.sh" .
-  exit "$rc"
+  "$src/scripts/ctest_tails.sh" --output-on-failure -j "$jobs" "$@"
   ;;
 tsan)
   caflib=$(caf_tsan)
@@ -100,10 +97,7 @@ tsan)
   # others' (TSan's instrumentation, 5-15x, stretches the fast workers'
   # steps until a fixed delay no longer makes the slow one much slower).
   skip='slowed worker|speed balancing|SSP: the fastest|a slow worker holds up no one|shared budget'
-  rc=0
-  ctest --output-on-failure -j "$jobs" -R "^($(IFS='|'; echo "${actor_tests[*]}")):" -E "$skip" "$@" || rc=$?
-  [[ $rc -eq 0 ]] || "$src/scripts/failed_tails.sh" .
-  exit "$rc"
+  "$src/scripts/ctest_tails.sh" --output-on-failure -j "$jobs" -R "^($(IFS='|'; echo "${actor_tests[*]}")):" -E "$skip" "$@"
   ;;
 fuzz)
   runs=${1:-10000000}

@@ -8,7 +8,4 @@ scripts/setup.sh --test   # adds chromium (the report test) and python3-torch (t
 scripts/build.sh
 src=$PWD
 cd "${BUILD_DIR:-build}"
-rc=0
-ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@" || rc=$?
-[[ $rc -eq 0 ]] || "$src/scripts/failed_tails.sh" .
-exit "$rc"
+"$src/scripts/ctest_tails.sh" --output-on-failure -j "${JOBS:-$(nproc)}" "$@"

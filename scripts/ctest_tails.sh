@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# After a failed ctest: the last lines each failed test printed, and how
-# long it ran, gathered at the end of the log (a CI log is often read from
-# its tail, where ctest's inline --output-on-failure has long scrolled by).
-# Also names the CPU, since kernel speed and some limits depend on it.
-# Usage: failed_tails.sh BUILD_DIR [LINES]
+# ctest in the current build folder with the given arguments; when it fails,
+# the last lines each failed test printed, and how long it ran, gathered at
+# the end of the log (a CI log is often read from its tail, where ctest's
+# inline --output-on-failure has long scrolled by), with the CPU, since
+# kernel speed and some limits depend on it. Exits with ctest's status.
+# Usage: ctest_tails.sh CTEST_ARGS...   (run from the build folder)
 set -u
-dir=$1
-lines=${2:-25}
-log=$dir/Testing/Temporary/LastTest.log
-failed=$dir/Testing/Temporary/LastTestsFailed.log
-[[ -s $failed && -s $log ]] || exit 0
+lines=25
+rc=0
+ctest "$@" || rc=$?
+[[ $rc -eq 0 ]] && exit 0
+log=Testing/Temporary/LastTest.log
+failed=Testing/Temporary/LastTestsFailed.log
+[[ -s $failed && -s $log ]] || exit "$rc"
 echo
 echo "==== failed tests: the end of each one's output ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
   "$(grep -m1 -ow 'avx512f' /proc/cpuinfo || grep -m1 -ow 'avx2' /proc/cpuinfo || echo 'no AVX2'), $(nproc) cores) ===="
@@ -31,3 +34,4 @@ while IFS= read -r entry; do
     cur == want && /^Test time|^Test Failed/ { print "    " $0 }
   ' "$log"
 done <"$failed"
+exit "$rc"
