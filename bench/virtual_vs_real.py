@@ -73,8 +73,7 @@ def rank0_ratio(real):
         xs = [r["comm_ms"] - r["wait_ms"] for r in rec if r["worker"] == w]
         return 1e3 * sum(xs) / len(xs)
 
-    gbps = apply_gbps(real)
-    upd = 4.0 * summary(real)["parameters"] / (gbps * 1e9) * 1e6 if gbps > 0 else 0.0
+    upd = apply_us(real)
     others = sum(exchange_us(w) for w in ranks[1:]) / max(1, len(ranks) - 1)
     return max(0.0, exchange_us(ranks[0]) - upd) / max(1e-9, others - upd)
 
@@ -110,7 +109,14 @@ def fit(real, virt, hops, model, cmd):
     return " ".join(overrides(last))
 
 
-def apply_gbps(d):
+def shard_bytes(d):
+    """One shard's parameters (a push's gradient, a pull's reply), in bytes."""
+    s = summary(d)
+    return 4 * s["parameters"] // max(1, s.get("shards", 1))
+
+
+def apply_us(d):
+    """The median of the real run's `apply` spans (trace.json); 0 without any."""
     try:
         with open(d + "/trace.json") as f:
             t = json.load(f)
@@ -118,16 +124,16 @@ def apply_gbps(d):
         return 0.0
     events = t["traceEvents"] if isinstance(t, dict) else t
     durs = sorted(e["dur"] for e in events if e.get("name") == "apply" and e.get("ph") == "X")
-    if not durs:
-        return 0.0
-    s = summary(d)
-    shard_bytes = 4.0 * s["parameters"] / max(1, s.get("shards", 1))
-    return shard_bytes / (durs[len(durs) // 2] * 1e-6) / 1e9
+    return durs[len(durs) // 2] if durs else 0.0
+
+
+def apply_gbps(d):
+    us = apply_us(d)
+    return shard_bytes(d) / (us * 1e-6) / 1e9 if us > 0 else 0.0
 
 
 def copy_gbps(d):
-    s = summary(d)
-    n = 4 * s["parameters"] // max(1, s.get("shards", 1))
+    n = shard_bytes(d)
     src, dst = bytearray(b"\x01" * n), bytearray(n)
     view = memoryview(dst)
     times = []
