@@ -1,10 +1,11 @@
 // Virtual time: the parameter server's, the rings' and gossip's own actors under the
 // discrete-event loop (scheduler/runtime/virtual_time.hpp). Determinism, the
 // same model as in real time, and the laws a simulated clock must obey:
-// async staleness N - 1, SSP's bound, the alpha-beta step times.
+// async staleness N - 1, SSP's bound (the cost models' exact times:
+// test_virtual_costs.cpp).
 #include "kernels/error.hpp"
 #include "models/model.hpp"
-#include "topology_support.hpp"
+#include "virtual_support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,7 +17,6 @@
 #include <cstring>
 #include <numeric>
 #include <thread>
-#include <tuple>
 
 using namespace gradwire;
 using namespace gwtest;
@@ -24,48 +24,6 @@ using models::make_synthetic;
 using scheduler::compute_model;
 using scheduler::topology_setup;
 using scheduler::virtual_setup;
-
-namespace {
-
-/// One virtual run in an actor system of its own.
-scheduler::topology_outcome run_virtual(topology_setup setup, const models::dataset& data, virtual_setup vs,
-                                        std::shared_ptr<scheduler::simulation>* keep = nullptr) {
-  caf::actor_system_config cfg;
-  scheduler::configure_virtual(cfg);
-  caf::actor_system sys{cfg};
-  setup.sim = scheduler::simulation::make(sys, std::move(vs));
-  auto out = scheduler::run_topology(sys, setup, data);
-  if (keep)
-    *keep = setup.sim;
-  return out;
-}
-
-/// The same parameters, bit for bit.
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-virtual_setup constant_compute(double step_s, int workers_per_host, int hosts) {
-  virtual_setup vs;
-  compute_model c;
-  c.step_s = step_s;
-  vs.compute = {c};
-  vs.workers_per_host = workers_per_host;
-  vs.hosts = hosts;
-  return vs;
-}
-
-topology_setup tiny_async(int workers, int steps) {
-  auto s = small_setup(workers, 1, false);
-  s.spec.hidden = {8};
-  s.opt.momentum = 0.f;
-  s.batch_size = 4;
-  s.steps = steps;
-  s.log_every = 1000;
-  return s;
-}
-
-} // namespace
 
 TEST_CASE("virtual time: the same config and seed give the same bits and staleness on a loaded machine") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 5);
@@ -148,132 +106,6 @@ TEST_CASE("virtual time: SSP's clock gap never exceeds its bound plus one with s
   }
 }
 
-TEST_CASE("virtual time: a sync step takes compute plus four messages under the alpha-beta model") {
-  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
-  auto setup = small_setup(3, 1, true);
-  setup.steps = 5;
-  auto vs = constant_compute(2e-3, 1, 3); // one worker per host; the shard on host 0
-  vs.link.latency_us = 50;
-  vs.link.bandwidth_gbps = 1;
-  vs.link.nic = false;
-  const auto out = run_virtual(setup, data, vs);
-  for (const auto& rep : out.reports)
-    REQUIRE(rep.error.empty());
-  const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
-  // Pull request and push reply: a 64-byte header; pull reply and push: header and the parameters.
-  const double bytes = 4 * 64 + 2 * 4 * p;
-  const double step = 2e-3 + 4 * 50e-6 + bytes * 8 / 1e9;
-  CHECK(out.seconds == Approx(5 * step).epsilon(1e-6));
-}
-
-TEST_CASE("virtual time: a shard applying a gradient is busy for its bytes over apply_gbps") {
-  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
-  auto setup = small_setup(3, 1, true);
-  setup.steps = 5;
-  auto vs = constant_compute(2e-3, 1, 3);
-  vs.link.latency_us = 50;
-  vs.link.bandwidth_gbps = 1;
-  vs.link.nic = false;
-  const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
-  const double step = 2e-3 + 4 * 50e-6 + (4 * 64 + 2 * 4 * p) * 8 / 1e9;
-  for (double gbps : {0.0, 0.5, 2.0}) {
-    INFO("apply_gbps " << gbps);
-    vs.apply_gbps = gbps;
-    const auto out = run_virtual(setup, data, vs);
-    for (const auto& rep : out.reports)
-      REQUIRE(rep.error.empty());
-    // A sync step applies the summed gradient once, between the last push
-    // and the pull replies: every worker waits for it.
-    const double apply = gbps > 0 ? 4 * p / (gbps * 1e9) : 0.0;
-    CHECK(out.seconds == Approx(5 * (step + apply)).epsilon(1e-6));
-  }
-}
-
-TEST_CASE("virtual time: a sender copying a message's tensors is busy for their bytes over copy_gbps") {
-  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
-  for (int n : {1, 3}) {
-    auto setup = small_setup(n, 1, true);
-    setup.steps = 5;
-    auto vs = constant_compute(2e-3, 1, n);
-    vs.link.latency_us = 50;
-    vs.link.bandwidth_gbps = 1;
-    vs.link.nic = false;
-    const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
-    const double step = 2e-3 + 4 * 50e-6 + (4 * 64 + 2 * 4 * p) * 8 / 1e9; // 3 workers, one per host
-    for (double gbps : {0.0, 1.0, 4.0}) {
-      INFO(n << " workers, copy_gbps " << gbps);
-      vs.copy_gbps = gbps;
-      const auto out = run_virtual(setup, data, vs);
-      for (const auto& rep : out.reports)
-        REQUIRE(rep.error.empty());
-      const double copy = gbps > 0 ? 4 * p / (gbps * 1e9) : 0.0;
-      if (n == 1) { // beside its shard (links free): compute, its push's copy, the reply's copy
-        CHECK(out.seconds == Approx(5 * (2e-3 + 2 * copy)).epsilon(1e-6));
-        continue;
-      }
-      // The shard copies its three replies one after another, and the last
-      // worker served may push last: between 3 and 4 copies a step.
-      CHECK(out.seconds >= 5 * (step + 3 * copy) - 1e-9);
-      CHECK(out.seconds <= 5 * (step + 4 * copy) + 1e-9);
-    }
-  }
-}
-
-TEST_CASE("virtual time: drawn latencies repeat themselves and keep each connection in order") {
-  auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
-  // A ring is lock step: whatever the latencies, its model is the real
-  // run's, bit for bit, as long as no chunk overtakes an earlier one.
-  auto ring = small_setup(4, 1, true);
-  ring.kind = scheduler::topology_kind::ring;
-  ring.ring.bucket_floats = 4096;
-  ring.ring.chunk_floats = 1024;
-  ring.steps = 6;
-  actor_env env;
-  const auto real = scheduler::run_topology(*env.sys, ring, data);
-  auto vs = constant_compute(1e-3, 2, 2);
-  vs.link.latency_us = 15;
-  vs.link.intra_latency_us = 5;
-  vs.link.latency_cv = 2.0;
-  const auto virt = run_virtual(ring, data, vs);
-  CHECK(same_bits(real.params, virt.params));
-  // Async: the drawn latencies decide the interleaving, the same one from
-  // the same seed, another without them.
-  auto async = small_setup(4, 2, false);
-  async.steps = 12;
-  const auto a = run_virtual(async, data, vs);
-  const auto b = run_virtual(async, data, vs);
-  CHECK(same_bits(a.params, b.params));
-  CHECK(a.staleness == b.staleness);
-  CHECK(a.seconds == b.seconds);
-  vs.link.latency_cv = 0;
-  const auto c = run_virtual(async, data, vs);
-  CHECK(c.seconds != a.seconds);
-}
-
-TEST_CASE("virtual time: workers sharing a host's cores compute in waves of that many") {
-  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
-  std::vector<float> first;
-  // N workers on one host of C cores (0: no limit), 2 ms steps, messages
-  // free, the shard's handlers free: a sync step takes ceil(N / C) steps'
-  // compute, since a computation holds its core and the rest wait for one.
-  for (auto [n, cores, waves] : {std::tuple{4, 2, 2}, std::tuple{3, 2, 2}, std::tuple{3, 1, 3}, std::tuple{3, 0, 1},
-                                 std::tuple{3, 3, 1}}) {
-    INFO(n << " workers, " << cores << " cores");
-    auto setup = small_setup(n, 1, true);
-    setup.steps = 5;
-    auto vs = constant_compute(2e-3, n, 1);
-    vs.cores_per_host = cores;
-    const auto out = run_virtual(setup, data, vs);
-    for (const auto& rep : out.reports)
-      REQUIRE(rep.error.empty());
-    CHECK(out.seconds == Approx(5 * waves * 2e-3).epsilon(1e-6));
-    if (n == 3 && first.empty())
-      first = out.params;
-    else if (n == 3) // only time is modelled: the same sync steps give the same model
-      CHECK(same_bits(first, out.params));
-  }
-}
-
 TEST_CASE("virtual time: a ring trains the same model bit for bit as in real time") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 10);
   for (auto kind : {scheduler::topology_kind::ring, scheduler::topology_kind::hierarchical}) {
@@ -302,31 +134,6 @@ TEST_CASE("virtual time: a ring trains the same model bit for bit as in real tim
         CHECK(rep.steps == 6);
       }
     }
-  }
-}
-
-TEST_CASE("virtual time: a ring step takes 2(N-1) hops of alpha plus S/N over beta") {
-  auto data = make_synthetic(2048, 1, 28, 28, 10, 11);
-  for (int n : {3, 4, 8}) {
-    INFO(n << " workers, one per host");
-    auto setup = small_setup(n, 1, true);
-    setup.kind = scheduler::topology_kind::ring;
-    setup.spec.hidden = {64};
-    setup.batch_size = 8;
-    setup.steps = 4;
-    setup.ring.bucket_floats = 1 << 22; // one bucket, one chunk per segment
-    setup.ring.chunk_floats = 1 << 22;
-    auto vs = constant_compute(2e-3, 1, n);
-    vs.link.latency_us = 30;
-    vs.link.bandwidth_gbps = 2;
-    const auto out = run_virtual(setup, data, vs);
-    for (const auto& rep : out.reports)
-      REQUIRE(rep.error.empty());
-    const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
-    const double hop = 30e-6 + (p * 4 / n + 64) * 8 / 2e9;
-    const double step = 2e-3 + 2 * (n - 1) * hop;
-    // The segments differ by up to 16 floats (aligned edges): within 0.5%.
-    CHECK(out.seconds == Approx(4 * step).epsilon(5e-3));
   }
 }
 
