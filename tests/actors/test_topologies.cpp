@@ -166,12 +166,14 @@ TEST_CASE("step breakdown: a worker 8 ms slower per step shows as imbalance in s
     REQUIRE(b.steps == setup.steps);
     CHECK(b.compute + b.imbalance + b.exchange == Approx(1.0));
     // The fast worker waits ~8 ms a step, the mean worker ~4 ms: at least
-    // 2 ms a step of the mean wall time is imbalance, however loaded the machine.
+    // 2 ms a step of the mean wall time is imbalance, however loaded the
+    // machine. (Not a share of the wall time: under TSan, or on a loaded
+    // machine, compute grows and the same 4 ms is a smaller share; 0.147
+    // against a bound of 0.15 failed CI once.)
     double wall = 0;
     for (const auto& rep : out.reports)
       wall += rep.seconds / 2;
     CHECK(b.imbalance * wall >= 2e-3 * setup.steps);
-    CHECK(b.imbalance > 0.15);
   }
 }
 
