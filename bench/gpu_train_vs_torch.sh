@@ -35,9 +35,14 @@ for round in $(seq 1 "$ROUNDS"); do
   for model in $MODELS; do
     for b in $BATCHES; do
       s=$(steps_for $model)
-      GW[$model,$b]+="$($BIN --model $model --batch $b --steps $s --warmup 50 --device "$DEVICE" | field samples_per_sec) "
-      TP[$model,$b]+="$($PY bench/torch_train.py --model $model --batch $b --steps $s --warmup 50 --device "$DEVICE" | field samples_per_sec) "
-      TS[$model,$b]+="$($PY bench/torch_train.py --model $model --batch $b --steps $s --warmup 50 --device "$DEVICE" --strict-fp32 | field samples_per_sec) "
+      g=$($BIN --model $model --batch $b --steps $s --warmup 50 --device "$DEVICE" | field samples_per_sec)
+      p=$($PY bench/torch_train.py --model $model --batch $b --steps $s --warmup 50 --device "$DEVICE" | field samples_per_sec)
+      q=$($PY bench/torch_train.py --model $model --batch $b --steps $s --warmup 50 --device "$DEVICE" --strict-fp32 | field samples_per_sec)
+      GW[$model,$b]+="$g "
+      TP[$model,$b]+="$p "
+      TS[$model,$b]+="$q "
+      # Each measurement as it comes (a run cut short keeps them).
+      echo "round $round $model batch $b: gradwire $g, torch fp32 $q, torch defaults $p" >&2
     done
   done
   echo "round $round/$ROUNDS done" >&2

@@ -99,6 +99,9 @@ def main():
     ap.add_argument("--strict-fp32", action="store_true",
                     help="no TF32 tensor cores in cuDNN convolutions (PyTorch allows them by "
                          "default; gradwire never uses them)")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="after the timed steps, profile this many more and print PyTorch's "
+                         "table of GPU time per kernel (torch.profiler), to stderr")
     a = ap.parse_args()
     if a.strict_fp32:
         torch.backends.cudnn.allow_tf32 = False
@@ -162,6 +165,17 @@ def main():
     print(f"model={a.model} threads={a.threads} batch={a.batch} device={a.device} "
           f"samples_per_sec={a.steps * a.batch / secs:.0f} step_ms={secs / a.steps * 1e3:.4f} "
           f"omp_wait_policy={os.environ.get('OMP_WAIT_POLICY', 'default')}")
+    if a.profile:
+        import sys
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        with profile(activities=acts) as prof:
+            for _ in range(a.profile):
+                step(*batch())
+            sync()
+        key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+        print(prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=70),
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -60,29 +60,34 @@ void cuda_backend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float a
                         int ldc) {
   if (m == 0 || n == 0)
     return;
+  const auto gw_timed = timer_.time(stream_, "gemm");
   GW_CUBLAS(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                         n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
 
 void cuda_backend::bias_add_rows(float* y, const float* bias, int rows, int cols) {
+  const auto gw_timed = timer_.time(stream_, "bias add rows");
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   bias_add_rows_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(y, bias, rows, cols);
   GW_CUDA_LAUNCHED();
 }
 
 void cuda_backend::bias_grad_rows(const float* dy, float* dbias, int rows, int cols) {
+  const auto gw_timed = timer_.time(stream_, "bias grad rows");
   bias_grad_rows_kernel<<<blocks_for(static_cast<std::size_t>(cols)), threads_per_block, 0, stream_>>>(
     dy, dbias, rows, cols);
   GW_CUDA_LAUNCHED();
 }
 
 void cuda_backend::bias_add_nchw(float* y, const float* bias, int n, int c, int hw) {
+  const auto gw_timed = timer_.time(stream_, "bias add nchw");
   const std::size_t total = static_cast<std::size_t>(n) * c * hw;
   bias_add_nchw_kernel<<<blocks_for(total), threads_per_block, 0, stream_>>>(y, bias, n, c, hw);
   GW_CUDA_LAUNCHED();
 }
 
 void cuda_backend::bias_grad_nchw(const float* dy, float* dbias, int n, int c, int hw) {
+  const auto gw_timed = timer_.time(stream_, "bias grad nchw");
   bias_grad_nchw_kernel<<<c, threads_per_block, 0, stream_>>>(dy, dbias, n, c, hw);
   GW_CUDA_LAUNCHED();
 }

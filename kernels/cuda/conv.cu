@@ -2,6 +2,10 @@
 #include "kernels/cuda/cuda_backend.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
 
 // Convolution through cuDNN, NCHW float. Each geometry gets a plan once
 // (descriptors and algorithms, kept for the backend's life). Algorithms are
@@ -18,6 +22,10 @@
 // heuristics' first deterministic choice 11,326 / 16,639 (one
 // weight-gradient GEMM it chose took 3.6 ms of a 15 ms step, ncu); timed
 // choice 12,778 / 17,912 (PyTorch, plain FP32: 6,766 / 17,828).
+// The weight gradient is then timed against gradwire's own deterministic
+// paths (wgrad.cu, wgrad_direct.cu) and the fastest of the three is kept:
+// on an H200, ResNet-20 at batch 256 went from 18,486 to 31,890 samples/s
+// with those and norm.cu's BatchNorm (bench/RESULTS.md).
 
 namespace gradwire::kernels {
 namespace {
@@ -26,14 +34,48 @@ constexpr std::size_t max_workspace = std::size_t{256} << 20;
 
 bool plain_fp32(cudnnMathType_t m) { return m == CUDNN_DEFAULT_MATH || m == CUDNN_FMA_MATH; }
 
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && *v != '0';
+}
+
 /// The first usable entry of a list ranked fastest first, else `fallback`.
+/// GRADWIRE_CUDNN_LOG=1 prints the whole list; GRADWIRE_CUDNN_NONDET=1 (a
+/// diagnostic: what determinism costs) lets nondeterministic ones qualify.
 template <class Perf, class Algo>
-Algo pick(const Perf* perf, int count, Algo fallback) {
-  for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-        plain_fp32(perf[i].mathType) && perf[i].memory <= max_workspace)
-      return perf[i].algo;
-  return fallback;
+Algo pick(const char* what, const conv_geom& g, const Perf* perf, int count, Algo fallback,
+          float* ms = nullptr) {
+  static const bool log = env_on("GRADWIRE_CUDNN_LOG"), any = env_on("GRADWIRE_CUDNN_NONDET");
+  int chosen = -1;
+  for (int i = 0; i < count && chosen < 0; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (any || perf[i].determinism == CUDNN_DETERMINISTIC) && plain_fp32(perf[i].mathType) &&
+        perf[i].memory <= max_workspace)
+      chosen = i;
+  if (log) {
+    std::fprintf(stderr, "cudnn %s %s:", what, op_timer::geom_name(g).c_str());
+    for (int i = 0; i < count; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS)
+        std::fprintf(stderr, " %s%d:%.3fms%s%s%s", i == chosen ? "*" : "", static_cast<int>(perf[i].algo),
+                     perf[i].time, perf[i].determinism == CUDNN_DETERMINISTIC ? "" : ",nondet",
+                     plain_fp32(perf[i].mathType) ? "" : ",tf32",
+                     perf[i].memory > max_workspace ? ",bigws" : "");
+    std::fprintf(stderr, "%s\n", chosen < 0 ? " (none usable: fallback)" : "");
+  }
+  if (ms != nullptr)
+    *ms = chosen < 0 ? std::numeric_limits<float>::infinity() : perf[chosen].time;
+  return chosen < 0 ? fallback : perf[chosen].algo;
+}
+
+/// GRADWIRE_WGRAD=cudnn, gemm or direct forces the weight-gradient path
+/// (tests); otherwise the fastest on this GPU is kept.
+const char* wgrad_forced() {
+  const char* v = std::getenv("GRADWIRE_WGRAD");
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+const char* path_name(conv_plan::wgrad_path p) {
+  return p == conv_plan::wgrad_path::gemm ? "gemm" : p == conv_plan::wgrad_path::direct ? "direct" : "cudnn";
 }
 
 } // namespace
@@ -74,16 +116,48 @@ const conv_plan& cuda_backend::plan_for(const conv_geom& g) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   GW_CUDNN(cudnnFindConvolutionForwardAlgorithm(dnn_, p->x, p->w, p->conv, p->y,
                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fwd));
-  p->fwd = pick(fwd, n, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  p->fwd = pick("fwd", g, fwd, n, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
   cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   GW_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(dnn_, p->w, p->y, p->conv, p->x,
                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd));
-  p->bwd_data = pick(bd, n, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+  p->bwd_data = pick("dgrad", g, bd, n, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   GW_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(
     dnn_, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bf));
-  p->bwd_filter = pick(bf, n, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
-
+  float cudnn_ms = 0;
+  p->bwd_filter = pick("wgrad", g, bf, n, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &cudnn_ms);
+  p->wgrad.choose(g, 8192);
+  using path = conv_plan::wgrad_path;
+  if (const char* forced = wgrad_forced()) {
+    const std::string f = forced;
+    if (f == "gemm" && p->wgrad.usable)
+      p->wgrad_by = path::gemm;
+    else if (f == "direct" && wgrad_direct_fits(g))
+      p->wgrad_by = path::direct;
+  } else {
+    // cuDNN's deterministic choice, GEMMs summing 2K, 8K or 32K values
+    // each, and the direct kernel: the fastest is kept.
+    float best = cudnn_ms, gemm_ms = std::numeric_limits<float>::infinity();
+    for (int reduction : {2048, 8192, 32768}) {
+      wgrad_shape ws;
+      ws.choose(g, reduction);
+      const float ms = time_wgrad(g, &ws);
+      if (ms < gemm_ms) {
+        gemm_ms = ms;
+        if (ms < best) {
+          best = ms;
+          p->wgrad = ws;
+          p->wgrad_by = path::gemm;
+        }
+      }
+    }
+    const float direct_ms = time_wgrad(g, nullptr);
+    if (direct_ms < best)
+      p->wgrad_by = path::direct;
+    if (env_on("GRADWIRE_CUDNN_LOG"))
+      std::fprintf(stderr, "wgrad %s: cudnn %.3fms, gemm %.3fms, direct %.3fms: %s\n",
+                   op_timer::geom_name(g).c_str(), cudnn_ms, gemm_ms, direct_ms, path_name(p->wgrad_by));
+  }
   std::size_t f = 0, bdw = 0, bfw = 0;
   GW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(dnn_, p->x, p->w, p->conv, p->y, p->fwd, &f));
   GW_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, p->w, p->y, p->conv, p->x,
@@ -101,6 +175,7 @@ void cuda_backend::conv2d_forward(const conv_geom& g, const float* x, const floa
                                   void* workspace) {
   const conv_plan& p = plan_for(g); // plans live as long as the backend
   std::lock_guard<std::mutex> lock(host_mu_);
+  const auto gw_timed = timer_.time(stream_, "conv fwd", g);
   const float one = 1.f, zero = 0.f;
   GW_CUDNN(cudnnConvolutionForward(dnn_, &one, p.x, x, p.w, w, p.conv, p.fwd, workspace,
                                    p.workspace, &zero, p.y, y));
@@ -111,11 +186,21 @@ void cuda_backend::conv2d_backward(const conv_geom& g, const float* x, const flo
   const conv_plan& p = plan_for(g);
   std::lock_guard<std::mutex> lock(host_mu_);
   const float one = 1.f, zero = 0.f;
-  GW_CUDNN(cudnnConvolutionBackwardFilter(dnn_, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter,
-                                          workspace, p.workspace, &one, p.w, dw));
-  if (dx != nullptr)
+  {
+    const auto gw_timed = timer_.time(stream_, "conv wgrad", g);
+    if (p.wgrad_by == conv_plan::wgrad_path::gemm)
+      wgrad_gemm(g, p.wgrad, x, dy, dw);
+    else if (p.wgrad_by == conv_plan::wgrad_path::direct)
+      wgrad_direct(g, x, dy, dw);
+    else
+      GW_CUDNN(cudnnConvolutionBackwardFilter(dnn_, &one, p.x, x, p.y, dy, p.conv, p.bwd_filter,
+                                              workspace, p.workspace, &one, p.w, dw));
+  }
+  if (dx != nullptr) {
+    const auto gw_timed = timer_.time(stream_, "conv dgrad", g);
     GW_CUDNN(cudnnConvolutionBackwardData(dnn_, &one, p.w, w, p.y, dy, p.conv, p.bwd_data,
                                           workspace, p.workspace, &zero, p.x, dx));
+  }
 }
 
 } // namespace gradwire::kernels

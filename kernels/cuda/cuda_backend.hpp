@@ -10,6 +10,7 @@
 /// calls hold `host_mu_`.
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/op_timer.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -22,6 +23,21 @@
 
 namespace gradwire::kernels {
 
+/// How wgrad.cu computes one geometry's weight gradient as GEMMs: images in
+/// groups of `group`, `groups` in all, `groups_per_chunk` at a time.
+struct wgrad_shape {
+  int group = 1, groups = 1, groups_per_chunk = 1;
+  bool usable = true; ///< within the kernels' grid limits (else cuDNN's path)
+  /// Groups of about `reduction` / (P*Q) images (at least one, at most the batch).
+  void choose(const conv_geom& g, int reduction);
+  /// Device scratch the GEMM path needs (columns, grouped dy, partial sums).
+  std::size_t scratch_bytes(const conv_geom& g) const;
+};
+
+/// Whether wgrad_direct.cu handles `g` (3x3 or 1x1, stride 1 or 2, rows
+/// that fit its shared memory).
+bool wgrad_direct_fits(const conv_geom& g);
+
 /// One convolution geometry's cuDNN descriptors and algorithms, chosen once
 /// (conv.cu) and kept: descriptors are made and algorithms looked up only on
 /// the first call with that geometry.
@@ -33,6 +49,10 @@ struct conv_plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   std::size_t workspace = 0; ///< bytes, the largest of the three algorithms'
+  /// Where the weight gradient is computed: cuDNN, GEMMs (wgrad.cu) or
+  /// the direct kernel (wgrad_direct.cu); the fastest on this GPU.
+  enum class wgrad_path { cudnn, gemm, direct } wgrad_by = wgrad_path::cudnn;
+  wgrad_shape wgrad; ///< for wgrad_path::gemm
   conv_plan() = default;
   ~conv_plan();
   conv_plan(const conv_plan&) = delete;
@@ -108,6 +128,17 @@ private:
   void* scratch(std::size_t bytes);
   /// The plan for `g`, made on first use; takes host_mu_ (call it unlocked).
   const conv_plan& plan_for(const conv_geom& g);
+  /// dw += the weight gradient of `g` through GEMMs (wgrad.cu); host_mu_ held.
+  void wgrad_gemm(const conv_geom& g, const wgrad_shape& ws, const float* x, const float* dy,
+                  float* dw);
+  /// dw += the weight gradient of `g` computed directly (wgrad_direct.cu);
+  /// only where wgrad_direct_fits(g); host_mu_ held.
+  void wgrad_direct(const conv_geom& g, const float* x, const float* dy, float* dw);
+  /// dw[j] += the sum of part[i][j] over i < count, in order of i.
+  void add_partials(const float* part, int count, std::size_t len, float* dw);
+  /// The best of three timed runs, ms, of wgrad_gemm shaped by `ws` or,
+  /// when null, wgrad_direct (infinite where it cannot run); host_mu_ held.
+  float time_wgrad(const conv_geom& g, const wgrad_shape* ws);
 
   int index_;
   cudaStream_t stream_ = nullptr;
@@ -117,6 +148,7 @@ private:
   std::size_t scratch_bytes_ = 0;
   std::mutex host_mu_; ///< cuDNN calls, scratch_ and its read-backs, plans_
   std::map<std::array<int, 9>, std::unique_ptr<conv_plan>> plans_;
+  op_timer timer_; ///< GRADWIRE_CUDA_PROFILE=1: GPU time per operation
 };
 
 } // namespace gradwire::kernels

@@ -41,27 +41,33 @@ __global__ void sum_kernel(const float* x, std::size_t n, double* out) {
 } // namespace
 
 void cuda_backend::relu_forward(const float* x, float* y, std::size_t n) {
+  const auto gw_timed = timer_.time(stream_, "relu fwd");
   relu_fwd<<<blocks_for(n), threads_per_block, 0, stream_>>>(x, y, n);
   GW_CUDA_LAUNCHED();
 }
 void cuda_backend::relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
+  const auto gw_timed = timer_.time(stream_, "relu bwd");
   relu_bwd<<<blocks_for(n), threads_per_block, 0, stream_>>>(y, dy, dx, n);
   GW_CUDA_LAUNCHED();
 }
 void cuda_backend::axpy(std::size_t n, float a, const float* x, float* y) {
+  const auto gw_timed = timer_.time(stream_, "axpy");
   axpy_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, a, x, y);
   GW_CUDA_LAUNCHED();
 }
 void cuda_backend::scale(std::size_t n, float a, float* x) {
+  const auto gw_timed = timer_.time(stream_, "scale");
   scale_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, a, x);
   GW_CUDA_LAUNCHED();
 }
 void cuda_backend::add(std::size_t n, const float* x0, const float* x1, float* y, float s) {
+  const auto gw_timed = timer_.time(stream_, "add");
   add_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, x0, x1, y, s);
   GW_CUDA_LAUNCHED();
 }
 double cuda_backend::sum(const float* x, std::size_t n) {
   std::lock_guard<std::mutex> lock(host_mu_);
+  const auto gw_timed = timer_.time(stream_, "sum");
   auto* out = static_cast<double*>(scratch(sizeof(double)));
   GW_CUDA(cudaMemsetAsync(out, 0, sizeof(double), stream_));
   sum_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(x, n, out);

@@ -39,6 +39,7 @@ xent_result cuda_backend::softmax_xent(const float* logits, const std::int32_t* 
                                        int classes, float* dlogits, float grad_scale) {
   const std::size_t loss_bytes = sizeof(double) * static_cast<std::size_t>(n);
   std::lock_guard<std::mutex> lock(host_mu_);
+  const auto gw_timed = timer_.time(stream_, "softmax xent");
   auto* base = static_cast<char*>(scratch(loss_bytes + sizeof(int) * static_cast<std::size_t>(n)));
   auto* row_loss = reinterpret_cast<double*>(base);
   auto* row_correct = reinterpret_cast<int*>(base + loss_bytes);

@@ -56,16 +56,23 @@ void cuda_backend::copy_bytes(void* dst, device dst_dev, const void* src, device
   else if (src_dev.is_cpu())
     kind = cudaMemcpyHostToDevice;
   GW_CUDA(cudaSetDevice(index_));
+  const auto gw_timed = timer_.time(stream_, kind == cudaMemcpyHostToDevice   ? "copy to GPU"
+                                             : kind == cudaMemcpyDeviceToHost ? "copy to host"
+                                                                              : "copy");
   GW_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
   GW_CUDA(cudaStreamSynchronize(stream_));
 }
 
 void cuda_backend::fill(float* x, std::size_t n, float value) {
+  const auto gw_timed = timer_.time(stream_, "fill");
   fill_kernel<<<cuda_detail::blocks_for(n), cuda_detail::threads_per_block, 0, stream_>>>(x, n, value);
   GW_CUDA_LAUNCHED();
 }
 
-void cuda_backend::synchronize() { GW_CUDA(cudaStreamSynchronize(stream_)); }
+void cuda_backend::synchronize() {
+  GW_CUDA(cudaStreamSynchronize(stream_));
+  timer_.synchronized();
+}
 
 void* cuda_backend::scratch(std::size_t bytes) {
   if (bytes > scratch_bytes_) {

@@ -38,6 +38,7 @@ __global__ void adam_kernel(std::size_t n, float step_size, float b1, float b2, 
 
 void cuda_backend::sgd_update(std::size_t n, float lr, float momentum, float weight_decay,
                               bool nesterov, float* w, const float* g, float* v) {
+  const auto gw_timed = timer_.time(stream_, "sgd");
   sgd_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, lr, momentum, weight_decay,
                                                                nesterov, w, g, v);
   GW_CUDA_LAUNCHED();
@@ -46,6 +47,7 @@ void cuda_backend::sgd_update(std::size_t n, float lr, float momentum, float wei
 void cuda_backend::adam_update(std::size_t n, float lr, float beta1, float beta2, float eps,
                                float weight_decay, std::int64_t step, float* w, const float* g,
                                float* m, float* v) {
+  const auto gw_timed = timer_.time(stream_, "adam");
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
   adam_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(

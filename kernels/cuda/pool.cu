@@ -62,6 +62,7 @@ __global__ void avg_bwd(const float* dy, float* dx, std::size_t planes, int hw) 
 
 void cuda_backend::maxpool_forward(const pool_geom& g, const float* x, float* y,
                                    std::int32_t* argmax) {
+  const auto gw_timed = timer_.time(stream_, "maxpool fwd");
   const std::size_t total = static_cast<std::size_t>(g.n) * g.c * g.out_h() * g.out_w();
   maxpool_fwd<<<blocks_for(total), threads_per_block, 0, stream_>>>(g, g.out_h(), g.out_w(), x, y,
                                                                   argmax);
@@ -70,6 +71,7 @@ void cuda_backend::maxpool_forward(const pool_geom& g, const float* x, float* y,
 
 void cuda_backend::maxpool_backward(const pool_geom& g, const float* dy,
                                     const std::int32_t* argmax, float* dx) {
+  const auto gw_timed = timer_.time(stream_, "maxpool bwd");
   const std::size_t in_total = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
   GW_CUDA(cudaMemsetAsync(dx, 0, in_total * sizeof(float), stream_));
   const std::size_t total = static_cast<std::size_t>(g.n) * g.c * g.out_h() * g.out_w();
@@ -79,12 +81,14 @@ void cuda_backend::maxpool_backward(const pool_geom& g, const float* dy,
 }
 
 void cuda_backend::avgpool_global_forward(const float* x, float* y, int n, int c, int hw) {
+  const auto gw_timed = timer_.time(stream_, "avgpool fwd");
   const std::size_t planes = static_cast<std::size_t>(n) * c;
   avg_fwd<<<blocks_for(planes), threads_per_block, 0, stream_>>>(x, y, planes, hw);
   GW_CUDA_LAUNCHED();
 }
 
 void cuda_backend::avgpool_global_backward(const float* dy, float* dx, int n, int c, int hw) {
+  const auto gw_timed = timer_.time(stream_, "avgpool bwd");
   const std::size_t planes = static_cast<std::size_t>(n) * c;
   avg_bwd<<<blocks_for(planes * hw), threads_per_block, 0, stream_>>>(dy, dx, planes, hw);
   GW_CUDA_LAUNCHED();

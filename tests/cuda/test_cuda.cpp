@@ -11,7 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <cstdio>
 
 using namespace gradwire;
@@ -45,6 +48,41 @@ struct ibuf {
   }
   std::int32_t* p() const { return t.data_i32(); }
 };
+
+/// Batch norm forward (training), backward and eval on the GPU against the
+/// CPU reference, for n images of c channels of hw values.
+void check_batchnorm(int n, int c, int hw, std::uint64_t seed) {
+  INFO("batch norm " << n << "x" << c << "x" << hw);
+  const auto total = static_cast<std::size_t>(n) * c * hw;
+  auto bx = random_vec(total, seed, -2.f, 2.f), bdy = random_vec(total, seed + 100);
+  auto gamma = random_vec(static_cast<std::size_t>(c), seed + 200, 0.5f, 2.f);
+  auto beta = random_vec(static_cast<std::size_t>(c), seed + 300);
+  const auto cs = static_cast<std::size_t>(c);
+  std::vector<float> by(total), bdx(total), ey(total), mean(cs), inv(cs), rm(cs, 0.f), rv(cs, 1.f),
+    dgam(cs, 0.f), dbet(cs, 0.f);
+  cpu().batchnorm_forward_train(bx.data(), by.data(), n, c, hw, gamma.data(), beta.data(), mean.data(),
+                                inv.data(), rm.data(), rv.data(), 0.1f, 1e-5f);
+  cpu().batchnorm_backward(bx.data(), bdy.data(), bdx.data(), n, c, hw, gamma.data(), mean.data(),
+                           inv.data(), dgam.data(), dbet.data());
+  cpu().batchnorm_forward_eval(bx.data(), ey.data(), n, c, hw, gamma.data(), beta.data(), rm.data(),
+                               rv.data(), 1e-5f);
+  dbuf gbx(bx), gby(total), gbdy(bdy), gbdx(total), gey(total), ggam(gamma), gbet(beta), gmean(cs),
+    ginv(cs), grm(std::vector<float>(cs, 0.f)), grv(std::vector<float>(cs, 1.f)), gdgam(cs), gdbet(cs);
+  gpu().batchnorm_forward_train(gbx.p(), gby.p(), n, c, hw, ggam.p(), gbet.p(), gmean.p(), ginv.p(),
+                                grm.p(), grv.p(), 0.1f, 1e-5f);
+  gpu().batchnorm_backward(gbx.p(), gbdy.p(), gbdx.p(), n, c, hw, ggam.p(), gmean.p(), ginv.p(),
+                           gdgam.p(), gdbet.p());
+  gpu().batchnorm_forward_eval(gbx.p(), gey.p(), n, c, hw, ggam.p(), gbet.p(), grm.p(), grv.p(), 1e-5f);
+  check_close(gmean.host(), mean, 1e-5, 1e-6);
+  check_close(ginv.host(), inv, 1e-5, 1e-6);
+  check_close(gby.host(), by, 1e-4, 1e-4);
+  check_close(grm.host(), rm, 1e-4, 1e-5);
+  check_close(grv.host(), rv, 1e-4, 1e-5);
+  check_close(gbdx.host(), bdx, 1e-3, 1e-4);
+  check_close(gdgam.host(), dgam, 1e-4, 1e-3);
+  check_close(gdbet.host(), dbet, 1e-4, 1e-3);
+  check_close(gey.host(), ey, 1e-4, 1e-4);
+}
 
 } // namespace
 
@@ -155,26 +193,56 @@ TEST_CASE("cuda pooling and batch norm match CPU") {
   check_close(gy.host(), y, 0, 0);
   check_close(gdx.host(), dx, 1e-6, 1e-6);
 
-  const int n = 4, c = 3, hw = 10;
-  auto bx = random_vec(n * c * hw, 16, -2.f, 2.f), bdy = random_vec(n * c * hw, 17);
-  std::vector<float> gamma = {1.f, 0.5f, 2.f}, beta = {0.f, 0.1f, -0.1f};
-  std::vector<float> by(bx.size()), bdx(bx.size()), mean(3), inv(3), rm(3, 0.f), rv(3, 1.f), dgam(3, 0.f), dbet(3, 0.f);
-  cpu().batchnorm_forward_train(bx.data(), by.data(), n, c, hw, gamma.data(), beta.data(), mean.data(),
-                                inv.data(), rm.data(), rv.data(), 0.1f, 1e-5f);
-  cpu().batchnorm_backward(bx.data(), bdy.data(), bdx.data(), n, c, hw, gamma.data(), mean.data(),
-                           inv.data(), dgam.data(), dbet.data());
-  dbuf gbx(bx), gby(bx.size()), gbdy(bdy), gbdx(bx.size()), ggam(gamma), gbet(beta), gmean(3), ginv(3),
-    grm(std::vector<float>(3, 0.f)), grv(std::vector<float>(3, 1.f)), gdgam(3), gdbet(3);
-  gpu().batchnorm_forward_train(gbx.p(), gby.p(), n, c, hw, ggam.p(), gbet.p(), gmean.p(), ginv.p(),
-                                grm.p(), grv.p(), 0.1f, 1e-5f);
-  gpu().batchnorm_backward(gbx.p(), gbdy.p(), gbdx.p(), n, c, hw, ggam.p(), gmean.p(), ginv.p(),
-                           gdgam.p(), gdbet.p());
-  check_close(gby.host(), by, 1e-4, 1e-4);
-  check_close(grm.host(), rm, 1e-4, 1e-5);
-  check_close(grv.host(), rv, 1e-4, 1e-5);
-  check_close(gbdx.host(), bdx, 1e-3, 1e-4);
-  check_close(gdgam.host(), dgam, 1e-4, 1e-4);
-  check_close(gdbet.host(), dbet, 1e-4, 1e-4);
+  check_batchnorm(4, 3, 10, 16);
+}
+
+TEST_CASE("batch norm matches CPU when channels are split into slices of images") {
+  // (images, channels, H*W): many slices per channel, planes that are no
+  // multiple of a warp, ResNet-20's first stage, more channels than threads.
+  check_batchnorm(37, 5, 49, 21);
+  check_batchnorm(64, 16, 1024, 22);
+  check_batchnorm(3, 300, 4, 23);
+}
+
+TEST_CASE("weight gradients through GEMMs and the direct kernel match CPU and repeat bit for bit") {
+  // (n, c, h, w, k, kernel, stride, pad): a tail group padded with zeros,
+  // 1x1 stride 2, 5x5 stride 2 (GEMMs only), channels over one 16-wide
+  // tile at an odd size, and a batch whose columns take three chunks.
+  const std::array<std::array<int, 8>, 6> shapes = {{{13, 3, 10, 7, 6, 3, 1, 1},
+                                                     {9, 6, 10, 10, 4, 1, 2, 0},
+                                                     {5, 7, 9, 11, 3, 5, 2, 2},
+                                                     {7, 20, 9, 9, 21, 3, 2, 1},
+                                                     {37, 16, 32, 32, 16, 3, 1, 1},
+                                                     {256, 16, 32, 32, 16, 3, 1, 1}}};
+  for (const char* mode : {"gemm", "direct"}) {
+    for (const auto& sh : shapes) {
+      if (std::string(mode) == "direct" && sh[5] == 5)
+        continue;
+      conv_geom g;
+      // Plans are kept per geometry: each mode gets its own batch size.
+      g.n = sh[0] + (std::string(mode) == "direct" ? 1 : 0);
+      g.c = sh[1]; g.h = sh[2]; g.w = sh[3]; g.k = sh[4]; g.r = g.s = sh[5];
+      g.stride = sh[6]; g.pad = sh[7];
+      INFO(mode << ": n " << g.n << " c " << g.c << " " << g.h << "x" << g.w << " k " << g.k << " r " << g.r
+                << " stride " << g.stride);
+      const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
+      const auto wsz = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
+      const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
+      auto x = random_vec(xs, 31), w = random_vec(wsz, 32), dy = random_vec(ys, 33);
+      std::vector<float> y(ys), dw(wsz, 0.f);
+      std::vector<char> cws(cpu().conv2d_workspace_bytes(g) + 1);
+      cpu().conv2d_forward(g, x.data(), w.data(), y.data(), cws.data()); // backward may reuse its workspace
+      cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), nullptr, dw.data(), cws.data());
+      ::setenv("GRADWIRE_WGRAD", mode, 1); // read when this geometry's plan is made
+      dbuf gx(x), gw(w), gdy(dy), gdw1(wsz), gdw2(wsz);
+      tensor gws = tensor::empty({static_cast<std::int64_t>(gpu().conv2d_workspace_bytes(g) / 4 + 1)}, device::cuda(0));
+      ::unsetenv("GRADWIRE_WGRAD");
+      gpu().conv2d_backward(g, gx.p(), gw.p(), gdy.p(), nullptr, gdw1.p(), gws.raw());
+      gpu().conv2d_backward(g, gx.p(), gw.p(), gdy.p(), nullptr, gdw2.p(), gws.raw());
+      check_close(gdw1.host(), dw, 1e-3, 1e-2);
+      CHECK(gdw1.host() == gdw2.host());
+    }
+  }
 }
 
 TEST_CASE("training on cuda:0 follows the CPU run and reports throughput") {
