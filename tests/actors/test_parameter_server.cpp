@@ -280,7 +280,9 @@ TEST_CASE("a worker silent for longer than the timeout is reported by rank") {
   setup.spec.hidden = {256, 128};
   setup.batch_size = 64;
   setup.steps = 3;
-  setup.worker_slowdown = {1.0, 2000.0}; // rank 1: one step takes seconds, no heartbeat meanwhile
+  // Rank 1: 2 s a step with no heartbeat meanwhile. A fixed delay, not a
+  // slowdown: 2000x its compute was 56 s of sleep in CI, more under ASan.
+  setup.worker_delay_ms = {0.0, 2000.0};
   setup.timeout = std::chrono::milliseconds(300);
   CHECK_THROWS_WITH(scheduler::run_topology(*env.sys, setup, data),
                     Catch::Contains("worker rank 1 silent for 300 ms"));
