@@ -6,7 +6,9 @@
 ///               the channel-vectorised ones off), on the instruction set
 ///               GRADWIRE_DIRECT_CONV picks;
 ///   - im2col:   gradwire's im2col + GEMM path (direct kernels off);
-///   - gradwire: what conv.cpp chooses by default, per pass;
+///   - gradwire: what conv.cpp chooses by default, per pass (oneDNN's blocked
+///               primitives with their reorders, onednn_conv.cpp, for the
+///               layers of 16 channels and more);
 ///   - oneDNN:   oneDNN 2.6 convolution primitives on the same NCHW tensors
 ///               (its own choice of kernel for plain layouts), when built
 ///               against libdnnl (GRADWIRE_HAVE_DNNL);
@@ -23,6 +25,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/direct_conv.hpp"
+#include "kernels/cpu/onednn_conv.hpp"
 
 #ifdef GRADWIRE_HAVE_DNNL
 #include <dnnl.hpp>
@@ -143,10 +146,12 @@ timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, b
   dc::set_enabled(p != path::im2col);
   dc::set_channel_wgrad(p == path::chosen);
   dc::set_channel_conv(p == path::chosen);
+  gradwire::kernels::onednn_conv::set_enabled(p == path::chosen); // oneDNN where the rule sends a layer to it
   if (p == path::rows && !dc::applies(g)) {
     dc::set_enabled(true);
     dc::set_channel_wgrad(true);
     dc::set_channel_conv(true);
+    gradwire::kernels::onednn_conv::set_enabled(true);
     return {};
   }
   auto t = make(g);
@@ -172,6 +177,7 @@ timing gradwire_time(const conv_geom& g, path p, int reps, const tensors& ref, b
   dc::set_enabled(true);
   dc::set_channel_wgrad(true);
   dc::set_channel_conv(true);
+  gradwire::kernels::onednn_conv::set_enabled(true);
   return tm;
 }
 
@@ -179,12 +185,14 @@ tensors reference(const conv_geom& g) {
   auto& be = gradwire::kernels::backend_for(gradwire::kernels::device::cpu());
   gradwire::kernels::direct_conv::set_enabled(false);
   gradwire::kernels::direct_conv::set_channel_wgrad(false);
+  gradwire::kernels::onednn_conv::set_enabled(false);
   auto t = make(g);
   std::vector<char> ws(be.conv2d_workspace_bytes(g) + 64);
   be.conv2d_forward(g, t.x.data(), t.w.data(), t.y.data(), ws.data());
   be.conv2d_backward(g, t.x.data(), t.w.data(), t.dy.data(), t.dx.data(), t.dw.data(), ws.data());
   gradwire::kernels::direct_conv::set_enabled(true);
   gradwire::kernels::direct_conv::set_channel_wgrad(true);
+  gradwire::kernels::onednn_conv::set_enabled(true);
   return t;
 }
 

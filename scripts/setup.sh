@@ -12,6 +12,7 @@ PACKAGES=(
   python3   # the CLI smoke test checks summary.json with it
   gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
   libdnnl2     # oneDNN's sgemm for the larger GEMMs, opened at run time (without it: OpenBLAS for all)
+  libdnnl-dev  # oneDNN's convolutions for layers of 16+ channels (without it: gradwire's kernels for all)
 )
 # Only for the test suite: report.html is opened in headless Chromium,
 # model.safetensors is loaded in PyTorch,
@@ -19,8 +20,8 @@ PACKAGES=(
 # cluster: scripts/slurm_local.sh).
 TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
-# BLIS, libxsmm: bench/gemm_libs.cpp; libdnnl-dev: oneDNN's convolutions in bench/conv_libs.cpp
-BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev libdnnl-dev)
+# BLIS, libxsmm: bench/gemm_libs.cpp
+BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev)
 
 want=("${PACKAGES[@]}")
 for arg in "$@"; do

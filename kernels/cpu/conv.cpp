@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/direct_conv.hpp"
+#include "kernels/cpu/onednn_conv.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -189,13 +190,19 @@ float* at(void* workspace, std::size_t bytes) {
 // bench/RESULTS.md "Convolutions"): the channel-vectorised kernels where they
 // apply (3x3 and 5x5, channels a multiple of the register width), else the
 // row-vectorised direct kernels, else im2col + GEMM.
+// Convolutions of 16 channels and more go to oneDNN where it is built in
+// (onednn_conv.hpp: its blocked primitives, reorders included, measured faster).
 std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
+  if (onednn_conv::serves(g))
+    return onednn_conv::workspace_bytes(g);
   return path_workspace_bytes(g) + channel_conv_bytes(g) +
          (direct_conv::channel_wgrad_applies(g) ? direct_conv::channel_wgrad_workspace_bytes(g) : 0);
 }
 
 void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
                                  void* workspace) {
+  if (onednn_conv::serves(g))
+    return onednn_conv::forward(g, x, w, y, workspace);
   if (direct_conv::channel_forward_applies(g))
     return direct_conv::channel_forward(g, x, w, y, at(workspace, path_workspace_bytes(g)));
   if (direct_conv::applies(g))
@@ -217,6 +224,8 @@ void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float
 
 void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const float* w,
                                   const float* dy, float* dx, float* dw, void* workspace) {
+  if (onednn_conv::serves(g))
+    return onednn_conv::backward(g, x, w, dy, dx, dw, workspace);
   // The weight gradient vectorised along output channels where it applies
   // (bench/RESULTS.md, "Convolutions"); the paths below then skip theirs.
   if (direct_conv::channel_wgrad_applies(g)) {

@@ -1,6 +1,7 @@
 // Convolution and pooling against direct (naive) implementations.
 #include "kernels/backend.hpp"
 #include "kernels/cpu/direct_conv.hpp"
+#include "kernels/cpu/onednn_conv.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
@@ -63,15 +64,18 @@ std::vector<std::string> conv_paths() {
   return paths;
 }
 
-/// Selects a path for one scope; back to the CPU's best on exit.
+/// Selects a path of gradwire's own for one scope (oneDNN off); back to the
+/// CPU's best on exit.
 struct conv_path {
   explicit conv_path(const std::string& isa) {
+    onednn_conv::set_enabled(false);
     direct_conv::set_width_rule(false); // every width through the kernels under test
     direct_conv::set_enabled(!isa.empty());
     if (!isa.empty())
       direct_conv::use_isa(isa.c_str());
   }
   ~conv_path() {
+    onednn_conv::set_enabled(true);
     direct_conv::set_width_rule(true);
     direct_conv::set_enabled(true);
     direct_conv::use_isa("default");
@@ -272,6 +276,7 @@ TEST_CASE("conv2d: channel-vectorised forward and input gradient agree with im2c
       const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
       auto x = random_vec(xs, 41), w = random_vec(wn, 42), dy = random_vec(ys, 43);
       auto run = [&](bool channel) {
+        onednn_conv::set_enabled(false);
         direct_conv::set_enabled(channel);
         if (channel)
           direct_conv::use_isa(isa.c_str());
@@ -280,9 +285,57 @@ TEST_CASE("conv2d: channel-vectorised forward and input gradient agree with im2c
         auto r = run_conv(g, x, w, dy);
         direct_conv::set_enabled(true);
         direct_conv::use_isa("default");
+        onednn_conv::set_enabled(true);
         return r;
       };
       check_agree(run(true), run(false));
     }
+  }
+}
+
+TEST_CASE("conv2d: oneDNN's blocked primitives agree with im2col + GEMM and add into dw") {
+  if (!onednn_conv::serves([] {
+        conv_geom g;
+        g.n = 1; g.c = g.k = 16; g.h = g.w = 8; g.r = g.s = 3; g.pad = 1;
+        return g;
+      }())) {
+    WARN("oneDNN's convolutions are not in this build (" << onednn_conv::status() << ")");
+    return;
+  }
+  auto make = [](int n, int c, int hw, int k, int r, int stride, int pad) {
+    conv_geom g;
+    g.n = n; g.c = c; g.h = g.w = hw; g.k = k; g.r = g.s = r; g.stride = stride; g.pad = pad;
+    return g;
+  };
+  // ResNet-20's layer kinds at small batches, odd sizes and channel counts
+  // no multiple of 8 or 16.
+  for (const auto& g : {make(3, 16, 9, 16, 3, 1, 1), make(2, 16, 11, 32, 3, 2, 1), make(2, 32, 10, 64, 1, 2, 0),
+                        make(5, 20, 7, 17, 3, 1, 1), make(1, 64, 4, 64, 3, 1, 1)}) {
+    INFO("n=" << g.n << " c=" << g.c << " hw=" << g.h << " k=" << g.k << " r=" << g.r << " stride=" << g.stride);
+    const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
+    const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
+    const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
+    auto x = random_vec(xs, 51), w = random_vec(wn, 52), dy = random_vec(ys, 53);
+    auto run = [&](bool onednn, std::vector<float>& dw_added) {
+      conv_path use(""); // im2col + GEMM ...
+      onednn_conv::set_enabled(onednn); // ... unless oneDNN takes the shape
+      REQUIRE(onednn_conv::serves(g) == onednn);
+      auto r = run_conv(g, x, w, dy);
+      // dw accumulates (dw += dW), and dx may be skipped.
+      std::vector<float> y(ys);
+      dw_added.assign(wn, 0.5f);
+      std::vector<char> ws(cpu().conv2d_workspace_bytes(g) + 1);
+      cpu().conv2d_forward(g, x.data(), w.data(), y.data(), ws.data());
+      cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), nullptr, dw_added.data(), ws.data());
+      return r;
+    };
+    std::vector<float> added_a, added_b;
+    const auto a = run(true, added_a), b = run(false, added_b);
+    check_agree(a, b);
+    check_close(added_a, added_b, 1e-3, 1e-3);
+    std::vector<float> plus_half = a.dw;
+    for (auto& v : plus_half)
+      v += 0.5f;
+    check_close(added_a, plus_half, 1e-5, 1e-5);
   }
 }

@@ -1,0 +1,274 @@
+#include "kernels/cpu/onednn_conv.hpp"
+
+#include "kernels/cpu/onednn_gemm.hpp" // onednn_in_auto
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef GRADWIRE_HAVE_DNNL
+#include <dlfcn.h>
+#include <dnnl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#endif
+
+namespace gradwire::kernels::onednn_conv {
+namespace {
+
+enum class choice { automatic, gradwire, onednn };
+
+std::atomic<bool> enabled{true};
+
+choice forced() {
+  static const choice c = [] {
+    const char* v = std::getenv("GRADWIRE_CONV_LIB");
+    if (v != nullptr && std::strcmp(v, "onednn") == 0)
+      return choice::onednn;
+    if (v != nullptr && std::strcmp(v, "gradwire") == 0)
+      return choice::gradwire;
+    return choice::automatic;
+  }();
+  return c;
+}
+
+/// The measured rule (bench/conv_libs.cpp, bench/RESULTS.md "Convolutions"):
+/// oneDNN's blocked primitives beat gradwire's kernels on ResNet-20's layers
+/// of 16 channels and more, by 1.5-3x a pass on AVX2 and by less on AVX-512
+/// (148 against 188 ms a batch-64 step before reorders, which cost 0.3-1.2 ms
+/// a layer); on LeNet-5's (1 and 6 input channels) and ResNet's stem (3)
+/// gradwire's own kernels win.
+bool rule(const conv_geom& g) { return g.c >= 16 && g.k >= 16; }
+
+} // namespace
+
+void set_enabled(bool on) { enabled = on; }
+
+#ifndef GRADWIRE_HAVE_DNNL
+
+bool serves(const conv_geom&) { return false; }
+std::size_t workspace_bytes(const conv_geom&) { return 0; }
+void forward(const conv_geom&, const float*, const float*, float*, void*) {}
+void backward(const conv_geom&, const float*, const float*, const float*, float*, float*, void*) {}
+std::string status() { return "built without oneDNN's headers (libdnnl-dev): gradwire's kernels for every convolution"; }
+
+#else
+
+namespace {
+
+using md = dnnl::memory::desc;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+/// This thread's stream; its OpenMP team set to one thread on first use.
+dnnl::stream& stream() {
+  thread_local dnnl::stream s = [] {
+    using fn = void (*)(int);
+    if (auto f = reinterpret_cast<fn>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+      f(1);
+    return dnnl::stream(engine());
+  }();
+  return s;
+}
+
+constexpr std::size_t align = 64;
+std::size_t aligned(std::size_t b) { return (b + align - 1) / align * align; }
+
+/// A tensor in the primitive's layout: where it lives in the workspace
+/// (only when that layout is not the user's) and the reorders to or from it.
+struct slot {
+  md want;
+  bool own = false;       ///< a buffer of its own in the workspace
+  std::size_t offset = 0; ///< bytes into the workspace
+  std::optional<dnnl::reorder> move;
+};
+
+struct plan {
+  dnnl::convolution_forward::primitive_desc fpd;
+  dnnl::convolution_backward_data::primitive_desc bdpd;
+  dnnl::convolution_backward_weights::primitive_desc bwpd;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bdata;
+  dnnl::convolution_backward_weights bweights;
+  md x_u, w_u, y_u;
+  slot x, w, y, dy, wd, dx, xw, dyw, dw;
+  /// The primitives' scratch (user-managed: oneDNN's own allocated and
+  /// freed it on every call, and the kernel's page zeroing was 22% of a
+  /// ResNet-20 step), shared by the three passes, which run one by one.
+  std::size_t scratch_offset = 0;
+  std::size_t bytes = 0;
+};
+
+/// `s` in layout `want`: the user's tensor itself when the layouts match,
+/// else a workspace buffer filled (in) or emptied (out) by a reorder.
+void place(plan& p, slot& s, const md& want, const md& user, bool in, const slot* same = nullptr) {
+  s.want = want;
+  if (want == user)
+    return;
+  s.own = true;
+  if (same != nullptr && same->own && same->want == want) { // already there (x kept from forward)
+    s.offset = same->offset;
+    return;
+  }
+  s.offset = p.bytes;
+  p.bytes += aligned(want.get_size());
+  s.move = in ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), want))
+              : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), want, engine(), user));
+}
+
+std::unique_ptr<plan> make_plan(const conv_geom& g) {
+  const dnnl::memory::dims src{g.n, g.c, g.h, g.w}, wei{g.k, g.c, g.r, g.s}, dst{g.n, g.k, g.out_h(), g.out_w()},
+    strides{g.stride, g.stride}, pad{g.pad, g.pad};
+  const md any_src(src, dt::f32, tag::any), any_wei(wei, dt::f32, tag::any), any_dst(dst, dt::f32, tag::any);
+  auto& e = engine();
+  auto p = std::make_unique<plan>();
+  dnnl::primitive_attr user_scratch;
+  user_scratch.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  p->fpd = dnnl::convolution_forward::primitive_desc(
+    dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                    any_src, any_wei, any_dst, strides, pad, pad),
+    user_scratch, e);
+  p->bdpd = dnnl::convolution_backward_data::primitive_desc(
+    dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_src, any_wei, any_dst, strides,
+                                          pad, pad),
+    user_scratch, e, p->fpd);
+  p->bwpd = dnnl::convolution_backward_weights::primitive_desc(
+    dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_src, any_wei, any_dst,
+                                             strides, pad, pad),
+    user_scratch, e, p->fpd);
+  p->fwd = dnnl::convolution_forward(p->fpd);
+  p->bdata = dnnl::convolution_backward_data(p->bdpd);
+  p->bweights = dnnl::convolution_backward_weights(p->bwpd);
+  p->x_u = md(src, dt::f32, tag::nchw);
+  p->w_u = md(wei, dt::f32, tag::oihw);
+  p->y_u = md(dst, dt::f32, tag::nchw);
+  place(*p, p->x, p->fpd.src_desc(), p->x_u, true);
+  place(*p, p->w, p->fpd.weights_desc(), p->w_u, true);
+  place(*p, p->y, p->fpd.dst_desc(), p->y_u, false);
+  place(*p, p->dy, p->bdpd.diff_dst_desc(), p->y_u, true);
+  place(*p, p->wd, p->bdpd.weights_desc(), p->w_u, true, &p->w);
+  place(*p, p->dx, p->bdpd.diff_src_desc(), p->x_u, false);
+  place(*p, p->xw, p->bwpd.src_desc(), p->x_u, true, &p->x);
+  place(*p, p->dyw, p->bwpd.diff_dst_desc(), p->y_u, true, &p->dy);
+  // The weight gradient always lands in a buffer of its own, then is added
+  // into the caller's (dw += dW) by a reorder with a sum.
+  p->dw.want = p->bwpd.diff_weights_desc();
+  p->dw.own = true;
+  p->dw.offset = p->bytes;
+  p->bytes += aligned(p->dw.want.get_size());
+  dnnl::post_ops sum;
+  sum.append_sum(1.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(sum);
+  p->dw.move = dnnl::reorder(dnnl::reorder::primitive_desc(e, p->dw.want, e, p->w_u, attr));
+  p->scratch_offset = p->bytes;
+  p->bytes += aligned(std::max({p->fpd.scratchpad_desc().get_size(), p->bdpd.scratchpad_desc().get_size(),
+                                p->bwpd.scratchpad_desc().get_size()}));
+  return p;
+}
+
+const plan& plan_for(const conv_geom& g) {
+  static std::mutex mu;
+  static std::map<std::array<int, 9>, std::unique_ptr<plan>> plans;
+  const std::array<int, 9> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot_ = plans[key];
+  if (!slot_)
+    slot_ = make_plan(g);
+  return *slot_;
+}
+
+/// The memory `s` names: its workspace buffer, or the user's pointer.
+dnnl::memory mem(const slot& s, const md& user, void* ptr, void* workspace) {
+  return s.own ? dnnl::memory(s.want, engine(), static_cast<char*>(workspace) + s.offset)
+               : dnnl::memory(user, engine(), ptr);
+}
+
+void* unconst(const float* p) { return const_cast<float*>(p); }
+
+/// The scratchpad of primitive descriptor `pd`, in the workspace.
+template <class PD>
+dnnl::memory scratch(const plan& p, const PD& pd, void* workspace) {
+  return dnnl::memory(pd.scratchpad_desc(), engine(), static_cast<char*>(workspace) + p.scratch_offset);
+}
+
+} // namespace
+
+bool serves(const conv_geom& g) {
+  if (!enabled)
+    return false;
+  if (forced() != choice::automatic)
+    return forced() == choice::onednn;
+  return onednn_in_auto && rule(g);
+}
+
+std::size_t workspace_bytes(const conv_geom& g) { return plan_for(g).bytes; }
+
+void forward(const conv_geom& g, const float* x, const float* w, float* y, void* workspace) {
+  const plan& p = plan_for(g);
+  auto& s = stream();
+  dnnl::memory ux(p.x_u, engine(), unconst(x)), uw(p.w_u, engine(), unconst(w)), uy(p.y_u, engine(), y);
+  dnnl::memory mx = mem(p.x, p.x_u, unconst(x), workspace), mw = mem(p.w, p.w_u, unconst(w), workspace),
+               my = mem(p.y, p.y_u, y, workspace);
+  if (p.x.move)
+    p.x.move->execute(s, ux, mx);
+  if (p.w.move)
+    p.w.move->execute(s, uw, mw);
+  p.fwd.execute(s, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my},
+                    {DNNL_ARG_SCRATCHPAD, scratch(p, p.fpd, workspace)}});
+  if (p.y.move)
+    p.y.move->execute(s, my, uy);
+  s.wait();
+}
+
+void backward(const conv_geom& g, const float* x, const float* w, const float* dy, float* dx, float* dw,
+              void* workspace) {
+  const plan& p = plan_for(g);
+  auto& s = stream();
+  dnnl::memory ux(p.x_u, engine(), unconst(x)), uw(p.w_u, engine(), unconst(w)),
+    udy(p.y_u, engine(), unconst(dy)), udw(p.w_u, engine(), dw);
+  dnnl::memory mdy = mem(p.dy, p.y_u, unconst(dy), workspace);
+  if (p.dy.move)
+    p.dy.move->execute(s, udy, mdy);
+  if (dx != nullptr) {
+    dnnl::memory udx(p.x_u, engine(), dx);
+    dnnl::memory mwd = mem(p.wd, p.w_u, unconst(w), workspace), mdx = mem(p.dx, p.x_u, dx, workspace);
+    if (p.wd.move) // (when the layout is forward's, forward's copy of w is reused as it stands)
+      p.wd.move->execute(s, uw, mwd);
+    p.bdata.execute(s, {{DNNL_ARG_DIFF_DST, mdy}, {DNNL_ARG_WEIGHTS, mwd}, {DNNL_ARG_DIFF_SRC, mdx},
+                        {DNNL_ARG_SCRATCHPAD, scratch(p, p.bdpd, workspace)}});
+    if (p.dx.move)
+      p.dx.move->execute(s, mdx, udx);
+  }
+  dnnl::memory mxw = mem(p.xw, p.x_u, unconst(x), workspace), mdyw = mem(p.dyw, p.y_u, unconst(dy), workspace);
+  if (p.xw.move) // a layout forward did not leave in the workspace
+    p.xw.move->execute(s, ux, mxw);
+  if (p.dyw.move)
+    p.dyw.move->execute(s, udy, mdyw);
+  dnnl::memory mdw(p.dw.want, engine(), static_cast<char*>(workspace) + p.dw.offset);
+  p.bweights.execute(s, {{DNNL_ARG_SRC, mxw}, {DNNL_ARG_DIFF_DST, mdyw}, {DNNL_ARG_DIFF_WEIGHTS, mdw},
+                         {DNNL_ARG_SCRATCHPAD, scratch(p, p.bwpd, workspace)}});
+  p.dw.move->execute(s, mdw, udw);
+  s.wait();
+}
+
+std::string status() {
+  const auto v = dnnl::version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         " convolutions for layers of 16 channels and more" +
+         (onednn_in_auto ? "" : " (not in sanitizer builds unless GRADWIRE_CONV_LIB=onednn)");
+}
+
+#endif
+
+} // namespace gradwire::kernels::onednn_conv
