@@ -70,14 +70,24 @@ dnnl::engine& engine() {
   return e;
 }
 
-/// This thread's stream; its OpenMP team set to one thread on first use.
-dnnl::stream& stream() {
-  thread_local dnnl::stream s = [] {
+/// Sets this thread's OpenMP team to one thread, once. Before any primitive
+/// is made on it: oneDNN sizes a primitive's parallel regions when it makes
+/// it, and a primitive made while the team was the machine's ran on 2 cores
+/// when called from one thread (1.3 cores busy in a "1-thread" run).
+void this_thread_alone() {
+  thread_local const bool done = [] {
     using fn = void (*)(int);
     if (auto f = reinterpret_cast<fn>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
       f(1);
-    return dnnl::stream(engine());
+    return true;
   }();
+  (void)done;
+}
+
+/// This thread's stream.
+dnnl::stream& stream() {
+  this_thread_alone();
+  thread_local dnnl::stream s(engine());
   return s;
 }
 
@@ -178,6 +188,7 @@ std::unique_ptr<plan> make_plan(const conv_geom& g) {
 }
 
 const plan& plan_for(const conv_geom& g) {
+  this_thread_alone();
   static std::mutex mu;
   static std::map<std::array<int, 9>, std::unique_ptr<plan>> plans;
   const std::array<int, 9> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
