@@ -1,5 +1,7 @@
 // gradwire: the command-line entry point.
 #include "kernels/backend.hpp"
+#include "kernels/cpu/onednn_conv.hpp"
+#include "kernels/cpu/onednn_gemm.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/runtime/bench_allreduce.hpp"
 #include "scheduler/app/checkpoint.hpp"
@@ -313,8 +315,12 @@ std::optional<int> run_tool(cli_args& a) {
     return 0;
   }
   if (*a.info) {
-    std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\n",
-                gradwire::kernels::built_with_cuda() ? "built" : "not built", gradwire::kernels::cuda_device_count());
+    std::string gemms = gradwire::kernels::onednn_status();
+    if (gemms.rfind("oneDNN (", 0) == 0)
+      gemms += " where every dimension is 64 or more, OpenBLAS for the rest";
+    std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\nCPU GEMMs: %s\nCPU convolutions: %s\n",
+                gradwire::kernels::built_with_cuda() ? "built" : "not built", gradwire::kernels::cuda_device_count(),
+                gemms.c_str(), gradwire::kernels::onednn_conv::status().c_str());
     return 0;
   }
   return std::nullopt;
