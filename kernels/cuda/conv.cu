@@ -67,10 +67,10 @@ Algo pick(const char* what, const conv_geom& g, const Perf* perf, int count, Alg
   return chosen < 0 ? fallback : perf[chosen].algo;
 }
 
-/// GRADWIRE_WGRAD=cudnn, gemm or direct forces the weight-gradient path
+/// GRADWIRE_CUDA_WGRAD=cudnn, gemm or direct forces the weight-gradient path
 /// (tests); otherwise the fastest on this GPU is kept.
 const char* wgrad_forced() {
-  const char* v = std::getenv("GRADWIRE_WGRAD");
+  const char* v = std::getenv("GRADWIRE_CUDA_WGRAD");
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 

@@ -233,10 +233,10 @@ TEST_CASE("weight gradients through GEMMs and the direct kernel match CPU and re
       std::vector<char> cws(cpu().conv2d_workspace_bytes(g) + 1);
       cpu().conv2d_forward(g, x.data(), w.data(), y.data(), cws.data()); // backward may reuse its workspace
       cpu().conv2d_backward(g, x.data(), w.data(), dy.data(), nullptr, dw.data(), cws.data());
-      ::setenv("GRADWIRE_WGRAD", mode, 1); // read when this geometry's plan is made
+      ::setenv("GRADWIRE_CUDA_WGRAD", mode, 1); // read when this geometry's plan is made
       dbuf gx(x), gw(w), gdy(dy), gdw1(wsz), gdw2(wsz);
       tensor gws = tensor::empty({static_cast<std::int64_t>(gpu().conv2d_workspace_bytes(g) / 4 + 1)}, device::cuda(0));
-      ::unsetenv("GRADWIRE_WGRAD");
+      ::unsetenv("GRADWIRE_CUDA_WGRAD");
       gpu().conv2d_backward(g, gx.p(), gw.p(), gdy.p(), nullptr, gdw1.p(), gws.raw());
       gpu().conv2d_backward(g, gx.p(), gw.p(), gdy.p(), nullptr, gdw2.p(), gws.raw());
       check_close(gdw1.host(), dw, 1e-3, 1e-2);
