@@ -8,7 +8,7 @@
 # (PyTorch's wheels first, so that both sides of a comparison use the same
 # cuDNN), and, where the machine has no Fashion-MNIST and we are root, links
 # the bundle's copy where the tests look (/usr/share/datasets/fashion-mnist).
-# About 43 MB in all.
+# About 50 MB in all.
 #
 #   scripts/gpu_bundle.sh [DIR] [BUILD]      (default .gpu and build)
 # then, on the GPU machine, from the repository root:

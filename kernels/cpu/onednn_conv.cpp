@@ -1,6 +1,7 @@
 #include "kernels/cpu/onednn_conv.hpp"
 
 #include "kernels/cpu/onednn_gemm.hpp" // onednn_in_auto
+#include "kernels/error.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -194,8 +195,16 @@ const plan& plan_for(const conv_geom& g) {
   const std::array<int, 9> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
   std::lock_guard<std::mutex> lock(mu);
   auto& slot_ = plans[key];
-  if (!slot_)
-    slot_ = make_plan(g);
+  if (!slot_) {
+    try {
+      slot_ = make_plan(g);
+    } catch (const dnnl::error& e) {
+      throw error("oneDNN could not make the convolution " + std::to_string(g.n) + "x" + std::to_string(g.c) + "x" +
+                  std::to_string(g.h) + "x" + std::to_string(g.w) + " -> " + std::to_string(g.k) + " channels, " +
+                  std::to_string(g.r) + "x" + std::to_string(g.s) + " stride " + std::to_string(g.stride) + ": " +
+                  e.what() + " (GRADWIRE_CONV_LIB=gradwire runs gradwire's own kernels)");
+    }
+  }
   return *slot_;
 }
 
