@@ -14,31 +14,22 @@ namespace gradwire::kernels {
 
 namespace {
 
-// The SGD step over distinct buffers, one loop per case so that each
-// vectorises, compiled for AVX-512 and AVX2 too (elementwise, no FMA
-// contraction: every version rounds as the scalar loop does, bit for bit).
+// The SGD step over distinct buffers, compiled for AVX-512 and AVX2 too
+// (the Nesterov choice is loop-invariant: the loop still vectorises).
+// Elementwise, no FMA contraction: every version rounds as the scalar loop
+// does, bit for bit.
 GW_CLONES void sgd_plain(std::size_t n, float lr, float wd, float* __restrict w, const float* __restrict g) {
   for (std::size_t i = 0; i < n; ++i)
     w[i] -= lr * (g[i] + wd * w[i]);
 }
 
-GW_CLONES void sgd_momentum(std::size_t n, float lr, float mu, float wd, float* __restrict w,
+GW_CLONES void sgd_momentum(std::size_t n, float lr, float mu, float wd, bool nesterov, float* __restrict w,
                             const float* __restrict g, float* __restrict v) {
   for (std::size_t i = 0; i < n; ++i) {
     const float gi = g[i] + wd * w[i];
     const float vi = mu * v[i] + gi;
     v[i] = vi;
-    w[i] -= lr * vi;
-  }
-}
-
-GW_CLONES void sgd_nesterov(std::size_t n, float lr, float mu, float wd, float* __restrict w,
-                            const float* __restrict g, float* __restrict v) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const float gi = g[i] + wd * w[i];
-    const float vi = mu * v[i] + gi;
-    v[i] = vi;
-    w[i] -= lr * (gi + mu * vi);
+    w[i] -= lr * (nesterov ? gi + mu * vi : vi);
   }
 }
 
@@ -48,9 +39,7 @@ void cpu_backend::sgd_update(std::size_t n, float lr, float momentum, float weig
                              bool nesterov, float* w, const float* g, float* v) {
   if (momentum == 0.f)
     return sgd_plain(n, lr, weight_decay, w, g);
-  if (nesterov)
-    return sgd_nesterov(n, lr, momentum, weight_decay, w, g, v);
-  sgd_momentum(n, lr, momentum, weight_decay, w, g, v);
+  sgd_momentum(n, lr, momentum, weight_decay, nesterov, w, g, v);
 }
 
 void cpu_backend::adam_update(std::size_t n, float lr, float beta1, float beta2, float eps,

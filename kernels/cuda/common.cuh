@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <string>
 
 namespace gradwire::kernels::cuda_detail {
@@ -50,6 +51,20 @@ inline void throw_cuda(const char* what, const std::string& reason, const char* 
 namespace gradwire::kernels::cuda_detail {
 
 constexpr int threads_per_block = 256;
+
+/// Streaming multiprocessors of the current device (read once; 80 if unknown).
+inline int sm_count() {
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
+    return v > 0 ? v : 80;
+  }();
+  return sms;
+}
+
+/// Threads for a block along a row of n values: a warp multiple, at most 256.
+inline int row_threads(int n) { return std::min(threads_per_block, (n + 31) / 32 * 32); }
 
 inline unsigned blocks_for(std::size_t n) {
   std::size_t b = (n + threads_per_block - 1) / threads_per_block;

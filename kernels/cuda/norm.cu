@@ -26,12 +26,7 @@ constexpr int bn_threads = 256;
 /// Slices per channel: about two blocks per SM in all, at most one per image,
 /// and enough that one slice holds under 2^31 values (its index is 32-bit).
 int slices_for(int n, int c, int hw) {
-  static const int sms = [] {
-    int dev = 0, v = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
-    return v > 0 ? v : 80;
-  }();
+  const int sms = cuda_detail::sm_count();
   const long long fit = (static_cast<long long>(n) * hw + (1LL << 31) - 1) >> 31;
   return static_cast<int>(std::max<long long>({1, fit, std::min(n, (2 * sms + c - 1) / c)}));
 }
@@ -51,6 +46,21 @@ __device__ void block_sum2(double& a, double& b) {
   }
   a = sa[0];
   b = sb[0];
+}
+
+/// Where channel `ch`'s slice `s` keeps its two partial sums.
+__device__ std::size_t pair_at(int ch, int slices, int s) {
+  return 2 * (static_cast<std::size_t>(ch) * slices + s);
+}
+
+/// Channel `ch`'s two sums over all its slices, added in slice order.
+__device__ void add_slices(const double* part, int ch, int slices, double& a, double& b) {
+  a = 0;
+  b = 0;
+  for (int i = 0; i < slices; ++i) {
+    a += part[pair_at(ch, slices, i)];
+    b += part[pair_at(ch, slices, i) + 1];
+  }
 }
 
 /// The images [first, last) of slice `s` among `slices`.
@@ -74,8 +84,8 @@ __global__ void bn_fwd_partials(const float* x, int n, int c, int hw, int slices
   }
   block_sum2(sum, sq);
   if (threadIdx.x == 0) {
-    part[2 * (static_cast<long long>(ch) * slices + s)] = sum;
-    part[2 * (static_cast<long long>(ch) * slices + s) + 1] = sq;
+    part[pair_at(ch, slices, s)] = sum;
+    part[pair_at(ch, slices, s) + 1] = sq;
   }
 }
 
@@ -88,10 +98,7 @@ __global__ void bn_fwd_stats(const double* part, int c, int slices, double m, co
   if (ch >= c)
     return;
   double s = 0, ss = 0;
-  for (int i = 0; i < slices; ++i) {
-    s += part[2 * (static_cast<long long>(ch) * slices + i)];
-    ss += part[2 * (static_cast<long long>(ch) * slices + i) + 1];
-  }
+  add_slices(part, ch, slices, s, ss);
   const double mean = s / m;
   const double var = fmax(0.0, ss / m - mean * mean);
   const float invstd = static_cast<float>(1.0 / sqrt(var + eps));
@@ -146,8 +153,8 @@ __global__ void bn_bwd_partials(const float* x, const float* dy, int n, int c, i
   }
   block_sum2(sdy, sdyx);
   if (threadIdx.x == 0) {
-    part[2 * (static_cast<long long>(ch) * slices + s)] = sdy;
-    part[2 * (static_cast<long long>(ch) * slices + s) + 1] = sdyx;
+    part[pair_at(ch, slices, s)] = sdy;
+    part[pair_at(ch, slices, s) + 1] = sdyx;
   }
 }
 
@@ -158,10 +165,7 @@ __global__ void bn_bwd_stats(const double* part, int c, int slices, double m, co
   if (ch >= c)
     return;
   double sdy = 0, sdyx = 0;
-  for (int i = 0; i < slices; ++i) {
-    sdy += part[2 * (static_cast<long long>(ch) * slices + i)];
-    sdyx += part[2 * (static_cast<long long>(ch) * slices + i) + 1];
-  }
+  add_slices(part, ch, slices, sdy, sdyx);
   dgamma[ch] += static_cast<float>(sdyx);
   dbeta[ch] += static_cast<float>(sdy);
   coef[3 * ch] = gamma[ch] * save_invstd[ch];
@@ -182,13 +186,10 @@ __global__ void bn_bwd_apply(const float* x, const float* dy, float* dx, int c, 
   }
 }
 
-/// Threads per block of the apply kernels (a warp multiple, at most one plane's worth).
-int apply_threads(int hw) { return std::min(bn_threads, (hw + 31) / 32 * 32); }
-
 /// The apply kernels' grid: a block per (image, channel) plane and part of it.
 dim3 apply_grid(int n, int c, int hw) {
   return dim3(static_cast<unsigned>(n) * static_cast<unsigned>(c),
-              static_cast<unsigned>((hw + apply_threads(hw) - 1) / apply_threads(hw)));
+              static_cast<unsigned>((hw + cuda_detail::row_threads(hw) - 1) / cuda_detail::row_threads(hw)));
 }
 
 } // namespace
@@ -211,7 +212,7 @@ void cuda_backend::batchnorm_forward_train(const float* x, float* y, int n, int 
     part, c, slices, static_cast<double>(n) * hw, gamma, beta, save_mean, save_invstd,
     running_mean, running_var, momentum, eps, ab);
   GW_CUDA_LAUNCHED();
-  bn_apply<<<apply_grid(n, c, hw), apply_threads(hw), 0, stream_>>>(x, y, c, hw, ab);
+  bn_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, y, c, hw, ab);
   GW_CUDA_LAUNCHED();
 }
 
@@ -225,7 +226,7 @@ void cuda_backend::batchnorm_forward_eval(const float* x, float* y, int n, int c
   bn_eval_coeffs<<<(c + 127) / 128, 128, 0, stream_>>>(c, gamma, beta, running_mean, running_var,
                                                        eps, ab);
   GW_CUDA_LAUNCHED();
-  bn_apply<<<apply_grid(n, c, hw), apply_threads(hw), 0, stream_>>>(x, y, c, hw, ab);
+  bn_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, y, c, hw, ab);
   GW_CUDA_LAUNCHED();
 }
 
@@ -245,7 +246,7 @@ void cuda_backend::batchnorm_backward(const float* x, const float* dy, float* dx
   bn_bwd_stats<<<(c + 127) / 128, 128, 0, stream_>>>(part, c, slices, static_cast<double>(n) * hw,
                                                      gamma, save_invstd, dgamma, dbeta, coef);
   GW_CUDA_LAUNCHED();
-  bn_bwd_apply<<<apply_grid(n, c, hw), apply_threads(hw), 0, stream_>>>(x, dy, dx, c, hw, save_mean,
+  bn_bwd_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, dy, dx, c, hw, save_mean,
                                                                          save_invstd, coef);
   GW_CUDA_LAUNCHED();
 }

@@ -58,9 +58,6 @@ __global__ void group_dy(const float* dy, float* dyt, int k_n, int pq_n, int n, 
     img < n ? dy[(static_cast<std::size_t>(img) * k_n + k) * pq_n + pq] : 0.f;
 }
 
-/// Threads per block along PQ: a warp multiple, at most 256.
-int row_threads(int pq) { return std::min(256, (pq + 31) / 32 * 32); }
-
 // dw[j] += sum over i of part[i][j], in order of i.
 __global__ void sum_partials(const float* part, int count, std::size_t len, float* dw) {
   for (std::size_t j = blockIdx.x * blockDim.x + threadIdx.x; j < len; j += gridDim.x * blockDim.x) {
@@ -106,7 +103,7 @@ void cuda_backend::wgrad_gemm(const conv_geom& g, const wgrad_shape& ws, const f
   for (int gr0 = 0; gr0 < ws.groups; gr0 += ws.groups_per_chunk) {
     const int groups = std::min(ws.groups_per_chunk, ws.groups - gr0);
     const int first = gr0 * ws.group, images = groups * ws.group;
-    const int tpb = row_threads(pq);
+    const int tpb = cuda_detail::row_threads(pq);
     const unsigned parts = static_cast<unsigned>((pq + tpb - 1) / tpb);
     im2col_groups<<<dim3(parts, static_cast<unsigned>(crs), static_cast<unsigned>(images)), tpb, 0, stream_>>>(
       x, col, g, g.out_w(), pq, first, ws.group);

@@ -129,12 +129,7 @@ bool wgrad_direct_fits(const conv_geom& g) {
 }
 
 void cuda_backend::wgrad_direct(const conv_geom& g, const float* x, const float* dy, float* dw) {
-  static const int sms = [] {
-    int dev = 0, v = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
-    return v > 0 ? v : 80;
-  }();
+  const int sms = cuda_detail::sm_count();
   const direct_dims d = dims_for(g);
   const int cblocks = (g.c + tile - 1) / tile, kblocks = (g.k + tile - 1) / tile;
   // About four blocks per SM in all.
