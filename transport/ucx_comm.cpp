@@ -1,7 +1,11 @@
 #include "transport/ucx_comm.hpp"
 
 #include "kernels/error.hpp"
+#include "transport/comm_address.hpp"
+#include "transport/tcp_lanes.hpp"
 #include "transport/ucx_setup.hpp"
+
+#include <poll.h>
 
 #include <sched.h>
 
@@ -11,25 +15,6 @@
 #include <utility>
 
 namespace gradwire::transport {
-
-allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what) {
-  if (text == "auto")
-    return allreduce_algo::automatic;
-  if (text == "rd" || text == "recursive-doubling")
-    return allreduce_algo::recursive_doubling;
-  if (text == "ring")
-    return allreduce_algo::ring;
-  throw error(what + " '" + text + "': expected auto, rd (recursive doubling) or ring");
-}
-
-const char* to_string(allreduce_algo a) {
-  switch (a) {
-  case allreduce_algo::automatic: return "auto";
-  case allreduce_algo::recursive_doubling: return "recursive doubling";
-  case allreduce_algo::ring: return "ring";
-  }
-  return "?";
-}
 
 std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
                                           const std::vector<std::uint8_t>& comm_address) {
@@ -45,27 +30,6 @@ collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank
 }
 
 namespace {
-/// The transports less CMA: UCX 1.13's CMA aborts the process (ucs_fatal
-/// on process_vm_readv's ESRCH) when the peer it reads from has died,
-/// and without peer error handling (which rules out shared memory) nothing
-/// catches it. A dead peer must be an error naming it, never a crash.
-std::string without_cma(const std::string& tls) {
-  if (tls.empty())
-    return "^cma";
-  if (tls[0] == '^')
-    return tls + ",cma";
-  std::string out;
-  std::size_t at = 0;
-  while (at <= tls.size()) {
-    const auto comma = std::min(tls.find(',', at), tls.size());
-    const auto item = tls.substr(at, comma - at);
-    if (item != "cma" && !item.empty())
-      out += (out.empty() ? "" : ",") + item;
-    at = comma + 1;
-  }
-  return out.empty() ? "^cma" : out;
-}
-
 /// A tag: the collective's sequence number (32 bits), its step (16) and the sender (16).
 ucp_tag_t tag_of(std::uint32_t seq, int step, int src) {
   return (static_cast<ucp_tag_t>(seq) << 32) | (static_cast<ucp_tag_t>(step & 0xffff) << 16) |
@@ -89,9 +53,12 @@ struct ucx_comm::impl {
   } sides[2]; ///< 0: this host, 1: other hosts
   std::vector<ucp_ep_h> eps;
   std::vector<ucp_worker_h> worker_of; ///< by peer
+  std::unique_ptr<tcp_lanes> lanes;    ///< the communicator's own TCP path
+  std::vector<bool> on_lane;           ///< by peer: through a lane, not UCX
   std::vector<float> tmp; ///< a partner's contribution
   std::uint32_t seq = 0;
   bool broken = false;
+  bool connected = false;
 
   /// One posted operation: its request (null: done at once) and what it expects.
   struct op {
@@ -101,6 +68,8 @@ struct ucx_comm::impl {
     std::size_t bytes = 0;
     ucp_tag_recv_info_t info{};
     bool done = false;
+    bool lane = false; ///< a TCP lane's message (below), not UCX's
+    lane_op msg;
   };
 
   unsigned progress() {
@@ -113,12 +82,19 @@ struct ucx_comm::impl {
 
   void fail(const std::string& why) {
     broken = true;
+    if (lanes)
+      lanes->shut_down(); // the peers learn now, not after their timeout
     throw error("allreduce (rank " + std::to_string(rank) + "): " + why);
   }
 
   void post_send(op& o, int peer, const void* buf, std::size_t bytes, int step) {
     o = op{};
     o.peer = peer;
+    if (on_lane[static_cast<std::size_t>(peer)]) {
+      o.lane = true;
+      o.msg = lane_send(lanes->fd(peer), peer, buf, bytes, seq, step);
+      return;
+    }
     ucp_request_param_t p{};
     auto st = ucp_tag_send_nbx(eps[static_cast<std::size_t>(peer)], buf, bytes, tag_of(seq, step, rank), &p);
     if (UCS_PTR_IS_ERR(st))
@@ -127,11 +103,20 @@ struct ucx_comm::impl {
     o.done = st == nullptr;
   }
 
-  void post_recv(op& o, int peer, void* buf, std::size_t bytes, int step) {
+  /// With `into`, the message is added into it (`buf` is scratch): as
+  /// it arrives on a lane, after it has arrived through UCX.
+  void post_recv(op& o, int peer, void* buf, std::size_t bytes, int step, float* into = nullptr) {
     o = op{};
     o.peer = peer;
     o.recv = true;
     o.bytes = bytes;
+    if (on_lane[static_cast<std::size_t>(peer)]) {
+      o.lane = true;
+      o.msg = lane_recv(lanes->fd(peer), peer, buf, bytes, seq, step, into);
+      return;
+    }
+    o.msg.body = static_cast<std::uint8_t*>(buf);
+    o.msg.accumulate = into;
     // Always a request (its info tells the length): UCX 1.13 left the
     // info of a receive that matched an unexpected message unwritten.
     ucp_request_param_t p{};
@@ -155,11 +140,23 @@ struct ucx_comm::impl {
     const auto start = std::chrono::steady_clock::now();
     unsigned idle = 0;
     for (;;) {
-      bool all = true;
-      for (int i = 0; i < count; ++i) {
-        op& o = ops[i];
-        if (o.done)
+      bool all = true, moved = false, ucx_pending = false;
+      for (int k = 0; k < 2 * count; ++k) { // sends first: what this rank owes leaves before any check of what it got
+        op& o = ops[k % count];
+        if (o.done || o.recv != (k >= count))
           continue;
+        if (o.lane) {
+          const auto before = o.msg.head_done + o.msg.body_done;
+          try {
+            o.done = lane_advance(o.msg);
+          } catch (const error& e) {
+            fail(e.what());
+          }
+          moved = moved || o.msg.head_done + o.msg.body_done != before;
+          all = all && o.done;
+          continue;
+        }
+        ucx_pending = true;
         ucs_status_t st = o.recv ? ucp_tag_recv_request_test(o.req, &o.info) : ucp_request_check_status(o.req);
         if (st == UCS_INPROGRESS) {
           all = false;
@@ -174,16 +171,21 @@ struct ucx_comm::impl {
         if (st != UCS_OK)
           fail(std::string(o.recv ? "receiving from" : "sending to") + " rank " + std::to_string(o.peer) + ": " +
                ucs_status_string(st));
-        if (o.recv)
+        if (o.recv) {
           check_length(o, step);
+          if (o.msg.accumulate)
+            add(o.msg.accumulate, reinterpret_cast<const float*>(o.msg.body), o.bytes / sizeof(float));
+        }
       }
       if (all)
         return;
-      if (progress() != 0) {
+      if (moved || progress() != 0) {
         idle = 0;
         continue;
       }
-      if (opts.spin_yield)
+      if (!ucx_pending && idle >= (opts.spin_yield ? 1u : 256u))
+        sleep_on_lanes(ops, count); // nothing for UCX to do: the kernel wakes us
+      else if (opts.spin_yield)
         ::sched_yield();
       if ((++idle & 1023u) == 0 &&
           std::chrono::steady_clock::now() - start > std::chrono::milliseconds(opts.timeout_ms)) {
@@ -198,7 +200,20 @@ struct ucx_comm::impl {
     }
   }
 
-  /// A receive still posted must not write into the caller's buffer after the call has failed.
+  /// Blocks (up to 10 ms, so that the timeout is still seen) until one
+  /// of the lanes that `ops` wait on can move.
+  static void sleep_on_lanes(const op* ops, int count) {
+    pollfd fds[8];
+    nfds_t n = 0;
+    for (int i = 0; i < count && n < 8; ++i)
+      if (!ops[i].done)
+        fds[n++] = {ops[i].msg.fd, static_cast<short>(ops[i].recv ? POLLIN : POLLOUT), 0};
+    ::poll(fds, n, 10);
+  }
+
+  /// A receive still posted must not write into the caller's buffer after
+  /// the call has failed. (A lane's message is only moved by wait: left
+  /// alone, it writes nothing.)
   void cancel(op* ops, int count) {
     for (int i = 0; i < count; ++i)
       if (!ops[i].done && ops[i].req)
@@ -214,10 +229,12 @@ struct ucx_comm::impl {
     }
   }
 
-  /// Sends `send` to `to` and receives from `from` into `recv`, at once.
-  void sendrecv(int to, const float* send, std::size_t send_n, int from, float* recv, std::size_t recv_n, int step) {
+  /// Sends `send` to `to` and receives from `from` into `recv`, at once;
+  /// with `into`, what arrives is added into it (recv is scratch).
+  void sendrecv(int to, const float* send, std::size_t send_n, int from, float* recv, std::size_t recv_n, int step,
+                float* into = nullptr) {
     op ops[2];
-    post_recv(ops[0], from, recv, recv_n * sizeof(float), step);
+    post_recv(ops[0], from, recv, recv_n * sizeof(float), step, into);
     post_send(ops[1], to, send, send_n * sizeof(float), step);
     wait(ops, 2, step);
   }
@@ -228,9 +245,9 @@ struct ucx_comm::impl {
     wait(&o, 1, step);
   }
 
-  void recv_only(int from, float* recv, std::size_t n, int step) {
+  void recv_only(int from, float* recv, std::size_t n, int step, float* into = nullptr) {
     op o;
-    post_recv(o, from, recv, n * sizeof(float), step);
+    post_recv(o, from, recv, n * sizeof(float), step, into);
     wait(&o, 1, step);
   }
 
@@ -254,8 +271,7 @@ struct ucx_comm::impl {
         send_only(rank + 1, data, n, step);
         newrank = -1;
       } else {
-        recv_only(rank - 1, tmp.data(), n, step);
-        add(data, tmp.data(), n);
+        recv_only(rank - 1, tmp.data(), n, step, data);
         newrank = rank / 2;
       }
     } else {
@@ -291,8 +307,8 @@ struct ucx_comm::impl {
     int step = 0;
     for (std::size_t k = 0; k + 1 < p; ++k, ++step) {
       const std::size_t out = (r + p - k) % p, in = (r + 2 * p - k - 1) % p;
-      sendrecv(right, data + begin(out), len(out), left, tmp.data(), len(in), step);
-      add(data + begin(in), tmp.data(), len(in));
+      // Segments out and in are disjoint: what arrives is added as it lands.
+      sendrecv(right, data + begin(out), len(out), left, tmp.data(), len(in), step, data + begin(in));
     }
     for (std::size_t k = 0; k + 1 < p; ++k, ++step) {
       const std::size_t out = (r + 1 + p - k) % p, in = (r + p - k) % p;
@@ -313,7 +329,7 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   // this one). On this host, without CMA, UCX's rendezvous falls back to
   // a slow pipeline: every size eager (1 MiB 268-396 us, against
   // 930-1540 us).
-  const std::string tls = without_cma(p_->opts.tls);
+  const std::string tls = comm_detail::without_cma(p_->opts.tls);
   ucx_options here, away;
   here.tls = p_->opts.tls.empty() ? "posix,sysv,self" : tls;
   here.ucx_config = {{"RNDV_THRESH", "inf"}};
@@ -321,6 +337,8 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   away.ucx_config = {{"RNDV_THRESH", "256k"}};
   ucx_setup::open(here, p_->sides[0].context, p_->sides[0].worker, UCP_FEATURE_TAG);
   ucx_setup::open(away, p_->sides[1].context, p_->sides[1].worker, UCP_FEATURE_TAG);
+  if (p_->opts.net != comm_net::ucx)
+    p_->lanes = std::make_unique<tcp_lanes>(rank, size, p_->opts.token_hash, p_->opts.timeout_ms);
 }
 
 ucx_comm::~ucx_comm() {
@@ -346,17 +364,6 @@ ucx_comm::~ucx_comm() {
 }
 
 namespace {
-constexpr std::uint64_t comm_magic = 0x474d4d4f43574731ull; // "1GWCOMMG"
-
-void put_blob(std::vector<std::uint8_t>& out, const std::vector<std::uint8_t>& b) {
-  const auto n = static_cast<std::uint32_t>(b.size());
-  const auto at = out.size();
-  out.resize(at + 4 + b.size());
-  std::memcpy(out.data() + at, &n, 4);
-  if (n)
-    std::memcpy(out.data() + at + 4, b.data(), n);
-}
-
 std::vector<std::uint8_t> worker_blob(ucp_worker_h w) {
   ucp_address_t* addr = nullptr;
   std::size_t len = 0;
@@ -365,70 +372,62 @@ std::vector<std::uint8_t> worker_blob(ucp_worker_h w) {
   ucp_worker_release_address(w, addr);
   return out;
 }
-
-/// The two worker addresses of a peer's worker_address(); throws naming `rank`.
-std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> split(const std::vector<std::uint8_t>& in, int rank) {
-  const std::string who = "collective communicator: rank " + std::to_string(rank) + "'s address";
-  std::size_t at = 0;
-  std::uint64_t magic = 0;
-  check(in.size() >= 8, who + " is truncated");
-  std::memcpy(&magic, in.data(), 8);
-  check(magic == comm_magic, who + " is not a communicator address");
-  at = 8;
-  auto take = [&] {
-    std::uint32_t n = 0;
-    check(in.size() - at >= 4, who + " is truncated");
-    std::memcpy(&n, in.data() + at, 4);
-    at += 4;
-    check(n <= in.size() - at, who + " is truncated");
-    std::vector<std::uint8_t> b(in.begin() + static_cast<std::ptrdiff_t>(at),
-                                in.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-    return b;
-  };
-  auto a = take();
-  auto b = take();
-  check(at == in.size(), who + " has trailing bytes");
-  return {std::move(a), std::move(b)};
-}
 } // namespace
 
 std::vector<std::uint8_t> ucx_comm::worker_address() const {
-  std::vector<std::uint8_t> out(8);
-  std::memcpy(out.data(), &comm_magic, 8);
-  put_blob(out, worker_blob(p_->sides[0].worker));
-  put_blob(out, worker_blob(p_->sides[1].worker));
-  return out;
+  comm_detail::comm_address a;
+  a.here = worker_blob(p_->sides[0].worker);
+  a.away = worker_blob(p_->sides[1].worker);
+  if (p_->lanes)
+    a.lanes = p_->lanes->address();
+  return comm_detail::pack(a);
 }
 
 void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<bool>& same_host) {
   check(static_cast<int>(addresses.size()) == p_->size && same_host.size() == addresses.size(),
         "collective communicator: one address per rank expected");
-  std::vector<std::vector<std::uint8_t>> chosen(addresses.size());
+  const auto n = addresses.size();
+  std::vector<std::vector<std::uint8_t>> chosen(n), lane_addresses(n);
+  p_->on_lane.assign(n, false);
   for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
     if (r == p_->rank)
       continue;
-    auto [here, away] = split(addresses[static_cast<std::size_t>(r)], r);
-    auto& c = chosen[static_cast<std::size_t>(r)];
-    c = same_host[static_cast<std::size_t>(r)] ? std::move(here) : std::move(away);
-    const auto why = ucx_setup::ucx_parse_check(c);
+    const auto i = static_cast<std::size_t>(r);
+    auto a = comm_detail::unpack(addresses[i], r);
+    if (p_->lanes && comm_detail::by_lane(p_->opts.net, p_->opts.tls, same_host[i])) {
+      check(!a.lanes.empty(), "collective communicator: rank " + std::to_string(r) +
+                                  " opened no TCP lanes (is --net the same on every rank?)");
+      p_->on_lane[i] = true;
+      lane_addresses[i] = std::move(a.lanes);
+      continue;
+    }
+    chosen[i] = same_host[i] ? std::move(a.here) : std::move(a.away);
+    const auto why = ucx_setup::ucx_parse_check(chosen[i]);
     check(why.empty(), "collective communicator: rank " + std::to_string(r) + "'s address: " + why);
   }
-  p_->eps.assign(addresses.size(), nullptr);
-  p_->worker_of.assign(addresses.size(), nullptr);
+  p_->eps.assign(n, nullptr);
+  p_->worker_of.assign(n, nullptr);
   for (int r = 0; r < p_->size; ++r) {
-    if (r == p_->rank)
+    const auto i = static_cast<std::size_t>(r);
+    if (r == p_->rank || p_->on_lane[i])
       continue;
-    auto& sd = p_->sides[same_host[static_cast<std::size_t>(r)] ? 0 : 1];
+    auto& sd = p_->sides[same_host[i] ? 0 : 1];
     sd.used = true;
-    p_->worker_of[static_cast<std::size_t>(r)] = sd.worker;
+    p_->worker_of[i] = sd.worker;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep.address = reinterpret_cast<const ucp_address_t*>(chosen[static_cast<std::size_t>(r)].data());
-    ucx_setup::check_status(ucp_ep_create(sd.worker, &ep, &p_->eps[static_cast<std::size_t>(r)]),
+    ep.address = reinterpret_cast<const ucp_address_t*>(chosen[i].data());
+    ucx_setup::check_status(ucp_ep_create(sd.worker, &ep, &p_->eps[i]),
                             ("collective communicator: connecting to rank " + std::to_string(r)).c_str());
   }
+  if (p_->lanes)
+    p_->lanes->connect(lane_addresses, p_->on_lane);
+  p_->connected = true;
   ucx_setup::restrict_sysv_segments();
+}
+
+bool ucx_comm::by_lane(int peer) const {
+  return peer >= 0 && static_cast<std::size_t>(peer) < p_->on_lane.size() && p_->on_lane[static_cast<std::size_t>(peer)];
 }
 
 allreduce_algo ucx_comm::choose(std::size_t n) const {
@@ -437,7 +436,7 @@ allreduce_algo ucx_comm::choose(std::size_t n) const {
 
 void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
   check(!p_->broken, "allreduce (rank " + std::to_string(p_->rank) + "): the communicator failed earlier");
-  check(p_->size == 1 || !p_->eps.empty(), "allreduce: the communicator is not connected");
+  check(p_->size == 1 || p_->connected, "allreduce: the communicator is not connected");
   if (p_->size == 1 || n == 0)
     return;
   if (algo == allreduce_algo::automatic)
@@ -460,9 +459,14 @@ int ucx_comm::rank() const { return p_->rank; }
 int ucx_comm::size() const { return p_->size; }
 
 std::string ucx_comm::describe() const {
-  return "calling thread drives UCX (tag matching" + std::string(p_->opts.tls.empty() ? "" : ", " + p_->opts.tls) +
-         "), recursive doubling below " + std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there; " +
-         "shared memory to ranks on this host (every size eager), the network to others (rendezvous from 256 KiB)";
+  const auto lanes = std::count(p_->on_lane.begin(), p_->on_lane.end(), true);
+  return "the calling thread drives every transfer (" + std::string(to_string(p_->opts.net)) + " net" +
+         (p_->opts.tls.empty() ? "" : ", tls " + p_->opts.tls) + "), recursive doubling below " +
+         std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there; " +
+         "UCX shared memory to ranks on this host (every size eager), " +
+         (lanes == 0 ? std::string("UCX tag matching to other hosts (rendezvous from 256 KiB)")
+                     : "TCP lanes to " + std::to_string(lanes) + " of " + std::to_string(p_->size - 1) +
+                           " peers (gradwire's own sockets)");
 }
 
 } // namespace gradwire::transport

@@ -12,9 +12,12 @@
 /// for bit the same.
 ///
 /// Peers on this host are reached through shared memory only, others
-/// through the network only (two UCX workers, chosen per pair by host
-/// identity). UCX's CMA is never used: UCX 1.13 ends the process when a
-/// CMA peer dies mid-transfer.
+/// through the network only (chosen per pair by host identity). UCX's
+/// CMA is never used: UCX 1.13 ends the process when a CMA peer dies
+/// mid-transfer. The network is either UCX (InfiniBand, RoCE, or
+/// whatever transports.tls names) or the communicator's own TCP lanes
+/// (tcp_lanes.hpp), which move 64 KiB to 1 MiB several times faster than
+/// UCX 1.13's TCP transport; comm_net picks, per pair.
 ///
 /// Algorithms (as MPICH and Open MPI's tuned module choose them):
 /// - recursive doubling: log2(p) exchanges of the whole buffer, each rank
@@ -39,6 +42,16 @@ namespace gradwire::transport {
 
 enum class allreduce_algo { automatic, recursive_doubling, ring };
 
+/// How pairs that would talk TCP are carried. automatic: the
+/// communicator's own TCP lanes for every pair UCX would carry over TCP
+/// (other hosts, unless the tls names an RDMA transport or UCX's choice
+/// would find an RDMA device; and every pair when the tls is TCP only);
+/// ucx: always UCX; sockets: lanes for every pair, shared memory too.
+enum class comm_net { automatic, ucx, sockets };
+/// "auto", "ucx", "sockets"; throws gradwire::error naming `what`.
+comm_net parse_comm_net(const std::string& text, const std::string& what);
+const char* to_string(comm_net n);
+
 /// "auto", "rd" / "recursive-doubling", "ring"; throws gradwire::error naming `what`.
 allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what);
 const char* to_string(allreduce_algo a);
@@ -51,6 +64,9 @@ struct comm_options {
   int timeout_ms = 60000;  ///< a peer silent this long in a collective: error
   /// recursive doubling below this many bytes, ring from it (automatic).
   std::size_t ring_from_bytes = std::size_t{64} << 10;
+  comm_net net = comm_net::automatic;
+  /// The job token's hash (token_hash): a lane's peers must show it.
+  std::uint64_t token_hash = 0;
 };
 
 /// A link's rendezvous address (ucx_link::address) that also carries a
@@ -76,13 +92,14 @@ public:
   ucx_comm& operator=(const ucx_comm&) = delete;
 
   /// This communicator's address, for the rendezvous: its two UCX
-  /// workers' (shared memory, network).
+  /// workers' (shared memory, network) and its TCP lanes'.
   std::vector<std::uint8_t> worker_address() const;
   /// Connects to every rank; `addresses[r]` is rank r's worker_address()
   /// (this rank's own entry is ignored), `same_host[r]` whether it shares
   /// this host (shares_this_host): then through shared memory, else
   /// through the network, decided per pair. Each address is checked by
   /// UCX's parser in a child process first (ucx_setup::ucx_parse_check).
+  /// Every rank calls it at once (lanes connect to each other).
   void connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<bool>& same_host);
 
   /// Sums `data[0..n)` across all ranks in place (every rank calls it
@@ -95,6 +112,8 @@ public:
 
   int rank() const;
   int size() const;
+  /// Whether rank `peer` is reached through a TCP lane (after connect).
+  bool by_lane(int peer) const;
   std::string describe() const;
 
   struct impl;

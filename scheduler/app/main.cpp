@@ -143,6 +143,7 @@ void add_bench(CLI::App& app, cli_args& a) {
   allreduce->add_option("-c,--chunk", a.ab_chunk, "ring pipelining chunk (1M)");
   allreduce->add_option("--engine", ab.engine, "both (default: the communicator, MPI semantics, then the actors' zero-copy column), comm or actors")
     ->check(CLI::IsMember({"both", "comm", "actors"}));
+  allreduce->add_option("--net", ab.job.comm_net, "the communicator's network: auto (its own TCP lanes where UCX would use TCP), ucx or sockets");
   allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (recursive doubling below --ring-from, ring from there), rd or ring")
     ->check(CLI::IsMember({"auto", "rd", "ring"}));
   allreduce->add_option("--ring-from", a.ab_ring_from, "the communicator's ring from this size up (64K)");

@@ -58,6 +58,7 @@ std::vector<std::size_t> sizes_of(const allreduce_bench_options& o) {
                         " or " + std::to_string(v / 4 * 4 + 4));
   check(o.factor > 1, "bench allreduce: the factor must be > 1");
   check(o.iters >= 1 && o.warmup >= 0, "bench allreduce: iterations must be >= 1, warm-up >= 0");
+  transport::parse_comm_net(o.job.comm_net, "--net"); // before any process starts
   std::vector<std::size_t> sizes;
   for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0001; s *= o.factor)
     sizes.push_back(static_cast<std::size_t>(s) / 4 * 4);

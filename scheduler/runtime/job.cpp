@@ -44,6 +44,8 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     co.spin_yield = opts.spin_yield;
     co.timeout_ms = opts.timeout_ms;
     co.ring_from_bytes = opts.ring_from_bytes;
+    co.net = transport::parse_comm_net(opts.comm_net, "--net");
+    co.token_hash = uo.token_hash;
     j.comm = std::make_unique<transport::ucx_comm>(j.launch.rank, j.launch.size, co);
     mine = transport::with_collective(mine, j.comm->worker_address());
   }

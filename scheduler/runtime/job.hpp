@@ -47,6 +47,8 @@ struct job_options {
   /// (transport::ucx_comm), its address exchanged at the same rendezvous.
   bool collective = false;
   std::size_t ring_from_bytes = std::size_t{64} << 10; ///< comm_options::ring_from_bytes
+  /// The communicator's network: "auto", "ucx" or "sockets" (comm_options::net).
+  std::string comm_net = "auto";
 };
 
 /// A peer whose frames hold more than this many of the largest frames at

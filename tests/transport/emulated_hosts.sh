@@ -35,6 +35,13 @@ hosts 2 "$tmp/logsb" "$gw" bench allreduce -b 64K -e 256K -n 5 -w 1 || fail "ben
 grep -q "^# extra, .*: the actors' ring allreduce (ring), ucx, chunk" "$tmp/logsb/rank-0.txt" ||
   fail "bench allreduce across hosts: $(head -n 2 "$tmp/logsb/rank-0.txt") (memory lent across hosts?)"
 [ "$(grep -c " ok$" "$tmp/logsb/rank-0.txt")" = 3 ] || fail "bench allreduce across hosts: a sum is wrong"
+grep -q "TCP lanes to 1 of 1 peers" "$tmp/logsb/rank-0.txt" ||
+  fail "bench allreduce across hosts: the communicator did not take its TCP lanes: $(head -n 1 "$tmp/logsb/rank-0.txt")"
+# 2 hosts of 2 ranks: shared memory within each host, lanes across, pair by pair.
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsm" "$gw" bench allreduce --engine comm -b 1K -e 1M -f 16 -n 5 -w 1 ||
+  fail "bench allreduce on 2 hosts of 2 ranks failed"
+grep -q "TCP lanes to 2 of 3 peers" "$tmp/logsm/rank-0.txt" && [ "$(grep -c " ok$" "$tmp/logsm/rank-0.txt")" = 3 ] ||
+  fail "bench allreduce on 2 hosts of 2 ranks: $(cat "$tmp/logsm/rank-0.txt")"
 
 hosts 3 "$tmp/logs3" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/ps" --set topology.workers=3 \
   --set topology.shards=1 "$@" || fail "the async parameter server across 3 hosts failed"

@@ -1,5 +1,6 @@
 // The collective communicator (transport/ucx_comm.hpp): N ranks, each its
-// own UCX worker driven by its own thread, over shared memory and TCP.
+// own UCX worker driven by its own thread, over shared memory, UCX's TCP
+// and the communicator's own TCP lanes, and mixes of them by host.
 // Every algorithm at sizes around its edges gives the exact sum on every
 // rank, bit for bit the same, whichever rank arrives first; a peer that
 // falls silent or sends the wrong size is named, and nothing hangs.
@@ -20,11 +21,21 @@
 
 using namespace gradwire;
 using transport::allreduce_algo;
+using transport::comm_net;
 using transport::ucx_comm;
 
 namespace {
 
-std::vector<std::unique_ptr<ucx_comm>> make_comms(int n, const std::string& tls, int timeout_ms = 20000) {
+std::vector<std::string> on_every_rank(int n, const std::function<void(int)>& body);
+
+/// n communicators in this process. host_of(r) says which emulated host
+/// rank r is on (default: one host, unless the TLS is TCP only, when each
+/// rank is a host of its own).
+std::vector<std::unique_ptr<ucx_comm>> make_comms(int n, const std::string& tls, int timeout_ms = 20000,
+                                                  comm_net net = comm_net::automatic,
+                                                  std::function<int(int)> host_of = nullptr) {
+  if (!host_of)
+    host_of = [&](int r) { return tls.find("tcp") == std::string::npos ? 0 : r; };
   std::vector<std::unique_ptr<ucx_comm>> comms;
   std::vector<std::vector<std::uint8_t>> addrs;
   for (int r = 0; r < n; ++r) {
@@ -32,11 +43,20 @@ std::vector<std::unique_ptr<ucx_comm>> make_comms(int n, const std::string& tls,
     o.tls = tls;
     o.timeout_ms = timeout_ms;
     o.spin_yield = true; // n threads on 2 CPUs
+    o.net = net;
+    o.token_hash = 0x1234;
     comms.push_back(std::make_unique<ucx_comm>(r, n, o));
     addrs.push_back(comms.back()->worker_address());
   }
-  for (auto& c : comms) // one process: every peer on this host, unless the TLS is TCP only
-    c->connect(addrs, std::vector<bool>(static_cast<std::size_t>(n), tls.find("tcp") == std::string::npos));
+  // Every rank connects at once, as in a job (lanes dial and accept each other).
+  const auto errors = on_every_rank(n, [&](int r) {
+    std::vector<bool> same(static_cast<std::size_t>(n));
+    for (int q = 0; q < n; ++q)
+      same[static_cast<std::size_t>(q)] = host_of(q) == host_of(r);
+    comms[static_cast<std::size_t>(r)]->connect(addrs, same);
+  });
+  for (const auto& e : errors)
+    REQUIRE(e == "");
   return comms;
 }
 
@@ -68,8 +88,9 @@ float input(int r, std::size_t i) {
   return u * static_cast<float>(1 << (i % 9));
 }
 
-void check_sums(int n, const std::string& tls, allreduce_algo algo, const std::vector<std::size_t>& counts) {
-  auto comms = make_comms(n, tls);
+void check_sums(int n, const std::string& tls, allreduce_algo algo, const std::vector<std::size_t>& counts,
+                comm_net net = comm_net::automatic, std::function<int(int)> host_of = nullptr) {
+  auto comms = make_comms(n, tls, 20000, net, std::move(host_of));
   for (std::size_t count : counts) {
     std::vector<std::vector<float>> bufs(static_cast<std::size_t>(n), std::vector<float>(count));
     for (int r = 0; r < n; ++r)
@@ -121,12 +142,44 @@ TEST_CASE("ucx comm: the ring sums exactly on 2 to 5 ranks over shared memory") 
   }
 }
 
-TEST_CASE("ucx comm: auto over TCP on 3 ranks") {
-  check_sums(3, "tcp,self", allreduce_algo::automatic, counts);
+TEST_CASE("ucx comm: auto over UCX's TCP on 3 ranks") {
+  auto comms = make_comms(3, "tcp,self", 20000, comm_net::ucx);
+  for (int r = 0; r < 3; ++r)
+    for (int q = 0; q < 3; ++q)
+      CHECK(!comms[static_cast<std::size_t>(r)]->by_lane(q));
+  comms.clear();
+  check_sums(3, "tcp,self", allreduce_algo::automatic, counts, comm_net::ucx);
+}
+
+TEST_CASE("ucx comm: both algorithms sum exactly on 2 to 5 ranks over TCP lanes") {
+  auto comms = make_comms(3, "tcp,self");
+  CHECK(comms[0]->by_lane(1));
+  CHECK(comms[2]->by_lane(0));
+  comms.clear();
+  for (int n : {2, 3, 4, 5}) {
+    INFO("ranks " << n);
+    check_sums(n, "tcp,self", allreduce_algo::recursive_doubling, counts);
+    check_sums(n, "tcp,self", allreduce_algo::ring, counts);
+  }
+}
+
+TEST_CASE("ucx comm: two hosts of two ranks mix shared memory and lanes pair by pair") {
+  const auto host_of = [](int r) { return r / 2; };
+  auto comms = make_comms(4, "posix,sysv,tcp,self", 20000, comm_net::automatic, host_of);
+  CHECK(!comms[0]->by_lane(1));
+  CHECK(comms[0]->by_lane(2));
+  CHECK(comms[3]->by_lane(1));
+  CHECK(!comms[3]->by_lane(2));
+  CHECK(comms[0]->describe().find("TCP lanes to 2 of 3 peers") != std::string::npos);
+  comms.clear();
+  check_sums(4, "posix,sysv,tcp,self", allreduce_algo::ring, counts, comm_net::automatic, host_of);
+  check_sums(3, "posix,sysv,tcp,self", allreduce_algo::recursive_doubling, counts, comm_net::automatic, host_of);
 }
 
 TEST_CASE("ucx comm: a rank that calls with another size is named") {
-  auto comms = make_comms(2, "posix,cma,self");
+  auto net = GENERATE(comm_net::ucx, comm_net::sockets);
+  INFO("net " << transport::to_string(net));
+  auto comms = make_comms(2, "posix,cma,self", 20000, net);
   std::vector<float> a(100, 1.f), b(90, 1.f);
   const auto errors = on_every_rank(2, [&](int r) {
     if (r == 0)
@@ -135,6 +188,7 @@ TEST_CASE("ucx comm: a rank that calls with another size is named") {
       comms[1]->allreduce(b.data(), b.size(), allreduce_algo::recursive_doubling);
   });
   // Rank 1 gets 400 bytes where it expects 360; rank 0 gets 360 for 400.
+  INFO(errors[0] << " / " << errors[1]);
   CHECK(errors[1].find("rank 0 sent more than the 360 bytes expected") != std::string::npos);
   CHECK(errors[0].find("rank 1 sent 360 bytes at step 1, 400 expected") != std::string::npos);
   std::vector<float> c(4, 1.f);
@@ -142,7 +196,9 @@ TEST_CASE("ucx comm: a rank that calls with another size is named") {
 }
 
 TEST_CASE("ucx comm: a silent rank is named within the timeout and nothing hangs") {
-  auto comms = make_comms(3, "posix,cma,self", 300);
+  auto net = GENERATE(comm_net::ucx, comm_net::sockets);
+  INFO("net " << transport::to_string(net));
+  auto comms = make_comms(3, "posix,cma,self", 300, net);
   std::vector<float> a(1000, 1.f), b(1000, 1.f);
   // Rank 2 never calls: ranks 0 and 1 each name who they wait for.
   const auto errors = on_every_rank(2, [&](int r) {
@@ -159,4 +215,22 @@ TEST_CASE("ucx comm: algorithm names") {
   CHECK(transport::parse_allreduce_algo("ring", "x") == allreduce_algo::ring);
   CHECK(transport::parse_allreduce_algo("auto", "x") == allreduce_algo::automatic);
   CHECK_THROWS_WITH(transport::parse_allreduce_algo("tree", "--comm-algo"), Catch::Contains("--comm-algo 'tree'"));
+  CHECK(transport::parse_comm_net("sockets", "x") == comm_net::sockets);
+  CHECK_THROWS_WITH(transport::parse_comm_net("ib", "--net"), Catch::Contains("--net 'ib': expected auto, ucx or sockets"));
+}
+
+TEST_CASE("ucx comm: a peer without lanes is refused before anything connects") {
+  std::vector<std::unique_ptr<ucx_comm>> comms;
+  std::vector<std::vector<std::uint8_t>> addrs;
+  for (auto net : {comm_net::sockets, comm_net::ucx}) {
+    transport::comm_options o;
+    o.net = net;
+    o.timeout_ms = 500;
+    comms.push_back(std::make_unique<ucx_comm>(static_cast<int>(comms.size()), 2, o));
+    addrs.push_back(comms.back()->worker_address());
+  }
+  CHECK_THROWS_WITH(comms[0]->connect(addrs, {true, true}), Catch::Contains("rank 1 opened no TCP lanes"));
+  auto bad = addrs;
+  bad[1].resize(bad[1].size() - 3);
+  CHECK_THROWS_WITH(comms[0]->connect(bad, {true, true}), Catch::Contains("rank 1's address is truncated"));
 }

@@ -1,0 +1,155 @@
+#include "transport/comm_address.hpp"
+
+#include "kernels/error.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+namespace gradwire::transport {
+
+allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what) {
+  if (text == "auto")
+    return allreduce_algo::automatic;
+  if (text == "rd" || text == "recursive-doubling")
+    return allreduce_algo::recursive_doubling;
+  if (text == "ring")
+    return allreduce_algo::ring;
+  throw error(what + " '" + text + "': expected auto, rd (recursive doubling) or ring");
+}
+
+const char* to_string(allreduce_algo a) {
+  switch (a) {
+  case allreduce_algo::automatic: return "auto";
+  case allreduce_algo::recursive_doubling: return "recursive doubling";
+  case allreduce_algo::ring: return "ring";
+  }
+  return "?";
+}
+
+comm_net parse_comm_net(const std::string& text, const std::string& what) {
+  if (text == "auto")
+    return comm_net::automatic;
+  if (text == "ucx")
+    return comm_net::ucx;
+  if (text == "sockets")
+    return comm_net::sockets;
+  throw error(what + " '" + text + "': expected auto, ucx or sockets");
+}
+
+const char* to_string(comm_net n) {
+  switch (n) {
+  case comm_net::automatic: return "auto";
+  case comm_net::ucx: return "ucx";
+  case comm_net::sockets: return "sockets";
+  }
+  return "?";
+}
+
+namespace comm_detail {
+
+namespace {
+constexpr std::uint64_t comm_magic = 0x474d4d4f43574732ull; // "2GWCOMMG"
+
+void put_blob(std::vector<std::uint8_t>& out, const std::vector<std::uint8_t>& b) {
+  const auto n = static_cast<std::uint32_t>(b.size());
+  const auto at = out.size();
+  out.resize(at + 4 + b.size());
+  std::memcpy(out.data() + at, &n, 4);
+  if (n)
+    std::memcpy(out.data() + at + 4, b.data(), n);
+}
+
+std::vector<std::string> items(const std::string& tls) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at <= tls.size();) {
+    const auto comma = std::min(tls.find(',', at), tls.size());
+    if (comma > at)
+      out.push_back(tls.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+bool has_rdma_device() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+} // namespace
+
+std::vector<std::uint8_t> pack(const comm_address& a) {
+  std::vector<std::uint8_t> out(8);
+  std::memcpy(out.data(), &comm_magic, 8);
+  put_blob(out, a.here);
+  put_blob(out, a.away);
+  put_blob(out, a.lanes);
+  return out;
+}
+
+comm_address unpack(const std::vector<std::uint8_t>& in, int rank) {
+  const std::string who = "collective communicator: rank " + std::to_string(rank) + "'s address";
+  std::size_t at = 0;
+  std::uint64_t magic = 0;
+  check(in.size() >= 8, who + " is truncated");
+  std::memcpy(&magic, in.data(), 8);
+  check(magic == comm_magic, who + " is not a communicator address");
+  at = 8;
+  auto take = [&] {
+    std::uint32_t n = 0;
+    check(in.size() - at >= 4, who + " is truncated");
+    std::memcpy(&n, in.data() + at, 4);
+    at += 4;
+    check(n <= in.size() - at, who + " is truncated");
+    std::vector<std::uint8_t> b(in.begin() + static_cast<std::ptrdiff_t>(at),
+                                in.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    return b;
+  };
+  comm_address a;
+  a.here = take();
+  a.away = take();
+  a.lanes = take();
+  check(at == in.size(), who + " has trailing bytes");
+  return a;
+}
+
+/// The transports less CMA: UCX 1.13's CMA aborts the process (ucs_fatal
+/// on process_vm_readv's ESRCH) when the peer it reads from has died,
+/// and without peer error handling (which rules out shared memory) nothing
+/// catches it. A dead peer must be an error naming it, never a crash.
+std::string without_cma(const std::string& tls) {
+  if (tls.empty())
+    return "^cma";
+  if (tls[0] == '^')
+    return tls + ",cma";
+  std::string out;
+  for (const auto& item : items(tls))
+    if (item != "cma")
+      out += (out.empty() ? "" : ",") + item;
+  return out.empty() ? "^cma" : out;
+}
+
+bool by_lane(comm_net net, const std::string& tls, bool same_host) {
+  if (net != comm_net::automatic)
+    return net == comm_net::sockets;
+  static const std::vector<std::string> shm = {"self", "posix", "sysv", "shm", "mm", "cma", "knem", "xpmem", "sm"};
+  const bool explicit_list = !tls.empty() && tls[0] != '^';
+  bool tcp = false, other = false, shared = false;
+  for (const auto& it : explicit_list ? items(tls) : std::vector<std::string>{}) {
+    if (it == "tcp")
+      tcp = true;
+    else if (std::find(shm.begin(), shm.end(), it) != shm.end())
+      shared = shared || it != "self";
+    else
+      other = true;
+  }
+  if (same_host) // one host: lanes only when TCP is all that was asked for
+    return explicit_list && tcp && !other && !shared;
+  if (explicit_list)
+    return tcp && !other;
+  return !has_rdma_device();
+}
+
+} // namespace comm_detail
+} // namespace gradwire::transport
