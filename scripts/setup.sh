@@ -21,7 +21,7 @@ PACKAGES=(
 TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
 # BLIS, libxsmm: bench/gemm_libs.cpp
-BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev)
+BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev iperf3)
 
 want=("${PACKAGES[@]}")
 for arg in "$@"; do

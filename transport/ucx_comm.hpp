@@ -62,6 +62,9 @@ struct comm_options {
   /// CPUs (Open MPI's mpi_yield_when_idle).
   bool spin_yield = false;
   int timeout_ms = 60000;  ///< a peer silent this long in a collective: error
+  /// Poll lanes this long without progress before sleeping in poll(2)
+  /// (UCX's transports are always polled, as MPI does).
+  int spin_us = 2000;
   /// recursive doubling below this many bytes, ring from it (automatic).
   std::size_t ring_from_bytes = std::size_t{64} << 10;
   comm_net net = comm_net::automatic;
