@@ -136,6 +136,14 @@ struct ucx_comm::impl {
            std::to_string(step) + ", " + std::to_string(o.bytes) + " expected (do all ranks call with the same size?)");
   }
 
+  std::size_t ring_from() const {
+    if (opts.ring_from_bytes > 0)
+      return opts.ring_from_bytes;
+    if (std::find(on_lane.begin(), on_lane.end(), true) == on_lane.end())
+      return std::size_t{64} << 10;
+    return size == 2 ? std::size_t{512} << 10 : std::size_t{256} << 10;
+  }
+
   /// Moves a lane's message on; true if any byte moved.
   bool advance_lane(op& o) {
     const auto before = o.msg.head_done + o.msg.body_done;
@@ -467,7 +475,7 @@ bool ucx_comm::by_lane(int peer) const {
 }
 
 allreduce_algo ucx_comm::choose(std::size_t n) const {
-  return n * sizeof(float) < p_->opts.ring_from_bytes ? allreduce_algo::recursive_doubling : allreduce_algo::ring;
+  return n * sizeof(float) < p_->ring_from() ? allreduce_algo::recursive_doubling : allreduce_algo::ring;
 }
 
 void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
@@ -498,7 +506,7 @@ std::string ucx_comm::describe() const {
   const auto lanes = std::count(p_->on_lane.begin(), p_->on_lane.end(), true);
   return "the calling thread drives every transfer (" + std::string(to_string(p_->opts.net)) + " net" +
          (p_->opts.tls.empty() ? "" : ", tls " + p_->opts.tls) + "), recursive doubling below " +
-         std::to_string(p_->opts.ring_from_bytes >> 10) + " KiB, ring from there; " +
+         std::to_string(p_->ring_from() >> 10) + " KiB, ring from there; " +
          "UCX shared memory to ranks on this host (every size eager), " +
          (lanes == 0 ? std::string("UCX tag matching to other hosts (rendezvous from 256 KiB)")
                      : "TCP lanes to " + std::to_string(lanes) + " of " + std::to_string(p_->size - 1) +

@@ -65,8 +65,12 @@ struct comm_options {
   /// Poll lanes this long without progress before sleeping in poll(2)
   /// (UCX's transports are always polled, as MPI does).
   int spin_us = 2000;
-  /// recursive doubling below this many bytes, ring from it (automatic).
-  std::size_t ring_from_bytes = std::size_t{64} << 10;
+  /// Recursive doubling below this many bytes, ring from it (automatic).
+  /// 0: by path, as measured (bench/RESULTS.md): 64 KiB when every pair
+  /// is UCX's; with TCP lanes 256 KiB, and 512 KiB between 2 ranks (the
+  /// same bytes either way, one step fewer for recursive doubling; the
+  /// ring wins from 1 MiB by adding as the bytes land).
+  std::size_t ring_from_bytes = 0;
   comm_net net = comm_net::automatic;
   /// The job token's hash (token_hash): a lane's peers must show it.
   std::uint64_t token_hash = 0;

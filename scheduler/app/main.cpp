@@ -96,7 +96,7 @@ struct cli_args {
   std::int64_t resume_step = 0;
   int procs = 0; ///< local processes to start; -1: as many as topology.workers
   gradwire::scheduler::allreduce_bench_options ab;
-  std::string ab_min = "1K", ab_max = "64M", ab_chunk = "1M", ab_ring_from = "64K";
+  std::string ab_min = "1K", ab_max = "64M", ab_chunk = "1M", ab_ring_from = "auto";
 };
 
 void add_run(CLI::App& app, cli_args& a) {
@@ -146,7 +146,7 @@ void add_bench(CLI::App& app, cli_args& a) {
   allreduce->add_option("--net", ab.job.comm_net, "the communicator's network: auto (its own TCP lanes where UCX would use TCP), ucx or sockets");
   allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (recursive doubling below --ring-from, ring from there), rd or ring")
     ->check(CLI::IsMember({"auto", "rd", "ring"}));
-  allreduce->add_option("--ring-from", a.ab_ring_from, "the communicator's ring from this size up (64K)");
+  allreduce->add_option("--ring-from", a.ab_ring_from, "the communicator's ring from this size up (auto: 64K over shared memory, 256K on TCP lanes, 512K on lanes between 2 ranks)");
   allreduce->add_option("--algo", ab.algo, "the actors' ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
     ->check(CLI::IsMember({"ring", "direct", "auto"}));
   allreduce->add_option("--tls", ab.job.tls, "UCX transports, e.g. posix,cma or tcp (default: UCX_TLS or UCX's choice)");
@@ -298,7 +298,7 @@ std::optional<int> run_tool(cli_args& a) {
     a.ab.min_bytes = gradwire::scheduler::parse_bytes(a.ab_min, "--minbytes");
     a.ab.max_bytes = gradwire::scheduler::parse_bytes(a.ab_max, "--maxbytes");
     a.ab.chunk_bytes = gradwire::scheduler::parse_bytes(a.ab_chunk, "--chunk");
-    a.ab.ring_from_bytes = gradwire::scheduler::parse_bytes(a.ab_ring_from, "--ring-from");
+    a.ab.ring_from_bytes = a.ab_ring_from == "auto" ? 0 : gradwire::scheduler::parse_bytes(a.ab_ring_from, "--ring-from");
     return gradwire::scheduler::bench_allreduce(a.ab);
   }
   if (*a.keys) {

@@ -36,7 +36,7 @@ struct allreduce_bench_options {
   std::string engine = "both";
   /// The communicator's algorithm: "auto", "rd" or "ring" (transport::parse_allreduce_algo).
   std::string comm_algo = "auto";
-  std::size_t ring_from_bytes = std::size_t{64} << 10; ///< transport::comm_options::ring_from_bytes
+  std::size_t ring_from_bytes = 0; ///< transport::comm_options::ring_from_bytes (0: by path)
   job_options job = [] {
     job_options j;
     j.spin_us = -1; // auto: 1000 us when every rank has a CPU of its own, else 3000 us yielding the CPU

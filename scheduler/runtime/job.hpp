@@ -46,7 +46,7 @@ struct job_options {
   /// Also open a collective communicator driven by the calling thread
   /// (transport::ucx_comm), its address exchanged at the same rendezvous.
   bool collective = false;
-  std::size_t ring_from_bytes = std::size_t{64} << 10; ///< comm_options::ring_from_bytes
+  std::size_t ring_from_bytes = 0; ///< comm_options::ring_from_bytes (0: by path)
   /// The communicator's network: "auto", "ucx" or "sockets" (comm_options::net).
   std::string comm_net = "auto";
 };
