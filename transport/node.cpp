@@ -177,7 +177,8 @@ void node::peer_down(int peer, const std::string& what) {
       return;
     down_[static_cast<std::size_t>(peer)] = true;
   }
-  std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
+  if (!ending_)
+    std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
   link_->forget(peer); // what is held for it is not sent after all
   // Rank 0 tells a peer it has given up on (the fence): one that was only
   // silent (stalled, or behind a link that was down) and comes back leaves

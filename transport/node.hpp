@@ -133,6 +133,9 @@ public:
   std::int64_t rejected() const { return rejected_.load(); }
   /// Waits for sends in flight, then stops the link and the proxies.
   void close(int timeout_ms = 5000);
+  /// The job is ending: a peer that leaves from now on is still marked
+  /// down, but not reported as lost (its last frames may race its exit).
+  void ending() { ending_ = true; }
 
   /// A send that could not go out (logged, counted with rejected()).
   void note_failure(const std::string& what);
@@ -163,6 +166,7 @@ private:
   std::map<caf::actor_addr, actor_ref> proxy_ref_;
   std::unique_ptr<caf::execution_unit> unit_; ///< runs actors on the link's receive thread
   std::atomic<std::int64_t> rejected_{0};
+  std::atomic<bool> ending_{false};
   struct pending_request {
     int rank = -1;
     caf::strong_actor_ptr sender;

@@ -275,6 +275,7 @@ int bench_allreduce(const allreduce_bench_options& o) {
     std::fflush(stdout);
   }
   finishing = true;
+  j.node->ending();
   barrier(sys, j, 1);
   j.node->close();
   for (auto& p : peers)
