@@ -106,12 +106,13 @@ tsan)
 fuzz)
   runs=${1:-10000000}
   configure build-asan "address,undefined"
-  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_config fuzz_model
+  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_lane fuzz_config fuzz_model
   asan_env
   t=tests/fuzz
   build-asan/tests/fuzz_frame "$runs" "${SEED:-1}" $t/corpus/frame
   build-asan/tests/fuzz_hello "$((runs / 10))" "${SEED:-1}" $t/corpus/hello
   build-asan/tests/fuzz_shm "$((runs / 10))" "${SEED:-1}" $t/corpus/shm
+  build-asan/tests/fuzz_lane "$((runs / 10))" "${SEED:-1}"
   build-asan/tests/fuzz_config "$((runs / 100))" "${SEED:-1}" examples $t/corpus/config
   build-asan/tests/fuzz_model "$((runs / 10))" "${SEED:-1}" $t/corpus/model
   ;;

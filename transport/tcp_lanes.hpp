@@ -81,6 +81,15 @@ public:
   /// gradwire::error naming the rank that cannot be reached, or the ranks
   /// that never connected within the timeout.
   void connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<bool>& want);
+  /// A peer's lane address, as address() wrote it.
+  struct peer_address {
+    std::uint64_t nonce = 0;
+    std::uint16_t port = 0;
+    std::vector<std::uint32_t> ipv4; ///< network byte order
+  };
+  /// Checks and reads rank `rank`'s address(); throws gradwire::error naming it.
+  static peer_address parse(const std::vector<std::uint8_t>& blob, int rank);
+
   /// The connected socket to `peer` (-1: none).
   int fd(int peer) const { return fds_[static_cast<std::size_t>(peer)]; }
   /// Shuts every lane down (a failed communicator): each peer's next
@@ -89,12 +98,6 @@ public:
   void shut_down();
 
 private:
-  struct peer_address {
-    std::uint64_t nonce = 0;
-    std::uint16_t port = 0;
-    std::vector<std::uint32_t> ipv4; ///< network byte order
-  };
-  static peer_address parse(const std::vector<std::uint8_t>& blob, int rank);
   int dial(int peer, const peer_address& a, std::string& why) const;
   void accept_from_higher(const std::vector<peer_address>& peers, const std::vector<bool>& want);
 
