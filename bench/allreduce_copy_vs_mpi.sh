@@ -10,7 +10,9 @@
 # ring, Rabenseifner) runs, and the best per size is the peer. Rounds are
 # interleaved (the VM drifts) and the median of ROUNDS is kept. Below 64
 # KiB the ratio is of times (MPI's / gradwire's: above 1, gradwire is
-# faster); from 64 KiB of busbw (gradwire's / MPI's).
+# faster); from 64 KiB of busbw (gradwire's / MPI's). Sizes below 64 KiB
+# run 2,000 timed rounds after 200 (50 rounds of 1 KiB last under a
+# millisecond, shorter than this VM's stalls), the others 50 after 10.
 #
 # Needs: openmpi-bin libopenmpi-dev (apt). Usage:
 #   bench/allreduce_copy_vs_mpi.sh [build-dir] [ROUNDS] [PATHS] [PROCS]
@@ -21,7 +23,9 @@ rounds=${2:-3}
 paths=${3:-shm tcp}
 procs=${4:-2 4}
 source "$(dirname "$0")/mpi_peer.sh"
-MIN=1024 MAX=67108864 FACTOR=4 ITERS=50 WARMUP=10
+# Two ranges, each side: (min max iterations warm-up).
+RANGES=("1024 16384 2000 200" "65536 67108864 50 10")
+FACTOR=4
 mpi=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo --mca pml ob1)
 algos="0:default 3:recursive-doubling 4:ring 6:rabenseifner"
 
@@ -33,12 +37,17 @@ for path in $paths; do
   esac
   for np in $procs; do
     for r in $(seq "$rounds"); do
-      "$gw" bench allreduce --engine comm "${gwtls[@]}" --procs "$np" -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP \
-        | awk '/^ +[0-9]/ {print $1, $3, $5, $6}' >"$tmp/gw_${path}_${np}_$r"
-      for a in $algos; do
-        "${mpi[@]}" --mca btl "$btl" --mca btl_tcp_if_include lo -n "$np" --mca coll_tuned_use_dynamic_rules 1 \
-          --mca coll_tuned_allreduce_algorithm "${a%%:*}" "$tmp/mpi_allreduce" $MIN $MAX $FACTOR $ITERS $WARMUP 2>/dev/null \
-          | awk '/^ +[0-9]/ {print $1, $3, $5, $6}' >"$tmp/mpi_${path}_${np}_${a%%:*}_$r"
+      : >"$tmp/gw_${path}_${np}_$r"
+      for a in $algos; do : >"$tmp/mpi_${path}_${np}_${a%%:*}_$r"; done
+      for range in "${RANGES[@]}"; do
+        read -r min max iters warmup <<<"$range"
+        "$gw" bench allreduce --engine comm "${gwtls[@]}" --procs "$np" -b $min -e $max -f $FACTOR -n $iters -w $warmup \
+          | awk '/^ +[0-9]/ {print $1, $3, $5, $6}' >>"$tmp/gw_${path}_${np}_$r"
+        for a in $algos; do
+          "${mpi[@]}" --mca btl "$btl" --mca btl_tcp_if_include lo -n "$np" --mca coll_tuned_use_dynamic_rules 1 \
+            --mca coll_tuned_allreduce_algorithm "${a%%:*}" "$tmp/mpi_allreduce" $min $max $FACTOR $iters $warmup 2>/dev/null \
+            | awk '/^ +[0-9]/ {print $1, $3, $5, $6}' >>"$tmp/mpi_${path}_${np}_${a%%:*}_$r"
+        done
       done
     done
     echo "## $path, $np processes (median of $rounds rounds; time in us, busbw in GB/s)"
