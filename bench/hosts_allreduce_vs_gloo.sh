@@ -10,37 +10,57 @@
 # two namespaces: one way, then both ways at once (`--bidir`, the slower
 # direction: an allreduce loads both), and from 1 MiB the table gives
 # gradwire's busbw (for 2 ranks, the bytes each way per second) as a
-# share of each.
+# share of each. OpenMPI runs across the same hosts too (mpirun started
+# by scripts/emulated_hosts.sh --mpi, btl tcp on the hosts' eth0), each of
+# its tuned algorithms; the best per size is the peer, as in
+# allreduce_copy_vs_mpi.sh. HOSTS=4 runs every side across 4 hosts
+# (iperf3 still measures one link, between hosts 0 and 1).
 #
-#   sudo bench/hosts_allreduce_vs_gloo.sh [ROUNDS]   (root; python3-torch, iperf3; a build in build/)
+#   sudo [HOSTS=4] bench/hosts_allreduce_vs_gloo.sh [ROUNDS]
+#       (root; python3-torch, iperf3, openmpi-bin libopenmpi-dev; a build in build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
+HOSTS=${HOSTS:-2}
 GW=${BUILD_DIR:-build}/gradwire
 PY=/usr/bin/python3
 [[ $(id -u) -eq 0 ]] || { echo "needs root (ip netns)" >&2; exit 77; }
 [[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "iperf3 missing: scripts/setup.sh --bench" >&2; exit 1; }
+command -v mpicc >/dev/null || { echo "OpenMPI missing: scripts/setup.sh --bench" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
+algos="0 3 4 6" # OpenMPI's tuned allreduce: default, recursive doubling, ring, Rabenseifner
+# More hosts than CPUs: OpenMPI's ranks yield between polls, as gradwire's
+# do when ranks share CPUs (each host's mpirun slot count cannot tell it).
+yield=0
+((HOSTS > $(nproc))) && yield=1
 for r in $(seq "$ROUNDS"); do
   mkdir -p "$tmp/g$r" "$tmp/t$r"
-  GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh 2 -- "$GW" bench allreduce -b 1K -e 16M -f 4 -n 50 -w 10 \
+  GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh "$HOSTS" -- "$GW" bench allreduce -b 1K -e 16M -f 4 -n 50 -w 10 \
     --engine comm || { cat "$tmp/g$r"/*; exit 1; }
   awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $6}' "$tmp/g$r/rank-0.txt" >"$tmp/g$r.txt"
-  GW_HOSTS_LOG=$tmp/t$r scripts/emulated_hosts.sh 2 -- $PY bench/torch_allreduce.py -b 1024 -e 16777216 -f 4 -n 50 -w 10 ||
+  GW_HOSTS_LOG=$tmp/t$r scripts/emulated_hosts.sh "$HOSTS" -- $PY bench/torch_allreduce.py -b 1024 -e 16777216 -f 4 -n 50 -w 10 ||
     { cat "$tmp/t$r"/*; exit 1; }
   awk '{print $1, $2, $4}' "$tmp/t$r/rank-0.txt" >"$tmp/t$r.txt"
-  grep -qv " ok$" "$tmp/g$r.txt" "$tmp/t$r.txt" && { echo "a sum is wrong" >&2; exit 1; }
+  for a in $algos; do
+    YIELD=$yield ALGO=$a NP=$HOSTS BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
+      PMIX_MCA_gds=hash mpirun --allow-run-as-root --hostfile "$GW_MPI_HOSTFILE" --mca plm_rsh_agent "$GW_MPI_AGENT" \
+        --mca oob_tcp_if_include 198.18.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 198.18.0.0/24 --mca pml ob1 \
+        --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$ALGO" -n "$NP" --map-by node \
+        --mca mpi_yield_when_idle "$YIELD" --bind-to none "$BIN" 1024 16777216 4 50 10 2>/dev/null' | awk '/^ +[0-9]/ {print $1, $3, $6}' >"$tmp/m${a}_$r.txt"
+  done
+  grep -qv " ok$" "$tmp/g$r.txt" "$tmp/t$r.txt" "$tmp"/m*_$r.txt && { echo "a sum is wrong" >&2; exit 1; }
   # The link: host 0 serves twice, host 1 measures one way, then both
   # ways at once (each client retries until its server listens).
   mkdir -p "$tmp/i$r"
   IPERF_OUT=$tmp/i$r/json GW_HOSTS_LOG=$tmp/i$r scripts/emulated_hosts.sh 2 -- sh -c '
-    if [ "$GRADWIRE_RANK" = 0 ]; then iperf3 -s -1 >/dev/null; exec iperf3 -s -1 >/dev/null; fi
+    if [ "$GRADWIRE_RANK" = 0 ]; then timeout 60 iperf3 -s -1 >/dev/null; exec timeout 60 iperf3 -s -1 >/dev/null; fi
     for how in one bidir; do
       flag=; [ $how = bidir ] && flag=--bidir
-      for i in $(seq 100); do
+      for i in $(seq 400); do
         iperf3 -c 198.18.0.1 $flag -t 3 -J >"$IPERF_OUT.$how" 2>/dev/null && continue 2
         sleep 0.05
       done
@@ -54,9 +74,10 @@ print(one['sum_received']['bits_per_second'] / 8e9,
       min(both['sum_received']['bits_per_second'], both['sum_received_bidir_reverse']['bits_per_second']) / 8e9)" >"$tmp/i$r.txt"
   echo "round $r/$ROUNDS done" >&2
 done
-$PY - "$tmp" "$ROUNDS" <<'PY'
+$PY - "$tmp" "$ROUNDS" "$algos" "$HOSTS" <<'PY'
 import statistics, sys
-tmp, rounds = sys.argv[1], int(sys.argv[2])
+tmp, rounds, algos, hosts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4])
+names = {"0": "default", "3": "recursive doubling", "4": "ring", "6": "Rabenseifner"}
 def table(side):
     t = {}
     for r in range(1, rounds + 1):
@@ -65,15 +86,20 @@ def table(side):
             t.setdefault(int(size), []).append(float(us))
     return {s: statistics.median(v) for s, v in t.items()}
 g, t = table("g"), table("t")
+m = {a: table(f"m{a}_") for a in algos}
 links = [[float(x) for x in open(f"{tmp}/i{r}.txt").read().split()] for r in range(1, rounds + 1)]
 one = statistics.median(l[0] for l in links)
 both = statistics.median(l[1] for l in links)
-print(f"iperf3 between the two hosts (medians of {rounds}): {one:.2f} GB/s one way, {both:.2f} GB/s each way with --bidir")
-print("| size | gradwire | gloo | gloo time / gradwire's | gradwire / iperf3 one way | / iperf3 --bidir |")
-print("|---|---|---|---|---|---|")
+print(f"{hosts} hosts, one rank each; iperf3 between hosts 0 and 1 (medians of {rounds}): {one:.2f} GB/s one way, "
+      f"{both:.2f} GB/s each way with --bidir. Ratios: the peer's time / gradwire's (above 1: gradwire ahead).")
+print("| size | gradwire | best OpenMPI (algorithm) | ratio | gloo | ratio | gradwire / iperf3 one way | / iperf3 --bidir |")
+print("|---|---|---|---|---|---|---|---|")
 for s in sorted(g):
-    fmt = lambda us: f"{us:.1f} us" if s < 65536 else f"{s / us / 1e3:.2f} GB/s"
-    bw = s / g[s] / 1e3
+    bus = 2 * (hosts - 1) / hosts
+    fmt = lambda us: f"{us:.1f} us" if s < 65536 else f"{bus * s / us / 1e3:.2f} GB/s"
+    a = min(algos, key=lambda a: m[a][s])
+    bw = bus * s / g[s] / 1e3
     shares = f"{bw / one:.0%} | {bw / both:.0%}" if s >= 1 << 20 else " | "
-    print(f"| {s // 1024} KiB | {fmt(g[s])} | {fmt(t[s])} | {t[s] / g[s]:.2f}x | {shares} |")
+    print(f"| {s // 1024} KiB | {fmt(g[s])} | {fmt(m[a][s])} ({names[a]}) | {m[a][s] / g[s]:.2f}x | {fmt(t[s])} | "
+          f"{t[s] / g[s]:.2f}x | {shares} |")
 PY

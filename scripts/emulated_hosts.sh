@@ -15,17 +15,28 @@
 #   GW_RANKS_PER_HOST=K (default 1): K ranks on each host, ranks
 #   i*K .. i*K+K-1 on host i, sharing its network, hostname, IPC and
 #   /dev/shm (one host identity), as a node of K GPUs or sockets would.
+#
+#   scripts/emulated_hosts.sh N --mpi -- COMMAND...
+#       makes the hosts, then runs COMMAND once, here, for mpirun to
+#       start its ranks on them: GW_MPI_HOSTFILE names the hosts'
+#       addresses, GW_MPI_AGENT is the launch agent (mpirun --mca
+#       plm_rsh_agent) that runs a command in the namespace of a host's
+#       address; this side reaches the hosts at 198.18.0.254. Give mpirun
+#       --bind-to none (each host would bind its rank to the same core).
 set -uo pipefail
 [[ $(id -u) -eq 0 ]] || { echo "emulated_hosts.sh: needs root (ip netns)" >&2; exit 77; }
 command -v ip >/dev/null && command -v unshare >/dev/null || { echo "emulated_hosts.sh: needs ip and unshare" >&2; exit 77; }
 n=${1:-}
-[[ "$n" =~ ^[1-9]$ && "${2:-}" == "--" ]] || { sed -n '2,17p' "$0" >&2; exit 2; }
+mpi=
+[[ "${2:-}" == "--mpi" ]] && { mpi=1; set -- "$1" "${@:3}"; }
+[[ "$n" =~ ^[1-9]$ && "${2:-}" == "--" ]] || { sed -n '2,24p' "$0" >&2; exit 2; }
 shift 2
 tag=gw$$
 bridge=${tag}br
 cleanup() {
   for ((i = 0; i < n; i++)); do ip netns del "${tag}h$i" 2>/dev/null; done
   ip link del "$bridge" 2>/dev/null
+  [[ -n "${mpidir:-}" ]] && rm -rf "$mpidir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -39,6 +50,20 @@ for ((i = 0; i < n; i++)); do
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
 done
+if [[ -n $mpi ]]; then
+  ip addr add 198.18.0.254/24 dev "$bridge" || exit 77
+  mpidir=$(mktemp -d)
+  for ((i = 0; i < n; i++)); do echo "198.18.0.$((i + 1)) slots=${GW_RANKS_PER_HOST:-1}"; done >"$mpidir/hostfile"
+  {
+    echo '#!/bin/sh'
+    echo '# mpirun'"'"'s launch agent: "agent HOST COMMAND..." runs COMMAND in HOST'"'"'s namespace.'
+    echo 'host=$1; shift'
+    echo "exec ip netns exec \"${tag}h\$(( \${host##*.} - 1 ))\" sh -c \"\$*\""
+  } >"$mpidir/agent"
+  chmod +x "$mpidir/agent"
+  GW_MPI_HOSTFILE=$mpidir/hostfile GW_MPI_AGENT=$mpidir/agent "$@"
+  exit $?
+fi
 port=$((29000 + $$ % 1000))
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 k=${GW_RANKS_PER_HOST:-1}
