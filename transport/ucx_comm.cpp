@@ -2,6 +2,7 @@
 
 #include "kernels/error.hpp"
 #include "transport/comm_address.hpp"
+#include "transport/comm_algorithms.hpp"
 #include "transport/tcp_lanes.hpp"
 #include "transport/ucx_setup.hpp"
 
@@ -223,7 +224,7 @@ struct ucx_comm::impl {
         if (o.recv) {
           check_length(o, step);
           if (o.msg.accumulate)
-            add(o.msg.accumulate, reinterpret_cast<const float*>(o.msg.body), o.bytes / sizeof(float));
+            comm_algorithms::add(o.msg.accumulate, reinterpret_cast<const float*>(o.msg.body), o.bytes / sizeof(float));
         }
       }
       if (all)
@@ -295,70 +296,6 @@ struct ucx_comm::impl {
     wait(&o, 1, step);
   }
 
-  static void add(float* dst, const float* src, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i)
-      dst[i] += src[i];
-  }
-
-  /// Recursive doubling; the ranks beyond the largest power of two fold
-  /// into a partner first (MPICH's scheme). Partners add each other's
-  /// sums, and a + b == b + a: every rank ends with the same bits.
-  void recursive_doubling(float* data, std::size_t n) {
-    int pof2 = 1;
-    while (pof2 * 2 <= size)
-      pof2 *= 2;
-    const int rem = size - pof2;
-    int step = 0;
-    int newrank;
-    if (rank < 2 * rem) {
-      if (rank % 2 == 0) { // folded into rank + 1, which hands back the result at the end
-        send_only(rank + 1, data, n, step);
-        newrank = -1;
-      } else {
-        recv_only(rank - 1, tmp.data(), n, step, data);
-        newrank = rank / 2;
-      }
-    } else {
-      newrank = rank - rem;
-    }
-    ++step;
-    if (newrank >= 0) {
-      for (int mask = 1; mask < pof2; mask <<= 1, ++step) {
-        const int newdst = newrank ^ mask;
-        const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
-        sendrecv(dst, data, n, dst, tmp.data(), n, step);
-        add(data, tmp.data(), n);
-      }
-    } else {
-      step += __builtin_ctz(static_cast<unsigned>(pof2));
-    }
-    if (rank < 2 * rem) {
-      if (rank % 2 == 1)
-        send_only(rank - 1, data, n, step);
-      else
-        recv_only(rank + 1, data, n, step);
-    }
-  }
-
-  /// Ring reduce-scatter then all-gather; segment s's sum is made once, by
-  /// its owner, and copied: every rank ends with the same bits.
-  void ring(float* data, std::size_t n) {
-    const auto p = static_cast<std::size_t>(size);
-    auto begin = [&](std::size_t s) { return n * s / p; };
-    auto len = [&](std::size_t s) { return begin(s + 1) - begin(s); };
-    const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-    const auto r = static_cast<std::size_t>(rank);
-    int step = 0;
-    for (std::size_t k = 0; k + 1 < p; ++k, ++step) {
-      const std::size_t out = (r + p - k) % p, in = (r + 2 * p - k - 1) % p;
-      // Segments out and in are disjoint: what arrives is added as it lands.
-      sendrecv(right, data + begin(out), len(out), left, tmp.data(), len(in), step, data + begin(in));
-    }
-    for (std::size_t k = 0; k + 1 < p; ++k, ++step) {
-      const std::size_t out = (r + 1 + p - k) % p, in = (r + p - k) % p;
-      sendrecv(right, data + begin(out), len(out), left, data + begin(in), len(in), step);
-    }
-  }
 };
 
 ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<impl>()) {
@@ -489,9 +426,9 @@ void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
     p_->tmp.resize(n);
   ++p_->seq;
   if (algo == allreduce_algo::ring && n >= static_cast<std::size_t>(p_->size))
-    p_->ring(data, n);
+    comm_algorithms::ring(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
   else
-    p_->recursive_doubling(data, n);
+    comm_algorithms::recursive_doubling(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
 }
 
 void ucx_comm::barrier() {
