@@ -39,12 +39,16 @@ kill $r0 2>/dev/null; wait $r0 2>/dev/null
 has "$work/tok1.txt" "wrong job token"
 has "$work/tok0.txt" "refused a process"
 
-# Killed peer: rank 0 reports rank 1 by number within the liveness bound (5 s).
+# Killed peer: rank 0 reports rank 1 by number within the liveness bound
+# (5 s), over shared memory (UCX) and over TCP (the communicator's lanes).
+for tls in default tcp; do
+tlsarg=()
+[ $tls = tcp ] && tlsarg=(--tls tcp)
 p=$(port)
 export GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=k
-GRADWIRE_RANK=0 timeout 60 "$GW" bench allreduce -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill0.txt" 2>&1 &
+GRADWIRE_RANK=0 timeout 60 "$GW" bench allreduce "${tlsarg[@]}" -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill0.txt" 2>&1 &
 r0=$!
-GRADWIRE_RANK=1 "$GW" bench allreduce -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill1.txt" 2>&1 &
+GRADWIRE_RANK=1 "$GW" bench allreduce "${tlsarg[@]}" -b 1M -e 1M -n 1000000 -w 0 --spin-us 50 >"$work/kill1.txt" 2>&1 &
 r1=$!  # the process itself (not a timeout wrapper): it is the one to kill
 # Killed once both ranks are in the job: rank 0 prints its header after the
 # barrier every rank passes (a state, not a time).
@@ -56,10 +60,11 @@ r1=
 start=$(date +%s)
 wait $r0; rc=$?
 took=$(( $(date +%s) - start ))
-[ $rc = 3 ] || bad "killed peer: rank 0 exited $rc, expected 3"
-[ $took -le 30 ] || bad "killed peer: rank 0 took $took s to notice (liveness bound 5 s)"
+[ $rc = 3 ] || bad "killed peer ($tls): rank 0 exited $rc, expected 3"
+[ $took -le 30 ] || bad "killed peer ($tls): rank 0 took $took s to notice (liveness bound 5 s)"
 has "$work/kill0.txt" "rank 1 failed"
 unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
+done
 
 # A bad rendezvous address fails every rank with a message; the launcher
 # passes the status on.
