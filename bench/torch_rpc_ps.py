@@ -63,9 +63,9 @@ def rate():
     return SERVER.rate()
 
 
-def run(rank, world, steps, port):
+def run(rank, world, steps, port, addr="127.0.0.1"):
     global SERVER
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = addr
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     opts = rpc.TensorPipeRpcBackendOptions(num_worker_threads=4, _transports=["uv"])
@@ -94,7 +94,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--env", action="store_true",
+                    help="one process of a job: rank, size and the server's host:port from GRADWIRE_RANK, "
+                         "GRADWIRE_SIZE and GRADWIRE_RENDEZVOUS (scripts/emulated_hosts.sh); rank 0 serves; "
+                         "gloo and TensorPipe on GLOO_SOCKET_IFNAME / TP_SOCKET_IFNAME (eth0)")
     a = ap.parse_args()
+    if a.env:
+        host, port = os.environ["GRADWIRE_RENDEZVOUS"].rsplit(":", 1)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")  # rpc's own gloo group
+        os.environ.setdefault("TP_SOCKET_IFNAME", "eth0")    # TensorPipe's uv transport
+        run(int(os.environ["GRADWIRE_RANK"]), int(os.environ["GRADWIRE_SIZE"]), a.steps, int(port), host)
+        return
     mp.spawn(run, args=(a.workers + 1, a.steps, 29700 + os.getpid() % 1000), nprocs=a.workers + 1)
 
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Asynchronous parameter server across emulated hosts
+# (scripts/emulated_hosts.sh: each its own network, hostname, IPC and
+# /dev/shm, joined by veth pairs and a bridge), gradwire vs a
+# torch.distributed.rpc parameter server, side by side, in the shape of
+# bench/ps_procs_vs_rpc.sh: MLP 784-256-128-10, batch 64, 1 shard, 2
+# workers, one thread per process. gradwire: 2 hosts, the shard on rank 0
+# beside worker 0, pulls and pushes over the network (UCX over TCP);
+# PyTorch: 3 hosts, a server and 2 workers (bench/torch_rpc_ps.py --env,
+# TensorPipe over TCP on eth0). Prints the server's updates/s (applied
+# gradients per second), medians over ROUNDS interleaved rounds.
+#
+#   sudo bench/hosts_ps_vs_rpc.sh [ROUNDS]   (root; python3-torch; a build in build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+GW=$(realpath "${BUILD_DIR:-build}/gradwire")
+PY=/usr/bin/python3
+[[ $(id -u) -eq 0 ]] || { echo "needs root (ip netns)" >&2; exit 77; }
+[[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+G= T=
+for r in $(seq "$ROUNDS"); do
+  mkdir -p "$tmp/g$r" "$tmp/t$r"
+  GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh 2 -- "$GW" run examples/ps-async.toml -q --set topology.workers=2 \
+    --set topology.shards=1 --set train.max_steps=1000 --out "$tmp/g$r/out" || { cat "$tmp/g$r"/*.txt; exit 1; }
+  G+="$($PY -c "import json; s=json.load(open('$tmp/g$r/out/summary.json')); assert s['processes'] == 2; print(sum(w['steps'] for w in s['per_worker']) / s['train_seconds'])") "
+  (cd bench && GW_HOSTS_LOG=$tmp/t$r ../scripts/emulated_hosts.sh 3 -- $PY torch_rpc_ps.py --env --steps 300) ||
+    { cat "$tmp/t$r"/*; exit 1; }
+  T+="$(sed -n 's/.*updates_per_sec=\([0-9.]*\).*/\1/p' "$tmp/t$r/rank-1.txt") "
+  echo "round $r/$ROUNDS done" >&2
+done
+g=$(echo $G | tr ' ' '\n' | median); t=$(echo $T | tr ' ' '\n' | median)
+echo "rounds: gradwire $G/ torch rpc $T"
+printf "updates/s across emulated hosts: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx\n" "$g" "$t" "$(echo "$g / $t" | bc -l)"
