@@ -22,15 +22,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 HOSTS=${HOSTS:-2}
-GW=${BUILD_DIR:-build}/gradwire
-PY=/usr/bin/python3
-[[ $(id -u) -eq 0 ]] || { echo "needs root (ip netns)" >&2; exit 77; }
-[[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
-$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
+source bench/hosts_peer.sh
 command -v iperf3 >/dev/null || { echo "iperf3 missing: scripts/setup.sh --bench" >&2; exit 1; }
 command -v mpicc >/dev/null || { echo "OpenMPI missing: scripts/setup.sh --bench" >&2; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
 algos="0 3 4 6" # OpenMPI's tuned allreduce: default, recursive doubling, ring, Rabenseifner
 # More hosts than CPUs: OpenMPI's ranks yield between polls, as gradwire's

@@ -14,14 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
-GW=$(realpath "${BUILD_DIR:-build}/gradwire")
-PY=/usr/bin/python3
-[[ $(id -u) -eq 0 ]] || { echo "needs root (ip netns)" >&2; exit 77; }
-[[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
-$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source bench/hosts_peer.sh
 G= T=
 for r in $(seq "$ROUNDS"); do
   mkdir -p "$tmp/g$r" "$tmp/t$r"

@@ -13,15 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
-GW=${BUILD_DIR:-build}/gradwire
-PY=/usr/bin/python3
+source bench/hosts_peer.sh
 STEPS=600
-[[ $(id -u) -eq 0 ]] || { echo "needs root (ip netns)" >&2; exit 77; }
-[[ -x $GW ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
-$PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh --bench" >&2; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 gw_args=(run examples/ring.toml -q --no-report --set train.max_steps=$STEPS --set train.eval_every=1000)
 declare -A G T
 for r in $(seq "$ROUNDS"); do

@@ -60,23 +60,23 @@ void put_blob(std::vector<std::uint8_t>& out, const std::vector<std::uint8_t>& b
     std::memcpy(out.data() + at + 4, b.data(), n);
 }
 
-std::vector<std::string> items(const std::string& tls) {
-  std::vector<std::string> out;
-  for (std::size_t at = 0; at <= tls.size();) {
-    const auto comma = std::min(tls.find(',', at), tls.size());
-    if (comma > at)
-      out.push_back(tls.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 bool has_rdma_device() {
   std::error_code ec;
   std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
   return !ec && it != std::filesystem::directory_iterator();
 }
 } // namespace
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at <= text.size();) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    if (comma > at)
+      out.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
 
 std::vector<std::uint8_t> pack(const comm_address& a) {
   std::vector<std::uint8_t> out(8);
@@ -124,7 +124,7 @@ std::string without_cma(const std::string& tls) {
   if (tls[0] == '^')
     return tls + ",cma";
   std::string out;
-  for (const auto& item : items(tls))
+  for (const auto& item : split_list(tls))
     if (item != "cma")
       out += (out.empty() ? "" : ",") + item;
   return out.empty() ? "^cma" : out;
@@ -136,7 +136,7 @@ bool by_lane(comm_net net, const std::string& tls, bool same_host) {
   static const std::vector<std::string> shm = {"self", "posix", "sysv", "shm", "mm", "cma", "knem", "xpmem", "sm"};
   const bool explicit_list = !tls.empty() && tls[0] != '^';
   bool tcp = false, other = false, shared = false;
-  for (const auto& it : explicit_list ? items(tls) : std::vector<std::string>{}) {
+  for (const auto& it : explicit_list ? split_list(tls) : std::vector<std::string>{}) {
     if (it == "tcp")
       tcp = true;
     else if (std::find(shm.begin(), shm.end(), it) != shm.end())

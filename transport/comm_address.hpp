@@ -2,7 +2,7 @@
 /// @file comm_address.hpp
 /// The collective communicator's address (what rides in a rank's
 /// rendezvous entry) and the rules that pick each pair's path. Internal
-/// to ucx_comm.cpp; split out to keep each file to one concern.
+/// to the communicator (ucx_comm.cpp, tcp_lanes.cpp).
 
 #include "transport/ucx_comm.hpp"
 
@@ -21,6 +21,9 @@ std::vector<std::uint8_t> pack(const comm_address& a);
 /// Throws gradwire::error naming `rank` when `in` is truncated, foreign
 /// or has trailing bytes.
 comm_address unpack(const std::vector<std::uint8_t>& in, int rank);
+
+/// The items of a comma-separated list ("posix,tcp", "eth0,ib0"), empty ones dropped.
+std::vector<std::string> split_list(const std::string& text);
 
 /// `tls` less UCX's CMA (see ucx_comm.hpp).
 std::string without_cma(const std::string& tls);

@@ -1,6 +1,7 @@
 #include "transport/tcp_lanes.hpp"
 
 #include "kernels/error.hpp"
+#include "transport/comm_address.hpp"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -97,16 +98,8 @@ void tune(int fd) {
 /// network byte order; GRADWIRE_SOCKET_IFNAME (comma-separated names)
 /// keeps only those interfaces.
 std::vector<std::uint32_t> local_addresses() {
-  std::vector<std::string> only;
-  if (const char* env = std::getenv("GRADWIRE_SOCKET_IFNAME")) {
-    std::string s = env;
-    for (std::size_t at = 0; at <= s.size();) {
-      const auto comma = std::min(s.find(',', at), s.size());
-      if (comma > at)
-        only.push_back(s.substr(at, comma - at));
-      at = comma + 1;
-    }
-  }
+  const char* env = std::getenv("GRADWIRE_SOCKET_IFNAME");
+  const auto only = comm_detail::split_list(env ? env : "");
   std::vector<std::uint32_t> out, loop;
   ifaddrs* all = nullptr;
   if (::getifaddrs(&all) != 0)

@@ -56,6 +56,7 @@ struct ucx_comm::impl {
   std::vector<ucp_worker_h> worker_of; ///< by peer
   std::unique_ptr<tcp_lanes> lanes;    ///< the communicator's own TCP path
   std::vector<bool> on_lane;           ///< by peer: through a lane, not UCX
+  bool any_lane = false;              ///< some peer is (set by connect)
   std::vector<float> tmp; ///< a partner's contribution
   std::uint32_t seq = 0;
   bool broken = false;
@@ -140,7 +141,7 @@ struct ucx_comm::impl {
   std::size_t ring_from() const {
     if (opts.ring_from_bytes > 0)
       return opts.ring_from_bytes;
-    if (std::find(on_lane.begin(), on_lane.end(), true) == on_lane.end())
+    if (!any_lane)
       return std::size_t{64} << 10;
     return size == 2 ? std::size_t{512} << 10 : std::size_t{256} << 10;
   }
@@ -379,6 +380,7 @@ void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, 
       check(!a.lanes.empty(), "collective communicator: rank " + std::to_string(r) +
                                   " opened no TCP lanes (is --net the same on every rank?)");
       p_->on_lane[i] = true;
+      p_->any_lane = true;
       lane_addresses[i] = std::move(a.lanes);
       continue;
     }

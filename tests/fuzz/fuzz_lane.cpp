@@ -26,8 +26,9 @@ std::int64_t accepted = 0, refused = 0;
 constexpr std::size_t floats = 64;
 
 std::vector<std::uint8_t> with(std::uint8_t surface, const std::vector<std::uint8_t>& body) {
-  std::vector<std::uint8_t> out{surface};
-  out.insert(out.end(), body.begin(), body.end());
+  std::vector<std::uint8_t> out(body.size() + 1);
+  out[0] = surface;
+  std::copy(body.begin(), body.end(), out.begin() + 1);
   return out;
 }
 
