@@ -9,7 +9,9 @@
 
 #include "kernels/error.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace gradwire::transport {
@@ -111,6 +113,11 @@ void ucx_link::impl::on_send_done(void* request, ucs_status_t st, void* user) {
 ucx_link::ucx_link(int rank, int size, ucx_options opts) {
   check(size >= 1 && rank >= 0 && rank < size, "rank " + std::to_string(rank) + " out of range for " +
                                                    std::to_string(size) + " processes");
+  const char* env_tls = std::getenv("UCX_TLS");
+  if (ucx_setup::tls_tcp_only(!opts.tls.empty() ? opts.tls : env_tls != nullptr ? env_tls : ""))
+    for (auto& kv : ucx_setup::tcp_only_config())
+      if (std::none_of(opts.ucx_config.begin(), opts.ucx_config.end(), [&](const auto& c) { return c.first == kv.first; }))
+        opts.ucx_config.push_back(std::move(kv));
   p_ = std::make_unique<impl>(rank, size, std::move(opts));
   p_->fifo = ucx_setup::open(p_->opts, p_->context, p_->worker);
   ucx_setup::check_status(ucp_worker_get_efd(p_->worker, &p_->efd), "getting the worker's event descriptor");

@@ -133,6 +133,27 @@ bool tls_includes(const std::string& tls, const std::string& tl) {
   return negate ? !listed : listed;
 }
 
+bool tls_tcp_only(const std::string& tls) {
+  if (tls.empty() || tls[0] == '^')
+    return false;
+  bool tcp = false;
+  std::size_t at = 0;
+  while (at <= tls.size()) {
+    const auto comma = std::min(tls.find(',', at), tls.size());
+    const auto item = tls.substr(at, comma - at);
+    if (item == "tcp")
+      tcp = true;
+    else if (item != "self" && item != "sockcm" && item != "tcp_sockcm")
+      return false;
+    at = comma + 1;
+  }
+  return tcp;
+}
+
+std::vector<std::pair<std::string, std::string>> tcp_only_config() {
+  return {{"RNDV_THRESH", "512k"}, {"TCP_TX_SEG_SIZE", "256k"}, {"TCP_RX_SEG_SIZE", "1m"}};
+}
+
 std::vector<std::uint8_t> pack(const address& a) {
   std::vector<std::uint8_t> out(8);
   std::memcpy(out.data(), &address_magic, 8);

@@ -10,6 +10,7 @@
 #include "transport/rendezvous.hpp"
 #include "transport/shm_lending.hpp"
 #include "transport/ucx_link.hpp"
+#include "transport/ucx_setup.hpp"
 #include "ucx_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -84,19 +85,24 @@ TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
     std::vector<std::uint64_t> words(bytes / 8);
     std::memcpy(words.data(), hdr, bytes);
     got.emplace_back(std::move(words), std::move(data));
-    if (got.size() == 3)
+    if (got.size() == 5)
       all.set_value();
   };
   l0->start(h);
   l1->start({});
-  const std::size_t sizes[] = {16, std::size_t{1} << 20, 0}; // eager, rendezvous (4 MiB), header only
-  for (std::size_t k = 0; k < 3; ++k)
+  // Eager; rendezvous on shared memory (4 MiB); header only; 64 KiB; one
+  // float more than a 256 KiB segment (TCP alone sends all of these eagerly,
+  // tcp_only_config, the last two in several segments).
+  const std::size_t sizes[] = {16, std::size_t{1} << 20, 0, 16384, 65537};
+  for (std::size_t k = 0; k < 5; ++k)
     l1->send(0, {k, 0xabcdef, k * 7}, sizes[k] ? pattern(sizes[k], static_cast<float>(k)) : actors::slice{});
   auto fut = all.get_future();
   REQUIRE(fut.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
-  for (const auto& [hdr, data] : got) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto& [hdr, data] = got[i];
     REQUIRE(hdr.size() == 3);
     const auto k = hdr[0];
+    CHECK(k == i); // one peer's frames arrive in the order it sent them
     CHECK(hdr[1] == 0xabcdef);
     CHECK(hdr[2] == k * 7);
     if (sizes[k] == 0) {
@@ -115,6 +121,21 @@ TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
     CHECK(m == 0600u);
   l1->close(2000);
   l0->close(2000);
+}
+
+TEST_CASE("UCX link: TCP alone is recognised in a transport list") {
+  using transport::ucx_setup::tls_tcp_only;
+  CHECK(tls_tcp_only("tcp"));
+  CHECK(tls_tcp_only("tcp,self"));
+  CHECK(tls_tcp_only("self,tcp,sockcm"));
+  CHECK_FALSE(tls_tcp_only(""));
+  CHECK_FALSE(tls_tcp_only("all"));
+  CHECK_FALSE(tls_tcp_only("^posix"));
+  CHECK_FALSE(tls_tcp_only("self"));
+  CHECK_FALSE(tls_tcp_only("tcp,posix"));
+  CHECK_FALSE(tls_tcp_only("sm,tcp"));
+  CHECK_FALSE(tls_tcp_only("rc,tcp"));
+  CHECK_FALSE(tls_tcp_only("tcpx"));
 }
 
 TEST_CASE("UCX link: ring chunks by shared-memory reference arrive exact, are released, and bad references are refused") {
