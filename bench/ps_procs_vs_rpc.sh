@@ -27,10 +27,13 @@ gw_updates() { # extra --set args... -> updates/s
     --set train.max_steps=1000 --out "$tmp/gw" --force "$@" >/dev/null
   $PY -c "import json; s=json.load(open('$tmp/gw/summary.json')); print(sum(w['steps'] for w in s['per_worker']) / s['train_seconds'])"
 }
+torch_side() { T+="$(cd bench && $PY torch_rpc_ps.py --workers 2 --steps 300 2>/dev/null | sed -n 's/.*updates_per_sec=\([0-9.]*\).*/\1/p') "; }
+# The side that goes first alternates (the VM runs slower for a while after a busy run).
 for r in $(seq "$ROUNDS"); do
+  ((r % 2)) || torch_side
   G+="$(gw_updates) "
   C+="$(gw_updates --set 'transport.tls="tcp"' --set transport.shm_refs=false) "
-  T+="$(cd bench && $PY torch_rpc_ps.py --workers 2 --steps 300 2>/dev/null | sed -n 's/.*updates_per_sec=\([0-9.]*\).*/\1/p') "
+  ((r % 2)) && torch_side
   echo "round $r/$ROUNDS done" >&2
 done
 g=$(echo $G | tr ' ' '\n' | median); c=$(echo $C | tr ' ' '\n' | median); t=$(echo $T | tr ' ' '\n' | median)
