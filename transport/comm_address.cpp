@@ -15,7 +15,9 @@ allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& 
     return allreduce_algo::recursive_doubling;
   if (text == "ring")
     return allreduce_algo::ring;
-  throw error(what + " '" + text + "': expected auto, rd (recursive doubling) or ring");
+  if (text == "rabenseifner")
+    return allreduce_algo::halving_doubling;
+  throw error(what + " '" + text + "': expected auto, rd (recursive doubling), ring or rabenseifner");
 }
 
 const char* to_string(allreduce_algo a) {
@@ -23,6 +25,7 @@ const char* to_string(allreduce_algo a) {
   case allreduce_algo::automatic: return "auto";
   case allreduce_algo::recursive_doubling: return "recursive doubling";
   case allreduce_algo::ring: return "ring";
+  case allreduce_algo::halving_doubling: return "Rabenseifner";
   }
   return "?";
 }

@@ -10,6 +10,7 @@
 /// (recv is then scratch). ucx_comm is that layer over UCX and its TCP
 /// lanes; the algorithms know nothing of either. `tmp` holds n floats.
 
+#include <algorithm>
 #include <cstddef>
 
 namespace gradwire::transport::comm_algorithms {
@@ -50,6 +51,69 @@ template <typename X> void recursive_doubling(X& x, int rank, int size, float* d
     }
   } else {
     step += __builtin_ctz(static_cast<unsigned>(pof2));
+  }
+  if (rank < 2 * rem) {
+    if (rank % 2 == 1)
+      x.send_only(rank - 1, data, n, step);
+    else
+      x.recv_only(rank + 1, data, n, step);
+  }
+}
+
+/// Rabenseifner's: a reduce-scatter by recursive halving, then an
+/// all-gather by recursive doubling, among the largest power of two of
+/// ranks (the others fold into a partner first and get the result back
+/// last, as in recursive_doubling). The ring's bytes in 2 log2(p) steps
+/// instead of 2 (p - 1): MPICH's choice for long messages. Segment s's
+/// sum is made once, by the rank that ends owning it, and copied: every
+/// rank ends with the same bits. Needs n >= the power of two.
+template <typename X> void halving_doubling(X& x, int rank, int size, float* data, std::size_t n, float* tmp) {
+  int pof2 = 1;
+  while (pof2 * 2 <= size)
+    pof2 *= 2;
+  const int rem = size - pof2;
+  const int rounds = __builtin_ctz(static_cast<unsigned>(pof2));
+  int step = 0, newrank;
+  if (rank < 2 * rem) {
+    if (rank % 2 == 0) {
+      x.send_only(rank + 1, data, n, step);
+      newrank = -1;
+    } else {
+      x.recv_only(rank - 1, tmp, n, step, data);
+      newrank = rank / 2;
+    }
+  } else {
+    newrank = rank - rem;
+  }
+  ++step;
+  const auto p = static_cast<std::size_t>(pof2);
+  auto at = [&](int s) { return n * static_cast<std::size_t>(s) / p; }; // segment s starts here
+  if (newrank >= 0) {
+    auto real = [&](int nr) { return nr < rem ? nr * 2 + 1 : nr + rem; };
+    // [lo, hi): the segments this rank is still reducing; each round keeps half.
+    int lo = 0, hi = pof2;
+    for (int mask = pof2 / 2; mask >= 1; mask /= 2, ++step) {
+      const int dst = real(newrank ^ mask);
+      const int mid = lo + (hi - lo) / 2;
+      const bool keep_low = (newrank & mask) == 0;
+      const int send_lo = keep_low ? mid : lo, send_hi = keep_low ? hi : mid;
+      const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
+      x.sendrecv(dst, data + at(send_lo), at(send_hi) - at(send_lo), dst, tmp, at(keep_hi) - at(keep_lo), step,
+                 data + at(keep_lo));
+      lo = keep_lo;
+      hi = keep_hi;
+    }
+    for (int mask = 1; mask < pof2; mask *= 2, ++step) { // the same pairs backwards: each doubles what it holds
+      const int dst = real(newrank ^ mask);
+      const int width = hi - lo;
+      const bool low = (newrank & mask) == 0;
+      const int got_lo = low ? hi : lo - width, got_hi = low ? hi + width : lo;
+      x.sendrecv(dst, data + at(lo), at(hi) - at(lo), dst, data + at(got_lo), at(got_hi) - at(got_lo), step);
+      lo = std::min(lo, got_lo);
+      hi = std::max(hi, got_hi);
+    }
+  } else {
+    step += 2 * rounds;
   }
   if (rank < 2 * rem) {
     if (rank % 2 == 1)

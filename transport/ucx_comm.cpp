@@ -429,6 +429,8 @@ void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
   ++p_->seq;
   if (algo == allreduce_algo::ring && n >= static_cast<std::size_t>(p_->size))
     comm_algorithms::ring(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
+  else if (algo == allreduce_algo::halving_doubling && n >= static_cast<std::size_t>(p_->size))
+    comm_algorithms::halving_doubling(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
   else
     comm_algorithms::recursive_doubling(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
 }

@@ -40,7 +40,7 @@
 
 namespace gradwire::transport {
 
-enum class allreduce_algo { automatic, recursive_doubling, ring };
+enum class allreduce_algo { automatic, recursive_doubling, ring, halving_doubling };
 
 /// How pairs that would talk TCP are carried. automatic: the
 /// communicator's own TCP lanes for every pair UCX would carry over TCP
@@ -52,7 +52,7 @@ enum class comm_net { automatic, ucx, sockets };
 comm_net parse_comm_net(const std::string& text, const std::string& what);
 const char* to_string(comm_net n);
 
-/// "auto", "rd" / "recursive-doubling", "ring"; throws gradwire::error naming `what`.
+/// "auto", "rd" / "recursive-doubling", "ring", "rabenseifner"; throws gradwire::error naming `what`.
 allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what);
 const char* to_string(allreduce_algo a);
 

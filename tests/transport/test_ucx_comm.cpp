@@ -142,6 +142,13 @@ TEST_CASE("ucx comm: the ring sums exactly on 2 to 5 ranks over shared memory") 
   }
 }
 
+TEST_CASE("ucx comm: Rabenseifner's halving and doubling sums exactly on 2 to 8 ranks over shared memory") {
+  for (int n : {2, 3, 4, 5, 6, 7, 8}) { // powers of two, and ranks folded into a partner first
+    INFO("ranks " << n);
+    check_sums(n, "posix,cma,self", allreduce_algo::halving_doubling, counts);
+  }
+}
+
 TEST_CASE("ucx comm: auto over UCX's TCP on 3 ranks") {
   auto comms = make_comms(3, "tcp,self", 20000, comm_net::ucx);
   for (int r = 0; r < 3; ++r)
@@ -151,7 +158,7 @@ TEST_CASE("ucx comm: auto over UCX's TCP on 3 ranks") {
   check_sums(3, "tcp,self", allreduce_algo::automatic, counts, comm_net::ucx);
 }
 
-TEST_CASE("ucx comm: both algorithms sum exactly on 2 to 5 ranks over TCP lanes") {
+TEST_CASE("ucx comm: every algorithm sums exactly on 2 to 5 ranks over TCP lanes") {
   auto comms = make_comms(3, "tcp,self");
   CHECK(comms[0]->by_lane(1));
   CHECK(comms[2]->by_lane(0));
@@ -160,6 +167,7 @@ TEST_CASE("ucx comm: both algorithms sum exactly on 2 to 5 ranks over TCP lanes"
     INFO("ranks " << n);
     check_sums(n, "tcp,self", allreduce_algo::recursive_doubling, counts);
     check_sums(n, "tcp,self", allreduce_algo::ring, counts);
+    check_sums(n, "tcp,self", allreduce_algo::halving_doubling, counts);
   }
 }
 
@@ -174,6 +182,7 @@ TEST_CASE("ucx comm: two hosts of two ranks mix shared memory and lanes pair by 
   comms.clear();
   check_sums(4, "posix,sysv,tcp,self", allreduce_algo::ring, counts, comm_net::automatic, host_of);
   check_sums(3, "posix,sysv,tcp,self", allreduce_algo::recursive_doubling, counts, comm_net::automatic, host_of);
+  check_sums(4, "posix,sysv,tcp,self", allreduce_algo::halving_doubling, counts, comm_net::automatic, host_of);
 }
 
 TEST_CASE("ucx comm: a rank that calls with another size is named") {
@@ -217,6 +226,7 @@ TEST_CASE("ucx comm: algorithm names") {
   CHECK(transport::parse_allreduce_algo("rd", "x") == allreduce_algo::recursive_doubling);
   CHECK(transport::parse_allreduce_algo("ring", "x") == allreduce_algo::ring);
   CHECK(transport::parse_allreduce_algo("auto", "x") == allreduce_algo::automatic);
+  CHECK(transport::parse_allreduce_algo("rabenseifner", "x") == allreduce_algo::halving_doubling);
   CHECK_THROWS_WITH(transport::parse_allreduce_algo("tree", "--comm-algo"), Catch::Contains("--comm-algo 'tree'"));
   CHECK(transport::parse_comm_net("sockets", "x") == comm_net::sockets);
   CHECK_THROWS_WITH(transport::parse_comm_net("ib", "--net"), Catch::Contains("--net 'ib': expected auto, ucx or sockets"));
