@@ -27,6 +27,10 @@ bool serves(const conv_geom& g);
 
 /// Tests of gradwire's own kernels turn oneDNN off (process-wide; on by default).
 void set_enabled(bool on);
+/// Activations move between NCHW and oneDNN's nChw8c / nChw16c through
+/// gradwire's 8x8 AVX transposes (on by default); off: oneDNN's reorders,
+/// for tests and A/B runs. For convolutions planned after the call.
+void set_fast_reorders(bool on);
 
 /// The workspace a layer of geometry `g` needs on this path.
 std::size_t workspace_bytes(const conv_geom& g);

@@ -339,3 +339,39 @@ TEST_CASE("conv2d: oneDNN's blocked primitives agree with im2col + GEMM and add 
     check_close(added_a, plus_half, 1e-5, 1e-5);
   }
 }
+
+TEST_CASE("conv2d: activations moved by gradwire's transposes equal oneDNN's reorders bit for bit") {
+  conv_geom probe;
+  probe.n = 1; probe.c = probe.k = 16; probe.h = probe.w = 8; probe.r = probe.s = 3; probe.pad = 1;
+  if (!onednn_conv::serves(probe)) {
+    WARN("oneDNN's convolutions are not in this build (" << onednn_conv::status() << ")");
+    return;
+  }
+  auto make = [](int n, int c, int hw, int k, int r, int stride, int pad) {
+    conv_geom g;
+    g.n = n; g.c = c; g.h = g.w = hw; g.k = k; g.r = g.s = r; g.stride = stride; g.pad = pad;
+    return g;
+  };
+  // Channels in whole blocks of 8 and of 16 (the transposes' cases), planes
+  // of pixels no multiple of 8 (their scalar tails), and a count that is no
+  // block at all (oneDNN's reorder on both sides).
+  for (const auto& g : {make(2, 16, 9, 16, 3, 1, 1), make(3, 32, 6, 48, 3, 2, 1), make(2, 64, 5, 64, 1, 1, 0),
+                        make(2, 24, 7, 20, 3, 1, 1)}) {
+    INFO("n=" << g.n << " c=" << g.c << " hw=" << g.h << " k=" << g.k << " stride=" << g.stride);
+    const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
+    const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
+    const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
+    auto x = random_vec(xs, 61), w = random_vec(wn, 62), dy = random_vec(ys, 63);
+    auto run = [&](bool fast) {
+      onednn_conv::set_fast_reorders(fast);
+      REQUIRE(onednn_conv::serves(g));
+      auto r = run_conv(g, x, w, dy);
+      onednn_conv::set_fast_reorders(true);
+      return r;
+    };
+    const auto a = run(true), b = run(false);
+    CHECK(a.y == b.y);
+    CHECK(a.dx == b.dx);
+    CHECK(a.dw == b.dw);
+  }
+}
