@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Across emulated hosts (scripts/emulated_hosts.sh: network, UTS, IPC and
 # mount namespaces with their own hostnames, addresses and /dev/shm): a
-# 2-rank sync ring trains the same model, bit for bit, as in one process,
-# with nothing lent by shared-memory reference between the hosts; a 3-host
+# 2-rank sync ring trains the same model, bit for bit, as in one process
+# (with UCX's transports, and with TCP alone), with nothing lent by shared-memory reference between the hosts; a 3-host
 # async parameter server completes. Exits 77 (ctest: "Skipped") where
 # namespaces cannot be made (not root).
 # Usage: emulated_hosts.sh GRADWIRE SOURCE_DIR
@@ -27,6 +27,11 @@ hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" |
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"
 /usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']" ||
   fail "the 2-host run was not across 2 processes"
+# TCP alone: the link sends its frames (the ring's 0.47 MB chunks, in two
+# 256 KiB segments) eagerly instead of by rendezvous; the same model.
+hosts 2 "$tmp/logs2t" "$gw" run "$src/examples/ring.toml" --out "$tmp/two-tcp" "$@" --set 'transport.tls="tcp"' ||
+  fail "the ring across 2 hosts over TCP alone failed"
+/usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two-tcp" || fail "the models differ over TCP alone"
 
 # The allreduce across the 2 hosts, both engines (the communicator and the
 # actors' ring): every sum checked, nothing lent (on one host the same
