@@ -27,24 +27,38 @@ command -v iperf3 >/dev/null || { echo "iperf3 missing: scripts/setup.sh --bench
 command -v mpicc >/dev/null || { echo "OpenMPI missing: scripts/setup.sh --bench" >&2; exit 1; }
 mpicc -O2 -o "$tmp/mpi_allreduce" bench/mpi_allreduce.c
 algos="0 3 4 6" # OpenMPI's tuned allreduce: default, recursive doubling, ring, Rabenseifner
+# gradwire and OpenMPI: two ranges (smallest, largest, timed rounds,
+# warm-up). 50 rounds of 1 KiB last a few milliseconds, shorter than this
+# VM's stalls, so the small sizes run 2,000 (as allreduce_copy_vs_mpi.sh);
+# gloo, 1-9 ms an allreduce here, runs 50 at every size.
+RANGES=("1024 16384 2000 200" "65536 16777216 50 10")
 # More hosts than CPUs: OpenMPI's ranks yield between polls, as gradwire's
 # do when ranks share CPUs (each host's mpirun slot count cannot tell it).
 yield=0
 ((HOSTS > $(nproc))) && yield=1
 for r in $(seq "$ROUNDS"); do
   mkdir -p "$tmp/g$r" "$tmp/t$r"
-  GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh "$HOSTS" -- "$GW" bench allreduce -b 1K -e 16M -f 4 -n 50 -w 10 \
-    --engine comm || { cat "$tmp/g$r"/*; exit 1; }
-  awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $6}' "$tmp/g$r/rank-0.txt" >"$tmp/g$r.txt"
+  : >"$tmp/g$r.txt"
+  for range in "${RANGES[@]}"; do
+    read -r lo hi iters warm <<<"$range"
+    GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh "$HOSTS" -- "$GW" bench allreduce -b "$lo" -e "$hi" -f 4 \
+      -n "$iters" -w "$warm" --engine comm || { cat "$tmp/g$r"/*; exit 1; }
+    awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $6}' "$tmp/g$r/rank-0.txt" >>"$tmp/g$r.txt"
+  done
   GW_HOSTS_LOG=$tmp/t$r scripts/emulated_hosts.sh "$HOSTS" -- $PY bench/torch_allreduce.py -b 1024 -e 16777216 -f 4 -n 50 -w 10 ||
     { cat "$tmp/t$r"/*; exit 1; }
   awk '{print $1, $2, $4}' "$tmp/t$r/rank-0.txt" >"$tmp/t$r.txt"
   for a in $algos; do
-    YIELD=$yield ALGO=$a NP=$HOSTS BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
-      PMIX_MCA_gds=hash mpirun --allow-run-as-root --hostfile "$GW_MPI_HOSTFILE" --mca plm_rsh_agent "$GW_MPI_AGENT" \
-        --mca oob_tcp_if_include 198.18.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 198.18.0.0/24 --mca pml ob1 \
-        --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$ALGO" -n "$NP" --map-by node \
-        --mca mpi_yield_when_idle "$YIELD" --bind-to none "$BIN" 1024 16777216 4 50 10 2>/dev/null' | awk '/^ +[0-9]/ {print $1, $3, $6}' >"$tmp/m${a}_$r.txt"
+    : >"$tmp/m${a}_$r.txt"
+    for range in "${RANGES[@]}"; do
+      RANGE=$range YIELD=$yield ALGO=$a NP=$HOSTS BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
+        set -- $RANGE # smallest, largest, rounds, warm-up
+        PMIX_MCA_gds=hash mpirun --allow-run-as-root --hostfile "$GW_MPI_HOSTFILE" --mca plm_rsh_agent "$GW_MPI_AGENT" \
+          --mca oob_tcp_if_include 198.18.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 198.18.0.0/24 --mca pml ob1 \
+          --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$ALGO" -n "$NP" --map-by node \
+          --mca mpi_yield_when_idle "$YIELD" --bind-to none "$BIN" "$1" "$2" 4 "$3" "$4" 2>/dev/null' |
+        awk '/^ +[0-9]/ {print $1, $3, $6}' >>"$tmp/m${a}_$r.txt"
+    done
   done
   grep -qv " ok$" "$tmp/g$r.txt" "$tmp/t$r.txt" "$tmp"/m*_$r.txt && { echo "a sum is wrong" >&2; exit 1; }
   echo "round $r/$ROUNDS done" >&2
