@@ -330,7 +330,11 @@ void ucx_link::close(int timeout_ms) {
 }
 
 std::string ucx_link::describe() const {
-  return "ucx" + (p_->opts.tls.empty() ? std::string() : " (TLS " + p_->opts.tls + ")") +
+  std::string eager;
+  for (const auto& [name, value] : p_->opts.ucx_config)
+    if (name == "RNDV_THRESH" && std::getenv("UCX_RNDV_THRESH") == nullptr)
+      eager = ", frames up to " + value + " eager";
+  return "ucx" + (p_->opts.tls.empty() ? std::string() : " (TLS " + p_->opts.tls + eager + ")") +
          (p_->lending->active() ? ", lendable tensors by shared-memory reference" : "");
 }
 

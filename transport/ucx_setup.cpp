@@ -151,7 +151,7 @@ bool tls_tcp_only(const std::string& tls) {
 }
 
 std::vector<std::pair<std::string, std::string>> tcp_only_config() {
-  return {{"RNDV_THRESH", "512k"}, {"TCP_TX_SEG_SIZE", "256k"}, {"TCP_RX_SEG_SIZE", "1m"}};
+  return {{"RNDV_THRESH", "512k"}};
 }
 
 std::vector<std::uint8_t> pack(const address& a) {

@@ -46,10 +46,13 @@ bool tls_includes(const std::string& tls, const std::string& tl);
 /// frames between processes ("tcp", "tcp,self"; not "", "all", "^posix").
 bool tls_tcp_only(const std::string& tls);
 /// The settings a link whose transports are TCP alone runs with (where the
-/// user's environment does not set them): frames up to 512 KiB go eagerly,
-/// copied into 256 KiB segments, instead of by UCX's rendezvous over TCP (a
-/// request and a reply before the data), which measured 0.25-0.44 GB/s for
-/// 64 KiB frames against 0.59-0.64; from 1 MiB the rendezvous is as fast.
+/// user's environment does not set them): frames up to 512 KiB go eagerly
+/// instead of by UCX's rendezvous over TCP (a request and a reply before
+/// the data), which measured 0.25-0.44 GB/s for 64 KiB frames against
+/// 0.59-0.64; from 1 MiB the rendezvous is as fast. (Larger TCP segments,
+/// UCX_TCP_TX/RX_SEG_SIZE, added nothing measurable on top; and UCX takes
+/// a transport's settings only from the environment: through
+/// ucp_config_modify it warns "invalid configurations".)
 /// Per context, not per peer: on shared memory eager frames are a loss (a
 /// 4 MiB frame 8.8 GB/s down to 0.2-2.2), so a context that also opens
 /// shared memory keeps UCX's choice.

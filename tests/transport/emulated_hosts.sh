@@ -27,11 +27,13 @@ hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" |
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"
 /usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']" ||
   fail "the 2-host run was not across 2 processes"
-# TCP alone: the link sends its frames (the ring's 0.47 MB chunks, in two
-# 256 KiB segments) eagerly instead of by rendezvous; the same model.
+# TCP alone: the link sends its frames (the ring's 0.47 MB chunks) eagerly
+# instead of by rendezvous; the same model, and UCX takes the setting
+# without a warning.
 hosts 2 "$tmp/logs2t" "$gw" run "$src/examples/ring.toml" --out "$tmp/two-tcp" "$@" --set 'transport.tls="tcp"' ||
   fail "the ring across 2 hosts over TCP alone failed"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two-tcp" || fail "the models differ over TCP alone"
+! grep -h "UCX  *WARN" "$tmp"/logs2t/rank-*.txt || fail "UCX warned over TCP alone"
 
 # The allreduce across the 2 hosts, both engines (the communicator and the
 # actors' ring): every sum checked, nothing lent (on one host the same

@@ -90,9 +90,9 @@ TEST_CASE("UCX link: eager and rendezvous frames arrive byte-exact") {
   };
   l0->start(h);
   l1->start({});
-  // Eager; rendezvous on shared memory (4 MiB); header only; 64 KiB; one
-  // float more than a 256 KiB segment (TCP alone sends all of these eagerly,
-  // tcp_only_config, the last two in several segments).
+  // Eager; rendezvous (4 MiB); header only; 64 KiB; 256 KiB and a float
+  // (TCP alone sends all but the 4 MiB frame eagerly, tcp_only_config, the
+  // last two in several of UCX's segments).
   const std::size_t sizes[] = {16, std::size_t{1} << 20, 0, 16384, 65537};
   for (std::size_t k = 0; k < 5; ++k)
     l1->send(0, {k, 0xabcdef, k * 7}, sizes[k] ? pattern(sizes[k], static_cast<float>(k)) : actors::slice{});
