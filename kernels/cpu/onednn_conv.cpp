@@ -113,8 +113,9 @@ struct slot {
   std::optional<dnnl::reorder> move;
   /// Instead of `move`: an activation between NCHW and nChw8c / nChw16c
   /// (block 8 or 16), moved by gradwire's 8x8 AVX transposes; 0: none.
-  /// oneDNN 2.6's own reorder took 1.7-2.4 ms for a 64x16x32x32 tensor
-  /// (4 MiB), about a quarter of a ResNet-20 step on one AVX2 thread.
+  /// ONEDNN_VERBOSE timed oneDNN 2.6's own reorder at 1.7-2.4 ms for a
+  /// 64x16x32x32 tensor (4 MiB); a ResNet-20 step on one AVX2 thread runs
+  /// 5% faster with the transposes (bench/RESULTS.md).
   int block = 0;
   int n = 0, c = 0, hw = 0;
 };
