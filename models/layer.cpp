@@ -2,6 +2,8 @@
 
 #include "kernels/error.hpp"
 
+#include <atomic>
+
 namespace gradwire::models {
 
 param_binder::param_binder(const std::vector<param_spec>& params,
@@ -35,6 +37,22 @@ tensor param_binder::state(const std::string& name, const shape_t& shape) {
 }
 
 kernels::backend& param_binder::be() const { return kernels::backend_for(param_buf_.dev()); }
+
+namespace {
+std::atomic<param_binder::zeroing> g_zeroing{param_binder::zeroing::automatic};
+}
+
+void param_binder::set_zeroing(zeroing z) { g_zeroing = z; }
+
+bool param_binder::grads_zeroed_whole() const {
+  if (!grad_buf_.defined())
+    return false;
+  switch (g_zeroing.load()) {
+  case zeroing::whole: return true;
+  case zeroing::per_layer: return false;
+  default: return !grad_buf_.dev().is_cpu();
+  }
+}
 
 void param_binder::finish() const {
   check(next_param_ == params_.size() && next_state_ == state_.size(),

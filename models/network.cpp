@@ -36,6 +36,7 @@ void network::bind(param_binder& b) {
     l->bind(b);
   }
   b.finish();
+  zero_whole_ = b.grads_zeroed_whole() ? b.grad_buffer() : tensor();
   first_trainable_ = layers_.size();
   for (std::size_t i = 0; i < layers_.size() && first_trainable_ == layers_.size(); ++i) {
     std::vector<param_spec> p, s;
@@ -54,6 +55,8 @@ const tensor& network::forward(const tensor& x, bool train) {
 
 tensor network::backward(const tensor& dlogits, bool input_grad,
                          const std::function<void(std::size_t)>* ready) {
+  if (zero_whole_.defined())
+    kernels::backend_for(zero_whole_.dev()).fill(zero_whole_.data(), static_cast<std::size_t>(zero_whole_.numel()), 0.f);
   const tensor* g = &dlogits;
   const std::size_t stop = input_grad ? 0 : first_trainable_;
   for (std::size_t i = layers_.size(); i-- > stop;) {

@@ -56,6 +56,9 @@ private:
   /// Offset in the parameter buffer of each layer's first parameter (the
   /// next layer's offset for a layer without parameters).
   std::vector<std::size_t> offsets_;
+  /// The gradient buffer, when backward zeroes it whole in one call
+  /// (param_binder::grads_zeroed_whole); undefined otherwise.
+  tensor zero_whole_;
 };
 
 /// Builds a fresh (unbound) network for `spec`; throws gradwire::error for

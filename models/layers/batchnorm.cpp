@@ -52,8 +52,10 @@ const tensor& batchnorm2d::forward(const tensor& x, bool train) {
 
 const tensor& batchnorm2d::backward(const tensor& dy, bool need_dx) {
   const int n = static_cast<int>(x_.dim(0)), hw = static_cast<int>(x_.dim(2) * x_.dim(3));
-  be().fill(gamma_.grad.data(), static_cast<std::size_t>(c_), 0.f);
-  be().fill(beta_.grad.data(), static_cast<std::size_t>(c_), 0.f);
+  if (!grads_zeroed_) {
+    be().fill(gamma_.grad.data(), static_cast<std::size_t>(c_), 0.f);
+    be().fill(beta_.grad.data(), static_cast<std::size_t>(c_), 0.f);
+  }
   // The kernel always produces dx; it is cheap next to the convolutions.
   dx_ = dx_buf_.get(x_.shape(), dy.dev());
   be().batchnorm_backward(x_.data(), dy.data(), dx_.data(), n, c_, hw, gamma_.value.data(),

@@ -61,9 +61,11 @@ const tensor& conv2d::forward(const tensor& x, bool) {
 
 const tensor& conv2d::backward(const tensor& dy, bool need_dx) {
   auto g = geom(x_.shape());
-  be().fill(w_.grad.data(), static_cast<std::size_t>(w_.grad.numel()), 0.f);
+  if (!grads_zeroed_)
+    be().fill(w_.grad.data(), static_cast<std::size_t>(w_.grad.numel()), 0.f);
   if (bias_) {
-    be().fill(b_.grad.data(), static_cast<std::size_t>(k_), 0.f);
+    if (!grads_zeroed_)
+      be().fill(b_.grad.data(), static_cast<std::size_t>(k_), 0.f);
     be().bias_grad_nchw(dy.data(), b_.grad.data(), g.n, k_, g.out_h() * g.out_w());
   }
   dx_ = need_dx ? dx_buf_.get(x_.shape(), dy.dev()) : tensor();

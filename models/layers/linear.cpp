@@ -57,7 +57,8 @@ const tensor& linear::backward(const tensor& dy, bool need_dx) {
   auto weight_grads = [&](kernels::thread_pool* pool) {
     kernels::parallel_gemm(be(), pool, true, false, out_, in_, n, 1.f, dy.data(), out_, x_.data(), in_, 0.f,
                            w_.grad.data(), in_);
-    be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
+    if (!grads_zeroed_)
+      be().fill(b_.grad.data(), static_cast<std::size_t>(out_), 0.f);
     be().bias_grad_rows(dy.data(), b_.grad.data(), n, out_);
   };
   // dx[N, in] = dy[N, out] W[out, in]

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 using namespace gradwire;
@@ -58,6 +59,34 @@ TEST_CASE("T threads give the same parameters as one, splitting the batch or the
       }
   }
   CHECK_THROWS_WITH(parse_parallelism("model"), Catch::Contains("auto, batch, layer"));
+}
+
+TEST_CASE("gradients zeroed in one fill before backward equal each layer zeroing its own bit for bit") {
+  // GPUs zero a replica's whole gradient buffer at once and the layers add
+  // into it (param_binder::grads_zeroed_whole); the CPU lets each layer zero
+  // its own. Both on the CPU here, every layer kind (BatchNorm, projections,
+  // biases), momentum carrying every step's gradient into the next.
+  auto cifar = make_synthetic(64, 3, 32, 32, 10, 5);
+  auto mnist = make_synthetic(64, 1, 28, 28, 10, 5);
+  optimizer_spec opt;
+  opt.momentum = 0.9f;
+  for (const char* kind : {"mlp", "lenet5", "resnet20"}) {
+    model_spec spec;
+    spec.kind = kind;
+    const bool rgb = std::string(kind) == "resnet20";
+    if (rgb) {
+      spec.channels = 3;
+      spec.height = spec.width = 32;
+    }
+    auto run = [&](param_binder::zeroing z) {
+      param_binder::set_zeroing(z);
+      auto p = train_steps(spec, rgb ? cifar : mnist, 1, 4, 8, parallelism::batch, opt);
+      param_binder::set_zeroing(param_binder::zeroing::automatic);
+      return p;
+    };
+    INFO(kind);
+    CHECK(run(param_binder::zeroing::whole) == run(param_binder::zeroing::per_layer));
+  }
 }
 
 TEST_CASE("compute_gradients + apply equals step, Adam trains") {
