@@ -20,76 +20,66 @@ inline void add(float* dst, const float* src, std::size_t n) {
     dst[i] += src[i];
 }
 
+/// MPICH's folding for algorithms among a power of two of ranks: with p
+/// the largest power of two <= size and rem = size - p, each even rank
+/// below 2 rem sends its data to the next rank at step 0 and sits out,
+/// that rank adds it; the p ranks left are renumbered 0 .. p-1 (real()).
+/// body(newrank, p, real) runs on those, numbering its steps from 1, and
+/// takes `rounds` of them (a folded rank skips them); then the folded ranks
+/// get the result back at step rounds + 1.
+template <typename X, typename Body>
+void folded(X& x, int rank, int size, float* data, std::size_t n, float* tmp, int rounds, Body body) {
+  int pof2 = 1;
+  while (pof2 * 2 <= size)
+    pof2 *= 2;
+  const int rem = size - pof2;
+  const bool folds = rank < 2 * rem;
+  if (folds && rank % 2 == 0)
+    x.send_only(rank + 1, data, n, 0);
+  else if (folds)
+    x.recv_only(rank - 1, tmp, n, 0, data);
+  if (!folds || rank % 2 == 1)
+    body(folds ? rank / 2 : rank - rem, pof2, [rem](int nr) { return nr < rem ? nr * 2 + 1 : nr + rem; });
+  const int last = 1 + rounds;
+  if (folds && rank % 2 == 1)
+    x.send_only(rank - 1, data, n, last);
+  else if (folds)
+    x.recv_only(rank + 1, data, n, last);
+}
+
+inline int log2_pof2(int size) {
+  int r = 0;
+  while ((2 << r) <= size)
+    ++r;
+  return r;
+}
+
 /// Recursive doubling; the ranks beyond the largest power of two fold
 /// into a partner first (MPICH's scheme). Partners add each other's
 /// sums, and a + b == b + a: every rank ends with the same bits.
 template <typename X> void recursive_doubling(X& x, int rank, int size, float* data, std::size_t n, float* tmp) {
-  int pof2 = 1;
-  while (pof2 * 2 <= size)
-    pof2 *= 2;
-  const int rem = size - pof2;
-  int step = 0;
-  int newrank;
-  if (rank < 2 * rem) {
-    if (rank % 2 == 0) { // folded into rank + 1, which hands back the result at the end
-      x.send_only(rank + 1, data, n, step);
-      newrank = -1;
-    } else {
-      x.recv_only(rank - 1, tmp, n, step, data);
-      newrank = rank / 2;
-    }
-  } else {
-    newrank = rank - rem;
-  }
-  ++step;
-  if (newrank >= 0) {
+  folded(x, rank, size, data, n, tmp, log2_pof2(size), [&](int newrank, int pof2, auto real) {
+    int step = 1;
     for (int mask = 1; mask < pof2; mask <<= 1, ++step) {
-      const int newdst = newrank ^ mask;
-      const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
+      const int dst = real(newrank ^ mask);
       x.sendrecv(dst, data, n, dst, tmp, n, step);
       add(data, tmp, n);
     }
-  } else {
-    step += __builtin_ctz(static_cast<unsigned>(pof2));
-  }
-  if (rank < 2 * rem) {
-    if (rank % 2 == 1)
-      x.send_only(rank - 1, data, n, step);
-    else
-      x.recv_only(rank + 1, data, n, step);
-  }
+  });
 }
 
 /// Rabenseifner's: a reduce-scatter by recursive halving, then an
 /// all-gather by recursive doubling, among the largest power of two of
-/// ranks (the others fold into a partner first and get the result back
-/// last, as in recursive_doubling). The ring's bytes in 2 log2(p) steps
-/// instead of 2 (p - 1): MPICH's choice for long messages. Segment s's
-/// sum is made once, by the rank that ends owning it, and copied: every
-/// rank ends with the same bits. Needs n >= the power of two.
+/// ranks (the others fold in first and get the result back last, as in
+/// recursive_doubling). The ring's bytes in 2 log2(p) steps instead of
+/// 2 (p - 1): MPICH's choice for long messages. Segment s's sum is made
+/// once, by the rank that ends owning it, and copied: every rank ends
+/// with the same bits. Needs n >= the power of two.
 template <typename X> void halving_doubling(X& x, int rank, int size, float* data, std::size_t n, float* tmp) {
-  int pof2 = 1;
-  while (pof2 * 2 <= size)
-    pof2 *= 2;
-  const int rem = size - pof2;
-  const int rounds = __builtin_ctz(static_cast<unsigned>(pof2));
-  int step = 0, newrank;
-  if (rank < 2 * rem) {
-    if (rank % 2 == 0) {
-      x.send_only(rank + 1, data, n, step);
-      newrank = -1;
-    } else {
-      x.recv_only(rank - 1, tmp, n, step, data);
-      newrank = rank / 2;
-    }
-  } else {
-    newrank = rank - rem;
-  }
-  ++step;
-  const auto p = static_cast<std::size_t>(pof2);
-  auto at = [&](int s) { return n * static_cast<std::size_t>(s) / p; }; // segment s starts here
-  if (newrank >= 0) {
-    auto real = [&](int nr) { return nr < rem ? nr * 2 + 1 : nr + rem; };
+  folded(x, rank, size, data, n, tmp, 2 * log2_pof2(size), [&](int newrank, int pof2, auto real) {
+    const auto p = static_cast<std::size_t>(pof2);
+    auto at = [&](int s) { return n * static_cast<std::size_t>(s) / p; }; // segment s starts here
+    int step = 1;
     // [lo, hi): the segments this rank is still reducing; each round keeps half.
     int lo = 0, hi = pof2;
     for (int mask = pof2 / 2; mask >= 1; mask /= 2, ++step) {
@@ -112,15 +102,7 @@ template <typename X> void halving_doubling(X& x, int rank, int size, float* dat
       lo = std::min(lo, got_lo);
       hi = std::max(hi, got_hi);
     }
-  } else {
-    step += 2 * rounds;
-  }
-  if (rank < 2 * rem) {
-    if (rank % 2 == 1)
-      x.send_only(rank - 1, data, n, step);
-    else
-      x.recv_only(rank + 1, data, n, step);
-  }
+  });
 }
 
 /// Ring reduce-scatter then all-gather; segment s's sum is made once, by
