@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+
 using namespace gradwire::kernels;
 using gwtest::check_close;
 using gwtest::random_vec;
@@ -62,6 +64,28 @@ std::vector<std::string> conv_paths() {
       paths.push_back(isa);
   paths.push_back("");
   return paths;
+}
+
+/// An n x c x hw x hw input, k filters of r x r.
+conv_geom square_conv(int n, int c, int hw, int k, int r, int stride, int pad) {
+  conv_geom g;
+  g.n = n; g.c = c; g.h = g.w = hw; g.k = k; g.r = g.s = r; g.stride = stride; g.pad = pad;
+  return g;
+}
+
+/// Random x, w and dy for `g`, from seeds seed, seed + 1, seed + 2.
+std::array<std::vector<float>, 3> conv_inputs(const conv_geom& g, unsigned seed) {
+  return {random_vec(static_cast<std::size_t>(g.n) * g.c * g.h * g.w, seed),
+          random_vec(static_cast<std::size_t>(g.k) * g.c * g.r * g.s, seed + 1),
+          random_vec(static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w(), seed + 2)};
+}
+
+/// Whether this build and machine run convolutions through oneDNN (a test warns and ends when not).
+bool onednn_in_build() {
+  if (onednn_conv::serves(square_conv(1, 16, 8, 16, 3, 1, 1)))
+    return true;
+  WARN("oneDNN's convolutions are not in this build (" << onednn_conv::status() << ")");
+  return false;
 }
 
 /// Selects a path of gradwire's own for one scope (oneDNN off); back to the
@@ -294,28 +318,18 @@ TEST_CASE("conv2d: channel-vectorised forward and input gradient agree with im2c
 }
 
 TEST_CASE("conv2d: oneDNN's blocked primitives agree with im2col + GEMM and add into dw") {
-  if (!onednn_conv::serves([] {
-        conv_geom g;
-        g.n = 1; g.c = g.k = 16; g.h = g.w = 8; g.r = g.s = 3; g.pad = 1;
-        return g;
-      }())) {
-    WARN("oneDNN's convolutions are not in this build (" << onednn_conv::status() << ")");
+  if (!onednn_in_build())
     return;
-  }
-  auto make = [](int n, int c, int hw, int k, int r, int stride, int pad) {
-    conv_geom g;
-    g.n = n; g.c = c; g.h = g.w = hw; g.k = k; g.r = g.s = r; g.stride = stride; g.pad = pad;
-    return g;
-  };
+  const auto make = square_conv;
   // ResNet-20's layer kinds at small batches, odd sizes and channel counts
   // no multiple of 8 or 16.
   for (const auto& g : {make(3, 16, 9, 16, 3, 1, 1), make(2, 16, 11, 32, 3, 2, 1), make(2, 32, 10, 64, 1, 2, 0),
                         make(5, 20, 7, 17, 3, 1, 1), make(1, 64, 4, 64, 3, 1, 1)}) {
     INFO("n=" << g.n << " c=" << g.c << " hw=" << g.h << " k=" << g.k << " r=" << g.r << " stride=" << g.stride);
-    const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
     const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
     const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
-    auto x = random_vec(xs, 51), w = random_vec(wn, 52), dy = random_vec(ys, 53);
+    const auto in = conv_inputs(g, 51); // (named, not bound: lambdas capture them)
+    const auto &x = in[0], &w = in[1], &dy = in[2];
     auto run = [&](bool onednn, std::vector<float>& dw_added) {
       conv_path use(""); // im2col + GEMM ...
       onednn_conv::set_enabled(onednn); // ... unless oneDNN takes the shape
@@ -341,27 +355,17 @@ TEST_CASE("conv2d: oneDNN's blocked primitives agree with im2col + GEMM and add 
 }
 
 TEST_CASE("conv2d: activations moved by gradwire's transposes equal oneDNN's reorders bit for bit") {
-  conv_geom probe;
-  probe.n = 1; probe.c = probe.k = 16; probe.h = probe.w = 8; probe.r = probe.s = 3; probe.pad = 1;
-  if (!onednn_conv::serves(probe)) {
-    WARN("oneDNN's convolutions are not in this build (" << onednn_conv::status() << ")");
+  if (!onednn_in_build())
     return;
-  }
-  auto make = [](int n, int c, int hw, int k, int r, int stride, int pad) {
-    conv_geom g;
-    g.n = n; g.c = c; g.h = g.w = hw; g.k = k; g.r = g.s = r; g.stride = stride; g.pad = pad;
-    return g;
-  };
+  const auto make = square_conv;
   // Channels in whole blocks of 8 and of 16 (the transposes' cases), planes
   // of pixels no multiple of 8 (their scalar tails), and a count that is no
   // block at all (oneDNN's reorder on both sides).
   for (const auto& g : {make(2, 16, 9, 16, 3, 1, 1), make(3, 32, 6, 48, 3, 2, 1), make(2, 64, 5, 64, 1, 1, 0),
                         make(2, 24, 7, 20, 3, 1, 1)}) {
     INFO("n=" << g.n << " c=" << g.c << " hw=" << g.h << " k=" << g.k << " stride=" << g.stride);
-    const auto xs = static_cast<std::size_t>(g.n) * g.c * g.h * g.w;
-    const auto wn = static_cast<std::size_t>(g.k) * g.c * g.r * g.s;
-    const auto ys = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
-    auto x = random_vec(xs, 61), w = random_vec(wn, 62), dy = random_vec(ys, 63);
+    const auto in = conv_inputs(g, 61); // (named, not bound: lambdas capture them)
+    const auto &x = in[0], &w = in[1], &dy = in[2];
     auto run = [&](bool fast) {
       onednn_conv::set_fast_reorders(fast);
       REQUIRE(onednn_conv::serves(g));
