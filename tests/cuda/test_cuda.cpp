@@ -280,34 +280,40 @@ TEST_CASE("training on cuda:0 follows the CPU run and reports throughput") {
   }
 }
 
+namespace {
+/// The parameters of `kind` (3x32x32 inputs) on cuda:0 after `steps` steps
+/// of SGD with momentum 0.9 over `data` in batches of `batch`, from seed 1.
+std::vector<float> trained_on_gpu(const char* kind, const models::dataset& data, int batch, int steps) {
+  models::model_spec spec;
+  spec.kind = kind;
+  spec.channels = 3;
+  spec.height = spec.width = 32;
+  models::optimizer_spec opt;
+  opt.momentum = 0.9f;
+  models::model m(spec, device::cuda(0), 1);
+  models::trainer t(m, opt, 1);
+  models::batcher b(data, models::shard_indices(data.size(), 0, 1, 1), batch, 1);
+  models::batch x;
+  for (int i = 0; i < steps; ++i) {
+    b.next(x);
+    t.step(x.x.data(), x.y.data(), x.size);
+  }
+  return m.params().to_vector();
+}
+} // namespace
+
 TEST_CASE("one gradient fill per backward on cuda:0 equals each layer zeroing its own bit for bit") {
   // The GPU zeroes a replica's whole gradient buffer in one fill before each
   // backward pass and its layers add into it; a gradient left over from the
   // step before would show in every parameter from the second step on.
   auto data = models::make_synthetic(96, 3, 32, 32, 10, 11);
   for (const char* kind : {"lenet5", "resnet20"}) {
-    models::model_spec spec;
-    spec.kind = kind;
-    spec.channels = 3;
-    spec.height = spec.width = 32;
-    models::optimizer_spec opt;
-    opt.momentum = 0.9f;
-    std::vector<std::vector<float>> runs;
-    for (auto z : {models::param_binder::zeroing::automatic, models::param_binder::zeroing::per_layer}) {
-      models::param_binder::set_zeroing(z);
-      models::model m(spec, device::cuda(0), 1);
-      models::trainer t(m, opt, 1);
-      models::batcher b(data, models::shard_indices(data.size(), 0, 1, 1), 16, 1);
-      models::batch x;
-      for (int i = 0; i < 5; ++i) {
-        b.next(x);
-        t.step(x.x.data(), x.y.data(), x.size);
-      }
-      runs.push_back(m.params().to_vector());
-    }
+    const auto whole = trained_on_gpu(kind, data, 16, 5);
+    models::param_binder::set_zeroing(models::param_binder::zeroing::per_layer);
+    const auto per_layer = trained_on_gpu(kind, data, 16, 5);
     models::param_binder::set_zeroing(models::param_binder::zeroing::automatic);
     INFO(kind);
-    CHECK(runs[0] == runs[1]);
+    CHECK(whole == per_layer);
   }
 }
 
@@ -317,26 +323,8 @@ TEST_CASE("training on cuda:0 repeats bit for bit (deterministic cuDNN algorithm
   // (3x3, strided, 1x1 projections) and batch norm.
   auto data = models::make_synthetic(256, 3, 32, 32, 10, 7);
   for (const char* kind : {"lenet5", "resnet20"}) {
-    models::model_spec spec;
-    spec.kind = kind;
-    spec.channels = 3;
-    spec.height = spec.width = 32;
-    models::optimizer_spec opt;
-    opt.momentum = 0.9f;
-    std::vector<std::vector<float>> runs;
-    for (int run = 0; run < 2; ++run) {
-      models::model m(spec, device::cuda(0), 1);
-      models::trainer t(m, opt, 1);
-      models::batcher b(data, models::shard_indices(data.size(), 0, 1, 1), 32, 1);
-      models::batch x;
-      for (int i = 0; i < 6; ++i) {
-        b.next(x);
-        t.step(x.x.data(), x.y.data(), x.size);
-      }
-      runs.push_back(m.params().to_vector());
-    }
     INFO(kind);
-    CHECK(runs[0] == runs[1]);
+    CHECK(trained_on_gpu(kind, data, 32, 6) == trained_on_gpu(kind, data, 32, 6));
   }
 }
 
