@@ -113,8 +113,7 @@ void ucx_link::impl::on_send_done(void* request, ucs_status_t st, void* user) {
 ucx_link::ucx_link(int rank, int size, ucx_options opts) {
   check(size >= 1 && rank >= 0 && rank < size, "rank " + std::to_string(rank) + " out of range for " +
                                                    std::to_string(size) + " processes");
-  const char* env_tls = std::getenv("UCX_TLS");
-  if (ucx_setup::tls_tcp_only(!opts.tls.empty() ? opts.tls : env_tls != nullptr ? env_tls : ""))
+  if (ucx_setup::tls_tcp_only(ucx_setup::effective_tls(opts)))
     for (auto& kv : ucx_setup::tcp_only_config())
       if (std::none_of(opts.ucx_config.begin(), opts.ucx_config.end(), [&](const auto& c) { return c.first == kv.first; }))
         opts.ucx_config.push_back(std::move(kv));

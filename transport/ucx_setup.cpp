@@ -40,8 +40,7 @@ void set_fifo_environment(const ucx_options& opts) {
                                            [](const auto& tv) { return std::getenv(tv.second) != nullptr; });
   if (user_set)
     return;
-  const char* env_tls = std::getenv("UCX_TLS");
-  const std::string tls = !opts.tls.empty() ? opts.tls : env_tls != nullptr ? env_tls : "all";
+  const std::string tls = effective_tls(opts);
   // Only for the transports the TLS opens: a variable no transport reads draws UCX's warning.
   for (const auto& [tl, var] : fifo_vars) {
     if (opts.fifo_elem_bytes > 0 && tls_includes(tls, tl))
@@ -131,6 +130,11 @@ bool tls_includes(const std::string& tls, const std::string& tl) {
     at = comma + 1;
   }
   return negate ? !listed : listed;
+}
+
+std::string effective_tls(const ucx_options& opts) {
+  const char* env_tls = std::getenv("UCX_TLS");
+  return !opts.tls.empty() ? opts.tls : env_tls != nullptr ? env_tls : "all";
 }
 
 bool tls_tcp_only(const std::string& tls) {

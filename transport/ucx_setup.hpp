@@ -42,6 +42,9 @@ int restrict_sysv_segments();
 /// Whether a UCX_TLS list ("posix,cma", "sm", "^tcp", "all") opens the
 /// shared-memory transport `tl` ("posix" or "sysv").
 bool tls_includes(const std::string& tls, const std::string& tl);
+/// The transports a context of `opts` opens: opts.tls, else UCX_TLS, else
+/// "all" (UCX's choice).
+std::string effective_tls(const ucx_options& opts);
 /// Whether a UCX_TLS list opens TCP and no other transport that carries
 /// frames between processes ("tcp", "tcp,self"; not "", "all", "^posix").
 bool tls_tcp_only(const std::string& tls);
