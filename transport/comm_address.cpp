@@ -17,7 +17,9 @@ allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& 
     return allreduce_algo::ring;
   if (text == "rabenseifner")
     return allreduce_algo::halving_doubling;
-  throw error(what + " '" + text + "': expected auto, rd (recursive doubling), ring or rabenseifner");
+  if (text == "shm")
+    return allreduce_algo::shared_memory;
+  throw error(what + " '" + text + "': expected auto, rd (recursive doubling), ring, rabenseifner or shm");
 }
 
 const char* to_string(allreduce_algo a) {
@@ -26,6 +28,7 @@ const char* to_string(allreduce_algo a) {
   case allreduce_algo::recursive_doubling: return "recursive doubling";
   case allreduce_algo::ring: return "ring";
   case allreduce_algo::halving_doubling: return "Rabenseifner";
+  case allreduce_algo::shared_memory: return "shared memory";
   }
   return "?";
 }
@@ -87,6 +90,7 @@ std::vector<std::uint8_t> pack(const comm_address& a) {
   put_blob(out, a.here);
   put_blob(out, a.away);
   put_blob(out, a.lanes);
+  put_blob(out, std::vector<std::uint8_t>(a.segment.begin(), a.segment.end()));
   return out;
 }
 
@@ -113,6 +117,8 @@ comm_address unpack(const std::vector<std::uint8_t>& in, int rank) {
   a.here = take();
   a.away = take();
   a.lanes = take();
+  const auto segment = take();
+  a.segment.assign(segment.begin(), segment.end());
   check(at == in.size(), who + " has trailing bytes");
   return a;
 }

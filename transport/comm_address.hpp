@@ -13,9 +13,11 @@
 namespace gradwire::transport::comm_detail {
 
 /// The parts of a communicator's address: its UCX workers' addresses
-/// (shared memory, network) and its TCP lanes' (empty: none).
+/// (shared memory, network), its TCP lanes' (empty: none) and its
+/// shared-memory segment's name (shm_collective.hpp; empty: none).
 struct comm_address {
   std::vector<std::uint8_t> here, away, lanes;
+  std::string segment;
 };
 std::vector<std::uint8_t> pack(const comm_address& a);
 /// Throws gradwire::error naming `rank` when `in` is truncated, foreign

@@ -42,11 +42,16 @@ void unlink_arenas() {
   linked_names().clear();
 }
 
-shm_arena::shm_arena(std::string name, std::size_t bytes) : name_(std::move(name)), bytes_(bytes) {
+shm_arena::shm_arena(std::string name, std::size_t bytes, bool reserve) : name_(std::move(name)), bytes_(bytes) {
   const int fd = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   check(fd >= 0, "shared memory " + name_ + ": " + std::strerror(errno));
-  if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
-    const int e = errno;
+  int failed = 0;
+  if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0)
+    failed = errno;
+  else if (reserve)
+    failed = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
+  if (failed != 0) {
+    const int e = failed;
     ::close(fd);
     ::shm_unlink(name_.c_str());
     throw error("shared memory " + name_ + ": sizing it to " + std::to_string(bytes_) + " bytes: " + std::strerror(e));

@@ -31,8 +31,10 @@ namespace gradwire::transport {
 class shm_arena : public std::enable_shared_from_this<shm_arena> {
 public:
   /// Creates `bytes` of shared memory named `name` ("/gradwire-..."),
-  /// sparse: only pages written take memory.
-  shm_arena(std::string name, std::size_t bytes);
+  /// sparse: only pages written take memory. With `reserve`, every page
+  /// is allocated now: a full /dev/shm is then an error here, never a
+  /// SIGBUS at the first write.
+  shm_arena(std::string name, std::size_t bytes, bool reserve = false);
   ~shm_arena();
   shm_arena(const shm_arena&) = delete;
   shm_arena& operator=(const shm_arena&) = delete;
@@ -46,6 +48,7 @@ public:
   std::int64_t offset_of(const void* p, std::size_t bytes) const;
   const std::string& name() const { return name_; }
   const char* base() const { return base_; }
+  char* base() { return base_; }
   std::size_t size() const { return bytes_; }
   /// Removes the name (peers that mapped it keep their mapping).
   void unlink();

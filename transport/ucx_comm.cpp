@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "transport/comm_address.hpp"
 #include "transport/comm_algorithms.hpp"
+#include "transport/shm_collective.hpp"
 #include "transport/tcp_lanes.hpp"
 #include "transport/ucx_setup.hpp"
 
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -57,6 +59,9 @@ struct ucx_comm::impl {
   std::unique_ptr<tcp_lanes> lanes;    ///< the communicator's own TCP path
   std::vector<bool> on_lane;           ///< by peer: through a lane, not UCX
   bool any_lane = false;              ///< some peer is (set by connect)
+  /// Sums through shared memory: this rank's segment until connect
+  /// finds some rank elsewhere (or without one), then null.
+  std::unique_ptr<shm_allreduce> shm;
   std::vector<float> tmp; ///< a partner's contribution
   std::uint32_t seq = 0;
   bool broken = false;
@@ -321,6 +326,13 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   ucx_setup::open(away, p_->sides[1].context, p_->sides[1].worker, UCP_FEATURE_TAG);
   if (p_->opts.net != comm_net::ucx)
     p_->lanes = std::make_unique<tcp_lanes>(rank, size, p_->opts.token_hash, p_->opts.timeout_ms);
+  if (p_->opts.shm_sums && size > 1) {
+    try {
+      p_->shm = std::make_unique<shm_allreduce>(rank, size, p_->opts.timeout_ms, p_->opts.spin_yield);
+    } catch (const std::exception& e) { // no /dev/shm here: the sums go over UCX, as across hosts
+      std::fprintf(stderr, "gradwire: rank %d: %s; the collective sums through UCX\n", rank, e.what());
+    }
+  }
 }
 
 ucx_comm::~ucx_comm() {
@@ -362,6 +374,8 @@ std::vector<std::uint8_t> ucx_comm::worker_address() const {
   a.away = worker_blob(p_->sides[1].worker);
   if (p_->lanes)
     a.lanes = p_->lanes->address();
+  if (p_->shm)
+    a.segment = p_->shm->name();
   return comm_detail::pack(a);
 }
 
@@ -370,17 +384,22 @@ void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, 
         "collective communicator: one address per rank expected");
   const auto n = addresses.size();
   std::vector<std::vector<std::uint8_t>> chosen(n), lane_addresses(n);
+  std::vector<std::string> segments(n);
   p_->on_lane.assign(n, false);
+  bool all_here = true; // every peer on this host, through UCX's shared memory, with a segment
   for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
     if (r == p_->rank)
       continue;
     const auto i = static_cast<std::size_t>(r);
     auto a = comm_detail::unpack(addresses[i], r);
+    segments[i] = std::move(a.segment);
+    all_here = all_here && same_host[i] && !segments[i].empty();
     if (p_->lanes && comm_detail::by_lane(p_->opts.net, p_->opts.tls, same_host[i])) {
       check(!a.lanes.empty(), "collective communicator: rank " + std::to_string(r) +
                                   " opened no TCP lanes (is --net the same on every rank?)");
       p_->on_lane[i] = true;
       p_->any_lane = true;
+      all_here = false;
       lane_addresses[i] = std::move(a.lanes);
       continue;
     }
@@ -405,15 +424,30 @@ void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, 
   }
   if (p_->lanes)
     p_->lanes->connect(lane_addresses, p_->on_lane);
+  // Every rank sees the same ranks' names and hosts, so every rank
+  // decides the same. A first sum tells each rank that every peer has
+  // mapped its segment: its name can go from /dev/shm.
+  if (p_->shm && all_here) {
+    p_->shm->connect(segments);
+    float one = 1;
+    p_->shm->allreduce(&one, 1);
+    p_->shm->unlink();
+  } else {
+    p_->shm.reset();
+  }
   p_->connected = true;
   ucx_setup::restrict_sysv_segments();
 }
+
+bool ucx_comm::by_shared_memory() const { return p_->shm != nullptr && p_->connected; }
 
 bool ucx_comm::by_lane(int peer) const {
   return peer >= 0 && static_cast<std::size_t>(peer) < p_->on_lane.size() && p_->on_lane[static_cast<std::size_t>(peer)];
 }
 
 allreduce_algo ucx_comm::choose(std::size_t n) const {
+  if (by_shared_memory())
+    return allreduce_algo::shared_memory;
   return n * sizeof(float) < p_->ring_from() ? allreduce_algo::recursive_doubling : allreduce_algo::ring;
 }
 
@@ -424,6 +458,12 @@ void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
     return;
   if (algo == allreduce_algo::automatic)
     algo = choose(n);
+  if (algo == allreduce_algo::shared_memory) {
+    check(by_shared_memory(), "allreduce (rank " + std::to_string(p_->rank) +
+                                  "): sums through shared memory need every rank on this host");
+    p_->shm->allreduce(data, n);
+    return;
+  }
   if (p_->tmp.size() < n)
     p_->tmp.resize(n);
   ++p_->seq;
@@ -445,8 +485,12 @@ int ucx_comm::size() const { return p_->size; }
 
 std::string ucx_comm::describe() const {
   const auto lanes = std::count(p_->on_lane.begin(), p_->on_lane.end(), true);
-  return "the calling thread drives every transfer (" + std::string(to_string(p_->opts.net)) + " net" +
-         (p_->opts.tls.empty() ? "" : ", tls " + p_->opts.tls) + "), recursive doubling below " +
+  const std::string driver = "the calling thread drives every transfer (" + std::string(to_string(p_->opts.net)) +
+                             " net" + (p_->opts.tls.empty() ? "" : ", tls " + p_->opts.tls) + "), ";
+  if (by_shared_memory())
+    return driver + "every rank on this host: sums through shared memory at every size (each rank adds its "
+                    "segment from its peers' shared segments)";
+  return driver + "recursive doubling below " +
          std::to_string(p_->ring_from() >> 10) + " KiB, ring from there; " +
          "UCX shared memory to ranks on this host (every size eager), " +
          (lanes == 0 ? std::string("UCX tag matching to other hosts (rendezvous from 256 KiB)")

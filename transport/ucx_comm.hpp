@@ -26,7 +26,10 @@
 ///   messages.
 /// - ring: reduce-scatter then all-gather, p-1 steps each of n/p:
 ///   bandwidth-optimal, large messages.
-/// choose() picks by size and rank count (thresholds measured: bench/RESULTS.md).
+/// - shared memory (shm_collective.hpp): when every rank is on this host,
+///   each adds its segment of the others' buffers from shared memory it
+///   maps from them, the ring's sums without its messages. Every size.
+/// choose() picks by path, size and rank count (measured: bench/RESULTS.md).
 ///
 /// Everything from a peer is checked: a message of the wrong length, or
 /// from a rank that falls silent for `timeout_ms`, throws gradwire::error
@@ -40,7 +43,7 @@
 
 namespace gradwire::transport {
 
-enum class allreduce_algo { automatic, recursive_doubling, ring, halving_doubling };
+enum class allreduce_algo { automatic, recursive_doubling, ring, halving_doubling, shared_memory };
 
 /// How pairs that would talk TCP are carried. automatic: the
 /// communicator's own TCP lanes for every pair UCX would carry over TCP
@@ -52,7 +55,7 @@ enum class comm_net { automatic, ucx, sockets };
 comm_net parse_comm_net(const std::string& text, const std::string& what);
 const char* to_string(comm_net n);
 
-/// "auto", "rd" / "recursive-doubling", "ring", "rabenseifner"; throws gradwire::error naming `what`.
+/// "auto", "rd" / "recursive-doubling", "ring", "rabenseifner", "shm"; throws gradwire::error naming `what`.
 allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what);
 const char* to_string(allreduce_algo a);
 
@@ -74,6 +77,9 @@ struct comm_options {
   comm_net net = comm_net::automatic;
   /// The job token's hash (token_hash): a lane's peers must show it.
   std::uint64_t token_hash = 0;
+  /// When every rank is on this host, sum through shared memory
+  /// (shm_collective.hpp) rather than UCX's messages.
+  bool shm_sums = true;
 };
 
 /// A link's rendezvous address (ucx_link::address) that also carries a
@@ -121,6 +127,9 @@ public:
   int size() const;
   /// Whether rank `peer` is reached through a TCP lane (after connect).
   bool by_lane(int peer) const;
+  /// Whether allreduce can sum through shared memory (after connect):
+  /// every rank is on this host and offered its segment.
+  bool by_shared_memory() const;
   std::string describe() const;
 
   struct impl;

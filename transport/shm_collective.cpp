@@ -1,0 +1,241 @@
+#include "transport/shm_collective.hpp"
+
+#include "kernels/error.hpp"
+#include "transport/comm_algorithms.hpp"
+#include "transport/shm_arena.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define GRADWIRE_PAUSE() _mm_pause()
+#else
+#define GRADWIRE_PAUSE() ((void)0)
+#endif
+
+namespace gradwire::transport {
+
+namespace {
+
+constexpr std::uint64_t segment_magic = 0x4d48534c4c4f4347ull; // "GCOLLSHM"
+constexpr std::size_t header_bytes = 4096;
+
+/// The head of a rank's segment. Only its owner writes it; the counters
+/// are written with release and read with acquire, so a peer that sees
+/// `posted` (or `reduced`) at g sees the floats written before it.
+struct header {
+  std::uint64_t magic;
+  std::uint64_t rank, size, half_floats;
+  alignas(64) std::uint64_t posted;  ///< the last piece whose slices are in place
+  alignas(64) std::uint64_t reduced; ///< the last piece whose own segment's sum is in place
+  alignas(64) std::uint64_t count[2]; ///< the allreduce's float count, per half
+  alignas(64) std::uint64_t aborted;  ///< nonzero: this rank failed and will post nothing more
+};
+static_assert(sizeof(header) <= header_bytes);
+
+constexpr std::size_t segment_bytes = header_bytes + 2 * shm_allreduce::half_floats * sizeof(float);
+
+std::uint64_t load(const std::uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+using comm_algorithms::copy;
+void store(std::uint64_t* p, std::uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+} // namespace
+
+bool is_collective_segment_name(const std::string& name) {
+  return name.size() > 10 && name.size() < 64 && name.rfind("/gradwire-", 0) == 0 &&
+         name.find_first_not_of("0123456789-", 10) == std::string::npos;
+}
+
+struct shm_allreduce::impl {
+  int rank = 0, size = 0, timeout_ms = 0;
+  bool spin_yield = false;
+  std::shared_ptr<shm_arena> mine;
+  std::vector<std::unique_ptr<shm_mapping>> peers; ///< by rank; this rank's is null
+  std::uint64_t piece = 0;
+  bool broken = false;
+
+  header* own() { return reinterpret_cast<header*>(mine->base()); }
+  float* own_half(int h) {
+    return reinterpret_cast<float*>(mine->base() + header_bytes) + static_cast<std::size_t>(h) * half_floats;
+  }
+  const header* hdr(int q) const { return reinterpret_cast<const header*>(peers[static_cast<std::size_t>(q)]->base()); }
+  const float* half(int q, int h) const {
+    return reinterpret_cast<const float*>(peers[static_cast<std::size_t>(q)]->base() + header_bytes) +
+           static_cast<std::size_t>(h) * half_floats;
+  }
+  /// A segment's slice in a half: a multiple of 16 floats (64 bytes).
+  std::size_t slice_floats() const { return (half_floats / static_cast<std::size_t>(size)) & ~std::size_t{15}; }
+
+  [[noreturn]] void fail(const std::string& why) {
+    broken = true;
+    store(&own()->aborted, 1); // the peers learn now, not after their timeout
+    throw error("allreduce over shared memory (rank " + std::to_string(rank) + "): " + why);
+  }
+
+  /// Waits until every peer's counter `field` reaches g.
+  void wait_all(std::uint64_t header::*field, std::uint64_t g, const char* what) {
+    for (int q = 0; q < size; ++q) {
+      if (q == rank)
+        continue;
+      const std::uint64_t* f = &(hdr(q)->*field);
+      if (load(f) >= g)
+        continue;
+      const auto start = std::chrono::steady_clock::now();
+      for (unsigned spins = 1; load(f) < g; ++spins) {
+        // Ranks that share CPUs give theirs up at once; others poll a
+        // while first (a sleeping vCPU takes long to wake).
+        if (spin_yield || spins > 2048)
+          ::sched_yield();
+        else
+          GRADWIRE_PAUSE();
+        if ((spins & 255u) != 0)
+          continue;
+        if (load(&hdr(q)->aborted) != 0)
+          fail("rank " + std::to_string(q) + " gave up (its allreduce failed) at piece " + std::to_string(g));
+        if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms))
+          fail("no word from rank " + std::to_string(q) + " for " + std::to_string(timeout_ms) + " ms (waiting for its " +
+               what + " slices of piece " + std::to_string(g) + ")");
+      }
+    }
+  }
+
+  /// Raises `posted` to g, waits until every peer has, and checks that
+  /// each called with n floats.
+  void post(std::uint64_t g, int h, std::size_t n) {
+    store(&own()->posted, g);
+    wait_all(&header::posted, g, "posted");
+    for (int q = 0; q < size; ++q)
+      if (q != rank && hdr(q)->count[h] != n)
+        fail("rank " + std::to_string(q) + " called with " + std::to_string(hdr(q)->count[h]) +
+             " floats, this rank with " + std::to_string(n) + " (do all ranks call with the same size?)");
+  }
+
+  /// Small buffers, one wait: every rank posts its whole buffer and adds
+  /// every segment itself, each in the ring's order (segment s from rank
+  /// s on), from the halves.
+  void gathered(float* data, std::size_t n) {
+    const std::uint64_t g = ++piece;
+    const int h = static_cast<int>(g & 1);
+    own()->count[h] = n;
+    copy(own_half(h), data, n);
+    post(g, h, n);
+    const auto p = static_cast<std::size_t>(size);
+    auto from = [&](std::size_t q) { return q == static_cast<std::size_t>(rank) ? own_half(h) : half(static_cast<int>(q), h); };
+    for (std::size_t s = 0; s < p; ++s) {
+      const std::size_t a = n * s / p, len = n * (s + 1) / p - a;
+      if (s != static_cast<std::size_t>(rank))
+        copy(data + a, from(s) + a, len);
+      for (std::size_t j = 1; j < p; ++j)
+        comm_algorithms::add(data + a, from((s + j) % p) + a, len);
+    }
+  }
+
+  /// The three steps of the file's head, piece by piece.
+  void scattered(float* data, std::size_t n) {
+    const auto p = static_cast<std::size_t>(size);
+    const auto r = static_cast<std::size_t>(rank);
+    auto begin = [&](std::size_t s) { return n * s / p; };
+    const std::size_t q = slice_floats();
+    const std::size_t longest = begin(1) + (n % p != 0 ? 1 : 0); // segments differ by one float at most
+    const std::size_t pieces = (longest + q - 1) / q;
+    // Slice k of segment s: [a, b) of the buffer.
+    auto slice = [&](std::size_t s, std::size_t k, std::size_t& a, std::size_t& b) {
+      a = std::min(begin(s) + k * q, begin(s + 1));
+      b = std::min(a + q, begin(s + 1));
+    };
+    for (std::size_t k = 0; k < pieces; ++k) {
+      const std::uint64_t g = ++piece;
+      const int h = static_cast<int>(g & 1);
+      float* out = own_half(h);
+      own()->count[h] = n;
+      std::size_t a = 0, b = 0;
+      for (std::size_t s = 0; s < p; ++s) { // 1. this rank's part of the others' segments
+        slice(s, k, a, b);
+        if (s != r && b > a)
+          copy(out + s * q, data + a, b - a);
+      }
+      post(g, h, n);
+      slice(r, k, a, b); // 2. this rank's segment: the ring's order, block by block while it is in cache
+      constexpr std::size_t block = 4096;
+      for (std::size_t at = a; at < b; at += block) {
+        const std::size_t len = std::min(block, b - at);
+        for (std::size_t j = 1; j < p; ++j)
+          comm_algorithms::add(data + at, half(static_cast<int>((r + j) % p), h) + r * q + (at - a), len);
+        copy(out + r * q + (at - a), data + at, len);
+      }
+      store(&own()->reduced, g);
+      wait_all(&header::reduced, g, "summed");
+      for (std::size_t s = 0; s < p; ++s) { // 3. every other segment's sum, from its owner
+        slice(s, k, a, b);
+        if (s != r && b > a)
+          copy(data + a, half(static_cast<int>(s), h) + s * q, b - a);
+      }
+    }
+  }
+};
+
+shm_allreduce::shm_allreduce(int rank, int size, int timeout_ms, bool spin_yield) : p_(std::make_unique<impl>()) {
+  check(size >= 2 && rank >= 0 && rank < size && timeout_ms > 0,
+        "allreduce over shared memory: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  p_->rank = rank;
+  p_->size = size;
+  p_->timeout_ms = timeout_ms;
+  p_->spin_yield = spin_yield;
+  std::random_device rd;
+  const std::string name = "/gradwire-" + std::to_string(::getpid()) + "-" + std::to_string(rank) + "-" +
+                           std::to_string(rd() & 0xffffff);
+  p_->mine = std::make_shared<shm_arena>(name, segment_bytes, true);
+  header* h = p_->own();
+  std::memset(h, 0, sizeof(header));
+  h->rank = static_cast<std::uint64_t>(rank);
+  h->size = static_cast<std::uint64_t>(size);
+  h->half_floats = half_floats;
+  store(&h->magic, segment_magic);
+}
+
+shm_allreduce::~shm_allreduce() = default;
+
+const std::string& shm_allreduce::name() const { return p_->mine->name(); }
+
+void shm_allreduce::connect(const std::vector<std::string>& names) {
+  check(static_cast<int>(names.size()) == p_->size, "allreduce over shared memory: one segment name per rank expected");
+  p_->peers.clear();
+  p_->peers.resize(names.size());
+  for (int q = 0; q < p_->size; ++q) {
+    if (q == p_->rank)
+      continue;
+    const auto& name = names[static_cast<std::size_t>(q)];
+    const std::string who = "allreduce over shared memory: rank " + std::to_string(q) + "'s segment";
+    check(is_collective_segment_name(name), who + " has no gradwire segment name");
+    p_->peers[static_cast<std::size_t>(q)] = std::make_unique<shm_mapping>(name, segment_bytes);
+    const header* h = p_->hdr(q);
+    check(load(&h->magic) == segment_magic, who + " " + name + " is not a collective segment");
+    check(h->rank == static_cast<std::uint64_t>(q) && h->size == static_cast<std::uint64_t>(p_->size) &&
+              h->half_floats == half_floats,
+          who + " says rank " + std::to_string(h->rank) + " of " + std::to_string(h->size) + ", halves of " +
+              std::to_string(h->half_floats) + " floats; rank " + std::to_string(q) + " of " +
+              std::to_string(p_->size) + ", " + std::to_string(half_floats) + " expected");
+  }
+}
+
+void shm_allreduce::unlink() { p_->mine->unlink(); }
+
+void shm_allreduce::allreduce(float* data, std::size_t n) {
+  impl& m = *p_;
+  check(!m.broken, "allreduce over shared memory (rank " + std::to_string(m.rank) + "): it failed earlier");
+  check(m.peers.size() == static_cast<std::size_t>(m.size), "allreduce over shared memory: not connected");
+  if (n == 0)
+    return;
+  if (n * sizeof(float) < gather_below_bytes)
+    m.gathered(data, n);
+  else
+    m.scattered(data, n);
+}
+
+} // namespace gradwire::transport

@@ -1,0 +1,81 @@
+#pragma once
+/// @file shm_collective.hpp
+/// The collective communicator's allreduce among ranks that all share
+/// this host, through shared memory and nothing else: no UCX, no FIFO
+/// copies, no messages. Each rank owns a segment of POSIX shared memory
+/// that it alone writes and its peers map read-only (two halves used in
+/// turn, and a header of counters).
+///
+/// The buffer is cut as the ring cuts it, one segment per rank, and
+/// segments are moved in slices that fit a half (pieces). For piece g:
+///   1. each rank copies its slices of the other ranks' segments into its
+///      half and raises `posted` to g;
+///   2. once every peer has posted g, rank r adds its peers' slices of
+///      segment r into its own buffer, in the ring's order (r + 1, r + 2,
+///      ...), copies the sum into its half and raises `reduced` to g;
+///   3. once every peer has reduced g, rank r copies each peer s's sum of
+///      segment s from s's half into its own buffer.
+/// So a rank writes (p-1)/p of the buffer into shared memory and reads the
+/// same back: two copies fewer than passing the ring's messages through
+/// UCX's shared-memory FIFOs, and no process ever maps another's private
+/// memory (UCX's CMA is not used: see ucx_comm.hpp). Every element is the
+/// sum the ring makes, in the ring's order: the result is the ring's, bit
+/// for bit, on every rank.
+///
+/// Below `gather_below_bytes` one wait replaces the two: every rank posts
+/// its whole buffer and adds every segment itself, in the ring's order.
+///
+/// A half is reused two pieces later; by then every peer has posted the
+/// piece between, so it has finished reading it. A peer that falls silent
+/// for `timeout_ms`, or that calls with another size, is named in a
+/// gradwire::error; its counters and floats are only compared and added,
+/// never used as sizes or offsets.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradwire::transport {
+
+class shm_allreduce {
+public:
+  /// The floats of one half: a piece's slices of every segment.
+  static constexpr std::size_t half_floats = std::size_t{1} << 18; // 1 MiB
+  /// Buffers below this many bytes are gathered whole (one wait, not two).
+  static constexpr std::size_t gather_below_bytes = std::size_t{16} << 10;
+
+  /// Creates this rank's segment (allocated now: a full /dev/shm is an
+  /// error here). Throws gradwire::error.
+  shm_allreduce(int rank, int size, int timeout_ms, bool spin_yield);
+  ~shm_allreduce();
+  shm_allreduce(const shm_allreduce&) = delete;
+  shm_allreduce& operator=(const shm_allreduce&) = delete;
+
+  /// This rank's segment, for its peers' connect().
+  const std::string& name() const;
+  /// Maps rank r's segment, named `names[r]` (this rank's own entry is
+  /// ignored), read-only, and checks what its header says. Throws
+  /// gradwire::error naming the rank.
+  void connect(const std::vector<std::string>& names);
+  /// Removes this rank's segment from /dev/shm (peers that mapped it keep
+  /// it); after the first allreduce every peer has.
+  void unlink();
+
+  /// Sums data[0..n) across every rank in place (every rank calls with
+  /// the same n). Throws gradwire::error naming a silent or mismatched
+  /// rank; the communicator is unusable after that.
+  void allreduce(float* data, std::size_t n);
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> p_;
+};
+
+/// Whether `name` is one shm_allreduce makes ("/gradwire-<digits and
+/// dashes>"): a peer may not make this process open anything else.
+bool is_collective_segment_name(const std::string& name);
+
+} // namespace gradwire::transport
