@@ -10,7 +10,11 @@
 # ring, Rabenseifner) runs, and the best per size is the peer. Rounds are
 # interleaved (the VM drifts) and the median of ROUNDS is kept. Below 64
 # KiB the ratio is of times (MPI's / gradwire's: above 1, gradwire is
-# faster); from 64 KiB of busbw (gradwire's / MPI's). Sizes below 64 KiB
+# faster); from 64 KiB of busbw (gradwire's / MPI's). The last columns
+# set each side's fastest round against the other's (MPI: of every
+# algorithm): this VM runs whole processes in a fast or a slow mode, 2-4x
+# apart, for either side, and a median of few rounds can pair unlike
+# modes (bench/RESULTS.md). Sizes below 64 KiB
 # run 2,000 timed rounds after 200 (50 rounds of 1 KiB last under a
 # millisecond, shorter than this VM's stalls), the others 50 after 10.
 #
@@ -64,14 +68,21 @@ def median(prefix):
     runs = [load(f"{tmp}/{prefix}_{r}") for r in range(1, rounds + 1)]
     return {s: (statistics.median(run[s][0] for run in runs), statistics.median(run[s][1] for run in runs),
                 all(run[s][2] == "ok" for run in runs)) for s in runs[0]}
+def fastest(prefix):
+    runs = [load(f"{tmp}/{prefix}_{r}") for r in range(1, rounds + 1)]
+    return {s: min(run[s][0] for run in runs) for s in runs[0]}
 gw = median(f"gw_{path}_{np}")
 mpi = {a.split(':')[1]: median(f"mpi_{path}_{np}_{a.split(':')[0]}") for a in algos}
-print(f"{'size':>10} {'gradwire us':>11} {'GB/s':>7} {'best MPI us':>11} {'GB/s':>7} {'(algorithm)':>20} {'ratio':>6}  check")
+gw_fast = fastest(f"gw_{path}_{np}")
+mpi_fast = [fastest(f"mpi_{path}_{np}_{a.split(':')[0]}") for a in algos]
+print(f"{'size':>10} {'gradwire us':>11} {'GB/s':>7} {'best MPI us':>11} {'GB/s':>7} {'(algorithm)':>20} {'ratio':>6}  check  {'fastest rounds: gw / MPI us (ratio)':>36}")
 for s in sorted(gw):
     name, (t, bw, ok) = min(((k, v[s]) for k, v in mpi.items()), key=lambda kv: kv[1][0])
     gt, gbw, gok = gw[s]
     ratio = t / gt if s < 65536 else gbw / bw
-    print(f"{s:>10} {gt:11.1f} {gbw:7.3f} {t:11.1f} {bw:7.3f} {name:>20} {ratio:6.2f}  {'ok' if gok and ok else 'WRONG'}")
+    ft = min(m[s] for m in mpi_fast)
+    print(f"{s:>10} {gt:11.1f} {gbw:7.3f} {t:11.1f} {bw:7.3f} {name:>20} {ratio:6.2f}  {'ok' if gok and ok else 'WRONG':5}"
+          f"  {gw_fast[s]:12.1f} / {ft:10.1f} ({ft / gw_fast[s]:4.2f})")
 PY
   done
 done

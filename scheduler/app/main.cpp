@@ -90,8 +90,11 @@ Examples:
 
 constexpr const char* allreduce_help = R"(Two engines, side by side. The headline columns have MPI_Allreduce's
 semantics (the sum in each rank's own buffer, every byte copied): a
-collective communicator whose calling thread drives UCX itself, recursive
-doubling for small sizes and a ring for large ones. After the bar, an
+collective communicator driven by the calling thread: when every rank is
+on this host, each adds its share from its peers' shared memory (the
+ring's sums, no messages); across hosts it drives UCX and its own TCP
+lanes, recursive doubling for small sizes and a ring for large ones.
+After the bar, an
 extra column that is not MPI's semantics: the ring peers training uses
 (actors; chunks as Cap'n Proto headers plus zero-copy data frames, results
 read in place, by shared-memory reference on one host). Rank 0 prints
