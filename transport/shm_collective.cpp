@@ -32,9 +32,10 @@ constexpr std::size_t header_bytes = 4096;
 struct header {
   std::uint64_t magic;
   std::uint64_t rank, size, half_floats;
-  alignas(64) std::uint64_t posted;  ///< the last piece whose slices are in place
-  alignas(64) std::uint64_t reduced; ///< the last piece whose own segment's sum is in place
-  alignas(64) std::uint64_t count[2]; ///< the allreduce's float count, per half
+  // `count` shares `posted`'s cache line: a peer that sees one has the other.
+  alignas(64) std::uint64_t posted;   ///< the last piece whose slices are in place
+  std::uint64_t count[2];             ///< the allreduce's float count, per half
+  alignas(64) std::uint64_t reduced;  ///< the last piece whose own segment's sum is in place
   alignas(64) std::uint64_t aborted;  ///< nonzero: this rank failed and will post nothing more
 };
 static_assert(sizeof(header) <= header_bytes);
@@ -228,8 +229,9 @@ void shm_allreduce::unlink() { p_->mine->unlink(); }
 
 void shm_allreduce::allreduce(float* data, std::size_t n) {
   impl& m = *p_;
-  check(!m.broken, "allreduce over shared memory (rank " + std::to_string(m.rank) + "): it failed earlier");
-  check(m.peers.size() == static_cast<std::size_t>(m.size), "allreduce over shared memory: not connected");
+  if (m.broken || m.peers.size() != static_cast<std::size_t>(m.size)) // (no message built on the hot path)
+    throw error("allreduce over shared memory (rank " + std::to_string(m.rank) + "): " +
+                (m.broken ? "it failed earlier" : "not connected"));
   if (n == 0)
     return;
   if (n * sizeof(float) < gather_below_bytes)

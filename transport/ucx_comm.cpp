@@ -452,16 +452,23 @@ allreduce_algo ucx_comm::choose(std::size_t n) const {
 }
 
 void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
-  check(!p_->broken, "allreduce (rank " + std::to_string(p_->rank) + "): the communicator failed earlier");
-  check(p_->size == 1 || p_->connected, "allreduce: the communicator is not connected");
+  if (p_->broken || (p_->size > 1 && !p_->connected)) // (no message built on the hot path)
+    throw error("allreduce (rank " + std::to_string(p_->rank) + "): the communicator " +
+                (p_->broken ? "failed earlier" : "is not connected"));
   if (p_->size == 1 || n == 0)
     return;
   if (algo == allreduce_algo::automatic)
     algo = choose(n);
   if (algo == allreduce_algo::shared_memory) {
-    check(by_shared_memory(), "allreduce (rank " + std::to_string(p_->rank) +
-                                  "): sums through shared memory need every rank on this host");
-    p_->shm->allreduce(data, n);
+    if (!by_shared_memory())
+      throw error("allreduce (rank " + std::to_string(p_->rank) +
+                  "): sums through shared memory need every rank on this host");
+    try {
+      p_->shm->allreduce(data, n);
+    } catch (...) {
+      p_->broken = true; // as after any failure: unusable from here
+      throw;
+    }
     return;
   }
   if (p_->tmp.size() < n)
