@@ -25,9 +25,10 @@ inline void add(float* dst, const float* src, std::size_t n) {
     dst[i] += src[i];
 }
 
-/// Copies n floats. Not memcpy: glibc 2.36 moves 32-256 KiB with `rep
-/// movsb`, which on the AMD EPYC measured read another process's shared
-/// memory at 2.0-2.6 GB/s, against 36-44 GB/s for this loop (bench/RESULTS.md).
+/// Copies n floats. Not memcpy: glibc 2.36 moves 8-256 KiB with `rep
+/// movsb`, which on the AMD EPYC measured wrote a destination 16 bytes
+/// past a cache line (a malloc'd buffer, as callers' often are) at 2 GB/s,
+/// against 36-44 GB/s for this loop (bench/RESULTS.md).
 inline void copy(float* dst, const float* src, std::size_t n) {
 #if defined(__SSE2__)
   std::size_t i = 0;
