@@ -102,18 +102,23 @@ public:
   // --- batch normalisation (per channel over N, H, W) -----------------------
   /// Training mode: normalises with batch statistics, saves mean and inverse
   /// std for backward, and updates running stats when they are not null.
+  /// With `relu`, y is max(0, .) of the normalised value, in the same pass
+  /// (the same bits as relu_forward after it).
   virtual void batchnorm_forward_train(const float* x, float* y, int n, int c, int hw,
                                        const float* gamma, const float* beta, float* save_mean,
                                        float* save_invstd, float* running_mean,
-                                       float* running_var, float momentum, float eps) = 0;
+                                       float* running_var, float momentum, float eps, bool relu = false) = 0;
   virtual void batchnorm_forward_eval(const float* x, float* y, int n, int c, int hw,
                                       const float* gamma, const float* beta,
                                       const float* running_mean, const float* running_var,
-                                      float eps) = 0;
-  /// dgamma, dbeta accumulate; dx is overwritten.
+                                      float eps, bool relu = false) = 0;
+  /// dgamma, dbeta accumulate; dx is overwritten. With `relu_y` (the output
+  /// of a forward with relu), dy counts only where relu_y > 0: the backward
+  /// of relu(batchnorm(x)), the same bits as relu_backward before it.
   virtual void batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c,
                                   int hw, const float* gamma, const float* save_mean,
-                                  const float* save_invstd, float* dgamma, float* dbeta) = 0;
+                                  const float* save_invstd, float* dgamma, float* dbeta,
+                                  const float* relu_y = nullptr) = 0;
 
   // --- loss -----------------------------------------------------------------
   /// Softmax cross-entropy over rows of `logits` [n, classes]. Writes

@@ -13,15 +13,9 @@ const std::vector<std::string>& model_kinds() {
 
 network::network(std::vector<std::unique_ptr<layer>> layers) : layers_(std::move(layers)) {
   // linear + relu: the linear applies max(0, .) on its own output blocks
-  // (in the threads that computed them), the relu passes it through.
-  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) {
-    auto* lin = dynamic_cast<linear*>(layers_[i].get());
-    auto* act = dynamic_cast<relu*>(layers_[i + 1].get());
-    if (lin != nullptr && act != nullptr) {
-      lin->fuse_relu();
-      act->input_rectified();
-    }
-  }
+  // (in the threads that computed them), the relu passes it through;
+  // batchnorm2d + relu: one pass each way instead of two.
+  fuse_activations(layers_);
 }
 
 void network::describe(std::vector<param_spec>& params, std::vector<param_spec>& state) const {

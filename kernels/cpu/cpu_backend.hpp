@@ -48,13 +48,13 @@ public:
   void batchnorm_forward_train(const float* x, float* y, int n, int c, int hw,
                                const float* gamma, const float* beta, float* save_mean,
                                float* save_invstd, float* running_mean, float* running_var,
-                               float momentum, float eps) override;
+                               float momentum, float eps, bool relu = false) override;
   void batchnorm_forward_eval(const float* x, float* y, int n, int c, int hw, const float* gamma,
                               const float* beta, const float* running_mean,
-                              const float* running_var, float eps) override;
+                              const float* running_var, float eps, bool relu = false) override;
   void batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c, int hw,
                           const float* gamma, const float* save_mean, const float* save_invstd,
-                          float* dgamma, float* dbeta) override;
+                          float* dgamma, float* dbeta, const float* relu_y = nullptr) override;
 
   xent_result softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes,
                            float* dlogits, float grad_scale) override;

@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 // Batch normalisation per channel over (N, H, W), as PyTorch's BatchNorm2d:
 // biased variance to normalise, unbiased variance into the running estimate.
@@ -16,9 +17,25 @@
 namespace gradwire::kernels {
 namespace {
 
+/// y = x * a + b over one channel's plane of each image, rectified when asked.
+GW_CLONES void bn_apply(const float* x, float* y, int n, int c, int ch, int hw, float a, float b, bool relu) {
+  for (int i = 0; i < n; ++i) {
+    const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
+    if (relu) {
+      for (int j = 0; j < hw; ++j) {
+        const float v = x[off + j] * a + b;
+        y[off + j] = v > 0.f ? v : 0.f;
+      }
+    } else {
+      for (int j = 0; j < hw; ++j)
+        y[off + j] = x[off + j] * a + b;
+    }
+  }
+}
+
 GW_CLONES void bn_forward_train(const float* x, float* y, int n, int c, int hw, const float* gamma,
                                 const float* beta, float* save_mean, float* save_invstd, float* running_mean,
-                                float* running_var, float momentum, float eps) {
+                                float* running_var, float momentum, float eps, bool relu) {
   const double m = static_cast<double>(n) * hw;
   for (int ch = 0; ch < c; ++ch) {
     double s = 0, ss = 0;
@@ -42,16 +59,28 @@ GW_CLONES void bn_forward_train(const float* x, float* y, int n, int c, int hw, 
     }
     const float a = gamma[ch] * invstd;
     const float b = beta[ch] - static_cast<float>(mean) * a;
-    for (int i = 0; i < n; ++i) {
-      const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
-      for (int j = 0; j < hw; ++j)
-        y[off + j] = x[off + j] * a + b;
-    }
+    bn_apply(x, y, n, c, ch, hw, a, b, relu);
   }
 }
 
-GW_CLONES void bn_backward(const float* x, const float* dy, float* dx, int n, int c, int hw, const float* gamma,
-                           const float* save_mean, const float* save_invstd, float* dgamma, float* dbeta) {
+/// Without a mask, dy as it is; with one (relu_y), dy where relu_y > 0, else
+/// +0 (relu_backward's bits). Written as a bitwise and: as a select, GCC 12
+/// left the reduction loop scalar and the fused backward ran 2.6x slower
+/// than BatchNorm's and ReLU's apart.
+template <bool Masked>
+inline float grad_at(const float* dy, const float* relu_y, std::ptrdiff_t i) {
+  if constexpr (Masked) {
+    const std::uint32_t keep = relu_y[i] > 0.f ? ~std::uint32_t{0} : 0u;
+    return __builtin_bit_cast(float, __builtin_bit_cast(std::uint32_t, dy[i]) & keep);
+  } else {
+    return dy[i];
+  }
+}
+
+template <bool Masked>
+GW_CLONES void bn_backward(const float* x, const float* dy, const float* relu_y, float* dx, int n, int c, int hw,
+                           const float* gamma, const float* save_mean, const float* save_invstd, float* dgamma,
+                           float* dbeta) {
   const double m = static_cast<double>(n) * hw;
   for (int ch = 0; ch < c; ++ch) {
     const float mean = save_mean[ch], invstd = save_invstd[ch];
@@ -60,8 +89,9 @@ GW_CLONES void bn_backward(const float* x, const float* dy, float* dx, int n, in
       const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
 #pragma omp simd reduction(+ : sdy, sdyx)
       for (int j = 0; j < hw; ++j) {
-        sdy += dy[off + j];
-        sdyx += static_cast<double>(dy[off + j]) * (x[off + j] - mean) * invstd;
+        const float g = grad_at<Masked>(dy, relu_y, off + j);
+        sdy += g;
+        sdyx += static_cast<double>(g) * (x[off + j] - mean) * invstd;
       }
     }
     dgamma[ch] += static_cast<float>(sdyx);
@@ -72,7 +102,7 @@ GW_CLONES void bn_backward(const float* x, const float* dy, float* dx, int n, in
       const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
       for (int j = 0; j < hw; ++j) {
         const float xhat = (x[off + j] - mean) * invstd;
-        dx[off + j] = k * (dy[off + j] - mdy - xhat * mdyx);
+        dx[off + j] = k * (grad_at<Masked>(dy, relu_y, off + j) - mdy - xhat * mdyx);
       }
     }
   }
@@ -83,29 +113,30 @@ GW_CLONES void bn_backward(const float* x, const float* dy, float* dx, int n, in
 void cpu_backend::batchnorm_forward_train(const float* x, float* y, int n, int c, int hw,
                                           const float* gamma, const float* beta, float* save_mean,
                                           float* save_invstd, float* running_mean,
-                                          float* running_var, float momentum, float eps) {
-  bn_forward_train(x, y, n, c, hw, gamma, beta, save_mean, save_invstd, running_mean, running_var, momentum, eps);
+                                          float* running_var, float momentum, float eps, bool relu) {
+  bn_forward_train(x, y, n, c, hw, gamma, beta, save_mean, save_invstd, running_mean, running_var, momentum, eps,
+                   relu);
 }
 
 void cpu_backend::batchnorm_forward_eval(const float* x, float* y, int n, int c, int hw,
                                          const float* gamma, const float* beta,
                                          const float* running_mean, const float* running_var,
-                                         float eps) {
+                                         float eps, bool relu) {
   for (int ch = 0; ch < c; ++ch) {
     const float a = gamma[ch] / std::sqrt(running_var[ch] + eps);
     const float b = beta[ch] - running_mean[ch] * a;
-    for (int i = 0; i < n; ++i) {
-      const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
-      for (int j = 0; j < hw; ++j)
-        y[off + j] = x[off + j] * a + b;
-    }
+    bn_apply(x, y, n, c, ch, hw, a, b, relu);
   }
 }
 
 void cpu_backend::batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c,
                                      int hw, const float* gamma, const float* save_mean,
-                                     const float* save_invstd, float* dgamma, float* dbeta) {
-  bn_backward(x, dy, dx, n, c, hw, gamma, save_mean, save_invstd, dgamma, dbeta);
+                                     const float* save_invstd, float* dgamma, float* dbeta,
+                                     const float* relu_y) {
+  if (relu_y != nullptr)
+    bn_backward<true>(x, dy, relu_y, dx, n, c, hw, gamma, save_mean, save_invstd, dgamma, dbeta);
+  else
+    bn_backward<false>(x, dy, nullptr, dx, n, c, hw, gamma, save_mean, save_invstd, dgamma, dbeta);
 }
 
 } // namespace gradwire::kernels

@@ -124,20 +124,26 @@ __global__ void bn_eval_coeffs(int c, const float* gamma, const float* beta, con
   ab[2 * ch + 1] = beta[ch] - rm[ch] * a;
 }
 
-// y = x * a[ch] + b[ch]; block (plane, part) covers a part of one image's
-// channel plane (no division per element).
-__global__ void bn_apply(const float* x, float* y, int c, int hw, const float* ab) {
+// y = x * a[ch] + b[ch], max(0, .) of it with relu; block (plane, part)
+// covers a part of one image's channel plane (no division per element).
+__global__ void bn_apply(const float* x, float* y, int c, int hw, const float* ab, bool relu) {
   const int ch = static_cast<int>(blockIdx.x % c);
   const int j = blockIdx.y * blockDim.x + threadIdx.x;
   if (j >= hw)
     return;
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * hw + j;
-  y[i] = __fadd_rn(__fmul_rn(x[i], ab[2 * ch]), ab[2 * ch + 1]);
+  const float v = __fadd_rn(__fmul_rn(x[i], ab[2 * ch]), ab[2 * ch + 1]);
+  y[i] = relu ? (v > 0.f ? v : 0.f) : v;
+}
+
+// dy, or with a mask (the output of a forward with relu) dy where it is > 0.
+__device__ __forceinline__ float grad_at(const float* dy, const float* relu_y, std::size_t i) {
+  return relu_y == nullptr || relu_y[i] > 0.f ? dy[i] : 0.f;
 }
 
 // Backward partials: sum dy and sum dy * xhat over the slice's images.
-__global__ void bn_bwd_partials(const float* x, const float* dy, int n, int c, int hw, int slices,
-                                const float* save_mean, const float* save_invstd, double* part) {
+__global__ void bn_bwd_partials(const float* x, const float* dy, const float* relu_y, int n, int c, int hw,
+                                int slices, const float* save_mean, const float* save_invstd, double* part) {
   const int ch = blockIdx.x, s = blockIdx.y;
   int first = 0, last = 0;
   slice_range(n, slices, s, first, last);
@@ -147,7 +153,7 @@ __global__ void bn_bwd_partials(const float* x, const float* dy, int n, int c, i
   for (unsigned t = threadIdx.x; t < count; t += bn_threads) {
     const std::size_t img = first + t / hw, j = t % hw;
     const std::size_t at = (img * c + ch) * hw + j;
-    const float g = dy[at];
+    const float g = grad_at(dy, relu_y, at);
     sdy += g;
     sdyx += static_cast<double>(g) * __fsub_rn(x[at], mean) * invstd;
   }
@@ -174,14 +180,15 @@ __global__ void bn_bwd_stats(const double* part, int c, int slices, double m, co
 }
 
 // dx = k * (dy - mean(dy) - xhat * mean(dy * xhat)).
-__global__ void bn_bwd_apply(const float* x, const float* dy, float* dx, int c, int hw,
+__global__ void bn_bwd_apply(const float* x, const float* dy, const float* relu_y, float* dx, int c, int hw,
                              const float* save_mean, const float* save_invstd, const float* coef) {
   const int ch = static_cast<int>(blockIdx.x % c);
   const int j = blockIdx.y * blockDim.x + threadIdx.x;
   if (j < hw) {
     const std::size_t i = static_cast<std::size_t>(blockIdx.x) * hw + j;
     const float xhat = __fmul_rn(__fsub_rn(x[i], save_mean[ch]), save_invstd[ch]);
-    const float inner = __fsub_rn(__fsub_rn(dy[i], coef[3 * ch + 1]), __fmul_rn(xhat, coef[3 * ch + 2]));
+    const float inner =
+      __fsub_rn(__fsub_rn(grad_at(dy, relu_y, i), coef[3 * ch + 1]), __fmul_rn(xhat, coef[3 * ch + 2]));
     dx[i] = __fmul_rn(coef[3 * ch], inner);
   }
 }
@@ -198,7 +205,7 @@ void cuda_backend::batchnorm_forward_train(const float* x, float* y, int n, int 
                                            const float* gamma, const float* beta,
                                            float* save_mean, float* save_invstd,
                                            float* running_mean, float* running_var,
-                                           float momentum, float eps) {
+                                           float momentum, float eps, bool relu) {
   std::lock_guard<std::mutex> lock(host_mu_);
   const auto gw_timed = timer_.time(stream_, "bn fwd", n, c, hw);
   const int slices = slices_for(n, c, hw);
@@ -212,27 +219,28 @@ void cuda_backend::batchnorm_forward_train(const float* x, float* y, int n, int 
     part, c, slices, static_cast<double>(n) * hw, gamma, beta, save_mean, save_invstd,
     running_mean, running_var, momentum, eps, ab);
   GW_CUDA_LAUNCHED();
-  bn_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, y, c, hw, ab);
+  bn_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, y, c, hw, ab, relu);
   GW_CUDA_LAUNCHED();
 }
 
 void cuda_backend::batchnorm_forward_eval(const float* x, float* y, int n, int c, int hw,
                                           const float* gamma, const float* beta,
                                           const float* running_mean, const float* running_var,
-                                          float eps) {
+                                          float eps, bool relu) {
   std::lock_guard<std::mutex> lock(host_mu_);
   const auto gw_timed = timer_.time(stream_, "bn eval", n, c, hw);
   auto* ab = static_cast<float*>(scratch(sizeof(float) * 2 * static_cast<std::size_t>(c)));
   bn_eval_coeffs<<<(c + 127) / 128, 128, 0, stream_>>>(c, gamma, beta, running_mean, running_var,
                                                        eps, ab);
   GW_CUDA_LAUNCHED();
-  bn_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, y, c, hw, ab);
+  bn_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, y, c, hw, ab, relu);
   GW_CUDA_LAUNCHED();
 }
 
 void cuda_backend::batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c,
                                       int hw, const float* gamma, const float* save_mean,
-                                      const float* save_invstd, float* dgamma, float* dbeta) {
+                                      const float* save_invstd, float* dgamma, float* dbeta,
+                                      const float* relu_y) {
   std::lock_guard<std::mutex> lock(host_mu_);
   const auto gw_timed = timer_.time(stream_, "bn bwd", n, c, hw);
   const int slices = slices_for(n, c, hw);
@@ -240,14 +248,14 @@ void cuda_backend::batchnorm_backward(const float* x, const float* dy, float* dx
   auto* base = static_cast<char*>(scratch(part_bytes + sizeof(float) * 3 * static_cast<std::size_t>(c)));
   auto* part = reinterpret_cast<double*>(base);
   auto* coef = reinterpret_cast<float*>(base + part_bytes);
-  bn_bwd_partials<<<dim3(c, slices), bn_threads, 0, stream_>>>(x, dy, n, c, hw, slices, save_mean,
+  bn_bwd_partials<<<dim3(c, slices), bn_threads, 0, stream_>>>(x, dy, relu_y, n, c, hw, slices, save_mean,
                                                                save_invstd, part);
   GW_CUDA_LAUNCHED();
   bn_bwd_stats<<<(c + 127) / 128, 128, 0, stream_>>>(part, c, slices, static_cast<double>(n) * hw,
                                                      gamma, save_invstd, dgamma, dbeta, coef);
   GW_CUDA_LAUNCHED();
-  bn_bwd_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, dy, dx, c, hw, save_mean,
-                                                                         save_invstd, coef);
+  bn_bwd_apply<<<apply_grid(n, c, hw), cuda_detail::row_threads(hw), 0, stream_>>>(x, dy, relu_y, dx, c, hw,
+                                                                         save_mean, save_invstd, coef);
   GW_CUDA_LAUNCHED();
 }
 

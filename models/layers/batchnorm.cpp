@@ -7,7 +7,25 @@ namespace gradwire::models {
 namespace {
 constexpr float bn_momentum = 0.1f;
 constexpr float bn_eps = 1e-5f;
+bool g_bn_relu_fusion = true;
 } // namespace
+
+void set_batchnorm_relu_fusion(bool on) { g_bn_relu_fusion = on; }
+
+void fuse_activations(std::vector<std::unique_ptr<layer>>& layers) {
+  for (std::size_t i = 0; i + 1 < layers.size(); ++i) {
+    auto* act = dynamic_cast<relu*>(layers[i + 1].get());
+    if (act == nullptr)
+      continue;
+    if (auto* lin = dynamic_cast<linear*>(layers[i].get())) {
+      lin->fuse_relu();
+      act->input_rectified();
+    } else if (auto* bn = dynamic_cast<batchnorm2d*>(layers[i].get()); bn != nullptr && g_bn_relu_fusion) {
+      bn->fuse_relu();
+      act->folded_into_previous();
+    }
+  }
+}
 
 void batchnorm2d::describe(std::vector<param_spec>& p, std::vector<param_spec>& s,
                            const std::string& prefix) const {
@@ -35,7 +53,7 @@ const tensor& batchnorm2d::forward(const tensor& x, bool train) {
   if (!train) {
     be().batchnorm_forward_eval(x.data(), y_.data(), n, c_, hw, gamma_.value.data(),
                                 beta_.value.data(), running_mean_.data(), running_var_.data(),
-                                bn_eps);
+                                bn_eps, relu_out_);
     return y_;
   }
   if (!save_mean_.defined() || save_mean_.dev() != x.dev()) {
@@ -46,7 +64,7 @@ const tensor& batchnorm2d::forward(const tensor& x, bool train) {
   be().batchnorm_forward_train(x.data(), y_.data(), n, c_, hw, gamma_.value.data(),
                                beta_.value.data(), save_mean_.data(), save_invstd_.data(),
                                own ? running_mean_.data() : nullptr,
-                               own ? running_var_.data() : nullptr, bn_momentum, bn_eps);
+                               own ? running_var_.data() : nullptr, bn_momentum, bn_eps, relu_out_);
   return y_;
 }
 
@@ -60,7 +78,7 @@ const tensor& batchnorm2d::backward(const tensor& dy, bool need_dx) {
   dx_ = dx_buf_.get(x_.shape(), dy.dev());
   be().batchnorm_backward(x_.data(), dy.data(), dx_.data(), n, c_, hw, gamma_.value.data(),
                           save_mean_.data(), save_invstd_.data(), gamma_.grad.data(),
-                          beta_.grad.data());
+                          beta_.grad.data(), relu_out_ ? y_.data() : nullptr);
   if (!need_dx)
     dx_ = tensor();
   return dx_;

@@ -66,9 +66,12 @@ public:
   /// The layer before already applies max(0, .) (linear::fuse_relu):
   /// forward passes its input through; backward is unchanged.
   void input_rectified() { rectified_ = true; }
+  /// The layer before applies max(0, .) and its backward too
+  /// (batchnorm2d::fuse_relu): both directions pass through.
+  void folded_into_previous() { rectified_ = folded_ = true; }
 
 private:
-  bool rectified_ = false;
+  bool rectified_ = false, folded_ = false;
   tensor y_, dx_;
   scratch y_buf_, dx_buf_;
 };
@@ -128,15 +131,27 @@ public:
   void bind(param_binder& b) override;
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
+  /// Outputs max(0, .) from now on, and its backward masks the gradient by
+  /// that output (one pass fewer each way); the relu after it folds in
+  /// (relu::folded_into_previous). The same bits as the two layers apart.
+  void fuse_relu() { relu_out_ = true; }
 
 private:
   int c_;
+  bool relu_out_ = false;
   param_binder::bound gamma_, beta_;
   tensor running_mean_, running_var_;
   bool owns_state_ = false;
   tensor x_, y_, dx_, save_mean_, save_invstd_;
   scratch y_buf_, dx_buf_;
 };
+
+/// Fuses each linear or batchnorm2d with the relu right after it (the
+/// relu's place, and so every parameter's name, stays). BatchNorm's fusion
+/// can be turned off for tests (set_batchnorm_relu_fusion), before a model
+/// is built.
+void fuse_activations(std::vector<std::unique_ptr<layer>>& layers);
+void set_batchnorm_relu_fusion(bool on);
 
 /// ResNet basic block: relu(bn(conv(relu(bn(conv(x))))) + shortcut(x)), the
 /// shortcut being identity or, when the shape changes, 1x1 conv + bn.

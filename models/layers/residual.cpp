@@ -14,6 +14,7 @@ residual_block::residual_block(int in_ch, int out_ch, int stride) {
     shortcut_.push_back(std::make_unique<conv2d>(in_ch, out_ch, 1, stride, 0, false));
     shortcut_.push_back(std::make_unique<batchnorm2d>(out_ch));
   }
+  fuse_activations(main_);
 }
 
 shape_t residual_block::output_shape(const shape_t& in) const {

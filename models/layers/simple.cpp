@@ -20,6 +20,8 @@ const tensor& relu::backward(const tensor& dy, bool need_dx) {
     dx_ = tensor();
     return dx_;
   }
+  if (folded_)
+    return dy;
   dx_ = dx_buf_.get(dy.shape(), dy.dev());
   be().relu_backward(y_.data(), dy.data(), dx_.data(), static_cast<std::size_t>(dy.numel()));
   return dx_;

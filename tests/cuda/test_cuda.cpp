@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include "kernels/backend.hpp"
 #include "models/batcher.hpp"
+#include "models/layers/layers.hpp"
 #include "models/trainer.hpp"
 #include "actor_env.hpp"
 #include "reference.hpp"
@@ -315,6 +316,42 @@ TEST_CASE("one gradient fill per backward on cuda:0 equals each layer zeroing it
     INFO(kind);
     CHECK(whole == per_layer);
   }
+}
+
+TEST_CASE("batch norm fused with the ReLU after it on cuda:0 equals the two apart bit for bit") {
+  // The kernels: forward train and eval with max(0, .), backward masked by
+  // that output, against BatchNorm then ReLU (and ReLU's backward first).
+  const int n = 8, c = 5, hw = 37;
+  const auto total = static_cast<std::size_t>(n) * c * hw;
+  const auto cs = static_cast<std::size_t>(c);
+  auto x = random_vec(total, 3, -2.f, 2.f), dy = random_vec(total, 4);
+  auto gamma = random_vec(cs, 5, 0.5f, 2.f), beta = random_vec(cs, 6);
+  dbuf gx(x), gdy(dy), ggam(gamma), gbet(beta), y1(total), y2(total), dx1(total), dx2(total), masked(total),
+    m1(cs), m2(cs), i1(cs), i2(cs), rm(std::vector<float>(cs, 0.f)), rv(std::vector<float>(cs, 1.f)), dg1(cs),
+    dg2(cs), db1(cs), db2(cs), e1(total), e2(total);
+  gpu().batchnorm_forward_train(gx.p(), y1.p(), n, c, hw, ggam.p(), gbet.p(), m1.p(), i1.p(), nullptr, nullptr, 0.1f,
+                                1e-5f, true);
+  gpu().batchnorm_forward_train(gx.p(), y2.p(), n, c, hw, ggam.p(), gbet.p(), m2.p(), i2.p(), nullptr, nullptr, 0.1f,
+                                1e-5f);
+  gpu().relu_forward(y2.p(), y2.p(), total);
+  CHECK(y1.host() == y2.host());
+  gpu().batchnorm_backward(gx.p(), gdy.p(), dx1.p(), n, c, hw, ggam.p(), m1.p(), i1.p(), dg1.p(), db1.p(), y1.p());
+  gpu().relu_backward(y2.p(), gdy.p(), masked.p(), total);
+  gpu().batchnorm_backward(gx.p(), masked.p(), dx2.p(), n, c, hw, ggam.p(), m2.p(), i2.p(), dg2.p(), db2.p());
+  CHECK(dx1.host() == dx2.host());
+  CHECK(dg1.host() == dg2.host());
+  CHECK(db1.host() == db2.host());
+  gpu().batchnorm_forward_eval(gx.p(), e1.p(), n, c, hw, ggam.p(), gbet.p(), rm.p(), rv.p(), 1e-5f, true);
+  gpu().batchnorm_forward_eval(gx.p(), e2.p(), n, c, hw, ggam.p(), gbet.p(), rm.p(), rv.p(), 1e-5f);
+  gpu().relu_forward(e2.p(), e2.p(), total);
+  CHECK(e1.host() == e2.host());
+  // Training: ResNet-20 with its BatchNorms fused and apart.
+  auto data = models::make_synthetic(96, 3, 32, 32, 10, 13);
+  const auto fused = trained_on_gpu("resnet20", data, 16, 5);
+  models::set_batchnorm_relu_fusion(false);
+  const auto apart = trained_on_gpu("resnet20", data, 16, 5);
+  models::set_batchnorm_relu_fusion(true);
+  CHECK(fused == apart);
 }
 
 TEST_CASE("training on cuda:0 repeats bit for bit (deterministic cuDNN algorithms)") {

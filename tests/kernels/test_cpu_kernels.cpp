@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <string>
 
@@ -255,4 +257,39 @@ TEST_CASE("batch norm forward: batch statistics, running statistics, eval mode")
   cpu().batchnorm_forward_eval(x.data(), ye.data(), n, c, hw, gamma.data(), beta.data(), rmean.data(),
                                rvar.data(), 1e-5f);
   CHECK(ye[0] == Approx(gamma[0] * (x[0] - rmean[0]) / std::sqrt(rvar[0] + 1e-5) + beta[0]).margin(1e-5));
+}
+
+TEST_CASE("batch norm fused with ReLU equals batch norm then ReLU bit for bit at odd plane sizes") {
+  // Planes of 37 and 3 values: the vector loops' tails; some outputs exactly 0.
+  for (int hw : {37, 3}) {
+    const int n = 4, c = 3;
+    const auto total = static_cast<std::size_t>(n * c * hw);
+    INFO("hw " << hw);
+    auto x = random_vec(total, 21, -2.f, 2.f), dy = random_vec(total, 22);
+    std::vector<float> gamma = {1.5f, 0.5f, 2.f}, beta = {0.1f, -0.2f, 0.f};
+    std::vector<float> y1(total), y2(total), masked(total), dx1(total), dx2(total), e1(total), e2(total);
+    std::vector<float> m1(3), m2(3), i1(3), i2(3), dg1(3, 0.f), dg2(3, 0.f), db1(3, 0.f), db2(3, 0.f);
+    std::vector<float> rm = {0.2f, -0.1f, 0.f}, rv = {1.f, 2.f, 0.5f};
+    cpu().batchnorm_forward_train(x.data(), y1.data(), n, c, hw, gamma.data(), beta.data(), m1.data(), i1.data(),
+                                  nullptr, nullptr, 0.1f, 1e-5f, true);
+    cpu().batchnorm_forward_train(x.data(), y2.data(), n, c, hw, gamma.data(), beta.data(), m2.data(), i2.data(),
+                                  nullptr, nullptr, 0.1f, 1e-5f);
+    cpu().relu_forward(y2.data(), y2.data(), total);
+    CHECK(y1 == y2);
+    CHECK(std::count(y1.begin(), y1.end(), 0.f) > 0);
+    cpu().batchnorm_backward(x.data(), dy.data(), dx1.data(), n, c, hw, gamma.data(), m1.data(), i1.data(),
+                             dg1.data(), db1.data(), y1.data());
+    cpu().relu_backward(y2.data(), dy.data(), masked.data(), total);
+    cpu().batchnorm_backward(x.data(), masked.data(), dx2.data(), n, c, hw, gamma.data(), m2.data(), i2.data(),
+                             dg2.data(), db2.data());
+    CHECK(dx1 == dx2);
+    CHECK(dg1 == dg2);
+    CHECK(db1 == db2);
+    cpu().batchnorm_forward_eval(x.data(), e1.data(), n, c, hw, gamma.data(), beta.data(), rm.data(), rv.data(),
+                                 1e-5f, true);
+    cpu().batchnorm_forward_eval(x.data(), e2.data(), n, c, hw, gamma.data(), beta.data(), rm.data(), rv.data(),
+                                 1e-5f);
+    cpu().relu_forward(e2.data(), e2.data(), total);
+    CHECK(e1 == e2);
+  }
 }

@@ -2,6 +2,7 @@
 // Fashion-MNIST reaches stated accuracies.
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
+#include "models/layers/layers.hpp"
 #include "models/lr_schedule.hpp"
 #include "models/optimizer.hpp"
 #include "models/trainer.hpp"
@@ -87,6 +88,42 @@ TEST_CASE("gradients zeroed in one fill before backward equal each layer zeroing
     INFO(kind);
     CHECK(run(param_binder::zeroing::whole) == run(param_binder::zeroing::per_layer));
   }
+}
+
+TEST_CASE("BatchNorm fused with the ReLU after it trains and evaluates ResNet-20 to the bits of the two layers apart") {
+  // One pass each way instead of two (batchnorm2d::fuse_relu): the stem and
+  // every block's first BatchNorm; momentum carries each step into the next,
+  // and evaluation runs BatchNorm on its running statistics.
+  auto cifar = make_synthetic(96, 3, 32, 32, 10, 7);
+  model_spec spec;
+  spec.kind = "resnet20";
+  spec.channels = 3;
+  spec.height = spec.width = 32;
+  optimizer_spec opt;
+  opt.momentum = 0.9f;
+  struct outcome {
+    std::vector<float> params, state;
+    eval_result eval;
+  };
+  auto run = [&](bool fused) {
+    set_batchnorm_relu_fusion(fused); // networks are built with the model's replicas, in the trainer
+    model m(spec, kernels::device::cpu(), 3);
+    trainer t(m, opt, 1, parallelism::batch);
+    set_batchnorm_relu_fusion(true);
+    batcher b(cifar, shard_indices(cifar.size(), 0, 1, 3), 16, 3);
+    batch bt;
+    for (int i = 0; i < 4; ++i) {
+      b.next(bt);
+      t.step(bt.x.data(), bt.y.data(), bt.size);
+    }
+    return outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 0, 32)};
+  };
+  const auto fused = run(true), apart = run(false);
+  CHECK(fused.params == apart.params);
+  CHECK(fused.state == apart.state);
+  CHECK(fused.eval.loss == apart.eval.loss);
+  CHECK(fused.eval.accuracy == apart.eval.accuracy);
+  CHECK(fused.params != model(spec, kernels::device::cpu(), 3).params().to_vector()); // it trained
 }
 
 TEST_CASE("compute_gradients + apply equals step, Adam trains") {
