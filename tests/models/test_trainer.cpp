@@ -94,7 +94,7 @@ TEST_CASE("BatchNorm fused with the ReLU after it trains and evaluates ResNet-20
   // One pass each way instead of two (batchnorm2d::fuse_relu): the stem and
   // every block's first BatchNorm; momentum carries each step into the next,
   // and evaluation runs BatchNorm on its running statistics.
-  auto cifar = make_synthetic(96, 3, 32, 32, 10, 7);
+  auto cifar = make_synthetic(64, 3, 32, 32, 10, 7);
   model_spec spec;
   spec.kind = "resnet20";
   spec.channels = 3;
@@ -112,11 +112,11 @@ TEST_CASE("BatchNorm fused with the ReLU after it trains and evaluates ResNet-20
     set_batchnorm_relu_fusion(true);
     batcher b(cifar, shard_indices(cifar.size(), 0, 1, 3), 16, 3);
     batch bt;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 3; ++i) {
       b.next(bt);
       t.step(bt.x.data(), bt.y.data(), bt.size);
     }
-    return outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 0, 32)};
+    return outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 32, 32)};
   };
   const auto fused = run(true), apart = run(false);
   CHECK(fused.params == apart.params);
