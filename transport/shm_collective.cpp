@@ -182,7 +182,7 @@ struct shm_allreduce::impl {
 };
 
 shm_allreduce::shm_allreduce(int rank, int size, int timeout_ms, bool spin_yield) : p_(std::make_unique<impl>()) {
-  check(size >= 2 && rank >= 0 && rank < size && timeout_ms > 0,
+  check(size >= 2 && size <= max_ranks && rank >= 0 && rank < size && timeout_ms > 0,
         "allreduce over shared memory: rank " + std::to_string(rank) + " of " + std::to_string(size));
   p_->rank = rank;
   p_->size = size;

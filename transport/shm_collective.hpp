@@ -45,6 +45,9 @@ public:
   static constexpr std::size_t half_floats = std::size_t{1} << 18; // 1 MiB
   /// Buffers below this many bytes are gathered whole (one wait, not two).
   static constexpr std::size_t gather_below_bytes = std::size_t{16} << 10;
+  /// The most ranks: each rank's slice of a half is 64 floats at least.
+  static constexpr int max_ranks = 4096;
+  static_assert(gather_below_bytes / sizeof(float) <= half_floats);
 
   /// Creates this rank's segment (allocated now: a full /dev/shm is an
   /// error here). Throws gradwire::error.

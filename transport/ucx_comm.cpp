@@ -326,7 +326,7 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   ucx_setup::open(away, p_->sides[1].context, p_->sides[1].worker, UCP_FEATURE_TAG);
   if (p_->opts.net != comm_net::ucx)
     p_->lanes = std::make_unique<tcp_lanes>(rank, size, p_->opts.token_hash, p_->opts.timeout_ms);
-  if (p_->opts.shm_sums && size > 1) {
+  if (p_->opts.shm_sums && size > 1 && size <= shm_allreduce::max_ranks) {
     try {
       p_->shm = std::make_unique<shm_allreduce>(rank, size, p_->opts.timeout_ms, p_->opts.spin_yield);
     } catch (const std::exception& e) { // no /dev/shm here: the sums go over UCX, as across hosts
