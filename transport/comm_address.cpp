@@ -1,6 +1,7 @@
 #include "transport/comm_address.hpp"
 
 #include "kernels/error.hpp"
+#include "transport/ucx_setup.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -41,6 +42,19 @@ comm_net parse_comm_net(const std::string& text, const std::string& what) {
   if (text == "sockets")
     return comm_net::sockets;
   throw error(what + " '" + text + "': expected auto, ucx or sockets");
+}
+
+std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
+                                          const std::vector<std::uint8_t>& comm_address) {
+  auto a = ucx_setup::unpack(link_address, -1);
+  a.collective = comm_address;
+  return ucx_setup::pack(a);
+}
+
+collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank) {
+  auto a = ucx_setup::unpack(address, rank);
+  const bool same = a.host == ucx_setup::host_identity();
+  return {std::move(a.collective), same, std::move(a.host)};
 }
 
 const char* to_string(comm_net n) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 
@@ -34,6 +35,16 @@ std::set<std::string>& linked_names() {
 }
 
 } // namespace
+
+std::string arena_name(int rank) {
+  std::random_device rd;
+  return "/gradwire-" + std::to_string(::getpid()) + "-" + std::to_string(rank) + "-" + std::to_string(rd() & 0xffffff);
+}
+
+bool is_arena_name(const std::string& name) {
+  return name.size() > 10 && name.size() < 64 && name.rfind("/gradwire-", 0) == 0 &&
+         name.find_first_not_of("0123456789-", 10) == std::string::npos;
+}
 
 void unlink_arenas() {
   std::lock_guard<std::mutex> lk(linked_mu);

@@ -64,6 +64,13 @@ private:
   std::map<int, std::vector<char*>> free_; ///< by size class (log2 of the block size)
 };
 
+/// A fresh name for an arena of this process and `rank`:
+/// "/gradwire-<pid>-<rank>-<random>" (tests find a process's arenas by pid).
+std::string arena_name(int rank);
+/// Whether `name` is one arena_name makes: a peer may not have this
+/// process open whatever else lies in /dev/shm.
+bool is_arena_name(const std::string& name);
+
 /// Removes from /dev/shm every arena of this process still named there:
 /// for a process that is about to leave without running destructors
 /// (std::_Exit), so that nothing it made is left behind.

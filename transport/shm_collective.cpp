@@ -5,12 +5,10 @@
 #include "transport/shm_arena.hpp"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <random>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -47,11 +45,6 @@ using comm_algorithms::copy;
 void store(std::uint64_t* p, std::uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 } // namespace
-
-bool is_collective_segment_name(const std::string& name) {
-  return name.size() > 10 && name.size() < 64 && name.rfind("/gradwire-", 0) == 0 &&
-         name.find_first_not_of("0123456789-", 10) == std::string::npos;
-}
 
 struct shm_allreduce::impl {
   int rank = 0, size = 0, timeout_ms = 0;
@@ -188,10 +181,7 @@ shm_allreduce::shm_allreduce(int rank, int size, int timeout_ms, bool spin_yield
   p_->size = size;
   p_->timeout_ms = timeout_ms;
   p_->spin_yield = spin_yield;
-  std::random_device rd;
-  const std::string name = "/gradwire-" + std::to_string(::getpid()) + "-" + std::to_string(rank) + "-" +
-                           std::to_string(rd() & 0xffffff);
-  p_->mine = std::make_shared<shm_arena>(name, segment_bytes, true);
+  p_->mine = std::make_shared<shm_arena>(arena_name(rank), segment_bytes, true);
   header* h = p_->own();
   std::memset(h, 0, sizeof(header));
   h->rank = static_cast<std::uint64_t>(rank);
@@ -213,7 +203,7 @@ void shm_allreduce::connect(const std::vector<std::string>& names) {
       continue;
     const auto& name = names[static_cast<std::size_t>(q)];
     const std::string who = "allreduce over shared memory: rank " + std::to_string(q) + "'s segment";
-    check(is_collective_segment_name(name), who + " has no gradwire segment name");
+    check(is_arena_name(name), who + " has no gradwire segment name");
     p_->peers[static_cast<std::size_t>(q)] = std::make_unique<shm_mapping>(name, segment_bytes);
     const header* h = p_->hdr(q);
     check(load(&h->magic) == segment_magic, who + " " + name + " is not a collective segment");

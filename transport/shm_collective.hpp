@@ -77,8 +77,4 @@ private:
   std::unique_ptr<impl> p_;
 };
 
-/// Whether `name` is one shm_allreduce makes ("/gradwire-<digits and
-/// dashes>"): a peer may not make this process open anything else.
-bool is_collective_segment_name(const std::string& name);
-
 } // namespace gradwire::transport

@@ -2,11 +2,9 @@
 
 #include "kernels/error.hpp"
 
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 namespace gradwire::transport {
 
@@ -43,9 +41,7 @@ int shm_lending::local_peers() const {
 void shm_lending::open_arena() {
   if (local_peers() == 0)
     return;
-  std::random_device rd;
-  const std::string name = "/gradwire-" + std::to_string(::getpid()) + "-" + std::to_string(rank_) + "-" +
-                           std::to_string(rd() & 0xffffff);
+  const std::string name = arena_name(rank_);
   try {
     arena_ = std::make_shared<shm_arena>(name, arena_bytes_);
   } catch (const std::exception& e) { // no /dev/shm here: frames are copied, as with shm_refs off
@@ -125,10 +121,7 @@ void shm_lending::on_announce(const std::vector<std::uint64_t>& hdr, std::size_t
     return;
   }
   std::string name(reinterpret_cast<const char*>(hdr.data() + 5), len);
-  // Only an arena as open_arena names them: a peer may not have this
-  // process open whatever else lies in /dev/shm.
-  if (name.rfind("/gradwire-", 0) != 0 ||
-      name.find_first_not_of("0123456789-", 10) != std::string::npos) {
+  if (!is_arena_name(name)) {
     c_.reject("frame refused: a shared-memory announcement that names no gradwire arena");
     return;
   }

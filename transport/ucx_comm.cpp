@@ -19,19 +19,6 @@
 
 namespace gradwire::transport {
 
-std::vector<std::uint8_t> with_collective(const std::vector<std::uint8_t>& link_address,
-                                          const std::vector<std::uint8_t>& comm_address) {
-  auto a = ucx_setup::unpack(link_address, -1);
-  a.collective = comm_address;
-  return ucx_setup::pack(a);
-}
-
-collective_peer collective_of(const std::vector<std::uint8_t>& address, int rank) {
-  auto a = ucx_setup::unpack(address, rank);
-  const bool same = a.host == ucx_setup::host_identity();
-  return {std::move(a.collective), same, std::move(a.host)};
-}
-
 namespace {
 /// A tag: the collective's sequence number (32 bits), its step (16) and the sender (16).
 ucp_tag_t tag_of(std::uint32_t seq, int step, int src) {
