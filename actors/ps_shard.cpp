@@ -1,5 +1,7 @@
 #include "actors/ps_shard.hpp"
 
+#include "actors/shard_copies.hpp"
+
 #include "kernels/backend.hpp"
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/error.hpp"
@@ -8,15 +10,11 @@
 #include <limits>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace gradwire::actors {
 namespace {
-
-struct meta_floats {
-  std::string meta;
-  slice floats;
-};
 
 struct pending_pull {
   int rank;
@@ -51,10 +49,7 @@ struct shard_state {
   std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
   slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
   trace_ref tr;
-  /// Checkpoints: copies of this shard at recent boundary versions, and
-  /// requests for a version not reached yet.
-  std::vector<snapshot> kept;
-  std::vector<std::pair<std::int64_t, caf::response_promise>> snapshot_waiting;
+  std::optional<shard_copies> copies; ///< for checkpoints (shard_copies.hpp)
   static inline const char* name = "ps_shard";
 };
 
@@ -124,36 +119,9 @@ void restore(shard_state& s, const snapshot& in) {
   check(s.version >= 0, in.who + ": negative version");
 }
 
-meta_floats as_message(const snapshot& s) {
-  auto f = s.packed();
-  return {s.meta(), f.empty() ? slice{} : slice::from(f, {static_cast<std::int64_t>(f.size())})};
-}
-
-/// After the version moved: keeps a copy at a boundary, answers snapshot requests it satisfies.
+/// After the version moved: the copies due, the snapshot requests it satisfies.
 void after_version(shard_state& s) {
-  const auto every = s.cfg.snapshot_every_versions;
-  if (every > 0 && s.version % every == 0) {
-    s.kept.push_back(take_snapshot(s));
-    if (s.kept.size() > 2)
-      s.kept.erase(s.kept.begin());
-  }
-  std::vector<std::pair<std::int64_t, caf::response_promise>> still;
-  for (auto& [v, rp] : s.snapshot_waiting) {
-    if (v > s.version) {
-      still.emplace_back(v, std::move(rp));
-      continue;
-    }
-    bool found = false;
-    for (const auto& k : s.kept)
-      if (k.step == v) {
-        auto [m, f] = as_message(k);
-        rp.deliver(m, f);
-        found = true;
-      }
-    if (!found)
-      rp.deliver(caf::make_error(caf::sec::invalid_argument, "shard " + std::to_string(s.cfg.id) + ": no snapshot of version " + std::to_string(v)));
-  }
-  s.snapshot_waiting = std::move(still);
+  s.copies->after_version(s.version, [&] { return take_snapshot(s); });
 }
 
 void record(shard_state& s, std::int64_t staleness) {
@@ -354,6 +322,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
   auto& s = self->state;
   s.cfg = cfg;
+  s.copies.emplace(cfg.snapshot_every_versions, "shard " + std::to_string(cfg.id));
   s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
   s.params = initial;
   s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
@@ -386,22 +355,24 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     [=](snapshot_atom, std::int64_t version) -> caf::result<std::string, slice> {
       auto& st = self->state;
       if (version < 0) {
-        auto [m, f] = as_message(take_snapshot(st));
+        auto [m, f] = shard_copies::as_reply(take_snapshot(st));
         return {m, f};
       }
-      for (const auto& k : st.kept)
-        if (k.step == version) {
-          auto [m, f] = as_message(k);
-          return {m, f};
-        }
-      if (version > st.version && st.cfg.snapshot_every_versions > 0 && version % st.cfg.snapshot_every_versions == 0) {
+      if (const auto* k = st.copies->find(version)) {
+        auto [m, f] = shard_copies::as_reply(*k);
+        st.copies->taken(version);
+        return {m, f};
+      }
+      if (st.copies->will_keep(version, st.version)) {
         auto rp = self->make_response_promise();
-        st.snapshot_waiting.emplace_back(version, rp);
+        st.copies->wait(version, rp);
         return rp;
       }
-      return caf::make_error(caf::sec::invalid_argument, "shard " + std::to_string(st.cfg.id) +
-                                                           ": no snapshot of version " + std::to_string(version) +
-                                                           " (at version " + std::to_string(st.version) + ")");
+      return caf::make_error(caf::sec::invalid_argument, st.copies->missing(version, st.version));
+    },
+    [=](snapshot_atom, std::int64_t version, bool) {
+      auto& st = self->state;
+      st.copies->pin(version, st.version, [&] { return take_snapshot(st); });
     },
     [=](pull_atom, int rank, std::int64_t min_version,
         std::int64_t min_clock) -> caf::result<std::int64_t, slice, double> {

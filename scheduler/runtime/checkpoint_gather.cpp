@@ -106,8 +106,14 @@ void checkpoint_gather::release(caf::scoped_actor& self, const std::vector<caf::
   }
   const auto align = std::max<std::int64_t>(1, plan_.align);
   const std::int64_t at = give_up ? -1 : (last + align - 1) / align * align;
-  if (at > 0)
+  if (at > 0) {
     timed_steps_.insert(at);
+    // Before any worker goes on: the shards keep their version at `at` until
+    // asked, however long the workers' parts take to come in.
+    const std::int64_t v = plan_.shard_version ? plan_.shard_version(at) : -1;
+    for (std::size_t i = 0; i < plan_.shards.size() && v >= 0; ++i)
+      self->send(plan_.shards[i], actors::snapshot_atom::value, v, true);
+  }
   for (std::size_t r = 0; r < n_; ++r)
     if (!finished[r])
       self->send(workers[r], actors::pause_atom::value, at, true);

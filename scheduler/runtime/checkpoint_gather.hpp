@@ -53,7 +53,8 @@ public:
   void start(caf::scoped_actor& self, const std::vector<caf::actor>& workers, const std::vector<bool>& finished);
   void boundary(int rank, std::int64_t at) { timed_boundary_[static_cast<std::size_t>(rank)] = at; }
   /// Once every running worker has said where it holds: the step all
-  /// snapshot, as they go on (give_up: none).
+  /// snapshot, as they go on (give_up: none). The shards pin their
+  /// version at that step first (shard_copies.hpp).
   void release(caf::scoped_actor& self, const std::vector<caf::actor>& workers, const std::vector<bool>& finished,
                bool give_up);
   void cancel() { timed_pausing_ = false; }

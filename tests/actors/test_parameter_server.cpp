@@ -1,6 +1,7 @@
 // Parameter server as CAF actors in one process: real shards and detached
 // workers exchanging pull/push messages.
 #include "actors/ps_shard.hpp"
+#include "actors/shard_copies.hpp"
 #include "kernels/error.hpp"
 #include "models/batcher.hpp"
 #include "models/model.hpp"
@@ -345,4 +346,64 @@ TEST_CASE("shard ranges cover the buffer with 16-aligned edges") {
     CHECK(r[i].second == r[i + 1].first);
     CHECK(r[i].second % 16 == 0);
   }
+}
+
+TEST_CASE("a pinned shard version is kept until asked for however far the shard has moved on") {
+  // Checkpoints by time: the coordinator pins a version before the workers
+  // go on and asks for it once every worker's part is in, which on a busy
+  // machine can be many versions later. Without the pin only the last two
+  // multiples of snapshot_every_versions are kept.
+  actor_env env;
+  actors::shard_config sc;
+  sc.id = 2;
+  sc.end = 64;
+  sc.workers = 1;
+  sc.ps.sync = true;
+  sc.snapshot_every_versions = 2;
+  auto shard = actors::spawn_ps_shard(*env.sys, sc, actors::slice::zeros({64}));
+  caf::scoped_actor self{*env.sys};
+  std::int64_t version = 0;
+  auto push_to = [&](std::int64_t to) {
+    while (version < to)
+      self->request(shard, std::chrono::seconds(10), actors::push_atom::value, 0, version, version + 1, std::int64_t{16},
+                    actors::slice::from(std::vector<float>(64, 0.5f), {64}))
+        .receive([&](std::int64_t, std::int64_t) { ++version; }, [&](caf::error& e) { FAIL(env.sys->render(e)); });
+  };
+  struct part {
+    std::string meta;
+    std::vector<float> floats;
+    std::string error;
+  };
+  auto ask = [&](std::int64_t v) {
+    part p;
+    self->request(shard, std::chrono::seconds(10), actors::snapshot_atom::value, v)
+      .receive([&](const std::string& m, const actors::slice& f) { p = {m, f.to_vector(), ""}; },
+               [&](caf::error& e) { p.error = env.sys->render(e); });
+    return p;
+  };
+  auto pin = [&](std::int64_t v) { self->send(shard, actors::snapshot_atom::value, v, true); };
+
+  push_to(1);
+  pin(3); // ahead: taken when the shard gets there
+  pin(1); // the version it is at: taken now
+  push_to(3);
+  const auto at3 = ask(-1);
+  REQUIRE(at3.error.empty());
+  push_to(12);
+  const auto three = ask(3);
+  REQUIRE(three.error.empty());
+  CHECK(three.meta == at3.meta);
+  CHECK(three.floats == at3.floats);
+  CHECK(ask(1).error.empty());
+  CHECK_THAT(ask(3).error, Catch::Contains("shard 2") && Catch::Contains("no snapshot of version 3")); // let go once taken
+  CHECK_THAT(ask(5).error, Catch::Contains("no snapshot of version 5"));                             // neither pinned nor kept
+  CHECK(ask(10).error.empty());                                                                        // the last two multiples of 2
+  // At most max_pins wait: the oldest of more are let go.
+  for (std::int64_t v = 13; v < 13 + static_cast<std::int64_t>(actors::shard_copies::max_pins) + 2; ++v)
+    pin(v);
+  push_to(20);
+  CHECK_THAT(ask(13).error, Catch::Contains("no snapshot of version 13"));
+  CHECK(ask(15).error.empty());
+  CHECK(ask(17).error.empty());
+  anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }

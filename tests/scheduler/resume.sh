@@ -134,7 +134,7 @@ timed() {
     { bad "$name: the run with checkpoints by time failed: $(tail -3 "$tmp/$name.txt")"; return; }
   local first
   first=$(ls "$tmp/$name/checkpoints" 2>/dev/null | head -1)
-  [ -n "$first" ] || { bad "$name: no checkpoint by time"; return; }
+  [ -n "$first" ] || { bad "$name: no checkpoint by time: $(grep -v "^ok" "$tmp/$name.txt" | tail -3)"; return; }
   first=$((10#${first#step-}))
   [ $((first % grid)) = 0 ] || bad "$name: a checkpoint by time at step $first, off the grid of $grid"
   cp -r "$tmp/$name" "$tmp/$name.resumed"
