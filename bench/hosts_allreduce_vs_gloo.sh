@@ -16,14 +16,21 @@
 # allreduce_copy_vs_mpi.sh, and a column sets each side's fastest round
 # against the other's (this VM runs whole processes in a fast or a slow
 # mode, for either side). HOSTS=4 runs every side across 4 hosts
-# (iperf3 still measures one link, between hosts 0 and 1).
+# (iperf3 still measures one link, between hosts 0 and 1). PER=2 puts 2
+# ranks on each host (ranks i*2, i*2+1 on host i, for every side:
+# OpenMPI fills each host's slots in turn, and adds vader, its shared
+# memory, between the ranks of a host), where gradwire's communicator sums
+# hierarchically and OpenMPI's tuned algorithms run flat.
 #
-#   sudo [HOSTS=4] bench/hosts_allreduce_vs_gloo.sh [ROUNDS]
+#   sudo [HOSTS=4] [PER=2] bench/hosts_allreduce_vs_gloo.sh [ROUNDS]
 #       (root; python3-torch, iperf3, openmpi-bin libopenmpi-dev; a build in build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 HOSTS=${HOSTS:-2}
+PER=${PER:-1}
+export GW_RANKS_PER_HOST=$PER
+NP=$((HOSTS * PER))
 source bench/hosts_peer.sh
 command -v iperf3 >/dev/null || { echo "iperf3 missing: scripts/setup.sh --bench" >&2; exit 1; }
 command -v mpicc >/dev/null || { echo "OpenMPI missing: scripts/setup.sh --bench" >&2; exit 1; }
@@ -37,7 +44,7 @@ RANGES=("1024 16384 2000 200" "65536 16777216 50 10")
 # More hosts than CPUs: OpenMPI's ranks yield between polls, as gradwire's
 # do when ranks share CPUs (each host's mpirun slot count cannot tell it).
 yield=0
-((HOSTS > $(nproc))) && yield=1
+((NP > $(nproc))) && yield=1
 for r in $(seq "$ROUNDS"); do
   mkdir -p "$tmp/g$r" "$tmp/t$r"
   : >"$tmp/g$r.txt"
@@ -59,11 +66,11 @@ for r in $(seq "$ROUNDS"); do
       read -r lo hi _ <<<"$range"
       want=$($PY -c "import math; print(round(math.log($hi / $lo, 4)) + 1)")
       for try in 1 2; do
-        RANGE=$range YIELD=$yield ALGO=$a NP=$HOSTS BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
+        RANGE=$range YIELD=$yield ALGO=$a NP=$NP MAP=$([ "$PER" = 1 ] && echo node || echo slot) BTL=$([ "$PER" = 1 ] && echo self,tcp || echo self,vader,tcp) BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
           set -- $RANGE # smallest, largest, rounds, warm-up
           PMIX_MCA_gds=hash mpirun --allow-run-as-root --hostfile "$GW_MPI_HOSTFILE" --mca plm_rsh_agent "$GW_MPI_AGENT" \
-            --mca oob_tcp_if_include 198.18.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 198.18.0.0/24 --mca pml ob1 \
-            --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$ALGO" -n "$NP" --map-by node \
+            --mca oob_tcp_if_include 198.18.0.0/24 --mca btl "$BTL" --mca btl_tcp_if_include 198.18.0.0/24 --mca pml ob1 \
+            --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$ALGO" -n "$NP" --map-by "$MAP" \
             --mca mpi_yield_when_idle "$YIELD" --bind-to none "$BIN" "$1" "$2" 4 "$3" "$4" 2>/dev/null' |
           awk '/^ +[0-9]/ {print $1, $3, $6}' >"$tmp/mrun.txt" || echo "OpenMPI (algorithm $a) exited $? in round $r" >&2
         [ "$(wc -l <"$tmp/mrun.txt")" = "$want" ] && break
@@ -80,7 +87,7 @@ for r in $(seq "$ROUNDS"); do
   mkdir -p "$tmp/i$r"
   linked=0
   for try in 1 2; do # (once in a while a round's iperf3 client never reaches its server: one more try)
-  IPERF_OUT=$tmp/i$r/json GW_HOSTS_LOG=$tmp/i$r scripts/emulated_hosts.sh 2 -- sh -c '
+  IPERF_OUT=$tmp/i$r/json GW_RANKS_PER_HOST=1 GW_HOSTS_LOG=$tmp/i$r scripts/emulated_hosts.sh 2 -- sh -c '
     if [ "$GRADWIRE_RANK" = 0 ]; then timeout 60 iperf3 -s -1 >/dev/null; exec timeout 60 iperf3 -s -1 >/dev/null; fi
     for how in one bidir; do
       flag=; [ $how = bidir ] && flag=--bidir
@@ -99,9 +106,9 @@ both = json.load(open('$tmp/i$r/json.bidir'))['end']
 print(one['sum_received']['bits_per_second'] / 8e9,
       min(both['sum_received']['bits_per_second'], both['sum_received_bidir_reverse']['bits_per_second']) / 8e9)" >"$tmp/i$r.txt"
 done
-$PY - "$tmp" "$ROUNDS" "$algos" "$HOSTS" <<'PY'
+$PY - "$tmp" "$ROUNDS" "$algos" "$HOSTS" "$PER" <<'PY'
 import statistics, sys
-tmp, rounds, algos, hosts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4])
+tmp, rounds, algos, hosts, per = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4]), int(sys.argv[5])
 names = {"0": "default", "3": "recursive doubling", "4": "ring", "6": "Rabenseifner"}
 def table(side, pick=statistics.median):
     t = {}
@@ -121,11 +128,11 @@ one = statistics.median(l[0] for l in links) if links else None
 both = statistics.median(l[1] for l in links) if links else None
 link = (f"iperf3 between hosts 0 and 1 (medians of {len(links)}): {one:.2f} GB/s one way, {both:.2f} GB/s each way "
         "with --bidir" if links else "no iperf3 figure")
-print(f"{hosts} hosts, one rank each; {link}. Ratios: the peer's time / gradwire's (above 1: gradwire ahead).")
+print(f"{hosts} hosts, {'one rank' if per == 1 else f'{per} ranks'} each; {link}. Ratios: the peer's time / gradwire's (above 1: gradwire ahead).")
 print("| size | gradwire | best OpenMPI (algorithm) | ratio | fastest rounds: ratio | gloo | ratio | gradwire / iperf3 one way | / iperf3 --bidir |")
 print("|---|---|---|---|---|---|---|---|---|")
 for s in sorted(g):
-    bus = 2 * (hosts - 1) / hosts
+    bus = 2 * (hosts * per - 1) / (hosts * per)
     fmt = lambda us: f"{us:.1f} us" if s < 65536 else f"{bus * s / us / 1e3:.2f} GB/s"
     a = min(algos, key=lambda a: m[a][s])
     bw = bus * s / g[s] / 1e3

@@ -56,9 +56,12 @@ if [[ -n $mpi ]]; then
   for ((i = 0; i < n; i++)); do echo "198.18.0.$((i + 1)) slots=${GW_RANKS_PER_HOST:-1}"; done >"$mpidir/hostfile"
   {
     echo '#!/bin/sh'
-    echo '# mpirun'"'"'s launch agent: "agent HOST COMMAND..." runs COMMAND in HOST'"'"'s namespace.'
+    echo '# mpirun'"'"'s launch agent: "agent HOST COMMAND..." runs COMMAND (its daemon, which'
+    echo '# starts the host'"'"'s ranks) in HOST'"'"'s namespaces: network, hostname, IPC, /dev/shm.'
     echo 'host=$1; shift'
-    echo "exec ip netns exec \"${tag}h\$(( \${host##*.} - 1 ))\" sh -c \"\$*\""
+    echo 'i=$(( ${host##*.} - 1 ))'
+    echo "exec ip netns exec \"${tag}h\$i\" unshare --uts --ipc --mount --propagation private \\"
+    echo '  sh -c '"'"'hostname "host$1" && mount -t tmpfs -o size=2g tmpfs /dev/shm && shift && exec sh -c "$*"'"'"' sh "$i" "$@"'
   } >"$mpidir/agent"
   chmod +x "$mpidir/agent"
   GW_MPI_HOSTFILE=$mpidir/hostfile GW_MPI_AGENT=$mpidir/agent "$@"

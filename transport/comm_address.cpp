@@ -20,7 +20,9 @@ allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& 
     return allreduce_algo::halving_doubling;
   if (text == "shm")
     return allreduce_algo::shared_memory;
-  throw error(what + " '" + text + "': expected auto, rd (recursive doubling), ring, rabenseifner or shm");
+  if (text == "hier" || text == "hierarchical")
+    return allreduce_algo::hierarchical;
+  throw error(what + " '" + text + "': expected auto, rd (recursive doubling), ring, rabenseifner, shm or hier");
 }
 
 const char* to_string(allreduce_algo a) {
@@ -30,6 +32,7 @@ const char* to_string(allreduce_algo a) {
   case allreduce_algo::ring: return "ring";
   case allreduce_algo::halving_doubling: return "Rabenseifner";
   case allreduce_algo::shared_memory: return "shared memory";
+  case allreduce_algo::hierarchical: return "hierarchical";
   }
   return "?";
 }

@@ -19,6 +19,8 @@
 
 namespace gradwire::transport {
 
+using across_fn = shm_allreduce::across_fn;
+
 namespace {
 
 constexpr std::uint64_t segment_magic = 0x4d48534c4c4f4347ull; // "GCOLLSHM"
@@ -47,10 +49,14 @@ void store(std::uint64_t* p, std::uint64_t v) { __atomic_store_n(p, v, __ATOMIC_
 } // namespace
 
 struct shm_allreduce::impl {
+  /// This rank's index in the group and the group's size: the algorithm's
+  /// ranks. The segment's header carries the communicator's own.
   int rank = 0, size = 0, timeout_ms = 0;
+  int comm_rank = 0, comm_size = 0;
+  std::vector<int> members; ///< the group's communicator ranks, ascending
   bool spin_yield = false;
   std::shared_ptr<shm_arena> mine;
-  std::vector<std::unique_ptr<shm_mapping>> peers; ///< by rank; this rank's is null
+  std::vector<std::unique_ptr<shm_mapping>> peers; ///< by group index; this rank's is null
   std::uint64_t piece = 0;
   bool broken = false;
 
@@ -69,8 +75,10 @@ struct shm_allreduce::impl {
   [[noreturn]] void fail(const std::string& why) {
     broken = true;
     store(&own()->aborted, 1); // the peers learn now, not after their timeout
-    throw error("allreduce over shared memory (rank " + std::to_string(rank) + "): " + why);
+    throw error("allreduce over shared memory (rank " + std::to_string(comm_rank) + "): " + why);
   }
+  /// Group index q's rank in the communicator, for messages.
+  std::string who(int q) const { return "rank " + std::to_string(members[static_cast<std::size_t>(q)]); }
 
   /// Waits until every peer's counter `field` reaches g.
   void wait_all(std::uint64_t header::*field, std::uint64_t g, const char* what) {
@@ -91,9 +99,9 @@ struct shm_allreduce::impl {
         if ((spins & 255u) != 0)
           continue;
         if (load(&hdr(q)->aborted) != 0)
-          fail("rank " + std::to_string(q) + " gave up (its allreduce failed) at piece " + std::to_string(g));
+          fail(who(q) + " gave up (its allreduce failed) at piece " + std::to_string(g));
         if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms))
-          fail("no word from rank " + std::to_string(q) + " for " + std::to_string(timeout_ms) + " ms (waiting for its " +
+          fail("no word from " + who(q) + " for " + std::to_string(timeout_ms) + " ms (waiting for its " +
                what + " slices of piece " + std::to_string(g) + ")");
       }
     }
@@ -106,14 +114,14 @@ struct shm_allreduce::impl {
     wait_all(&header::posted, g, "posted");
     for (int q = 0; q < size; ++q)
       if (q != rank && hdr(q)->count[h] != n)
-        fail("rank " + std::to_string(q) + " called with " + std::to_string(hdr(q)->count[h]) +
+        fail(who(q) + " called with " + std::to_string(hdr(q)->count[h]) +
              " floats, this rank with " + std::to_string(n) + " (do all ranks call with the same size?)");
   }
 
   /// Small buffers, one wait: every rank posts its whole buffer and adds
   /// every segment itself, each in the ring's order (segment s from rank
   /// s on), from the halves.
-  void gathered(float* data, std::size_t n) {
+  void gathered(float* data, std::size_t n, const across_fn& across) {
     const std::uint64_t g = ++piece;
     const int h = static_cast<int>(g & 1);
     own()->count[h] = n;
@@ -128,10 +136,12 @@ struct shm_allreduce::impl {
       for (std::size_t j = 1; j < p; ++j)
         comm_algorithms::add(data + a, from((s + j) % p) + a, len);
     }
+    if (across) // every rank of the group holds the same sums: each adds the other hosts' in its own group
+      across(data, n);
   }
 
   /// The three steps of the file's head, piece by piece.
-  void scattered(float* data, std::size_t n) {
+  void scattered(float* data, std::size_t n, const across_fn& across) {
     const auto p = static_cast<std::size_t>(size);
     const auto r = static_cast<std::size_t>(rank);
     auto begin = [&](std::size_t s) { return n * s / p; };
@@ -161,7 +171,12 @@ struct shm_allreduce::impl {
         const std::size_t len = std::min(block, b - at);
         for (std::size_t j = 1; j < p; ++j)
           comm_algorithms::add(data + at, half(static_cast<int>((r + j) % p), h) + r * q + (at - a), len);
-        copy(out + r * q + (at - a), data + at, len);
+        if (!across)
+          copy(out + r * q + (at - a), data + at, len);
+      }
+      if (across && b > a) { // the other hosts' sums of this slice, then published
+        across(data + a, b - a);
+        copy(out + r * q, data + a, b - a);
       }
       store(&own()->reduced, g);
       wait_all(&header::reduced, g, "summed");
@@ -177,8 +192,8 @@ struct shm_allreduce::impl {
 shm_allreduce::shm_allreduce(int rank, int size, int timeout_ms, bool spin_yield) : p_(std::make_unique<impl>()) {
   check(size >= 2 && size <= max_ranks && rank >= 0 && rank < size && timeout_ms > 0,
         "allreduce over shared memory: rank " + std::to_string(rank) + " of " + std::to_string(size));
-  p_->rank = rank;
-  p_->size = size;
+  p_->rank = p_->comm_rank = rank;
+  p_->size = p_->comm_size = size;
   p_->timeout_ms = timeout_ms;
   p_->spin_yield = spin_yield;
   p_->mine = std::make_shared<shm_arena>(arena_name(rank), segment_bytes, true);
@@ -195,39 +210,56 @@ shm_allreduce::~shm_allreduce() = default;
 const std::string& shm_allreduce::name() const { return p_->mine->name(); }
 
 void shm_allreduce::connect(const std::vector<std::string>& names) {
-  check(static_cast<int>(names.size()) == p_->size, "allreduce over shared memory: one segment name per rank expected");
-  p_->peers.clear();
-  p_->peers.resize(names.size());
-  for (int q = 0; q < p_->size; ++q) {
-    if (q == p_->rank)
+  std::vector<int> all(names.size());
+  for (std::size_t r = 0; r < all.size(); ++r)
+    all[r] = static_cast<int>(r);
+  connect(names, all);
+}
+
+void shm_allreduce::connect(const std::vector<std::string>& names, const std::vector<int>& members) {
+  impl& m = *p_;
+  check(static_cast<int>(names.size()) == m.comm_size, "allreduce over shared memory: one segment name per rank expected");
+  const auto me = std::find(members.begin(), members.end(), m.comm_rank);
+  check(members.size() >= 2 && std::is_sorted(members.begin(), members.end()) &&
+          std::adjacent_find(members.begin(), members.end()) == members.end() && me != members.end() &&
+          members.front() >= 0 && members.back() < m.comm_size,
+        "allreduce over shared memory: the group must be 2 or more distinct ranks, ascending, this rank among them");
+  m.members = members;
+  m.rank = static_cast<int>(me - members.begin());
+  m.size = static_cast<int>(members.size());
+  m.peers.clear();
+  m.peers.resize(members.size());
+  for (int q = 0; q < m.size; ++q) {
+    if (q == m.rank)
       continue;
-    const auto& name = names[static_cast<std::size_t>(q)];
-    const std::string who = "allreduce over shared memory: rank " + std::to_string(q) + "'s segment";
+    const int r = members[static_cast<std::size_t>(q)];
+    const auto& name = names[static_cast<std::size_t>(r)];
+    const std::string who = "allreduce over shared memory: rank " + std::to_string(r) + "'s segment";
     check(is_arena_name(name), who + " has no gradwire segment name");
-    p_->peers[static_cast<std::size_t>(q)] = std::make_unique<shm_mapping>(name, segment_bytes);
-    const header* h = p_->hdr(q);
+    m.peers[static_cast<std::size_t>(q)] = std::make_unique<shm_mapping>(name, segment_bytes);
+    const header* h = m.hdr(q);
     check(load(&h->magic) == segment_magic, who + " " + name + " is not a collective segment");
-    check(h->rank == static_cast<std::uint64_t>(q) && h->size == static_cast<std::uint64_t>(p_->size) &&
+    check(h->rank == static_cast<std::uint64_t>(r) && h->size == static_cast<std::uint64_t>(m.comm_size) &&
               h->half_floats == half_floats,
           who + " says rank " + std::to_string(h->rank) + " of " + std::to_string(h->size) + ", halves of " +
-              std::to_string(h->half_floats) + " floats; rank " + std::to_string(q) + " of " +
-              std::to_string(p_->size) + ", " + std::to_string(half_floats) + " expected");
+              std::to_string(h->half_floats) + " floats; rank " + std::to_string(r) + " of " +
+              std::to_string(m.comm_size) + ", " + std::to_string(half_floats) + " expected");
   }
 }
 
 void shm_allreduce::unlink() { p_->mine->unlink(); }
 
-void shm_allreduce::allreduce(float* data, std::size_t n) {
+void shm_allreduce::allreduce(float* data, std::size_t n, const across_fn& across) {
   impl& m = *p_;
-  if (m.broken || m.peers.size() != static_cast<std::size_t>(m.size)) // (no message built on the hot path)
-    throw error("allreduce over shared memory (rank " + std::to_string(m.rank) + "): " +
+  if (m.broken || m.peers.size() != static_cast<std::size_t>(m.size) || m.peers.size() < 2) // (no message built on the hot path)
+    throw error("allreduce over shared memory (rank " + std::to_string(m.comm_rank) + "): " +
                 (m.broken ? "it failed earlier" : "not connected"));
   if (n == 0)
     return;
   if (n * sizeof(float) < gather_below_bytes)
-    m.gathered(data, n);
+    m.gathered(data, n, across);
   else
-    m.scattered(data, n);
+    m.scattered(data, n, across);
 }
 
 } // namespace gradwire::transport

@@ -25,6 +25,14 @@
 /// Below `gather_below_bytes` one wait replaces the two: every rank posts
 /// its whole buffer and adds every segment itself, in the ring's order.
 ///
+/// A group of the communicator's ranks (those on one host of several) sums
+/// the same way; with `across`, each rank hands its segment's host sum
+/// (its slice of each piece; below gather_below_bytes, the whole buffer)
+/// to `across` before publishing it, which adds the other hosts' sums of
+/// the same floats in place (ucx_comm: an allreduce among the ranks of
+/// this local index on every host). So every host moves 1/L of the buffer
+/// per rank across the network, and every rank ends with the same bits.
+///
 /// A half is reused two pieces later; by then every peer has posted the
 /// piece between, so it has finished reading it. A peer that falls silent
 /// for `timeout_ms`, or that calls with another size, is named in a
@@ -33,6 +41,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,14 +71,22 @@ public:
   /// ignored), read-only, and checks what its header says. Throws
   /// gradwire::error naming the rank.
   void connect(const std::vector<std::string>& names);
+  /// The same for a group: the sums run among `members` (the
+  /// communicator's ranks, ascending, this one among them); names[r] is
+  /// read for the members only.
+  void connect(const std::vector<std::string>& names, const std::vector<int>& members);
   /// Removes this rank's segment from /dev/shm (peers that mapped it keep
   /// it); after the first allreduce every peer has.
   void unlink();
 
-  /// Sums data[0..n) across every rank in place (every rank calls with
-  /// the same n). Throws gradwire::error naming a silent or mismatched
-  /// rank; the communicator is unusable after that.
-  void allreduce(float* data, std::size_t n);
+  /// Adds the other hosts' sums of data[0..n) into it, in place, the
+  /// same bits on every rank of its group (see the file's head).
+  using across_fn = std::function<void(float* data, std::size_t n)>;
+  /// Sums data[0..n) across every rank of the group in place (every rank
+  /// calls with the same n), and with `across` across hosts. Throws
+  /// gradwire::error naming a silent or mismatched rank; the communicator
+  /// is unusable after that.
+  void allreduce(float* data, std::size_t n, const across_fn& across = {});
 
   struct impl;
 

@@ -29,6 +29,13 @@
 /// - shared memory (shm_collective.hpp): when every rank is on this host,
 ///   each adds its segment of the others' buffers from shared memory it
 ///   maps from them, the ring's sums without its messages. Every size.
+/// - hierarchical: hosts of L >= 2 ranks each, the same L on every host
+///   (comm_hosts.hpp). Within a host the shared-memory sums, cut in L
+///   segments; local rank l adds the other hosts' sums of segment l among
+///   the ranks of index l on every host (recursive doubling or the ring,
+///   as for that many ranks), then publishes it to its host. Each host
+///   sends the buffer's bytes across once per exchange, not once per
+///   rank, and every rank ends with the same bits. Every size.
 /// choose() picks by path, size and rank count (measured: bench/RESULTS.md).
 ///
 /// Everything from a peer is checked: a message of the wrong length, or
@@ -43,7 +50,7 @@
 
 namespace gradwire::transport {
 
-enum class allreduce_algo { automatic, recursive_doubling, ring, halving_doubling, shared_memory };
+enum class allreduce_algo { automatic, recursive_doubling, ring, halving_doubling, shared_memory, hierarchical };
 
 /// How pairs that would talk TCP are carried. automatic: the
 /// communicator's own TCP lanes for every pair UCX would carry over TCP
@@ -55,7 +62,7 @@ enum class comm_net { automatic, ucx, sockets };
 comm_net parse_comm_net(const std::string& text, const std::string& what);
 const char* to_string(comm_net n);
 
-/// "auto", "rd" / "recursive-doubling", "ring", "rabenseifner", "shm"; throws gradwire::error naming `what`.
+/// "auto", "rd" / "recursive-doubling", "ring", "rabenseifner", "shm", "hier"; throws gradwire::error naming `what`.
 allreduce_algo parse_allreduce_algo(const std::string& text, const std::string& what);
 const char* to_string(allreduce_algo a);
 
@@ -77,8 +84,9 @@ struct comm_options {
   comm_net net = comm_net::automatic;
   /// The job token's hash (token_hash): a lane's peers must show it.
   std::uint64_t token_hash = 0;
-  /// When every rank is on this host, sum through shared memory
-  /// (shm_collective.hpp) rather than UCX's messages.
+  /// Sum through shared memory (shm_collective.hpp) rather than UCX's
+  /// messages among the ranks of a host: all of them when every rank is
+  /// on this host, hierarchically when hosts hold 2 or more ranks each.
   bool shm_sums = true;
 };
 
@@ -108,12 +116,14 @@ public:
   /// workers' (shared memory, network) and its TCP lanes'.
   std::vector<std::uint8_t> worker_address() const;
   /// Connects to every rank; `addresses[r]` is rank r's worker_address()
-  /// (this rank's own entry is ignored), `same_host[r]` whether it shares
-  /// this host (shares_this_host): then through shared memory, else
-  /// through the network, decided per pair. Each address is checked by
-  /// UCX's parser in a child process first (ucx_setup::ucx_parse_check).
-  /// Every rank calls it at once (lanes connect to each other).
-  void connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<bool>& same_host);
+  /// (this rank's own entry is ignored), `host_of[r]` a number naming its
+  /// host (equal numbers: one host, by host identity; every rank passes
+  /// the same table). A rank on this host is reached through shared
+  /// memory, others through the network, decided per pair. Each address
+  /// is checked by UCX's parser in a child process first
+  /// (ucx_setup::ucx_parse_check). Every rank calls it at once (lanes
+  /// connect to each other).
+  void connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<int>& host_of);
 
   /// Sums `data[0..n)` across all ranks in place (every rank calls it
   /// with the same n and algorithm, in the same order).
@@ -130,6 +140,9 @@ public:
   /// Whether allreduce can sum through shared memory (after connect):
   /// every rank is on this host and offered its segment.
   bool by_shared_memory() const;
+  /// Whether allreduce can sum hierarchically (after connect): 2 or more
+  /// hosts of the same number (2 or more) of ranks, each offering a segment.
+  bool hierarchical() const;
   std::string describe() const;
 
   struct impl;

@@ -92,8 +92,11 @@ constexpr const char* allreduce_help = R"(Two engines, side by side. The headlin
 semantics (the sum in each rank's own buffer, every byte copied): a
 collective communicator driven by the calling thread: when every rank is
 on this host, each adds its share from its peers' shared memory (the
-ring's sums, no messages); across hosts it drives UCX and its own TCP
-lanes, recursive doubling for small sizes and a ring for large ones.
+ring's sums, no messages); on hosts of several ranks each (the same
+number on every host), it sums within each host through shared memory and
+across hosts among the ranks of one local index; otherwise it drives UCX
+and its own TCP lanes, recursive doubling for small sizes and a ring for
+large ones.
 After the bar, an
 extra column that is not MPI's semantics: the ring peers training uses
 (actors; chunks as Cap'n Proto headers plus zero-copy data frames, results
@@ -180,8 +183,8 @@ void add_bench(CLI::App& app, cli_args& a) {
   allreduce->add_option("--engine", ab.engine, "both (default: the communicator, MPI semantics, then the actors' zero-copy column), comm or actors")
     ->check(CLI::IsMember({"both", "comm", "actors"}));
   allreduce->add_option("--net", ab.job.comm_net, "the communicator's network: auto (its own TCP lanes where UCX would use TCP), ucx or sockets");
-  allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (through shared memory when every rank is on this host; else recursive doubling below --ring-from, ring from there), rd, ring, rabenseifner or shm")
-    ->check(CLI::IsMember({"auto", "rd", "ring", "rabenseifner", "shm"}));
+  allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (through shared memory when every rank is on this host; hierarchical on hosts of 2 or more ranks each, as many on every host; else recursive doubling below --ring-from, ring from there), rd, ring, rabenseifner, shm or hier")
+    ->check(CLI::IsMember({"auto", "rd", "ring", "rabenseifner", "shm", "hier"}));
   allreduce->add_option("--ring-from", a.ab_ring_from, "the communicator's ring from this size up (auto: 64K over shared memory, 256K on TCP lanes, 512K on lanes between 2 ranks)");
   allreduce->add_option("--algo", ab.algo, "the actors' ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")
     ->check(CLI::IsMember({"ring", "direct", "auto"}));

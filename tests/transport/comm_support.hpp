@@ -48,10 +48,10 @@ inline std::vector<std::unique_ptr<ucx_comm>> make_comms(int n, const std::strin
   }
   // Every rank connects at once, as in a job (lanes dial and accept each other).
   const auto errors = on_every_rank(n, [&](int r) {
-    std::vector<bool> same(static_cast<std::size_t>(n));
+    std::vector<int> hosts(static_cast<std::size_t>(n));
     for (int q = 0; q < n; ++q)
-      same[static_cast<std::size_t>(q)] = host_of(q) == host_of(r);
-    comms[static_cast<std::size_t>(r)]->connect(addrs, same);
+      hosts[static_cast<std::size_t>(q)] = host_of(q);
+    comms[static_cast<std::size_t>(r)]->connect(addrs, hosts);
   });
   for (const auto& e : errors)
     REQUIRE(e == "");

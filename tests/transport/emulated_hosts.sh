@@ -44,11 +44,18 @@ grep -q "^# extra, .*: the actors' ring allreduce (ring), ucx, chunk" "$tmp/logs
 [ "$(grep -c " ok$" "$tmp/logsb/rank-0.txt")" = 3 ] || fail "bench allreduce across hosts: a sum is wrong"
 grep -q "TCP lanes to 1 of 1 peers" "$tmp/logsb/rank-0.txt" ||
   fail "bench allreduce across hosts: the communicator did not take its TCP lanes: $(head -n 1 "$tmp/logsb/rank-0.txt")"
-# 2 hosts of 2 ranks: shared memory within each host, lanes across, pair by pair.
-GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsm" "$gw" bench allreduce --engine comm -b 1K -e 1M -f 16 -n 5 -w 1 ||
+# 2 hosts of 2 ranks: hierarchical by default (shared memory within each
+# host, lanes across by local index; 4 MiB is several pieces), and the
+# flat ring forced: shared memory within each host, lanes across, pair by pair.
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsm" "$gw" bench allreduce --engine comm -b 1K -e 4M -f 64 -n 5 -w 1 ||
   fail "bench allreduce on 2 hosts of 2 ranks failed"
-grep -q "TCP lanes to 2 of 3 peers" "$tmp/logsm/rank-0.txt" && [ "$(grep -c " ok$" "$tmp/logsm/rank-0.txt")" = 3 ] ||
+grep -q "hierarchical at every size: 2 hosts of 2 ranks" "$tmp/logsm/rank-0.txt" &&
+  [ "$(grep -c " ok$" "$tmp/logsm/rank-0.txt")" = 3 ] ||
   fail "bench allreduce on 2 hosts of 2 ranks: $(cat "$tmp/logsm/rank-0.txt")"
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsf" "$gw" bench allreduce --engine comm --comm-algo ring -b 1K -e 1M -f 16 -n 5 -w 1 ||
+  fail "bench allreduce on 2 hosts of 2 ranks, the ring forced, failed"
+grep -q "TCP lanes to 2 of 3 peers" "$tmp/logsf/rank-0.txt" && [ "$(grep -c " ok$" "$tmp/logsf/rank-0.txt")" = 3 ] ||
+  fail "bench allreduce on 2 hosts of 2 ranks, the ring forced: $(cat "$tmp/logsf/rank-0.txt")"
 
 hosts 3 "$tmp/logs3" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/ps" --set topology.workers=3 \
   --set topology.shards=1 "$@" || fail "the async parameter server across 3 hosts failed"

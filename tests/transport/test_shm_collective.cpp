@@ -86,10 +86,11 @@ TEST_CASE("shm collective: auto sums through shared memory only when every rank 
     }
     CHECK(comms[0]->describe().find("sums through shared memory") != std::string::npos);
   }
+  // Two hosts of two ranks: hierarchical (test_comm_hierarchy.cpp), never all through shared memory.
   auto mixed = make_comms(4, "posix,sysv,tcp,self", 20000, comm_net::automatic, [](int r) { return r / 2; });
   for (const auto& c : mixed) {
     CHECK(!c->by_shared_memory());
-    CHECK(c->choose(1) == allreduce_algo::recursive_doubling);
+    CHECK(c->choose(1) == allreduce_algo::hierarchical);
   }
   std::vector<float> x(4);
   CHECK_THROWS_WITH(mixed[0]->allreduce(x.data(), x.size(), allreduce_algo::shared_memory),
