@@ -20,9 +20,10 @@
 # ranks on each host (ranks i*2, i*2+1 on host i, for every side:
 # OpenMPI fills each host's slots in turn, and adds vader, its shared
 # memory, between the ranks of a host), where gradwire's communicator sums
-# hierarchically and OpenMPI's tuned algorithms run flat.
+# hierarchically and OpenMPI's tuned algorithms run flat. PER=3,1 gives
+# each host its own count (unequal nodes, one count per host).
 #
-#   sudo [HOSTS=4] [PER=2] bench/hosts_allreduce_vs_gloo.sh [ROUNDS]
+#   sudo [HOSTS=4] [PER=2|PER=3,1] bench/hosts_allreduce_vs_gloo.sh [ROUNDS]
 #       (root; python3-torch, iperf3, openmpi-bin libopenmpi-dev; a build in build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,13 @@ ROUNDS=${1:-3}
 HOSTS=${HOSTS:-2}
 PER=${PER:-1}
 export GW_RANKS_PER_HOST=$PER
-NP=$((HOSTS * PER))
+IFS=, read -r -a per_host <<<"$PER"
+[[ ${#per_host[@]} -eq 1 ]] && for ((i = 1; i < HOSTS; i++)); do per_host[i]=${per_host[0]}; done
+[[ ${#per_host[@]} -eq $HOSTS ]] || { echo "PER=$PER: one count, or one per host ($HOSTS)" >&2; exit 2; }
+NP=0
+for k in "${per_host[@]}"; do NP=$((NP + k)); done
+MAP=node BTL=self,tcp # one rank per host; with several, OpenMPI fills each host's slots and adds vader
+[[ $NP -gt $HOSTS ]] && MAP=slot BTL=self,vader,tcp
 source bench/hosts_peer.sh
 command -v iperf3 >/dev/null || { echo "iperf3 missing: scripts/setup.sh --bench" >&2; exit 1; }
 command -v mpicc >/dev/null || { echo "OpenMPI missing: scripts/setup.sh --bench" >&2; exit 1; }
@@ -66,7 +73,7 @@ for r in $(seq "$ROUNDS"); do
       read -r lo hi _ <<<"$range"
       want=$($PY -c "import math; print(round(math.log($hi / $lo, 4)) + 1)")
       for try in 1 2; do
-        RANGE=$range YIELD=$yield ALGO=$a NP=$NP MAP=$([ "$PER" = 1 ] && echo node || echo slot) BTL=$([ "$PER" = 1 ] && echo self,tcp || echo self,vader,tcp) BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
+        RANGE=$range YIELD=$yield ALGO=$a NP=$NP MAP=$MAP BTL=$BTL BIN=$tmp/mpi_allreduce scripts/emulated_hosts.sh "$HOSTS" --mpi -- sh -c '
           set -- $RANGE # smallest, largest, rounds, warm-up
           PMIX_MCA_gds=hash mpirun --allow-run-as-root --hostfile "$GW_MPI_HOSTFILE" --mca plm_rsh_agent "$GW_MPI_AGENT" \
             --mca oob_tcp_if_include 198.18.0.0/24 --mca btl "$BTL" --mca btl_tcp_if_include 198.18.0.0/24 --mca pml ob1 \
@@ -106,9 +113,9 @@ both = json.load(open('$tmp/i$r/json.bidir'))['end']
 print(one['sum_received']['bits_per_second'] / 8e9,
       min(both['sum_received']['bits_per_second'], both['sum_received_bidir_reverse']['bits_per_second']) / 8e9)" >"$tmp/i$r.txt"
 done
-$PY - "$tmp" "$ROUNDS" "$algos" "$HOSTS" "$PER" <<'PY'
+$PY - "$tmp" "$ROUNDS" "$algos" "$HOSTS" "$PER" "$NP" <<'PY'
 import statistics, sys
-tmp, rounds, algos, hosts, per = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4]), int(sys.argv[5])
+tmp, rounds, algos, hosts, per, np = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 names = {"0": "default", "3": "recursive doubling", "4": "ring", "6": "Rabenseifner"}
 def table(side, pick=statistics.median):
     t = {}
@@ -128,11 +135,11 @@ one = statistics.median(l[0] for l in links) if links else None
 both = statistics.median(l[1] for l in links) if links else None
 link = (f"iperf3 between hosts 0 and 1 (medians of {len(links)}): {one:.2f} GB/s one way, {both:.2f} GB/s each way "
         "with --bidir" if links else "no iperf3 figure")
-print(f"{hosts} hosts, {'one rank' if per == 1 else f'{per} ranks'} each; {link}. Ratios: the peer's time / gradwire's (above 1: gradwire ahead).")
+print(f"{hosts} hosts, {'one rank' if per == '1' else f'{per} ranks'} each; {link}. Ratios: the peer's time / gradwire's (above 1: gradwire ahead).")
 print("| size | gradwire | best OpenMPI (algorithm) | ratio | fastest rounds: ratio | gloo | ratio | gradwire / iperf3 one way | / iperf3 --bidir |")
 print("|---|---|---|---|---|---|---|---|---|")
 for s in sorted(g):
-    bus = 2 * (hosts * per - 1) / (hosts * per)
+    bus = 2 * (np - 1) / np
     fmt = lambda us: f"{us:.1f} us" if s < 65536 else f"{bus * s / us / 1e3:.2f} GB/s"
     a = min(algos, key=lambda a: m[a][s])
     bw = bus * s / g[s] / 1e3

@@ -15,6 +15,8 @@
 #   GW_RANKS_PER_HOST=K (default 1): K ranks on each host, ranks
 #   i*K .. i*K+K-1 on host i, sharing its network, hostname, IPC and
 #   /dev/shm (one host identity), as a node of K GPUs or sockets would.
+#   GW_RANKS_PER_HOST=K0,K1,... : K_i ranks on host i (one count per
+#   host), numbered host by host: unequal nodes.
 #
 #   scripts/emulated_hosts.sh N --mpi -- COMMAND...
 #       makes the hosts, then runs COMMAND once, here, for mpirun to
@@ -29,8 +31,17 @@ command -v ip >/dev/null && command -v unshare >/dev/null || { echo "emulated_ho
 n=${1:-}
 mpi=
 [[ "${2:-}" == "--mpi" ]] && { mpi=1; set -- "$1" "${@:3}"; }
-[[ "$n" =~ ^[1-9]$ && "${2:-}" == "--" ]] || { sed -n '2,24p' "$0" >&2; exit 2; }
+[[ "$n" =~ ^[1-9]$ && "${2:-}" == "--" ]] || { sed -n '2,26p' "$0" >&2; exit 2; }
 shift 2
+# Ranks per host: one count for all, or one per host.
+IFS=, read -r -a ks <<<"${GW_RANKS_PER_HOST:-1}"
+[[ ${#ks[@]} -eq 1 ]] && for ((i = 1; i < n; i++)); do ks[i]=${ks[0]}; done
+[[ ${#ks[@]} -eq $n ]] || { echo "emulated_hosts.sh: GW_RANKS_PER_HOST=$GW_RANKS_PER_HOST: expected one count, or one per host ($n)" >&2; exit 2; }
+total=0
+for k in "${ks[@]}"; do
+  [[ "$k" =~ ^[1-9]$ ]] || { echo "emulated_hosts.sh: GW_RANKS_PER_HOST=$GW_RANKS_PER_HOST: each count 1 to 9" >&2; exit 2; }
+  total=$((total + k))
+done
 tag=gw$$
 bridge=${tag}br
 cleanup() {
@@ -53,7 +64,7 @@ done
 if [[ -n $mpi ]]; then
   ip addr add 198.18.0.254/24 dev "$bridge" || exit 77
   mpidir=$(mktemp -d)
-  for ((i = 0; i < n; i++)); do echo "198.18.0.$((i + 1)) slots=${GW_RANKS_PER_HOST:-1}"; done >"$mpidir/hostfile"
+  for ((i = 0; i < n; i++)); do echo "198.18.0.$((i + 1)) slots=${ks[i]}"; done >"$mpidir/hostfile"
   {
     echo '#!/bin/sh'
     echo '# mpirun'"'"'s launch agent: "agent HOST COMMAND..." runs COMMAND (its daemon, which'
@@ -69,23 +80,22 @@ if [[ -n $mpi ]]; then
 fi
 port=$((29000 + $$ % 1000))
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-k=${GW_RANKS_PER_HOST:-1}
-[[ "$k" =~ ^[1-9]$ ]] || { echo "emulated_hosts.sh: GW_RANKS_PER_HOST=$k: expected 1 to 9" >&2; exit 2; }
 pids=()
+base=0
 for ((i = 0; i < n; i++)); do
   # Its own hostname (UTS), IPC objects and /dev/shm (mount), in its
   # network: one namespace set per host, shared by the host's K ranks.
-  GRADWIRE_SIZE=$((n * k)) GRADWIRE_RENDEZVOUS=198.18.0.1:$port GRADWIRE_TOKEN=$token \
+  GRADWIRE_SIZE=$total GRADWIRE_RENDEZVOUS=198.18.0.1:$port GRADWIRE_TOKEN=$token \
     GW_HOST_ADDR=198.18.0.$((i + 1)) \
     ip netns exec "${tag}h$i" unshare --uts --ipc --mount --propagation private \
     sh -c '
-      h=$1 k=$2
-      shift 2
+      h=$1 base=$2 k=$3
+      shift 3
       hostname "host$h" && mount -t tmpfs -o size=2g tmpfs /dev/shm || exit 1
       pids=""
       j=0
       while [ $j -lt $k ]; do
-        r=$((h * k + j))
+        r=$((base + j))
         out=/dev/stderr
         [ -n "${GW_HOSTS_LOG:-}" ] && out=$GW_HOSTS_LOG/rank-$r.txt
         GRADWIRE_RANK=$r "$@" > "$out" 2>&1 &
@@ -94,8 +104,9 @@ for ((i = 0; i < n; i++)); do
       done
       rc=0
       for p in $pids; do wait $p || { s=$?; [ $rc -eq 0 ] && rc=$s; }; done
-      exit $rc' sh "$i" "$k" "$@" &
+      exit $rc' sh "$i" "$base" "${ks[i]}" "$@" &
   pids+=($!)
+  base=$((base + ks[i]))
 done
 rc=0
 for p in "${pids[@]}"; do

@@ -2,6 +2,7 @@
 
 #include "kernels/error.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -26,10 +27,13 @@ host_layout layout_of(const std::vector<int>& host_of, int rank) {
   for (std::size_t i = 0; i < out.local.size(); ++i)
     if (out.local[i] == rank)
       out.local_index = static_cast<int>(i);
-  out.uniform = true;
-  for (const auto& h : hosts)
-    out.uniform = out.uniform && h.size() == out.local.size();
-  if (out.uniform)
+  out.owners = static_cast<int>(out.local.size());
+  for (const auto& h : hosts) {
+    out.owners = std::min(out.owners, static_cast<int>(h.size()));
+    out.largest = std::max(out.largest, static_cast<int>(h.size()));
+  }
+  out.uniform = out.owners == out.largest;
+  if (out.local_index < out.owners)
     for (const auto& h : hosts)
       out.across.push_back(h[static_cast<std::size_t>(out.local_index)]);
   return out;

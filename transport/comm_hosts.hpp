@@ -5,11 +5,11 @@
 /// the view of the communicator that the allreduce algorithms run on for
 /// a group of its ranks.
 ///
-/// The hierarchical allreduce (ucx_comm, shm_collective.hpp) needs every
-/// host to hold the same number L >= 2 of ranks: local index l on each
-/// host sums segment l of the buffer with the ranks of index l on the
-/// other hosts. Hosts are ordered by their lowest rank, a host's ranks
-/// ascending.
+/// The hierarchical allreduce (ucx_comm, shm_collective.hpp) cuts the
+/// buffer in S segments, S the smallest host's rank count: local index
+/// l < S on each host sums segment l with the ranks of index l on the
+/// other hosts; a host's further ranks own no segment. Hosts are ordered
+/// by their lowest rank, a host's ranks ascending.
 
 #include <cstddef>
 #include <vector>
@@ -18,9 +18,11 @@ namespace gradwire::transport::comm_detail {
 
 struct host_layout {
   std::vector<int> local;  ///< the ranks on this rank's host, ascending (this one among them)
-  std::vector<int> across; ///< the rank of this one's local index on every host (uniform only)
+  std::vector<int> across; ///< the rank of this one's local index on every host (empty: index >= owners)
   int hosts = 0;           ///< how many hosts
   bool uniform = false;    ///< every host holds local.size() ranks
+  int owners = 0;          ///< the fewest ranks a host holds: the segments S
+  int largest = 0;         ///< the most ranks a host holds
   int local_index = 0;     ///< this rank's index in `local` (and the index it has on every host)
   int host_index = 0;      ///< this rank's host's index (its index in `across`)
 };

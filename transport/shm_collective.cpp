@@ -46,6 +46,23 @@ std::uint64_t load(const std::uint64_t* p) { return __atomic_load_n(p, __ATOMIC_
 using comm_algorithms::copy;
 void store(std::uint64_t* p, std::uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
+/// n floats cut in p segments as the ring cuts them (lengths differ by one
+/// at most), each moved in slices of q floats, one per piece: a segment's
+/// slice of every owner fits a half.
+struct cut {
+  std::size_t n, p, q, pieces;
+  cut(std::size_t n_, std::size_t p_) : n(n_), p(p_), q((shm_allreduce::half_floats / p_) & ~std::size_t{15}) {
+    const std::size_t longest = begin(1) + (n % p != 0 ? 1 : 0);
+    pieces = (longest + q - 1) / q;
+  }
+  std::size_t begin(std::size_t s) const { return n * s / p; }
+  /// Slice k of segment s: [a, b) of the buffer (empty past its end).
+  void slice(std::size_t s, std::size_t k, std::size_t& a, std::size_t& b) const {
+    a = std::min(begin(s) + k * q, begin(s + 1));
+    b = std::min(a + q, begin(s + 1));
+  }
+};
+
 } // namespace
 
 struct shm_allreduce::impl {
@@ -54,6 +71,8 @@ struct shm_allreduce::impl {
   int rank = 0, size = 0, timeout_ms = 0;
   int comm_rank = 0, comm_size = 0;
   std::vector<int> members; ///< the group's communicator ranks, ascending
+  int owners = 0;            ///< the first `owners` ranks of the group own a segment each
+  bool gather_small = true;  ///< below gather_below_bytes, gathered() (owners == size then)
   bool spin_yield = false;
   std::shared_ptr<shm_arena> mine;
   std::vector<std::unique_ptr<shm_mapping>> peers; ///< by group index; this rank's is null
@@ -69,9 +88,6 @@ struct shm_allreduce::impl {
     return reinterpret_cast<const float*>(peers[static_cast<std::size_t>(q)]->base() + header_bytes) +
            static_cast<std::size_t>(h) * half_floats;
   }
-  /// A segment's slice in a half: a multiple of 16 floats (64 bytes).
-  std::size_t slice_floats() const { return (half_floats / static_cast<std::size_t>(size)) & ~std::size_t{15}; }
-
   [[noreturn]] void fail(const std::string& why) {
     broken = true;
     store(&own()->aborted, 1); // the peers learn now, not after their timeout
@@ -140,48 +156,45 @@ struct shm_allreduce::impl {
       across(data, n);
   }
 
-  /// The three steps of the file's head, piece by piece.
+  /// The three steps of the file's head, piece by piece. Ranks past
+  /// `owners` own no segment: they post their slices and read the sums.
   void scattered(float* data, std::size_t n, const across_fn& across) {
     const auto p = static_cast<std::size_t>(size);
     const auto r = static_cast<std::size_t>(rank);
-    auto begin = [&](std::size_t s) { return n * s / p; };
-    const std::size_t q = slice_floats();
-    const std::size_t longest = begin(1) + (n % p != 0 ? 1 : 0); // segments differ by one float at most
-    const std::size_t pieces = (longest + q - 1) / q;
-    // Slice k of segment s: [a, b) of the buffer.
-    auto slice = [&](std::size_t s, std::size_t k, std::size_t& a, std::size_t& b) {
-      a = std::min(begin(s) + k * q, begin(s + 1));
-      b = std::min(a + q, begin(s + 1));
-    };
-    for (std::size_t k = 0; k < pieces; ++k) {
+    const auto segments = static_cast<std::size_t>(owners);
+    const cut c(n, segments);
+    const std::size_t q = c.q;
+    for (std::size_t k = 0; k < c.pieces; ++k) {
       const std::uint64_t g = ++piece;
       const int h = static_cast<int>(g & 1);
       float* out = own_half(h);
       own()->count[h] = n;
       std::size_t a = 0, b = 0;
-      for (std::size_t s = 0; s < p; ++s) { // 1. this rank's part of the others' segments
-        slice(s, k, a, b);
+      for (std::size_t s = 0; s < segments; ++s) { // 1. this rank's part of the others' segments
+        c.slice(s, k, a, b);
         if (s != r && b > a)
           copy(out + s * q, data + a, b - a);
       }
       post(g, h, n);
-      slice(r, k, a, b); // 2. this rank's segment: the ring's order, block by block while it is in cache
-      constexpr std::size_t block = 4096;
-      for (std::size_t at = a; at < b; at += block) {
-        const std::size_t len = std::min(block, b - at);
-        for (std::size_t j = 1; j < p; ++j)
-          comm_algorithms::add(data + at, half(static_cast<int>((r + j) % p), h) + r * q + (at - a), len);
-        if (!across)
-          copy(out + r * q + (at - a), data + at, len);
-      }
-      if (across && b > a) { // the other hosts' sums of this slice, then published
-        across(data + a, b - a);
-        copy(out + r * q, data + a, b - a);
+      if (r < segments) { // 2. this rank's segment: the ring's order, block by block while it is in cache
+        c.slice(r, k, a, b);
+        constexpr std::size_t block = 4096;
+        for (std::size_t at = a; at < b; at += block) {
+          const std::size_t len = std::min(block, b - at);
+          for (std::size_t j = 1; j < p; ++j)
+            comm_algorithms::add(data + at, half(static_cast<int>((r + j) % p), h) + r * q + (at - a), len);
+          if (!across)
+            copy(out + r * q + (at - a), data + at, len);
+        }
+        if (across && b > a) { // the other hosts' sums of this slice, then published
+          across(data + a, b - a);
+          copy(out + r * q, data + a, b - a);
+        }
       }
       store(&own()->reduced, g);
       wait_all(&header::reduced, g, "summed");
-      for (std::size_t s = 0; s < p; ++s) { // 3. every other segment's sum, from its owner
-        slice(s, k, a, b);
+      for (std::size_t s = 0; s < segments; ++s) { // 3. every other segment's sum, from its owner
+        c.slice(s, k, a, b);
         if (s != r && b > a)
           copy(data + a, half(static_cast<int>(s), h) + s * q, b - a);
       }
@@ -213,10 +226,30 @@ void shm_allreduce::connect(const std::vector<std::string>& names) {
   std::vector<int> all(names.size());
   for (std::size_t r = 0; r < all.size(); ++r)
     all[r] = static_cast<int>(r);
-  connect(names, all);
+  connect(names, all, static_cast<int>(all.size()), true);
 }
 
-void shm_allreduce::connect(const std::vector<std::string>& names, const std::vector<int>& members) {
+void shm_allreduce::each_slice(std::size_t n, int owners, int s, const std::function<void(std::size_t, std::size_t)>& fn) {
+  check(owners >= 1 && owners <= max_ranks && s >= 0 && s < owners,
+        "allreduce over shared memory: segment " + std::to_string(s) + " of " + std::to_string(owners));
+  if (n == 0)
+    return;
+  const cut c(n, static_cast<std::size_t>(owners));
+  for (std::size_t k = 0; k < c.pieces; ++k) {
+    std::size_t a = 0, b = 0;
+    c.slice(static_cast<std::size_t>(s), k, a, b);
+    if (b > a)
+      fn(a, b);
+  }
+}
+
+std::size_t shm_allreduce::pieces(std::size_t n, int owners) {
+  check(owners >= 1 && owners <= max_ranks, "allreduce over shared memory: " + std::to_string(owners) + " segments");
+  return n == 0 ? 0 : cut(n, static_cast<std::size_t>(owners)).pieces;
+}
+
+void shm_allreduce::connect(const std::vector<std::string>& names, const std::vector<int>& members, int owners,
+                            bool gather_small) {
   impl& m = *p_;
   check(static_cast<int>(names.size()) == m.comm_size, "allreduce over shared memory: one segment name per rank expected");
   const auto me = std::find(members.begin(), members.end(), m.comm_rank);
@@ -224,9 +257,15 @@ void shm_allreduce::connect(const std::vector<std::string>& names, const std::ve
           std::adjacent_find(members.begin(), members.end()) == members.end() && me != members.end() &&
           members.front() >= 0 && members.back() < m.comm_size,
         "allreduce over shared memory: the group must be 2 or more distinct ranks, ascending, this rank among them");
+  check(owners >= 1 && static_cast<std::size_t>(owners) <= members.size() &&
+            (!gather_small || static_cast<std::size_t>(owners) == members.size()),
+        "allreduce over shared memory: " + std::to_string(owners) + " segment owners among " +
+            std::to_string(members.size()) + " ranks" + (gather_small ? ", gathering small buffers" : ""));
   m.members = members;
   m.rank = static_cast<int>(me - members.begin());
   m.size = static_cast<int>(members.size());
+  m.owners = owners;
+  m.gather_small = gather_small;
   m.peers.clear();
   m.peers.resize(members.size());
   for (int q = 0; q < m.size; ++q) {
@@ -256,7 +295,7 @@ void shm_allreduce::allreduce(float* data, std::size_t n, const across_fn& acros
                 (m.broken ? "it failed earlier" : "not connected"));
   if (n == 0)
     return;
-  if (n * sizeof(float) < gather_below_bytes)
+  if (m.gather_small && n * sizeof(float) < gather_below_bytes)
     m.gathered(data, n, across);
   else
     m.scattered(data, n, across);

@@ -32,6 +32,10 @@
 /// the same floats in place (ucx_comm: an allreduce among the ranks of
 /// this local index on every host). So every host moves 1/L of the buffer
 /// per rank across the network, and every rank ends with the same bits.
+/// On hosts of unequal rank counts the buffer is cut in S segments, S
+/// the smallest host's count, owned by the group's first S ranks (the
+/// others post their slices and read the sums back), and every size is
+/// scattered: every host cuts alike, so the calls to `across` match.
 ///
 /// A half is reused two pieces later; by then every peer has posted the
 /// piece between, so it has finished reading it. A peer that falls silent
@@ -73,8 +77,17 @@ public:
   void connect(const std::vector<std::string>& names);
   /// The same for a group: the sums run among `members` (the
   /// communicator's ranks, ascending, this one among them); names[r] is
-  /// read for the members only.
-  void connect(const std::vector<std::string>& names, const std::vector<int>& members);
+  /// read for the members only. The first `owners` members (1 to all)
+  /// own a segment each; `gather_small`: below gather_below_bytes every
+  /// rank sums the whole buffer instead (owners must then be all).
+  void connect(const std::vector<std::string>& names, const std::vector<int>& members, int owners, bool gather_small);
+  /// The slices [a, b) of segment `s` of n floats cut in `owners`
+  /// segments, piece by piece, as the scattered sums hand them to
+  /// `across` (a rank alone on its host calls across the same way).
+  static void each_slice(std::size_t n, int owners, int s, const std::function<void(std::size_t, std::size_t)>& fn);
+  /// The most calls to `across` any rank makes for n floats cut in
+  /// `owners` segments (owners' counts differ where a slice is empty).
+  static std::size_t pieces(std::size_t n, int owners);
   /// Removes this rank's segment from /dev/shm (peers that mapped it keep
   /// it); after the first allreduce every peer has.
   void unlink();

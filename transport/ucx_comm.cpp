@@ -132,31 +132,36 @@ void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, 
   }
   if (p_->lanes)
     p_->lanes->connect(lane_addresses, p_->on_lane);
-  // One host: shared-memory sums among all. Several hosts of L >= 2 ranks
-  // each: hierarchical. A first sum tells each rank that every peer of its
-  // host has mapped its segment: its name can go from /dev/shm.
-  bool local_sums = layout.local.size() >= 2 && (layout.hosts == 1 || layout.uniform);
-  for (int r : layout.local) // --net sockets: TCP between the ranks of a host too, as asked
-    local_sums = local_sums && !p_->on_lane[static_cast<std::size_t>(r)];
-  if (p_->shm && all_segments && local_sums) {
-    p_->shm->connect(segments, layout.local);
-    if (layout.hosts > 1) {
-      p_->across = layout.across;
-      p_->across_index = layout.host_index;
-    }
+  // One host: shared-memory sums among all. Several hosts, some of 2 or
+  // more ranks: hierarchical (every rank decides alike from the same
+  // table). A first sum tells each rank that every peer of its host has
+  // mapped its segment: its name can go from /dev/shm.
+  // --net sockets: TCP between the ranks of a host too, as asked.
+  const bool local_by_lane = p_->lanes && comm_detail::by_lane(p_->opts.net, p_->opts.tls, true);
+  const bool local_sums = p_->shm && all_segments && !local_by_lane && layout.largest >= 2;
+  p_->hier = local_sums && layout.hosts > 1;
+  p_->hosts = layout.hosts;
+  p_->owners = layout.owners;
+  p_->largest = layout.largest;
+  if (p_->hier) {
+    p_->across = layout.across;
+    p_->across_index = layout.host_index;
+  }
+  if (local_sums && layout.local.size() >= 2) {
+    p_->shm->connect(segments, layout.local, layout.owners, layout.uniform);
     float one = 1;
     p_->shm->allreduce(&one, 1);
     p_->shm->unlink();
   } else {
-    p_->shm.reset();
+    p_->shm.reset(); // (a rank alone on its host sums across hosts only)
   }
   p_->connected = true;
   ucx_setup::restrict_sysv_segments();
 }
 
-bool ucx_comm::by_shared_memory() const { return p_->shm != nullptr && p_->connected && p_->across.empty(); }
+bool ucx_comm::by_shared_memory() const { return p_->shm != nullptr && p_->connected && !p_->hier; }
 
-bool ucx_comm::hierarchical() const { return p_->shm != nullptr && p_->connected && !p_->across.empty(); }
+bool ucx_comm::hierarchical() const { return p_->hier && p_->connected; }
 
 bool ucx_comm::by_lane(int peer) const {
   return peer >= 0 && static_cast<std::size_t>(peer) < p_->on_lane.size() && p_->on_lane[static_cast<std::size_t>(peer)];
@@ -193,13 +198,23 @@ void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
   if (algo == allreduce_algo::hierarchical) {
     if (!hierarchical())
       throw error("allreduce (rank " + std::to_string(p_->rank) +
-                  "): hierarchical sums need 2 or more hosts of the same number (2 or more) of ranks each");
+                  "): hierarchical sums need 2 or more hosts, some of 2 or more ranks, each offering shared memory");
+    // Ranks call across hosts unequally often (none past the smallest
+    // host's count; one fewer where a slice is empty): every rank leaves
+    // with the same collective number, past any its group used.
+    const std::uint32_t first = p_->seq;
     try {
-      p_->shm->allreduce(data, n, [this](float* d, std::size_t m) { p_->across_hosts(d, m); });
+      if (p_->shm && p_->across.empty())
+        p_->shm->allreduce(data, n);
+      else if (p_->shm)
+        p_->shm->allreduce(data, n, [this](float* d, std::size_t m) { p_->across_hosts(d, m); });
+      else // alone on this host: its slices across, as its partners' hosts hand them
+        shm_allreduce::each_slice(n, p_->owners, 0, [&](std::size_t a, std::size_t b) { p_->across_hosts(data + a, b - a); });
     } catch (...) {
       p_->broken = true;
       throw;
     }
+    p_->seq = first + static_cast<std::uint32_t>(shm_allreduce::pieces(n, p_->owners));
     return;
   }
   if (p_->tmp.size() < n)
@@ -229,9 +244,12 @@ std::string ucx_comm::describe() const {
     return driver + "every rank on this host: sums through shared memory at every size (each rank adds its "
                     "segment from its peers' shared segments)";
   if (hierarchical()) {
-    const int h = static_cast<int>(p_->across.size());
-    return driver + "hierarchical at every size: " + std::to_string(h) + " hosts of " + std::to_string(p_->size / h) +
-           " ranks, sums through shared memory within a host, and across hosts among the ranks of one local index (" +
+    const int h = p_->hosts;
+    const std::string per = p_->owners == p_->largest ? std::to_string(p_->owners)
+                                                      : std::to_string(p_->owners) + " to " + std::to_string(p_->largest);
+    return driver + "hierarchical at every size: " + std::to_string(h) + " hosts of " + per +
+           " ranks, sums through shared memory within a host, and across hosts among the ranks of one local index" +
+           (p_->owners == p_->largest ? "" : " below " + std::to_string(p_->owners) + " (the smallest host's count)") + " (" +
            (lanes == 0 ? std::string("UCX")
                        : "TCP lanes to " + std::to_string(lanes) + " of " + std::to_string(p_->size - 1) + " peers") +
            "; recursive doubling below " +

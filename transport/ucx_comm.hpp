@@ -29,13 +29,16 @@
 /// - shared memory (shm_collective.hpp): when every rank is on this host,
 ///   each adds its segment of the others' buffers from shared memory it
 ///   maps from them, the ring's sums without its messages. Every size.
-/// - hierarchical: hosts of L >= 2 ranks each, the same L on every host
-///   (comm_hosts.hpp). Within a host the shared-memory sums, cut in L
-///   segments; local rank l adds the other hosts' sums of segment l among
-///   the ranks of index l on every host (recursive doubling or the ring,
-///   as for that many ranks), then publishes it to its host. Each host
-///   sends the buffer's bytes across once per exchange, not once per
-///   rank, and every rank ends with the same bits. Every size.
+/// - hierarchical: 2 or more hosts, some of 2 or more ranks
+///   (comm_hosts.hpp). Within a host the shared-memory sums, cut in S
+///   segments, S the smallest host's rank count; local rank l < S adds
+///   the other hosts' sums of segment l among the ranks of index l on
+///   every host (recursive doubling or the ring, as for that many ranks),
+///   then publishes it to its host; a host's further ranks only post and
+///   read. A rank alone on its host sums across hosts only (S is 1 then:
+///   one rank per host carries it, as Horovod's hierarchical allreduce
+///   does). Each host sends the buffer's bytes across once per exchange,
+///   not once per rank, and every rank ends with the same bits. Every size.
 /// choose() picks by path, size and rank count (measured: bench/RESULTS.md).
 ///
 /// Everything from a peer is checked: a message of the wrong length, or
@@ -141,7 +144,8 @@ public:
   /// every rank is on this host and offered its segment.
   bool by_shared_memory() const;
   /// Whether allreduce can sum hierarchically (after connect): 2 or more
-  /// hosts of the same number (2 or more) of ranks, each offering a segment.
+  /// hosts, some of 2 or more ranks, every rank offering a segment, and
+  /// shared memory (not TCP) between the ranks of a host.
   bool hierarchical() const;
   std::string describe() const;
 

@@ -52,11 +52,15 @@ struct ucx_comm::impl {
   std::vector<bool> on_lane;           ///< by peer: through a lane, not UCX
   bool any_lane = false;              ///< some peer is (set by connect)
   /// Sums through shared memory among the ranks of this host: this
-  /// rank's segment until connect finds the hosts unfit (a rank without
-  /// one, hosts of unequal rank counts, a host of one rank), then null.
+  /// rank's segment until connect finds it unused (a rank without one,
+  /// TCP asked between the ranks of a host, one rank per host, this
+  /// rank alone on its host), then null.
   std::unique_ptr<shm_allreduce> shm;
+  /// Hierarchical sums (several hosts, some holding 2 or more ranks).
+  bool hier = false;
+  int hosts = 1, owners = 0, largest = 0; ///< the layout: hosts, fewest and most ranks on one
   /// Hierarchical: the ranks of this one's local index on every host
-  /// (empty: every rank is on this host, or no shared-memory sums).
+  /// (empty: a local index past the smallest host's rank count).
   std::vector<int> across;
   int across_index = 0;
   std::vector<float> tmp; ///< a partner's contribution

@@ -183,7 +183,7 @@ void add_bench(CLI::App& app, cli_args& a) {
   allreduce->add_option("--engine", ab.engine, "both (default: the communicator, MPI semantics, then the actors' zero-copy column), comm or actors")
     ->check(CLI::IsMember({"both", "comm", "actors"}));
   allreduce->add_option("--net", ab.job.comm_net, "the communicator's network: auto (its own TCP lanes where UCX would use TCP), ucx or sockets");
-  allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (through shared memory when every rank is on this host; hierarchical on hosts of 2 or more ranks each, as many on every host; else recursive doubling below --ring-from, ring from there), rd, ring, rabenseifner, shm or hier")
+  allreduce->add_option("--comm-algo", ab.comm_algo, "the communicator's algorithm: auto (through shared memory when every rank is on this host; hierarchical on several hosts when some hold 2 or more ranks; else recursive doubling below --ring-from, ring from there), rd, ring, rabenseifner, shm or hier")
     ->check(CLI::IsMember({"auto", "rd", "ring", "rabenseifner", "shm", "hier"}));
   allreduce->add_option("--ring-from", a.ab_ring_from, "the communicator's ring from this size up (auto: 64K over shared memory, 256K on TCP lanes, 512K on lanes between 2 ranks)");
   allreduce->add_option("--algo", ab.algo, "the actors' ring, direct (chunks straight to their owners and back) or auto (direct below 16M on more than 2 processes)")

@@ -3,7 +3,8 @@
 # mount namespaces with their own hostnames, addresses and /dev/shm): a
 # 2-rank sync ring trains the same model, bit for bit, as in one process
 # (with UCX's transports, and with TCP alone), with nothing lent by shared-memory reference between the hosts; a 3-host
-# async parameter server completes. Exits 77 (ctest: "Skipped") where
+# async parameter server completes; the communicator sums hierarchically
+# on hosts of equal and unequal rank counts. Exits 77 (ctest: "Skipped") where
 # namespaces cannot be made (not root).
 # Usage: emulated_hosts.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
@@ -56,6 +57,13 @@ GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsf" "$gw" bench allreduce --engine comm --c
   fail "bench allreduce on 2 hosts of 2 ranks, the ring forced, failed"
 grep -q "TCP lanes to 2 of 3 peers" "$tmp/logsf/rank-0.txt" && [ "$(grep -c " ok$" "$tmp/logsf/rank-0.txt")" = 3 ] ||
   fail "bench allreduce on 2 hosts of 2 ranks, the ring forced: $(cat "$tmp/logsf/rank-0.txt")"
+# Hosts of unequal rank counts, 2 and 1: hierarchical too, the lone
+# rank and its partner's host's first rank carrying the sums across.
+GW_RANKS_PER_HOST=2,1 hosts 2 "$tmp/logsu" "$gw" bench allreduce --engine comm -b 1K -e 4M -f 64 -n 5 -w 1 ||
+  fail "bench allreduce on hosts of 2 ranks and 1 failed"
+grep -q "hierarchical at every size: 2 hosts of 1 to 2 ranks" "$tmp/logsu/rank-0.txt" &&
+  [ "$(grep -c " ok$" "$tmp/logsu/rank-0.txt")" = 3 ] ||
+  fail "bench allreduce on hosts of 2 ranks and 1: $(cat "$tmp/logsu/rank-0.txt")"
 
 hosts 3 "$tmp/logs3" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/ps" --set topology.workers=3 \
   --set topology.shards=1 "$@" || fail "the async parameter server across 3 hosts failed"
