@@ -132,48 +132,86 @@ caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg) 
   return sys.spawn(peer_behavior, cfg);
 }
 
+ring_groups consecutive_groups(int n, int group_size) {
+  ring_groups out;
+  if (group_size <= 0)
+    return out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(r / group_size);
+  return out;
+}
+
+namespace {
+/// Where rank r sits in `groups`: its group's index (groups in the order of
+/// their lowest rank) and members (ascending), and every group's leader.
+struct group_place {
+  int group = 0;
+  std::vector<int> members;
+  std::vector<int> leaders;
+};
+
+group_place place_of(int r, int n, const ring_groups& groups) {
+  check(n >= 1 && r >= 0 && r < n, "ring peers: rank " + std::to_string(r) + " of " + std::to_string(n));
+  group_place out;
+  if (groups.empty()) { // flat: one group of all
+    for (int m = 0; m < n; ++m)
+      out.members.push_back(m);
+    out.leaders = {0};
+    return out;
+  }
+  check(static_cast<int>(groups.size()) == n, "ring peers: " + std::to_string(groups.size()) + " group entries for " +
+                                                  std::to_string(n) + " ranks (one per rank expected)");
+  std::map<int, int> index; // a group's number -> its index, by lowest rank
+  for (int m = 0; m < n; ++m)
+    if (index.emplace(groups[static_cast<std::size_t>(m)], static_cast<int>(index.size())).second)
+      out.leaders.push_back(m);
+  out.group = index.at(groups[static_cast<std::size_t>(r)]);
+  for (int m = 0; m < n; ++m)
+    if (groups[static_cast<std::size_t>(m)] == groups[static_cast<std::size_t>(r)])
+      out.members.push_back(m);
+  return out;
+}
+} // namespace
+
 ring_peer_config ring_peer_layout(int r, int n, const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                  std::size_t chunk_floats, int group_size) {
-  const bool hier = group_size > 0;
-  const int gsize = hier ? std::min(group_size, n) : n;
+                                  std::size_t chunk_floats, const ring_groups& groups) {
+  const auto at = place_of(r, n, groups);
   ring_peer_config pc;
   pc.rank = r;
   pc.world = n;
   pc.buckets = buckets;
   pc.chunk_floats = chunk_floats;
-  pc.hierarchical = hier;
-  pc.group = r / gsize;
-  pc.group_pos = r % gsize;
-  pc.group_size = std::min(gsize, n - pc.group * gsize);
-  pc.groups = (n + gsize - 1) / gsize;
+  pc.hierarchical = !groups.empty();
+  pc.group = at.group;
+  pc.group_pos = static_cast<int>(std::find(at.members.begin(), at.members.end(), r) - at.members.begin());
+  pc.group_size = static_cast<int>(at.members.size());
+  pc.groups = static_cast<int>(at.leaders.size());
   return pc;
 }
 
-ring_peer_links ring_peer_wiring(int r, int n, int group_size) {
-  const bool hier = group_size > 0;
-  const int gsize = hier ? std::min(group_size, n) : n;
-  const int groups = (n + gsize - 1) / gsize;
-  const int g = r / gsize, first = g * gsize, len = std::min(gsize, n - first);
+ring_peer_links ring_peer_wiring(int r, int n, const ring_groups& groups) {
+  const auto at = place_of(r, n, groups);
+  const auto len = at.members.size();
+  const auto pos = static_cast<std::size_t>(std::find(at.members.begin(), at.members.end(), r) - at.members.begin());
   ring_peer_links out;
-  out.right = first + (r - first + 1) % len;
-  if (hier && r == first) {
-    out.leader_right = ((g + 1) % groups) * gsize;
-    for (int m = first + 1; m < first + len; ++m)
-      out.members.push_back(m);
+  out.right = at.members[(pos + 1) % len];
+  if (!groups.empty() && pos == 0) {
+    out.leader_right = at.leaders[(static_cast<std::size_t>(at.group) + 1) % at.leaders.size()];
+    out.members.assign(at.members.begin() + 1, at.members.end());
   }
   return out;
 }
 
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                         std::size_t chunk_floats, int group_size, std::shared_ptr<tracer> trace,
+                                         std::size_t chunk_floats, const ring_groups& groups, std::shared_ptr<tracer> trace,
                                          bool direct, std::int64_t first_round, std::shared_ptr<virtual_clock> vclock,
                                          const std::function<caf::actor(const caf::actor&, int)>& place) {
   std::vector<caf::actor> peers;
   for (int r = 0; r < n; ++r) {
-    auto pc = ring_peer_layout(r, n, buckets, chunk_floats, group_size);
+    auto pc = ring_peer_layout(r, n, buckets, chunk_floats, groups);
     pc.trace = trace;
-    pc.direct = direct && group_size <= 0;
+    pc.direct = direct && groups.empty();
     pc.first_round = first_round;
     pc.vclock = vclock;
     auto peer = spawn_ring_peer(sys, pc);
@@ -181,11 +219,11 @@ std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
   }
   auto at = [&](int r) { return r < 0 ? caf::actor{} : peers[static_cast<std::size_t>(r)]; };
   for (int r = 0; r < n; ++r) {
-    auto w = ring_peer_wiring(r, n, group_size);
+    auto w = ring_peer_wiring(r, n, groups);
     std::vector<caf::actor> members;
     for (int m : w.members)
       members.push_back(at(m));
-    if (direct && group_size <= 0)
+    if (direct && groups.empty())
       members = peers;
     caf::anon_send(peers[static_cast<std::size_t>(r)], wire_atom::value, at(w.right), at(w.leader_right), members);
   }

@@ -49,10 +49,21 @@ struct ring_peer_config {
 
 caf::actor spawn_ring_peer(caf::actor_system& sys, const ring_peer_config& cfg);
 
-/// Peer `r`'s configuration among `n`: one flat ring (group_size 0) or
-/// groups of `group_size` consecutive ranks (the last may be smaller).
+/// The groups of a hierarchical ring: every rank's group, by rank (equal
+/// numbers: one group; any numbers, such as hosts'); empty: one flat
+/// ring. Groups take the order of their lowest rank (the leaders' ring
+/// in that order), a group's ranks ascending, its leader the lowest:
+/// groups may differ in size and need not be consecutive ranks.
+using ring_groups = std::vector<int>;
+
+/// Groups of `group_size` consecutive ranks among `n` (the last may be
+/// smaller); group_size 0: flat (empty).
+ring_groups consecutive_groups(int n, int group_size);
+
+/// Peer `r`'s configuration among `n` in `groups` (empty: one flat ring).
+/// Throws gradwire::error when `groups` does not name one group per rank.
 ring_peer_config ring_peer_layout(int r, int n, const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                  std::size_t chunk_floats, int group_size);
+                                  std::size_t chunk_floats, const ring_groups& groups);
 
 /// Whom peer `r` sends to, as ranks: its right neighbour in its ring; a
 /// group leader also its right neighbour in the leaders' ring and its
@@ -61,16 +72,16 @@ struct ring_peer_links {
   int right = -1, leader_right = -1;
   std::vector<int> members;
 };
-ring_peer_links ring_peer_wiring(int r, int n, int group_size);
+ring_peer_links ring_peer_wiring(int r, int n, const ring_groups& groups);
 
-/// Spawns and wires the peers of `n` workers: one flat ring (group_size 0)
-/// or groups of `group_size` consecutive ranks (the last may be smaller)
-/// with a ring of group leaders. Returns them by rank.
+/// Spawns and wires the peers of `n` workers: one flat ring (`groups`
+/// empty) or a ring in each group with a ring of group leaders. Returns
+/// them by rank.
 /// Virtual time: `vclock` is each peer's clock, and `place(peer, rank)`
 /// returns the handle the others must use for it (virtual_time.hpp).
 std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
                                          const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                         std::size_t chunk_floats, int group_size,
+                                         std::size_t chunk_floats, const ring_groups& groups,
                                          std::shared_ptr<tracer> trace = {}, bool direct = false,
                                          std::int64_t first_round = 0, std::shared_ptr<virtual_clock> vclock = {},
                                          const std::function<caf::actor(const caf::actor&, int)>& place = {});

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace gradwire::actors {
 
@@ -49,6 +50,10 @@ struct ring_options {
   /// and the ring gathers parameters (the same model, bit for bit).
   bool sharded_update = true;
   int group_size = 2; ///< hierarchical only: workers per group (the last may be smaller)
+  /// Hierarchical only: every worker's group, by rank (ring_peer.hpp's
+  /// ring_groups: groups of any sizes, such as hosts); set, it replaces
+  /// group_size's consecutive groups.
+  std::vector<int> group_of;
 };
 
 enum class gossip_mode { dpsgd, adpsgd };

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 
 #include <cstdlib>
+#include <map>
 
 namespace gradwire::transport {
 namespace {
@@ -124,26 +125,12 @@ launch_info detect_launch() {
   return li;
 }
 
-int ranks_per_host(const std::vector<std::string>& hosts, std::string* why_not) {
-  if (why_not)
-    why_not->clear();
-  if (hosts.empty())
-    return 1;
-  const int n = static_cast<int>(hosts.size());
-  int g = 0;
+std::vector<int> host_numbers(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> number;
+  std::vector<int> out;
   for (const auto& h : hosts)
-    g += h == hosts.front() ? 1 : 0;
-  for (int r = 0; r < n; ++r) {
-    const int first = r / g * g; // the group's first rank
-    if (hosts[static_cast<std::size_t>(r)] != hosts[static_cast<std::size_t>(first)]) {
-      if (why_not)
-        *why_not = "rank " + std::to_string(r) + " is not on rank " + std::to_string(first) +
-                   "'s host, and groups are " + std::to_string(g) + " consecutive ranks (" + std::to_string(g) +
-                   " share rank 0's host)";
-      break;
-    }
-  }
-  return g;
+    out.push_back(number.emplace(h, static_cast<int>(number.size())).first->second);
+  return out;
 }
 
 } // namespace gradwire::transport

@@ -31,12 +31,10 @@ launch_info detect_launch();
 /// Throws gradwire::error on a malformed list.
 std::string first_host_of(const std::string& list);
 
-/// Hierarchical allreduce grouped by host: how many ranks share rank 0's
-/// host (`hosts`: each rank's host identity, by rank). Groups are that
-/// many consecutive ranks; when one of them spans hosts (ranks placed
-/// round-robin, or hosts with different counts), `why_not` says which
-/// rank breaks it, and the groups then mix hosts.
-int ranks_per_host(const std::vector<std::string>& hosts, std::string* why_not = nullptr);
+/// Each rank's host as a number (`hosts`: each rank's host identity, by
+/// rank), hosts numbered in the order of their lowest rank: the groups of
+/// a hierarchical allreduce by host, and the communicator's host table.
+std::vector<int> host_numbers(const std::vector<std::string>& hosts);
 
 /// Parses "host:port" (for --rendezvous and GRADWIRE_RENDEZVOUS).
 void parse_host_port(const std::string& text, const std::string& what, rendezvous_options& out);

@@ -72,7 +72,7 @@ const std::vector<key_spec>& config_schema() {
     {"topology.sharded_update", vt::boolean, "true", {}, "ring without overlap: each worker applies the optimizer only to the chunks it owns after the reduce-scatter and the ring all-gathers parameters (1/N of the update per worker; the same model)"},
     {"topology.overlap", vt::boolean, "false", {}, "ring, hierarchical: start a bucket's allreduce while backward still runs"},
     {"topology.balance_every", vt::integer, "0", {}, "ring, hierarchical: every N steps re-split the global batch (the workers' batches summed) in proportion to each worker's measured speed, so fast workers do not wait for slow ones (0 = fixed batches)"},
-    {"topology.group_size", vt::integer, "0", {}, "hierarchical: workers per group (consecutive ranks; the last group may be smaller); 0 = by host: across processes the ranks that share a host (as Horovod and NCCL group), in virtual time virtual.workers_per_host, in one process all workers"},
+    {"topology.group_size", vt::integer, "0", {}, "hierarchical: workers per group (consecutive ranks; the last group may be smaller); 0 = by host: across processes the ranks that share a host, whatever each host's count and the placement (as Horovod and NCCL group), in virtual time virtual.workers_per_host, in one process all workers"},
     {"topology.gossip", vt::string, "\"dpsgd\"", {"dpsgd", "adpsgd"},
      "gossip: dpsgd = every step average with all graph neighbours (lock step); adpsgd = average with one random neighbour, asynchronously"},
     {"topology.graph", vt::string, "\"ring\"", {"ring", "torus", "random", "complete"}, "gossip: the communication graph"},

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -154,16 +155,21 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   }
   if (setup.kind == topology_kind::hierarchical && cfg.ring.group_size == 0) {
     // Groups by host: shared memory within a host, the leaders' ring across
-    // hosts. Every rank reads the same table, so all agree.
-    std::string why_not;
-    setup.ring.group_size = transport::ranks_per_host(jb->hosts, &why_not);
+    // hosts; hosts of any rank counts, ranks in any placement. Every rank
+    // reads the same table, so all agree.
+    setup.ring.group_of = transport::host_numbers(jb->hosts);
     if (rank == 0) {
-      if (why_not.empty())
-        std::fprintf(stderr, "gradwire: hierarchical allreduce grouped by host: %d host(s) of %d rank(s)\n",
-                     (jb->launch.size + setup.ring.group_size - 1) / setup.ring.group_size, setup.ring.group_size);
-      else
-        std::fprintf(stderr, "gradwire: warning: hierarchical allreduce by host: %s, so groups mix hosts (place ranks "
-                             "in blocks per host, or set topology.group_size)\n", why_not.c_str());
+      std::map<int, int> per_host;
+      for (int h : setup.ring.group_of)
+        ++per_host[h];
+      int fewest = jb->launch.size, most = 0;
+      for (const auto& [h, k] : per_host) {
+        fewest = std::min(fewest, k);
+        most = std::max(most, k);
+      }
+      const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most);
+      std::fprintf(stderr, "gradwire: hierarchical allreduce grouped by host: %d host(s) of %s rank(s)\n",
+                   static_cast<int>(per_host.size()), counts.c_str());
     }
   }
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };

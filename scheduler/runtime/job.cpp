@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <thread>
 
 namespace gradwire::scheduler {
@@ -55,16 +54,13 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     j.hosts.push_back(transport::collective_of(table[r], static_cast<int>(r)).host);
   if (j.comm) {
     std::vector<std::vector<std::uint8_t>> coll(table.size());
-    std::vector<int> host_of(table.size());
-    std::map<std::string, int> host_number; // by host identity, as the link shares memory
     for (std::size_t r = 0; r < table.size(); ++r) {
       auto peer = transport::collective_of(table[r], static_cast<int>(r));
       check(!peer.address.empty() || static_cast<int>(r) == j.launch.rank,
             "rank " + std::to_string(r) + " opened no collective communicator (a different command on each rank?)");
       coll[r] = std::move(peer.address);
-      host_of[r] = host_number.emplace(peer.host, static_cast<int>(host_number.size())).first->second;
     }
-    j.comm->connect(coll, host_of);
+    j.comm->connect(coll, transport::host_numbers(j.hosts)); // by host identity, as the link shares memory
   }
   j.link = ul;
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);

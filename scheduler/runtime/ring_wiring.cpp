@@ -2,7 +2,7 @@
 /// The ring and hierarchical allreduce wirings: N workers exchange gradient
 /// buckets by ring allreduce. Flat and without overlap, the workers run
 /// the ring themselves; with overlap, or hierarchical (a ring in each
-/// group of group_size, then a ring of the group leaders), a ring peer
+/// group, of group_size or by host, then a ring of the group leaders), a ring peer
 /// actor per worker moves chunks while its worker computes. In one process
 /// every actor is here; across processes one worker (and its peer) per
 /// process, its neighbours proxies.
@@ -24,14 +24,17 @@ struct ring_plan {
   const models::dataset& data;
   bool hier = false;
   bool use_peers = false; ///< peer actors move the chunks (overlap, hierarchical)
-  int group_size = 0;     ///< hierarchical: workers per group; 0: flat
+  actors::ring_groups groups; ///< hierarchical: every worker's group; empty: flat
   std::vector<std::pair<std::size_t, std::size_t>> buckets; ///< [begin, end) of each gradient bucket
   std::vector<int> batches; ///< every worker's batch, by rank (speed balancing starts from them)
   double total_batch = 0;
 
   ring_plan(const topology_setup& s, const models::dataset& d, std::size_t size)
       : setup(s), data(d), hier(s.kind == topology_kind::hierarchical), use_peers(hier || s.ring.overlap),
-        group_size(hier ? s.ring.group_size : 0), buckets(actors::make_buckets(size, s.ring.bucket_floats)) {
+        groups(!hier                      ? actors::ring_groups{}
+               : !s.ring.group_of.empty() ? s.ring.group_of
+                                          : actors::consecutive_groups(s.workers, s.ring.group_size)),
+        buckets(actors::make_buckets(size, s.ring.bucket_floats)) {
     for (int r = 0; r < s.workers; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       batches.push_back(ri < s.worker_batch.size() ? s.worker_batch[ri] : s.batch_size);
@@ -88,7 +91,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   const int n = setup.workers;
   caf::actor peer;
   if (p.use_peers) {
-    auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.ring.chunk_floats, p.group_size);
+    auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.ring.chunk_floats, p.groups);
     pc.trace = setup.trace;
     pc.first_round = setup.resume ? setup.resume->step : 0;
     peer = actors::spawn_ring_peer(sys, pc);
@@ -96,7 +99,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   }
   auto wire = [&](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
     if (p.use_peers) {
-      auto w = actors::ring_peer_wiring(nd.rank(), n, p.group_size);
+      auto w = actors::ring_peer_wiring(nd.rank(), n, p.groups);
       auto at = [&](int r) { return r < 0 ? caf::actor{} : nd.remote(r, transport::slots::ring_peer); };
       std::vector<caf::actor> members;
       for (int m : w.members)
@@ -129,7 +132,7 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   const int n = setup.workers;
   std::vector<caf::actor> peers;
   if (p.use_peers)
-    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.group_size, setup.trace, false,
+    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.groups, setup.trace, false,
                                      setup.resume ? setup.resume->step : 0, setup.sim,
                                      [&setup](const caf::actor& a, int r) { return place_here(setup, a, r, false); });
   // The sharded update in one process: the replicas share one weight buffer
@@ -159,7 +162,8 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
 topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                  const progress_fn& on_progress, const metrics_fn& on_metrics,
                                  const std::atomic<bool>* stop) {
-  check(setup.kind != topology_kind::hierarchical || setup.ring.group_size >= 1, "topology.group_size must be at least 1");
+  check(setup.kind != topology_kind::hierarchical || setup.ring.group_size >= 1 || !setup.ring.group_of.empty(),
+        "topology.group_size must be at least 1");
   check(setup.ring.chunk_floats > 0 && setup.ring.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   const ring_plan plan(setup, data, initial.size());

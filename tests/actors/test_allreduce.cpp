@@ -45,9 +45,9 @@ std::vector<kernels::tensor> inputs(int n, std::size_t size, int round) {
 /// them, with this test's scoped actor as every worker, and checks every
 /// piece against the exact sum. Returns the number of pieces checked.
 std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std::size_t bucket_floats,
-                            std::size_t chunk_floats, int group_size, bool direct = false) {
+                            std::size_t chunk_floats, const actors::ring_groups& groups, bool direct = false) {
   const auto buckets = actors::make_buckets(size, bucket_floats);
-  auto peers = actors::spawn_ring_peers(sys, n, buckets, chunk_floats, group_size, {}, direct);
+  auto peers = actors::spawn_ring_peers(sys, n, buckets, chunk_floats, groups, {}, direct);
   caf::scoped_actor self{sys};
   std::size_t checked = 0;
   for (int round = 0; round < 2; ++round) {
@@ -98,10 +98,10 @@ TEST_CASE("ring allreduce: exact sums for N = 1..8, sizes not divisible by N, ma
   for (int n = 1; n <= 8; ++n) {
     const std::size_t size = 1000 + 7 * static_cast<std::size_t>(n) + 3; // not a multiple of N or of 16
     // Three buckets, chunks of 5 floats: every segment is several chunks.
-    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, 0) == 2 * size * static_cast<std::size_t>(n));
+    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, {}) == 2 * size * static_cast<std::size_t>(n));
   }
   // A bucket smaller than N: some segments are empty.
-  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0) == 2 * 5 * 8);
+  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, {}) == 2 * 5 * 8);
 }
 
 TEST_CASE("ring allreduce: results held across rounds keep their sums and buffers let go of are reused the next round") {
@@ -111,7 +111,7 @@ TEST_CASE("ring allreduce: results held across rounds keep their sums and buffer
   constexpr int n = 3;
   constexpr std::size_t size = 999;
   const auto buckets = actors::make_buckets(size, size);
-  auto peers = actors::spawn_ring_peers(*env.sys, n, buckets, 64, 0);
+  auto peers = actors::spawn_ring_peers(*env.sys, n, buckets, 64, {});
   caf::scoped_actor self{*env.sys};
   std::vector<std::pair<int, actors::pieces>> kept; // (round, peer 0's result), held to the end
   auto sum_ok = [](int round, const actors::pieces& ps) {
@@ -166,9 +166,9 @@ TEST_CASE("direct allreduce: exact sums for N = 1..8, chunks straight to their o
   for (int n = 1; n <= 8; ++n) {
     INFO("N = " << n);
     const std::size_t size = 1000 + 7 * static_cast<std::size_t>(n) + 3;
-    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, 0, true) == 2 * size * static_cast<std::size_t>(n));
+    CHECK(check_allreduce(*env.sys, n, size, size / 3 + 1, 5, {}, true) == 2 * size * static_cast<std::size_t>(n));
   }
-  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, 0, true) == 2 * 5 * 8);
+  CHECK(check_allreduce(*env.sys, 8, 5, 5, 2, {}, true) == 2 * 5 * 8);
 }
 
 TEST_CASE("hierarchical allreduce: exact sums for N = 1..8 and group sizes 1..3") {
@@ -177,6 +177,45 @@ TEST_CASE("hierarchical allreduce: exact sums for N = 1..8 and group sizes 1..3"
     for (int g = 1; g <= 3; ++g) {
       INFO("N = " << n << ", groups of " << g);
       const std::size_t size = 517 + static_cast<std::size_t>(n);
-      CHECK(check_allreduce(*env.sys, n, size, 200, 7, g) == 2 * size * static_cast<std::size_t>(n));
+      CHECK(check_allreduce(*env.sys, n, size, 200, 7, actors::consecutive_groups(n, g)) == 2 * size * static_cast<std::size_t>(n));
     }
+}
+
+TEST_CASE("hierarchical allreduce: exact sums in groups of unequal sizes and of ranks far apart") {
+  actor_env env;
+  // Hosts of 3 ranks and 1; of 2, 3 and 1 interleaved (srun's cyclic
+  // placement); one group of all; every rank its own group.
+  const std::vector<actors::ring_groups> tables = {
+    {0, 0, 0, 1}, {7, 3, 7, 3, 3, 9}, {5, 5, 5}, {4, 2, 9, 1, 0}};
+  for (const auto& groups : tables) {
+    const int n = static_cast<int>(groups.size());
+    INFO("N = " << n);
+    const std::size_t size = 611 + static_cast<std::size_t>(n);
+    CHECK(check_allreduce(*env.sys, n, size, 250, 7, groups) == 2 * size * static_cast<std::size_t>(n));
+  }
+}
+
+TEST_CASE("hierarchical allreduce: groups by the order of their lowest rank and leaders wired to the next group") {
+  const actors::ring_groups groups = {7, 3, 7, 3, 3, 9}; // groups {0, 2}, {1, 3, 4}, {5}
+  const std::vector<std::pair<std::size_t, std::size_t>> buckets = {{0, 10}};
+  auto pc = actors::ring_peer_layout(4, 6, buckets, 5, groups);
+  CHECK(pc.hierarchical);
+  CHECK(pc.group == 1);
+  CHECK(pc.group_pos == 2);
+  CHECK(pc.group_size == 3);
+  CHECK(pc.groups == 3);
+  auto w = actors::ring_peer_wiring(4, 6, groups); // the last of its group: back to the group's leader
+  CHECK(w.right == 1);
+  CHECK(w.leader_right == -1);
+  CHECK(w.members.empty());
+  w = actors::ring_peer_wiring(1, 6, groups); // a leader: its group's members, and the next group's leader
+  CHECK(w.right == 3);
+  CHECK(w.leader_right == 5);
+  CHECK(w.members == std::vector<int>{3, 4});
+  w = actors::ring_peer_wiring(5, 6, groups); // alone in its group, leader of the last: back to group 0's
+  CHECK(w.right == 5);
+  CHECK(w.leader_right == 0);
+  CHECK(actors::consecutive_groups(5, 2) == actors::ring_groups{0, 0, 1, 1, 2});
+  CHECK(actors::consecutive_groups(5, 0).empty());
+  CHECK_THROWS_WITH(actors::ring_peer_layout(0, 4, buckets, 5, {0, 0, 1}), Catch::Contains("3 group entries for 4 ranks"));
 }

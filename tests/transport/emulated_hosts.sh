@@ -77,6 +77,16 @@ GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsh" "$gw" run "$src/examples/hierarchical.t
 grep -q "hierarchical allreduce grouped by host: 2 host(s) of 2 rank(s)" "$tmp/logsh/rank-0.txt" ||
   fail "hierarchical by host: $(grep -i hierarchical "$tmp/logsh/rank-0.txt")"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/hier-one" "$tmp/hier" || fail "hierarchical by host: the models differ"
+# Hosts of 2 ranks and 1: groups of 2 and 1, the same model as groups of
+# 2 (the last smaller) in one process.
+"$gw" run "$src/examples/hierarchical.toml" -q --out "$tmp/hier3-one" --set topology.workers=3 "$@" \
+  >"$tmp/hier3-one.txt" 2>&1 || fail "hierarchical of 3 in one process: $(cat "$tmp/hier3-one.txt")"
+GW_RANKS_PER_HOST=2,1 hosts 2 "$tmp/logsh3" "$gw" run "$src/examples/hierarchical.toml" --out "$tmp/hier3" \
+  --set topology.workers=3 --set topology.group_size=0 "$@" || fail "hierarchical by host across hosts of 2 ranks and 1 failed"
+grep -q "hierarchical allreduce grouped by host: 2 host(s) of 1 to 2 rank(s)" "$tmp/logsh3/rank-0.txt" ||
+  fail "hierarchical by host, 2 ranks and 1: $(grep -i hierarchical "$tmp/logsh3/rank-0.txt")"
+/usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/hier3-one" "$tmp/hier3" ||
+  fail "hierarchical by host, 2 ranks and 1: the models differ"
 # No shared-memory reference crosses a host: a ring of 4 on 2 hosts of 2,
 # references on (the default). Rank 0 lends to rank 1, its host's, and to
 # no rank of the other host.

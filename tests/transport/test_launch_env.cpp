@@ -101,22 +101,11 @@ TEST_CASE("launch env: mpirun and bad variables") {
   }
 }
 
-TEST_CASE("hierarchical groups by host: blocks of ranks per host, and what breaks them") {
-  using gradwire::transport::ranks_per_host;
-  std::string why;
-  CHECK(ranks_per_host({"a", "a", "b", "b"}, &why) == 2);
-  CHECK(why.empty());
-  CHECK(ranks_per_host({"a", "a", "a", "b", "b", "b", "c", "c", "c"}, &why) == 3);
-  CHECK(why.empty());
-  CHECK(ranks_per_host({"a", "a", "a", "a"}, &why) == 4); // one host: one group
-  CHECK(why.empty());
-  CHECK(ranks_per_host({"a", "a", "b", "b", "c"}, &why) == 2); // the last host holds fewer: a smaller last group
-  CHECK(why.empty());
-  // Round-robin placement (srun --distribution=cyclic): groups of 2 mix hosts.
-  CHECK(ranks_per_host({"a", "b", "a", "b"}, &why) == 2);
-  CHECK(why == "rank 1 is not on rank 0's host, and groups are 2 consecutive ranks (2 share rank 0's host)");
-  // Hosts of different counts.
-  CHECK(ranks_per_host({"a", "a", "b", "b", "b", "c"}, &why) == 2);
-  CHECK_THAT(why, Catch::StartsWith("rank 5 is not on rank 4's host"));
-  CHECK(ranks_per_host({}, &why) == 1);
+TEST_CASE("host numbers: each rank's host numbered in the order of the host's lowest rank") {
+  using gradwire::transport::host_numbers;
+  CHECK(host_numbers({"a", "a", "b", "b"}) == std::vector<int>{0, 0, 1, 1});
+  CHECK(host_numbers({"b", "a", "b", "a"}) == std::vector<int>{0, 1, 0, 1}); // srun's cyclic placement
+  CHECK(host_numbers({"x", "x", "x", "y"}) == std::vector<int>{0, 0, 0, 1}); // hosts of 3 ranks and 1
+  CHECK(host_numbers({"a"}) == std::vector<int>{0});
+  CHECK(host_numbers({}).empty());
 }
