@@ -40,6 +40,16 @@ struct virtual_config {
   double cv = 0.3, straggler_p = 0.1, straggler_k = 4;
   std::string replay; ///< a real run's metrics.jsonl: its workers' step times, replayed
   int hosts = 1, workers_per_host = 1; ///< resolved (default: one host): hosts x workers_per_host >= topology.workers
+  /// virtual.host_workers: workers on each host, consecutive ranks (hosts
+  /// of different sizes); empty: workers_per_host on every host.
+  std::vector<int> host_workers;
+  /// Each worker's host, by rank (empty: rank / workers_per_host).
+  std::vector<int> host_of() const {
+    std::vector<int> out;
+    for (std::size_t h = 0; h < host_workers.size(); ++h)
+      out.insert(out.end(), static_cast<std::size_t>(host_workers[h]), static_cast<int>(h));
+    return out;
+  }
   double intra_latency_us = 0, intra_bandwidth_gbps = 0;
   bool nic = true;
   int cores_per_host = 0; ///< handlers a host runs at once (0: no limit)

@@ -2,6 +2,8 @@
 
 #include "kernels/error.hpp"
 
+#include <algorithm>
+
 namespace gradwire::scheduler {
 
 void read_virtual(config_toml::reader& r, run_config& c) {
@@ -30,6 +32,25 @@ void read_virtual(config_toml::reader& r, run_config& c) {
             std::to_string(v.workers_per_host) + " make " + std::to_string(hosts * v.workers_per_host) +
             " workers, but topology.workers = " + std::to_string(c.workers));
   v.hosts = hosts > 0 ? hosts : (c.workers + v.workers_per_host - 1) / v.workers_per_host;
+  v.host_workers.clear();
+  const auto& per_host = r.get("virtual.host_workers");
+  if (const auto* list = per_host.as_array(); list != nullptr && !list->empty()) {
+    check(hosts == 0 && r.integer("virtual.workers_per_host", 0, 1024) == 0,
+          r.loc("virtual.host_workers") + ": gives each host's workers; leave virtual.hosts and "
+                                           "virtual.workers_per_host unset (0) with it");
+    int sum = 0;
+    for (const auto& e : *list) {
+      const auto k = e.value<std::int64_t>().value_or(0);
+      check(k >= 1 && k <= 1024, r.loc("virtual.host_workers") + ": each host holds 1 to 1024 workers, got " +
+                                   std::to_string(k));
+      v.host_workers.push_back(static_cast<int>(k));
+      sum += static_cast<int>(k);
+    }
+    check(sum == c.workers, r.loc("virtual.host_workers") + ": the hosts hold " + std::to_string(sum) +
+                              " workers, but topology.workers = " + std::to_string(c.workers));
+    v.hosts = static_cast<int>(v.host_workers.size());
+    v.workers_per_host = *std::max_element(v.host_workers.begin(), v.host_workers.end());
+  }
   if (!v.on)
     return;
   check(c.topology != "single", r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "

@@ -149,7 +149,7 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
       rows.push_back({"compute model, workers " + shown(m.value("ranks", json())),
                       shown(m.value("model", json())) + " (" + shown(m.value("from", json())) + ", slowdown " +
                         shown(m.value("slowdown", json())) + ")"});
-    for (const char* k : {"link", "hosts", "workers_per_host", "wall_seconds", "events", "events_per_s",
+    for (const char* k : {"link", "hosts", "workers_per_host", "host_workers", "wall_seconds", "events", "events_per_s",
                           "gradient_wall_seconds", "scheduler_wall_seconds"})
       if (c.contains(k))
         rows.push_back({std::string("simulation: ") + k, shown(c[k])});

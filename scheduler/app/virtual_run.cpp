@@ -137,6 +137,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   vs.seed = cfg.seed;
   vs.workers_per_host = v.workers_per_host;
   vs.hosts = v.hosts;
+  vs.host_of = v.host_of();
   vs.link.latency_us = cfg.latency_us;
   vs.link.bandwidth_gbps = cfg.bandwidth_gbps;
   vs.link.intra_latency_us = v.intra_latency_us;
@@ -206,6 +207,8 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
            {"link", vs.link.describe()},
            {"note", "times are virtual seconds: gradients are computed for real, compute and link time come from "
                     "the models above"}};
+  if (!v.host_workers.empty())
+    facts["host_workers"] = v.host_workers;
   return simulation::make(sys, std::move(vs));
 }
 

@@ -35,8 +35,11 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   if (cfg.shards_per_host) // one host in one process; across processes join_across counts them
     setup.ps.shards = cfg.virt.on ? cfg.virt.hosts : 1;
   setup.ring = cfg.ring;
-  if (setup.ring.group_size == 0) // by host: one host in one process; across processes join_across decides
+  if (setup.ring.group_size == 0) { // by host: one host in one process; across processes join_across decides
     setup.ring.group_size = cfg.virt.on ? cfg.virt.workers_per_host : cfg.workers;
+    if (cfg.virt.on && !cfg.virt.host_workers.empty())
+      setup.ring.group_of = cfg.virt.host_of(); // hosts of different sizes
+  }
   setup.gossip = cfg.gossip;
   setup.distinct_init = !cfg.same_init;
   setup.faults = fault_schedule(cfg.faults, cfg.workers, cfg.seed);

@@ -138,6 +138,10 @@ std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_set
       check(s >= 0 && std::isfinite(s), "virtual time: a replayed step time must be >= 0");
   }
   check(setup.workers_per_host >= 1 && setup.hosts >= 1, "virtual time: hosts and workers_per_host must be >= 1");
+  for (std::size_t r = 0; r < setup.host_of.size(); ++r)
+    check(setup.host_of[r] >= 0 && setup.host_of[r] < setup.hosts,
+          "virtual time: worker " + std::to_string(r) + " on host " + std::to_string(setup.host_of[r]) + " of " +
+            std::to_string(setup.hosts));
   check(setup.cores_per_host >= 0, "virtual time: cores_per_host must be >= 0");
   check(setup.apply_gbps >= 0 && std::isfinite(setup.apply_gbps), "virtual time: apply_gbps must be >= 0");
   check(setup.copy_gbps >= 0 && std::isfinite(setup.copy_gbps), "virtual time: copy_gbps must be >= 0");

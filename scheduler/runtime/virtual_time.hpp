@@ -84,6 +84,9 @@ struct virtual_setup {
   link_model link;
   int workers_per_host = 1; ///< worker r lives on host r / workers_per_host
   int hosts = 1;
+  /// Set: worker r lives on host host_of[r] (hosts of different sizes),
+  /// in place of workers_per_host.
+  std::vector<int> host_of;
   /// Handlers a host runs at once (0: no limit, each actor has a processor
   /// of its own). A message whose actor finds every core of its host busy
   /// (a worker computing holds one for its compute time) waits for the
@@ -127,7 +130,9 @@ public:
   ~simulation() override;
 
   const virtual_setup& setup() const { return setup_; }
-  int host_of_worker(int rank) const { return rank / setup_.workers_per_host; }
+  int host_of_worker(int rank) const {
+    return setup_.host_of.empty() ? rank / setup_.workers_per_host : setup_.host_of[static_cast<std::size_t>(rank)];
+  }
   /// Places `real` (spawned in the system; before the loop starts, or by a
   /// handler on the loop's thread) on `host`; returns the handle every other actor must use for it. A
   /// message through it is delivered after the link model's delay, with its

@@ -137,6 +137,38 @@ TEST_CASE("virtual time: a ring trains the same model bit for bit as in real tim
   }
 }
 
+TEST_CASE("virtual time: hosts of different sizes place each worker on its host and group a hierarchical ring by host") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 10);
+  auto setup = small_setup(5, 1, true);
+  setup.kind = scheduler::topology_kind::hierarchical;
+  setup.ring.group_of = {0, 0, 1, 1, 1}; // a host of 2 workers, one of 3
+  setup.ring.bucket_floats = 4096;
+  setup.ring.chunk_floats = 1024;
+  setup.steps = 6;
+  actor_env env;
+  const auto real = scheduler::run_topology(*env.sys, setup, data);
+  auto vs = constant_compute(1e-3, 3, 2);
+  vs.host_of = {0, 0, 1, 1, 1};
+  vs.compute[0].dist = compute_model::shape::lognormal; // arrival order varied
+  vs.compute[0].cv = 0.5;
+  vs.link.latency_us = 15;
+  vs.link.bandwidth_gbps = 5;
+  const auto virt = run_virtual(setup, data, vs);
+  CHECK(same_bits(real.params, virt.params));
+  for (const auto& rep : virt.reports) {
+    CHECK(rep.error.empty());
+    CHECK(rep.steps == 6);
+  }
+  caf::actor_system_config cfg;
+  scheduler::configure_virtual(cfg);
+  caf::actor_system sys{cfg};
+  auto sim = scheduler::simulation::make(sys, vs);
+  CHECK(sim->host_of_worker(1) == 0);
+  CHECK(sim->host_of_worker(2) == 1); // not 2 / workers_per_host (3) = 0
+  vs.host_of = {0, 0, 2, 1, 1};
+  CHECK_THROWS_WITH(scheduler::simulation::make(sys, vs), Catch::Contains("worker 2 on host 2 of 2"));
+}
+
 TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats itself bit for bit") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
   auto setup = small_setup(5, 1, true);

@@ -61,6 +61,20 @@ assert abs(c["virtual_seconds"] - a["train_seconds"]) < 1e-9, (c, a["train_secon
 assert a["staleness"]["count"] == 8 * 20 * 2, a["staleness"]
 PY
 
+# Hosts of different sizes (2 workers and 6): a shard per host, and a
+# hierarchical ring grouped by host.
+run --out "$tmp/uneven" --set virtual.workers_per_host=0 --set 'virtual.host_workers=[2, 6]' \
+  --set topology.shard_placement=per-host >/dev/null || fail "hosts of different sizes"
+run --out "$tmp/uneven-hier" --set virtual.workers_per_host=0 --set 'virtual.host_workers=[2, 6]' \
+  --set topology.kind=hierarchical --set topology.group_size=0 >/dev/null || fail "hierarchical on hosts of different sizes"
+python3 - "$tmp/uneven/summary.json" "$tmp/uneven-hier/summary.json" <<'PY' || fail "hosts of different sizes in virtual time"
+import json, sys
+ps, hier = (json.load(open(p)) for p in sys.argv[1:])
+assert ps["shards"] == 2 and ps["clock"]["hosts"] == 2 and ps["clock"]["host_workers"] == [2, 6], (ps["shards"], ps["clock"])
+assert ps["status"] == "completed" and hier["status"] == "completed", (ps["status"], hier["status"])
+assert hier["clock"]["host_workers"] == [2, 6] and "groups by host" in hier["description"], hier["description"]
+PY
+
 # A shard per host: virtual.hosts of them (2 here), shard i on host i.
 run --out "$tmp/per-host" --set topology.shard_placement=per-host >/dev/null
 python3 - "$tmp/per-host/summary.json" <<'PY' || fail "a shard per host in virtual time"
@@ -116,6 +130,12 @@ refused "a broken replay file" "broken.jsonl:2" --set virtual.replay="$tmp/broke
 refused "a missing replay file" "virtual.replay" --set virtual.replay="$tmp/none.jsonl"
 refused "one worker" 'experiment.clock = "virtual" simulates workers that exchange' --set topology.kind=single
 refused "hosts that do not add up" "virtual.hosts" --set virtual.hosts=3
+refused "each host's workers beside workers_per_host" "leave virtual.hosts and virtual.workers_per_host unset" \
+  --set 'virtual.host_workers=[6, 2]'
+refused "hosts' workers that do not add up" "the hosts hold 4 workers, but topology.workers = 8" \
+  --set virtual.workers_per_host=0 --set 'virtual.host_workers=[3, 1]'
+refused "a host of no workers" "each host holds 1 to 1024 workers, got 0" \
+  --set virtual.workers_per_host=0 --set 'virtual.host_workers=[8, 0]'
 refused "across processes" "simulates every worker in one process" --procs 2
 refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
 # [[faults]]: a stall costs its virtual seconds; a kill is refused, naming the entry.
