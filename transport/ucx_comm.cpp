@@ -247,9 +247,12 @@ std::string ucx_comm::describe() const {
     const int h = p_->hosts;
     const std::string per = p_->owners == p_->largest ? std::to_string(p_->owners)
                                                       : std::to_string(p_->owners) + " to " + std::to_string(p_->largest);
+    const std::string carriers = p_->owners == p_->largest ? "among the ranks of one local index"
+                                 : p_->owners == 1       ? "by one rank per host (the smallest host has one)"
+                                                         : "among the ranks of one local index below " +
+                                                       std::to_string(p_->owners) + " (the smallest host's count)";
     return driver + "hierarchical at every size: " + std::to_string(h) + " hosts of " + per +
-           " ranks, sums through shared memory within a host, and across hosts among the ranks of one local index" +
-           (p_->owners == p_->largest ? "" : " below " + std::to_string(p_->owners) + " (the smallest host's count)") + " (" +
+           " ranks, sums through shared memory within a host, and across hosts " + carriers + " (" +
            (lanes == 0 ? std::string("UCX")
                        : "TCP lanes to " + std::to_string(lanes) + " of " + std::to_string(p_->size - 1) + " peers") +
            "; recursive doubling below " +

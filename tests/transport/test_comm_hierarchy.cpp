@@ -144,6 +144,7 @@ TEST_CASE("hierarchical comm: auto takes it on several hosts when some hold 2 or
   {
     auto comms = make_comms(4, tls, 20000, comm_net::automatic, [](int r) { return r < 3 ? 0 : 1; });
     CHECK(comms[3]->describe().find("2 hosts of 1 to 3 ranks") != std::string::npos);
+    CHECK(comms[3]->describe().find("by one rank per host") != std::string::npos);
   }
   auto apart = make_comms(3, tls, 20000, comm_net::automatic, [](int r) { return r; }); // one rank per host
   for (const auto& c : apart) {
