@@ -38,6 +38,9 @@ void read_virtual(config_toml::reader& r, run_config& c) {
     check(hosts == 0 && r.integer("virtual.workers_per_host", 0, 1024) == 0,
           r.loc("virtual.host_workers") + ": gives each host's workers; leave virtual.hosts and "
                                            "virtual.workers_per_host unset (0) with it");
+    check(list->size() <= static_cast<std::size_t>(c.workers),
+          r.loc("virtual.host_workers") + ": " + std::to_string(list->size()) + " hosts for topology.workers = " +
+            std::to_string(c.workers) + " (each host holds 1 worker or more)");
     int sum = 0;
     for (const auto& e : *list) {
       const auto k = e.value<std::int64_t>().value_or(0);

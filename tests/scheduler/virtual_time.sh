@@ -136,6 +136,8 @@ refused "hosts' workers that do not add up" "the hosts hold 4 workers, but topol
   --set virtual.workers_per_host=0 --set 'virtual.host_workers=[3, 1]'
 refused "a host of no workers" "each host holds 1 to 1024 workers, got 0" \
   --set virtual.workers_per_host=0 --set 'virtual.host_workers=[8, 0]'
+refused "more hosts than workers" "9 hosts for topology.workers = 8" \
+  --set virtual.workers_per_host=0 --set 'virtual.host_workers=[1, 1, 1, 1, 1, 1, 1, 1, 1]'
 refused "across processes" "simulates every worker in one process" --procs 2
 refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
 # [[faults]]: a stall costs its virtual seconds; a kill is refused, naming the entry.
