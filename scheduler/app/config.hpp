@@ -43,6 +43,8 @@ struct virtual_config {
   /// virtual.host_workers: workers on each host, consecutive ranks (hosts
   /// of different sizes); empty: workers_per_host on every host.
   std::vector<int> host_workers;
+  /// virtual.host_bandwidth_gbps: each host's NIC in Gb/s (empty: transport.bandwidth_gbps).
+  std::vector<double> host_gbps;
   /// Each worker's host, by rank (empty: rank / workers_per_host).
   std::vector<int> host_of() const {
     std::vector<int> out;

@@ -88,6 +88,7 @@ const std::vector<key_spec>& config_schema() {
     {"virtual.hosts", vt::integer, "0", {}, "virtual time: hosts (0 = topology.workers / workers_per_host, rounded up); given, hosts x workers_per_host must equal topology.workers"},
     {"virtual.workers_per_host", vt::integer, "0", {}, "virtual time: consecutive ranks per host (0 = every worker on one host, as a real run in one process); links between hosts take transport.latency_us and transport.bandwidth_gbps"},
     {"virtual.host_workers", vt::int_list, "[]", {}, "virtual time: workers on each host, consecutive ranks, for hosts of different sizes (e.g. [8, 8, 4]: a node of 4 beside two of 8); the sum must be topology.workers; given, it replaces virtual.hosts and workers_per_host, and a hierarchical ring by host (topology.group_size = 0) groups each host's workers"},
+    {"virtual.host_bandwidth_gbps", vt::number_list, "[]", {}, "virtual time: each host's NIC, in Gb/s, by host (as virtual.host_workers or workers_per_host number them; one entry per host): a message between two hosts moves at the slower NIC's rate (a GPU node's 100 Gb/s beside CPU nodes' 10); empty = transport.bandwidth_gbps for every host"},
     {"virtual.cores_per_host", vt::integer, "0", {}, "virtual time: handlers a host runs at once (a computing worker holds its core); one more waits for the first core to free up (0 = no limit: every worker has a processor of its own; 2 models 2+ workers sharing this 2-core machine, as a real run here does)"},
     {"virtual.latency_cv", vt::number, "0.0", {}, "virtual time: each message's latency (within or between hosts) is drawn lognormal with this coefficient of variation around its mean, from the seed; one actor's messages to another still arrive in order (0 = every message takes the latency exactly)"},
     {"virtual.apply_gbps", vt::number, "0.0", {}, "virtual time: how fast a parameter-server shard applies a gradient, in GB/s of gradient (a pull that arrives meanwhile waits for the result); 0 = instantly. A real run's trace.json shows its shards' apply spans"},
@@ -156,6 +157,7 @@ std::string to_string(value_type t) {
   case value_type::number: return "a number";
   case value_type::boolean: return "true or false";
   case value_type::int_list: return "a list of integers";
+  case value_type::number_list: return "a list of numbers";
   }
   return "?";
 }

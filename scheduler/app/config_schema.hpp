@@ -9,7 +9,7 @@
 
 namespace gradwire::scheduler {
 
-enum class value_type { string, integer, number, boolean, int_list };
+enum class value_type { string, integer, number, boolean, int_list, number_list };
 
 struct key_spec {
   std::string key;                  ///< dotted path, e.g. "train.lr"

@@ -25,6 +25,15 @@ bool type_ok(const toml::node& n, value_type t) {
         return false;
     return true;
   }
+  case value_type::number_list: {
+    const auto* arr = n.as_array();
+    if (arr == nullptr)
+      return false;
+    for (const auto& e : *arr)
+      if (!e.is_number())
+        return false;
+    return true;
+  }
   }
   return false;
 }

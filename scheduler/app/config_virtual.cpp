@@ -54,6 +54,18 @@ void read_virtual(config_toml::reader& r, run_config& c) {
     v.hosts = static_cast<int>(v.host_workers.size());
     v.workers_per_host = *std::max_element(v.host_workers.begin(), v.host_workers.end());
   }
+  v.host_gbps.clear();
+  if (const auto* list = r.get("virtual.host_bandwidth_gbps").as_array(); list != nullptr && !list->empty()) {
+    check(list->size() == static_cast<std::size_t>(v.hosts),
+          r.loc("virtual.host_bandwidth_gbps") + ": " + std::to_string(list->size()) + " entries for " +
+            std::to_string(v.hosts) + " host(s) (one per host)");
+    for (const auto& e : *list) {
+      const double g = e.value<double>().value_or(0);
+      check(g > 0 && g <= 1e6, r.loc("virtual.host_bandwidth_gbps") + ": each NIC's Gb/s must be in (0, 1e6], got " +
+                                  std::to_string(g));
+      v.host_gbps.push_back(g);
+    }
+  }
   if (!v.on)
     return;
   check(c.topology != "single", r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "

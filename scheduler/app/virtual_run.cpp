@@ -138,6 +138,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   vs.workers_per_host = v.workers_per_host;
   vs.hosts = v.hosts;
   vs.host_of = v.host_of();
+  vs.link.host_gbps = v.host_gbps;
   vs.link.latency_us = cfg.latency_us;
   vs.link.bandwidth_gbps = cfg.bandwidth_gbps;
   vs.link.intra_latency_us = v.intra_latency_us;

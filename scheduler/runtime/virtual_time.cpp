@@ -120,6 +120,13 @@ std::string link_model::describe() const {
                 nic ? " (one NIC per host)" : "", intra_latency_us,
                 intra_bandwidth_gbps > 0 ? std::to_string(intra_bandwidth_gbps).substr(0, 6).c_str() : "unlimited");
   std::string out = b;
+  if (!host_gbps.empty()) {
+    out += "; each host's NIC (Gb/s):";
+    for (std::size_t h = 0; h < host_gbps.size(); ++h) {
+      std::snprintf(b, sizeof b, "%s%g", h == 0 ? " " : ", ", host_gbps[h]);
+      out += b;
+    }
+  }
   if (latency_cv > 0) {
     std::snprintf(b, sizeof b, "; latencies lognormal cv %.2f", latency_cv);
     out += b;
@@ -143,6 +150,11 @@ std::shared_ptr<simulation> simulation::make(caf::actor_system& sys, virtual_set
           "virtual time: worker " + std::to_string(r) + " on host " + std::to_string(setup.host_of[r]) + " of " +
             std::to_string(setup.hosts));
   check(setup.cores_per_host >= 0, "virtual time: cores_per_host must be >= 0");
+  check(setup.link.host_gbps.empty() || setup.link.host_gbps.size() == static_cast<std::size_t>(setup.hosts),
+        "virtual time: " + std::to_string(setup.link.host_gbps.size()) + " NIC rates for " +
+          std::to_string(setup.hosts) + " hosts");
+  for (double g : setup.link.host_gbps)
+    check(g > 0 && std::isfinite(g), "virtual time: a host's NIC rate must be > 0");
   check(setup.apply_gbps >= 0 && std::isfinite(setup.apply_gbps), "virtual time: apply_gbps must be >= 0");
   check(setup.copy_gbps >= 0 && std::isfinite(setup.copy_gbps), "virtual time: copy_gbps must be >= 0");
   check(setup.link.latency_cv >= 0 && std::isfinite(setup.link.latency_cv), "virtual time: latency_cv must be >= 0");
@@ -245,7 +257,10 @@ std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int6
   auto wire = [bytes](double gbps) { return gbps > 0 ? ns_of(static_cast<double>(bytes) * 8 / (gbps * 1e9)) : 0; };
   if (from == to)
     return t + latency_ns(l.intra_latency_us) + wire(l.intra_bandwidth_gbps);
-  const auto lat = latency_ns(l.latency_us), on_wire = wire(l.bandwidth_gbps);
+  const double gbps = l.host_gbps.empty() ? l.bandwidth_gbps
+                                          : std::min(l.host_gbps[static_cast<std::size_t>(from)],
+                                                     l.host_gbps[static_cast<std::size_t>(to)]);
+  const auto lat = latency_ns(l.latency_us), on_wire = wire(gbps);
   if (!l.nic)
     return t + lat + on_wire;
   auto& tx = nic_tx_[static_cast<std::size_t>(from)];

@@ -76,6 +76,9 @@ struct link_model {
   /// the order sent, as on a real connection.
   double latency_cv = 0;
   bool nic = true;
+  /// Set: each host's NIC in Gb/s, by host, in place of bandwidth_gbps; a
+  /// message between two hosts moves at the slower one's rate.
+  std::vector<double> host_gbps;
   std::string describe() const;
 };
 

@@ -1,6 +1,7 @@
 // Virtual time's cost models, each against the time it must give exactly:
 // alpha-beta messages for a sync step and a ring step, a shard's update
-// (apply_gbps), a sender's copies (copy_gbps), drawn latencies that keep
+// (apply_gbps), a sender's copies (copy_gbps), hosts of different NICs
+// (the slower one's rate), drawn latencies that keep
 // each connection in order, and a host's cores taken in turn.
 #include "models/model.hpp"
 #include "virtual_support.hpp"
@@ -30,6 +31,42 @@ TEST_CASE("virtual time: a sync step takes compute plus four messages under the 
   const double bytes = 4 * 64 + 2 * 4 * p;
   const double step = 2e-3 + 4 * 50e-6 + bytes * 8 / 1e9;
   CHECK(out.seconds == Approx(5 * step).epsilon(1e-6));
+}
+
+TEST_CASE("virtual time: a message between hosts of different NICs moves at the slower NIC's rate") {
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 8);
+  // Worker 0 and the shard on host 0 (4 Gb/s), worker 1 on host 1 (0.5):
+  // pull replies leave the fast NIC and pushes the slow one, all at 0.5.
+  // Three hosts without the NIC model: the sync step waits for worker 2's
+  // messages at 0.5 Gb/s, worker 1's at 2 (one NIC per host would also
+  // queue the shard's two replies behind each other on host 0).
+  for (int hosts : {2, 3})
+    for (bool nic : {false, true}) {
+      if (hosts == 3 && nic)
+        continue;
+      INFO(hosts << " hosts, " << (nic ? "one NIC per host" : "no NIC model"));
+      auto setup = small_setup(hosts, 1, true);
+      setup.steps = 5;
+      const double p = static_cast<double>(models::model(setup.spec, kernels::device::cpu(), 1).size());
+      auto vs = constant_compute(2e-3, 1, hosts);
+      vs.link.latency_us = 50;
+      vs.link.bandwidth_gbps = 8; // not used: every host names its own
+      vs.link.nic = nic;
+      vs.link.host_gbps = hosts == 2 ? std::vector<double>{4, 0.5} : std::vector<double>{4, 2, 0.5};
+      const auto out = run_virtual(setup, data, vs);
+      for (const auto& rep : out.reports)
+        REQUIRE(rep.error.empty());
+      const double step = 2e-3 + 4 * 50e-6 + (4 * 64 + 2 * 4 * p) * 8 / 0.5e9;
+      CHECK(out.seconds == Approx(5 * step).epsilon(1e-6));
+    }
+  caf::actor_system_config cfg;
+  scheduler::configure_virtual(cfg);
+  caf::actor_system sys{cfg};
+  auto vs = constant_compute(2e-3, 1, 3);
+  vs.link.host_gbps = {4, 2};
+  CHECK_THROWS_WITH(scheduler::simulation::make(sys, vs), Catch::Contains("2 NIC rates for 3 hosts"));
+  vs.link.host_gbps = {4, 2, 0};
+  CHECK_THROWS_WITH(scheduler::simulation::make(sys, vs), Catch::Contains("NIC rate must be > 0"));
 }
 
 TEST_CASE("virtual time: a shard applying a gradient is busy for its bytes over apply_gbps") {

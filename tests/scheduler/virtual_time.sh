@@ -66,13 +66,15 @@ PY
 run --out "$tmp/uneven" --set virtual.workers_per_host=0 --set 'virtual.host_workers=[2, 6]' \
   --set topology.shard_placement=per-host >/dev/null || fail "hosts of different sizes"
 run --out "$tmp/uneven-hier" --set virtual.workers_per_host=0 --set 'virtual.host_workers=[2, 6]' \
-  --set topology.kind=hierarchical --set topology.group_size=0 >/dev/null || fail "hierarchical on hosts of different sizes"
+  --set topology.kind=hierarchical --set topology.group_size=0 --set 'virtual.host_bandwidth_gbps=[100, 2.5]' \
+  >/dev/null || fail "hierarchical on hosts of different sizes and NICs"
 python3 - "$tmp/uneven/summary.json" "$tmp/uneven-hier/summary.json" <<'PY' || fail "hosts of different sizes in virtual time"
 import json, sys
 ps, hier = (json.load(open(p)) for p in sys.argv[1:])
 assert ps["shards"] == 2 and ps["clock"]["hosts"] == 2 and ps["clock"]["host_workers"] == [2, 6], (ps["shards"], ps["clock"])
 assert ps["status"] == "completed" and hier["status"] == "completed", (ps["status"], hier["status"])
 assert hier["clock"]["host_workers"] == [2, 6] and "groups by host" in hier["description"], hier["description"]
+assert "each host's NIC (Gb/s): 100, 2.5" in hier["clock"]["link"], hier["clock"]["link"]
 PY
 
 # A shard per host: virtual.hosts of them (2 here), shard i on host i.
@@ -136,6 +138,9 @@ refused "hosts' workers that do not add up" "the hosts hold 4 workers, but topol
   --set virtual.workers_per_host=0 --set 'virtual.host_workers=[3, 1]'
 refused "a host of no workers" "each host holds 1 to 1024 workers, got 0" \
   --set virtual.workers_per_host=0 --set 'virtual.host_workers=[8, 0]'
+refused "NIC rates that do not match the hosts" "3 entries for 2 host(s)" --set 'virtual.host_bandwidth_gbps=[10, 10, 100]'
+refused "a NIC of no bandwidth" "each NIC's Gb/s must be in (0, 1e6], got 0" --set 'virtual.host_bandwidth_gbps=[10, 0]'
+refused "NIC rates that are not numbers" "must be a list of numbers" --set 'virtual.host_bandwidth_gbps=["fast", 10]'
 refused "more hosts than workers" "9 hosts for topology.workers = 8" \
   --set virtual.workers_per_host=0 --set 'virtual.host_workers=[1, 1, 1, 1, 1, 1, 1, 1, 1]'
 refused "across processes" "simulates every worker in one process" --procs 2
