@@ -220,7 +220,8 @@ void worker_core::end_step(caf::event_based_actor* self) {
   ++window.steps;
   if (cfg.after_step)
     cfg.after_step(step);
-  if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) || step == snapshot_at)
+  const bool asked = snapshot_steps.erase(step) > 0;
+  if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) || asked)
     send_snapshot(self);
   if (cfg.vclock)
     cfg.vclock->note_progress(cfg.rank, report.samples);
@@ -260,13 +261,15 @@ void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
   if (last < step) // past it already: the coordinator's plan cannot hold (it will time out)
     return;
   cfg.steps = std::min(cfg.steps, last);
-  snapshot_at = cfg.steps;
+  snapshot_steps.erase(snapshot_steps.upper_bound(cfg.steps), snapshot_steps.end()); // past the end: never reached
   hold_at = -1;
   // Already at the last step (held there, or between its end and the next
   // step's begin, as when the pause reaches every worker of a lock-step
   // job in the same round): that boundary has passed, its snapshot goes now.
-  if (step == snapshot_at)
+  if (step == cfg.steps)
     send_snapshot(self);
+  else
+    snapshot_steps.insert(cfg.steps);
   if (held) {
     held = false;
     self->send(self, step_atom::value);
@@ -277,7 +280,7 @@ void worker_core::on_snapshot_at(caf::event_based_actor* self, std::int64_t at) 
   if (at == step) // held right at S (or between its end and the next step): its boundary has passed
     send_snapshot(self);
   else if (at > step)
-    snapshot_at = at;
+    snapshot_steps.insert(at); // beside any earlier one not reached yet
   hold_at = -1;
   if (held) {
     held = false;

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -256,7 +257,11 @@ struct worker_core {
   /// and finishes. So a lock-step topology stops with every replica at one
   /// step, and none waits for a neighbour that holds.
   std::int64_t hold_at = -1;
-  std::int64_t snapshot_at = -1; ///< the final step to snapshot (after a pause)
+  /// The steps still to snapshot (after pauses): a checkpoint by time's
+  /// step, or a stop's final one. Every one is kept until reached: a
+  /// second checkpoint by time can be set before the worker reaches the
+  /// first (a slow worker, or one held at a boundary short of it).
+  std::set<std::int64_t> snapshot_steps;
   bool held = false;             ///< a step was not begun: resume with step_atom
   void on_pause(caf::event_based_actor* self);
   void on_run_to(caf::event_based_actor* self, std::int64_t last);
