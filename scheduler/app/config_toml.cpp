@@ -10,30 +10,20 @@ namespace gradwire::scheduler::config_toml {
 
 namespace {
 
+/// `n` is an array whose every element satisfies `is`.
+template <class Pred> bool array_of(const toml::node& n, Pred is) {
+  const auto* arr = n.as_array();
+  return arr != nullptr && std::all_of(arr->begin(), arr->end(), is);
+}
+
 bool type_ok(const toml::node& n, value_type t) {
   switch (t) {
   case value_type::string: return n.is_string();
   case value_type::integer: return n.is_integer();
   case value_type::number: return n.is_number();
   case value_type::boolean: return n.is_boolean();
-  case value_type::int_list: {
-    const auto* arr = n.as_array();
-    if (arr == nullptr)
-      return false;
-    for (const auto& e : *arr)
-      if (!e.is_integer())
-        return false;
-    return true;
-  }
-  case value_type::number_list: {
-    const auto* arr = n.as_array();
-    if (arr == nullptr)
-      return false;
-    for (const auto& e : *arr)
-      if (!e.is_number())
-        return false;
-    return true;
-  }
+  case value_type::int_list: return array_of(n, [](const toml::node& e) { return e.is_integer(); });
+  case value_type::number_list: return array_of(n, [](const toml::node& e) { return e.is_number(); });
   }
   return false;
 }
