@@ -6,6 +6,7 @@
 #include "reference.hpp"
 #include "scheduler/app/step_breakdown.hpp"
 #include "topology_support.hpp"
+#include "virtual_support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -271,7 +272,10 @@ TEST_CASE("D-PSGD on a complete graph of 4 gives the same model bit for bit what
 }
 
 TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
-  actor_env env;
+  // How far the replicas come together depends on when each averages and
+  // when each finishes (a closed worker averages no more), so the shrink
+  // is claimed in virtual time, where that schedule is fixed: one worker a
+  // straggler, every run the same. In real time any schedule shrinks it.
   auto data = make_synthetic(2048, 1, 28, 28, 10, 26);
   auto setup = small_setup(4, 1, true);
   setup.kind = topology_kind::gossip;
@@ -281,9 +285,17 @@ TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
   setup.opt.momentum = 0.f;
   setup.steps = 40;
   const auto spread0 = initial_spread(setup).first;
+  auto vs = constant_compute(1e-3, 4, 1);
+  vs.compute[0].dist = scheduler::compute_model::shape::straggler;
+  vs.compute[0].straggler_p = 0.3;
+  vs.compute[0].straggler_k = 4;
+  const auto virt = run_virtual(setup, data, vs);
+  INFO("virtual time: spread " << spread0 << " -> " << virt.replica_spread);
+  CHECK(virt.replica_spread < 0.1 * spread0);
+  actor_env env;
   auto still = scheduler::run_topology(*env.sys, setup, data);
-  INFO("spread " << spread0 << " -> " << still.replica_spread);
-  CHECK(still.replica_spread < 0.1 * spread0);
+  INFO("real time: spread " << spread0 << " -> " << still.replica_spread);
+  CHECK(still.replica_spread < spread0);
   setup.distinct_init = false;
   setup.opt.lr = 0.05f;
   auto out = scheduler::run_topology(*env.sys, setup, data);
