@@ -268,11 +268,14 @@ void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor
   if (impl::driving != p_.get()) {
     std::unique_lock<std::mutex> lk(p_->ucx_mu, std::try_to_lock);
     if (lk.owns_lock() && !p_->stop.load()) {
+      // What this thread queued while another held the lock goes first:
+      // frames from one thread to one peer keep their order.
+      const bool drained = p_->drain_queue();
       // A send UCX could not complete at once (a rendezvous) needs someone
       // to progress the worker: the progress thread, unless a thread polled
       // lately, whose next poll will. One completed inline (a reference,
       // any small frame) needs no one, and no signal (an eventfd write).
-      if (p_->post(std::move(ps)) && impl::now_ns() - p_->last_poll_ns.load(std::memory_order_relaxed) > 100'000)
+      if ((p_->post(std::move(ps)) || drained) && impl::now_ns() - p_->last_poll_ns.load(std::memory_order_relaxed) > 100'000)
         ucp_worker_signal(p_->worker);
       return;
     }

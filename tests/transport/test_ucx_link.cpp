@@ -314,6 +314,43 @@ TEST_CASE("UCX link: what a frame's handler sends leaves before the next frame f
   l0->close(2000);
 }
 
+TEST_CASE("UCX link: frames from one thread to one peer arrive in the order sent while other threads hold the link") {
+  // A send that finds the link's lock taken is queued; the next send from
+  // the same thread may find it free. It must not overtake the queued one:
+  // actors' messages between two ranks keep their order (a readmission
+  // before the re-form that follows it, say). Another thread polls the
+  // link all the while, so the sender often finds the lock taken.
+  auto [l0, l1] = connected_pair("posix,cma");
+  constexpr std::uint64_t frames = 20000;
+  std::atomic<std::uint64_t> got{0}, out_of_order{0};
+  link::handlers h0;
+  h0.receive = [&](const void* hdr, std::size_t, kernels::tensor) {
+    std::uint64_t k = 0;
+    std::memcpy(&k, hdr, sizeof k);
+    if (k != got.load())
+      ++out_of_order;
+    got = k + 1;
+  };
+  l0->start(h0);
+  l1->start({});
+  std::atomic<bool> sending{true};
+  std::thread contender([&] {
+    while (sending.load())
+      l1->poll();
+  });
+  for (std::uint64_t k = 0; k < frames; ++k)
+    l1->send(0, {k}, {});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (got.load() < frames && out_of_order.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  sending = false;
+  contender.join();
+  CHECK(out_of_order == 0);
+  CHECK(got == frames);
+  l1->close(2000);
+  l0->close(2000);
+}
+
 TEST_CASE("UCX link: the progress thread runs at the nice value asked for, and still delivers") {
   // ucx_options::progress_nice: workers that poll the link leave the
   // progress thread the gaps; it must lower only itself, and keep working.
