@@ -21,6 +21,10 @@ struct conv_geom {
   int n = 0, c = 0, h = 0, w = 0; ///< input batch, channels, height, width
   int k = 0, r = 0, s = 0;         ///< output channels, kernel height, width
   int stride = 1, pad = 0;
+  /// Activations (x, y and their gradients) in channel blocks of `block`,
+  /// [n][c/block][h][w][block] (oneDNN's nChw8c / nChw16c), when > 0;
+  /// NCHW when 0. Weights are OIHW either way.
+  int block = 0;
   int out_h() const { return (h + 2 * pad - r) / stride + 1; }
   int out_w() const { return (w + 2 * pad - s) / stride + 1; }
 };
@@ -119,6 +123,34 @@ public:
                                   int hw, const float* gamma, const float* save_mean,
                                   const float* save_invstd, float* dgamma, float* dbeta,
                                   const float* relu_y = nullptr) = 0;
+
+  // --- blocked activations ---------------------------------------------------
+  // A network keeps activations in channel blocks, [n][c/B][h*w][B], between
+  // layers that all take them (a ResNet's stages on oneDNN's convolutions),
+  // instead of moving them to NCHW and back around every convolution. A
+  // backend without them says 0 and is never asked for the rest.
+  /// The block this backend's convolutions run on natively; 0: NCHW only.
+  virtual int activation_block() const { return 0; }
+  /// Whether a convolution from `c` to `k` channels takes activations in
+  /// blocks of `block` natively (conv_geom::block).
+  virtual bool conv_takes_block(int c, int k, int block) const {
+    (void)c, (void)k, (void)block;
+    return false;
+  }
+  /// NCHW -> blocked (`to_blocked`) or back; c a multiple of `block`.
+  virtual void relayout(const float* from, float* to, int n, int c, int hw, int block, bool to_blocked);
+  /// The batch-normalisation passes above on blocked activations.
+  virtual void batchnorm_forward_train_blocked(const float* x, float* y, int n, int c, int hw, int block,
+                                               const float* gamma, const float* beta, float* save_mean,
+                                               float* save_invstd, float* running_mean, float* running_var,
+                                               float momentum, float eps, bool relu);
+  virtual void batchnorm_forward_eval_blocked(const float* x, float* y, int n, int c, int hw, int block,
+                                              const float* gamma, const float* beta, const float* running_mean,
+                                              const float* running_var, float eps, bool relu);
+  virtual void batchnorm_backward_blocked(const float* x, const float* dy, float* dx, int n, int c, int hw,
+                                          int block, const float* gamma, const float* save_mean,
+                                          const float* save_invstd, float* dgamma, float* dbeta,
+                                          const float* relu_y);
 
   // --- loss -----------------------------------------------------------------
   /// Softmax cross-entropy over rows of `logits` [n, classes]. Writes

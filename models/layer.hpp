@@ -116,6 +116,16 @@ public:
   virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
   /// Floating-point operations of one forward pass for one sample of shape `in`.
   virtual double forward_flops(const shape_t& in) const { (void)in; return 0; }
+  /// Plans the layout of the activations this layer runs on, once bound:
+  /// 0 for NCHW, B for channels in blocks of B ([n][c/B][h][w][B], see
+  /// backend::activation_block). `in` is the layout of the input offered,
+  /// `block` the backend's block (0: none). Returns the layout the layer
+  /// takes and gives (the network moves activations between layouts where
+  /// neighbours differ). By default NCHW.
+  virtual int plan_layout(int in, int block) {
+    (void)in, (void)block;
+    return 0;
+  }
 
 protected:
   kernels::backend& be() const { return *be_; }

@@ -3,6 +3,10 @@
 #include "kernels/error.hpp"
 #include "models/layers/layers.hpp"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 namespace gradwire::models {
 
 const std::vector<std::string>& model_kinds() {
@@ -23,6 +27,16 @@ void network::describe(std::vector<param_spec>& params, std::vector<param_spec>&
     layers_[i]->describe(params, state, std::to_string(i) + "." + layers_[i]->name() + ".");
 }
 
+namespace {
+std::atomic<bool> g_blocked{[] {
+  const char* v = std::getenv("GRADWIRE_ACTIVATIONS");
+  return v == nullptr || std::strcmp(v, "nchw") != 0;
+}()};
+} // namespace
+
+void set_blocked_activations(bool on) { g_blocked = on; }
+bool blocked_activations() { return g_blocked.load(); }
+
 void network::bind(param_binder& b) {
   offsets_.clear();
   for (auto& l : layers_) {
@@ -30,6 +44,16 @@ void network::bind(param_binder& b) {
     l->bind(b);
   }
   b.finish();
+  be_ = &b.be();
+  const int block = blocked_activations() ? be_->activation_block() : 0;
+  layout_.clear();
+  int cur = 0;
+  for (auto& l : layers_)
+    layout_.push_back(cur = l->plan_layout(cur, block));
+  moved_.assign(layers_.size() + 1, tensor());
+  moved_grad_.assign(layers_.size() + 1, tensor());
+  move_buf_.assign(layers_.size() + 1, scratch());
+  move_grad_buf_.assign(layers_.size() + 1, scratch());
   zero_whole_ = b.grads_zeroed_whole() ? b.grad_buffer() : tensor();
   first_trainable_ = layers_.size();
   for (std::size_t i = 0; i < layers_.size() && first_trainable_ == layers_.size(); ++i) {
@@ -40,10 +64,26 @@ void network::bind(param_binder& b) {
   }
 }
 
+const tensor& network::move(const tensor& x, int from, int to, tensor& out, scratch& buf) {
+  check(x.rank() == 4, "network: an activation of shape " + kernels::to_string(x.shape()) +
+                         " cannot change layout (NCHW expected)");
+  out = buf.get(x.shape(), x.dev());
+  be_->relayout(x.data(), out.data(), static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)),
+                static_cast<int>(x.dim(2) * x.dim(3)), from > 0 ? from : to, to > 0);
+  return out;
+}
+
 const tensor& network::forward(const tensor& x, bool train) {
   const tensor* h = &x;
-  for (auto& l : layers_)
-    h = &l->forward(*h, train);
+  int cur = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (layout_[i] != cur)
+      h = &move(*h, cur, layout_[i], moved_[i], move_buf_[i]);
+    h = &layers_[i]->forward(*h, train);
+    cur = layout_[i];
+  }
+  if (cur != 0)
+    h = &move(*h, cur, 0, moved_.back(), move_buf_.back());
   return *h;
 }
 
@@ -53,13 +93,19 @@ tensor network::backward(const tensor& dlogits, bool input_grad,
     kernels::backend_for(zero_whole_.dev()).fill(zero_whole_.data(), static_cast<std::size_t>(zero_whole_.numel()), 0.f);
   const tensor* g = &dlogits;
   const std::size_t stop = input_grad ? 0 : first_trainable_;
+  int cur = 0; // the layout of g
   for (std::size_t i = layers_.size(); i-- > stop;) {
+    if (layout_[i] != cur)
+      g = &move(*g, cur, layout_[i], moved_grad_[i + 1], move_grad_buf_[i + 1]);
     g = &layers_[i]->backward(*g, input_grad || i > stop);
+    cur = layout_[i];
     if (ready != nullptr && *ready)
       (*ready)(i == stop ? 0 : offsets_[i]);
   }
   if (ready != nullptr && *ready && stop == layers_.size())
     (*ready)(0);
+  if (input_grad && cur != 0)
+    g = &move(*g, cur, 0, moved_grad_[0], move_grad_buf_[0]);
   return input_grad ? *g : tensor();
 }
 

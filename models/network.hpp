@@ -48,8 +48,22 @@ public:
   /// Output shape for input `in` (with batch dimension).
   shape_t output_shape(const shape_t& in) const;
 
+  /// Each layer's activation layout as planned at bind (0: NCHW; B:
+  /// channel blocks of B), for tests and `gradwire info`.
+  const std::vector<int>& layouts() const { return layout_; }
+
 private:
+  /// `x` moved from layout `from` to `to` (one of them NCHW) into `out`.
+  const tensor& move(const tensor& x, int from, int to, tensor& out, scratch& buf);
+
   std::vector<std::unique_ptr<layer>> layers_;
+  kernels::backend* be_ = nullptr;
+  /// Per layer: the layout it runs in; where it differs from the layer
+  /// below's, forward moves the activation and backward its gradient
+  /// (one more slot for the way back to NCHW at the top).
+  std::vector<int> layout_;
+  std::vector<tensor> moved_, moved_grad_;
+  std::vector<scratch> move_buf_, move_grad_buf_;
   /// Backward stops here: layers before the first one with parameters need
   /// no gradient, and that layer needs none for its input.
   std::size_t first_trainable_ = 0;
@@ -60,6 +74,13 @@ private:
   /// (param_binder::grads_zeroed_whole); undefined otherwise.
   tensor zero_whole_;
 };
+
+/// Whether networks bound after the call keep activations in the backend's
+/// channel blocks where their layers can (on by default; the environment's
+/// GRADWIRE_ACTIVATIONS=nchw starts with it off). Process-wide, for tests
+/// and A/B runs.
+void set_blocked_activations(bool on);
+bool blocked_activations();
 
 /// Builds a fresh (unbound) network for `spec`; throws gradwire::error for
 /// an unknown kind or an input shape the kind cannot take.

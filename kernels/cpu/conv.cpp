@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 // Stride-1 convolutions of small images (rows of at most 32 pixels: LeNet-5,
 // ResNet-20's stages) take the direct kernels of direct_conv.hpp when the
@@ -192,9 +193,36 @@ float* at(void* workspace, std::size_t bytes) {
 // row-vectorised direct kernels, else im2col + GEMM.
 // Convolutions of 16 channels and more go to oneDNN where it is built in
 // (onednn_conv.hpp: its blocked primitives, reorders included, measured faster).
+namespace {
+/// A convolution on blocked activations that oneDNN does not serve (it was
+/// turned off after a network chose its layouts): NCHW copies of them,
+/// around gradwire's own kernels. Correct, not fast.
+struct nchw_copies {
+  std::vector<float> x, y;
+  const float* in(cpu_backend& be, const conv_geom& g, const float* blocked) {
+    x.resize(static_cast<std::size_t>(g.n) * g.c * g.h * g.w);
+    be.relayout(blocked, x.data(), g.n, g.c, g.h * g.w, g.block, false);
+    return x.data();
+  }
+  float* out(std::size_t floats) {
+    y.resize(floats);
+    return y.data();
+  }
+};
+thread_local nchw_copies fallback;
+thread_local std::vector<float> fallback_dy;
+
+conv_geom unblocked(conv_geom g) {
+  g.block = 0;
+  return g;
+}
+} // namespace
+
 std::size_t cpu_backend::conv2d_workspace_bytes(const conv_geom& g) {
   if (onednn_conv::serves(g))
     return onednn_conv::workspace_bytes(g);
+  if (g.block > 0)
+    return conv2d_workspace_bytes(unblocked(g));
   return path_workspace_bytes(g) + channel_conv_bytes(g) +
          (direct_conv::channel_wgrad_applies(g) ? direct_conv::channel_wgrad_workspace_bytes(g) : 0);
 }
@@ -203,6 +231,14 @@ void cpu_backend::conv2d_forward(const conv_geom& g, const float* x, const float
                                  void* workspace) {
   if (onednn_conv::serves(g))
     return onednn_conv::forward(g, x, w, y, workspace);
+  if (g.block > 0) {
+    const auto u = unblocked(g);
+    const auto out = static_cast<std::size_t>(g.n) * g.k * g.out_h() * g.out_w();
+    float* yn = fallback.out(out);
+    conv2d_forward(u, fallback.in(*this, g, x), w, yn, workspace);
+    relayout(yn, y, g.n, g.k, g.out_h() * g.out_w(), g.block, true);
+    return;
+  }
   if (direct_conv::channel_forward_applies(g))
     return direct_conv::channel_forward(g, x, w, y, at(workspace, path_workspace_bytes(g)));
   if (direct_conv::applies(g))
@@ -226,6 +262,18 @@ void cpu_backend::conv2d_backward(const conv_geom& g, const float* x, const floa
                                   const float* dy, float* dx, float* dw, void* workspace) {
   if (onednn_conv::serves(g))
     return onednn_conv::backward(g, x, w, dy, dx, dw, workspace);
+  if (g.block > 0) {
+    const auto u = unblocked(g);
+    const int opix = g.out_h() * g.out_w();
+    fallback_dy.resize(static_cast<std::size_t>(g.n) * g.k * opix);
+    relayout(dy, fallback_dy.data(), g.n, g.k, opix, g.block, false);
+    const float* xn = fallback.in(*this, g, x);
+    float* dxn = dx != nullptr ? fallback.out(static_cast<std::size_t>(g.n) * g.c * g.h * g.w) : nullptr;
+    conv2d_backward(u, xn, w, fallback_dy.data(), dxn, dw, workspace);
+    if (dx != nullptr)
+      relayout(dxn, dx, g.n, g.c, g.h * g.w, g.block, true);
+    return;
+  }
   // The weight gradient vectorised along output channels where it applies
   // (bench/RESULTS.md, "Convolutions"); the paths below then skip theirs.
   if (direct_conv::channel_wgrad_applies(g)) {

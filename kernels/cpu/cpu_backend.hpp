@@ -56,6 +56,19 @@ public:
                           const float* gamma, const float* save_mean, const float* save_invstd,
                           float* dgamma, float* dbeta, const float* relu_y = nullptr) override;
 
+  int activation_block() const override;
+  bool conv_takes_block(int c, int k, int block) const override;
+  void relayout(const float* from, float* to, int n, int c, int hw, int block, bool to_blocked) override;
+  void batchnorm_forward_train_blocked(const float* x, float* y, int n, int c, int hw, int block, const float* gamma,
+                                       const float* beta, float* save_mean, float* save_invstd, float* running_mean,
+                                       float* running_var, float momentum, float eps, bool relu) override;
+  void batchnorm_forward_eval_blocked(const float* x, float* y, int n, int c, int hw, int block, const float* gamma,
+                                      const float* beta, const float* running_mean, const float* running_var,
+                                      float eps, bool relu) override;
+  void batchnorm_backward_blocked(const float* x, const float* dy, float* dx, int n, int c, int hw, int block,
+                                  const float* gamma, const float* save_mean, const float* save_invstd, float* dgamma,
+                                  float* dbeta, const float* relu_y) override;
+
   xent_result softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes,
                            float* dlogits, float grad_scale) override;
 

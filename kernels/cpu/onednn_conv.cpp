@@ -62,6 +62,7 @@ void set_fast_reorders(bool on) { fast = on; }
 #ifndef GRADWIRE_HAVE_DNNL
 
 bool serves(const conv_geom&) { return false; }
+int activation_block() { return 0; }
 std::size_t workspace_bytes(const conv_geom&) { return 0; }
 void forward(const conv_geom&, const float*, const float*, float*, void*) {}
 void backward(const conv_geom&, const float*, const float*, const float*, float*, float*, void*) {}
@@ -199,10 +200,16 @@ void move(const slot& s, dnnl::memory user, dnnl::memory mine, dnnl::stream& st,
   }
 }
 
+/// oneDNN's layout for activations in channel blocks of `block` (0: NCHW).
+tag activation_tag(int block) { return block == 16 ? tag::nChw16c : block == 8 ? tag::nChw8c : tag::nchw; }
+
 std::unique_ptr<plan> make_plan(const conv_geom& g) {
   const dnnl::memory::dims src{g.n, g.c, g.h, g.w}, wei{g.k, g.c, g.r, g.s}, dst{g.n, g.k, g.out_h(), g.out_w()},
     strides{g.stride, g.stride}, pad{g.pad, g.pad};
-  const md any_src(src, dt::f32, tag::any), any_wei(wei, dt::f32, tag::any), any_dst(dst, dt::f32, tag::any);
+  // Blocked activations: the primitives are made for the caller's layout
+  // (no reorders); NCHW ones: for whatever oneDNN prefers, reordered to.
+  const tag act = g.block > 0 ? activation_tag(g.block) : tag::any;
+  const md any_src(src, dt::f32, act), any_wei(wei, dt::f32, tag::any), any_dst(dst, dt::f32, act);
   auto& e = engine();
   auto p = std::make_unique<plan>();
   dnnl::primitive_attr user_scratch;
@@ -222,9 +229,9 @@ std::unique_ptr<plan> make_plan(const conv_geom& g) {
   p->fwd = dnnl::convolution_forward(p->fpd);
   p->bdata = dnnl::convolution_backward_data(p->bdpd);
   p->bweights = dnnl::convolution_backward_weights(p->bwpd);
-  p->x_u = md(src, dt::f32, tag::nchw);
+  p->x_u = md(src, dt::f32, activation_tag(g.block));
   p->w_u = md(wei, dt::f32, tag::oihw);
-  p->y_u = md(dst, dt::f32, tag::nchw);
+  p->y_u = md(dst, dt::f32, activation_tag(g.block));
   place(*p, p->x, p->fpd.src_desc(), p->x_u, true);
   place(*p, p->w, p->fpd.weights_desc(), p->w_u, true);
   place(*p, p->y, p->fpd.dst_desc(), p->y_u, false);
@@ -253,8 +260,8 @@ std::unique_ptr<plan> make_plan(const conv_geom& g) {
 const plan& plan_for(const conv_geom& g) {
   this_thread_alone();
   static std::mutex mu;
-  static std::map<std::array<int, 10>, std::unique_ptr<plan>> plans;
-  const std::array<int, 10> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad, fast_reorders() ? 1 : 0};
+  static std::map<std::array<int, 11>, std::unique_ptr<plan>> plans;
+  const std::array<int, 11> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad, fast_reorders() ? 1 : 0, g.block};
   std::lock_guard<std::mutex> lock(mu);
   auto& slot_ = plans[key];
   if (!slot_) {
@@ -292,6 +299,33 @@ bool serves(const conv_geom& g) {
   if (forced() != choice::automatic)
     return forced() == choice::onednn;
   return onednn_in_auto && rule(g);
+}
+
+int activation_block() {
+  conv_geom g; // a ResNet layer: 16 channels of 32x32 to 16, 3x3
+  g.n = 64;
+  g.c = g.k = 16;
+  g.h = g.w = 32;
+  g.r = g.s = 3;
+  g.pad = 1;
+  if (!serves(g))
+    return 0;
+  static const int block = [] {
+    try {
+      const dnnl::memory::dims src{64, 16, 32, 32}, wei{16, 16, 3, 3};
+      const dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                        md(src, dt::f32, tag::any), md(wei, dt::f32, tag::any),
+                                        md(src, dt::f32, tag::any), {1, 1}, {1, 1}, {1, 1}),
+        engine());
+      for (int b : {8, 16})
+        if (pd.src_desc() == md(src, dt::f32, activation_tag(b)) && pd.dst_desc() == pd.src_desc())
+          return b;
+    } catch (const dnnl::error&) {
+    }
+    return 0;
+  }();
+  return block;
 }
 
 std::size_t workspace_bytes(const conv_geom& g) { return plan_for(g).bytes; }

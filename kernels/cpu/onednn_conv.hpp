@@ -32,6 +32,13 @@ void set_enabled(bool on);
 /// for tests and A/B runs. For convolutions planned after the call.
 void set_fast_reorders(bool on);
 
+/// The channel block of the activations oneDNN's convolutions take on this
+/// machine (8: nChw8c on AVX2, 16: nChw16c on AVX-512; what it picks for a
+/// ResNet layer), or 0 when it serves none, or takes another layout.
+/// A geometry with conv_geom::block set has its activations in that layout,
+/// and its primitives are made for it: no reorders around them.
+int activation_block();
+
 /// The workspace a layer of geometry `g` needs on this path.
 std::size_t workspace_bytes(const conv_geom& g);
 

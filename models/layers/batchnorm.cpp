@@ -26,6 +26,11 @@ void batchnorm2d::bind(param_binder& b) {
   owns_state_ = b.owns_state();
 }
 
+int batchnorm2d::plan_layout(int, int block) {
+  block_ = block > 0 && c_ % block == 0 && be().activation_block() == block ? block : 0;
+  return block_;
+}
+
 const tensor& batchnorm2d::forward(const tensor& x, bool train) {
   check(x.rank() == 4 && x.dim(1) == c_, "batchnorm2d(" + std::to_string(c_) + ") got input " +
                                            kernels::to_string(x.shape()));
@@ -33,20 +38,30 @@ const tensor& batchnorm2d::forward(const tensor& x, bool train) {
   x_ = x;
   y_ = y_buf_.get(x.shape(), x.dev());
   if (!train) {
-    be().batchnorm_forward_eval(x.data(), y_.data(), n, c_, hw, gamma_.value.data(),
-                                beta_.value.data(), running_mean_.data(), running_var_.data(),
-                                bn_eps, relu_out_);
+    if (block_ > 0)
+      be().batchnorm_forward_eval_blocked(x.data(), y_.data(), n, c_, hw, block_, gamma_.value.data(),
+                                          beta_.value.data(), running_mean_.data(), running_var_.data(), bn_eps,
+                                          relu_out_);
+    else
+      be().batchnorm_forward_eval(x.data(), y_.data(), n, c_, hw, gamma_.value.data(),
+                                  beta_.value.data(), running_mean_.data(), running_var_.data(),
+                                  bn_eps, relu_out_);
     return y_;
   }
   if (!save_mean_.defined() || save_mean_.dev() != x.dev()) {
     save_mean_ = tensor::empty({c_}, x.dev());
     save_invstd_ = tensor::empty({c_}, x.dev());
   }
-  const bool own = owns_state_;
-  be().batchnorm_forward_train(x.data(), y_.data(), n, c_, hw, gamma_.value.data(),
-                               beta_.value.data(), save_mean_.data(), save_invstd_.data(),
-                               own ? running_mean_.data() : nullptr,
-                               own ? running_var_.data() : nullptr, bn_momentum, bn_eps, relu_out_);
+  float* rmean = owns_state_ ? running_mean_.data() : nullptr;
+  float* rvar = owns_state_ ? running_var_.data() : nullptr;
+  if (block_ > 0)
+    be().batchnorm_forward_train_blocked(x.data(), y_.data(), n, c_, hw, block_, gamma_.value.data(),
+                                         beta_.value.data(), save_mean_.data(), save_invstd_.data(), rmean, rvar,
+                                         bn_momentum, bn_eps, relu_out_);
+  else
+    be().batchnorm_forward_train(x.data(), y_.data(), n, c_, hw, gamma_.value.data(), beta_.value.data(),
+                                 save_mean_.data(), save_invstd_.data(), rmean, rvar, bn_momentum, bn_eps,
+                                 relu_out_);
   return y_;
 }
 
@@ -58,9 +73,14 @@ const tensor& batchnorm2d::backward(const tensor& dy, bool need_dx) {
   }
   // The kernel always produces dx; it is cheap next to the convolutions.
   dx_ = dx_buf_.get(x_.shape(), dy.dev());
-  be().batchnorm_backward(x_.data(), dy.data(), dx_.data(), n, c_, hw, gamma_.value.data(),
-                          save_mean_.data(), save_invstd_.data(), gamma_.grad.data(),
-                          beta_.grad.data(), relu_out_ ? y_.data() : nullptr);
+  const float* mask = relu_out_ ? y_.data() : nullptr;
+  if (block_ > 0)
+    be().batchnorm_backward_blocked(x_.data(), dy.data(), dx_.data(), n, c_, hw, block_, gamma_.value.data(),
+                                    save_mean_.data(), save_invstd_.data(), gamma_.grad.data(), beta_.grad.data(),
+                                    mask);
+  else
+    be().batchnorm_backward(x_.data(), dy.data(), dx_.data(), n, c_, hw, gamma_.value.data(), save_mean_.data(),
+                            save_invstd_.data(), gamma_.grad.data(), beta_.grad.data(), mask);
   if (!need_dx)
     dx_ = tensor();
   return dx_;

@@ -17,6 +17,7 @@ kernels::conv_geom conv2d::geom(const shape_t& in) const {
   g.r = g.s = r_;
   g.stride = stride_;
   g.pad = pad_;
+  g.block = block_;
   check(g.out_h() > 0 && g.out_w() > 0, "conv2d kernel " + std::to_string(r_) +
                                           " does not fit input " + kernels::to_string(in));
   return g;
@@ -45,6 +46,11 @@ void conv2d::bind(param_binder& b) {
   w_ = b.param("weight", {k_, c_, r_, r_});
   if (bias_)
     b_ = b.param("bias", {k_});
+}
+
+int conv2d::plan_layout(int, int block) {
+  block_ = block > 0 && !bias_ && be().conv_takes_block(c_, k_, block) ? block : 0;
+  return block_;
 }
 
 const tensor& conv2d::forward(const tensor& x, bool) {

@@ -46,11 +46,14 @@ public:
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
   double forward_flops(const shape_t& in) const override;
+  /// Blocked where the backend's convolution takes the block natively (no bias).
+  int plan_layout(int in, int block) override;
 
 private:
   kernels::conv_geom geom(const shape_t& in) const;
   int c_, k_, r_, stride_, pad_;
   bool bias_;
+  int block_ = 0;
   param_binder::bound w_, b_;
   tensor x_, y_, dx_, ws_;
   scratch y_buf_, dx_buf_, ws_buf_;
@@ -69,6 +72,8 @@ public:
   /// The layer before applies max(0, .) and its backward too
   /// (batchnorm2d::fuse_relu): both directions pass through.
   void folded_into_previous() { rectified_ = folded_ = true; }
+  /// Elementwise: any layout, the one it is offered.
+  int plan_layout(int in, int) override { return in; }
 
 private:
   bool rectified_ = false, folded_ = false;
@@ -135,9 +140,12 @@ public:
   /// that output (one pass fewer each way); the relu after it folds in
   /// (relu::folded_into_previous). The same bits as the two layers apart.
   void fuse_relu() { relu_out_ = true; }
+  /// Blocked whenever the backend has blocks that divide its channels.
+  int plan_layout(int in, int block) override;
 
 private:
   int c_;
+  int block_ = 0;
   bool relu_out_ = false;
   param_binder::bound gamma_, beta_;
   tensor running_mean_, running_var_;
@@ -166,8 +174,12 @@ public:
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
   double forward_flops(const shape_t& in) const override;
+  /// Blocked when every layer inside can be, else NCHW throughout.
+  int plan_layout(int in, int block) override;
 
 private:
+  /// Plans every layer inside for `layout`: whether all of them took it.
+  bool plan_all(int layout);
   std::vector<std::unique_ptr<layer>> main_, shortcut_;
   relu out_relu_;
   tensor sum_, dx_;

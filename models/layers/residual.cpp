@@ -56,6 +56,22 @@ void residual_block::bind(param_binder& b) {
   out_relu_.bind(b);
 }
 
+bool residual_block::plan_all(int layout) {
+  bool all = true;
+  for (auto& l : main_)
+    all = l->plan_layout(layout, layout) == layout && all;
+  for (auto& l : shortcut_)
+    all = l->plan_layout(layout, layout) == layout && all;
+  return out_relu_.plan_layout(layout, layout) == layout && all;
+}
+
+int residual_block::plan_layout(int, int block) {
+  if (block > 0 && plan_all(block))
+    return block;
+  plan_all(0);
+  return 0;
+}
+
 const tensor& residual_block::forward(const tensor& x, bool train) {
   const tensor* h = &x;
   for (auto& l : main_)

@@ -126,6 +126,68 @@ TEST_CASE("BatchNorm fused with the ReLU after it trains and evaluates ResNet-20
   CHECK(fused.params != model(spec, kernels::device::cpu(), 3).params().to_vector()); // it trained
 }
 
+TEST_CASE("ResNet-20 keeps its stages' activations in channel blocks and trains and evaluates as with NCHW") {
+  // Blocked from the stem's BatchNorm to the pooling (oneDNN's layout: no
+  // moves around each convolution). Not NCHW's bits (BatchNorm sums in
+  // another order), but its results to float rounding; and its own bits
+  // every run, with 1 thread or 2.
+  model_spec spec;
+  spec.kind = "resnet20";
+  spec.channels = 3;
+  spec.height = spec.width = 32;
+  const int block = kernels::backend_for(kernels::device::cpu()).activation_block();
+  if (block == 0) {
+    WARN("no blocked activations on this build and machine: nothing to compare");
+    return;
+  }
+  {
+    model m(spec, kernels::device::cpu(), 3);
+    const auto layouts = m.make_replica(true)->net.layouts();
+    REQUIRE(layouts.size() == 14); // stem conv, BatchNorm, ReLU, 9 blocks, pooling, linear
+    CHECK(layouts[0] == 0);        // the stem's 3 channels: gradwire's own kernels
+    for (std::size_t i = 1; i + 2 < layouts.size(); ++i)
+      CHECK(layouts[i] == block);
+    CHECK(layouts[layouts.size() - 2] == 0);
+    CHECK(layouts.back() == 0);
+    model_spec lenet;
+    lenet.kind = "lenet5";
+    model le(lenet, kernels::device::cpu(), 3);
+    const auto lenet_replica = le.make_replica(true);
+    for (int l : lenet_replica->net.layouts())
+      CHECK(l == 0);
+  }
+  auto cifar = make_synthetic(64, 3, 32, 32, 10, 7);
+  optimizer_spec opt;
+  opt.momentum = 0.9f;
+  struct outcome {
+    std::vector<float> params, state;
+    eval_result eval;
+  };
+  auto run = [&](bool blocked, int threads) {
+    set_blocked_activations(blocked); // networks are bound with the model's replicas, in the trainer
+    model m(spec, kernels::device::cpu(), 3);
+    trainer t(m, opt, threads, parallelism::batch);
+    set_blocked_activations(true);
+    batcher b(cifar, shard_indices(cifar.size(), 0, 1, 3), 16, 3);
+    batch bt;
+    for (int i = 0; i < 3; ++i) {
+      b.next(bt);
+      t.step(bt.x.data(), bt.y.data(), bt.size);
+    }
+    return outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 32, 32)};
+  };
+  const auto blocked = run(true, 1), again = run(true, 1), nchw = run(false, 1);
+  CHECK(blocked.params == again.params);
+  CHECK(blocked.state == again.state);
+  gwtest::check_close(blocked.params, nchw.params, 1e-3, 1e-4);
+  gwtest::check_close(blocked.state, nchw.state, 1e-3, 1e-4);
+  CHECK(std::abs(blocked.eval.loss - nchw.eval.loss) < 1e-3 * std::abs(nchw.eval.loss));
+  CHECK(blocked.params != model(spec, kernels::device::cpu(), 3).params().to_vector()); // it trained
+  const auto two = run(true, 2), two_nchw = run(false, 2);
+  gwtest::check_close(two.params, two_nchw.params, 1e-3, 1e-4);
+  CHECK(run(true, 2).params == two.params);
+}
+
 TEST_CASE("compute_gradients + apply equals step, Adam trains") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 2);
   model_spec spec;
