@@ -3,18 +3,24 @@
 //
 //   gradwire-bench-train --model mlp --threads 1 --batch 64 --steps 2000
 //   gradwire-bench-train --sgemm --threads 2      (the GEMM limit: sgemm GFLOP/s)
+//   gradwire-bench-train --model resnet20 --ab-layouts 8 --steps 10
+//       (activations in channel blocks against NCHW, in one process: rounds
+//        of `steps` steps each, alternating which goes first; medians)
 //
 // Prints one line: key=value pairs (samples_per_sec, step_ms, ...).
 #include "kernels/backend.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
+#include "models/network.hpp"
 #include "models/trainer.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 namespace gm = gradwire::models;
@@ -41,12 +47,60 @@ double sgemm_gflops(int threads, int n) {
   return best;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+/// Blocked activations against NCHW in one process: two trainers on the
+/// same data, timed in alternating rounds.
+int ab_layouts(const gm::dataset& ds, const gm::model_spec& spec, gradwire::kernels::device dev,
+               const gm::optimizer_spec& opt, int threads, const std::string& parallel, int batch, int steps,
+               int warmup, int rounds) {
+  struct side {
+    std::unique_ptr<gm::model> m;
+    std::unique_ptr<gm::trainer> tr;
+    std::vector<double> rates;
+  };
+  side sides[2];
+  for (int k = 0; k < 2; ++k) { // 0: blocked, 1: NCHW (networks are bound in the trainer)
+    gm::set_blocked_activations(k == 0);
+    sides[k].m = std::make_unique<gm::model>(spec, dev, 1);
+    sides[k].tr = std::make_unique<gm::trainer>(*sides[k].m, opt, threads, gm::parse_parallelism(parallel));
+  }
+  gm::set_blocked_activations(true);
+  gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
+  gm::batch bt;
+  auto run = [&](side& sd, int n) {
+    auto t0 = clk::now();
+    for (int i = 0; i < n; ++i) {
+      if (!b.next(bt) || bt.size != batch)
+        b.next(bt);
+      sd.tr->step(bt.x.data(), bt.y.data(), bt.size);
+    }
+    return static_cast<double>(n) * batch / std::chrono::duration<double>(clk::now() - t0).count();
+  };
+  for (auto& sd : sides)
+    run(sd, std::max(1, warmup / 10));
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 0; k < 2; ++k) {
+      auto& sd = sides[(r + k) % 2];
+      sd.rates.push_back(run(sd, steps));
+    }
+  const double blocked = median(sides[0].rates), nchw = median(sides[1].rates);
+  std::printf("model=%s threads=%d batch=%d rounds=%d blocked_samples_per_sec=%.0f nchw_samples_per_sec=%.0f "
+              "ratio=%.3f block=%d\n",
+              spec.kind.c_str(), threads, batch, rounds, blocked, nchw, blocked / nchw,
+              gradwire::kernels::backend_for(dev).activation_block());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"gradwire training-throughput benchmark"};
   std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu", parallel = "auto";
-  int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512;
+  int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512, ab_rounds = 0;
   bool sgemm = false;
   app.add_option("--model", model_kind, "mlp | lenet5 | resnet20");
   app.add_option("--threads", threads, "worker threads");
@@ -58,6 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu | cuda:N");
   app.add_flag("--sgemm", sgemm, "measure sgemm GFLOP/s instead (the GEMM limit)");
   app.add_option("--sgemm-n", sgemm_n, "sgemm size");
+  app.add_option("--ab-layouts", ab_rounds, "rounds of blocked activations against NCHW (medians, ratio)");
   CLI11_PARSE(app, argc, argv);
 
   gradwire::kernels::backend_for(gradwire::kernels::device::cpu()); // sets OpenBLAS to 1 thread
@@ -75,10 +130,12 @@ int main(int argc, char** argv) {
   spec.height = ds.height;
   spec.width = ds.width;
   const auto dev = gradwire::kernels::parse_device(device);
-  gm::model m(spec, dev, 1);
   gm::optimizer_spec opt;
   opt.lr = 0.05f;
   opt.momentum = 0.9f;
+  if (ab_rounds > 0)
+    return ab_layouts(ds, spec, dev, opt, threads, parallel, batch, steps, warmup, ab_rounds);
+  gm::model m(spec, dev, 1);
   gm::trainer tr(m, opt, threads, gm::parse_parallelism(parallel));
   gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
   gm::batch bt;
