@@ -3,6 +3,7 @@
 #include "kernels/cpu/onednn_conv.hpp"
 #include "kernels/cpu/onednn_gemm.hpp"
 #include "kernels/error.hpp"
+#include "models/network.hpp"
 #include "scheduler/runtime/bench_allreduce.hpp"
 #include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/config.hpp"
@@ -357,9 +358,16 @@ std::optional<int> run_tool(cli_args& a) {
     std::string gemms = gradwire::kernels::onednn_status();
     if (gemms.rfind("oneDNN (", 0) == 0)
       gemms += " where every dimension is 64 or more, OpenBLAS for the rest";
-    std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\nCPU GEMMs: %s\nCPU convolutions: %s\n",
+    const int block = gradwire::models::blocked_activations()
+                        ? gradwire::kernels::backend_for(gradwire::kernels::device::cpu()).activation_block()
+                        : 0;
+    const std::string layout = block > 0 ? "in channel blocks of " + std::to_string(block) +
+                                             " between the layers that take them (a ResNet's stages), else NCHW"
+                                         : "NCHW";
+    std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\nCPU GEMMs: %s\nCPU convolutions: %s\n"
+                "CPU activations: %s\n",
                 gradwire::kernels::built_with_cuda() ? "built" : "not built", gradwire::kernels::cuda_device_count(),
-                gemms.c_str(), gradwire::kernels::onednn_conv::status().c_str());
+                gemms.c_str(), gradwire::kernels::onednn_conv::status().c_str(), layout.c_str());
     return 0;
   }
   return std::nullopt;
