@@ -32,7 +32,7 @@
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
 /// | snapshot | worker, shard -> coordinator | its part of a checkpoint: meta text, floats (actors/snapshot.hpp) | | |
-/// | reform | coordinator -> ring worker | (generation): a peer is lost, abandon the round in flight; then (generation, survivors' ranks, right neighbour, every survivor): go on as a ring of the survivors | (reform, rank, steps done, whether a round was abandoned) to the coordinator | |
+/// | reform | coordinator -> ring worker | (generation): a peer is lost, abandon the round in flight; then (generation, survivors' ranks, right neighbour, every survivor): go on as a ring of the survivors; (steps, an int64): hold once that many steps are done, for a lost worker coming back ([[faults]] back_at_step) until the next re-form | (reform, rank, steps done, whether a round was abandoned) to the coordinator | |
 /// | reform | coordinator -> shard, PS or gossip worker | (generation, survivors' ranks): go on without the lost; to an async PS worker (shard index, shard): that shard was rebuilt on rank 0, its rank lost | | |
 /// | pause  | coordinator -> worker | none: hold at the next step boundary; or the step to run to, snapshot and finish (a stop that keeps a checkpoint) | (pause, rank, the boundary it will hold at) to the coordinator | |
 

@@ -201,6 +201,7 @@ void on_rewire(ring_worker_actor* self, int generation, const std::vector<std::i
   st.ring->set_trace(trace_ref::open(st.cfg.trace, "ring " + std::to_string(st.cfg.rank)));
   st.reshard(pos, world, generation);
   st.reforming = false;
+  st.wait_at = -1; // (a wait for a worker coming back ends in this re-form)
   st.announce = pos == 0;
   begin_step(self);
   auto early = std::move(st.early);
@@ -445,6 +446,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
     [=](reform_atom, int generation) { on_reform(self, generation); },
+    [=](reform_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
     [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
       on_rewire(self, generation, survivors, std::move(right));
     },

@@ -263,6 +263,10 @@ struct worker_core {
   /// first (a slow worker, or one held at a boundary short of it).
   std::set<std::int64_t> snapshot_steps;
   bool held = false;             ///< a step was not begun: resume with step_atom
+  /// [[faults]] back_at_step: an elastic ring holds at this step for a lost
+  /// worker coming back (-1: none), so that it re-forms exactly there; the
+  /// re-form that follows clears it.
+  std::int64_t wait_at = -1;
   void on_pause(caf::event_based_actor* self);
   void on_run_to(caf::event_based_actor* self, std::int64_t last);
   /// Checkpoints by time: after a pause, (pause_atom, S, true) has every
@@ -270,7 +274,7 @@ struct worker_core {
   void on_snapshot_at(caf::event_based_actor* self, std::int64_t at);
   /// At the start of a step: true (and held) when the worker must hold here.
   bool hold() {
-    held = hold_at >= 0 && step >= hold_at;
+    held = (hold_at >= 0 && step >= hold_at) || (wait_at >= 0 && step >= wait_at);
     return held;
   }
   /// Counts a finished step; every log_every steps sends the window's record.

@@ -95,6 +95,13 @@ void coordinator_state::rewire() {
   for (std::size_t i = 0; i < m; ++i)
     (*self)->send((*workers)[static_cast<std::size_t>(survivors[i])], actors::reform_atom::value, generation, survivors,
                   (*workers)[static_cast<std::size_t>(survivors[(i + 1) % m])]);
+  // [[faults]] back_at_step of a lost worker: the ring holds at that step
+  // for it. Seen from here the workers are a step or two behind where they
+  // are, and a wait begun on their reports re-formed at 61 for a 60 once.
+  for (const auto& [rank, at] : back_at)
+    if (lost(static_cast<std::size_t>(rank)) && at >= reform_step)
+      for (auto r : survivors)
+        (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, at);
   if (joining >= 0) { // a lost worker came back: its fault says when
     for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
       if (it->rank == joining) {
