@@ -1,5 +1,6 @@
 #include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/norm_common.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -47,33 +48,9 @@ GW_CLONES void bn_forward_train(const float* x, float* y, int n, int c, int hw, 
         ss += static_cast<double>(p[j]) * p[j];
       }
     }
-    const double mean = s / m;
-    const double var = std::max(0.0, ss / m - mean * mean);
-    const float invstd = static_cast<float>(1.0 / std::sqrt(var + eps));
-    save_mean[ch] = static_cast<float>(mean);
-    save_invstd[ch] = invstd;
-    if (running_mean != nullptr && running_var != nullptr) {
-      const double unbiased = m > 1 ? var * m / (m - 1) : var;
-      running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mean);
-      running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] + momentum * unbiased);
-    }
-    const float a = gamma[ch] * invstd;
-    const float b = beta[ch] - static_cast<float>(mean) * a;
-    bn_apply(x, y, n, c, ch, hw, a, b, relu);
-  }
-}
-
-/// Without a mask, dy as it is; with one (relu_y), dy where relu_y > 0, else
-/// +0 (relu_backward's bits). Written as a bitwise and: as a select, GCC 12
-/// left the reduction loop scalar and the fused backward ran 2.6x slower
-/// than BatchNorm's and ReLU's apart.
-template <bool Masked>
-inline float grad_at(const float* dy, const float* relu_y, std::ptrdiff_t i) {
-  if constexpr (Masked) {
-    const std::uint32_t keep = relu_y[i] > 0.f ? ~std::uint32_t{0} : 0u;
-    return __builtin_bit_cast(float, __builtin_bit_cast(std::uint32_t, dy[i]) & keep);
-  } else {
-    return dy[i];
+    const auto k = bn::train_channel(s, ss, m, ch, gamma, beta, save_mean, save_invstd, running_mean, running_var,
+                                     momentum, eps);
+    bn_apply(x, y, n, c, ch, hw, k.a, k.b, relu);
   }
 }
 
@@ -89,7 +66,7 @@ GW_CLONES void bn_backward(const float* x, const float* dy, const float* relu_y,
       const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
 #pragma omp simd reduction(+ : sdy, sdyx)
       for (int j = 0; j < hw; ++j) {
-        const float g = grad_at<Masked>(dy, relu_y, off + j);
+        const float g = bn::grad_at<Masked>(dy, relu_y, off + j);
         sdy += g;
         sdyx += static_cast<double>(g) * (x[off + j] - mean) * invstd;
       }
@@ -102,7 +79,7 @@ GW_CLONES void bn_backward(const float* x, const float* dy, const float* relu_y,
       const std::ptrdiff_t off = (static_cast<std::ptrdiff_t>(i) * c + ch) * hw;
       for (int j = 0; j < hw; ++j) {
         const float xhat = (x[off + j] - mean) * invstd;
-        dx[off + j] = k * (grad_at<Masked>(dy, relu_y, off + j) - mdy - xhat * mdyx);
+        dx[off + j] = k * (bn::grad_at<Masked>(dy, relu_y, off + j) - mdy - xhat * mdyx);
       }
     }
   }
@@ -123,9 +100,8 @@ void cpu_backend::batchnorm_forward_eval(const float* x, float* y, int n, int c,
                                          const float* running_mean, const float* running_var,
                                          float eps, bool relu) {
   for (int ch = 0; ch < c; ++ch) {
-    const float a = gamma[ch] / std::sqrt(running_var[ch] + eps);
-    const float b = beta[ch] - running_mean[ch] * a;
-    bn_apply(x, y, n, c, ch, hw, a, b, relu);
+    const auto k = bn::eval_channel(ch, gamma, beta, running_mean, running_var, eps);
+    bn_apply(x, y, n, c, ch, hw, k.a, k.b, relu);
   }
 }
 

@@ -1,16 +1,18 @@
-// Batch normalisation and the layout change on blocked activations,
-// [n][c/B][h*w][B] (B = 8 or 16: oneDNN's nChw8c / nChw16c), for networks
+// Blocked activations on the CPU, [n][c/B][h*w][B] (B = 8 or 16: oneDNN's
+// nChw8c / nChw16c): the block and which convolutions take it, the layout
+// change, and batch normalisation on them, for networks
 // that keep a ResNet's stages blocked between oneDNN's convolutions (the
 // moves to NCHW and back around each one were 7-8% of a step).
 //
 // The same statistics as norm.cpp, per channel over (N, H, W) in double:
 // here the B channels of a block are the vector's lanes, and each channel
-// sums its values in order (image by image, pixel by pixel), so a run
+// sums its values into four partial sums added in a fixed order, so a run
 // repeats itself bit for bit. The bits differ from norm.cpp's, whose lanes
 // are partial sums of one channel. Without FMA contraction, as norm.cpp.
 #include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/direct_conv.hpp" // current_isa()->transpose
+#include "kernels/cpu/norm_common.hpp"
 #include "kernels/cpu/onednn_conv.hpp"
 #include "kernels/error.hpp"
 
@@ -99,32 +101,12 @@ void forward_train(const float* x, float* y, int n, int c, int hw, const float* 
     sums_block<B>(x, n, blocks, cb, hw, s, ss);
     float a[B], b[B];
     for (int l = 0; l < B; ++l) {
-      const int ch = cb * B + l;
-      const double mean = s[l] / m;
-      const double var = std::max(0.0, ss[l] / m - mean * mean);
-      const float invstd = static_cast<float>(1.0 / std::sqrt(var + eps));
-      save_mean[ch] = static_cast<float>(mean);
-      save_invstd[ch] = invstd;
-      if (running_mean != nullptr && running_var != nullptr) {
-        const double unbiased = m > 1 ? var * m / (m - 1) : var;
-        running_mean[ch] = static_cast<float>((1 - momentum) * running_mean[ch] + momentum * mean);
-        running_var[ch] = static_cast<float>((1 - momentum) * running_var[ch] + momentum * unbiased);
-      }
-      a[l] = gamma[ch] * invstd;
-      b[l] = beta[ch] - static_cast<float>(mean) * a[l];
+      const auto k = bn::train_channel(s[l], ss[l], m, cb * B + l, gamma, beta, save_mean, save_invstd,
+                                       running_mean, running_var, momentum, eps);
+      a[l] = k.a;
+      b[l] = k.b;
     }
     apply<B>(x, y, n, blocks, cb, hw, a, b, relu);
-  }
-}
-
-/// dy, or with a mask (relu_y) dy where relu_y > 0, else +0: norm.cpp's bits.
-template <bool Masked>
-inline float grad_at(const float* dy, const float* relu_y, std::ptrdiff_t i) {
-  if constexpr (Masked) {
-    const std::uint32_t keep = relu_y[i] > 0.f ? ~std::uint32_t{0} : 0u;
-    return __builtin_bit_cast(float, __builtin_bit_cast(std::uint32_t, dy[i]) & keep);
-  } else {
-    return dy[i];
   }
 }
 
@@ -141,7 +123,7 @@ GW_CLONES void backward_block(const float* x, const float* dy, const float* relu
   const auto add = [&](std::ptrdiff_t px, int u) {
     for (int l = 0; l < B; ++l) {
       const std::ptrdiff_t at = px * B + l;
-      const float g = grad_at<Masked>(dy, relu_y, at);
+      const float g = bn::grad_at<Masked>(dy, relu_y, at);
       psdy[u][l] += g;
       psdyx[u][l] += static_cast<double>(g) * (x[at] - mean[l]) * invstd[l];
     }
@@ -173,7 +155,7 @@ GW_CLONES void backward_block(const float* x, const float* dy, const float* relu
       for (int l = 0; l < B; ++l) {
         const std::ptrdiff_t at = off + j * B + l;
         const float xhat = (x[at] - mean[l]) * invstd[l];
-        dx[at] = k[l] * (grad_at<Masked>(dy, relu_y, at) - mdy[l] - xhat * mdyx[l]);
+        dx[at] = k[l] * (bn::grad_at<Masked>(dy, relu_y, at) - mdy[l] - xhat * mdyx[l]);
       }
   }
 }
@@ -240,9 +222,9 @@ void cpu_backend::batchnorm_forward_eval_blocked(const float* x, float* y, int n
   for (int cb = 0; cb < c / block; ++cb) {
     float a[16], b[16];
     for (int l = 0; l < block; ++l) {
-      const int ch = cb * block + l;
-      a[l] = gamma[ch] / std::sqrt(running_var[ch] + eps);
-      b[l] = beta[ch] - running_mean[ch] * a[l];
+      const auto k = bn::eval_channel(cb * block + l, gamma, beta, running_mean, running_var, eps);
+      a[l] = k.a;
+      b[l] = k.b;
     }
     (block == 8 ? apply<8> : apply<16>)(x, y, n, c / block, cb, hw, a, b, relu);
   }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,40 @@ const dataset& fashion_train() {
 const dataset& fashion_test() {
   static const dataset d = load_mnist_dir(fashion_mnist_default_dir, false, "fashion-mnist");
   return d;
+}
+
+/// ResNet-20 on 64 synthetic CIFAR-shaped images: 3 steps of 16 at
+/// momentum 0.9, then an evaluation. `bind_with(true)` is in force while
+/// the trainer binds its networks, `bind_with(false)` after (a process-wide
+/// switch set back to its default).
+struct resnet_outcome {
+  std::vector<float> params, state;
+  eval_result eval;
+};
+
+model_spec resnet20_spec() {
+  model_spec spec;
+  spec.kind = "resnet20";
+  spec.channels = 3;
+  spec.height = spec.width = 32;
+  return spec;
+}
+
+resnet_outcome resnet20_three_steps(int threads, const std::function<void(bool)>& bind_with) {
+  static const dataset cifar = make_synthetic(64, 3, 32, 32, 10, 7);
+  optimizer_spec opt;
+  opt.momentum = 0.9f;
+  bind_with(true);
+  model m(resnet20_spec(), kernels::device::cpu(), 3);
+  trainer t(m, opt, threads, parallelism::batch);
+  bind_with(false);
+  batcher b(cifar, shard_indices(cifar.size(), 0, 1, 3), 16, 3);
+  batch bt;
+  for (int i = 0; i < 3; ++i) {
+    b.next(bt);
+    t.step(bt.x.data(), bt.y.data(), bt.size);
+  }
+  return resnet_outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 32, 32)};
 }
 
 std::vector<float> train_steps(const model_spec& spec, const dataset& data, int threads, int steps,
@@ -94,29 +129,9 @@ TEST_CASE("BatchNorm fused with the ReLU after it trains and evaluates ResNet-20
   // One pass each way instead of two (batchnorm2d::fuse_relu): the stem and
   // every block's first BatchNorm; momentum carries each step into the next,
   // and evaluation runs BatchNorm on its running statistics.
-  auto cifar = make_synthetic(64, 3, 32, 32, 10, 7);
-  model_spec spec;
-  spec.kind = "resnet20";
-  spec.channels = 3;
-  spec.height = spec.width = 32;
-  optimizer_spec opt;
-  opt.momentum = 0.9f;
-  struct outcome {
-    std::vector<float> params, state;
-    eval_result eval;
-  };
-  auto run = [&](bool fused) {
-    set_batchnorm_relu_fusion(fused); // networks are built with the model's replicas, in the trainer
-    model m(spec, kernels::device::cpu(), 3);
-    trainer t(m, opt, 1, parallelism::batch);
-    set_batchnorm_relu_fusion(true);
-    batcher b(cifar, shard_indices(cifar.size(), 0, 1, 3), 16, 3);
-    batch bt;
-    for (int i = 0; i < 3; ++i) {
-      b.next(bt);
-      t.step(bt.x.data(), bt.y.data(), bt.size);
-    }
-    return outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 32, 32)};
+  const auto spec = resnet20_spec();
+  auto run = [](bool fused) {
+    return resnet20_three_steps(1, [fused](bool binding) { set_batchnorm_relu_fusion(binding ? fused : true); });
   };
   const auto fused = run(true), apart = run(false);
   CHECK(fused.params == apart.params);
@@ -131,10 +146,7 @@ TEST_CASE("ResNet-20 keeps its stages' activations in channel blocks and trains 
   // moves around each convolution). Not NCHW's bits (BatchNorm sums in
   // another order), but its results to float rounding; and its own bits
   // every run, with 1 thread or 2.
-  model_spec spec;
-  spec.kind = "resnet20";
-  spec.channels = 3;
-  spec.height = spec.width = 32;
+  const auto spec = resnet20_spec();
   const int block = kernels::backend_for(kernels::device::cpu()).activation_block();
   if (block == 0) {
     WARN("no blocked activations on this build and machine: nothing to compare");
@@ -156,25 +168,9 @@ TEST_CASE("ResNet-20 keeps its stages' activations in channel blocks and trains 
     for (int l : lenet_replica->net.layouts())
       CHECK(l == 0);
   }
-  auto cifar = make_synthetic(64, 3, 32, 32, 10, 7);
-  optimizer_spec opt;
-  opt.momentum = 0.9f;
-  struct outcome {
-    std::vector<float> params, state;
-    eval_result eval;
-  };
-  auto run = [&](bool blocked, int threads) {
-    set_blocked_activations(blocked); // networks are bound with the model's replicas, in the trainer
-    model m(spec, kernels::device::cpu(), 3);
-    trainer t(m, opt, threads, parallelism::batch);
-    set_blocked_activations(true);
-    batcher b(cifar, shard_indices(cifar.size(), 0, 1, 3), 16, 3);
-    batch bt;
-    for (int i = 0; i < 3; ++i) {
-      b.next(bt);
-      t.step(bt.x.data(), bt.y.data(), bt.size);
-    }
-    return outcome{m.params().to_vector(), m.state().to_vector(), t.evaluate(cifar, 32, 32)};
+  auto run = [](bool blocked, int threads) {
+    return resnet20_three_steps(threads,
+                                [blocked](bool binding) { set_blocked_activations(binding ? blocked : true); });
   };
   const auto blocked = run(true, 1), again = run(true, 1), nchw = run(false, 1);
   CHECK(blocked.params == again.params);
