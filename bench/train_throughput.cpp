@@ -2,13 +2,14 @@
 // side-by-side comparison with PyTorch in bench/train_vs_torch.sh.
 //
 //   gradwire-bench-train --model mlp --threads 1 --batch 64 --steps 2000
-//   gradwire-bench-train --sgemm --threads 2      (the GEMM limit: sgemm GFLOP/s)
+//   gradwire-bench-train --sgemm --threads 2      (the GEMM limit: the best library's sgemm GFLOP/s)
 //   gradwire-bench-train --model resnet20 --ab-layouts 8 --steps 10
 //       (activations in channel blocks against NCHW, in one process: rounds
 //        of `steps` steps each, alternating which goes first; medians)
 //
 // Prints one line: key=value pairs (samples_per_sec, step_ms, ...).
 #include "kernels/backend.hpp"
+#include "kernels/cpu/onednn_gemm.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
 #include "models/network.hpp"
@@ -18,9 +19,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace gm = gradwire::models;
@@ -28,23 +31,61 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
-/// sgemm GFLOP/s on n^3 with `threads` OpenBLAS threads (best of 5 runs).
-double sgemm_gflops(int threads, int n) {
-  openblas_set_num_threads(threads);
+/// One library's sgemm GFLOP/s on n^3 (best of 5 timed runs after one
+/// untimed): `call` computes C = A B for rows [r0, r1) of C.
+template <class Call>
+double gflops_of(int threads, int n, Call call) {
   std::vector<float> a(static_cast<std::size_t>(n) * n, 0.5f), b(a), c(a);
   double best = 0;
   for (int rep = 0; rep < 6; ++rep) {
     const int iters = 5;
     auto t0 = clk::now();
-    for (int i = 0; i < iters; ++i)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(),
-                  n, 0.f, c.data(), n);
+    if (threads <= 1) {
+      for (int i = 0; i < iters; ++i)
+        call(a.data(), b.data(), c.data(), 0, n);
+    } else { // row blocks on threads of their own, as gradwire's parallel_gemm splits
+      std::vector<std::thread> ts;
+      for (int t = 0; t < threads; ++t)
+        ts.emplace_back([&, t] {
+          for (int i = 0; i < iters; ++i)
+            call(a.data(), b.data(), c.data(), n * t / threads, n * (t + 1) / threads);
+        });
+      for (auto& th : ts)
+        th.join();
+    }
     double s = std::chrono::duration<double>(clk::now() - t0).count();
     if (rep > 0)
       best = std::max(best, 2.0 * n * n * n * iters / s / 1e9);
   }
-  openblas_set_num_threads(1);
   return best;
+}
+
+struct gemm_limit {
+  double openblas = 0, onednn = 0; ///< GFLOP/s; 0: library missing
+  double best() const { return std::max(openblas, onednn); }
+  const char* library() const { return onednn > openblas ? "onednn" : "openblas"; }
+};
+
+/// The GEMM limit: sgemm GFLOP/s on n^3 at `threads` threads in each
+/// library gradwire can call, OpenBLAS (its own threads) and oneDNN (row
+/// blocks on threads, one OpenMP thread each), so that "% of sgemm" is
+/// measured against the fastest GEMM this machine has, not one library's.
+gemm_limit sgemm_gflops(int threads, int n) {
+  gemm_limit g;
+  openblas_set_num_threads(threads);
+  g.openblas = gflops_of(1, n, [n](const float* a, const float* b, float* c, int, int) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a, n, b, n, 0.f, c, n);
+  });
+  openblas_set_num_threads(1);
+  std::atomic<bool> ok{true};
+  g.onednn = gflops_of(threads, n, [n, &ok](const float* a, const float* b, float* c, int r0, int r1) {
+    if (!gradwire::kernels::onednn_sgemm(false, false, r1 - r0, n, n, 1.f, a + static_cast<std::size_t>(r0) * n,
+                                         n, b, n, 0.f, c + static_cast<std::size_t>(r0) * n, n))
+      ok = false;
+  });
+  if (!ok)
+    g.onednn = 0;
+  return g;
 }
 
 double median(std::vector<double> v) {
@@ -110,14 +151,16 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--data", data, "fashion-mnist | synthetic");
   app.add_option("--device", device, "cpu | cuda:N");
-  app.add_flag("--sgemm", sgemm, "measure sgemm GFLOP/s instead (the GEMM limit)");
+  app.add_flag("--sgemm", sgemm, "measure sgemm GFLOP/s in OpenBLAS and oneDNN instead (the GEMM limit: the better)");
   app.add_option("--sgemm-n", sgemm_n, "sgemm size");
   app.add_option("--ab-layouts", ab_rounds, "rounds of blocked activations against NCHW (medians, ratio)");
   CLI11_PARSE(app, argc, argv);
 
   gradwire::kernels::backend_for(gradwire::kernels::device::cpu()); // sets OpenBLAS to 1 thread
   if (sgemm) {
-    std::printf("sgemm_gflops=%.1f threads=%d n=%d\n", sgemm_gflops(threads, sgemm_n), threads, sgemm_n);
+    const gemm_limit g = sgemm_gflops(threads, sgemm_n);
+    std::printf("sgemm_gflops=%.1f library=%s openblas_gflops=%.1f onednn_gflops=%.1f threads=%d n=%d\n",
+                g.best(), g.library(), g.openblas, g.onednn, threads, sgemm_n);
     return 0;
   }
   const bool cifar = model_kind.rfind("resnet", 0) == 0;
