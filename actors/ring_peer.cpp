@@ -57,7 +57,9 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
     if (!leader(st))
       return;
     const auto key = std::make_pair(d.round, d.bucket);
-    auto [view, scale] = st.local.at(key);
+    auto held = st.local.at(key); // (not a structured binding: C++17 lambdas cannot capture one)
+    auto view = held.first;
+    const auto scale = held.second;
     st.local.erase(key);
     const std::size_t begin = st.cfg.buckets[static_cast<std::size_t>(d.bucket)].first;
     for (const auto& p : d.result) // the group sum, into the leader's own bucket view

@@ -4,6 +4,9 @@
 #   scripts/sanitize.sh tsan [CTEST ARGS...]  TSan: the in-process actor tests (build-tsan/), against CAF
 #                                             0.17.6 rebuilt under TSan from Debian's source package
 #   scripts/sanitize.sh fuzz [RUNS]           the fuzz targets in the ASan build, RUNS frames each (default 10M)
+#   scripts/sanitize.sh libfuzzer [SECONDS]   the fuzz targets coverage-guided (clang, libFuzzer, ASan +
+#                                             UBSan; build-libfuzzer/), SECONDS each (default 120);
+#                                             a crash's input is kept as build-libfuzzer/artifacts/TARGET-*
 # Any finding fails (halt_on_error); the only ones let through are listed,
 # with why, in tests/sanitizers/*.supp. Exit 77: TSan could not run here
 # (CAF's source package could not be fetched), nothing was tested.
@@ -118,6 +121,42 @@ fuzz)
   build-asan/tests/fuzz_lane "$((runs / 10))" "${SEED:-1}"
   build-asan/tests/fuzz_config "$((runs / 100))" "${SEED:-1}" examples $t/corpus/config
   build-asan/tests/fuzz_model "$((runs / 10))" "${SEED:-1}" $t/corpus/model
+  build-asan/tests/fuzz_checkpoint "$((runs / 10))" "${SEED:-1}" $t/corpus/checkpoint
+  ;;
+libfuzzer)
+  secs=${1:-120}
+  dir=build-libfuzzer
+  command -v clang++ >/dev/null || { echo "sanitize.sh: libfuzzer needs clang: apt-get install clang libclang-rt-dev" >&2; exit 2; }
+  if [[ ! -f $dir/build.ninja ]]; then
+    CC=clang CXX=clang++ cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" -DCMAKE_C_FLAGS_RELEASE="-O1 -g" -DGRADWIRE_CUDA=OFF -DGRADWIRE_BENCH=OFF \
+      -DGRADWIRE_SANITIZE="address,undefined,fuzzer-no-link" -DGRADWIRE_LIBFUZZER=ON
+  fi
+  t=tests/fuzz
+  declare -A dirs=([frame]="$t/corpus/frame" [hello]="$t/corpus/hello" [shm]="$t/corpus/shm" [lane]=""
+    [config]="examples $t/corpus/config" [model]="$t/corpus/model" [checkpoint]="$t/corpus/checkpoint")
+  names=(frame hello shm lane config model checkpoint)
+  cmake --build "$dir" -j "$jobs" --target $(for n in "${names[@]}"; do echo fuzz_$n fuzz_${n}_libfuzzer; done)
+  asan_env
+  mkdir -p "$dir/artifacts"
+  failed=()
+  for n in "${names[@]}"; do
+    # The corpus grows in build-libfuzzer/corpus/TARGET across runs; new
+    # inputs worth keeping as regression seeds go to tests/fuzz/corpus/.
+    work=$dir/corpus/$n
+    "$dir/tests/fuzz_$n" --write-seeds "$work" >/dev/null
+    existing=()
+    for d in ${dirs[$n]}; do [[ -d $d ]] && existing+=("$d"); done
+    echo "== fuzz_$n: ${secs} s, coverage-guided" >&2
+    if ! "$dir/tests/fuzz_${n}_libfuzzer" -max_total_time="$secs" -print_final_stats=1 \
+      -artifact_prefix="$dir/artifacts/$n-" "$work" "${existing[@]}" 2>"$dir/fuzz_$n.log"; then
+      failed+=("$n")
+      tail -60 "$dir/fuzz_$n.log" >&2
+    else
+      grep -E "stat::number_of_executed_units|stat::new_units_added|cov:" "$dir/fuzz_$n.log" | tail -3 >&2
+    fi
+  done
+  [[ ${#failed[@]} -eq 0 ]] || { echo "sanitize.sh: libFuzzer found crashes in: ${failed[*]} (inputs in $dir/artifacts/)" >&2; exit 1; }
   ;;
 *)
   sed -n '2,9p' "$0" >&2

@@ -346,6 +346,22 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
   check(m.contains("step") && m["step"].is_number_integer() && m["step"].get<std::int64_t>() >= 0, mpath + ": no valid step");
   check(m.contains("parts") && m["parts"].is_array() && !m["parts"].empty(), mpath + ": no parts listed");
   check(m.contains("identity") && m["identity"].is_object(), mpath + ": no identity");
+  // "run" is read by the resumed run (its clock, the workers lost before):
+  // each key is checked here, once, so that no reader meets a wrong type.
+  if (m.contains("run")) {
+    const auto& run = m["run"];
+    check(run.is_object(), mpath + ": \"run\" is " + run.dump() + ", not an object");
+    for (const char* key : {"train_seconds", "eval_seconds"})
+      check(!run.contains(key) || (run[key].is_number() && run[key].get<double>() >= 0),
+            mpath + ": run." + key + " is " + (run.contains(key) ? run[key].dump() : "") + ", not a number of seconds");
+    if (run.contains("lost_workers")) {
+      const auto& lost = run["lost_workers"];
+      bool ranks = lost.is_array();
+      for (const auto& r : ranks ? lost : nlohmann::json::array())
+        ranks = ranks && r.is_number_integer() && r.get<std::int64_t>() >= 0;
+      check(ranks, mpath + ": run.lost_workers is " + lost.dump() + ", not a list of ranks");
+    }
+  }
   out.point = std::make_shared<resume_point>();
   out.point->step = m["step"].get<std::int64_t>();
   for (const auto& p : m["parts"]) {

@@ -65,8 +65,9 @@ sweep_axes take_variants(toml::table& root, const std::string& source) {
     check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
                           " must be a table of \"key\" = value");
     std::vector<std::string> sets;
+    const std::string in_variant = "[sweep.variants] " + std::string(label.str()) + ":";
     for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
-      check_key(source, key, x, "[sweep.variants] " + std::string(label.str()) + ":");
+      check_key(source, key, x, in_variant);
       sets.push_back(key + "=" + toml_text(x));
     });
     check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");

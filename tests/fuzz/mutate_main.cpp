@@ -6,6 +6,8 @@
 // interesting integers at any offset, inserted, deleted and duplicated
 // ranges, splices of two inputs) and feeds each result to the target.
 // The run is deterministic: the same arguments replay the same inputs.
+//   fuzz_X --write-seeds DIR   writes the target's seeds as files (the
+//   starting corpus of a libFuzzer run of fuzz_X_libfuzzer).
 // A crash is the sanitizer's report, and the input that caused it is
 // written to fuzz-crash-input.bin (under a sanitizer); exit status 0
 // otherwise.
@@ -105,10 +107,36 @@ private:
 
 } // namespace
 
+/// Writes the target's own seeds into `dir` as files, the starting corpus
+/// of a coverage-guided libFuzzer run (scripts/sanitize.sh libfuzzer).
+int write_seeds(const char* dir) {
+  std::filesystem::create_directories(dir);
+  const auto seeds = gwfuzz::seeds();
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    const auto path = std::filesystem::path(dir) / ("seed-" + std::to_string(i));
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(seeds[i].data()), static_cast<std::streamsize>(seeds[i].size()));
+    if (!out) {
+      std::fprintf(stderr, "could not write %s\n", path.c_str());
+      return 1;
+    }
+  }
+  std::printf("%zu seeds written to %s\n", seeds.size(), dir);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s ITERATIONS [SEED] [CORPUS_DIR...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s ITERATIONS [SEED] [CORPUS_DIR...]\n       %s --write-seeds DIR\n", argv[0],
+                 argv[0]);
     return 2;
+  }
+  if (std::strcmp(argv[1], "--write-seeds") == 0) {
+    if (argc != 3) {
+      std::fprintf(stderr, "usage: %s --write-seeds DIR\n", argv[0]);
+      return 2;
+    }
+    return write_seeds(argv[2]);
   }
   const long long iterations = std::atoll(argv[1]);
   const std::uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;

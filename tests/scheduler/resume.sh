@@ -179,6 +179,15 @@ refused truncated "part-worker-2.gwc: 3000 bytes" --resume "$tmp/cut" --from-ste
 cp -r "$tmp/ring" "$tmp/nomanifest"
 rm "$tmp/nomanifest/checkpoints/step-000000020/MANIFEST.json"
 refused no-manifest "no complete checkpoint of step 20" --resume "$tmp/nomanifest" --from-step 20
+# A manifest's "run" keys are typed before use (a string where seconds go
+# was json's own type error, naming neither file nor key).
+cp -r "$tmp/ring" "$tmp/badrun"
+/usr/bin/python3 -c "import json,sys; p=sys.argv[1]; m=json.load(open(p)); m['run']={'train_seconds': 'soon'}; json.dump(m, open(p, 'w'))" \
+  "$tmp/badrun/checkpoints/step-000000020/MANIFEST.json"
+refused run-seconds "MANIFEST.json: run.train_seconds is \"soon\", not a number of seconds" --resume "$tmp/badrun" --from-step 20
+/usr/bin/python3 -c "import json,sys; p=sys.argv[1]; m=json.load(open(p)); m['run']={'lost_workers': [1, 'x']}; json.dump(m, open(p, 'w'))" \
+  "$tmp/badrun/checkpoints/step-000000020/MANIFEST.json"
+refused run-lost "MANIFEST.json: run.lost_workers is \[1,\"x\"\], not a list of ranks" --resume "$tmp/badrun" --from-step 20
 refused other-model "the checkpoint is of model = \"mlp\", this run has \"lenet5\"" --resume "$tmp/ring" --from-step 20 \
   --set model.kind=\"lenet5\"
 refused other-workers "the checkpoint is of workers = 3, this run has 2" --resume "$ck" --set topology.workers=2
