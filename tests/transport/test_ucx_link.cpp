@@ -141,7 +141,9 @@ TEST_CASE("UCX link: TCP alone is recognised in a transport list") {
 TEST_CASE("UCX link: ring chunks by shared-memory reference arrive exact, are released, and bad references are refused") {
   std::vector<std::string> rejected;
   {
-    auto [l0, l1] = connected_pair("posix,cma", std::size_t{1} << 31, true, true);
+    auto links = connected_pair("posix,cma", std::size_t{1} << 31, true, true); // (lambdas below capture l0, l1:
+    auto& l0 = links.first;                                                     //  C++17 cannot capture a
+    auto& l1 = links.second;                                                    //  structured binding)
     // From here on this process's large tensors lie in rank 1's arena (the
     // link does not install its allocator: a job's setup does).
     arena_allocation in_rank1(l1->arena_allocator(), std::size_t{64} << 10);
@@ -320,7 +322,9 @@ TEST_CASE("UCX link: frames from one thread to one peer arrive in the order sent
   // actors' messages between two ranks keep their order (a readmission
   // before the re-form that follows it, say). Another thread polls the
   // link all the while, so the sender often finds the lock taken.
-  auto [l0, l1] = connected_pair("posix,cma");
+  auto links = connected_pair("posix,cma"); // (not a structured binding: the contender captures l1)
+  auto& l0 = links.first;
+  auto& l1 = links.second;
   constexpr std::uint64_t frames = 20000;
   std::atomic<std::uint64_t> got{0}, out_of_order{0};
   link::handlers h0;
