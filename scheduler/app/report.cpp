@@ -258,14 +258,25 @@ std::string sweep_body(const std::string& dir, const json& sw, report_outcome& o
 report_outcome write_report(const std::string& dir) {
   report_outcome out;
   std::string html;
-  if (fs::exists(dir + "/sweep.json")) {
-    const auto sw = read_json(dir + "/sweep.json");
-    const auto& pts = sw.value("points", json::array());
-    const std::string name = pts.empty() ? std::string("sweep") : pts.front().value("name", std::string("sweep"));
-    html = page("gradwire sweep: " + name, sweep_body(dir, sw, out));
-  } else if (fs::exists(dir + "/summary.json")) {
-    const auto s = read_json(dir + "/summary.json");
-    html = page("gradwire run: " + s.value("name", std::string("run")), run_body(dir, s, out));
+  // A results file edited by hand, or another program's, may hold a key of
+  // another type than gradwire writes: json's type error then becomes an
+  // error naming the file (the report reads several; the top one is named).
+  const bool sweep = fs::exists(dir + "/sweep.json");
+  const std::string top = dir + (sweep ? "/sweep.json" : "/summary.json");
+  if (sweep || fs::exists(top)) {
+    try {
+      if (sweep) {
+        const auto sw = read_json(top);
+        const auto& pts = sw.value("points", json::array());
+        const std::string name = pts.empty() ? std::string("sweep") : pts.front().value("name", std::string("sweep"));
+        html = page("gradwire sweep: " + name, sweep_body(dir, sw, out));
+      } else {
+        const auto s = read_json(top);
+        html = page("gradwire run: " + s.value("name", std::string("run")), run_body(dir, s, out));
+      }
+    } catch (const json::exception& e) {
+      throw error(top + " (or a file it names): a key of an unexpected type: " + e.what());
+    }
   } else {
     throw error(dir + ": neither summary.json (a run) nor sweep.json (a sweep) is here; give a results folder");
   }

@@ -200,5 +200,11 @@ TEST_CASE("a folder that is neither a run nor a sweep is a clear error") {
   CHECK_THROWS_WITH(write_report(dir), Catch::Contains(dir) && Catch::Contains("neither summary.json"));
   std::ofstream(dir + "/summary.json") << "{ not json";
   CHECK_THROWS_WITH(write_report(dir), Catch::Contains("summary.json: not valid JSON"));
+  // Valid JSON with a key of another type than gradwire writes: an error
+  // naming the file, not json's own type error.
+  for (const char* text : {R"({"name": 5})", R"({"name": "r", "status": ["done"]})"}) {
+    std::ofstream(dir + "/summary.json", std::ios::trunc) << text;
+    CHECK_THROWS_WITH(write_report(dir), Catch::Contains(dir + "/summary.json") && Catch::Contains("unexpected type"));
+  }
   fs::remove_all(dir);
 }
