@@ -112,7 +112,7 @@ tsan)
 fuzz)
   runs=${1:-10000000}
   configure build-asan "address,undefined"
-  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_lane fuzz_config fuzz_model
+  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_lane fuzz_config fuzz_model fuzz_checkpoint
   asan_env
   t=tests/fuzz
   build-asan/tests/fuzz_frame "$runs" "${SEED:-1}" $t/corpus/frame
