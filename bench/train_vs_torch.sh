@@ -45,7 +45,7 @@ for round in $(seq 1 "$ROUNDS"); do
     for _ in 1 2 3; do
       line=$($BIN --sgemm --threads $t)
       SGR[$t]+="$(echo "$line" | field sgemm_gflops) "
-      SGL[$t]=$(echo "$line" | sed -n 's/.*library=\([a-z]*\).*/\1/p')
+      SGL[$t]+="$(echo "$line" | field sgemm_gflops):$(echo "$line" | sed -n 's/.*library=\([a-z]*\).*/\1/p') "
     done
   done
   for model in $MODELS; do
@@ -65,7 +65,12 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 declare -A SG FL
-for t in 1 2; do SG[$t]=$(echo ${SGR[$t]} | tr ' ' '\n' | median); done
+for t in 1 2; do
+  SG[$t]=$(echo ${SGR[$t]} | tr ' ' '\n' | median)
+  # the library of the measurement nearest the median (the limit's own)
+  SGL[$t]=$(echo ${SGL[$t]} | tr ' ' '\n' | awk -F: -v m="${SG[$t]}" '
+    {d = $1 - m; d = d < 0 ? -d : d; if (NR == 1 || d < best) {best = d; lib = $2}} END {print lib}')
+done
 # Training FLOPs per sample (forward, weight gradients, input gradients of
 # all but the first trainable layer), as the bench binary computes them.
 for model in $MODELS; do FL[$model]=$($BIN --model $model --steps 1 --warmup 0 | field train_flops_per_sample); done

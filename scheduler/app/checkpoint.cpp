@@ -356,10 +356,11 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
             mpath + ": run." + key + " is " + (run.contains(key) ? run[key].dump() : "") + ", not a number of seconds");
     if (run.contains("lost_workers")) {
       const auto& lost = run["lost_workers"];
-      bool ranks = lost.is_array();
-      for (const auto& r : ranks ? lost : nlohmann::json::array())
-        ranks = ranks && r.is_number_integer() && r.get<std::int64_t>() >= 0;
-      check(ranks, mpath + ": run.lost_workers is " + lost.dump() + ", not a list of ranks");
+      check(lost.is_array() && std::all_of(lost.begin(), lost.end(),
+                                           [](const nlohmann::json& r) {
+                                             return r.is_number_integer() && r.get<std::int64_t>() >= 0;
+                                           }),
+            mpath + ": run.lost_workers is " + lost.dump() + ", not a list of ranks");
     }
   }
   out.point = std::make_shared<resume_point>();
@@ -384,7 +385,7 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
   }
   // Saved after a lost worker: the survivors' parts become workers 0 .. k-1
   // in rank order (the run resumes with k workers).
-  if (m.contains("run") && m["run"].is_object() && !m["run"].value("lost_workers", nlohmann::json::array()).empty()) {
+  if (m.contains("run") && !m["run"].value("lost_workers", nlohmann::json::array()).empty()) { // typed above
     std::map<int, std::shared_ptr<const actors::snapshot>> workers;
     for (auto it = out.point->parts.begin(); it != out.point->parts.end();) {
       int r = -1;

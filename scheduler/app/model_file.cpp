@@ -118,11 +118,10 @@ void load_model_bytes(const std::string& bytes, const std::string& path, models:
       const auto& name = specs[i].name;
       check(p.header.contains(name), path + ": no tensor " + name + " (a file of another model?)");
       const auto& t = p.header[name];
-      // (Each key's type is checked before it is read: json's value() and get() throw
-      // their own type errors, which say neither the file nor the tensor.)
-      check(t.is_object() && t.contains("dtype") && t["dtype"].is_string() && t["dtype"].get<std::string>() == "F32",
-            path + ": " + name + " is not F32" +
-              (t.is_object() && t.contains("dtype") ? " (dtype " + t["dtype"].dump() + ")" : std::string()));
+      // (Read as json, compared as json: value() with a string default throws json's
+      // own type error for a dtype of another type, naming neither file nor tensor.)
+      const auto dtype = t.is_object() ? t.value("dtype", nlohmann::json()) : nlohmann::json();
+      check(dtype == "F32", path + ": " + name + " is not F32 (dtype " + dtype.dump() + ")");
       check(t.contains("shape") && t["shape"] == nlohmann::json(specs[i].shape),
             path + ": " + name + " has shape " + (t.contains("shape") ? t["shape"].dump() : "?") + ", the model's is " +
               nlohmann::json(specs[i].shape).dump());
