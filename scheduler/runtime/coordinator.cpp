@@ -94,23 +94,32 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
     if (st.stopping && !st.pausing &&
         clock_type::now() - st.stop_sent > std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)))
       break;
-    self->receive([&](actors::done_atom, actors::worker_report rep) { st.on_done(std::move(rep)); },
-                  [&](actors::done_atom, actors::worker_report rep, bool) { st.on_lost(std::move(rep)); },
-                  [&](actors::step_atom, int rank, std::int64_t step, std::int64_t n) { st.on_step(rank, step, n); },
-                  [&](actors::eval_atom, std::int64_t step, actors::slice params, actors::slice state) {
-                    st.on_eval_snapshot(step, params, state);
-                  },
-                  [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
-                  [&](actors::pause_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
-                  [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-                    if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
-                      st.on_snapshot(self, meta, floats);
-                  },
-                  [&](actors::reform_atom, int rank, std::int64_t steps, bool abandoned) {
-                    st.on_reform_reply(rank, steps, abandoned);
-                  },
-                  [&](actors::reform_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
-                  caf::after(std::chrono::milliseconds(250)) >> [] {});
+    const auto receive_one = [&](std::chrono::milliseconds wait) {
+      bool got = true;
+      self->receive([&](actors::done_atom, actors::worker_report rep) { st.on_done(std::move(rep)); },
+                    [&](actors::done_atom, actors::worker_report rep, bool) { st.on_lost(std::move(rep)); },
+                    [&](actors::step_atom, int rank, std::int64_t step, std::int64_t n) { st.on_step(rank, step, n); },
+                    [&](actors::eval_atom, std::int64_t step, actors::slice params, actors::slice state) {
+                      st.on_eval_snapshot(step, params, state);
+                    },
+                    [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
+                    [&](actors::pause_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
+                    [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
+                      if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
+                        st.on_snapshot(self, meta, floats);
+                    },
+                    [&](actors::reform_atom, int rank, std::int64_t steps, bool abandoned) {
+                      st.on_reform_reply(rank, steps, abandoned);
+                    },
+                    [&](actors::reform_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
+                    caf::after(wait) >> [&] { got = false; });
+      return got;
+    };
+    receive_one(std::chrono::milliseconds(250));
+    // A late coordinator (a loaded machine) finds steps waiting in its
+    // mailbox: read them before anyone is judged silent.
+    for (int k = 0; k < 4096 && st.any_silent() && receive_one(std::chrono::milliseconds(0)); ++k) {
+    }
     st.check_silence();
     st.take_held();
   }

@@ -228,6 +228,14 @@ struct coordinator_state {
       on_metrics(m);
   }
 
+  /// Some worker unheard for longer than the timeout (not yet acted on).
+  bool any_silent() const {
+    for (std::size_t r = 0; r < n; ++r)
+      if (!finished[r] && clock_type::now() - last_seen[r] > timeout)
+        return true;
+    return false;
+  }
+
   void check_silence() {
     for (std::size_t r = 0; r < n && out.failure.empty() && !stopping; ++r) {
       if (finished[r] || clock_type::now() - last_seen[r] <= timeout)

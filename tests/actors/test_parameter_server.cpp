@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
 
 using namespace gradwire;
 using namespace gradwire::models;
@@ -158,12 +159,13 @@ TEST_CASE("async PS: a slowed worker's gradients are staler than the others'") {
   setup.spec.hidden = {256, 128}; // compute (what slowdown multiplies) must dominate messaging
   setup.batch_size = 64;
   setup.opt.momentum = 0.f;
-  setup.steps = 20;
-  // A fixed 50 ms per step (the fast ones take ~1 ms, a few on a loaded
-  // machine, where their own staleness reached 5 while 12 steps of 30 ms
-  // capped the slow one's near 10), not a multiple of a compute time that
-  // other tests running beside this one can stretch.
-  setup.worker_delay_ms = {0.0, 0.0, 50.0};
+  setup.steps = 10;
+  // A fixed 300 ms per step, not a multiple of a compute time that other
+  // tests running beside this one can stretch. The fast ones take ~1 ms, and
+  // up to ~25 ms under ASan beside another test, where 50 ms let the slow
+  // one see only 6 pushes a step against the fast ones' 3: its first step
+  // now spans 20 or more of theirs even then.
+  setup.worker_delay_ms = {0.0, 0.0, 300.0};
   auto out = scheduler::run_topology(*env.sys, setup, data);
   auto max_of = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
@@ -264,20 +266,51 @@ TEST_CASE("a run far longer than the timeout succeeds: silence, not duration, is
   auto setup = small_setup(2, 1, true);
   setup.spec.hidden = {256, 128};
   setup.batch_size = 64;
-  setup.steps = 30;
-  setup.worker_delay_ms = {40.0, 40.0}; // ~40 ms a step: ~1.2 s in all (a fixed delay: a slowdown
+  setup.steps = 40;
+  setup.worker_delay_ms = {40.0, 40.0}; // ~40 ms a step: ~1.6 s in all (a fixed delay: a slowdown
                                         // multiplier would also multiply contention from other tests)
-  setup.timeout = std::chrono::milliseconds(500);
+  // 25 steps to a timeout: a step under TSan beside another test took over
+  // 500 ms (12 steps) once.
+  setup.timeout = std::chrono::milliseconds(1000);
   std::int64_t last_steps = 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto out = scheduler::run_topology(*env.sys, setup, data,
                                              [&](std::int64_t steps, std::int64_t) { last_steps = steps; });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  INFO("ran " << secs << " s with a 0.5 s timeout");
-  CHECK(secs > 0.8);
-  CHECK(last_steps == 2 * 30);
+  INFO("ran " << secs << " s with a 1 s timeout");
+  CHECK(secs > 1.2);
+  CHECK(last_steps == 2 * 40);
   for (const auto& rep : out.reports)
-    CHECK(rep.steps == 30);
+    CHECK(rep.steps == 40);
+}
+
+TEST_CASE("a coordinator held up past the timeout reads the steps waiting for it before it calls anyone silent") {
+  // A loaded machine can keep the coordinator's thread from running for
+  // longer than the timeout while the workers go on stepping. Here its
+  // progress callback holds it 1.5 s (the timeout is 1 s) once, at the 10th
+  // step: both workers' steps meanwhile wait in its mailbox, and neither
+  // worker was silent.
+  actor_env env;
+  auto data = make_synthetic(2048, 1, 28, 28, 10, 10);
+  auto setup = small_setup(2, 1, false); // async: the workers do not wait for each other
+  setup.steps = 60;
+  setup.worker_delay_ms = {40.0, 40.0};
+  setup.timeout = std::chrono::milliseconds(1000);
+  bool held = false;
+  std::int64_t last_steps = 0;
+  auto out = scheduler::run_topology(*env.sys, setup, data, [&](std::int64_t steps, std::int64_t) {
+    last_steps = steps;
+    if (!held && steps >= 10) {
+      held = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    }
+  });
+  CHECK(held);
+  CHECK(last_steps == 2 * 60);
+  for (const auto& rep : out.reports) {
+    CHECK(rep.error.empty());
+    CHECK(rep.steps == 60);
+  }
 }
 
 TEST_CASE("a worker silent for longer than the timeout is reported by rank") {
