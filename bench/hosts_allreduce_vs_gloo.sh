@@ -22,6 +22,7 @@
 # memory, between the ranks of a host), where gradwire's communicator sums
 # hierarchically and OpenMPI's tuned algorithms run flat. PER=3,1 gives
 # each host its own count (unequal nodes, one count per host).
+# GW_ARGS adds options to gradwire's runs, e.g. GW_ARGS="--comm-algo ring".
 #
 #   sudo [HOSTS=4] [PER=2|PER=3,1] bench/hosts_allreduce_vs_gloo.sh [ROUNDS]
 #       (root; python3-torch, iperf3, openmpi-bin libopenmpi-dev; a build in build/)
@@ -29,6 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 HOSTS=${HOSTS:-2}
+GW_ARGS=${GW_ARGS:-}
 PER=${PER:-1}
 export GW_RANKS_PER_HOST=$PER
 IFS=, read -r -a per_host <<<"$PER"
@@ -58,7 +60,7 @@ for r in $(seq "$ROUNDS"); do
   for range in "${RANGES[@]}"; do
     read -r lo hi iters warm <<<"$range"
     GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh "$HOSTS" -- "$GW" bench allreduce -b "$lo" -e "$hi" -f 4 \
-      -n "$iters" -w "$warm" --engine comm || { cat "$tmp/g$r"/*; exit 1; }
+      -n "$iters" -w "$warm" --engine comm $GW_ARGS || { cat "$tmp/g$r"/*; exit 1; }
     awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $6}' "$tmp/g$r/rank-0.txt" >>"$tmp/g$r.txt"
   done
   GW_HOSTS_LOG=$tmp/t$r scripts/emulated_hosts.sh "$HOSTS" -- $PY bench/torch_allreduce.py -b 1024 -e 16777216 -f 4 -n 50 -w 10 ||
