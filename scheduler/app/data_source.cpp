@@ -64,7 +64,11 @@ data_pair load_data(run_config& cfg) {
         cfg.source + ": data.dataset = \"" + cfg.dataset + "\"" + (cfg.data_path.empty() ? "" : " at " + cfg.data_path) +
           ": the training images are " + shape(d.train) + ", the test images " + shape(d.test) +
           ": a model needs one shape");
-  check(d.train.size() > 0, cfg.source + ": data.dataset = \"" + cfg.dataset + "\" has no training samples");
+  const auto where = cfg.source + ": data.dataset = \"" + cfg.dataset + "\"" +
+                     (cfg.data_path.empty() ? "" : " at " + cfg.data_path);
+  check(d.train.size() > 0, where + " has no training samples");
+  // (Evaluated on nothing, a run would report 0% test accuracy as if measured.)
+  check(d.test.size() > 0, where + " has no test samples");
   d.train.keep_first(cfg.train_subset); // in place: head() would copy 188 MB when keeping all
   d.test.keep_first(cfg.test_subset);
   if (cfg.normalize) {

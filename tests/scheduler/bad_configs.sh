@@ -178,6 +178,18 @@ inv config_big 'config file big.toml is 2000000 bytes: more than' run big.toml -
 # data
 printf '[data]\ndataset = "fashion-mnist"\npath = "%s/nowhere"\n' "$tmp" > data_missing.toml
 inv data_missing 'nowhere' run data_missing.toml -q --no-report --out "$tmp/out-data"
+# IDX files whose test split holds no images: an error, not "0% test accuracy".
+mkdir -p idx0
+python3 - idx0 <<'PY'
+import struct, sys
+def write(stem, n, magic, dims):
+    with open(f"{sys.argv[1]}/{stem}", "wb") as f:
+        f.write(struct.pack(">" + "I" * (2 + len(dims)), magic, n, *dims) + bytes(n * (dims[0] * dims[1] if dims else 1)))
+write("train-images-idx3-ubyte", 8, 0x803, [28, 28]); write("train-labels-idx1-ubyte", 8, 0x801, [])
+write("t10k-images-idx3-ubyte", 0, 0x803, [28, 28]); write("t10k-labels-idx1-ubyte", 0, 0x801, [])
+PY
+printf '[data]\ndataset = "fashion-mnist"\npath = "%s/idx0"\n' "$tmp" > data_notest.toml
+inv data_notest 'data_notest.toml: data.dataset = "fashion-mnist" at .*/idx0 has no test samples' run data_notest.toml -q --no-report --out "$tmp/out-notest"
 # results folder
 printf '[experiment]\nname = "r"\n[train]\nmax_steps = 2\n[data]\ndataset = "synthetic"\nsynthetic_train = 256\nsynthetic_test = 64\n' > rerun.toml
 "$gw" run rerun.toml -q --no-report --out "$tmp/out-rerun" > /dev/null 2>&1 || { echo "FAIL: the first run of rerun.toml failed" >&2; failed=$((failed + 1)); }
