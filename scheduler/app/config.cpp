@@ -197,6 +197,12 @@ void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind");
   c.mode = r.str("topology.mode");
   c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
+  // A worker count asked for on the command line (or a sweep's axis) that
+  // a single worker would ignore: every point of a scaling sweep the same run.
+  check(c.topology != "single" || c.workers == 1 || r.overridden.count("topology.workers") == 0,
+        r.loc("topology.workers") + " = " + std::to_string(c.workers) +
+          ", but topology.kind = \"single\" trains one worker: choose a topology of several workers "
+          "(e.g. --set topology.kind=\"ring\")");
   auto& ps = c.ps;
   ps.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
   ps.sync = c.mode == "sync";

@@ -59,7 +59,7 @@ const std::vector<key_spec>& config_schema() {
     {"topology.mode", vt::string, "\"sync\"", {"sync", "async", "ssp"},
      "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound"},
     {"topology.staleness_bound", vt::integer, "2", {}, "ssp: a worker at step c waits until every worker has done c - bound steps"},
-    {"topology.workers", vt::integer, "2", {}, "parameter-server: number of workers"},
+    {"topology.workers", vt::integer, "2", {}, "number of workers (every topology.kind but \"single\", which trains one)"},
     {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards"},
     {"topology.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
     {"topology.dc_lambda", vt::number, "0.0", {}, "async: DC-ASGD delay compensation g + lambda*g*g*(w - w_read) (0 = off; try 0.04)"},

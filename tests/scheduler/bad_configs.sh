@@ -178,6 +178,11 @@ inv config_big 'config file big.toml is 2000000 bytes: more than' run big.toml -
 # data
 printf '[data]\ndataset = "fashion-mnist"\npath = "%s/nowhere"\n' "$tmp" > data_missing.toml
 inv data_missing 'nowhere' run data_missing.toml -q --no-report --out "$tmp/out-data"
+# A worker count that topology.kind = "single" would ignore (a scaling sweep of identical runs).
+inv single_workers '--set topology.workers = 4, but topology.kind = "single" trains one worker' \
+  run "$src/examples/default.toml" --set topology.workers=4 -q --no-report --out "$tmp/out-single4"
+inv single_sweep '--set topology.workers = 2, but topology.kind = "single" trains one worker' \
+  run "$src/examples/default.toml" --sweep topology.workers=1,2 -q --no-report --out "$tmp/out-single-sweep"
 # IDX files whose test split holds no images: an error, not "0% test accuracy".
 mkdir -p idx0
 python3 - idx0 <<'PY'
