@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,9 +123,21 @@ std::string figures(const plot_outcome& po, const std::vector<plot_spec>& specs)
 }
 
 std::string run_body(const std::string& dir, const json& s, report_outcome& out) {
-  const auto records = read_records(dir + "/metrics.jsonl");
+  std::vector<std::string> skipped;
+  const auto records = read_records(dir + "/metrics.jsonl", &skipped);
   std::string h = "<p class=\"meta\">" + esc(s.value("description", s.value("topology", std::string("single")))) + " — " +
-                  esc(s.value("status", std::string("?"))) + "</p>\n<h2>Summary</h2>\n";
+                  esc(s.value("status", std::string("?"))) + "</p>\n";
+  if (!skipped.empty()) { // the curves lack these records: say so on the page and here
+    std::string lines;
+    for (std::size_t i = 0; i < skipped.size() && i < 5; ++i)
+      lines += (i ? "; " : "") + skipped[i];
+    if (skipped.size() > 5)
+      lines += "; and " + std::to_string(skipped.size() - 5) + " more";
+    const auto what = dir + "/metrics.jsonl: " + std::to_string(skipped.size()) + " line(s) skipped (" + lines + ")";
+    std::fprintf(stderr, "gradwire report: %s\n", what.c_str());
+    h += "<p class=\"meta\">" + esc(what) + "</p>\n";
+  }
+  h += "<h2>Summary</h2>\n";
   std::vector<std::vector<std::string>> rows;
   for (const char* k : {"topology", "mode", "workers", "processes", "shards", "model", "parameters", "dataset", "batch_size",
                         "threads_per_worker", "optimizer", "lr", "steps", "steps_per_worker", "budget", "budget_samples",

@@ -106,14 +106,22 @@ plot_series over_repeats(const std::string& title, const std::vector<plot_series
 
 } // namespace
 
-/// metrics.jsonl's records; a torn last line (an interrupted run) is skipped.
-std::vector<json> read_records(const std::string& path) {
+std::vector<json> read_records(const std::string& path, std::vector<std::string>* skipped) {
   std::vector<json> out;
   std::ifstream in(path);
+  std::size_t n = 0;
   for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.empty())
+      continue;
     auto j = json::parse(line, nullptr, false);
-    if (j.is_object())
+    if (j.is_object()) {
       out.push_back(std::move(j));
+      continue;
+    }
+    if (skipped != nullptr) // (eof: the line had no newline, as a run cut off while writing leaves it)
+      skipped->push_back("line " + std::to_string(n) + (in.eof() ? ": cut off (the last line, with no newline)"
+                                                                : ": not a JSON object"));
   }
   return out;
 }

@@ -13,8 +13,10 @@
 
 namespace gradwire::scheduler {
 
-/// metrics.jsonl's records; a torn last line (an interrupted run) is skipped.
-std::vector<nlohmann::json> read_records(const std::string& path);
+/// metrics.jsonl's records. A line that is not a JSON object is skipped,
+/// and said in `skipped` ("line 57: not a JSON object"; a torn last line,
+/// an interrupted run's, as cut off).
+std::vector<nlohmann::json> read_records(const std::string& path, std::vector<std::string>* skipped = nullptr);
 
 /// A run's plots: loss and accuracy against time, steps, samples and
 /// epochs; each worker's time split; staleness histograms and staleness

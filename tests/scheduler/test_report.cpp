@@ -194,6 +194,24 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
   fs::remove(cfg_path);
 }
 
+TEST_CASE("metrics.jsonl lines that are not records are skipped and named on the page: a bad line and a torn last one") {
+  gnuplot_env none("/nonexistent/gnuplot"); // the tables are enough here
+  const auto dir = async_ps_run("torn");
+  auto text = slurp(dir + "/metrics.jsonl");
+  REQUIRE(count(text, "\n") >= 3);
+  const auto first = text.find('\n');
+  // Line 2 becomes garbage; the last line loses its end (a run cut off mid-write).
+  text.insert(first + 1, std::string("\x01 not json\n"));
+  text.resize(text.size() - 10);
+  std::ofstream(dir + "/metrics.jsonl", std::ios::trunc) << text;
+  const auto lines = count(text, "\n") + 1;
+  auto r = write_report(dir);
+  const auto html = slurp(r.html);
+  CHECK(html.find("metrics.jsonl: 2 line(s) skipped (line 2: not a JSON object; line " + std::to_string(lines) +
+                  ": cut off (the last line, with no newline))") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a folder that is neither a run nor a sweep is a clear error") {
   const auto dir = fresh_dir("empty");
   fs::create_directories(dir);
