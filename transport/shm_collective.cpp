@@ -116,7 +116,9 @@ struct shm_allreduce::impl {
           continue;
         if (load(&hdr(q)->aborted) != 0)
           fail(who(q) + " gave up (its allreduce failed) at piece " + std::to_string(g));
-        if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms))
+        // (Looked at again after the clock: a thread held off the CPU past
+        // the timeout must not blame a rank that wrote meanwhile.)
+        if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms) && load(f) < g)
           fail("no word from " + who(q) + " for " + std::to_string(timeout_ms) + " ms (waiting for its " +
                what + " slices of piece " + std::to_string(g) + ")");
       }
