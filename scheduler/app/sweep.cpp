@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 namespace gradwire::scheduler {
 
@@ -108,6 +109,19 @@ void write_sweep(const std::string& out_dir, const std::vector<sweep_point>& don
 std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
                       const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs) {
   check(!axes.empty(), "a sweep needs at least one --sweep KEY=V1,V2,...");
+  // A key varied twice is set twice per point, the later value winning:
+  // points labelled apart that run alike.
+  std::set<std::string> varied;
+  for (const auto& a : axes)
+    check(varied.insert(a.key).second,
+          "the sweep varies " + a.key + " twice: give all its values in one --sweep " + a.key + "=V1,V2,...");
+  for (const auto& a : axes)
+    for (std::size_t v = 0; v < a.sets.size(); ++v)
+      for (const auto& set : a.sets[v]) {
+        const auto key = set.substr(0, set.find('='));
+        check(varied.count(key) == 0, "[sweep.variants] \"" + a.values[v] + "\" sets " + key +
+                                        ", which the sweep also varies (its values would replace the variant's)");
+      }
   auto base = load_config(config_path, overrides); // errors in the config itself surface before any run
   if (out_dir.empty())
     out_dir = (base.out.empty() ? "results/" + base.name : base.out) + "-sweep";
