@@ -115,6 +115,10 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
   for (const auto& a : axes)
     check(varied.insert(a.key).second,
           "the sweep varies " + a.key + " twice: give all its values in one --sweep " + a.key + "=V1,V2,...");
+  for (const auto& o : overrides) {
+    const auto key = o.substr(0, o.find('='));
+    check(varied.count(key) == 0, "--set " + key + " is also swept: the sweep's values would replace it (drop one)");
+  }
   for (const auto& a : axes)
     for (std::size_t v = 0; v < a.sets.size(); ++v)
       for (const auto& set : a.sets[v]) {

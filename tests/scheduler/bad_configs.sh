@@ -181,6 +181,8 @@ inv data_missing 'nowhere' run data_missing.toml -q --no-report --out "$tmp/out-
 # A key swept twice, and a variant that sets a key the grid varies: points labelled apart that run alike.
 inv sweep_twice 'the sweep varies topology.workers twice: give all its values in one --sweep' \
   run "$src/examples/ring.toml" --sweep topology.workers=1,2 --sweep topology.workers=3 -q --no-report --out "$tmp/out-twice"
+inv sweep_and_set '--set topology.workers is also swept' \
+  run "$src/examples/ring.toml" --set topology.workers=4 --sweep topology.workers=1,2 -q --no-report --out "$tmp/out-setsweep"
 printf '[topology]\nkind = "ring"\n[sweep]\n"topology.workers" = [2, 4]\n[sweep.variants]\none = { "topology.workers" = 1 }\ntwo = { "train.lr" = 0.1 }\n' > variant_grid.toml
 inv sweep_variant_grid '\[sweep.variants\] "one" sets topology.workers, which the sweep also varies' run variant_grid.toml -q --no-report --out "$tmp/out-vg"
 # A worker count that topology.kind = "single" would ignore (a scaling sweep of identical runs).
