@@ -138,11 +138,11 @@ void add_header(sweep_table& t, const std::vector<std::string>& keys) {
     t.csv += k + ",";
   }
   t.md += "runs | samples/s | speedup | efficiency | test accuracy | time to target (s) | final loss | staleness mean | "
-          "staleness p99 | slowest workers' p99 | waiting for slower | exchange | workers lost |\n|";
+          "staleness p99 | slowest workers' p99 | waiting for slower | exchange | workers lost | unfinished runs |\n|";
   t.csv += "runs,samples_per_sec,samples_per_sec_sd,speedup,efficiency,final_test_accuracy,final_test_accuracy_sd,"
            "time_to_target,final_loss,staleness_mean,staleness_p99,slowest_workers_staleness_p99,imbalance,exchange,"
-           "workers_lost\n";
-  for (std::size_t k = 0; k < keys.size() + 13; ++k)
+           "workers_lost,unfinished\n";
+  for (std::size_t k = 0; k < keys.size() + 14; ++k)
     t.md += "---|";
   t.md += "\n";
 }
@@ -159,6 +159,11 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
   for (const auto* p : ps)
     lost += static_cast<double>(p->summary.value("faults", nlohmann::json::array()).size());
   lost /= static_cast<double>(ps.size());
+  // Runs stopped early (a sweep interrupted in its last point) or failed:
+  // their figures are not the configuration's, and the row says so.
+  std::size_t unfinished = 0;
+  for (const auto* p : ps)
+    unfinished += p->summary.value("status", std::string("completed")) != "completed";
   // Efficiency only where the worker count varies; otherwise speedup is
   // the throughput relative to the first row.
   const double eff = b.same_workers ? std::nan("") : speedup * b.workers / w;
@@ -174,7 +179,7 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
               {"final_test_accuracy", acc.mean}, {"time_to_target", or_null(ttt.mean)}, {"final_loss", loss.mean},
               {"staleness_mean", sm.mean}, {"staleness_p99", sp.mean},
               {"slowest_workers_staleness_p99", or_null(slow.mean)}, {"imbalance", or_null(imb.mean)},
-              {"exchange", or_null(exch.mean)}, {"workers_lost", lost}});
+              {"exchange", or_null(exch.mean)}, {"workers_lost", lost}, {"unfinished", unfinished}});
   t.rows.push_back(row);
   std::size_t reached = 0;
   for (const auto* p : ps)
@@ -182,14 +187,15 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
   auto ttt_cell = cell(ttt, "{:.2f}");
   if (reached > 0 && reached < ps.size())
     ttt_cell += fmt::format(" ({} of {})", reached, ps.size());
-  t.md += fmt::format("{} | {} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} |\n", ps.size(), cell(thr, "{:.0f}"),
+  t.md += fmt::format("{} | {} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} | {} |\n", ps.size(), cell(thr, "{:.0f}"),
                       speedup, std::isnan(eff) ? std::string("n/a") : fmt::format("{:.0f}%", 100 * eff),
                       cell(acc, "{:.2f}%", 100), ttt_cell, cell(loss, "{:.4f}"), cell(sm, "{:.2f}"), cell(sp, "{:.1f}"),
-                      cell(slow, "{:.1f}"), cell(imb, "{:.1f}%", 100), cell(exch, "{:.1f}%", 100), lost);
-  t.csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.5f},{:.3f},{:.1f},{:.1f},{:.4f},{:.4f},{:.3g}\n",
+                      cell(slow, "{:.1f}"), cell(imb, "{:.1f}%", 100), cell(exch, "{:.1f}%", 100), lost,
+                      unfinished == 0 ? std::string("0") : fmt::format("**{} of {}**", unfinished, ps.size()));
+  t.csv += fmt::format("{},{:.1f},{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.5f},{:.3f},{:.1f},{:.1f},{:.4f},{:.4f},{:.3g},{}\n",
                        ps.size(), thr.mean, std::isnan(thr.sd) ? 0.0 : thr.sd, speedup, eff, acc.mean,
                        std::isnan(acc.sd) ? 0.0 : acc.sd, ttt.mean, loss.mean, sm.mean, sp.mean, slow.mean, imb.mean,
-                       exch.mean, lost);
+                       exch.mean, lost, unfinished);
 }
 
 } // namespace

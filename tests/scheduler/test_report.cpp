@@ -5,6 +5,7 @@
 #include "scheduler/app/plot.hpp"
 #include "scheduler/app/report.hpp"
 #include "scheduler/app/sweep.hpp"
+#include "scheduler/app/sweep_table.hpp"
 #include "scheduler/app/topology_run.hpp"
 
 #include "temp_dir.hpp"
@@ -210,6 +211,23 @@ TEST_CASE("metrics.jsonl lines that are not records are skipped and named on the
   CHECK(html.find("metrics.jsonl: 2 line(s) skipped (line 2: not a JSON object; line " + std::to_string(lines) +
                   ": cut off (the last line, with no newline))") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a sweep table marks the rows whose runs did not finish: an interrupted last point is not a result") {
+  const std::vector<sweep_axis> axes = {{"topology.workers", {"1", "2"}, {}}};
+  auto summary = [](int workers, const char* status) {
+    return nlohmann::json{{"workers", workers}, {"status", status}, {"samples_per_sec", 1000.0 * workers},
+                          {"final_test_accuracy", 0.8}, {"final_loss", 0.5}};
+  };
+  const std::vector<sweep_point> done = {{{"1"}, summary(1, "completed")}, {{"2"}, summary(2, "interrupted")}};
+  const auto t = make_sweep_table(done, axes);
+  REQUIRE(t.rows.size() == 2);
+  CHECK(t.rows[0]["unfinished"] == 0);
+  CHECK(t.rows[1]["unfinished"] == 1);
+  CHECK(t.md.find("| unfinished runs |") != std::string::npos);
+  CHECK(t.md.find("| **1 of 1** |") != std::string::npos);
+  CHECK(t.csv.find(",unfinished\n") != std::string::npos);
+  CHECK(t.csv.substr(t.csv.size() - 3) == ",1\n");
 }
 
 TEST_CASE("a folder that is neither a run nor a sweep is a clear error") {
