@@ -16,8 +16,9 @@ const char* env(const char* name) {
 long env_long(const char* name, const char* v, long limit) {
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  check(end && *end == '\0' && x >= 0 && x < limit,
-        std::string("environment variable ") + name + "='" + v + "' is not a valid number");
+  check(end && end != v && *end == '\0', std::string("environment variable ") + name + "='" + v + "' is not a valid number");
+  check(x >= 0 && x < limit, std::string("environment variable ") + name + "='" + v + "' is out of range [0, " +
+                               std::to_string(limit - 1) + "]");
   return x;
 }
 

@@ -99,6 +99,15 @@ TEST_CASE("launch env: mpirun and bad variables") {
     scoped_env e{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_NODES", "3"}};
     CHECK_THROWS_AS(detect_launch(), gradwire::error); // across nodes, no node list
   }
+  // A number too large is said to be out of range, not "not a number".
+  {
+    scoped_env e{{"GRADWIRE_RANK", "0"}, {"GRADWIRE_SIZE", "99999999"}};
+    CHECK_THROWS_WITH(detect_launch(), Catch::Contains("GRADWIRE_SIZE='99999999' is out of range [0, 16777215]"));
+  }
+  {
+    scoped_env e{{"GRADWIRE_RANK", "0"}, {"GRADWIRE_SIZE", "2x"}};
+    CHECK_THROWS_WITH(detect_launch(), Catch::Contains("GRADWIRE_SIZE='2x' is not a valid number"));
+  }
 }
 
 TEST_CASE("host numbers: each rank's host numbered in the order of the host's lowest rank") {
