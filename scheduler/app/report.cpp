@@ -290,6 +290,14 @@ report_outcome write_report(const std::string& dir) {
     } catch (const json::exception& e) {
       throw error(top + " (or a file it names): a key of an unexpected type: " + e.what());
     }
+  } else if (fs::exists(dir + "/metrics.jsonl")) {
+    // A run killed before it wrote its summary (SIGKILL, out of memory, a
+    // lost node), or one still running: its curves are in metrics.jsonl.
+    const json s = {{"description", "its config: config.toml"},
+                    {"status", "unfinished: no summary.json (the run was killed, or is still running); "
+                               "the curves are metrics.jsonl's records so far"}};
+    std::fprintf(stderr, "gradwire report: %s has no summary.json: the curves only\n", dir.c_str());
+    html = page("gradwire run (unfinished): " + fs::path(dir).filename().string(), run_body(dir, s, out));
   } else {
     throw error(dir + ": neither summary.json (a run) nor sweep.json (a sweep) is here; give a results folder");
   }

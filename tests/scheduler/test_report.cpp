@@ -213,6 +213,17 @@ TEST_CASE("metrics.jsonl lines that are not records are skipped and named on the
   fs::remove_all(dir);
 }
 
+TEST_CASE("a run killed before its summary still gets its curves from metrics.jsonl, and the page says it is unfinished") {
+  const auto dir = async_ps_run("killed");
+  fs::remove(dir + "/summary.json"); // as SIGKILL mid-run leaves the folder
+  auto r = write_report(dir);
+  const auto html = slurp(r.html);
+  CHECK(html.find("unfinished: no summary.json") != std::string::npos);
+  if (!find_gnuplot().empty())
+    CHECK(r.plots >= 4); // loss and accuracy against time and steps, from the records
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a sweep table marks the rows whose runs did not finish: an interrupted last point is not a result") {
   const std::vector<sweep_axis> axes = {{"topology.workers", {"1", "2"}, {}}};
   auto summary = [](int workers, const char* status) {
