@@ -414,9 +414,14 @@ int dispatch(cli_args& a, int argc, char** argv) {
   const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
   const auto axes = sweep_axes(a, base, ranks, launched_child);
   if (!axes.empty()) {
-    auto dir = gradwire::scheduler::run_sweep(a.config_path, a.overrides, axes, a.out_dir, run_options_of(a), a.procs);
+    std::vector<std::string> failed;
+    auto dir =
+      gradwire::scheduler::run_sweep(a.config_path, a.overrides, axes, a.out_dir, run_options_of(a), a.procs, &failed);
     if (!a.no_report)
       report_on(dir);
+    if (!failed.empty())
+      throw gradwire::error(std::to_string(failed.size()) + " point(s) of the sweep failed (rows marked unfinished in " +
+                            dir + "/sweep.md); the first: " + failed.front());
     return g_stop ? 130 : 0;
   }
   if (base && base->topology == "single")

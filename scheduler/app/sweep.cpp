@@ -107,7 +107,8 @@ void write_sweep(const std::string& out_dir, const std::vector<sweep_point>& don
 } // namespace
 
 std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
-                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs) {
+                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs,
+                      std::vector<std::string>* failed) {
   check(!axes.empty(), "a sweep needs at least one --sweep KEY=V1,V2,...");
   // A key varied twice is set twice per point, the later value winning:
   // points labelled apart that run alike.
@@ -136,6 +137,7 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     load_config(config_path, plan_point(axes, overrides, i).overrides);
   claim_results_folder(out_dir, opts.force, "sweep");
   std::vector<sweep_point> done;
+  std::vector<std::string> failures;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < points; ++i) {
     const auto pp = plan_point(axes, overrides, i);
@@ -145,7 +147,15 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "gradwire sweep: point %zu of %zu: %s%s\n", i + 1, points, pp.label.c_str(),
                  i ? fmt::format(" (ETA {:.0f} s)", elapsed / static_cast<double>(i) * static_cast<double>(points - i)).c_str() : "");
-    sweep_point p{pp.values, run_point(config_path, pp, std::move(cfg), procs, opts, fmt::format("{} of {}", i + 1, points))};
+    const int workers = cfg.topology == "single" ? 1 : cfg.workers;
+    sweep_point p{pp.values, {}};
+    try {
+      p.summary = run_point(config_path, pp, std::move(cfg), procs, opts, fmt::format("{} of {}", i + 1, points));
+    } catch (const std::exception& e) { // the other points still run, and the table keeps what is done
+      std::fprintf(stderr, "gradwire sweep: point %zu of %zu (%s) failed: %s\n", i + 1, points, pp.label.c_str(), e.what());
+      p.summary = {{"status", "failed"}, {"error", e.what()}, {"workers", workers}};
+      failures.push_back(fmt::format("point {} ({}): {}", i + 1, pp.label, e.what()));
+    }
     p.summary["sweep_point"] = pp.label;
     p.summary["point_dir"] = point_dir;
     done.push_back(std::move(p));
@@ -154,6 +164,8 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
   }
   check(!done.empty(), "the sweep was stopped before its first point finished");
   write_sweep(out_dir, done, make_sweep_table(done, axes));
+  if (failed != nullptr)
+    *failed = failures;
   return out_dir;
 }
 

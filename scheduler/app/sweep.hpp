@@ -37,7 +37,10 @@ sweep_axis parse_sweep(const std::string& text);
 /// as a job of n local processes (`--procs n`), -1 as one of as many
 /// processes as the point's topology.workers (the scaling study across
 /// processes); a point of one worker always runs here.
+/// A point that fails (its run throws) is a row marked unfinished, and the
+/// other points still run; `failed` receives "point i (label): why" for each.
 std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
-                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs = 0);
+                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs = 0,
+                      std::vector<std::string>* failed = nullptr);
 
 } // namespace gradwire::scheduler

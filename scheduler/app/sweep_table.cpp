@@ -187,8 +187,8 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
   auto ttt_cell = cell(ttt, "{:.2f}");
   if (reached > 0 && reached < ps.size())
     ttt_cell += fmt::format(" ({} of {})", reached, ps.size());
-  t.md += fmt::format("{} | {} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} | {} |\n", ps.size(), cell(thr, "{:.0f}"),
-                      speedup, std::isnan(eff) ? std::string("n/a") : fmt::format("{:.0f}%", 100 * eff),
+  t.md += fmt::format("{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} | {} |\n", ps.size(), cell(thr, "{:.0f}"),
+                      std::isnan(speedup) ? std::string("n/a") : fmt::format("{:.2f}", speedup), std::isnan(eff) ? std::string("n/a") : fmt::format("{:.0f}%", 100 * eff),
                       cell(acc, "{:.2f}%", 100), ttt_cell, cell(loss, "{:.4f}"), cell(sm, "{:.2f}"), cell(sp, "{:.1f}"),
                       cell(slow, "{:.1f}"), cell(imb, "{:.1f}%", 100), cell(exch, "{:.1f}%", 100), lost,
                       unfinished == 0 ? std::string("0") : fmt::format("**{} of {}**", unfinished, ps.size()));

@@ -195,6 +195,33 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
   fs::remove(cfg_path);
 }
 
+TEST_CASE("a sweep point that fails is a row marked unfinished: the points after it run and the table is written") {
+  gnuplot_env none("/nonexistent/gnuplot");
+  const auto dir = fresh_dir("sweep-fail");
+  const auto cfg_path = dir + ".toml";
+  std::ofstream(cfg_path) << "[data]\nsynthetic_train = 512\nsynthetic_test = 100\n"
+                             "[topology]\nkind = \"ring\"\nworkers = 2\n[train]\nmax_steps = 4\nbatch_size = 16\n";
+  run_options o;
+  o.progress = false;
+  std::vector<std::string> failed;
+  // CIFAR-10 without data.path passes the config's checks and fails when the run loads it.
+  run_sweep(cfg_path, {}, {sweep_axis{"data.dataset", {"\"synthetic\"", "\"cifar10\"", "\"synthetic-cifar\""}, {}}},
+            dir, o, 0, &failed);
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].find("point 2 (data.dataset=\"cifar10\"): ") == 0);
+  CHECK(failed[0].find("needs data.path") != std::string::npos);
+  std::ifstream in(dir + "/sweep.json");
+  const auto sw = nlohmann::json::parse(in);
+  REQUIRE(sw["rows"].size() == 3);
+  CHECK(sw["rows"][0]["unfinished"] == 0);
+  CHECK(sw["rows"][1]["unfinished"] == 1);
+  CHECK(sw["rows"][2]["unfinished"] == 0); // the point after the failed one ran
+  CHECK(sw["points"][1]["status"] == "failed");
+  CHECK(slurp(dir + "/sweep.md").find("| **1 of 1** |") != std::string::npos);
+  fs::remove_all(dir);
+  fs::remove(cfg_path);
+}
+
 TEST_CASE("metrics.jsonl lines that are not records are skipped and named on the page: a bad line and a torn last one") {
   gnuplot_env none("/nonexistent/gnuplot"); // the tables are enough here
   const auto dir = async_ps_run("torn");
