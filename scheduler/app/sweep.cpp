@@ -112,21 +112,19 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
   check(!axes.empty(), "a sweep needs at least one --sweep KEY=V1,V2,...");
   // A key varied twice is set twice per point, the later value winning:
   // points labelled apart that run alike.
+  const auto key_of = [](const std::string& set) { return set.substr(0, set.find('=')); }; // "key=value"
   std::set<std::string> varied;
   for (const auto& a : axes)
     check(varied.insert(a.key).second,
           "the sweep varies " + a.key + " twice: give all its values in one --sweep " + a.key + "=V1,V2,...");
-  for (const auto& o : overrides) {
-    const auto key = o.substr(0, o.find('='));
-    check(varied.count(key) == 0, "--set " + key + " is also swept: the sweep's values would replace it (drop one)");
-  }
+  for (const auto& o : overrides)
+    check(varied.count(key_of(o)) == 0,
+          "--set " + key_of(o) + " is also swept: the sweep's values would replace it (drop one)");
   for (const auto& a : axes)
     for (std::size_t v = 0; v < a.sets.size(); ++v)
-      for (const auto& set : a.sets[v]) {
-        const auto key = set.substr(0, set.find('='));
-        check(varied.count(key) == 0, "[sweep.variants] \"" + a.values[v] + "\" sets " + key +
-                                        ", which the sweep also varies (its values would replace the variant's)");
-      }
+      for (const auto& set : a.sets[v])
+        check(varied.count(key_of(set)) == 0, "[sweep.variants] \"" + a.values[v] + "\" sets " + key_of(set) +
+                                                ", which the sweep also varies (its values would replace the variant's)");
   auto base = load_config(config_path, overrides); // errors in the config itself surface before any run
   if (out_dir.empty())
     out_dir = (base.out.empty() ? "results/" + base.name : base.out) + "-sweep";

@@ -228,17 +228,18 @@ struct coordinator_state {
       on_metrics(m);
   }
 
-  /// Some worker unheard for longer than the timeout (not yet acted on).
+  /// Worker r, not finished, unheard for longer than the timeout.
+  bool silent(std::size_t r) const { return !finished[r] && clock_type::now() - last_seen[r] > timeout; }
   bool any_silent() const {
     for (std::size_t r = 0; r < n; ++r)
-      if (!finished[r] && clock_type::now() - last_seen[r] > timeout)
+      if (silent(r))
         return true;
     return false;
   }
 
   void check_silence() {
     for (std::size_t r = 0; r < n && out.failure.empty() && !stopping; ++r) {
-      if (finished[r] || clock_type::now() - last_seen[r] <= timeout)
+      if (!silent(r))
         continue;
       const auto why = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
                        " ms (last heard at step " + std::to_string(steps[r]) + "; train.step_timeout_s)";

@@ -55,6 +55,21 @@ std::string async_ps_run(const std::string& name) {
   return dir;
 }
 
+/// Runs a sweep of `toml` (written beside the fresh folder `name`) over
+/// `axes`, quietly, into that folder; returns the folder.
+std::string quiet_sweep(const std::string& name, const std::string& toml, const std::vector<sweep_axis>& axes,
+                        std::vector<std::string>* failed = nullptr) {
+  const auto dir = fresh_dir(name);
+  const auto cfg_path = dir + ".toml";
+  std::ofstream(cfg_path) << toml;
+  run_options o;
+  o.progress = false;
+  const auto out = run_sweep(cfg_path, {}, axes, dir, o, 0, failed);
+  fs::remove(cfg_path);
+  CHECK(out == dir);
+  return dir;
+}
+
 /// Sets or clears GRADWIRE_GNUPLOT for one scope.
 struct gnuplot_env {
   explicit gnuplot_env(const char* value) {
@@ -164,16 +179,11 @@ TEST_CASE("without gnuplot the report keeps its tables and says what to install"
 }
 
 TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and efficiency against workers") {
-  const auto dir = fresh_dir("sweep");
-  const auto cfg_path = dir + ".toml";
-  std::ofstream(cfg_path) << "[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\nsynthetic_test = 200\n"
-                             "[topology]\nkind = \"ring\"\n[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\n";
-  run_options o;
-  o.progress = false;
-  const auto out = run_sweep(cfg_path, {},
-                             {sweep_axis{"topology.workers", {"1", "2"}, {}}, sweep_axis{"experiment.seed", {"1", "2"}, {}}},
-                             dir, o);
-  CHECK(out == dir);
+  const auto dir =
+    quiet_sweep("sweep",
+                "[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\nsynthetic_test = 200\n"
+                "[topology]\nkind = \"ring\"\n[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\n",
+                {sweep_axis{"topology.workers", {"1", "2"}, {}}, sweep_axis{"experiment.seed", {"1", "2"}, {}}});
   auto r = write_report(dir);
   const auto html = slurp(r.html);
   CHECK(html.find("efficiency") != std::string::npos);
@@ -192,21 +202,17 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
     CHECK(gp.find("experiment.seed") == std::string::npos);
   }
   fs::remove_all(dir);
-  fs::remove(cfg_path);
 }
 
 TEST_CASE("a sweep point that fails is a row marked unfinished: the points after it run and the table is written") {
   gnuplot_env none("/nonexistent/gnuplot");
-  const auto dir = fresh_dir("sweep-fail");
-  const auto cfg_path = dir + ".toml";
-  std::ofstream(cfg_path) << "[data]\nsynthetic_train = 512\nsynthetic_test = 100\n"
-                             "[topology]\nkind = \"ring\"\nworkers = 2\n[train]\nmax_steps = 4\nbatch_size = 16\n";
-  run_options o;
-  o.progress = false;
   std::vector<std::string> failed;
   // CIFAR-10 without data.path passes the config's checks and fails when the run loads it.
-  run_sweep(cfg_path, {}, {sweep_axis{"data.dataset", {"\"synthetic\"", "\"cifar10\"", "\"synthetic-cifar\""}, {}}},
-            dir, o, 0, &failed);
+  const auto dir = quiet_sweep("sweep-fail",
+                               "[data]\nsynthetic_train = 512\nsynthetic_test = 100\n"
+                               "[topology]\nkind = \"ring\"\nworkers = 2\n[train]\nmax_steps = 4\nbatch_size = 16\n",
+                               {sweep_axis{"data.dataset", {"\"synthetic\"", "\"cifar10\"", "\"synthetic-cifar\""}, {}}},
+                               &failed);
   REQUIRE(failed.size() == 1);
   CHECK(failed[0].find("point 2 (data.dataset=\"cifar10\"): ") == 0);
   CHECK(failed[0].find("needs data.path") != std::string::npos);
@@ -219,7 +225,6 @@ TEST_CASE("a sweep point that fails is a row marked unfinished: the points after
   CHECK(sw["points"][1]["status"] == "failed");
   CHECK(slurp(dir + "/sweep.md").find("| **1 of 1** |") != std::string::npos);
   fs::remove_all(dir);
-  fs::remove(cfg_path);
 }
 
 TEST_CASE("metrics.jsonl lines that are not records are skipped and named on the page: a bad line and a torn last one") {
