@@ -183,10 +183,17 @@ void begin_step(gossip_actor* self) {
     std::lock_guard<std::mutex> lk(st.store->mu);
     mine = copy_of(st.store->x);
   }
-  self->request(st.mixers.at(peer), st.cfg.timeout, gossip_atom::value, st.cfg.rank, mine)
+  auto no_average = [=](caf::error&) { // the neighbour has finished: no average this step
+    mix_and_apply(self->state, nullptr);
+    next_step(self);
+  };
+  const auto ticket = st.requests.open(no_average);
+  self->request(st.mixers.at(peer), st.request_timeout(), gossip_atom::value, st.cfg.rank, mine)
     .then(
       [=](const slice& theirs) {
         auto& s = self->state;
+        if (!s.requests.close(ticket))
+          return; // given up already
         if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
           std::fprintf(stderr, "gradwire: %sAD-PSGD: rank %d replied with %lld parameters, expected %lld\n",
                        s.who().c_str(), peer, static_cast<long long>(theirs.numel()),
@@ -197,9 +204,9 @@ void begin_step(gossip_actor* self) {
         s.add_wait(s.since(s.phase));
         next_step(self);
       },
-      [=](caf::error&) { // the neighbour has finished: no average this step
-        mix_and_apply(self->state, nullptr);
-        next_step(self);
+      [=](caf::error& err) {
+        if (self->state.requests.close(ticket))
+          no_average(err);
       });
 }
 

@@ -464,7 +464,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     [=](beat_atom) {
       // The heartbeat doubles as the watchdog of the allreduce in progress.
       auto& s = self->state;
-      if (s.bal.waiting && s.now() - s.bal.wait_start > s.cfg.timeout) {
+      if (s.bal.waiting && s.overdue(s.bal.wait_start)) {
         std::string missing;
         const auto it = s.bal.rounds.find(due_round(s));
         for (int r = 0; r < s.cfg.world; ++r)
@@ -474,7 +474,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
                          std::to_string(s.cfg.timeout.count()) + " ms from rank(s) " + missing);
         return;
       }
-      if (s.in_round && s.now() - s.round_start > s.cfg.timeout) {
+      if (s.in_round && s.overdue(s.round_start)) {
         s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
                          std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
                          std::to_string(s.cfg.buckets.size()) + " buckets back from its ring peer)");

@@ -105,23 +105,32 @@ void compute_and_push(worker_actor* self) {
       }
       s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
     };
+    const auto ticket = st.requests.open(failed);
+    auto given_up = [=](caf::error& err) {
+      if (self->state.requests.close(ticket))
+        failed(err);
+    };
     if (with_pull) {
-      self->request(st.cfg.shards[i], st.cfg.timeout, push_pull_atom::value, st.cfg.rank, st.base_version[i], st.step,
-                    static_cast<std::int64_t>(st.bt.size), grad)
+      self->request(st.cfg.shards[i], st.request_timeout(), push_pull_atom::value, st.cfg.rank, st.base_version[i],
+                    st.step, static_cast<std::int64_t>(st.bt.size), grad)
         .then(
           [=](std::int64_t staleness, std::int64_t version, slice params) {
+            if (!self->state.requests.close(ticket))
+              return; // given up already
             self->state.add_staleness(staleness);
             if (take_params(self, i, version, params))
               after_push_pull(self);
           },
-          failed);
+          given_up);
       continue;
     }
-    self->request(st.cfg.shards[i], st.cfg.timeout, push_atom::value, st.cfg.rank, st.base_version[i], st.step,
+    self->request(st.cfg.shards[i], st.request_timeout(), push_atom::value, st.cfg.rank, st.base_version[i], st.step,
                   static_cast<std::int64_t>(st.bt.size), grad)
       .then(
         [=](std::int64_t staleness, std::int64_t) {
           auto& s = self->state;
+          if (!s.requests.close(ticket))
+            return; // given up already
           if (staleness == -1)
             ++s.report.dropped; // backup workers: this push came too late
           else if (staleness >= 0)
@@ -131,7 +140,7 @@ void compute_and_push(worker_actor* self) {
             begin_step(self);
           }
         },
-        failed);
+        given_up);
   }
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
@@ -152,10 +161,24 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
   const std::int64_t min_clock =
     !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
   const caf::actor target = st.cfg.shards[i];
-  self->request(target, st.cfg.timeout, pull_atom::value, st.cfg.rank, wanted_version(st, i), min_clock)
+  auto failed = [=](caf::error& err) {
+    auto& s = self->state;
+    if (s.cfg.shards_may_move) { // its rank is lost: pull again from the shard rebuilt on rank 0
+      if (s.cfg.shards[i] != target)
+        pull_from(self, i, after_push); // rebuilt already
+      else
+        s.parked[i] = after_push;
+      return;
+    }
+    s.finish(self, s.who() + "no parameters from shard " + std::to_string(i) + " (" + self->system().render(err) + ")");
+  };
+  const auto ticket = st.requests.open(failed);
+  self->request(target, st.request_timeout(), pull_atom::value, st.cfg.rank, wanted_version(st, i), min_clock)
     .then(
       [=](std::int64_t version, slice params, double held) {
         auto& s = self->state;
+        if (!s.requests.close(ticket))
+          return; // given up already
         if (!take_params(self, i, version, params))
           return;
         s.add_wait(held);
@@ -173,15 +196,8 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
         compute_and_push(self);
       },
       [=](caf::error& err) {
-        auto& s = self->state;
-        if (s.cfg.shards_may_move) { // its rank is lost: pull again from the shard rebuilt on rank 0
-          if (s.cfg.shards[i] != target)
-            pull_from(self, i, after_push); // rebuilt already
-          else
-            s.parked[i] = after_push;
-          return;
-        }
-        s.finish(self, s.who() + "no parameters from shard " + std::to_string(i) + " (" + self->system().render(err) + ")");
+        if (self->state.requests.close(ticket))
+          failed(err);
       });
 }
 

@@ -23,6 +23,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 void worker_core::init(worker_config c) {
   cfg = std::move(c);
+  if (!cfg.vclock)
+    kernels::watch_stops();
   model_batch = cfg.batch_size;
   start = phase = now();
   tr = trace_ref::open(cfg.trace, "worker " + std::to_string(cfg.rank), cfg.vclock.get());
@@ -298,12 +300,24 @@ void worker_core::start_heartbeats(caf::event_based_actor* self) {
   self->delayed_send(self, beat_interval(), beat_atom::value);
 }
 
-void worker_core::on_beat(caf::event_based_actor* self) {
+bool worker_core::on_beat(caf::event_based_actor* self) {
+  if (!cfg.vclock)
+    while (!finished && requests.expire_one(cfg.timeout)) {
+    }
+  if (finished)
+    return false;
   self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
   self->delayed_send(self, beat_interval(), beat_atom::value);
+  return true;
+}
+
+bool worker_core::overdue(clock_type::time_point since) const {
+  return cfg.vclock ? now() - since > cfg.timeout : kernels::waited_longer(since, cfg.timeout);
 }
 
 void worker_core::finish(caf::event_based_actor* self, std::string error, bool with_params) {
+  if (finished)
+    return; // (one report: the first reason stands)
   report.rank = cfg.rank;
   report.steps = step;
   report.seconds = since(start);
@@ -314,6 +328,7 @@ void worker_core::finish(caf::event_based_actor* self, std::string error, bool w
   if (model && model->state().numel() > 0) // the evaluation needs BatchNorm's statistics too
     report.state = copy_of(model->state());
   self->send(cfg.report_to, done_atom::value, report);
+  finished = true;
   self->quit();
 }
 

@@ -8,6 +8,7 @@
 /// exchange gradients or parameters between steps.
 
 #include "actors/messages.hpp"
+#include "actors/request_watch.hpp"
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
@@ -281,9 +282,21 @@ struct worker_core {
   void end_step(caf::event_based_actor* self);
   /// Sends heartbeats from a timer (beat_atom must reach on_beat).
   void start_heartbeats(caf::event_based_actor* self);
-  void on_beat(caf::event_based_actor* self);
+  /// A heartbeat: gives up the requests overdue, then tells report_to how
+  /// far this worker is. False if a request given up ended the worker.
+  bool on_beat(caf::event_based_actor* self);
   /// Sends the report (with the final parameters when `with_params`) and quits.
   void finish(caf::event_based_actor* self, std::string error = {}, bool with_params = false);
+  bool finished = false; ///< finish() was called
+  /// The replies this worker waits for (parameter-server shards, gossip
+  /// mixers): given up after cfg.timeout of this process's running time.
+  request_watch requests;
+  /// The timeout for CAF's request(): none in real time (`requests` keeps it).
+  caf::duration request_timeout() const { return request_watch::timeout(cfg.timeout, cfg.vclock != nullptr); }
+  /// A wait begun at `since` has outlasted cfg.timeout: on the
+  /// simulation's clock, or while this process ran (kernels::waited: a
+  /// stop of the whole job is no peer's silence).
+  bool overdue(clock_type::time_point since) const;
   /// "worker 3: " for messages.
   std::string who() const { return "worker " + std::to_string(cfg.rank) + ": "; }
   std::chrono::milliseconds beat_interval() const;

@@ -19,6 +19,7 @@ std::set<std::string> own_keys(fault_kind k) {
   case fault_kind::delay: return {"seconds", "delay_ms", "peer"};
   case fault_kind::drop: return {"seconds", "peer"};
   case fault_kind::partition: return {"seconds"};
+  case fault_kind::suspend: return {"seconds"};
   }
   return {};
 }

@@ -148,7 +148,10 @@ nlohmann::json run_follower(caf::actor_system& sys, const run_config& cfg, topol
   run_topology(sys, setup, train, {}, {}, opts.stop);
   if (setup.trace) // before the barrier: rank 0 merges the parts after it
     write_trace_part(cfg.out, rank, trace_part(*setup.trace, rank));
-  barrier(sys, jb, 1, static_cast<int>(setup.timeout.count()));
+  // Rank 0 may take a while to get there (stopping a worker stuck in a step
+  // takes up to 60 s, the shards are collected): no step timeout here. Its
+  // death ends this rank anyway (its transport's word, join_across).
+  barrier(sys, jb, 1, static_cast<int>(std::max<std::int64_t>(setup.timeout.count(), 300000)));
   jb.node->close();
   return {{"status", "completed"}, {"rank", rank}, {"processes", jb.launch.size}};
 }

@@ -10,6 +10,7 @@
 #include "actors/messages.hpp"
 #include "actors/snapshot.hpp"
 #include "scheduler/runtime/coordinator.hpp"
+#include "kernels/stop_aware.hpp"
 
 #include <caf/all.hpp>
 
@@ -48,7 +49,7 @@ public:
   }
   bool pausing() const { return timed_pausing_; }
   /// The pause has taken too long: give it up.
-  bool pause_too_long() const { return timed_pausing_ && clock_type::now() - timed_sent_ > std::chrono::seconds(10); }
+  bool pause_too_long() const { return timed_pausing_ && kernels::waited_longer(timed_sent_, std::chrono::seconds(10)); }
   /// Every running worker holds at its next boundary and says which.
   void start(caf::scoped_actor& self, const std::vector<caf::actor>& workers, const std::vector<bool>& finished);
   void boundary(int rank, std::int64_t at) { timed_boundary_[static_cast<std::size_t>(rank)] = at; }

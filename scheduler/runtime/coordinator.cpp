@@ -32,6 +32,16 @@ void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors)
   }
 }
 
+stop_on_throw::~stop_on_throw() {
+  if (std::uncaught_exceptions() <= entered_ || actors_.empty())
+    return;
+  try {
+    caf::scoped_actor self{sys_};
+    stop_actors(self, actors_);
+  } catch (...) { // (unwinding already: the first error is the one to tell)
+  }
+}
+
 using detail::clock_type;
 using detail::coordinator_state;
 
@@ -44,6 +54,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const std::function<void(int rank, const std::string& why)>& cut_off,
                         std::int64_t budget_samples, const checkpoint_plan& checkpoints,
                         const elastic_plan& elastic) {
+  kernels::watch_stops();
   coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
   st.plan = &checkpoints;
   st.gather.emplace(checkpoints, st.n, timeout);
@@ -77,7 +88,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
           self->send(w, actors::done_atom::value);
       }
     }
-    if (st.pausing && clock_type::now() - st.stop_sent > std::chrono::seconds(10)) {
+    if (st.pausing && kernels::waited_longer(st.stop_sent, std::chrono::seconds(10))) {
       std::fprintf(stderr, "gradwire: the workers did not reach a common step within 10 s: stopping without a checkpoint\n");
       st.pausing = false;
       st.stop_sent = clock_type::now();
@@ -92,7 +103,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
         self->send(w, actors::done_atom::value);
     }
     if (st.stopping && !st.pausing &&
-        clock_type::now() - st.stop_sent > std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)))
+        kernels::waited_longer(st.stop_sent, std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))))
       break;
     const auto receive_one = [&](std::chrono::milliseconds wait) {
       bool got = true;
@@ -119,6 +130,13 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
     // A late coordinator (a loaded machine) finds steps waiting in its
     // mailbox: read them before anyone is judged silent.
     for (int k = 0; k < 4096 && st.any_silent() && receive_one(std::chrono::milliseconds(0)); ++k) {
+    }
+    if (const auto stopped = kernels::last_stop_end(); stopped != st.stop_seen) {
+      st.stop_seen = stopped;
+      if (!cut_off) // (across processes each rank's transport says so)
+        std::fprintf(stderr, "gradwire: this process did not run for %.2f s (stopped: suspended, Ctrl-Z, a debugger); "
+                             "every worker gets a fresh %.2f s timeout before any is judged silent\n",
+                     std::chrono::duration<double>(kernels::last_stop_length()).count(), timeout.count() / 1000.0);
     }
     st.check_silence();
     st.take_held();

@@ -127,4 +127,30 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
 /// one has terminated: nothing they read may be freed before.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);
 
+/// Stops the actors spawned in a scope (stop_actors) when an exception
+/// leaves it: a wiring that throws (a failed check, a transport error) must
+/// leave no actor running, or the actor system's destructor waits for it
+/// for ever, a hang in place of the error. (Virtual time's actors end with
+/// the simulation: hold none of them here.)
+class stop_on_throw {
+public:
+  explicit stop_on_throw(caf::actor_system& sys) : sys_(sys), entered_(std::uncaught_exceptions()) {}
+  stop_on_throw(const stop_on_throw&) = delete;
+  stop_on_throw& operator=(const stop_on_throw&) = delete;
+  ~stop_on_throw();
+  void add(const caf::actor& a) {
+    if (a)
+      actors_.push_back(a);
+  }
+  void add(const std::vector<caf::actor>& as) {
+    for (const auto& a : as)
+      add(a);
+  }
+
+private:
+  caf::actor_system& sys_;
+  int entered_;
+  std::vector<caf::actor> actors_;
+};
+
 } // namespace gradwire::scheduler

@@ -186,7 +186,7 @@ std::int64_t coordinator_state::furthest_step() const {
 
 void coordinator_state::take_held() {
   if (awaiting >= 0) { // parked: the awaited worker has not come within the bound
-    if (parked_since != clock_type::time_point{} && clock_type::now() - parked_since > park_bound()) {
+    if (parked_since != clock_type::time_point{} && kernels::waited_longer(parked_since, park_bound())) {
       std::fprintf(stderr, "gradwire: worker %d did not come back within %lld ms: the ring goes on without it\n",
                    awaiting, static_cast<long long>(park_bound().count()));
       awaiting = -1;

@@ -6,6 +6,7 @@
 
 #include "scheduler/runtime/checkpoint_gather.hpp"
 #include "scheduler/runtime/coordinator.hpp"
+#include "kernels/stop_aware.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +48,7 @@ struct coordinator_state {
   std::size_t done = 0;
   bool stopping = false;
   clock_type::time_point stop_sent;
+  clock_type::time_point stop_seen = kernels::last_stop_end(); ///< the end of this process's last stop, as last seen
 
   bool known(int rank) const { return rank >= 0 && static_cast<std::size_t>(rank) < n; }
 
@@ -228,8 +230,9 @@ struct coordinator_state {
       on_metrics(m);
   }
 
-  /// Worker r, not finished, unheard for longer than the timeout.
-  bool silent(std::size_t r) const { return !finished[r] && clock_type::now() - last_seen[r] > timeout; }
+  /// Worker r, not finished, unheard for longer than the timeout while
+  /// this process ran (a stop of the whole job is no worker's silence).
+  bool silent(std::size_t r) const { return !finished[r] && kernels::waited_longer(last_seen[r], timeout); }
   bool any_silent() const {
     for (std::size_t r = 0; r < n; ++r)
       if (silent(r))
@@ -248,7 +251,7 @@ struct coordinator_state {
         continue;
       }
       last_seen[r] = clock_type::now(); // asked once per timeout
-      if (cut_off) { // its loss comes back as a lost report
+      if (cut_off && r != 0) { // its loss comes back as a lost report (worker 0 shares rank 0's process: no cutting)
         cut_off(static_cast<int>(r), why);
         continue;
       }

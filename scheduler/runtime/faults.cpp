@@ -6,6 +6,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <thread>
 
@@ -24,6 +28,70 @@ double steady_s() {
 
 double unix_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// This job's processes on this host: this one, and the ranks its launcher
+/// (the same parent) started with the same GRADWIRE_TOKEN (--procs, or
+/// srun's tasks on this node).
+std::vector<pid_t> job_processes_here() {
+  std::vector<pid_t> out{::getpid()};
+  const char* tok = std::getenv("GRADWIRE_TOKEN");
+  if (tok == nullptr || *tok == 0)
+    return out; // one process
+  const std::string mine = std::string("GRADWIRE_TOKEN=") + tok;
+  const pid_t parent = ::getppid();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const auto name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == out.front())
+      continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')'); // (the command name may hold spaces)
+    if (close == std::string::npos)
+      continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    long ppid = -1;
+    rest >> state >> ppid;
+    if (ppid != parent)
+      continue;
+    std::ifstream env(e.path() / "environ", std::ios::binary);
+    for (std::string var; std::getline(env, var, '\0');)
+      if (var == mine) {
+        out.push_back(pid);
+        break;
+      }
+  }
+  return out;
+}
+
+std::string job_here() {
+  const auto n = job_processes_here().size();
+  return n == 1 ? "this process" : std::to_string(n) + " processes on this host";
+}
+
+/// Stops this job's processes on this host at once for `seconds`, as
+/// SLURM's scontrol suspend (or gang scheduling) stops a job's tasks: a
+/// helper process stops them all, waits, and lets them all go on. This
+/// thread waits for the helper (and is stopped meanwhile).
+void suspend_job(double seconds) {
+  std::string pids;
+  for (pid_t p : job_processes_here())
+    pids += " " + std::to_string(p);
+  const std::string script = "kill -STOP" + pids + "; sleep " + std::to_string(seconds) + "; kill -CONT" + pids;
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  pid_t helper = -1;
+  if (::posix_spawn(&helper, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) {
+    std::fprintf(stderr, "gradwire: [[faults]] suspend: could not start the helper that stops the job; no suspend\n");
+    return;
+  }
+  int st = 0;
+  ::waitpid(helper, &st, 0);
 }
 
 /// Stops this whole process for `seconds`, as a hung machine or a
@@ -56,19 +124,22 @@ std::string to_string(fault_kind k) {
   case fault_kind::delay: return "delay";
   case fault_kind::drop: return "drop";
   case fault_kind::partition: return "partition";
+  case fault_kind::suspend: return "suspend";
   }
   return "?";
 }
 
 std::optional<fault_kind> parse_fault_kind(const std::string& text) {
   for (auto k : {fault_kind::kill, fault_kind::stall, fault_kind::slow, fault_kind::delay, fault_kind::drop,
-                 fault_kind::partition})
+                 fault_kind::partition, fault_kind::suspend})
     if (to_string(k) == text)
       return k;
   return std::nullopt;
 }
 
-bool needs_processes(fault_kind k) { return k != fault_kind::stall && k != fault_kind::slow; }
+bool needs_processes(fault_kind k) {
+  return k != fault_kind::stall && k != fault_kind::slow && k != fault_kind::suspend;
+}
 
 bool lasts(fault_kind k) { return k != fault_kind::kill; }
 
@@ -93,8 +164,9 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
       out.push_back(s);
       continue;
     }
-    std::vector<int> candidates = f.kind == fault_kind::partition ? std::vector<int>{} : f.ranks;
-    if (f.kind != fault_kind::partition && candidates.empty()) {
+    const bool everyone = f.kind == fault_kind::partition; // no rank drawn
+    std::vector<int> candidates = everyone ? std::vector<int>{} : f.ranks;
+    if (!everyone && candidates.empty()) {
       if (f.rank >= 0)
         candidates.push_back(f.rank);
       else
@@ -110,11 +182,11 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
         candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
                                         [&](int r) { return r < 0 || r >= workers || killed[static_cast<std::size_t>(r)]; }),
                          candidates.end());
-      if (f.kind != fault_kind::partition && candidates.empty())
+      if (!everyone && candidates.empty())
         break;
       s.at_step = 0;
       s.at_seconds = t;
-      if (f.kind == fault_kind::partition)
+      if (everyone)
         s.ranks = f.ranks;
       else {
         const int r = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng)];
@@ -123,7 +195,7 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
           killed[static_cast<std::size_t>(r)] = true;
       }
       out.push_back(s);
-      if (f.kind != fault_kind::partition && f.kind != fault_kind::kill && s.peer == s.ranks.front())
+      if (!everyone && f.kind != fault_kind::kill && s.peer == s.ranks.front())
         out.pop_back(); // a link to itself: no strike
     }
   }
@@ -142,6 +214,7 @@ fault_injector::fault_injector(const std::vector<fault_strike>& all, int rank, i
     case fault_kind::kill:
     case fault_kind::stall:
     case fault_kind::slow:
+    case fault_kind::suspend:
       if (struck != rank)
         continue;
       break;
@@ -207,6 +280,7 @@ void fault_injector::land(mine& m, std::int64_t step) {
   case fault_kind::delay: std::snprintf(what, sizeof what, "links to %zu peer(s) delayed by %g ms for %g s", m.peers.size(), s.delay_ms, s.seconds); break;
   case fault_kind::drop: std::snprintf(what, sizeof what, "links to %zu peer(s) down for %g s", m.peers.size(), s.seconds); break;
   case fault_kind::partition: std::snprintf(what, sizeof what, "cut from %zu peer(s) by a partition for %g s", m.peers.size(), s.seconds); break;
+  case fault_kind::suspend: std::snprintf(what, sizeof what, "suspends the job (%s) for %g s", job_here().c_str(), s.seconds); break;
   }
   std::fprintf(stderr, "gradwire: rank %d: %s after step %lld ([[faults]] #%zu kind = \"%s\", unix time %.6f)\n", rank_,
                what, static_cast<long long>(step), s.entry + 1, to_string(s.kind).c_str(), unix_s());
@@ -226,6 +300,9 @@ void fault_injector::land(mine& m, std::int64_t step) {
   case fault_kind::slow:
     slow_factor_ = s.factor;
     slow_until_ = now_s() + s.seconds;
+    break;
+  case fault_kind::suspend:
+    suspend_job(s.seconds); // every thread of these processes: workers, coordinator, transport
     break;
   case fault_kind::delay:
   case fault_kind::drop:

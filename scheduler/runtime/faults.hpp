@@ -13,6 +13,7 @@
 /// | delay | frames on its link to `peer` (every peer: -1) arrive `delay_ms` later, both ways | `seconds` |
 /// | drop | that link is down, both ways: frames wait until it is back | `seconds` |
 /// | partition | `ranks` and the others cannot reach each other | `seconds` |
+/// | suspend | the job's processes on this host stop at once (SIGSTOP), as SLURM's scontrol suspend or Ctrl-Z does | `seconds` |
 ///
 /// A stall, drop or partition longer than the liveness bound
 /// (transport.peer_timeout_ms) is a lost rank: rank 0 cuts it off (an
@@ -31,13 +32,13 @@
 
 namespace gradwire::scheduler {
 
-enum class fault_kind { kill, stall, slow, delay, drop, partition };
+enum class fault_kind { kill, stall, slow, delay, drop, partition, suspend };
 
 std::string to_string(fault_kind k);
 std::optional<fault_kind> parse_fault_kind(const std::string& text);
 /// kill, delay, drop and partition act on processes or the links between them.
 bool needs_processes(fault_kind k);
-/// stall, slow, delay, drop and partition last `seconds`.
+/// Every kind but kill lasts `seconds`.
 bool lasts(fault_kind k);
 
 /// A [[faults]] entry, as the config gives it (checked there).

@@ -41,9 +41,13 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     return replicas_outcome(std::move(*c), false);
   }
   caf::scoped_actor self{sys};
+  stop_on_throw guard(sys);
   std::vector<caf::actor> workers;
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
     workers.push_back(place_here(setup, actors::spawn_gossip_worker(sys, config_of(r, self)), r, true));
+    if (!setup.sim)
+      guard.add(workers.back());
+  }
   // Each worker starts once it knows every other's handle.
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);

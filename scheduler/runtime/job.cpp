@@ -1,6 +1,7 @@
 #include "scheduler/runtime/job.hpp"
 
 #include "actors/barrier.hpp"
+#include "kernels/stop_aware.hpp"
 #include "transport/ucx_link.hpp"
 
 #include <algorithm>
@@ -123,11 +124,11 @@ void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   auto root = j.node->remote(0, transport::slots::barrier);
   me->send(root, actors::barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
   bool ok = false, waited_out = false;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto since = std::chrono::steady_clock::now();
   while (!ok && !waited_out) {
     me->receive([&](actors::barrier_release_atom, int e) { ok = e == epoch; },
                 caf::after(std::chrono::milliseconds(200)) >> [&] {
-                  waited_out = std::chrono::steady_clock::now() > until;
+                  waited_out = kernels::waited_longer(since, std::chrono::milliseconds(timeout_ms));
                   if (j.launch.rank == 0) // ranks may have failed since
                     me->send(root, actors::barrier_recheck_atom::value, epoch);
                 });

@@ -212,6 +212,9 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     check_one_worker_per_process(setup);
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   auto shards = spawn_shards(sys, setup, initial);
+  stop_on_throw guard(sys);
+  if (!setup.sim)
+    guard.add(shards.own);
   caf::scoped_actor self{sys};
   std::vector<caf::actor> local_workers;
   coordination c;
@@ -252,6 +255,8 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
     for (int r = 0; r < setup.workers; ++r) {
       local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
+      if (!setup.sim)
+        guard.add(local_workers.back());
       handles.push_back(place_here(setup, local_workers.back(), r, true));
     }
     c = coordinate_here(self, setup, handles, on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles));

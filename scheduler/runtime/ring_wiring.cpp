@@ -90,11 +90,13 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   auto& nd = *setup.node;
   const int n = setup.workers;
   caf::actor peer;
+  stop_on_throw guard(sys);
   if (p.use_peers) {
     auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.ring.chunk_floats, p.groups);
     pc.trace = setup.trace;
     pc.first_round = setup.resume ? setup.resume->step : 0;
     peer = actors::spawn_ring_peer(sys, pc);
+    guard.add(peer);
     nd.publish(transport::slots::ring_peer, peer);
   }
   auto wire = [&](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
@@ -139,12 +141,17 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   // (worker_config::shared_params), which starts as every replica would.
   const bool share = setup.ring.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
   caf::scoped_actor self{sys};
+  stop_on_throw guard(sys);
+  if (!setup.sim)
+    guard.add(peers);
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r) {
     auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
     if (share)
       wc.shared_params = initial.params();
     workers.push_back(place_here(setup, actors::spawn_ring_worker(sys, std::move(wc)), r, true));
+    if (!setup.sim)
+      guard.add(workers.back());
   }
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,

@@ -269,6 +269,8 @@ std::optional<coordination> run_worker_across(
   if (rank == 0)
     nd.publish(transport::slots::coordinator, caf::actor_cast<caf::actor>(self));
   auto worker = spawn(rank == 0 ? caf::actor_cast<caf::actor>(self) : nd.remote(0, transport::slots::coordinator));
+  stop_on_throw guard(sys);
+  guard.add(worker);
   nd.publish(transport::slots::worker, worker);
   if (setup.on_published)
     setup.on_published(); // every rank has published: frames find their actors
@@ -326,7 +328,7 @@ void check_virtual(const topology_setup& setup) {
   };
   refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
   for (const auto& f : setup.faults)
-    refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow,
+    refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow, // (a suspend would stop the simulation)
            "injects the stall and slow [[faults]] only (#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")");
   refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
   for (const auto& d : setup.worker_device)

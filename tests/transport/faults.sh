@@ -148,6 +148,20 @@ sys.exit(not ok)
 PY
 done
 
+# Worker 0 stuck in a step (computing 4000 times slower) past the step
+# timeout: it shares rank 0's process with the coordinator, so it is not cut
+# off as a process is; an async parameter server carries on without it.
+# (The coordinator called the transport to cut off rank 0, which threw, and
+# rank 0 hung with its actors running, its error never printed.)
+{ cat "$src/examples/ps-async.toml"; printf '\n[[faults]]\nkind = "slow"\nrank = 0\nfactor = 4000.0\nat_step = 20\nseconds = 0.1\n'; } >"$work/slow0.toml"
+rc=0
+timeout 120 "$GW" run "$work/slow0.toml" --procs 3 --set topology.workers=3 --set train.step_timeout_s=1 \
+  --set transport.peer_timeout_ms=1000 --set train.max_steps=60 -q --no-report --out "$work/slow0" >"$work/slow0.txt" 2>&1 || rc=$?
+[ $rc = 0 ] || { bad "worker 0 stuck: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/slow0.txt"; }
+has "$work/slow0.txt" 'carrying on without worker 0: 2 workers'
+/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [0] or [w['steps'] for w in s['per_worker'][1:]] != [60, 60]))" \
+  "$work/slow0/summary.json" || bad "worker 0 stuck: summary.json is not a completed run of workers 1 and 2 without worker 0"
+
 # An async parameter server with its shards spread over the ranks loses a
 # shard's rank: the shard is rebuilt on rank 0 from a survivor's replica,
 # and the survivors finish every step (async, and SSP, whose pulls wait on

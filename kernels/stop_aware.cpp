@@ -1,0 +1,75 @@
+#include "kernels/stop_aware.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <thread>
+
+#include <unistd.h>
+
+namespace gradwire::kernels {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::int64_t ns_of(clock_type::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+constexpr std::int64_t gap_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(stop_gap).count();
+
+std::atomic<std::int64_t> last_look{0}; ///< the latest look at the clock, by any thread
+std::atomic<std::int64_t> stop_end{std::numeric_limits<std::int64_t>::min()};
+std::atomic<std::int64_t> stop_length{0}; ///< of the stop that ended at stop_end (for messages)
+std::atomic<pid_t> watcher_of{0}; ///< the process whose looking thread runs (a forked child has none)
+
+/// A look at the clock at `t`: the first look after a gap longer than
+/// stop_gap marks a stop that ended at `t`.
+void look(std::int64_t t) {
+  auto prev = last_look.load(std::memory_order_relaxed);
+  while (prev < t && !last_look.compare_exchange_weak(prev, t, std::memory_order_relaxed)) {
+  }
+  if (prev >= t || prev == 0 || t - prev <= gap_ns)
+    return; // (prev >= t: a later look came first; it saw any gap)
+  stop_length.store(t - prev, std::memory_order_relaxed);
+  auto end = stop_end.load(std::memory_order_relaxed);
+  while (end < t && !stop_end.compare_exchange_weak(end, t, std::memory_order_relaxed)) {
+  }
+}
+
+void ensure_watcher() {
+  const pid_t me = ::getpid();
+  pid_t was = watcher_of.load(std::memory_order_acquire);
+  if (was == me || !watcher_of.compare_exchange_strong(was, me, std::memory_order_acq_rel))
+    return;
+  // A forked child's first look: the parent's last look is no stop of ours.
+  last_look.store(ns_of(clock_type::now()), std::memory_order_relaxed);
+  std::thread([] {
+    for (;;) {
+      look(ns_of(clock_type::now()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }).detach();
+}
+
+} // namespace
+
+void watch_stops() { ensure_watcher(); }
+
+clock_type::time_point last_stop_end() {
+  ensure_watcher();
+  look(ns_of(clock_type::now()));
+  const auto end = stop_end.load(std::memory_order_relaxed);
+  return end == std::numeric_limits<std::int64_t>::min() ? clock_type::time_point{}
+                                                         : clock_type::time_point(std::chrono::nanoseconds(end));
+}
+
+clock_type::duration last_stop_length() { return std::chrono::nanoseconds(stop_length.load(std::memory_order_relaxed)); }
+
+clock_type::duration waited(clock_type::time_point since) {
+  const auto end = last_stop_end();
+  return clock_type::now() - std::max(since, end);
+}
+
+} // namespace gradwire::kernels
