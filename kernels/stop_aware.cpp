@@ -25,16 +25,25 @@ std::atomic<std::int64_t> stop_length{0}; ///< of the stop that ended at stop_en
 std::atomic<pid_t> watcher_of{0}; ///< the process whose looking thread runs (a forked child has none)
 
 /// A look at the clock at `t`: the first look after a gap longer than
-/// stop_gap marks a stop that ended at `t`.
+/// stop_gap marks a stop that ended at `t`. The stop is recorded before
+/// the look is published (release): whoever reads this look, or a later
+/// one (acquire), sees the stop too. (Published first, a reader on another
+/// thread could take the new look as its own, see no gap and no stop yet,
+/// and judge a wait across the stop as if the process had run: it did,
+/// under ASan, in the child test_stop_aware stops.)
 void look(std::int64_t t) {
-  auto prev = last_look.load(std::memory_order_relaxed);
-  while (prev < t && !last_look.compare_exchange_weak(prev, t, std::memory_order_relaxed)) {
-  }
-  if (prev >= t || prev == 0 || t - prev <= gap_ns)
-    return; // (prev >= t: a later look came first; it saw any gap)
-  stop_length.store(t - prev, std::memory_order_relaxed);
-  auto end = stop_end.load(std::memory_order_relaxed);
-  while (end < t && !stop_end.compare_exchange_weak(end, t, std::memory_order_relaxed)) {
+  auto prev = last_look.load(std::memory_order_acquire);
+  for (;;) {
+    if (prev >= t)
+      return; // a later look came first: it saw any gap
+    if (prev != 0 && t - prev > gap_ns) {
+      stop_length.store(t - prev, std::memory_order_relaxed);
+      auto end = stop_end.load(std::memory_order_relaxed);
+      while (end < t && !stop_end.compare_exchange_weak(end, t, std::memory_order_relaxed)) {
+      }
+    }
+    if (last_look.compare_exchange_weak(prev, t, std::memory_order_release, std::memory_order_acquire))
+      return;
   }
 }
 
