@@ -68,7 +68,15 @@ void watch_stops() { ensure_watcher(); }
 
 clock_type::time_point last_stop_end() {
   ensure_watcher();
-  look(ns_of(clock_type::now()));
+  // Only the looking thread marks stops. Overdue, it is about to (this
+  // process ran again a moment ago), or it cannot run (starved; or gone:
+  // a child forked from a thread-holding parent under a sanitizer hung it
+  // at its start). Wait for it a little: if it does not look, no stop is
+  // assumed, and waits count the machine's time, as they did before.
+  // (Readers that marked stops themselves took the missing looks of a hung
+  // thread for stops, again and again: no wait would ever have ended.)
+  for (int i = 0; i < 200 && ns_of(clock_type::now()) - last_look.load(std::memory_order_acquire) > gap_ns; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const auto end = stop_end.load(std::memory_order_relaxed);
   return end == std::numeric_limits<std::int64_t>::min() ? clock_type::time_point{}
                                                          : clock_type::time_point(std::chrono::nanoseconds(end));

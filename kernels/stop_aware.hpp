@@ -13,12 +13,13 @@
 /// meanwhile are read before anyone is judged gone.
 ///
 /// How a stop is seen: a thread of this process looks at the clock every
-/// 20 ms, and every waited() looks too. Two looks more than 250 ms apart
-/// mean that no thread looked between them: the process did not run.
-/// (A thread starved of the CPU that long is the same thing to a watchdog:
-/// this process, not the peer, was not running.) No signal handler is
-/// involved, so no system call is interrupted; a child after fork() gets a
-/// looking thread of its own.
+/// 20 ms. Two of its looks more than 250 ms apart mean it did not run: the
+/// process was stopped. (Starved of the CPU that long, it is the same to a
+/// watchdog: this process, not the peer, was not running.) A waited() that
+/// finds that thread overdue waits up to 200 ms for its next look, so a
+/// stop that just ended is seen before anyone is judged. No signal handler
+/// is involved, so no system call is interrupted; a child after fork()
+/// starts a looking thread of its own.
 
 #include <chrono>
 
