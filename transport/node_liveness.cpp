@@ -4,6 +4,7 @@
 #include "transport/node.hpp"
 
 #include "actors/messages.hpp"
+#include "kernels/stop_aware.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -17,21 +18,22 @@ using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
 
 void node::watch(liveness live) {
   auto beat = caf::make_message(heartbeat_atom::value);
-  auto last_tick = now_ms();
+  auto seen_stop = kernels::last_stop_end();
   while (!stop_beat_.load()) {
-    // A tick far later than planned means this process did not run (it
-    // was stopped, or starved of CPU): the silence is its own, not the
-    // peers'. They get a fresh timeout, so the frames queued meanwhile
-    // (a fence among them) are read before anyone is judged gone.
-    const auto tick = now_ms();
-    if (tick - last_tick > live.heartbeat_ms + live.peer_timeout_ms / 2) {
+    // This process did not run for a while (stopped, or starved of CPU:
+    // kernels/stop_aware.hpp): the silence is its own, not the peers'.
+    // They get a fresh timeout, so the frames queued meanwhile (a fence
+    // among them) are read before anyone is judged gone.
+    if (const auto stop = kernels::last_stop_end(); stop != seen_stop) {
+      seen_stop = stop;
       std::fprintf(stderr, "gradwire: rank %d: this process did not run for %.2f s; its peers get a fresh %.2f s "
                            "timeout before any is judged gone\n",
-                   rank(), (tick - last_tick) / 1000.0, live.peer_timeout_ms / 1000.0);
+                   rank(), std::chrono::duration<double>(kernels::last_stop_length()).count(),
+                   live.peer_timeout_ms / 1000.0);
+      const auto tick = now_ms();
       for (int r = 0; r < size(); ++r)
         heard_[static_cast<std::size_t>(r)].store(tick);
     }
-    last_tick = tick;
     for (int r = 0; r < size(); ++r) {
       if (r == rank())
         continue;
