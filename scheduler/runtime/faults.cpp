@@ -70,18 +70,13 @@ std::vector<pid_t> job_processes_here() {
   return out;
 }
 
-std::string job_here() {
-  const auto n = job_processes_here().size();
-  return n == 1 ? "this process" : std::to_string(n) + " processes on this host";
-}
-
-/// Stops this job's processes on this host at once for `seconds`, as
-/// SLURM's scontrol suspend (or gang scheduling) stops a job's tasks: a
-/// helper process stops them all, waits, and lets them all go on. This
-/// thread waits for the helper (and is stopped meanwhile).
-void suspend_job(double seconds) {
+/// Stops `job` (job_processes_here) at once for `seconds`, as SLURM's
+/// scontrol suspend (or gang scheduling) stops a job's tasks: a helper
+/// process stops them all, waits, and lets them all go on. This thread
+/// waits for the helper (and is stopped meanwhile).
+void suspend_job(const std::vector<pid_t>& job, double seconds) {
   std::string pids;
-  for (pid_t p : job_processes_here())
+  for (pid_t p : job)
     pids += " " + std::to_string(p);
   const std::string script = "kill -STOP" + pids + "; sleep " + std::to_string(seconds) + "; kill -CONT" + pids;
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
@@ -272,6 +267,7 @@ void fault_injector::after_step(std::int64_t step) {
 
 void fault_injector::land(mine& m, std::int64_t step) {
   const auto& s = m.s;
+  const auto job = s.kind == fault_kind::suspend ? job_processes_here() : std::vector<pid_t>{};
   char what[160];
   switch (s.kind) {
   case fault_kind::kill: std::snprintf(what, sizeof what, "killed"); break;
@@ -280,7 +276,9 @@ void fault_injector::land(mine& m, std::int64_t step) {
   case fault_kind::delay: std::snprintf(what, sizeof what, "links to %zu peer(s) delayed by %g ms for %g s", m.peers.size(), s.delay_ms, s.seconds); break;
   case fault_kind::drop: std::snprintf(what, sizeof what, "links to %zu peer(s) down for %g s", m.peers.size(), s.seconds); break;
   case fault_kind::partition: std::snprintf(what, sizeof what, "cut from %zu peer(s) by a partition for %g s", m.peers.size(), s.seconds); break;
-  case fault_kind::suspend: std::snprintf(what, sizeof what, "suspends the job (%s) for %g s", job_here().c_str(), s.seconds); break;
+  case fault_kind::suspend: std::snprintf(what, sizeof what, "suspends the job (%s) for %g s",
+                                           job.size() == 1 ? "this process" : (std::to_string(job.size()) + " processes on this host").c_str(),
+                                           s.seconds); break;
   }
   std::fprintf(stderr, "gradwire: rank %d: %s after step %lld ([[faults]] #%zu kind = \"%s\", unix time %.6f)\n", rank_,
                what, static_cast<long long>(step), s.entry + 1, to_string(s.kind).c_str(), unix_s());
@@ -302,7 +300,7 @@ void fault_injector::land(mine& m, std::int64_t step) {
     slow_until_ = now_s() + s.seconds;
     break;
   case fault_kind::suspend:
-    suspend_job(s.seconds); // every thread of these processes: workers, coordinator, transport
+    suspend_job(job, s.seconds); // every thread of these processes: workers, coordinator, transport
     break;
   case fault_kind::delay:
   case fault_kind::drop:
