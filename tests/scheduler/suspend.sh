@@ -11,11 +11,7 @@
 set -uo pipefail
 GW=$1
 src=$2
-fail=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
-has() { grep -q -- "$2" "$1" || { bad "$1 lacks '$2'"; sed 's/^/    /' "$1"; }; }
+. "$src/tests/check_support.sh"
 suspend='[[faults]]\nkind = "suspend"\nrank = 1\nat_step = 40\nseconds = 5.0'
 
 # run NAME EXAMPLE FAULT [ARGS...]: the example for 120 steps with a 2 s

@@ -13,11 +13,7 @@
 set -uo pipefail
 GW=$1
 src=$2
-fail=0
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-bad() { printf 'FAIL: %s\n' "$*"; fail=1; }
-has() { grep -q -- "$2" "$1" || { bad "$1 lacks '$2'"; sed 's/^/    /' "$1"; }; }
+. "$src/tests/check_support.sh"
 # same_model A B: the two safetensors files hold the same tensors, bit for bit.
 same_model() { /usr/bin/python3 "$src/tests/transport/same_model.py" "$@" > /dev/null; }
 
