@@ -238,7 +238,7 @@ void begin_step(ring_worker_actor* self) {
       st.compute();
     if (st.cfg.ring.balance_every > 0)
       st.report.batches.push_back(st.cfg.batch_size);
-    st.bal.window.compute_seconds += st.since(t0);
+    st.bal.window.compute_seconds += st.ran_since(t0); // (a stop of the job is no slowness to balance)
     st.bal.window.samples += st.report.samples - samples;
     ++st.bal.window.steps;
   } catch (const gradwire::error& ex) {
@@ -281,7 +281,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   }
   for (auto& ps : st.results)
     ps.clear(); // let go of the shared pieces
-  st.bal.window.fixed_seconds += st.since(t0);
+  st.bal.window.fixed_seconds += st.ran_since(t0);
   st.add_compute(t0); // the optimizer is part of the step's compute
   st.begin_comm();
   st.add_wait(st.round_wait, false); // the ring's track shows where it waited
@@ -373,7 +373,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
           }
           s.trainer->apply_range(offset, offset + n, sum.data());
         }
-        s.owned_apply += s.since(t0);
+        s.owned_apply += s.ran_since(t0);
         return s.model->params().view(offset, {static_cast<std::int64_t>(n)});
       });
     }

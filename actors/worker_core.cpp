@@ -1,6 +1,7 @@
 #include "actors/worker_core.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/stop_aware.hpp"
 #include "kernels/tensor.hpp"
 
 #include <algorithm>
@@ -164,7 +165,10 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
     const double in_batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
     cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, seconds_since(wall0));
   } else {
-    extra += slowdown > 1.0 ? (slowdown - 1.0) * since(t0) : 0.0;
+    // (Of the time this worker ran: a stop of the job mid-step (a suspend)
+    // multiplied by the slowdown kept a slow worker asleep for twice the
+    // stop, silent past the step timeout when the job ran again.)
+    extra += slowdown > 1.0 ? (slowdown - 1.0) * ran_since(t0) : 0.0;
     if (extra > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(extra));
   }
@@ -309,6 +313,10 @@ bool worker_core::on_beat(caf::event_based_actor* self) {
   self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
   self->delayed_send(self, beat_interval(), beat_atom::value);
   return true;
+}
+
+double worker_core::ran_since(clock_type::time_point t) const {
+  return cfg.vclock ? since(t) : std::chrono::duration<double>(kernels::ran(t)).count();
 }
 
 bool worker_core::overdue(clock_type::time_point since) const {

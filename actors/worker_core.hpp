@@ -230,6 +230,11 @@ struct worker_core {
   /// The worker's clock: the machine's, or the simulation's (cfg.vclock).
   clock_type::time_point now() const { return now_on(cfg.vclock.get()); }
   double since(clock_type::time_point t) const { return std::chrono::duration<double>(now() - t).count(); }
+  /// The seconds this worker ran since `t`: since(t) less a stop of the
+  /// process meanwhile (kernels::ran; the simulation's clock in virtual
+  /// time). For the measurements a worker acts on: a step stopped halfway
+  /// through is no slower to compute.
+  double ran_since(clock_type::time_point t) const;
   /// Starts timing a communication phase.
   void begin_comm() { phase = now(); }
   /// Ends it: the time since begin_comm() counts as communication.

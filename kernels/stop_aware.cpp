@@ -84,6 +84,13 @@ clock_type::time_point last_stop_end() {
 
 clock_type::duration last_stop_length() { return std::chrono::nanoseconds(stop_length.load(std::memory_order_relaxed)); }
 
+clock_type::duration ran(clock_type::time_point since) {
+  const auto end = last_stop_end();
+  const auto now = clock_type::now();
+  const auto stopped = end > since ? end - std::max(since, end - last_stop_length()) : clock_type::duration::zero();
+  return std::max(now - since - stopped, clock_type::duration::zero());
+}
+
 clock_type::duration waited(clock_type::time_point since) {
   const auto end = last_stop_end();
   return clock_type::now() - std::max(since, end);

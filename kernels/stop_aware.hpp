@@ -39,6 +39,14 @@ std::chrono::steady_clock::duration last_stop_length();
 /// steady time since `since`, or since the end of the last stop if later.
 std::chrono::steady_clock::duration waited(std::chrono::steady_clock::time_point since);
 
+/// How long this process ran since `since`: steady time less the part of
+/// the last stop that came after `since`. For what a step measures and
+/// then acts on (an emulated slowdown's sleep, batch balancing's speeds):
+/// a stop in the middle of a computation is no computing. (A stop reads
+/// up to one look, 20 ms, longer than it was; only the last stop is known,
+/// so two within one measurement count as one.)
+std::chrono::steady_clock::duration ran(std::chrono::steady_clock::time_point since);
+
 /// waited(since) > limit, in whole milliseconds.
 inline bool waited_longer(std::chrono::steady_clock::time_point since, std::chrono::milliseconds limit) {
   return waited(since) > limit;

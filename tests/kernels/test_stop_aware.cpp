@@ -19,6 +19,7 @@ extern char** environ;
 using namespace std::chrono;
 using gradwire::kernels::last_stop_end;
 using gradwire::kernels::last_stop_length;
+using gradwire::kernels::ran;
 using gradwire::kernels::waited;
 using gradwire::kernels::watch_stops;
 
@@ -56,12 +57,16 @@ TEST_CASE("stopped child", "[.child]") { // (hidden: run by in_child)
   watch_stops();
   std::this_thread::sleep_for(milliseconds(100));
   ::raise(SIGSTOP); // stopped here for 800 ms by the test
-  const auto w = waited(t0);
-  const auto ran = steady_clock::now() - t0;
-  std::fprintf(stderr, "after the stop: waited %ld ms of %ld ms; the stop was seen as %ld ms, ending %ld ms ago\n",
-               ms(w), ms(ran), ms(last_stop_length()), ms(steady_clock::now() - last_stop_end()));
-  std::_Exit(ran > milliseconds(800) && w < milliseconds(200) && last_stop_length() > milliseconds(700) &&
-                 last_stop_end() > t0
+  // ran: the 100 ms before the stop and the moment after, less up to one
+  // look (20 ms) before the stop, which the looks cannot tell from it
+  const auto w = waited(t0), r = ran(t0);
+  const auto elapsed = steady_clock::now() - t0;
+  std::fprintf(stderr,
+               "after the stop: waited %ld ms and ran %ld ms of %ld ms; the stop was seen as %ld ms, ending %ld ms "
+               "ago\n",
+               ms(w), ms(r), ms(elapsed), ms(last_stop_length()), ms(steady_clock::now() - last_stop_end()));
+  std::_Exit(elapsed > milliseconds(800) && w < milliseconds(200) && r >= milliseconds(60) &&
+                 r < milliseconds(700) && last_stop_length() > milliseconds(700) && last_stop_end() > t0
                ? 0
                : 1);
 }
@@ -70,12 +75,12 @@ TEST_CASE("running child", "[.child]") {
   const auto t0 = steady_clock::now();
   watch_stops();
   std::this_thread::sleep_for(milliseconds(600)); // running (asleep), not stopped
-  const auto w = waited(t0);
-  std::fprintf(stderr, "a child that ran 600 ms: waited %ld ms\n", ms(w));
-  std::_Exit(w >= milliseconds(590) ? 0 : 1);
+  const auto w = waited(t0), r = ran(t0);
+  std::fprintf(stderr, "a child that ran 600 ms: waited %ld ms, ran %ld ms\n", ms(w), ms(r));
+  std::_Exit(w >= milliseconds(590) && r >= milliseconds(590) ? 0 : 1);
 }
 
-TEST_CASE("a stop of this process does not count in waited(): its waits get a fresh start when it runs again") {
+TEST_CASE("a stop of this process does not count in waited() or ran(): waits start afresh and the stop is no running time") {
   CHECK(in_child("stopped child", milliseconds(800)) == 0);
 }
 
