@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 #include "models/network.hpp"
 #include "scheduler/runtime/bench_allreduce.hpp"
+#include "scheduler/runtime/coordinator.hpp"
 #include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
@@ -454,13 +455,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  int rc = 0;
   try {
-    return dispatch(a, argc, argv);
+    rc = dispatch(a, argc, argv);
   } catch (const gradwire::error& e) {
     std::fprintf(stderr, "gradwire: error: %s\n", e.what());
-    return 2;
+    rc = 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gradwire: internal error: %s\n", e.what());
-    return 1;
+    rc = 1;
   }
+  if (gradwire::scheduler::actors_abandoned()) { // (its actor system is left running: no exit() through it)
+    std::fflush(nullptr);
+    std::_Exit(rc == 0 ? 2 : rc);
+  }
+  return rc;
 }

@@ -17,6 +17,7 @@
 #include "scheduler/app/wiring_setup.hpp"
 #include "scheduler/runtime/job.hpp"
 #include "transport/shm_arena.hpp"
+#include "scheduler/runtime/coordinator.hpp"
 #include "scheduler/runtime/topology.hpp"
 #include "transport/launch_env.hpp"
 #include "transport/ucx_link.hpp"
@@ -279,7 +280,19 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     configure_virtual(sys_cfg);
   else
     gradwire::actors::configure_scheduler(sys_cfg, 2);
-  caf::actor_system sys{sys_cfg};
+  // An actor that never ended when told to (stop_actors gave it up) holds
+  // the actor system's destructor for ever: the system is then left to the
+  // process's end, which main brings with std::_Exit once the results are
+  // written.
+  auto owned_sys = std::make_unique<caf::actor_system>(sys_cfg);
+  struct leave_if_abandoned {
+    std::unique_ptr<caf::actor_system>& sys;
+    ~leave_if_abandoned() {
+      if (actors_abandoned())
+        (void)sys.release();
+    }
+  } leave{owned_sys};
+  caf::actor_system& sys = *owned_sys;
   std::optional<job> jb; // across processes: one worker per process, rank 0 coordinates and writes the results
   struct close_on_exit { // before the actor system goes: published actors must be let go
     std::optional<job>& j;

@@ -2,12 +2,21 @@
 
 #include "scheduler/runtime/coordinator_state.hpp"
 
+#include "kernels/stop_aware.hpp"
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <optional>
 
 namespace gradwire::scheduler {
+
+namespace {
+std::atomic<bool> abandoned{false};
+} // namespace
+
+bool actors_abandoned() { return abandoned.load(); }
 
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors) {
   // Join: an actor may be inside a handler (a step reading the dataset, a
@@ -20,13 +29,20 @@ void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors)
       self->send_exit(a, caf::exit_reason::user_shutdown);
       ++left;
     }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // (Once one actor is given up the process is ending: the stuck one, told
+  // again by a later call, is not waited for a second minute.)
+  const auto told = std::chrono::steady_clock::now();
+  const std::chrono::seconds limit(abandoned ? 2 : 60);
   while (left > 0) {
     bool late = false;
     self->receive([&](caf::down_msg&) { --left; },
-                  caf::after(std::chrono::milliseconds(500)) >> [&] { late = std::chrono::steady_clock::now() > deadline; });
+                  caf::after(std::chrono::milliseconds(500)) >> [&] { late = kernels::waited_longer(told, limit); });
     if (late) { // a handler that never returns (a hung kernel): say so rather than hang the process
-      std::fprintf(stderr, "gradwire: %zu actor(s) still running 60 s after they were told to stop\n", left);
+      if (!abandoned.exchange(true))
+        std::fprintf(stderr,
+                     "gradwire: %zu actor(s) still running 60 s after they were told to stop (a computation that "
+                     "never returns); this process ends once its results are written\n",
+                     left);
       return;
     }
   }

@@ -124,8 +124,16 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
                         const elastic_plan& elastic = {});
 
 /// Sends an exit to each actor (all of them local) and waits until every
-/// one has terminated: nothing they read may be freed before.
+/// one has terminated: nothing they read may be freed before. An actor
+/// still inside a handler 60 s on (a hung kernel, a stalled thread) is
+/// given up: said so, and actors_abandoned() is true from then on.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);
+
+/// Some actor of this process never ended when told to (stop_actors). The
+/// process must then leave without destroying its actor system, whose
+/// destructor waits for that actor for ever: the run's results are
+/// written first, then the process ends with std::_Exit (main does).
+bool actors_abandoned();
 
 /// Stops the actors spawned in a scope (stop_actors) when an exception
 /// leaves it: a wiring that throws (a failed check, a transport error) must
