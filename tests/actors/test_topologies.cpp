@@ -202,15 +202,25 @@ TEST_CASE("backup workers: the slowest worker's pushes are dropped, N - b applie
   CHECK(applied == 2 * setup.steps * setup.ps.shards);
   CHECK(out.staleness[0] == applied);
   INFO("dropped per rank: " << out.dropped[0] << ", " << out.dropped[1] << ", " << out.dropped[2]);
-  CHECK(out.dropped[0] == 0);
-  CHECK(out.dropped[1] == 0);
-  // The slow worker computes each of its batches on a version the fast two
-  // have already moved past: none of its pushes is applied; each is dropped
-  // or, once the shards reached the last version, ignored.
-  CHECK(out.dropped[2] == out.reports[2].dropped);
-  CHECK(out.reports[2].staleness.empty());
+  for (int r = 0; r < 3; ++r)
+    CHECK(out.dropped[r] == out.reports[r].dropped);
+  // The fast two push once per version and shard, applied or dropped.
+  for (int r = 0; r < 2; ++r)
+    CHECK(static_cast<std::int64_t>(out.reports[r].staleness.size()) + out.reports[r].dropped ==
+          setup.steps * setup.ps.shards);
+  // Each version applies exactly two pushes, so every push of the slow
+  // worker that was applied took a fast worker's place: an identity,
+  // whatever the timing.
+  CHECK(static_cast<std::int64_t>(out.reports[2].staleness.size()) == out.dropped[0] + out.dropped[1]);
+  // The slow worker computes each batch on a version the fast two have
+  // already moved past, so its pushes are the ones dropped (or, once the
+  // shards reached the last version, ignored). A fast worker loses a race
+  // only when the machine holds it back for more than the 150 ms: once in
+  // 500 pushes in a TSan run beside another test (CI). A policy that did
+  // not drop the last arrival would drop a third of each rank's pushes.
+  CHECK(out.dropped[0] + out.dropped[1] <= 10);
   CHECK(out.reports[2].dropped >= 1);
-  CHECK(out.reports[0].staleness.size() == static_cast<std::size_t>(setup.steps * setup.ps.shards));
+  CHECK(out.reports[2].dropped > 10 * static_cast<std::int64_t>(out.reports[2].staleness.size()));
   for (const auto& rep : out.reports)
     CHECK(rep.error.empty());
   const auto [before, after] = losses(setup, out.params, data);
