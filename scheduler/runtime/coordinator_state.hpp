@@ -29,7 +29,7 @@ struct coordinator_state {
   coordinator_state(std::size_t worker_count, std::chrono::milliseconds t, const progress_fn& p, const metrics_fn& m,
                     const eval_fn& e, bool carry)
       : timeout(t), on_progress(p), on_metrics(m), on_eval(e), carry_on(carry), n(worker_count),
-        last_seen(n, clock_type::now()), steps(n, 0), samples(n, 0), finished(n, false) {
+        last_seen(n, clock_type::now()), steps(n, 0), samples(n, 0), finished(n, false), heard(n, false) {
     out.reports.resize(n);
   }
 
@@ -45,6 +45,7 @@ struct coordinator_state {
   std::vector<clock_type::time_point> last_seen;
   std::vector<std::int64_t> steps, samples;
   std::vector<bool> finished;
+  std::vector<bool> heard; ///< a step or a metrics window has come from this rank
   std::size_t done = 0;
   bool stopping = false;
   clock_type::time_point stop_sent;
@@ -209,6 +210,7 @@ struct coordinator_state {
       return;
     const auto r = static_cast<std::size_t>(rank);
     last_seen[r] = clock_type::now();
+    heard[r] = true;
     steps[r] = step;
     samples[r] = sample_count;
     totals();
@@ -226,6 +228,7 @@ struct coordinator_state {
     if (!known(m.rank))
       return;
     last_seen[static_cast<std::size_t>(m.rank)] = clock_type::now();
+    heard[static_cast<std::size_t>(m.rank)] = true;
     if (on_metrics)
       on_metrics(m);
   }
@@ -245,7 +248,10 @@ struct coordinator_state {
       if (!silent(r))
         continue;
       const auto why = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
-                       " ms (last heard at step " + std::to_string(steps[r]) + "; train.step_timeout_s)";
+                       " ms (" +
+                       (heard[r] ? "last heard at step " + std::to_string(steps[r])
+                                 : std::string("nothing heard from it since the run began")) +
+                       "; train.step_timeout_s)";
       if (!carry_on && !(elastic != nullptr && elastic->on)) {
         out.failure = why;
         continue;

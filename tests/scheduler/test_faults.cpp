@@ -2,6 +2,7 @@
 // from the seed, the links each process impairs for a strike, and the
 // emulated link under link faults: frames delayed or held while a link is
 // down, in order, and dropped once the job gives up on their peer.
+#include "scheduler/runtime/coordinator_state.hpp"
 #include "scheduler/runtime/faults.hpp"
 #include "transport/emulated_link.hpp"
 #include "transport/inproc_link.hpp"
@@ -242,4 +243,27 @@ TEST_CASE("a delayed link adds its delay and keeps order with frames sent after 
   REQUIRE(at1.wait(10));
   CHECK(at1.seen() == std::vector<std::uint64_t>{0, 1});
   CHECK(std::chrono::duration<double, std::milli>(first_at - t0).count() >= 199); // enforced: a lower bound
+}
+
+TEST_CASE("a silent worker's error says when it was last heard or that it never was") {
+  const detail::coordinator_state::progress_fn progress;
+  const detail::coordinator_state::metrics_fn metrics;
+  const detail::coordinator_state::eval_fn eval;
+  auto silent_after = [](detail::coordinator_state& st) {
+    while (!st.any_silent()) // a 1 ms timeout: a few loops
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    st.check_silence();
+    return st.out.failure;
+  };
+  detail::coordinator_state never(2, std::chrono::milliseconds(1), progress, metrics, eval, false);
+  const auto first = silent_after(never);
+  CHECK_THAT(first, Catch::Contains("worker rank 0 silent for 1 ms") &&
+                        Catch::Contains("nothing heard from it since the run began") &&
+                        !Catch::Contains("last heard"));
+  detail::coordinator_state heard(2, std::chrono::milliseconds(1), progress, metrics, eval, false);
+  heard.finished[0] = true;
+  heard.on_step(1, 7, 448);
+  heard.on_step(9, 8, 512); // no such rank: ignored
+  const auto second = silent_after(heard);
+  CHECK_THAT(second, Catch::Contains("worker rank 1 silent for 1 ms (last heard at step 7; train.step_timeout_s)"));
 }
