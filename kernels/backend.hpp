@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace gradwire::kernels {
 
@@ -177,5 +178,9 @@ int cuda_device_count();
 
 /// Whether this build contains the CUDA kernels.
 bool built_with_cuda();
+
+/// Why a CUDA build cannot use its kernels here (its module would not load),
+/// or "" when it can, or when nothing has tried yet.
+std::string cuda_unavailable();
 
 } // namespace gradwire::kernels

@@ -11,6 +11,8 @@ namespace gradwire::kernels {
 
 bool built_with_cuda() { return cuda_factory::built(); }
 
+std::string cuda_unavailable() { return cuda_factory::built() ? cuda_factory::unavailable() : std::string(); }
+
 int cuda_device_count() {
   static const int count = cuda_factory::device_count();
   return count;
@@ -30,9 +32,12 @@ backend& backend_for(const device& d) {
     return *it->second;
   if (cuda_factory::built()) {
     const int count = cuda_device_count();
+    const auto why = cuda_factory::unavailable();
     check(d.index < count, "device " + to_string(d) + " requested, but " + std::to_string(count) +
                              " CUDA device(s) are visible" +
-                             (count == 0 ? " (no GPU, or no driver, on this machine)" : ""));
+                             (!why.empty() ? " (" + why + ")"
+                              : count == 0 ? " (no GPU, or no driver, on this machine)"
+                                           : ""));
   }
   auto be = cuda_factory::make(d.index);
   auto& ref = *be;

@@ -365,9 +365,14 @@ std::optional<int> run_tool(cli_args& a) {
     const std::string layout = block > 0 ? "in channel blocks of " + std::to_string(block) +
                                              " between the layers that take them (a ResNet's stages), else NCHW"
                                          : "NCHW";
+    const int devices = gradwire::kernels::cuda_device_count();
+    const auto unavailable = gradwire::kernels::cuda_unavailable();
+    const std::string cuda_built = !gradwire::kernels::built_with_cuda() ? "not built"
+                                   : unavailable.empty()                 ? "built"
+                                                                         : "built, but " + unavailable;
     std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\nCPU GEMMs: %s\nCPU convolutions: %s\n"
                 "CPU activations: %s\n",
-                gradwire::kernels::built_with_cuda() ? "built" : "not built", gradwire::kernels::cuda_device_count(),
+                cuda_built.c_str(), devices,
                 gemms.c_str(), gradwire::kernels::onednn_conv::status().c_str(), layout.c_str());
     return 0;
   }

@@ -60,8 +60,9 @@ kernels::device checked_device(const std::string& text, const std::string& where
   if (!d.is_cpu()) {
     check(kernels::built_with_cuda(), who + " = \"" + text + "\": this gradwire was built without CUDA (gradwire info)");
     const int n = kernels::cuda_device_count();
-    check(d.index < n, who + " = \"" + text + "\", but " + std::to_string(n) +
-                         " CUDA device(s) are visible (gradwire info)");
+    const auto why = kernels::cuda_unavailable();
+    check(d.index < n, who + " = \"" + text + "\", but " + std::to_string(n) + " CUDA device(s) are visible (" +
+                         (why.empty() ? "gradwire info" : why) + ")");
   }
   return d;
 }

@@ -90,4 +90,22 @@ if "$gw" info | grep -q "visible CUDA devices: 0"; then
     grep -qE "0 CUDA device\(s\) are visible|built without CUDA" "$tmp/gpu.txt" ||
     fail "a GPU group without a GPU: rc=$rc $(cat "$tmp/gpu.txt")"
 fi
+# A CUDA build loads its kernels on first use (kernels/cuda_module.hpp): the
+# program links none of the CUDA libraries, whose start-up cost every
+# process half a second, and says why when its module will not load.
+if "$gw" info | grep -q "^CUDA kernels: built"; then
+  ldd "$gw" | grep -qE "libcublas|libcudnn|libcudart" && fail "gradwire links the CUDA libraries: $(ldd "$gw" | grep -E 'cublas|cudnn|cudart')"
+  GRADWIRE_CUDA_MODULE=$tmp/none.so "$gw" info | grep -q "built, but the CUDA kernels (libgradwire_cuda.so) were not found; looked for $tmp/none.so" ||
+    fail "a missing CUDA module: $(GRADWIRE_CUDA_MODULE=$tmp/none.so "$gw" info 2>&1 | head -3)"
+  printf 'not a library' > "$tmp/bad.so"
+  GRADWIRE_CUDA_MODULE=$tmp/bad.so "$gw" info | grep -q "built, but the CUDA kernels ($tmp/bad.so) could not be loaded" ||
+    fail "a CUDA module that is no library: $(GRADWIRE_CUDA_MODULE=$tmp/bad.so "$gw" info 2>&1 | head -3)"
+  libz=$(ldd "$gw" | awk '/libz\.so/ { print $3 }')
+  GRADWIRE_CUDA_MODULE=$libz "$gw" info | grep -q "built, but $libz is not a gradwire CUDA module" ||
+    fail "a library that is no CUDA module: $(GRADWIRE_CUDA_MODULE=$libz "$gw" info 2>&1 | head -3)"
+  printf '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\nname = "gpus"\ndevice = "cuda:0"\n[[nodes]]\nname = "cpus"\n' > "$tmp/gpu2.toml"
+  GRADWIRE_CUDA_MODULE=$libz "$gw" run "$tmp/gpu2.toml" -q > "$tmp/gpu2.txt" 2>&1 &&
+    fail "a GPU group with no CUDA module ran"
+  grep -q "is not a gradwire CUDA module" "$tmp/gpu2.txt" || fail "a GPU group with no CUDA module: $(cat "$tmp/gpu2.txt")"
+fi
 echo "cli smoke: all checks passed"
