@@ -157,18 +157,24 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   window_loss += r.loss_sum;
   window_samples += r.samples;
   report.samples += r.samples;
-  const double slowdown = cfg.slowdown * (cfg.slowdown_now ? cfg.slowdown_now() : 1.0);
   double extra = cfg.delay_ms * 1e-3;
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
   if (cfg.vclock) { // the compute model's time, not the machine's; nothing sleeps
+    const double slowdown = cfg.slowdown * (cfg.slowdown_now ? cfg.slowdown_now() : 1.0);
     const double in_batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
     cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, seconds_since(wall0));
   } else {
     // (Of the time this worker ran: a stop of the job mid-step (a suspend)
     // multiplied by the slowdown kept a slow worker asleep for twice the
-    // stop, silent past the step timeout when the job ran again.)
-    extra += slowdown > 1.0 ? (slowdown - 1.0) * ran_since(t0) : 0.0;
+    // stop, silent past the step timeout when the job ran again. And a slow
+    // spell slows only while it lasts: "4000 times slower for 0.1 s" once
+    // held a step for over a minute.)
+    const double ran = ran_since(t0);
+    double busy = cfg.slowdown * ran;
+    if (cfg.slow_spell)
+      busy = cfg.slow_spell(busy, since(t0));
+    extra += std::max(0.0, busy - ran);
     if (extra > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(extra));
   }

@@ -127,8 +127,12 @@ struct worker_config {
   /// runtime's fault injection); empty: nothing.
   std::function<void(std::int64_t steps)> after_step;
   /// The runtime's slow faults: a factor over `slowdown` for the step being
-  /// computed now; empty: none.
+  /// computed now, in virtual time; empty: none.
   std::function<double()> slowdown_now;
+  /// The same faults in real time: how long `work` seconds of computing,
+  /// begun `begun_ago` seconds ago, take under the slow spell: its factor
+  /// holds until the spell ends, full speed after. Empty: none.
+  std::function<double(double work, double begun_ago)> slow_spell;
   /// Checkpoints: every checkpoint_every steps (before the last) the worker
   /// sends its snapshot (snapshot_atom) to report_to; 0: never.
   std::int64_t checkpoint_every = 0;

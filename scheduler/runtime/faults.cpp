@@ -251,6 +251,20 @@ double fault_injector::now_s() const {
 
 double fault_injector::slowdown_now() const { return now_s() < slow_until_ ? slow_factor_ : 1.0; }
 
+double fault_injector::slowed(double work, double begun_ago) const {
+  // Full speed before the spell, 1/factor inside it, full speed after.
+  const double start = now_s() - begun_ago;
+  const double before = std::max(0.0, slow_from_ - start);
+  if (work <= before || slow_factor_ <= 1)
+    return work;
+  const double rest = work - before;
+  const double inside = slow_until_ - std::max(start, slow_from_); // of the spell, from where the work meets it
+  if (inside <= 0)
+    return work;
+  const double done_inside = inside / slow_factor_;
+  return before + (rest <= done_inside ? rest * slow_factor_ : inside + (rest - done_inside));
+}
+
 void fault_injector::after_step(std::int64_t step) {
   for (auto& m : strikes_) {
     if (m.s.at_step <= 0)
@@ -297,7 +311,8 @@ void fault_injector::land(mine& m, std::int64_t step) {
     break;
   case fault_kind::slow:
     slow_factor_ = s.factor;
-    slow_until_ = now_s() + s.seconds;
+    slow_from_ = now_s();
+    slow_until_ = slow_from_ + s.seconds;
     break;
   case fault_kind::suspend:
     suspend_job(job, s.seconds); // every thread of these processes: workers, coordinator, transport

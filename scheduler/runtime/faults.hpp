@@ -92,6 +92,10 @@ public:
   void after_step(std::int64_t step);
   /// The slow factor now (1: none).
   double slowdown_now() const;
+  /// How long `work` seconds of computing, begun `begun_ago` seconds ago,
+  /// take under the slow spell (worker_config::slow_spell): `factor` times
+  /// as long while it lasts, full speed after it ends.
+  double slowed(double work, double begun_ago) const;
 
 private:
   struct mine {
@@ -107,7 +111,7 @@ private:
   std::vector<mine> strikes_; ///< by step first, then by time in time order
   std::size_t next_timed_ = 0; ///< the first by-time strike not landed yet
   double started_; ///< steady seconds when the worker started
-  double slow_until_ = 0, slow_factor_ = 1;
+  double slow_from_ = 0, slow_until_ = 0, slow_factor_ = 1;
 };
 
 } // namespace gradwire::scheduler

@@ -154,7 +154,7 @@ TEST_CASE("each process impairs the links a strike names: a partition from both 
   CHECK(cut_from(2, 7) == std::set<int>{0, 1});
 }
 
-TEST_CASE("a slow strike multiplies compute for its window only") {
+TEST_CASE("a slow strike multiplies compute for its window only and while it lasts") {
   fault_spec s;
   s.kind = fault_kind::slow;
   s.rank = 1;
@@ -168,6 +168,23 @@ TEST_CASE("a slow strike multiplies compute for its window only") {
   other.after_step(3);
   CHECK(mine.slowdown_now() == 4.0);
   CHECK(other.slowdown_now() == 1.0);
+  // Real time: 10 ms of work inside the 600 s spell take 40 ms; 10 ms
+  // begun an hour ago (before the spell) took what it takes.
+  CHECK(mine.slowed(0.01, 0) == Approx(0.04));
+  CHECK(other.slowed(0.01, 0) == 0.01);
+  CHECK(mine.slowed(0.01, 3600) == 0.01);
+  // A spell of 0.5 s at 4000 times: 1 ms of work lets 0.125 ms through
+  // while it lasts, then runs the rest at full speed: 0.5 s + 0.875 ms, not
+  // 4 s (the whole step at the factor once held a worker for over a minute).
+  s.factor = 4000;
+  s.seconds = 0.5;
+  fault_injector brief(fault_schedule({s}, 2, 1), 1, 2, nullptr);
+  brief.after_step(3);
+  CHECK(brief.slowed(0.001, 0) == Approx(0.500875).margin(0.01));
+  CHECK(brief.slowed(0.0001, 0) == Approx(0.4).margin(1e-9)); // all of it inside the spell
+  // Work begun 0.25 s before the spell: 0.25 s at full speed, the whole
+  // spell, then the rest: 0.25 + 0.5 + (0.05 - 0.000125).
+  CHECK(brief.slowed(0.3, 0.25) == Approx(0.799875).margin(1e-6));
 }
 
 TEST_CASE("a link that is down holds frames until it is back and delivers them in order") {
