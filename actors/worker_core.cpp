@@ -153,6 +153,8 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   } else {
     r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
   }
+  if (cfg.in_step)
+    cfg.in_step();
   last_epoch_loss.add(r.loss_sum, r.samples);
   window_loss += r.loss_sum;
   window_samples += r.samples;

@@ -126,6 +126,9 @@ struct worker_config {
   /// Called after each finished step with the steps done so far (the
   /// runtime's fault injection); empty: nothing.
   std::function<void(std::int64_t steps)> after_step;
+  /// Called inside each step's computation, after its gradients and before
+  /// the emulated slowdown (the runtime's mid_step faults); empty: nothing.
+  std::function<void()> in_step;
   /// The runtime's slow faults: a factor over `slowdown` for the step being
   /// computed now, in virtual time; empty: none.
   std::function<double()> slowdown_now;

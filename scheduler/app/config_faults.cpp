@@ -99,6 +99,12 @@ void read_faults(const toml::table& root, const std::string& source, run_config&
             f.where + ": back_at_step = " + std::to_string(f.back_at_step) + " must come after at_step" +
               (f.at_step > 0 ? " = " + std::to_string(f.at_step) : " (give the fault's at_step)"));
     }
+    f.mid_step = t["mid_step"].value_or(false);
+    if (t.contains("mid_step")) {
+      check(f.kind == fault_kind::stall || f.kind == fault_kind::suspend,
+            f.where + ": mid_step applies to kind = \"stall\" and \"suspend\" only");
+      check(!f.mid_step || f.at_step > 0, f.where + ": mid_step strikes inside the step after at_step: give at_step");
+    }
     c.faults.push_back(f);
   }
 }
@@ -132,6 +138,8 @@ toml::array faults_toml(const run_config& c) {
       t.insert("delay_ms", f.delay_ms);
     if (f.back_at_step > 0)
       t.insert("back_at_step", f.back_at_step);
+    if (f.mid_step)
+      t.insert("mid_step", true);
     out.push_back(std::move(t));
   }
   return out;

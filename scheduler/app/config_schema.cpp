@@ -120,6 +120,7 @@ const std::vector<key_spec>& config_schema() {
     {"faults.factor", vt::number, "1.0", {}, "[[faults]]: slow: the compute-time multiplier (> 1)"},
     {"faults.delay_ms", vt::number, "0.0", {}, "[[faults]]: delay: added to every frame on the link, both ways (ms)"},
     {"faults.back_at_step", vt::integer, "0", {}, "[[faults]]: kill (with train.restarts), stall (with transport.rejoin_s): the worker's new process, or the stalled one, is let back into the ring at this step: the others hold there for it (0: as soon as it asks)"},
+    {"faults.mid_step", vt::boolean, "false", {}, "[[faults]]: stall, suspend with at_step: strike inside the computation of the step after at_step (after its gradients, before an emulated slowdown and the exchange), where a job stopped at a random moment most often is, not after the step"},
     {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice; with TCP alone frames up to 512 KiB go eagerly)"},
     {"transport.shm_refs", vt::boolean, "true", {}, "across processes on one node: ring chunks, pushed gradients, gossip snapshots and replies (a shard's parameters) travel as references into the sender's shared memory and are read where they lie (no copy); false: every frame is copied"},
     {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)"},

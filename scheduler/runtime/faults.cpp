@@ -150,6 +150,7 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
     s.seconds = f.seconds;
     s.factor = f.factor;
     s.delay_ms = f.delay_ms;
+    s.mid_step = f.mid_step;
     if (f.mtbf_s <= 0) {
       s.at_step = f.at_step;
       s.at_seconds = f.at_step > 0 ? -1 : f.at_seconds;
@@ -271,15 +272,30 @@ void fault_injector::after_step(std::int64_t step) {
       break; // the by-time strikes follow
     if (!m.done && step == m.s.at_step) {
       m.done = true;
-      land(m, step);
+      if (m.s.mid_step)
+        m.pending = any_pending_ = true;
+      else
+        land(m, step);
     }
   }
+  last_step_ = step;
   const double elapsed = now_s() - started_;
   while (next_timed_ < strikes_.size() && elapsed >= strikes_[next_timed_].s.at_seconds)
     land(strikes_[next_timed_++], step);
 }
 
-void fault_injector::land(mine& m, std::int64_t step) {
+void fault_injector::in_step() {
+  if (!any_pending_)
+    return;
+  any_pending_ = false;
+  for (auto& m : strikes_)
+    if (m.pending) {
+      m.pending = false;
+      land(m, last_step_ + 1, true);
+    }
+}
+
+void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   const auto& s = m.s;
   const auto job = s.kind == fault_kind::suspend ? job_processes_here() : std::vector<pid_t>{};
   char what[160];
@@ -294,8 +310,9 @@ void fault_injector::land(mine& m, std::int64_t step) {
                                            job.size() == 1 ? "this process" : (std::to_string(job.size()) + " processes on this host").c_str(),
                                            s.seconds); break;
   }
-  std::fprintf(stderr, "gradwire: rank %d: %s after step %lld ([[faults]] #%zu kind = \"%s\", unix time %.6f)\n", rank_,
-               what, static_cast<long long>(step), s.entry + 1, to_string(s.kind).c_str(), unix_s());
+  std::fprintf(stderr, "gradwire: rank %d: %s %s step %lld ([[faults]] #%zu kind = \"%s\", unix time %.6f)\n", rank_,
+               what, inside ? "in the computation of" : "after", static_cast<long long>(step), s.entry + 1,
+               to_string(s.kind).c_str(), unix_s());
   std::fflush(stderr);
   switch (s.kind) {
   case fault_kind::kill:

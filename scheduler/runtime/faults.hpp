@@ -54,6 +54,7 @@ struct fault_spec {
   double factor = 1;        ///< slow: compute time multiplied by this
   double delay_ms = 0;      ///< delay: added to every frame on the link
   std::int64_t back_at_step = 0; ///< kill, stall: let back in no earlier than this step (0: when it asks)
+  bool mid_step = false;    ///< stall, suspend with at_step: inside the next step's computation, not after the step
   std::string where;        ///< "file:line: [[faults]] #i", for messages
 };
 
@@ -66,6 +67,7 @@ struct fault_strike {
   std::int64_t at_step = 0; ///< 0: at_seconds
   double at_seconds = -1;
   double seconds = 0, factor = 1, delay_ms = 0;
+  bool mid_step = false; ///< lands in the next step's computation (fault_injector::in_step)
 };
 
 /// Strikes drawn from an mtbf_s entry, at most (a run meets far fewer).
@@ -88,8 +90,13 @@ public:
   /// at_seconds count on it); null: the machine's clock.
   fault_injector(const std::vector<fault_strike>& all, int rank, int workers,
                  std::shared_ptr<transport::link_faults> links, std::shared_ptr<actors::virtual_clock> clock = {});
-  /// After step `step`: every strike due now lands.
+  /// After step `step`: every strike due now lands, but a mid_step one,
+  /// which waits for in_step.
   void after_step(std::int64_t step);
+  /// Inside a step's computation (after its gradients, before the emulated
+  /// slowdown and the exchange): the mid_step strikes due land. A stop
+  /// there is what a job stopped at a random moment most often meets.
+  void in_step();
   /// The slow factor now (1: none).
   double slowdown_now() const;
   /// How long `work` seconds of computing, begun `begun_ago` seconds ago,
@@ -102,8 +109,9 @@ private:
     fault_strike s;
     std::vector<int> peers; ///< the links it impairs from this process
     bool done = false;
+    bool pending = false; ///< mid_step: due, waiting for in_step
   };
-  void land(mine& m, std::int64_t step);
+  void land(mine& m, std::int64_t step, bool inside = false);
   double now_s() const; ///< seconds on the injector's clock
   int rank_;
   std::shared_ptr<transport::link_faults> links_;
@@ -112,6 +120,8 @@ private:
   std::size_t next_timed_ = 0; ///< the first by-time strike not landed yet
   double started_; ///< steady seconds when the worker started
   double slow_from_ = 0, slow_until_ = 0, slow_factor_ = 1;
+  std::int64_t last_step_ = 0; ///< the last step after_step saw
+  bool any_pending_ = false;
 };
 
 } // namespace gradwire::scheduler

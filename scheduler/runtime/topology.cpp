@@ -166,6 +166,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
                     strikes.end());
     auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults, setup.sim);
     wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
+    wc.in_step = [injector] { injector->in_step(); };
     wc.slowdown_now = [injector] { return injector->slowdown_now(); };
     wc.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
   }

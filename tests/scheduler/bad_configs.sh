@@ -154,6 +154,9 @@ case_ faults_peer_range '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkin
 case_ faults_ranks_dup '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nmtbf_s = 10.0\nranks = [1, 1]\n' 'faults_ranks_dup.toml:4: .*ranks names rank 1 twice'
 case_ faults_mtbf '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nrank = 1\nmtbf_s = 0.0\n' 'faults_mtbf.toml:4: .*mtbf_s must be more than 0'
 case_ faults_back_kind '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind = "slow"\nrank = 1\nat_step = 3\nseconds = 1.0\nfactor = 2.0\nback_at_step = 9\n' 'faults_back_kind.toml:4: .*back_at_step applies to kind = "kill" .a new process. and "stall" only'
+case_ faults_mid_kind '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind = "slow"\nrank = 1\nat_step = 3\nseconds = 1.0\nfactor = 2.0\nmid_step = true\n' 'faults_mid_kind.toml:4: .*mid_step applies to kind = "stall" and "suspend" only'
+case_ faults_mid_when '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind = "stall"\nrank = 1\nat_seconds = 3.0\nseconds = 1.0\nmid_step = true\n' 'faults_mid_when.toml:4: .*mid_step strikes inside the step after at_step: give at_step'
+case_ faults_mid_type '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nkind = "stall"\nrank = 1\nat_step = 3\nseconds = 1.0\nmid_step = "yes"\n' 'faults_mid_type.toml:.*mid_step'
 case_ faults_back_early '[topology]\nkind = "ring"\nworkers = 3\n[[faults]]\nrank = 1\nat_step = 30\nback_at_step = 20\n' 'faults_back_early.toml:4: .*back_at_step = 20 must come after at_step = 30'
 case_ restarts_negative '[topology]\nkind = "ring"\n[train]\nrestarts = -1\n' 'restarts_negative.toml:4.*train.restarts'
 # [sweep]

@@ -49,6 +49,14 @@ for ex in ring ps-async local-sgd gossip-dpsgd gossip-adpsgd hierarchical; do
   has "$work/$ex.txt" 'rank 1: suspends the job (this process) for 5 s after step 40'
   has "$work/$ex.txt" 'this process did not run for'
 done
+# The same stop, landing for sure inside the slow worker's computation
+# (mid_step: after its gradients, before its emulated 3x slowdown): its
+# sleep counts only the time it ran, not the 5 s it was stopped. (Timed
+# from the step's start, it slept twice the stop, silent past the 2 s
+# step timeout; a stop after a step could not show it.)
+run adpsgd-mid gossip-adpsgd.toml '[[faults]]\nkind = "suspend"\nrank = 3\nat_step = 20\nseconds = 5.0\nmid_step = true'
+went_on adpsgd-mid
+has "$work/adpsgd-mid.txt" 'rank 3: suspends the job (this process) for 5 s in the computation of step 21'
 run ring-plain ring.toml ''
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$work/ring/model.safetensors" "$work/ring-plain/model.safetensors" \
   >/dev/null || bad "ring: the suspended run's model differs from the same run's never suspended"

@@ -284,3 +284,45 @@ TEST_CASE("a silent worker's error says when it was last heard or that it never 
   const auto second = silent_after(heard);
   CHECK_THAT(second, Catch::Contains("worker rank 1 silent for 1 ms (last heard at step 7; train.step_timeout_s)"));
 }
+
+namespace {
+/// A virtual clock that only counts what stalls charge it.
+struct stall_counter : actors::virtual_clock {
+  double charged = 0;
+  time_point now() const override { return time_point{}; }
+  double charge_compute(int, std::int64_t, double, double, double) override { return 0; }
+  void note_eval(std::int64_t, double) override {}
+  caf::actor place_beside(int, const caf::actor& a) override { return a; }
+  void charge(double seconds) override { charged += seconds; }
+  void charge_apply(std::int64_t) override {}
+  void note_progress(int, std::int64_t) override {}
+};
+} // namespace
+
+TEST_CASE("a mid_step strike waits for the next step's computation") {
+  fault_spec s;
+  s.kind = fault_kind::stall;
+  s.rank = 1;
+  s.at_step = 3;
+  s.seconds = 2;
+  auto plain = s;
+  s.mid_step = true;
+  const auto strikes = fault_schedule({s, plain}, 2, 1);
+  REQUIRE(strikes.size() == 2);
+  CHECK(strikes[0].mid_step);
+  CHECK_FALSE(strikes[1].mid_step);
+  auto clock = std::make_shared<stall_counter>();
+  fault_injector mine(strikes, 1, 2, nullptr, clock);
+  mine.in_step(); // nothing due yet
+  mine.after_step(2);
+  mine.in_step();
+  CHECK(clock->charged == 0);
+  mine.after_step(3); // the plain one lands here, the mid_step one waits
+  CHECK(clock->charged == 2);
+  mine.in_step();
+  CHECK(clock->charged == 4);
+  mine.in_step(); // once
+  mine.after_step(4);
+  mine.in_step();
+  CHECK(clock->charged == 4);
+}
