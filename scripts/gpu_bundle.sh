@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Packs a CUDA build's GPU binaries for a GPU machine that has the NVIDIA
+# Packs a CUDA build's GPU binaries (and libgradwire_cuda.so, the CUDA
+# kernels they load beside them) for a GPU machine that has the NVIDIA
 # driver, CUDA and PyTorch but none of Debian's packages (CAF, Cap'n Proto,
 # OpenBLAS): the binaries, the shared libraries they need from this machine
 # (not glibc's, not CUDA's; xz-packed: OpenBLAS alone is 36 MB), Fashion-MNIST
@@ -21,15 +22,16 @@ bins=("$build/gradwire-bench-train" "$build/tests/test_cuda")
 for b in "${bins[@]}"; do
   [[ -x $b ]] || { echo "gpu_bundle.sh: $b missing: build with CUDA first (scripts/build.sh)" >&2; exit 1; }
 done
-ldd "$build/gradwire-bench-train" | grep -q libcudart ||
-  { echo "gpu_bundle.sh: $build was built without CUDA (see 'gradwire info')" >&2; exit 1; }
+# The CUDA kernels are a module beside the programs, loaded on first use.
+module=$build/libgradwire_cuda.so
+[[ -f $module ]] || { echo "gpu_bundle.sh: $build was built without CUDA (no $module; see 'gradwire info')" >&2; exit 1; }
 rm -rf "$dir" && mkdir -p "$dir/lib" "$dir/fashion-mnist"
-cp "${bins[@]}" "$dir/"
+cp "${bins[@]}" "$module" "$dir/"
 cp /usr/share/datasets/fashion-mnist/*.gz "$dir/fashion-mnist/" 2>/dev/null ||
   echo "gpu_bundle.sh: no Fashion-MNIST here (dataset-fashion-mnist): the CUDA tests that train will fail there" >&2
 # Everything the binaries load from Debian's folders, but glibc, libstdc++
 # and libgcc (newer on the GPU machine) and CUDA's own (the GPU machine's).
-ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
+ldd "${bins[@]}" "$module" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   grep -v '/usr/local/cuda' | while read -r lib; do cp -L "$lib" "$dir/lib/"; done
 tar -C "$dir" -cf - lib | xz -T0 -6 >"$dir/lib.tar.xz"
