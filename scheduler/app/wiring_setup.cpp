@@ -124,6 +124,7 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   set_topology(setup, cfg);
   set_workers(setup, cfg);
   setup.timeout = std::chrono::milliseconds(cfg.step_timeout_ms);
+  set_stop_limit(setup.timeout); // a run with long steps is let finish one when told to stop
   setup.min_workers = cfg.min_workers;
   setup.rejoin = cfg.rejoin_s > 0 || cfg.restarts > 0;
   setup.restarts = cfg.restarts;

@@ -14,7 +14,14 @@ namespace gradwire::scheduler {
 
 namespace {
 std::atomic<bool> abandoned{false};
+std::atomic<std::int64_t> limit_ms{60000};
 } // namespace
+
+void set_stop_limit(std::chrono::milliseconds step_timeout) {
+  limit_ms = std::max<std::int64_t>(60000, 2 * step_timeout.count());
+}
+
+std::chrono::milliseconds stop_limit() { return std::chrono::milliseconds(limit_ms.load()); }
 
 bool actors_abandoned() { return abandoned.load(); }
 
@@ -32,7 +39,7 @@ void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors)
   // (Once one actor is given up the process is ending: the stuck one, told
   // again by a later call, is not waited for a second minute.)
   const auto told = std::chrono::steady_clock::now();
-  const std::chrono::seconds limit(abandoned ? 2 : 60);
+  const auto limit = abandoned ? std::chrono::milliseconds(2000) : stop_limit();
   while (left > 0) {
     bool late = false;
     self->receive([&](caf::down_msg&) { --left; },
@@ -40,9 +47,9 @@ void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors)
     if (late) { // a handler that never returns (a hung kernel): say so rather than hang the process
       if (!abandoned.exchange(true))
         std::fprintf(stderr,
-                     "gradwire: %zu actor(s) still running 60 s after they were told to stop (a computation that "
+                     "gradwire: %zu actor(s) still running %g s after they were told to stop (a computation that "
                      "never returns); this process ends once its results are written\n",
-                     left);
+                     left, static_cast<double>(limit.count()) / 1000.0);
       return;
     }
   }

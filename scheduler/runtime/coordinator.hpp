@@ -125,9 +125,15 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
 
 /// Sends an exit to each actor (all of them local) and waits until every
 /// one has terminated: nothing they read may be freed before. An actor
-/// still inside a handler 60 s on (a hung kernel, a stalled thread) is
-/// given up: said so, and actors_abandoned() is true from then on.
+/// still inside a handler stop_limit() on (a hung kernel, a stalled
+/// thread) is given up: said so, and actors_abandoned() is true from then on.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);
+
+/// How long stop_actors waits for an actor inside a handler: 60 s, or twice
+/// the step timeout where that is longer (a run whose steps may take
+/// minutes must be let finish one). Set from each run's config.
+void set_stop_limit(std::chrono::milliseconds step_timeout);
+std::chrono::milliseconds stop_limit();
 
 /// Some actor of this process never ended when told to (stop_actors). The
 /// process must then leave without destroying its actor system, whose

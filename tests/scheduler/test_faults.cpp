@@ -326,3 +326,12 @@ TEST_CASE("a mid_step strike waits for the next step's computation") {
   mine.in_step();
   CHECK(clock->charged == 4);
 }
+
+TEST_CASE("stop_actors waits 60 s for a handler or twice the step timeout where longer") {
+  set_stop_limit(std::chrono::seconds(2));
+  CHECK(stop_limit() == std::chrono::seconds(60));
+  set_stop_limit(std::chrono::seconds(300)); // steps that may take minutes are let finish one
+  CHECK(stop_limit() == std::chrono::seconds(600));
+  set_stop_limit(std::chrono::seconds(30));
+  CHECK(stop_limit() == std::chrono::seconds(60));
+}
