@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 #include <cstdio>
+#include <unistd.h>
 
 using namespace gradwire;
 using namespace gradwire::kernels;
@@ -408,7 +409,14 @@ TEST_CASE("two GPU workers sharing cuda:0 in a sync ring follow the all-CPU ring
 int main(int argc, char** argv) {
   const int n = cuda_device_count();
   if (n == 0) {
-    std::printf("test_cuda: no CUDA device visible (no GPU or no driver): skipping the CUDA tests\n");
+    // A module that will not load must not pass for a machine without a GPU.
+    const auto why = cuda_unavailable();
+    if (!why.empty() && ::access("/proc/driver/nvidia/gpus", F_OK) == 0) {
+      std::printf("test_cuda: this machine has an NVIDIA GPU, but %s\n", why.c_str());
+      return 1;
+    }
+    std::printf("test_cuda: no CUDA device visible (%s): skipping the CUDA tests\n",
+                why.empty() ? "no GPU or no driver" : why.c_str());
     return 77;
   }
   std::printf("test_cuda: %d CUDA device(s) visible\n", n);
