@@ -9,11 +9,16 @@
 /// |---|---|---|
 /// | kill | exits abruptly, as SIGKILL leaves it | for good |
 /// | stall | stops (SIGSTOP; in one process: the worker's thread sleeps) | `seconds` |
-/// | slow | computes `factor` times slower | `seconds` |
+/// | slow | computes `factor` times slower while it lasts | `seconds` |
 /// | delay | frames on its link to `peer` (every peer: -1) arrive `delay_ms` later, both ways | `seconds` |
 /// | drop | that link is down, both ways: frames wait until it is back | `seconds` |
 /// | partition | `ranks` and the others cannot reach each other | `seconds` |
 /// | suspend | the job's processes on this host stop at once (SIGSTOP), as SLURM's scontrol suspend or Ctrl-Z does | `seconds` |
+///
+/// A stall or suspend with `mid_step` lands inside the computation of the
+/// step after at_step instead (fault_injector::in_step), where a job
+/// stopped at a random moment most often is. A slow spell slows only the
+/// work done while it lasts.
 ///
 /// A stall, drop or partition longer than the liveness bound
 /// (transport.peer_timeout_ms) is a lost rank: rank 0 cuts it off (an
