@@ -231,22 +231,29 @@ PY
 # inside UCX at the first send: both refuse at connect, exit 2, and leave
 # nothing in /dev/shm.
 p=$(port)
-# Arenas whose owner process is gone (tests running beside this one make
-# and remove live ones meanwhile: only orphans count).
-orphans() { for f in /dev/shm/gradwire-*; do [ -e "$f" ] || continue; pid=${f#/dev/shm/gradwire-}; kill -0 "${pid%%-*}" 2>/dev/null || echo "$f"; done | sort; }
-orphans_before=$(orphans)
+# Each rank writes its pid before it becomes gradwire (exec keeps it), so
+# that only these two ranks' arenas ("/dev/shm/gradwire-<pid>-...") are
+# looked for: tests beside this one kill ranks and leave theirs.
+as_pid() { local file=$1; shift; echo $$ >"$file"; exec "$@"; }
+export -f as_pid
 export GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$p GRADWIRE_TOKEN=fifo
-GRADWIRE_RANK=0 timeout 60 "$GW" run "$src/examples/ring.toml" -q --no-report --set train.max_steps=20 --out "$work/fifo0" >"$work/fifo0.txt" 2>&1 &
+GRADWIRE_RANK=0 timeout 60 bash -c 'as_pid "$@"' _ "$work/fifo0.pid" "$GW" run "$src/examples/ring.toml" -q --no-report \
+  --set train.max_steps=20 --out "$work/fifo0" >"$work/fifo0.txt" 2>&1 &
 f0=$!
-UCX_POSIX_FIFO_ELEM_SIZE=128 GRADWIRE_RANK=1 timeout 60 "$GW" run "$src/examples/ring.toml" -q --no-report --set train.max_steps=20 \
-  --out "$work/fifo1" >"$work/fifo1.txt" 2>&1
+UCX_POSIX_FIFO_ELEM_SIZE=128 GRADWIRE_RANK=1 timeout 60 bash -c 'as_pid "$@"' _ "$work/fifo1.pid" "$GW" run \
+  "$src/examples/ring.toml" -q --no-report --set train.max_steps=20 --out "$work/fifo1" >"$work/fifo1.txt" 2>&1
 rc1=$?
 wait $f0; rc0=$?
 unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS GRADWIRE_TOKEN
 [ $rc0 = 2 ] && [ $rc1 = 2 ] || bad "different FIFO element sizes: ranks exited $rc0 and $rc1, expected 2 and 2"
 has "$work/fifo0.txt" "FIFO elements"
 has "$work/fifo1.txt" "FIFO elements"
-[ -z "$(comm -13 <(echo "$orphans_before") <(orphans))" ] || bad "different FIFO element sizes left an arena in /dev/shm"
+for r in 0 1; do
+  pid=$(cat "$work/fifo$r.pid" 2>/dev/null)
+  [ -n "$pid" ] || { bad "different FIFO element sizes: rank $r wrote no pid"; continue; }
+  left=$(ls /dev/shm/gradwire-"$pid"-* 2>/dev/null)
+  [ -z "$left" ] || bad "different FIFO element sizes: rank $r left $left in /dev/shm"
+done
 
 # Signals reach every rank once through the launcher, and nothing outlives
 # it. Each case waits for rank 0 to have opened its results (an observable
