@@ -11,7 +11,7 @@ namespace gradwire::kernels {
 
 bool built_with_cuda() { return cuda_factory::built(); }
 
-std::string cuda_unavailable() { return cuda_factory::built() ? cuda_factory::unavailable() : std::string(); }
+std::string cuda_unavailable() { return cuda_factory::unavailable(); }
 
 int cuda_device_count() {
   static const int count = cuda_factory::device_count();

@@ -6,7 +6,7 @@ namespace gradwire::kernels::cuda_factory {
 
 bool built() { return false; }
 int device_count() { return 0; }
-std::string unavailable() { return "this gradwire was built without CUDA"; }
+std::string unavailable() { return {}; } // nothing was built to load
 
 std::unique_ptr<backend> make(int index) {
   throw error("device cuda:" + std::to_string(index) +

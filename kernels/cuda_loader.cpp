@@ -12,7 +12,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 namespace gradwire::kernels::cuda_factory {

@@ -30,6 +30,16 @@ fault_spec mtbf(fault_kind k, double mean) {
   return f;
 }
 
+/// A fault striking `rank` after its step `step`, lasting `seconds`.
+fault_spec after(fault_kind k, int rank, std::int64_t step, double seconds) {
+  fault_spec f;
+  f.kind = k;
+  f.rank = rank;
+  f.at_step = step;
+  f.seconds = seconds;
+  return f;
+}
+
 /// Frames a rank of an inproc group receives, as (first header word) in arrival order.
 struct inbox {
   std::mutex mu;
@@ -155,12 +165,8 @@ TEST_CASE("each process impairs the links a strike names: a partition from both 
 }
 
 TEST_CASE("a slow strike multiplies compute for its window only and while it lasts") {
-  fault_spec s;
-  s.kind = fault_kind::slow;
-  s.rank = 1;
-  s.at_step = 3;
+  auto s = after(fault_kind::slow, 1, 3, 600);
   s.factor = 4;
-  s.seconds = 600;
   fault_injector mine(fault_schedule({s}, 2, 1), 1, 2, nullptr), other(fault_schedule({s}, 2, 1), 0, 2, nullptr);
   mine.after_step(2);
   CHECK(mine.slowdown_now() == 1.0);
@@ -300,11 +306,7 @@ struct stall_counter : actors::virtual_clock {
 } // namespace
 
 TEST_CASE("a mid_step strike waits for the next step's computation") {
-  fault_spec s;
-  s.kind = fault_kind::stall;
-  s.rank = 1;
-  s.at_step = 3;
-  s.seconds = 2;
+  auto s = after(fault_kind::stall, 1, 3, 2);
   auto plain = s;
   s.mid_step = true;
   const auto strikes = fault_schedule({s, plain}, 2, 1);
