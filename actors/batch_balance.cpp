@@ -12,6 +12,29 @@ int default_min_batch(std::int64_t total, int workers) {
   return static_cast<int>(std::max<std::int64_t>(1, total / (16 * std::max(1, workers))));
 }
 
+void speed_window::add_step(double seconds, std::int64_t samples) {
+  steps_.emplace_back(std::max(0.0, seconds), std::max<std::int64_t>(0, samples));
+}
+
+speed_sample speed_window::take() {
+  speed_sample out;
+  out.fixed_seconds = fixed_;
+  out.steps = steps();
+  std::vector<double> rate; // seconds a sample, by step
+  for (const auto& [seconds, samples] : steps_) {
+    out.samples += samples;
+    if (samples > 0)
+      rate.push_back(seconds / static_cast<double>(samples));
+  }
+  if (!rate.empty()) {
+    const auto mid = rate.begin() + static_cast<std::ptrdiff_t>((rate.size() - 1) / 2);
+    std::nth_element(rate.begin(), mid, rate.end());
+    out.compute_seconds = *mid * static_cast<double>(out.samples);
+  }
+  *this = {};
+  return out;
+}
+
 std::vector<int> rebalance(const std::vector<int>& current, const std::vector<speed_sample>& measured,
                            const balance_limits& limits) {
   const std::size_t n = current.size();

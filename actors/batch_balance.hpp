@@ -13,6 +13,7 @@
 /// coordinator; the rule is deterministic and uses no clock.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace gradwire::actors {
@@ -23,6 +24,28 @@ struct speed_sample {
   double fixed_seconds = 0;   ///< per-step work that does not (its share of the optimizer)
   std::int64_t samples = 0;   ///< in the window
   std::int64_t steps = 0;     ///< in the window
+};
+
+/// A worker's steps since the last round, each timed on its own. What goes
+/// to the others (take()) is charged at the lower median step's time a
+/// sample: a spike in fewer than half of the window's steps (a preemption
+/// on a busy machine, a page-fault storm) does not move the split, where
+/// the mean once made a fast worker look slower than one 60 ms a step
+/// slower and halved its batch. A slowness that lasts (a slower node, an
+/// emulated slowdown, a slow spell) is in most steps and counts in full.
+class speed_window {
+ public:
+  /// One step's forward + backward: `seconds` for `samples`.
+  void add_step(double seconds, std::int64_t samples);
+  /// Per-step work that does not grow with the batch.
+  void add_fixed(double seconds) { fixed_ += seconds; }
+  std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
+  /// The window as measured (see above), and a fresh one begun.
+  speed_sample take();
+
+ private:
+  std::vector<std::pair<double, std::int64_t>> steps_; ///< (seconds, samples) by step
+  double fixed_ = 0;
 };
 
 struct balance_limits {

@@ -50,7 +50,7 @@ struct ring_worker_state : worker_core {
     std::vector<int> batches;        ///< the split in force
     std::int64_t total = 0;          ///< the global batch
     balance_limits limits;
-    speed_sample window;             ///< this worker's, since the last round
+    speed_window window;             ///< this worker's, since the last round
     /// Measurements by round, filled by rank as they arrive.
     std::map<std::int64_t, std::pair<std::vector<speed_sample>, int>> rounds;
     bool waiting = false; ///< begin_step held until a round is complete
@@ -116,7 +116,7 @@ void share_speed(ring_worker_actor* self) {
   const auto k = static_cast<std::int64_t>(st.cfg.ring.balance_every);
   if (k <= 0 || st.step % k != 0 || st.step + ring_worker_state::balance_lag >= st.cfg.steps)
     return;
-  const auto& w = b.window;
+  const auto w = b.window.take();
   for (std::size_t r = 0; r < b.workers.size(); ++r)
     if (static_cast<int>(r) != st.cfg.rank)
       self->send(b.workers[r], balance_atom::value, st.step, st.cfg.rank, w.compute_seconds, w.fixed_seconds,
@@ -125,7 +125,6 @@ void share_speed(ring_worker_actor* self) {
   round.first.resize(static_cast<std::size_t>(st.cfg.world));
   round.first[static_cast<std::size_t>(st.cfg.rank)] = w;
   ++round.second;
-  b.window = {};
 }
 
 /// At the start of a step: applies the round due now. False when some
@@ -238,9 +237,7 @@ void begin_step(ring_worker_actor* self) {
       st.compute();
     if (st.cfg.ring.balance_every > 0)
       st.report.batches.push_back(st.cfg.batch_size);
-    st.bal.window.compute_seconds += st.ran_since(t0); // (a stop of the job is no slowness to balance)
-    st.bal.window.samples += st.report.samples - samples;
-    ++st.bal.window.steps;
+    st.bal.window.add_step(st.ran_since(t0), st.report.samples - samples); // (a stop of the job is no slowness)
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;
@@ -263,7 +260,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.in_round = false;
   st.end_comm();
   st.comm_to_compute(st.owned_apply); // the owned chunks' optimizer work is compute
-  st.bal.window.fixed_seconds += st.owned_apply;
+  st.bal.window.add_fixed(st.owned_apply);
   st.owned_apply = 0;
   const auto t0 = st.now();
   if (st.sharded) { // the pieces are parameters, updated by their owners (this worker's own too)
@@ -281,7 +278,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   }
   for (auto& ps : st.results)
     ps.clear(); // let go of the shared pieces
-  st.bal.window.fixed_seconds += st.ran_since(t0);
+  st.bal.window.add_fixed(st.ran_since(t0));
   st.add_compute(t0); // the optimizer is part of the step's compute
   st.begin_comm();
   st.add_wait(st.round_wait, false); // the ring's track shows where it waited

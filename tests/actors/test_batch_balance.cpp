@@ -12,6 +12,7 @@ using namespace gradwire;
 using actors::balance_limits;
 using actors::rebalance;
 using actors::speed_sample;
+using actors::speed_window;
 
 namespace {
 
@@ -80,6 +81,45 @@ TEST_CASE("balancing keeps the sum and the limits, and leaves unmeasured workers
   CHECK(rebalance({64, 64}, {window(64, 1), window(64, 100)}, floor8) == std::vector<int>{120, 8});
   CHECK(actors::default_min_batch(128, 2) == 4);
   CHECK(actors::default_min_batch(8, 4) == 1);
+}
+
+TEST_CASE("a window is charged at its lower median step: a spike in fewer than half its steps does not count") {
+  speed_window w;
+  for (int k = 0; k < 3; ++k)
+    w.add_step(1e-3, 10); // 0.1 ms a sample
+  w.add_step(50e-3, 10);  // one step held up 49 ms
+  w.add_fixed(2e-3);
+  auto s = w.take();
+  CHECK(s.steps == 4);
+  CHECK(s.samples == 40);
+  CHECK(s.compute_seconds == Approx(4e-3)); // the mean would charge 53 ms
+  CHECK(s.fixed_seconds == Approx(2e-3));
+  // Two steps: the lower median is the faster one.
+  w.add_step(30e-3, 16);
+  w.add_step(1.6e-3, 16);
+  s = w.take();
+  CHECK(s.compute_seconds == Approx(3.2e-3));
+  // A slowness in most steps counts in full, at whatever batch each step had.
+  w.add_step(6e-3, 20);
+  w.add_step(3e-3, 10);
+  w.add_step(1e-3, 10);
+  s = w.take();
+  CHECK(s.samples == 40);
+  CHECK(s.compute_seconds == Approx(0.3e-3 * 40));
+  // take() began a fresh window; a step without samples is no rate.
+  CHECK(w.steps() == 0);
+  w.add_step(5e-3, 0);
+  s = w.take();
+  CHECK(s.steps == 1);
+  CHECK(s.samples == 0);
+  CHECK(s.compute_seconds == 0);
+  // So a fast worker held up once in a window keeps its share against one 3x slower in every step.
+  for (int k = 0; k < 3; ++k)
+    w.add_step(k == 1 ? 0.2 : 64e-3, 64);
+  speed_window slow;
+  for (int k = 0; k < 3; ++k)
+    slow.add_step(192e-3, 64);
+  CHECK(rebalance({64, 64}, {w.take(), slow.take()}, full_step()) == std::vector<int>{96, 32});
 }
 
 TEST_CASE("balancing refuses what it cannot do, saying what") {

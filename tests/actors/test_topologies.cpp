@@ -135,10 +135,13 @@ TEST_CASE("speed balancing: the slow worker's share shrinks, the global batch st
     }
     // The slow worker's share, after 6 re-splits, is the smallest and went
     // to the others (whose own split follows their scheduling on a loaded
-    // machine: no one of them is sure to grow).
+    // machine: no one of them is sure to grow, and under ASan beside
+    // another test one fast worker of 4 was once held up long enough to
+    // end at the floor beside the slow one; the rule's convergence is
+    // claimed exactly in virtual time, test_virtual_time).
     int others = 0;
     for (std::size_t r = 0; r + 1 < batches.size(); ++r) {
-      CHECK(batches[r].back() > batches.back().back());
+      CHECK(batches[r].back() >= batches.back().back());
       others += batches[r].back();
     }
     CHECK(batches.back().back() < setup.batch_size / 2);
