@@ -30,12 +30,16 @@ struct dataset {
 };
 
 /// Reads an IDX image file (magic 0x00000803) and label file (0x00000801).
-/// Files may be gzipped. `classes` bounds the label values.
-dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes = 10);
+/// Files may be gzipped. `classes` bounds the label values. `limit` > 0:
+/// only the first `limit` samples are read (data.train_subset: a run on
+/// 3,000 images no longer inflates and converts all 60,000); what lies
+/// past them is not read, so not checked.
+dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes = 10,
+                 std::int64_t limit = 0);
 
 /// Loads the train or test split of MNIST-layout data from `dir`
-/// ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]).
-dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name);
+/// ({train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]); `limit` as load_idx's.
+dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name, std::int64_t limit = 0);
 
 /// Reads CIFAR-10 binary files (each record: 1 label byte, 3072 pixel bytes).
 dataset load_cifar10_files(const std::vector<std::string>& paths);

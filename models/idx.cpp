@@ -58,7 +58,7 @@ std::string hex(std::uint32_t v) {
 
 } // namespace
 
-dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes) {
+dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes, std::int64_t limit) {
   dataset d;
   d.classes = classes;
   d.channels = 1;
@@ -80,13 +80,15 @@ dataset load_idx(const std::string& images_path, const std::string& labels_path,
                               " bytes), more than " + std::to_string(max_total) + " bytes");
   d.height = static_cast<int>(rows);
   d.width = static_cast<int>(cols);
+  const std::uint64_t keep = limit > 0 ? std::min<std::uint64_t>(n, static_cast<std::uint64_t>(limit)) : n;
+  const std::uint64_t wanted = keep * rows * cols;
   // Read as the data arrives, not allocated from the header's word: a
   // header that claims more than the file holds is "truncated", not an
   // allocation of what it claims.
   std::vector<unsigned char> pix;
   constexpr std::size_t step = std::size_t{64} << 20;
-  for (std::uint64_t at = 0; at < total;) {
-    const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(total - at, step));
+  for (std::uint64_t at = 0; at < wanted;) {
+    const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(wanted - at, step));
     pix.resize(static_cast<std::size_t>(at) + chunk);
     try {
       read_exact(fi.get(), images_path, pix.data() + at, chunk, "image data");
@@ -104,7 +106,7 @@ dataset load_idx(const std::string& images_path, const std::string& labels_path,
   const auto nl = read_be32(fl.get(), labels_path, "the IDX header");
   check(nl == n, labels_path + ": " + std::to_string(nl) + " labels for " + std::to_string(n) +
                    " images in " + images_path);
-  std::vector<unsigned char> lab(nl);
+  std::vector<unsigned char> lab(static_cast<std::size_t>(keep));
   read_exact(fl.get(), labels_path, lab.data(), lab.size(), "label data");
 
   d.images.resize(pix.size());
@@ -119,7 +121,7 @@ dataset load_idx(const std::string& images_path, const std::string& labels_path,
   return d;
 }
 
-dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name) {
+dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name, std::int64_t limit) {
   const std::string prefix = train ? "train" : "t10k";
   auto find = [&](const std::string& stem) {
     for (const char* ext : {".gz", ""}) {
@@ -134,7 +136,7 @@ dataset load_mnist_dir(const std::string& dir, bool train, const std::string& na
   };
   const auto images = find(prefix + "-images-idx3-ubyte"); // images first, for the message
   const auto labels = find(prefix + "-labels-idx1-ubyte");
-  auto d = load_idx(images, labels);
+  auto d = load_idx(images, labels, 10, limit);
   d.name = name;
   return d;
 }

@@ -20,8 +20,8 @@ data_pair load_named(const run_config& cfg) {
                                    "MNIST IDX files) in " + cfg.source);
       dir = models::fashion_mnist_default_dir;
     }
-    d.train = models::load_mnist_dir(dir, true, ds);
-    d.test = models::load_mnist_dir(dir, false, ds);
+    d.train = models::load_mnist_dir(dir, true, ds, cfg.train_subset); // (only what is used is read)
+    d.test = models::load_mnist_dir(dir, false, ds, cfg.test_subset);
   } else if (ds == "cifar10") {
     check(!cfg.data_path.empty(), "data.dataset = \"cifar10\" needs data.path (the folder with "
                                   "data_batch_1.bin ... test_batch.bin) in " + cfg.source);

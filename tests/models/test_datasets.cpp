@@ -88,6 +88,34 @@ TEST_CASE("IDX reader: plain and gzipped files give the same data") {
   CHECK(a.images[1] == Approx(7.f / 255.f));
 }
 
+TEST_CASE("IDX reader: a limit reads only the first samples, the same as keeping the first of all") {
+  temp_dir d;
+  auto img = idx_images(7, 3, 4);
+  auto lab = idx_labels(7);
+  write_gz(d / "i.gz", img);
+  write_gz(d / "l.gz", lab);
+  const auto all = load_idx(d / "i.gz", d / "l.gz");
+  for (std::int64_t limit : {1, 3, 7, 50}) {
+    INFO("limit " << limit);
+    const auto some = load_idx(d / "i.gz", d / "l.gz", 10, limit);
+    const auto want = all.head(limit);
+    CHECK(some.size() == std::min<std::int64_t>(limit, 7));
+    CHECK(some.images == want.images);
+    CHECK(some.labels == want.labels);
+  }
+  // What lies past the limit is not read: a file cut after the third image
+  // serves a limit of 3, and is still refused without one.
+  auto cut = img;
+  cut.resize(16 + 3 * 12 + 5);
+  write_raw(d / "cut", cut);
+  CHECK(load_idx(d / "cut", d / "l.gz", 10, 3).size() == 3);
+  CHECK_THROWS_WITH(load_idx(d / "cut", d / "l.gz", 10, 4), Catch::Contains("truncated"));
+  CHECK_THROWS_WITH(load_idx(d / "cut", d / "l.gz"), Catch::Contains("truncated"));
+  // The header's counts are still checked against each other.
+  write_raw(d / "l4", idx_labels(4));
+  CHECK_THROWS_WITH(load_idx(d / "i.gz", d / "l4", 10, 2), Catch::Contains("4 labels for 7 images"));
+}
+
 TEST_CASE("IDX reader: truncated, corrupt and inconsistent files are clear errors") {
   temp_dir d;
   auto img = idx_images(5, 3, 4);
