@@ -13,7 +13,7 @@ src=$2
 { cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "stall"\nrank = 1\nat_step = 20\nseconds = 600.0\n'; } >"$work/hung.toml"
 rc=0
 timeout -k 5 $((240 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/hung.toml" --set train.step_timeout_s=2 \
-  --set train.max_steps=200 -q --no-report --out "$work/hung" >"$work/hung.txt" 2>&1 || rc=$?
+  --set train.max_steps=200 "${small[@]}" -q --no-report --out "$work/hung" >"$work/hung.txt" 2>&1 || rc=$?
 [ $rc = 2 ] || { bad "exited $rc, expected 2 (124 or 137: it hung)"; sed 's/^/    /' "$work/hung.txt"; }
 has "$work/hung.txt" 'worker rank 1 silent for 2000 ms'
 has "$work/hung.txt" 'still running 60 s after they were told to stop'

@@ -22,7 +22,7 @@ run() {
   { cat "$src/examples/$example"; printf '\n%b\n' "$fault"; } >"$work/$name.toml"
   local rc=0
   timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --set train.step_timeout_s=2 \
-    --set train.max_steps=120 "$@" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+    --set train.max_steps=120 "$@" "${small[@]}" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
   [ $rc = 0 ] || { bad "$name: exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
 }
 

@@ -22,7 +22,7 @@ hosts() { # N LOGDIR COMMAND...
   GW_HOSTS_LOG=$logs timeout 240 "$src/scripts/emulated_hosts.sh" "$n" -- "$@"
 }
 
-set -- --no-report --set train.max_steps=40 --set data.test_subset=1000
+set -- --no-report --set train.max_steps=40 --set data.train_subset=12000 --set data.test_subset=1000
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/one" "$@" > "$tmp/one.txt" 2>&1 || fail "one process: $(cat "$tmp/one.txt")"
 hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" || fail "the ring across 2 hosts failed"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"

@@ -26,7 +26,7 @@ run() {
   local rc=0
   timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --procs "$procs" --set topology.workers="$procs" \
     --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=120 \
-    -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+    "${small[@]}" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
   [ $rc = 0 ] || { bad "$name: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
 }
 
@@ -68,7 +68,7 @@ back() {
   local rc=0
   timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --procs 3 --set topology.workers=3 \
     --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set transport.rejoin_s=30 \
-    --set train.restarts=1 --set train.max_steps=120 -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+    --set train.restarts=1 --set train.max_steps=120 "${small[@]}" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
   [ $rc = 0 ] || { bad "$name: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
   has "$work/$name.txt" 'worker 2 is back: the ring goes on with 3 workers from step 60'
   /usr/bin/python3 - "$work/$name/summary.json" <<'PY' || { bad "$name: summary.json (above)"; sed 's/^/    /' "$work/$name.txt"; }
@@ -121,7 +121,7 @@ killed() {
   { cat "$src/examples/$example"; printf '\n[[faults]]\nkind = "kill"\nrank = 2\nat_step = 20\n'; } >"$work/$name.toml"
   local rc=0
   timeout 120 "$GW" run "$work/$name.toml" --procs "$procs" --set topology.workers="$procs" "$@" \
-    --set transport.peer_timeout_ms=1000 --set train.max_steps=100 -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
+    --set transport.peer_timeout_ms=1000 --set train.max_steps=100 "${small[@]}" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
   [ $rc = 0 ] || { bad "$name, rank 2 killed: the launcher exited $rc"; sed 's/^/    /' "$work/$name.txt"; }
 }
 
@@ -152,7 +152,7 @@ done
 { cat "$src/examples/ps-async.toml"; printf '\n[[faults]]\nkind = "slow"\nrank = 0\nfactor = 4000.0\nat_step = 20\nseconds = 5.0\n'; } >"$work/slow0.toml"
 rc=0
 timeout 120 "$GW" run "$work/slow0.toml" --procs 3 --set topology.workers=3 --set train.step_timeout_s=1 \
-  --set transport.peer_timeout_ms=1000 --set train.max_steps=60 -q --no-report --out "$work/slow0" >"$work/slow0.txt" 2>&1 || rc=$?
+  --set transport.peer_timeout_ms=1000 --set train.max_steps=60 "${small[@]}" -q --no-report --out "$work/slow0" >"$work/slow0.txt" 2>&1 || rc=$?
 [ $rc = 0 ] || { bad "worker 0 stuck: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/slow0.txt"; }
 has "$work/slow0.txt" 'carrying on without worker 0: 2 workers'
 /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [0] or [w['steps'] for w in s['per_worker'][1:]] != [60, 60]))" \
@@ -186,7 +186,7 @@ done
 { cat "$src/examples/fault-tolerance.toml" | sed 's/^at_step = 200$/at_step = 30/'; } >"$work/after.toml"
 rc=0
 timeout 120 "$GW" run "$work/after.toml" --procs workers --set train.checkpoint_every=10 --set train.keep_checkpoints=100 \
-  --set train.max_steps=120 -q --no-report --out "$work/after" >"$work/after.txt" 2>&1 || rc=$?
+  --set train.max_steps=120 "${small[@]}" -q --no-report --out "$work/after" >"$work/after.txt" 2>&1 || rc=$?
 [ $rc = 0 ] || { bad "checkpoints after a loss: the run exited $rc"; sed 's/^/    /' "$work/after.txt"; }
 /usr/bin/python3 - "$work/after/checkpoints/step-000000060/MANIFEST.json" <<'PY' || bad "checkpoints after a loss: the checkpoint of step 60 (above)"
 import json, sys
@@ -209,7 +209,7 @@ has "$work/after-r.txt" 'resuming with its 3 surviving worker(s)'
 { cat "$src/examples/ring.toml"; printf '\n[[faults]]\nkind = "kill"\nrank = 0\nat_step = 30\n'; } >"$work/rank0.toml"
 rc=0
 timeout 120 "$GW" run "$work/rank0.toml" --procs 3 --set topology.workers=3 --set train.checkpoint_every=10 \
-  --set transport.peer_timeout_ms=1000 --set train.max_steps=120 -q --no-report --out "$work/rank0" >"$work/rank0.txt" 2>&1 || rc=$?
+  --set transport.peer_timeout_ms=1000 --set train.max_steps=120 "${small[@]}" -q --no-report --out "$work/rank0" >"$work/rank0.txt" 2>&1 || rc=$?
 [ $rc != 0 ] || bad "rank 0 killed: the launcher exited 0"
 has "$work/rank0.txt" "gradwire run --resume $work/rank0"
 # Whatever the background writer had persisted when rank 0 died (its pace

@@ -21,7 +21,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-set -- --no-report --set train.max_steps=30 --set data.test_subset=1000
+set -- --no-report --set train.max_steps=30 --set data.train_subset=12000 --set data.test_subset=1000
 same_model() { /usr/bin/python3 "$src/tests/transport/same_model.py" "$@" > /dev/null; } # A B: bit for bit
 processes() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['processes'])" "$1/summary.json"; }
 for n in 2 4; do
