@@ -178,6 +178,7 @@ void read_train(reader& r, run_config& c) {
     throw error(r.loc("train.device") + ": " + e.what());
   }
   c.step_timeout_ms = static_cast<std::int64_t>(r.number("train.step_timeout_s", 0.1, 86400.0 * 7) * 1000.0);
+  c.stop_wait_ms = static_cast<std::int64_t>(r.number("train.stop_wait_s", 0.1, 86400.0 * 7) * 1000.0);
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
   c.trace = r.boolean("experiment.trace");
   c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));

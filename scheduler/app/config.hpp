@@ -116,6 +116,7 @@ struct run_config {
   virtual_config virt;           ///< experiment.clock, [virtual]
   std::vector<fault_spec> faults; ///< [[faults]], in file order
   std::int64_t step_timeout_ms = 60000; ///< a worker silent this long (no step) is cut off
+  std::int64_t stop_wait_ms = 60000;    ///< a computation told to stop is given up this long on
   int log_every = 50;
   int eval_every = 1;
   std::int64_t eval_steps = 0; ///< also evaluate every N steps (0: epochs only)

@@ -130,6 +130,7 @@ const std::vector<key_spec>& config_schema() {
     {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)"},
     {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)"},
     {"train.step_timeout_s", vt::number, "60.0", {}, "a worker that reports no finished step this long is cut off: an asynchronous parameter server carries on without it, other topologies fail naming its rank"},
+    {"train.stop_wait_s", vt::number, "60.0", {}, "a run told to stop (it failed or was interrupted) waits this long, or twice train.step_timeout_s where longer, for a computation still running, then gives it up and ends once its results are written"},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records"},
     {"train.eval_every", vt::integer, "1", {}, "epochs between test-set evaluations"},
     {"train.eval", vt::string, "\"auto\"", {"auto", "during", "after"},

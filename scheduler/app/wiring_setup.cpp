@@ -124,7 +124,8 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   set_topology(setup, cfg);
   set_workers(setup, cfg);
   setup.timeout = std::chrono::milliseconds(cfg.step_timeout_ms);
-  set_stop_limit(setup.timeout); // a run with long steps is let finish one when told to stop
+  // (A run with long steps is let finish one when told to stop.)
+  set_stop_limit(setup.timeout, std::chrono::milliseconds(cfg.stop_wait_ms));
   setup.min_workers = cfg.min_workers;
   setup.rejoin = cfg.rejoin_s > 0 || cfg.restarts > 0;
   setup.restarts = cfg.restarts;

@@ -17,8 +17,8 @@ std::atomic<bool> abandoned{false};
 std::atomic<std::int64_t> limit_ms{60000};
 } // namespace
 
-void set_stop_limit(std::chrono::milliseconds step_timeout) {
-  limit_ms = std::max<std::int64_t>(60000, 2 * step_timeout.count());
+void set_stop_limit(std::chrono::milliseconds step_timeout, std::chrono::milliseconds wait) {
+  limit_ms = std::max<std::int64_t>(wait.count(), 2 * step_timeout.count());
 }
 
 std::chrono::milliseconds stop_limit() { return std::chrono::milliseconds(limit_ms.load()); }

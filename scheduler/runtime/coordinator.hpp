@@ -129,10 +129,12 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
 /// thread) is given up: said so, and actors_abandoned() is true from then on.
 void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors);
 
-/// How long stop_actors waits for an actor inside a handler: 60 s, or twice
-/// the step timeout where that is longer (a run whose steps may take
-/// minutes must be let finish one). Set from each run's config.
-void set_stop_limit(std::chrono::milliseconds step_timeout);
+/// How long stop_actors waits for an actor inside a handler: `wait`
+/// (train.stop_wait_s, 60 s by default), or twice the step timeout where
+/// that is longer (a run whose steps may take minutes must be let finish
+/// one). Set from each run's config.
+void set_stop_limit(std::chrono::milliseconds step_timeout,
+                    std::chrono::milliseconds wait = std::chrono::milliseconds(60000));
 std::chrono::milliseconds stop_limit();
 
 /// Some actor of this process never ended when told to (stop_actors). The

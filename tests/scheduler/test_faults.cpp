@@ -336,4 +336,12 @@ TEST_CASE("stop_actors waits 60 s for a handler or twice the step timeout where 
   CHECK(stop_limit() == std::chrono::seconds(600));
   set_stop_limit(std::chrono::seconds(30));
   CHECK(stop_limit() == std::chrono::seconds(60));
+  // train.stop_wait_s, still at least twice the step timeout.
+  set_stop_limit(std::chrono::seconds(2), std::chrono::seconds(5));
+  CHECK(stop_limit() == std::chrono::seconds(5));
+  set_stop_limit(std::chrono::seconds(30), std::chrono::seconds(5));
+  CHECK(stop_limit() == std::chrono::seconds(60));
+  set_stop_limit(std::chrono::seconds(30), std::chrono::seconds(300));
+  CHECK(stop_limit() == std::chrono::seconds(300));
+  set_stop_limit(std::chrono::seconds(1)); // 60 s, as the other tests found it
 }
