@@ -42,9 +42,10 @@ dataset load_idx(const std::string& images_path, const std::string& labels_path,
 dataset load_mnist_dir(const std::string& dir, bool train, const std::string& name, std::int64_t limit = 0);
 
 /// Reads CIFAR-10 binary files (each record: 1 label byte, 3072 pixel bytes).
-dataset load_cifar10_files(const std::vector<std::string>& paths);
-/// data_batch_{1..5}.bin or test_batch.bin from `dir`.
-dataset load_cifar10_dir(const std::string& dir, bool train);
+/// `limit` > 0: only the first `limit` records, in file order, are read.
+dataset load_cifar10_files(const std::vector<std::string>& paths, std::int64_t limit = 0);
+/// data_batch_{1..5}.bin or test_batch.bin from `dir`; `limit` as above.
+dataset load_cifar10_dir(const std::string& dir, bool train, std::int64_t limit = 0);
 
 /// A learnable synthetic dataset: per class a random template, each sample
 /// its template plus noise, clipped to [0, 1]. Same seed, same data.

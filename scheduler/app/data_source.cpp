@@ -25,8 +25,8 @@ data_pair load_named(const run_config& cfg) {
   } else if (ds == "cifar10") {
     check(!cfg.data_path.empty(), "data.dataset = \"cifar10\" needs data.path (the folder with "
                                   "data_batch_1.bin ... test_batch.bin) in " + cfg.source);
-    d.train = models::load_cifar10_dir(cfg.data_path, true);
-    d.test = models::load_cifar10_dir(cfg.data_path, false);
+    d.train = models::load_cifar10_dir(cfg.data_path, true, cfg.train_subset);
+    d.test = models::load_cifar10_dir(cfg.data_path, false, cfg.test_subset);
   } else if (ds == "synthetic" || ds == "synthetic-cifar") {
     const bool cifar = ds == "synthetic-cifar";
     const int c = cifar ? 3 : 1, hw = cifar ? 32 : 28;

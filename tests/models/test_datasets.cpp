@@ -186,6 +186,37 @@ TEST_CASE("CIFAR-10 reader: records, truncation, bad labels") {
   CHECK_THROWS_WITH(load_cifar10_dir(d.path.string(), true), Catch::Contains("data_batch_1.bin"));
 }
 
+TEST_CASE("CIFAR-10 reader: a limit reads the first records across files, the same as keeping the first of all") {
+  temp_dir d;
+  auto records = [](int count, int first) {
+    std::vector<unsigned char> b;
+    for (int r = first; r < first + count; ++r) {
+      b.push_back(static_cast<unsigned char>(r % 10));
+      for (int i = 0; i < 3072; ++i)
+        b.push_back(static_cast<unsigned char>((i * 3 + r) % 256));
+    }
+    return b;
+  };
+  write_raw(d / "a.bin", records(3, 0));
+  write_raw(d / "b.bin", records(2, 3));
+  const auto all = load_cifar10_files({d / "a.bin", d / "b.bin"});
+  REQUIRE(all.size() == 5);
+  CHECK(all.labels == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  for (std::int64_t limit : {1, 3, 4, 5, 9}) {
+    INFO("limit " << limit);
+    const auto some = load_cifar10_files({d / "a.bin", d / "b.bin"}, limit);
+    const auto want = all.head(limit);
+    CHECK(some.size() == std::min<std::int64_t>(limit, 5));
+    CHECK(some.images == want.images);
+    CHECK(some.labels == want.labels);
+  }
+  // Every file is still checked for whole records, even one past the limit.
+  auto cut = records(2, 0);
+  cut.pop_back();
+  write_raw(d / "cut.bin", cut);
+  CHECK_THROWS_WITH(load_cifar10_files({d / "a.bin", d / "cut.bin"}, 2), Catch::Contains("cut.bin"));
+}
+
 TEST_CASE("synthetic dataset is deterministic and in range") {
   auto a = make_synthetic(50, 1, 6, 6, 4, 9);
   auto b = make_synthetic(50, 1, 6, 6, 4, 9);
