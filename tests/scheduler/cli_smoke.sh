@@ -17,7 +17,7 @@ has "CUDA kernels" info || fail "info does not report CUDA"
 
 # A short real run on Fashion-MNIST: exit 0 and a complete results folder.
 "$gw" run "$src/examples/default.toml" --out "$tmp/run" -q \
-  --set train.max_steps=200 --set data.test_subset=2000 > "$tmp/out.txt"
+  --set train.max_steps=200 --set data.train_subset=13000 --set data.test_subset=2000 > "$tmp/out.txt"
 grep -q "completed" "$tmp/out.txt" || fail "run did not report completion: $(cat "$tmp/out.txt")"
 for f in summary.json metrics.jsonl config.toml; do
   [[ -s "$tmp/run/$f" ]] || fail "results folder lacks $f"
@@ -47,7 +47,7 @@ set -e
 [[ $rc -eq 2 ]] && grep -q "nope.toml" "$tmp/err2.txt" || fail "missing config: rc=$rc $(cat "$tmp/err2.txt")"
 # A sweep: every point runs, the table has one row per worker count with
 # speedup and efficiency, seeds are averaged as repeats.
-"$gw" run "$src/examples/ring.toml" -q --out "$tmp/sweep" --set train.max_steps=30 --set data.test_subset=500 \
+"$gw" run "$src/examples/ring.toml" -q --out "$tmp/sweep" --set train.max_steps=30 --set data.train_subset=6000 --set data.test_subset=500 \
   --sweep topology.workers=1,2 --sweep experiment.seed=1,2 > "$tmp/sweep.txt" 2>&1 || fail "sweep failed: $(cat "$tmp/sweep.txt")"
 for f in sweep.md sweep.csv sweep.json point-000/summary.json point-003/summary.json; do
   [[ -s "$tmp/sweep/$f" ]] || fail "sweep folder lacks $f"
@@ -78,13 +78,13 @@ set -e
 [[ $rc -eq 2 ]] && grep -q "KEY=V1,V2" "$tmp/err3.txt" || fail "bad --sweep: rc=$rc $(cat "$tmp/err3.txt")"
 [[ $rc4 -eq 2 ]] && grep -q "did you mean" "$tmp/err4.txt" || fail "misspelt sweep key: rc=$rc4 $(cat "$tmp/err4.txt")"
 # The grid may also sit in the config, as a [sweep] section.
-printf '[topology]\nkind = "parameter-server"\nworkers = 2\n[train]\nmax_steps = 20\n[data]\ntest_subset = 500\n[sweep]\n"topology.mode" = ["sync", "async"]\n' > "$tmp/sw.toml"
+printf '[topology]\nkind = "parameter-server"\nworkers = 2\n[train]\nmax_steps = 20\n[data]\ntrain_subset = 6000\ntest_subset = 500\n[sweep]\n"topology.mode" = ["sync", "async"]\n' > "$tmp/sw.toml"
 "$gw" run "$tmp/sw.toml" -q --out "$tmp/sw" > "$tmp/sw.txt" 2>&1 || fail "[sweep] config failed: $(cat "$tmp/sw.txt")"
 grep -q "| async |" "$tmp/sw/sweep.md" || fail "[sweep] table lacks the async row: $(cat "$tmp/sw/sweep.md")"
 # A GPU group on a machine without a GPU: an error naming the group, before any run.
 if "$gw" info | grep -q "visible CUDA devices: 0"; then
   printf '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\nname = "gpus"\ndevice = "cuda:0"\n[[nodes]]\nname = "cpus"\n' > "$tmp/gpu.toml"
-  rc=0; "$gw" run "$tmp/gpu.toml" -q > "$tmp/gpu.txt" 2>&1 || rc=$?
+  rc=0; "$gw" run "$tmp/gpu.toml" -q --out "$tmp/gpu" > "$tmp/gpu.txt" 2>&1 || rc=$?
   # file:line of the group, its name, and why: no GPU visible, or a build without CUDA.
   [[ $rc -eq 2 ]] && grep -q "gpu.toml:4: \[\[nodes\]\] #1 (group 'gpus') device = \"cuda:0\"" "$tmp/gpu.txt" &&
     grep -qE "0 CUDA device\(s\) are visible|built without CUDA" "$tmp/gpu.txt" ||
@@ -104,7 +104,7 @@ if "$gw" info | grep -q "^CUDA kernels: built"; then
   GRADWIRE_CUDA_MODULE=$libz "$gw" info | grep -q "built, but $libz is not a gradwire CUDA module" ||
     fail "a library that is no CUDA module: $(GRADWIRE_CUDA_MODULE=$libz "$gw" info 2>&1 | head -3)"
   printf '[topology]\nkind = "ring"\nworkers = 2\n[[nodes]]\nname = "gpus"\ndevice = "cuda:0"\n[[nodes]]\nname = "cpus"\n' > "$tmp/gpu2.toml"
-  GRADWIRE_CUDA_MODULE=$libz "$gw" run "$tmp/gpu2.toml" -q > "$tmp/gpu2.txt" 2>&1 &&
+  GRADWIRE_CUDA_MODULE=$libz "$gw" run "$tmp/gpu2.toml" -q --out "$tmp/gpu2" > "$tmp/gpu2.txt" 2>&1 &&
     fail "a GPU group with no CUDA module ran"
   grep -q "is not a gradwire CUDA module" "$tmp/gpu2.txt" || fail "a GPU group with no CUDA module: $(cat "$tmp/gpu2.txt")"
 fi

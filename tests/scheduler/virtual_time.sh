@@ -29,6 +29,7 @@ lr = 0.02
 momentum = 0.0
 log_every = 5
 [data]
+train_subset = 8000   # 20 steps of 32 for each of 8 workers use 5,120; only these are read
 test_subset = 500
 [virtual]
 distribution = "lognormal"
