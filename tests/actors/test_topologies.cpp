@@ -325,11 +325,13 @@ TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
 
 TEST_CASE("AD-PSGD: a slow worker holds up no one, the fast finish while it is on its first steps") {
   // Counted in steps, not seconds: in the order the coordinator hears of
-  // them, how many steps the slow worker (20 ms more a step, 50-100x the
-  // others' steps) had done when both fast ones reported their last. A fast worker that waited on the slow one's
-  // step whenever it picked it (one step in two) would have had the slow
-  // one at about half its steps by then; unhindered, the slow one is on
-  // its first few.
+  // them, how many steps the slow worker (40 ms more a step) had done when
+  // both fast ones reported their last. A fast worker that waited on the
+  // slow one's step whenever it picked it (one step in two) would have had
+  // the slow one at about half its steps by then; unhindered, the slow one
+  // is on its first few. (With 20 ms, under ASan with three tests and a
+  // busy loop on 2 cores, the fast steps took 5 ms and the slow worker was
+  // at 10 of 40.)
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 27);
   auto setup = small_setup(3, 1, true);
@@ -337,7 +339,7 @@ TEST_CASE("AD-PSGD: a slow worker holds up no one, the fast finish while it is o
   setup.gossip.mode = actors::gossip_mode::adpsgd;
   setup.steps = 40;
   setup.log_every = 1;
-  setup.worker_delay_ms = {0.0, 0.0, 20.0};
+  setup.worker_delay_ms = {0.0, 0.0, 40.0};
   std::mutex mu;
   std::vector<std::pair<int, std::int64_t>> heard; // (rank, steps done), in arrival order
   auto out = scheduler::run_topology(*env.sys, setup, data, {}, [&](const actors::step_metrics& m) {
