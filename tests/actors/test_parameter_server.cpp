@@ -317,11 +317,12 @@ TEST_CASE("a worker silent for longer than the timeout is reported by rank") {
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 11);
   auto setup = small_setup(2, 1, true);
-  setup.spec.hidden = {256, 128};
-  setup.batch_size = 64;
   setup.steps = 3;
   // Rank 1: 2 s a step with no heartbeat meanwhile. A fixed delay, not a
   // slowdown: 2000x its compute was 56 s of sleep in CI, more under ASan.
+  // Rank 0 computes the small model: with a 256-128 MLP at batch 64 its
+  // first step, under TSan beside other tests and a busy loop on 2 cores,
+  // took past the 300 ms itself, and rank 0 was named.
   setup.worker_delay_ms = {0.0, 2000.0};
   setup.timeout = std::chrono::milliseconds(300);
   CHECK_THROWS_WITH(scheduler::run_topology(*env.sys, setup, data),
