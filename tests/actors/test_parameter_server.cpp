@@ -263,14 +263,12 @@ TEST_CASE("local SGD with H = 4: parameters exchanged every 4 steps, and it lear
 TEST_CASE("a run far longer than the timeout succeeds: silence, not duration, is the failure") {
   actor_env env;
   auto data = make_synthetic(4096, 1, 28, 28, 10, 10);
-  auto setup = small_setup(2, 1, true);
-  setup.spec.hidden = {256, 128};
-  setup.batch_size = 64;
+  auto setup = small_setup(2, 1, true); // the small model: the delay is the step
   setup.steps = 40;
   setup.worker_delay_ms = {40.0, 40.0}; // ~40 ms a step: ~1.6 s in all (a fixed delay: a slowdown
                                         // multiplier would also multiply contention from other tests)
-  // 25 steps to a timeout: a step under TSan beside another test took over
-  // 500 ms (12 steps) once.
+  // 25 steps to a timeout: a step of a 256-128 MLP at batch 64 under TSan
+  // beside another test took over 500 ms (12 steps) once.
   setup.timeout = std::chrono::milliseconds(1000);
   std::int64_t last_steps = 0;
   const auto t0 = std::chrono::steady_clock::now();
