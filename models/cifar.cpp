@@ -18,6 +18,7 @@ dataset load_cifar10_files(const std::vector<std::string>& paths, std::int64_t l
   d.classes = 10;
   // Every file's size is checked first, and the records kept are allocated
   // once: growing by push_back copied the 614 MB training set as it grew.
+  std::vector<std::size_t> records; // by file
   std::size_t total = 0;
   for (const auto& path : paths) {
     check(std::filesystem::exists(path), "CIFAR-10 file not found: " + path);
@@ -25,16 +26,16 @@ dataset load_cifar10_files(const std::vector<std::string>& paths, std::int64_t l
     check(bytes > 0 && bytes % record == 0,
           path + ": not a CIFAR-10 binary file: " + std::to_string(bytes) +
             " bytes is not a whole number of 3073-byte records (truncated?)");
-    total += static_cast<std::size_t>(bytes / record);
+    records.push_back(static_cast<std::size_t>(bytes / record));
+    total += records.back();
   }
   const std::size_t keep = limit > 0 ? std::min(total, static_cast<std::size_t>(limit)) : total;
   d.labels.resize(keep);
   d.images.resize(keep * pixels);
   std::size_t at = 0;
-  for (const auto& path : paths) {
-    if (at == keep)
-      break;
-    const std::size_t n = std::min(static_cast<std::size_t>(std::filesystem::file_size(path) / record), keep - at);
+  for (std::size_t f = 0; f < paths.size() && at < keep; ++f) {
+    const auto& path = paths[f];
+    const std::size_t n = std::min(records[f], keep - at);
     std::ifstream in(path, std::ios::binary);
     check(in.good(), "cannot open " + path);
     std::vector<unsigned char> buf(n * record);
