@@ -174,8 +174,8 @@ nlohmann::json checkpoint_identity(const run_config& cfg, std::int64_t parameter
           {"parameters", parameters},
           {"topology", cfg.topology},
           {"mode", cfg.mode},
-          {"workers", cfg.topology == "single" ? 1 : cfg.workers},
-          {"shards", cfg.topology == "parameter-server" || cfg.topology == "local-sgd" ? cfg.ps.shards : 0},
+          {"workers", cfg.single() ? 1 : cfg.workers},
+          {"shards", cfg.family && cfg.family->has_shards ? cfg.ps.shards : 0},
           {"optimizer", cfg.opt.kind},
           {"momentum", cfg.opt.momentum != 0.f}};
 }

@@ -195,12 +195,13 @@ void read_train(reader& r, run_config& c) {
 }
 
 void read_topology(reader& r, run_config& c) {
-  c.topology = r.str("topology.kind");
+  c.topology = r.str("topology.kind"); // one of the schema's names: "single" or a registry family
+  c.family = find_family(c.topology);
   c.mode = r.str("topology.mode");
   c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
   // A worker count asked for on the command line (or a sweep's axis) that
   // a single worker would ignore: every point of a scaling sweep the same run.
-  check(c.topology != "single" || c.workers == 1 || r.overridden.count("topology.workers") == 0,
+  check(!c.single() || c.workers == 1 || r.overridden.count("topology.workers") == 0,
         r.loc("topology.workers") + " = " + std::to_string(c.workers) +
           ", but topology.kind = \"single\" trains one worker: choose a topology of several workers "
           "(e.g. --set topology.kind=\"ring\")");
@@ -209,7 +210,7 @@ void read_topology(reader& r, run_config& c) {
   ps.sync = c.mode == "sync";
   ps.staleness_lr = r.boolean("topology.staleness_lr");
   const auto local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
-  ps.local_steps = c.topology == "local-sgd" ? local_steps : 0;
+  ps.local_steps = c.family && c.family->takes_local_steps ? local_steps : 0;
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;
   ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda", 0, 1e6));
@@ -226,7 +227,7 @@ void read_topology(reader& r, run_config& c) {
   ring.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
   ring.sharded_update = r.boolean("topology.sharded_update");
   ring.group_size = static_cast<int>(r.integer("topology.group_size", 0, 1024)); // 0: by host
-  check(ring.balance_every == 0 || c.topology == "ring" || c.topology == "hierarchical",
+  check(ring.balance_every == 0 || (c.family && c.family->splits_batch),
         r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
                                           "(topology.kind ring or hierarchical), not " + c.topology);
   c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
@@ -292,7 +293,7 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
     }
     check(total == c.workers, source + ": the [[nodes]] groups describe " + std::to_string(total) +
                                 " worker(s) but topology.workers = " + std::to_string(c.workers));
-    check(c.topology != "single",
+    check(!c.single(),
           source + ": [[nodes]] needs several workers: a topology.kind other than \"single\"");
   }
 }

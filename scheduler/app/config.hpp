@@ -9,6 +9,7 @@
 #include "models/network.hpp"
 #include "models/optimizer.hpp"
 #include "scheduler/runtime/faults.hpp"
+#include "scheduler/runtime/topology_registry.hpp"
 
 #include <cstdint>
 #include <string>
@@ -90,7 +91,10 @@ struct run_config {
   std::string parallelism = "auto";
   std::string device = "cpu";
   std::string device_where; ///< where train.device was set ("file:line: train.device"), for messages
-  std::string topology = "single";
+  std::string topology = "single"; ///< topology.kind as written
+  /// Its row in the topology registry; null: "single" (one worker, no actors).
+  const topology_family* family = nullptr;
+  bool single() const { return family == nullptr; }
   std::string mode = "sync"; ///< topology.mode as written: sync | async | ssp
   int workers = 2;
   /// The topology's options, read into the structs that reach its actors

@@ -43,7 +43,7 @@ void read_faults(const toml::table& root, const std::string& source, run_config&
     const auto kind = parse_fault_kind(kind_text);
     check(kind.has_value(), f.where + ": kind = \"" + kind_text + "\" is not a fault kind");
     f.kind = *kind;
-    check(c.topology != "single", f.where + ": a " + kind_text + " fault needs a topology of several workers, " +
+    check(!c.single(), f.where + ": a " + kind_text + " fault needs a topology of several workers, " +
                                     "run across processes (--procs N)");
     for (const auto& key : {"seconds", "factor", "delay_ms", "peer"})
       check(!t.contains(key) || own_keys(f.kind).count(key),

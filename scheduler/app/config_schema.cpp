@@ -1,8 +1,29 @@
 #include "scheduler/app/config_schema.hpp"
 
+#include "scheduler/runtime/topology_registry.hpp"
+
 #include <algorithm>
 
 namespace gradwire::scheduler {
+
+namespace {
+
+/// "single", then every family of the topology registry.
+std::vector<std::string> topology_kind_names() {
+  std::vector<std::string> names = {"single"};
+  for (const auto* f : topology_families())
+    names.emplace_back(f->name);
+  return names;
+}
+
+std::string topology_kind_doc() {
+  std::string doc = "single: one worker, no actors";
+  for (const auto* f : topology_families())
+    doc += std::string("; ") + f->name + ": " + f->doc;
+  return doc;
+}
+
+} // namespace
 
 const std::vector<key_spec>& config_schema() {
   using vt = value_type;
@@ -52,9 +73,7 @@ const std::vector<key_spec>& config_schema() {
     {"train.parallelism", vt::string, "\"auto\"", {"auto", "batch", "layer"},
      "how a worker uses its threads: batch = micro-batch replicas, layer = split GEMMs; auto = layer for MLPs, batch for conv nets"},
     {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
-    {"topology.kind", vt::string, "\"single\"", {"single", "parameter-server", "local-sgd", "ring", "hierarchical", "gossip"},
-     "single: one worker, no actors; parameter-server: workers and shards; local-sgd: parameters averaged every local_steps; "
-     "ring: ring allreduce of gradients; hierarchical: ring within groups, then across group leaders; gossip: decentralised neighbour averaging"},
+    {"topology.kind", vt::string, "\"single\"", topology_kind_names(), topology_kind_doc()},
     {"topology.local_steps", vt::integer, "8", {}, "local-sgd: steps each worker takes on its own between averages (H)"},
     {"topology.mode", vt::string, "\"sync\"", {"sync", "async", "ssp"},
      "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound"},

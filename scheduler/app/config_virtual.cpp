@@ -68,7 +68,7 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   }
   if (!v.on)
     return;
-  check(c.topology != "single", r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "
+  check(!c.single(), r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "
                                                              "topology.kind = \"single\" has one worker and no one "
                                                              "to exchange with");
   check(c.device == "cpu", r.loc("train.device") + " = \"" + c.device +

@@ -153,7 +153,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
     if (rank == 0)
       std::fprintf(stderr, "gradwire: a parameter shard per host: %d shard(s)\n", setup.ps.shards);
   }
-  if (setup.kind == topology_kind::hierarchical && cfg.ring.group_size == 0) {
+  if (setup.by_host && family_of(setup.kind).has_groups) {
     // Groups by host: shared memory within a host, the leaders' ring across
     // hosts; hosts of any rank counts, ranks in any placement. Every rank
     // reads the same table, so all agree.
@@ -184,7 +184,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
           ") are in " + cfg.out +
           "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out + "` goes on from the latest complete one"
       : "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
-  const bool peers_talk = setup.kind != topology_kind::parameter_server && setup.kind != topology_kind::local_sgd;
+  const bool peers_talk = family_of(setup.kind).peers_talk;
   const auto rj = std::make_shared<rejoining>();
   // How long a rank knocks after rank 0 last answered: a stalled one as
   // the config says, a replacement process (train.restarts) 30 s by default.

@@ -318,8 +318,8 @@ int run_experiment(const cli_args& a, gradwire::scheduler::run_config cfg) {
   if (!a.out_dir.empty())
     cfg.out = a.out_dir;
   const auto opts = run_options_of(a);
-  auto summary = cfg.topology != "single" ? gradwire::scheduler::run_actors(cfg, opts)
-                                          : gradwire::scheduler::run_single(cfg, opts);
+  auto summary = cfg.single() ? gradwire::scheduler::run_single(cfg, opts)
+                              : gradwire::scheduler::run_actors(cfg, opts);
   if (summary.contains("rank")) // a rank other than 0 of a multi-process job: rank 0 reports
     return g_stop ? 130 : 0;
   auto acc = summary["final_test_accuracy"];
@@ -430,7 +430,7 @@ int dispatch(cli_args& a, int argc, char** argv) {
                             dir + "/sweep.md); the first: " + failed.front());
     return g_stop ? 130 : 0;
   }
-  if (base && base->topology == "single")
+  if (base && base->single())
     check_single(a, *base, ranks, launched_child);
   if (base && a.procs == -1) // as many processes as workers
     a.procs = base->workers;

@@ -1,13 +1,12 @@
 #include "scheduler/app/step_breakdown.hpp"
 
+#include "scheduler/runtime/topology_registry.hpp"
+
 #include <algorithm>
 
 namespace gradwire::scheduler {
 
-bool lockstep(const topology_setup& s) {
-  return s.kind == topology_kind::ring || s.kind == topology_kind::hierarchical ||
-         (s.kind == topology_kind::parameter_server && s.ps.sync && s.ps.backup == 0);
-}
+bool lockstep(const topology_setup& s) { return family_of(s.kind).lock_step(s); }
 
 step_breakdown breakdown_of(const std::vector<actors::worker_report>& reports) {
   if (reports.empty())

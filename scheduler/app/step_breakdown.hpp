@@ -31,8 +31,9 @@ struct step_breakdown {
 };
 
 /// Whether every worker's step s ends together (so a step lasts at least
-/// its slowest worker's compute): ring, hierarchical, and the synchronous
-/// parameter server without backup workers.
+/// its slowest worker's compute): the family's lock_step (ring,
+/// hierarchical, and the synchronous parameter server without backup
+/// workers).
 bool lockstep(const topology_setup& s);
 
 /// steps = 0 when no worker reported, a worker recorded no steps or no

@@ -77,8 +77,8 @@ point_plan plan_point(const std::vector<sweep_axis>& axes, const std::vector<std
 nlohmann::json run_point(const std::string& config_path, const point_plan& pp, run_config cfg, int procs,
                          const run_options& opts, const std::string& where) {
   const int n = procs == -1 ? cfg.workers : procs;
-  if (n <= 1 || cfg.topology == "single")
-    return cfg.topology != "single" ? run_actors(cfg, opts) : run_single(cfg, opts);
+  if (n <= 1 || cfg.single())
+    return cfg.single() ? run_single(cfg, opts) : run_actors(cfg, opts);
   std::vector<std::string> args = {"run", config_path, "-q", "--no-report", "--out", cfg.out};
   for (const auto& o : pp.overrides) {
     args.push_back("--set");

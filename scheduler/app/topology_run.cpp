@@ -90,18 +90,16 @@ struct run_facts {
 nlohmann::json summary_of(const run_facts& f) {
   const auto& cfg = f.cfg;
   const auto& res = f.res;
-  const bool local = cfg.topology == "local-sgd";
+  const auto& family = family_of(f.setup.kind);
   return {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},
     {"budget", f.setup.budget_samples > 0 ? "shared" : "per-worker"},
     {"budget_samples", f.setup.budget_samples > 0 ? nlohmann::json(f.setup.budget_samples) : nlohmann::json(nullptr)},
     {"topology", cfg.topology},
-    {"mode", cfg.topology == "parameter-server" ? cfg.mode
-             : cfg.topology == "gossip"         ? (cfg.gossip.mode == actors::gossip_mode::adpsgd ? "adpsgd" : "dpsgd")
-                                                : cfg.topology},
-    {"description", describe(cfg)},
-    {"local_steps", local ? nlohmann::json(cfg.ps.local_steps) : nlohmann::json(nullptr)},
+    {"mode", family.mode(f.setup)},
+    {"description", family.describe(f.setup)},
+    {"local_steps", family.takes_local_steps ? nlohmann::json(cfg.ps.local_steps) : nlohmann::json(nullptr)},
     {"workers", cfg.workers},
     {"processes", f.jb ? f.jb->launch.size : 1},
     {"launch", f.jb ? f.jb->launch.source : "single process"},
@@ -334,7 +332,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
   progress.note(fmt::format("gradwire: {} | {}{} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
-                            describe(cfg), cfg.virt.on ? " | virtual clock" : "", cfg.workers, setup.threads, cfg.model.kind,
+                            family_of(setup.kind).describe(setup), cfg.virt.on ? " | virtual clock" : "",
+                            cfg.workers, setup.threads, cfg.model.kind,
                             setup.budget_samples > 0
                               ? fmt::format("{} samples shared out by speed (train.budget)", setup.budget_samples)
                               : fmt::format("{} steps per worker", setup.steps),
@@ -394,7 +393,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                        {"status", "failed"},
                        {"error", e.what()},
                        {"topology", cfg.topology},
-                       {"description", describe(cfg)},
+                       {"description", family_of(setup.kind).describe(setup)},
                        {"workers", cfg.workers},
                        {"processes", jb ? jb->launch.size : 1},
                        {"launch", jb ? jb->launch.source : "single process"},

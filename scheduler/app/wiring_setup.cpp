@@ -3,8 +3,6 @@
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -13,21 +11,12 @@ namespace gradwire::scheduler {
 
 namespace {
 
-topology_kind kind_of(const std::string& k) {
-  if (k == "local-sgd")
-    return topology_kind::local_sgd;
-  if (k == "ring")
-    return topology_kind::ring;
-  if (k == "hierarchical")
-    return topology_kind::hierarchical;
-  if (k == "gossip")
-    return topology_kind::gossip;
-  return topology_kind::parameter_server;
-}
-
 /// The [topology], [model], [train] and [experiment] keys.
 void set_topology(topology_setup& setup, const run_config& cfg) {
-  setup.kind = kind_of(cfg.topology);
+  check(!cfg.single(), cfg.source + ": topology.kind = \"single\" trains one worker without actors (run_single); "
+                      "a wiring needs one of: " + family_names());
+  setup.kind = cfg.family->kind;
+  setup.by_host = cfg.family->has_shards ? cfg.shards_per_host : cfg.family->has_groups && cfg.ring.group_size == 0;
   setup.spec = cfg.model;
   setup.opt = cfg.opt;
   setup.workers = cfg.workers;
@@ -67,16 +56,6 @@ kernels::device checked_device(const std::string& text, const std::string& where
   return d;
 }
 
-/// Whether workers of `s` may each have their own learning rate.
-bool per_worker_lr(const topology_setup& s) {
-  switch (s.kind) {
-  case topology_kind::parameter_server: return !s.ps.sync;
-  case topology_kind::local_sgd:
-  case topology_kind::gossip: return true;
-  default: return false;
-  }
-}
-
 namespace {
 
 /// Devices: train.device for every worker, or each [[nodes]] group's own
@@ -97,7 +76,7 @@ void set_workers(topology_setup& setup, const run_config& cfg) {
       setup.worker_lr_scale.push_back(g.lr_scale);
     }
   for (const auto& g : cfg.nodes) // where replicas must stay equal, every worker applies the same update
-    check(g.lr_scale == 1.0 || per_worker_lr(setup),
+    check(g.lr_scale == 1.0 || family_of(setup.kind).per_worker_lr(setup),
           g.where + " (group '" + g.name + "'): lr_scale works where a worker's updates are its own (async or SSP "
                     "parameter server, local SGD, gossip); topology " + cfg.topology +
             " keeps every replica equal");
@@ -109,14 +88,6 @@ void set_workers(topology_setup& setup, const run_config& cfg) {
 }
 
 } // namespace
-
-bool shares_budget(const topology_setup& s) {
-  switch (s.kind) {
-  case topology_kind::parameter_server: return !s.ps.sync && !s.ps.local_sgd();
-  case topology_kind::gossip: return s.gossip.mode == actors::gossip_mode::adpsgd;
-  default: return false; // lock step: every worker's share is the same
-  }
-}
 
 wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   wiring_plan plan;
@@ -155,7 +126,7 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     global_batch += b;
     smallest = std::min(smallest, b);
   }
-  const bool one_batch_updates = shares_budget(setup); // each update is one worker's batch
+  const bool one_batch_updates = family_of(setup.kind).shares_budget(setup); // each update is one worker's batch
   // The learning rate: scaled to the global batch and scheduled over the
   // steps each worker runs (with a shared budget, its mean share).
   setup.opt = optimizer_for(cfg, per_epoch, setup.steps, one_batch_updates ? cfg.batch_size : global_batch);
@@ -166,29 +137,6 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     setup.steps = (setup.budget_samples + smallest - 1) / smallest;
   }
   return plan;
-}
-
-std::string describe(const run_config& cfg) {
-  if (cfg.topology == "local-sgd")
-    return fmt::format("local SGD, average every {} steps", cfg.ps.local_steps);
-  const auto& ring = cfg.ring;
-  const std::string balanced =
-    ring.balance_every > 0 ? fmt::format(", batches balanced every {} steps", ring.balance_every) : "";
-  if (cfg.topology == "ring")
-    return fmt::format("ring allreduce, {} KiB buckets{}{}", ring.bucket_floats / 256, ring.overlap ? ", overlapped" : "",
-                       balanced);
-  if (cfg.topology == "hierarchical")
-    return ring.group_size == 0 ? fmt::format("hierarchical allreduce, groups by host{}", balanced)
-                                : fmt::format("hierarchical allreduce, groups of {}{}", ring.group_size, balanced);
-  if (cfg.topology == "gossip")
-    return fmt::format("gossip {} on a {} graph", cfg.gossip.mode == actors::gossip_mode::dpsgd ? "D-PSGD" : "AD-PSGD",
-                       cfg.gossip.graph);
-  std::string s = "parameter server, " + cfg.mode;
-  if (cfg.mode == "sync" && cfg.ps.backup > 0)
-    s += fmt::format(", {} backup worker(s)", cfg.ps.backup);
-  if (cfg.mode != "sync" && cfg.ps.dc_lambda > 0)
-    s += fmt::format(", DC-ASGD lambda {}", cfg.ps.dc_lambda);
-  return s + (cfg.shards_per_host ? std::string(", a shard per host") : fmt::format(", {} shard(s)", cfg.ps.shards));
 }
 
 } // namespace gradwire::scheduler

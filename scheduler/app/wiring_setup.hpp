@@ -22,16 +22,8 @@ struct wiring_plan {
 /// than a worker's share of the data).
 wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train);
 
-/// Whether workers of `s` can share a budget of samples by speed: those
-/// that wait for no one (async parameter server, SSP, AD-PSGD). Lock-step
-/// topologies give every worker the same share anyway.
-bool shares_budget(const topology_setup& s);
-
 /// The device `text` names, checked against this build and machine: a GPU
 /// that is not there is an error naming `who` ("file:line: key").
 kernels::device checked_device(const std::string& text, const std::string& who);
-
-/// What the topology does each step, for the first line of a run.
-std::string describe(const run_config& cfg);
 
 } // namespace gradwire::scheduler

@@ -1,6 +1,8 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
-#include "scheduler/runtime/wiring.hpp"
+#include "scheduler/runtime/topology_registry.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -57,5 +59,35 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     throw error("gossip: " + c.failure);
   return replicas_outcome(std::move(c), false);
 }
+
+namespace {
+
+bool asynchronous(const topology_setup& s) { return s.gossip.mode == actors::gossip_mode::adpsgd; }
+std::string gossip_mode_name(const topology_setup& s) { return asynchronous(s) ? "adpsgd" : "dpsgd"; }
+std::string gossip_describe(const topology_setup& s) {
+  return fmt::format("gossip {} on a {} graph", asynchronous(s) ? "AD-PSGD" : "D-PSGD", s.gossip.graph);
+}
+std::int64_t gossip_time_grid(const topology_setup&) { return 1; }
+
+} // namespace
+
+extern const topology_family gossip_family;
+const topology_family gossip_family{
+  topology_kind::gossip,
+  "gossip",
+  "decentralised averaging with neighbours on a graph (topology.gossip dpsgd or adpsgd)",
+  /*has_shards=*/false,
+  /*peers_talk=*/true,
+  /*has_groups=*/false,
+  /*takes_local_steps=*/false,
+  /*splits_batch=*/false,
+  run_gossip_wiring,
+  never,
+  asynchronous,
+  always,
+  gossip_time_grid,
+  gossip_mode_name,
+  gossip_describe,
+};
 
 } // namespace gradwire::scheduler

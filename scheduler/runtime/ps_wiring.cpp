@@ -10,7 +10,9 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
-#include "scheduler/runtime/wiring.hpp"
+#include "scheduler/runtime/topology_registry.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -202,7 +204,7 @@ bool waits_for_fetch(const topology_setup& setup) {
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
-  check((setup.kind == topology_kind::local_sgd) == setup.ps.local_sgd(),
+  check(family_of(setup.kind).takes_local_steps == setup.ps.local_sgd(),
         setup.ps.local_sgd() ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd"
                              : "local SGD needs topology.local_steps of 1 or more");
   check(setup.ps.backup >= 0 && setup.ps.backup < setup.workers,
@@ -280,5 +282,78 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   out.reports = std::move(c.reports);
   return out;
 }
+
+namespace {
+
+std::string ps_mode(const topology_setup& s) {
+  return s.ps.sync ? "sync" : s.ps.staleness_bound >= 0 ? "ssp" : "async";
+}
+
+std::string ps_describe(const topology_setup& s) {
+  std::string d = "parameter server, " + ps_mode(s);
+  if (s.ps.backups() > 0)
+    d += fmt::format(", {} backup worker(s)", s.ps.backup);
+  if (s.ps.dc() > 0)
+    d += fmt::format(", DC-ASGD lambda {}", s.ps.dc_lambda);
+  return d + (s.by_host ? std::string(", a shard per host") : fmt::format(", {} shard(s)", s.ps.shards));
+}
+
+bool ps_lock_step(const topology_setup& s) { return s.ps.sync && s.ps.backup == 0; }
+bool ps_shares_budget(const topology_setup& s) { return !s.ps.sync; }
+bool ps_per_worker_lr(const topology_setup& s) { return !s.ps.sync; }
+std::int64_t ps_time_grid(const topology_setup& s) {
+  return s.ps.sync && s.ps.backups() == 0 ? checkpoint_versions_apart : 1;
+}
+
+std::string local_sgd_mode(const topology_setup&) { return "local-sgd"; }
+std::string local_sgd_describe(const topology_setup& s) {
+  return fmt::format("local SGD, average every {} steps", s.ps.local_steps);
+}
+/// The first multiple of local_steps from checkpoint_versions_apart up: a
+/// checkpoint falls at the end of an averaging round.
+std::int64_t local_sgd_time_grid(const topology_setup& s) {
+  const std::int64_t h = s.ps.local_steps;
+  return h * ((checkpoint_versions_apart + h - 1) / h);
+}
+
+} // namespace
+
+extern const topology_family parameter_server_family;
+const topology_family parameter_server_family{
+  topology_kind::parameter_server,
+  "parameter-server",
+  "workers pull parameter slices from shards and push gradient slices (topology.mode sync, async or ssp)",
+  /*has_shards=*/true,
+  /*peers_talk=*/false,
+  /*has_groups=*/false,
+  /*takes_local_steps=*/false,
+  /*splits_batch=*/false,
+  run_ps_wiring,
+  ps_lock_step,
+  ps_shares_budget,
+  ps_per_worker_lr,
+  ps_time_grid,
+  ps_mode,
+  ps_describe,
+};
+
+extern const topology_family local_sgd_family;
+const topology_family local_sgd_family{
+  topology_kind::local_sgd,
+  "local-sgd",
+  "workers step on their own and their parameters are averaged by shards every topology.local_steps",
+  /*has_shards=*/true,
+  /*peers_talk=*/false,
+  /*has_groups=*/false,
+  /*takes_local_steps=*/true,
+  /*splits_batch=*/false,
+  run_ps_wiring,
+  never,
+  never,
+  always,
+  local_sgd_time_grid,
+  local_sgd_mode,
+  local_sgd_describe,
+};
 
 } // namespace gradwire::scheduler

@@ -12,7 +12,9 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
-#include "scheduler/runtime/wiring.hpp"
+#include "scheduler/runtime/topology_registry.hpp"
+
+#include <fmt/format.h>
 
 namespace gradwire::scheduler {
 
@@ -177,5 +179,65 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   return setup.node ? run_ring_across(sys, plan, on_progress, on_metrics, stop)
                     : run_ring_here(sys, plan, initial, on_progress, on_metrics, stop);
 }
+
+namespace {
+
+std::string balanced_text(const actors::ring_options& ring) {
+  return ring.balance_every > 0 ? fmt::format(", batches balanced every {} steps", ring.balance_every) : "";
+}
+
+std::string ring_mode(const topology_setup&) { return "ring"; }
+std::string ring_describe(const topology_setup& s) {
+  return fmt::format("ring allreduce, {} KiB buckets{}{}", s.ring.bucket_floats / 256,
+                     s.ring.overlap ? ", overlapped" : "", balanced_text(s.ring));
+}
+
+std::string hierarchical_mode(const topology_setup&) { return "hierarchical"; }
+std::string hierarchical_describe(const topology_setup& s) {
+  return s.by_host ? fmt::format("hierarchical allreduce, groups by host{}", balanced_text(s.ring))
+                   : fmt::format("hierarchical allreduce, groups of {}{}", s.ring.group_size, balanced_text(s.ring));
+}
+
+std::int64_t every_step(const topology_setup&) { return 1; }
+
+} // namespace
+
+extern const topology_family ring_family;
+const topology_family ring_family{
+  topology_kind::ring,
+  "ring",
+  "ring allreduce of gradient buckets",
+  /*has_shards=*/false,
+  /*peers_talk=*/true,
+  /*has_groups=*/false,
+  /*takes_local_steps=*/false,
+  /*splits_batch=*/true,
+  run_ring_wiring,
+  always,
+  never,
+  never,
+  every_step,
+  ring_mode,
+  ring_describe,
+};
+
+extern const topology_family hierarchical_family;
+const topology_family hierarchical_family{
+  topology_kind::hierarchical,
+  "hierarchical",
+  "ring allreduce within groups (topology.group_size, or by host), then across the group leaders",
+  /*has_shards=*/false,
+  /*peers_talk=*/true,
+  /*has_groups=*/true,
+  /*takes_local_steps=*/false,
+  /*splits_batch=*/true,
+  run_ring_wiring,
+  always,
+  never,
+  never,
+  every_step,
+  hierarchical_mode,
+  hierarchical_describe,
+};
 
 } // namespace gradwire::scheduler

@@ -88,12 +88,7 @@ std::int64_t checkpoint_grid(const topology_setup& setup) {
     return setup.checkpoint_every;
   if (setup.checkpoint_every_s <= 0)
     return 0;
-  constexpr std::int64_t versions_apart = 10; // a shard's copy per 10 versions: ~50 us each for the MLP
-  if (setup.ps.local_sgd())
-    return setup.ps.local_steps * ((versions_apart + setup.ps.local_steps - 1) / setup.ps.local_steps);
-  if (setup.kind == topology_kind::parameter_server && setup.ps.sync && setup.ps.backups() == 0)
-    return versions_apart;
-  return 1;
+  return family_of(setup.kind).time_grid(setup);
 }
 
 checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards,
@@ -350,29 +345,21 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
             (f.kind == fault_kind::kill ? "kills a worker's process, and in one process the whole run would end"
                                         : "acts on the links between processes, and one process has none") +
             ": run the job across processes (--procs N)");
+  const auto& family = family_of(setup.kind);
   if (setup.resume) { // every part there before any actor is spawned
+    const int shards = family.has_shards ? setup.ps.shards : 0;
     for (int r = 0; r < setup.workers; ++r)
       setup.resume->part("worker " + std::to_string(r));
-    if (setup.kind == topology_kind::parameter_server || setup.kind == topology_kind::local_sgd)
-      for (int i = 0; i < setup.ps.shards; ++i)
-        setup.resume->part("shard " + std::to_string(i));
-    check(setup.resume->parts.size() ==
-            static_cast<std::size_t>(setup.workers) +
-              (setup.kind == topology_kind::parameter_server || setup.kind == topology_kind::local_sgd ? setup.ps.shards : 0),
+    for (int i = 0; i < shards; ++i)
+      setup.resume->part("shard " + std::to_string(i));
+    check(setup.resume->parts.size() == static_cast<std::size_t>(setup.workers + shards),
           "the checkpoint of step " + std::to_string(setup.resume->step) + " holds " +
             std::to_string(setup.resume->parts.size()) + " parts, more than this topology's actors");
   }
   if (setup.sim)
     check_virtual(setup);
   const auto t0 = std::chrono::steady_clock::now();
-  topology_outcome out;
-  switch (setup.kind) {
-  case topology_kind::parameter_server:
-  case topology_kind::local_sgd: out = run_ps_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
-  case topology_kind::ring:
-  case topology_kind::hierarchical: out = run_ring_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
-  case topology_kind::gossip: out = run_gossip_wiring(sys, setup, data, on_progress, on_metrics, stop); break;
-  }
+  topology_outcome out = family.run(sys, setup, data, on_progress, on_metrics, stop);
   out.seconds = setup.sim ? setup.sim->stats().virtual_seconds
                           : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

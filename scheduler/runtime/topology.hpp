@@ -46,6 +46,8 @@ struct resume_point {
   std::shared_ptr<const actors::snapshot> part(const std::string& who) const;
 };
 
+/// A family of wirings; its row in topology_registry.hpp says everything
+/// that depends on it.
 enum class topology_kind { parameter_server, local_sgd, ring, hierarchical, gossip };
 
 struct topology_setup {
@@ -62,6 +64,9 @@ struct topology_setup {
   std::vector<int> shard_homes;
   actors::ring_options ring;
   actors::gossip_options gossip;
+  /// The parameter shards (topology.shard_placement = "per-host") or the
+  /// hierarchical groups (topology.group_size = 0) follow the hosts.
+  bool by_host = false;
   /// Ring workers poll for chunks instead of sleeping (worker_config::spin_wait):
   /// see spin_wait_default.
   bool spin_wait = false;

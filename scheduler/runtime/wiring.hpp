@@ -26,10 +26,15 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop);
 
+/// Where shards keep a copy of the version a checkpoint will ask for (a
+/// sync parameter server, local SGD), time-based checkpoints fall at most
+/// once in this many versions, so the copy is rare next to the steps
+/// (bench/RESULTS.md, checkpoint overhead).
+inline constexpr std::int64_t checkpoint_versions_apart = 10;
+
 /// The steps a checkpoint may fall on are the multiples of this:
 /// train.checkpoint_every, or by time 1, or where shards must keep a copy
-/// of the version ahead (sync parameter server: 10; local SGD: the
-/// multiple of local_steps from 10 up); 0: no checkpoints.
+/// of the version ahead (the family's time_grid); 0: no checkpoints.
 std::int64_t checkpoint_grid(const topology_setup& setup);
 
 /// The coordinator's checkpoint plan from the setup: `shards` asked at

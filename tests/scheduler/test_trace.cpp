@@ -161,7 +161,7 @@ TEST_CASE("a ring run's trace: every worker step computed, chunks reduced, spans
 TEST_CASE("experiment.trace = false writes no trace") {
   const auto dir = fresh_dir("off");
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 512\nsynthetic_test = 100\n"
-                          "[experiment]\ntrace = false\n[train]\nepochs = 1\n",
+                          "[experiment]\ntrace = false\n[train]\nepochs = 1\n[topology]\nkind = \"parameter-server\"\n",
                           "t.toml", {"experiment.out=" + dir});
   run_options o;
   o.progress = false;

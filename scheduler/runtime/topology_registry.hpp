@@ -1,0 +1,74 @@
+#pragma once
+/// @file topology_registry.hpp
+/// The topology registry: one row per family of wirings. Whatever depends
+/// on the family (its config name, how it is wired, whether its steps are
+/// lock-step, whether workers share a sample budget, where checkpoints may
+/// fall, what the summary calls its mode, how a run describes it) is read
+/// from its row; nothing else switches on the kind. Each family's row is
+/// defined beside its wiring (ps_wiring.cpp, ring_wiring.cpp,
+/// gossip_wiring.cpp) and listed once in topology_registry.cpp.
+/// docs/extending.md walks through adding a family.
+
+#include "scheduler/runtime/wiring.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+using wiring_fn = topology_outcome (*)(caf::actor_system&, const topology_setup&, const models::dataset&,
+                                       const progress_fn&, const metrics_fn&, const std::atomic<bool>*);
+using setup_predicate = bool (*)(const topology_setup&);
+using setup_text = std::string (*)(const topology_setup&);
+
+struct topology_family {
+  topology_kind kind;
+  const char* name; ///< topology.kind in a config
+  const char* doc;  ///< what it is, for `gradwire keys`
+  /// It spawns parameter shards: a checkpoint holds a part per shard, and
+  /// topology.shards and topology.shard_placement apply.
+  bool has_shards;
+  /// Workers exchange with one another (not only with shards): across
+  /// processes a lost rank is a lost peer of the survivors.
+  bool peers_talk;
+  /// Workers are grouped (topology.group_size, 0: by host).
+  bool has_groups;
+  /// topology.local_steps (H) applies.
+  bool takes_local_steps;
+  /// Every step splits one global batch between workers, so
+  /// topology.balance_every may move the split by speed.
+  bool splits_batch;
+  wiring_fn run;
+  /// Every worker's step s ends together: a step lasts at least its
+  /// slowest worker's compute (the summary's step breakdown applies).
+  setup_predicate lock_step;
+  /// Each update is one worker's batch, so a sample budget may be shared
+  /// out by speed (train.budget = "shared").
+  setup_predicate shares_budget;
+  /// Each worker's updates are its own, so [[nodes]] lr_scale applies.
+  setup_predicate per_worker_lr;
+  /// Time-based checkpoints (train.checkpoint_every_s) fall on multiples
+  /// of this step count: where shards keep a copy of the version ahead, a
+  /// coarser grid than 1 keeps those copies rare.
+  std::int64_t (*time_grid)(const topology_setup&);
+  setup_text mode;     ///< summary.json's "mode"
+  setup_text describe; ///< one line for the run's banner and summary
+};
+
+/// Every family, in the order `gradwire keys` lists them.
+const std::vector<const topology_family*>& topology_families();
+/// The row of `kind`.
+const topology_family& family_of(topology_kind kind);
+/// The row named `name` (topology.kind), or null.
+const topology_family* find_family(std::string_view name);
+/// The row named `name`; throws gradwire::error naming every known family.
+const topology_family& family_named(std::string_view name);
+/// The known names, "a, b, c".
+std::string family_names();
+
+/// Shared by rows: always / never.
+bool always(const topology_setup&);
+bool never(const topology_setup&);
+
+} // namespace gradwire::scheduler
