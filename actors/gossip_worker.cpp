@@ -1,4 +1,5 @@
 #include "actors/worker.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
@@ -195,9 +196,8 @@ void begin_step(gossip_actor* self) {
         if (!s.requests.close(ticket))
           return; // given up already
         if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
-          std::fprintf(stderr, "gradwire: %sAD-PSGD: rank %d replied with %lld parameters, expected %lld\n",
-                       s.who().c_str(), peer, static_cast<long long>(theirs.numel()),
-                       static_cast<long long>(s.store->x.numel()));
+          log::warn("{}AD-PSGD: rank {} replied with {} parameters, expected {}",
+            s.who(), peer, theirs.numel(), s.store->x.numel());
           mix_and_apply(s, nullptr);
         } else
           mix_and_apply(s, &theirs);
@@ -283,8 +283,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     [=](gossip_atom, int rank, caf::actor mixer) { // AD-PSGD: a neighbour's mixer
       auto& s = self->state;
       if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() || !mixer) {
-        std::fprintf(stderr, "gradwire: %sAD-PSGD: a mixer from rank %d, not a neighbour: ignored\n", s.who().c_str(),
-                     rank);
+        log::warn("{}AD-PSGD: a mixer from rank {}, not a neighbour: ignored", s.who(), rank);
         return;
       }
       s.mixers[rank] = std::move(mixer);
@@ -301,15 +300,14 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       auto& s = self->state;
       if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() ||
           static_cast<std::size_t>(theirs.numel()) != s.model->size() || step < s.step) {
-        std::fprintf(stderr, "gradwire: %sD-PSGD: parameters from rank %d (step %lld, %lld values) refused\n",
-                     s.who().c_str(), rank, static_cast<long long>(step), static_cast<long long>(theirs.numel()));
+        log::warn("{}D-PSGD: parameters from rank {} (step {}, {} values) refused",
+          s.who(), rank, step, theirs.numel());
         return;
       }
       auto& got = s.inbox[step];
       for (const auto& g : got)
         if (g.first == rank) { // twice for one step: the mix would miss another neighbour
-          std::fprintf(stderr, "gradwire: %sD-PSGD: a second set of parameters from rank %d for step %lld refused\n",
-                       s.who().c_str(), rank, static_cast<long long>(step));
+          log::warn("{}D-PSGD: a second set of parameters from rank {} for step {} refused", s.who(), rank, step);
           return;
         }
       got.emplace_back(rank, std::move(theirs));

@@ -1,4 +1,5 @@
 #include "actors/worker.hpp"
+#include "kernels/log.hpp"
 
 #include "actors/batch_balance.hpp"
 #include "actors/ring_allreduce.hpp"
@@ -285,9 +286,8 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.end_step(self);
   if (st.announce) {
     st.announce = false;
-    std::fprintf(stderr, "gradwire: rank %d: the first step of the re-formed ring (step %lld) is done (unix time %.6f)\n",
-                 st.cfg.rank, static_cast<long long>(st.step),
-                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    log::info("rank {}: the first step of the re-formed ring (step {}) is done (unix time {:.6f})",
+      st.cfg.rank, st.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
   share_speed(self);
   self->send(self, step_atom::value); // not begin_step(): this may run inside the ring's own call

@@ -1,4 +1,5 @@
 #include "transport/emulated_link.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -138,7 +139,7 @@ private:
       try {
         inner_->send(f.peer, std::move(f.header), std::move(f.data));
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "gradwire: link emulation: %s\n", e.what());
+        log::warn("link emulation: {}", e.what());
       }
       lk.lock();
       --queued_[static_cast<std::size_t>(f.peer)]; // sent: a later frame may take the direct path

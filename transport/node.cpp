@@ -1,4 +1,5 @@
 #include "transport/node.hpp"
+#include "kernels/log.hpp"
 
 #include "actors/messages.hpp"
 
@@ -178,7 +179,7 @@ void node::peer_down(int peer, const std::string& what) {
     down_[static_cast<std::size_t>(peer)] = true;
   }
   if (!ending_)
-    std::fprintf(stderr, "gradwire: rank %d: peer rank %d is gone: %s\n", rank(), peer, what.c_str());
+    log::warn("rank {}: peer rank {} is gone: {}", rank(), peer, what);
   link_->forget(peer); // what is held for it is not sent after all
   // Rank 0 tells a peer it has given up on (the fence): one that was only
   // silent (stalled, or behind a link that was down) and comes back leaves
@@ -225,7 +226,7 @@ void node::note_failure(const std::string& what) { reject(what); }
 void node::reject(const std::string& what) {
   const auto n = ++rejected_;
   if (n <= 20) // bounded log: a flood of garbage must not flood stderr
-    std::fprintf(stderr, "gradwire: rank %d: %s\n", rank(), what.c_str());
+    log::warn("rank {}: {}", rank(), what);
 }
 
 void node::publish(std::uint32_t slot, caf::actor a) {

@@ -2,6 +2,7 @@
 // `heartbeat_ms` and reports a peer down after `peer_timeout_ms` without a
 // frame from it. See node.hpp.
 #include "transport/node.hpp"
+#include "kernels/log.hpp"
 
 #include "actors/messages.hpp"
 #include "kernels/stop_aware.hpp"
@@ -26,10 +27,9 @@ void node::watch(liveness live) {
     // among them) are read before anyone is judged gone.
     if (const auto stop = kernels::last_stop_end(); stop != seen_stop) {
       seen_stop = stop;
-      std::fprintf(stderr, "gradwire: rank %d: this process did not run for %.2f s; its peers get a fresh %.2f s "
-                           "timeout before any is judged gone\n",
-                   rank(), std::chrono::duration<double>(kernels::last_stop_length()).count(),
-                   live.peer_timeout_ms / 1000.0);
+      log::warn("rank {}: this process did not run for {:.2f} s; its peers get a fresh {:.2f} s timeout before any "
+        "is judged gone",
+        rank(), std::chrono::duration<double>(kernels::last_stop_length()).count(), live.peer_timeout_ms / 1000.0);
       const auto tick = now_ms();
       for (int r = 0; r < size(); ++r)
         heard_[static_cast<std::size_t>(r)].store(tick);

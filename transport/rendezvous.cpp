@@ -1,4 +1,5 @@
 #include "transport/rendezvous.hpp"
+#include "kernels/log.hpp"
 
 #include "transport/hello.hpp"
 
@@ -128,8 +129,7 @@ public:
   void start(socket_fd c, std::string ip, clock_type::time_point until) {
     std::lock_guard<std::mutex> lk(mu_);
     if (static_cast<int>(open_fds_.size()) >= max_open) {
-      std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %d handshakes already open\n",
-                   ip.c_str(), max_open);
+      log::warn("rendezvous: dropped a connection from {}: {} handshakes already open", ip, max_open);
       return;
     }
     open_fds_.push_back(c.get());
@@ -193,11 +193,11 @@ void accept_one(int listener, int wait_ms, handshakes& hs, clock_type::time_poin
 }
 
 void dropped(const hello& h) {
-  std::fprintf(stderr, "gradwire: rendezvous: dropped a connection from %s: %s\n", h.ip.c_str(), h.failure.c_str());
+  log::warn("rendezvous: dropped a connection from {}: {}", h.ip, h.failure);
 }
 
 void refuse(hello& h, const std::string& why) {
-  std::fprintf(stderr, "gradwire: rendezvous: refused a process from %s: %s\n", h.ip.c_str(), why.c_str());
+  log::warn("rendezvous: refused a process from {}: {}", h.ip, why);
   buffer b;
   b.u32(1);
   b.blob(why.data(), why.size());
@@ -416,8 +416,7 @@ struct late_joins::impl {
             io_all(it->h.conn.get(), reply.bytes.data(), reply.bytes.size(), true,
                    clock_type::now() + std::chrono::seconds(10));
           } catch (const error& e) {
-            std::fprintf(stderr, "gradwire: rendezvous: rank %d's new process left before the table was sent: %s\n",
-                         it->h.rank, e.what());
+            log::warn("rendezvous: rank {}'s new process left before the table was sent: {}", it->h.rank, e.what());
           }
         }
         it = queue.erase(it);

@@ -1,4 +1,5 @@
 #include "transport/shm_lending.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -45,7 +46,7 @@ void shm_lending::open_arena() {
   try {
     arena_ = std::make_shared<shm_arena>(name, arena_bytes_);
   } catch (const std::exception& e) { // no /dev/shm here: frames are copied, as with shm_refs off
-    std::fprintf(stderr, "gradwire: rank %d: %s; every frame will be copied\n", rank_, e.what());
+    log::warn("rank {}: {}; every frame will be copied", rank_, e.what());
   }
 }
 

@@ -1,4 +1,5 @@
 #include "transport/ucx_comm_impl.hpp"
+#include "kernels/log.hpp"
 
 #include "transport/comm_address.hpp"
 
@@ -33,7 +34,7 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
     try {
       p_->shm = std::make_unique<shm_allreduce>(rank, size, p_->opts.timeout_ms, p_->opts.spin_yield);
     } catch (const std::exception& e) { // no /dev/shm here: the sums go over UCX, as across hosts
-      std::fprintf(stderr, "gradwire: rank %d: %s; the collective sums through UCX\n", rank, e.what());
+      log::warn("rank {}: {}; the collective sums through UCX", rank, e.what());
     }
   }
 }

@@ -11,6 +11,7 @@
 /// application computes, instead of preempting it at every frame.
 
 #include "transport/ucx_link_impl.hpp"
+#include "kernels/log.hpp"
 
 #include <poll.h>
 #include <pthread.h>
@@ -31,13 +32,13 @@ namespace {
 void place_progress_thread(const ucx_options& opts) {
   if (opts.progress_nice != 0 &&
       setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), opts.progress_nice) != 0)
-    std::fprintf(stderr, "gradwire: could not set the progress thread's nice value to %d\n", opts.progress_nice);
+    log::warn("could not set the progress thread's nice value to {}", opts.progress_nice);
   if (opts.pin_cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(opts.pin_cpu, &set);
     if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-      std::fprintf(stderr, "gradwire: could not pin the progress thread to CPU %d\n", opts.pin_cpu);
+      log::warn("could not pin the progress thread to CPU {}", opts.pin_cpu);
   }
 }
 

@@ -1,4 +1,5 @@
 #include "scheduler/app/data_source.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -50,8 +51,8 @@ data_pair load_data(run_config& cfg) {
       throw;
     // data.if_missing = "synthetic": data of the same shape, said loudly.
     const bool cifar = cfg.dataset == "cifar10";
-    std::fprintf(stderr, "gradwire: %s\ngradwire: using synthetic %s-shaped data instead (data.if_missing = \"synthetic\")\n",
-                 e.what(), cifar ? "CIFAR" : "MNIST");
+    log::warn("{}", e.what());
+    log::warn("using synthetic {}-shaped data instead (data.if_missing = \"synthetic\")", cifar ? "CIFAR" : "MNIST");
     cfg.dataset = cifar ? "synthetic-cifar" : "synthetic";
     d = load_named(cfg);
   }

@@ -1,4 +1,5 @@
 #include "scheduler/app/join_across.hpp"
+#include "kernels/log.hpp"
 
 #include "actors/messages.hpp"
 #include "models/model.hpp"
@@ -85,8 +86,7 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
   if (rj->knocking.exchange(true))
     return; // knocking already
   rj->back = false;
-  std::fprintf(stderr, "gradwire: rank %d: %s: asking rank 0 to be let back in (for %g s after it last answers)\n",
-               rank, what.c_str(), seconds);
+  log::info("rank {}: {}: asking rank 0 to be let back in (for {:g} s after it last answers)", rank, what, seconds);
   std::thread([weak = std::move(weak), rank, seconds, rj, what = std::move(what)] {
     const auto window = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
     const auto since = std::chrono::steady_clock::now();
@@ -99,15 +99,14 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
         break;
       if (rj->back) {
         rj->knocking = false;
-        std::fprintf(stderr, "gradwire: rank %d: let back in\n", rank);
+        log::info("rank {}: let back in", rank);
         return;
       }
       nd->knock();
       nd.reset();
       std::this_thread::sleep_for(std::chrono::milliseconds(200)); // a knock's pace, not a wait for an event
     }
-    std::fprintf(stderr, "gradwire: rank %d: not let back in (rank 0 silent for %g s): leaving the job (%s)\n", rank,
-                 seconds, what.c_str());
+    log::warn("rank {}: not let back in (rank 0 silent for {:g} s): leaving the job ({})", rank, seconds, what);
     leave_now();
   }).detach();
 }
@@ -151,7 +150,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
         setup.shard_homes.push_back(static_cast<int>(r));
     setup.ps.shards = static_cast<int>(setup.shard_homes.size());
     if (rank == 0)
-      std::fprintf(stderr, "gradwire: a parameter shard per host: %d shard(s)\n", setup.ps.shards);
+      log::info("a parameter shard per host: {} shard(s)", setup.ps.shards);
   }
   if (setup.by_host && family_of(setup.kind).has_groups) {
     // Groups by host: shared memory within a host, the leaders' ring across
@@ -168,8 +167,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
         most = std::max(most, k);
       }
       const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most);
-      std::fprintf(stderr, "gradwire: hierarchical allreduce grouped by host: %d host(s) of %s rank(s)\n",
-                   static_cast<int>(per_host.size()), counts.c_str());
+      log::info("hierarchical allreduce grouped by host: {} host(s) of {} rank(s)", per_host.size(), counts);
     }
   }
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
@@ -197,7 +195,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
     if (rejoin_s > 0) {
       jb->node->set_on_readmitted([rj] { rj->back = true; });
       jb->node->set_on_dismissed([rank](const std::string& why) {
-        std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, why.c_str());
+        log::warn("rank {}: leaving the job: {}", rank, why);
         leave_now(0); // the job is over: nothing for a launcher to restart
       });
     }
@@ -226,12 +224,11 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
           return;
         }
         if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
-          std::fprintf(stderr, "gradwire: rank %d: leaving the job: %s\n", rank, what.c_str());
+          log::warn("rank {}: leaving the job: {}", rank, what);
         else {
-          std::fprintf(stderr, "gradwire: rank %d: stopping: %s\n", rank, failed.error.c_str());
+          log::warn("rank {}: stopping: {}", rank, failed.error);
           if (rank == 1)
-            std::fprintf(stderr, "gradwire: rank 0 held the coordinator, the shards and the results, so the job ends; "
-                                 "%s\n", resume_hint.c_str());
+            log::info("rank 0 held the coordinator, the shards and the results, so the job ends; {}", resume_hint);
         }
         leave_now();
       } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes

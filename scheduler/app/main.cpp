@@ -1,5 +1,6 @@
 // gradwire: the command-line entry point.
 #include "kernels/backend.hpp"
+#include "kernels/log.hpp"
 #include "kernels/cpu/onednn_conv.hpp"
 #include "kernels/cpu/onednn_gemm.hpp"
 #include "kernels/error.hpp"
@@ -400,9 +401,8 @@ gradwire::scheduler::run_config run_config_of(cli_args& a) {
   const int survivors = gradwire::scheduler::checkpoint_workers(a.resume, a.resume_step);
   if (survivors > 0 && survivors != cfg.workers) {
     if (!std::getenv("GRADWIRE_RANK") && gradwire::transport::detect_launch().rank == 0)
-      std::fprintf(stderr, "gradwire: the checkpoint was saved after the run lost workers: resuming with its %d "
-                           "surviving worker(s), renumbered 0 to %d, without the config's [[faults]]\n",
-                   survivors, survivors - 1);
+      gradwire::log::warn("the checkpoint was saved after the run lost workers: resuming with its {} surviving worker(s), "
+        "renumbered 0 to {}, without the config's [[faults]]", survivors, survivors - 1);
     cfg = gradwire::scheduler::load_config_of_survivors(a.config_path, a.overrides, survivors);
   }
   if (a.out_dir.empty())
@@ -451,6 +451,11 @@ int main(int argc, char** argv) {
   CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
                "Run topology experiments from a config file; see `gradwire run --help`."};
   app.require_subcommand(1);
+  app.fallthrough(); // --log-level after the subcommand too
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "messages at this level and above: debug, info, warn, error or off "
+                                           "(default info, or GRADWIRE_LOG_LEVEL)")
+    ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
   cli_args a;
   add_run(app, a);
   add_bench(app, a);
@@ -462,12 +467,14 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
+  if (app.count("--log-level") > 0)
+    gradwire::log::set_level(*gradwire::log::parse_level(log_level));
     rc = dispatch(a, argc, argv);
   } catch (const gradwire::error& e) {
-    std::fprintf(stderr, "gradwire: error: %s\n", e.what());
+    gradwire::log::error("{}", e.what());
     rc = 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradwire: internal error: %s\n", e.what());
+    gradwire::log::error("internal error: {}", e.what());
     rc = 1;
   }
   if (gradwire::scheduler::actors_abandoned()) { // (its actor system is left running: no exit() through it)

@@ -1,4 +1,5 @@
 #include "scheduler/app/report.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 #include "scheduler/app/plot.hpp"
@@ -134,7 +135,7 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
     if (skipped.size() > 5)
       lines += "; and " + std::to_string(skipped.size() - 5) + " more";
     const auto what = dir + "/metrics.jsonl: " + std::to_string(skipped.size()) + " line(s) skipped (" + lines + ")";
-    std::fprintf(stderr, "gradwire report: %s\n", what.c_str());
+    log::warn("report: {}", what);
     h += "<p class=\"meta\">" + esc(what) + "</p>\n";
   }
   h += "<h2>Summary</h2>\n";
@@ -296,7 +297,7 @@ report_outcome write_report(const std::string& dir) {
     const json s = {{"description", "its config: config.toml"},
                     {"status", "unfinished: no summary.json (the run was killed, or is still running); "
                                "the curves are metrics.jsonl's records so far"}};
-    std::fprintf(stderr, "gradwire report: %s has no summary.json: the curves only\n", dir.c_str());
+    log::info("report: {} has no summary.json: the curves only", dir);
     html = page("gradwire run (unfinished): " + fs::path(dir).filename().string(), run_body(dir, s, out));
   } else {
     throw error(dir + ": neither summary.json (a run) nor sweep.json (a sweep) is here; give a results folder");

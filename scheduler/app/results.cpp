@@ -1,4 +1,5 @@
 #include "scheduler/app/results.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -63,7 +64,7 @@ void results_writer::flush() {
                  (cut ? std::string("up to its last whole line") : "but may end in a partial line");
       pending_.clear();
       failed_ = true;
-      std::fprintf(stderr, "gradwire: error: %s. Stopping the run.\n", failure_.c_str());
+      log::error("{}. Stopping the run.", failure_);
       if (stop_)
         stop_->store(true);
       return;

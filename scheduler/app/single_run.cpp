@@ -1,4 +1,5 @@
 #include "scheduler/app/single_run.hpp"
+#include "kernels/log.hpp"
 
 #include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/model_file.hpp"
@@ -95,7 +96,7 @@ public:
                                 {"written", checkpoints_->written()},
                                 {"persist_seconds", checkpoints_->seconds()}, {"error", checkpoints_->error()}};
       if (!checkpoints_->error().empty())
-        std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints_->error().c_str());
+        log::warn("a checkpoint was not written: {}", checkpoints_->error());
     }
     summary["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
     if (out_.failed()) { // a full disk: say so, where it still can be said

@@ -1,4 +1,5 @@
 #include "scheduler/app/sweep.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 #include "scheduler/app/config.hpp"
@@ -143,14 +144,14 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     const auto point_dir = fmt::format("point-{:03d}", i);
     cfg.out = out_dir + "/" + point_dir;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "gradwire sweep: point %zu of %zu: %s%s\n", i + 1, points, pp.label.c_str(),
-                 i ? fmt::format(" (ETA {:.0f} s)", elapsed / static_cast<double>(i) * static_cast<double>(points - i)).c_str() : "");
-    const int workers = cfg.topology == "single" ? 1 : cfg.workers;
+    log::info("sweep: point {} of {}: {}{}",
+      i + 1, points, pp.label, i ? fmt::format(" (ETA {:.0f} s)", elapsed / static_cast<double>(i) * static_cast<double>(points - i)).c_str() : "");
+    const int workers = cfg.single() ? 1 : cfg.workers;
     sweep_point p{pp.values, {}};
     try {
       p.summary = run_point(config_path, pp, std::move(cfg), procs, opts, fmt::format("{} of {}", i + 1, points));
     } catch (const std::exception& e) { // the other points still run, and the table keeps what is done
-      std::fprintf(stderr, "gradwire sweep: point %zu of %zu (%s) failed: %s\n", i + 1, points, pp.label.c_str(), e.what());
+      log::warn("sweep: point {} of {} ({}) failed: {}", i + 1, points, pp.label, e.what());
       p.summary = {{"status", "failed"}, {"error", e.what()}, {"workers", workers}};
       failures.push_back(fmt::format("point {} ({}): {}", i + 1, pp.label, e.what()));
     }

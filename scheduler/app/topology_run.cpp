@@ -1,4 +1,5 @@
 #include "scheduler/app/topology_run.hpp"
+#include "kernels/log.hpp"
 #include "scheduler/app/virtual_run.hpp"
 
 #include "actors/system_config.hpp"
@@ -388,7 +389,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     out.flush();
     const auto lost = out.failure();
     if (!lost.empty() && lost != e.what()) // the run failed otherwise, and the disk is full too
-      std::fprintf(stderr, "gradwire: error: %s\n", lost.c_str());
+      log::error("{}", lost);
     out.write_summary({{"name", cfg.name},
                        {"status", "failed"},
                        {"error", e.what()},
@@ -415,7 +416,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                         {"written", checkpoints->written()},
                         {"persist_seconds", checkpoints->seconds()}, {"error", checkpoints->error()}};
     if (!checkpoints->error().empty())
-      std::fprintf(stderr, "gradwire: warning: a checkpoint was not written: %s\n", checkpoints->error().c_str());
+      log::warn("a checkpoint was not written: {}", checkpoints->error());
   }
   progress.finish();
   nlohmann::json refs_sent = nullptr; // rank 0's shared-memory references, by peer (never to another host)

@@ -1,4 +1,5 @@
 #include "scheduler/app/trace_file.hpp"
+#include "kernels/log.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -66,7 +67,7 @@ void write_trace_part(const std::string& dir, int rank, const nlohmann::json& pa
     }
     std::filesystem::rename(path + ".tmp", path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradwire: rank %d: trace part not written to %s: %s\n", rank, dir.c_str(), e.what());
+    log::warn("rank {}: trace part not written to {}: {}", rank, dir, e.what());
   }
 }
 
@@ -114,7 +115,7 @@ void write_trace(const std::string& dir, nlohmann::json part, int size, const st
     }
     std::filesystem::rename(path + ".tmp", path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradwire: trace.json not written to %s: %s\n", dir.c_str(), e.what());
+    log::warn("trace.json not written to {}: {}", dir, e.what());
   }
 }
 

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/bench_allreduce.hpp"
+#include "kernels/log.hpp"
 
 #include "actors/allreduce_driver.hpp"
 #include "actors/messages.hpp"
@@ -162,8 +163,7 @@ row comm_size(transport::ucx_comm& comm, const allreduce_bench_options& o, std::
     worst = std::max<double>(worst, std::fabs(buf[i] - actors::allreduce_expected(n, i)));
   r.ok = worst == 0;
   if (!r.ok)
-    std::fprintf(stderr, "gradwire: rank %d: the communicator's allreduce of %s is wrong (max error %g)\n", rank,
-                 human(bytes).c_str(), worst);
+    log::warn("rank {}: the communicator's allreduce of {} is wrong (max error {:g})", rank, human(bytes), worst);
   std::fill(buf.begin(), buf.end(), 0.f);
   for (int i = 0; i < o.warmup; ++i)
     comm.allreduce(buf.data(), floats, algo);
@@ -207,8 +207,7 @@ row actors_size(caf::actor_system& sys, const job& j, const allreduce_bench_opti
   auto r = fut.get();
   const bool ok = r.error.empty() && r.max_error == 0;
   if (!ok)
-    std::fprintf(stderr, "gradwire: rank %d: allreduce of %s is wrong: %s (max error %g)\n", rank, human(bytes).c_str(),
-                 r.error.c_str(), r.max_error);
+    log::warn("rank {}: allreduce of {} is wrong: {} (max error {:g})", rank, human(bytes), r.error, r.max_error);
   return row{r.seconds, ok};
 }
 
@@ -227,7 +226,7 @@ int bench_allreduce(const allreduce_bench_options& o) {
   j.node->start([&](int r, const std::string& what) {
     if (finishing)
       return;
-    std::fprintf(stderr, "gradwire: rank %d: bench aborted: rank %d failed (%s)\n", rank, r, what.c_str());
+    log::warn("rank {}: bench aborted: rank {} failed ({})", rank, r, what);
     std::fflush(stderr);
     transport::unlink_arenas(); // no destructors run from here
     std::_Exit(3);
@@ -252,10 +251,10 @@ int bench_allreduce(const allreduce_bench_options& o) {
         // A peer died or misbehaved: the node names it within its liveness
         // bound (and ends the process, status 3); until then, say what the
         // communicator saw.
-        std::fprintf(stderr, "gradwire: rank %d: %s\n", rank, e.what());
+        log::warn("rank {}: {}", rank, e.what());
         std::fflush(stderr);
         std::this_thread::sleep_for(std::chrono::milliseconds(2 * j.live.peer_timeout_ms + 1000));
-        std::fprintf(stderr, "gradwire: rank %d: bench aborted: no rank was reported lost\n", rank);
+        log::warn("rank {}: bench aborted: no rank was reported lost", rank);
         std::fflush(stderr);
         transport::unlink_arenas();
         std::_Exit(3);

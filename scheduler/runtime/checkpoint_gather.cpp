@@ -1,4 +1,5 @@
 #include "scheduler/runtime/checkpoint_gather.hpp"
+#include "kernels/log.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,7 +15,7 @@ bool checkpoint_gather::on_part(caf::scoped_actor& self, const std::string& meta
   try {
     s = actors::snapshot_frame::checked(meta, floats, "a worker's checkpoint part");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradwire: ignored: %s\n", e.what());
+    log::warn("ignored: {}", e.what());
     return false;
   }
   int rank = -1;
@@ -67,12 +68,11 @@ bool checkpoint_gather::try_complete(caf::scoped_actor& self, std::int64_t step,
             all.push_back(actors::snapshot_frame::checked(lay.meta_for(lay.float_sizes), f, where));
             ok = true;
           } catch (const std::exception& e) {
-            std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: %s\n", static_cast<long long>(step), e.what());
+            log::warn("checkpoint of step {} skipped: {}", step, e.what());
           }
         },
         [&](caf::error& e) {
-          std::fprintf(stderr, "gradwire: checkpoint of step %lld skipped: shard %zu: %s\n",
-                       static_cast<long long>(step), i, self->system().render(e).c_str());
+          log::warn("checkpoint of step {} skipped: shard {}: {}", step, i, self->system().render(e));
         });
     if (!ok)
       return true; // the workers went unheard while the shards were asked

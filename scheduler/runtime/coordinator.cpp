@@ -1,4 +1,5 @@
 #include "scheduler/runtime/coordinator.hpp"
+#include "kernels/log.hpp"
 
 #include "scheduler/runtime/coordinator_state.hpp"
 
@@ -46,10 +47,8 @@ void stop_actors(caf::scoped_actor& self, const std::vector<caf::actor>& actors)
                   caf::after(std::chrono::milliseconds(500)) >> [&] { late = kernels::waited_longer(told, limit); });
     if (late) { // a handler that never returns (a hung kernel): say so rather than hang the process
       if (!abandoned.exchange(true))
-        std::fprintf(stderr,
-                     "gradwire: %zu actor(s) still running %g s after they were told to stop (a computation that "
-                     "never returns); this process ends once its results are written\n",
-                     left, static_cast<double>(limit.count()) / 1000.0);
+        log::warn("{} actor(s) still running {:g} s after they were told to stop (a computation that never returns); "
+          "this process ends once its results are written", left, static_cast<double>(limit.count()) / 1000.0);
       return;
     }
   }
@@ -112,7 +111,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
       }
     }
     if (st.pausing && kernels::waited_longer(st.stop_sent, std::chrono::seconds(10))) {
-      std::fprintf(stderr, "gradwire: the workers did not reach a common step within 10 s: stopping without a checkpoint\n");
+      log::warn("the workers did not reach a common step within 10 s: stopping without a checkpoint");
       st.pausing = false;
       st.stop_sent = clock_type::now();
       for (const auto& w : workers)
@@ -157,9 +156,9 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
     if (const auto stopped = kernels::last_stop_end(); stopped != st.stop_seen) {
       st.stop_seen = stopped;
       if (!cut_off) // (across processes each rank's transport says so)
-        std::fprintf(stderr, "gradwire: this process did not run for %.2f s (stopped: suspended, Ctrl-Z, a debugger); "
-                             "every worker gets a fresh %.2f s timeout before any is judged silent\n",
-                     std::chrono::duration<double>(kernels::last_stop_length()).count(), timeout.count() / 1000.0);
+        log::warn("this process did not run for {:.2f} s (stopped: suspended, Ctrl-Z, a debugger); every worker gets "
+          "a fresh {:.2f} s timeout before any is judged silent",
+          std::chrono::duration<double>(kernels::last_stop_length()).count(), timeout.count() / 1000.0);
     }
     st.check_silence();
     st.take_held();

@@ -4,6 +4,7 @@
 /// parameter server or gossip goes on without it, and a worker whose
 /// process comes back is let back into the ring.
 #include "scheduler/runtime/coordinator_state.hpp"
+#include "kernels/log.hpp"
 
 #include <cstdio>
 
@@ -109,8 +110,7 @@ void coordinator_state::rewire() {
         it->rejoined_step = reform_step;
         break;
       }
-    std::fprintf(stderr, "gradwire: worker %d is back: the ring goes on with %zu workers from step %lld\n", joining, m,
-                 static_cast<long long>(reform_step));
+    log::info("worker {} is back: the ring goes on with {} workers from step {}", joining, m, reform_step);
     joining = -1;
     awaiting = -1;
     parked_since = {};
@@ -120,8 +120,7 @@ void coordinator_state::rewire() {
     return;
   }
   if (waited) { // waited for a worker that did not come
-    std::fprintf(stderr, "gradwire: the ring goes on with %zu workers from step %lld\n", m,
-                 static_cast<long long>(reform_step));
+    log::info("the ring goes on with {} workers from step {}", m, reform_step);
     waited = false;
     survivors.clear();
     take_next_join();
@@ -130,8 +129,8 @@ void coordinator_state::rewire() {
   auto& f = out.faults.back();
   f.recovered_at = now_s();
   f.workers_after = static_cast<int>(m);
-  std::fprintf(stderr, "gradwire: the ring goes on without worker %d: %zu workers from step %lld (%.2f s after the loss was detected)\n",
-               f.rank, m, static_cast<long long>(reform_step), f.recovered_at - f.detected_at);
+  log::warn("the ring goes on without worker {}: {} workers from step {} ({:.2f} s after the loss was detected)",
+    f.rank, m, reform_step, f.recovered_at - f.detected_at);
   survivors.clear();
   take_next_join();
 }
@@ -151,8 +150,7 @@ void coordinator_state::on_rejoin(int rank) {
   if (const auto hold = back_at.find(rank); hold != back_at.end()) { // [[faults]] back_at_step: not before it
     if (std::find(held.begin(), held.end(), rank) == held.end()) {
       held.push_back(rank);
-      std::fprintf(stderr, "gradwire: worker %d asks to come back: the ring takes it in at step %lld (back_at_step)\n",
-                   rank, static_cast<long long>(hold->second));
+      log::info("worker {} asks to come back: the ring takes it in at step {} (back_at_step)", rank, hold->second);
     }
     return;
   }
@@ -173,7 +171,7 @@ void coordinator_state::readmit_worker(int rank) {
   --done;
   last_seen[r] = clock_type::now();
   joining = rank;
-  std::fprintf(stderr, "gradwire: worker %d asks to come back: re-forming the ring with it\n", rank);
+  log::info("worker {} asks to come back: re-forming the ring with it", rank);
 }
 
 std::int64_t coordinator_state::furthest_step() const {
@@ -187,8 +185,8 @@ std::int64_t coordinator_state::furthest_step() const {
 void coordinator_state::take_held() {
   if (awaiting >= 0) { // parked: the awaited worker has not come within the bound
     if (parked_since != clock_type::time_point{} && kernels::waited_longer(parked_since, park_bound())) {
-      std::fprintf(stderr, "gradwire: worker %d did not come back within %lld ms: the ring goes on without it\n",
-                   awaiting, static_cast<long long>(park_bound().count()));
+      log::warn("worker {} did not come back within {} ms: the ring goes on without it",
+        awaiting, park_bound().count());
       awaiting = -1;
       parked_since = {};
       decide_reform();
@@ -205,8 +203,7 @@ void coordinator_state::take_held() {
       waited = true;
       held.erase(std::remove(held.begin(), held.end(), awaiting), held.end());
       back_at.erase(it); // once: a later loss of it is a new fault
-      std::fprintf(stderr, "gradwire: step %lld: the ring waits for worker %d (back_at_step)\n",
-                   static_cast<long long>(at), awaiting);
+      log::info("step {}: the ring waits for worker {} (back_at_step)", at, awaiting);
       start_reform();
       return;
     }
@@ -243,7 +240,7 @@ void coordinator_state::go_on_without() {
   f.steps_lost = 0;
   f.recovered_at = now_s();
   f.workers_after = static_cast<int>(left.size());
-  std::fprintf(stderr, "gradwire: carrying on without worker %d: %zu workers\n", f.rank, left.size());
+  log::warn("carrying on without worker {}: {} workers", f.rank, left.size());
 }
 
 void coordinator_state::on_lost(actors::worker_report rep) {
@@ -264,7 +261,7 @@ void coordinator_state::on_lost(actors::worker_report rep) {
     if (rep.rank == joining) // lost again while coming back
       joining = -1;
     waited = false; // the re-form from here is this loss's
-    std::fprintf(stderr, "gradwire: lost worker %zu: %s\n", r, rep.error.c_str());
+    log::warn("lost worker {}: {}", r, rep.error);
     fault_record f;
     f.origin = t0;
     f.rank = rep.rank;
@@ -293,7 +290,7 @@ void coordinator_state::on_lost(actors::worker_report rep) {
       out.failure += " (" + elastic->why_not + ")";
     return;
   }
-  std::fprintf(stderr, "gradwire: carrying on without worker %zu: %s\n", r, rep.error.c_str());
+  log::warn("carrying on without worker {}: {}", r, rep.error);
   if (!stopping) {
     fault_record f;
     f.origin = t0;
@@ -358,9 +355,8 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
         if (!finished[r])
           (*self)->send((*workers)[r], actors::reform_atom::value, i, shard);
     }
-    std::fprintf(stderr, "gradwire: %zu shard(s) of lost rank %d rebuilt on rank 0 from worker %d's replica (version "
-                         "%lld); their optimizer state starts afresh\n",
-                 moved.size(), rank, rebuild_from, static_cast<long long>(version));
+    log::warn("{} shard(s) of lost rank {} rebuilt on rank 0 from worker {}'s replica (version {}); their optimizer "
+      "state starts afresh", moved.size(), rank, rebuild_from, version);
   }
   rebuilding.clear();
   rebuild_from = -1;

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/faults.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -82,7 +83,7 @@ void suspend_job(const std::vector<pid_t>& job, double seconds) {
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   pid_t helper = -1;
   if (::posix_spawn(&helper, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) {
-    std::fprintf(stderr, "gradwire: [[faults]] suspend: could not start the helper that stops the job; no suspend\n");
+    log::warn("[[faults]] suspend: could not start the helper that stops the job; no suspend");
     return;
   }
   int st = 0;
@@ -99,8 +100,7 @@ void stall_process(double seconds) {
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   pid_t helper = -1;
   if (::posix_spawn(&helper, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) {
-    std::fprintf(stderr, "gradwire: [[faults]] stall: could not start the helper that ends it; stalling this "
-                         "thread instead\n");
+    log::warn("[[faults]] stall: could not start the helper that ends it; stalling this thread instead");
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     return;
   }
@@ -310,9 +310,8 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
                                            job.size() == 1 ? "this process" : (std::to_string(job.size()) + " processes on this host").c_str(),
                                            s.seconds); break;
   }
-  std::fprintf(stderr, "gradwire: rank %d: %s %s step %lld ([[faults]] #%zu kind = \"%s\", unix time %.6f)\n", rank_,
-               what, inside ? "in the computation of" : "after", static_cast<long long>(step), s.entry + 1,
-               to_string(s.kind).c_str(), unix_s());
+  log::info("rank {}: {} {} step {} ([[faults]] #{} kind = \"{}\", unix time {:.6f})",
+    rank_, what, inside ? "in the computation of" : "after", step, s.entry + 1, to_string(s.kind), unix_s());
   std::fflush(stderr);
   switch (s.kind) {
   case fault_kind::kill:

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/job.hpp"
+#include "kernels/log.hpp"
 
 #include "actors/barrier.hpp"
 #include "kernels/stop_aware.hpp"
@@ -93,8 +94,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
                  " process(es) were replaced already (train.restarts)";
         ++*admitted;
         nd->admit_process(r, address);
-        std::fprintf(stderr, "gradwire: rank 0: a new process for rank %d joined (%d of train.restarts = %d)\n", r,
-                     *admitted, most);
+        log::info("rank 0: a new process for rank {} joined ({} of train.restarts = {})", r, *admitted, most);
         return "";
       });
   }

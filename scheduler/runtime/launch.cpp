@@ -1,4 +1,5 @@
 #include "scheduler/runtime/launch.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -97,7 +98,7 @@ extern "C" void on_launcher_signal(int sig) { forward_signal = sig; }
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execv(exe.c_str(), argv.data());
-  std::fprintf(stderr, "gradwire: cannot start rank %d (%s): %s\n", r, exe.c_str(), std::strerror(errno));
+  log::warn("cannot start rank {} ({}): {}", r, exe, std::strerror(errno));
   std::_Exit(127);
 }
 
@@ -171,8 +172,8 @@ int launch_local(int n, const std::vector<std::string>& args, int restarts) {
         term_at = std::chrono::steady_clock::now() + std::chrono::seconds(code == 0 ? 30 : 5);
         kill_at = term_at + std::chrono::seconds(5);
       } else if (code != 0 && forwarded == 0) {
-        std::fprintf(stderr, "gradwire: rank %d %s %d; rank 0 decides whether the job goes on\n", rank,
-                     WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? code : WTERMSIG(st));
+        log::warn("rank {} {} {}; rank 0 decides whether the job goes on",
+          rank, WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? code : WTERMSIG(st));
         if (deaths[1] >= 0) {
           const auto line = std::to_string(rank) + " " + (WIFEXITED(st) ? "exited with status " : "was killed by signal ") +
                             std::to_string(WIFEXITED(st) ? code : WTERMSIG(st)) + "\n";
@@ -180,7 +181,7 @@ int launch_local(int n, const std::vector<std::string>& args, int restarts) {
         }
         if (restarts > 0 && !ending) { // a new process for it, which asks rank 0 to be let in
           --restarts;
-          std::fprintf(stderr, "gradwire: starting rank %d again (%d restart(s) left)\n", rank, restarts);
+          log::info("starting rank {} again ({} restart(s) left)", rank, restarts);
           const pid_t again = ::fork();
           if (again == 0)
             exec_rank(rank, n, exe, args, rendezvous, token, launcher, -1, -1, true);

@@ -1,4 +1,5 @@
-#include "scheduler/runtime/wiring.hpp"
+#include "scheduler/runtime/topology_registry.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
 
@@ -303,9 +304,8 @@ std::optional<coordination> run_worker_across(
       caf::anon_send(coordinator, actors::reform_atom::value, r);
     });
   } else if (setup.rejoin)
-    std::fprintf(stderr, "gradwire: transport.rejoin_s is set, but only an elastic ring lets a rank back in%s: a rank "
-                         "cut off leaves the job\n",
-                 plan.on ? " (this job's workers go on without it)" : (" (" + plan.why_not + ")").c_str());
+    log::warn("transport.rejoin_s is set, but only an elastic ring lets a rank back in{}: a rank cut off leaves the "
+      "job", plan.on ? " (this job's workers go on without it)" : (" (" + plan.why_not + ")"));
   auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
                       [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples, checkpoints,
                       plan);

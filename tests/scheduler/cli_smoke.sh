@@ -43,8 +43,11 @@ grep -q "did you mean" "$tmp/err.txt" || fail "error lacks a suggestion: $(cat "
 
 set +e
 "$gw" run "$tmp/nope.toml" 2> "$tmp/err2.txt"; rc=$?
+"$gw" run "$tmp/nope.toml" --log-level off 2> "$tmp/err2q.txt"; rcq=$?
 set -e
-[[ $rc -eq 2 ]] && grep -q "nope.toml" "$tmp/err2.txt" || fail "missing config: rc=$rc $(cat "$tmp/err2.txt")"
+[[ $rc -eq 2 ]] && grep -q "^gradwire: error: .*nope.toml" "$tmp/err2.txt" || fail "missing config: rc=$rc $(cat "$tmp/err2.txt")"
+# --log-level off: the same exit status, and not a line on stderr.
+[[ $rcq -eq 2 && ! -s "$tmp/err2q.txt" ]] || fail "--log-level off: rc=$rcq $(cat "$tmp/err2q.txt")"
 # A sweep: every point runs, the table has one row per worker count with
 # speedup and efficiency, seeds are averaged as repeats.
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/sweep" --set train.max_steps=30 --set data.train_subset=6000 --set data.test_subset=500 \
