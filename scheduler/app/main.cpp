@@ -463,12 +463,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help is a success; any usage error exits 2, as a config error does
+    // (CLI11's own codes, such as 109 for an unknown option, say nothing more).
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  int rc = 0;
-  try {
   if (app.count("--log-level") > 0)
     gradwire::log::set_level(*gradwire::log::parse_level(log_level));
+  int rc = 0;
+  try {
     rc = dispatch(a, argc, argv);
   } catch (const gradwire::error& e) {
     gradwire::log::error("{}", e.what());

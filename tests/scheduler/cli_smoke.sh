@@ -77,7 +77,11 @@ grep -q "efficiency" "$tmp/sweep.txt" || fail "the sweep table was not printed"
 set +e
 "$gw" run "$src/examples/ring.toml" --sweep topology.workers 2> "$tmp/err3.txt"; rc=$?
 "$gw" run "$src/examples/ring.toml" --sweep topology.wrkers=1,2 2> "$tmp/err4.txt"; rc4=$?
+"$gw" run "$src/examples/ring.toml" --frobnicate 2> "$tmp/err5.txt"; rc5=$?
+"$gw" run --help > /dev/null 2>&1; rc6=$?
 set -e
+[[ $rc5 -eq 2 ]] && grep -q -- "--frobnicate" "$tmp/err5.txt" || fail "unknown option: rc=$rc5 $(cat "$tmp/err5.txt")"
+[[ $rc6 -eq 0 ]] || fail "run --help exited $rc6"
 [[ $rc -eq 2 ]] && grep -q "KEY=V1,V2" "$tmp/err3.txt" || fail "bad --sweep: rc=$rc $(cat "$tmp/err3.txt")"
 [[ $rc4 -eq 2 ]] && grep -q "did you mean" "$tmp/err4.txt" || fail "misspelt sweep key: rc=$rc4 $(cat "$tmp/err4.txt")"
 # The grid may also sit in the config, as a [sweep] section.
