@@ -1,3 +1,4 @@
+#include "actors/refuse.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -80,7 +81,7 @@ void begin_step(gossip_actor* self);
 
 void next_step(gossip_actor* self) {
   self->state.end_step(self);
-  self->send(self, step_atom::value); // let waiting gossip requests in between steps
+  self->send(self, tick_atom::value); // let waiting gossip requests in between steps
 }
 
 /// D-PSGD: once every neighbour's parameters of this step are in, x becomes
@@ -254,6 +255,7 @@ void start_when_ready(gossip_actor* self) {
 
 caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   auto& st = self->state;
+  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
   try {
     st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
     check(st.cfg.mix_weights.size() == st.cfg.graph.size() + 1, "gossip weights do not match the graph");
@@ -271,7 +273,8 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     st.mixer = st.cfg.vclock ? st.cfg.vclock->place_beside(st.cfg.rank, mixer) : mixer;
   }
   st.start_heartbeats(self);
-  return {
+  return worker_controls(self, [=] { finish_gossip(self); }, [=] { begin_step(self); })
+    .or_else(caf::message_handler{
     [=](wire_atom, std::vector<caf::actor> all) { // every worker's handle, by rank: start
       auto& s = self->state;
       s.cfg.neighbours = std::move(all);
@@ -289,11 +292,6 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       s.mixers[rank] = std::move(mixer);
       start_when_ready(self);
     },
-    [=](step_atom) { begin_step(self); },
-    [=](done_atom) { finish_gossip(self); }, // the coordinator's stop
-    [=](pause_atom) { self->state.on_pause(self); },
-    [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
-    [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
     [=](beat_atom) { self->state.on_beat(self); },
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) { on_reform(self, generation, survivors); },
     [=](gossip_atom, std::int64_t step, int rank, slice theirs) { // D-PSGD
@@ -313,7 +311,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       got.emplace_back(rank, std::move(theirs));
       try_mix(self);
     },
-  };
+  });
 }
 
 } // namespace

@@ -32,9 +32,30 @@
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
 /// | snapshot | worker, shard -> coordinator | its part of a checkpoint: meta text, floats (actors/snapshot.hpp) | | |
-/// | reform | coordinator -> ring worker | (generation): a peer is lost, abandon the round in flight; then (generation, survivors' ranks, right neighbour, every survivor): go on as a ring of the survivors; (steps, an int64): hold once that many steps are done, for a lost worker coming back ([[faults]] back_at_step) until the next re-form | (reform, rank, steps done, whether a round was abandoned) to the coordinator | |
-/// | reform | coordinator -> shard, PS or gossip worker | (generation, survivors' ranks): go on without the lost; to an async PS worker (shard index, shard): that shard was rebuilt on rank 0, its rank lost | | |
-/// | pause  | coordinator -> worker | none: hold at the next step boundary; or the step to run to, snapshot and finish (a stop that keeps a checkpoint) | (pause, rank, the boundary it will hold at) to the coordinator | |
+/// | stop | coordinator -> worker | none: finish at the next step boundary and report | | |
+/// | done | worker -> coordinator | worker_report: it finished (or failed) | | |
+/// | lost | any rank -> coordinator | worker_report of another rank, with the error: that worker is lost | | |
+/// | tick | worker -> itself | none: begin the next step (lets other mail in between steps) | | |
+/// | pause | coordinator -> worker | none: hold at the next step boundary | (paused, rank, the boundary it holds at) to the coordinator | |
+/// | paused | worker -> coordinator | rank, the step boundary it holds at | | |
+/// | run_to | coordinator -> worker | step: run to it, snapshot, finish (a stop that keeps a checkpoint) | | |
+/// | snap_at | coordinator -> worker | step: after a pause, run to it and snapshot there (a checkpoint by time) | | |
+/// | snapshot | coordinator -> shard | version (-1: as it is) | (meta, floats): its part of a checkpoint | |
+/// | snapshot | coordinator -> worker | a generation or step: send its state to report_to (a donor for a survivor behind, or the replica lost shards are rebuilt from) | | |
+/// | snapshot | worker, shard -> coordinator; coordinator -> ring worker | meta text, floats (actors/snapshot.hpp): a checkpoint's part, or a donor's state | | |
+/// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
+/// | abandon | coordinator -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to the coordinator | |
+/// | abandoned | ring worker -> coordinator | rank, steps done, whether a round was abandoned | | |
+/// | reform | coordinator -> ring worker | generation, survivors' ranks, right neighbour, every survivor: go on as a ring of the survivors | | |
+/// | reform | coordinator -> shard, PS or gossip worker | generation, survivors' ranks: go on without the lost | | |
+/// | hold_at | coordinator -> ring worker | step: hold once that many steps are done, for a lost worker coming back ([[faults]] back_at_step), until the next re-form | | |
+/// | knock | transport -> coordinator | rank: a lost worker's process asks to come back | | |
+/// | rebuilt | coordinator -> async PS worker | shard index, shard: that shard was rebuilt on rank 0, its rank lost | | |
+/// | barrier, release, recheck, missing | ranks -> rank 0's barrier actor and back | the job's barrier (actors/barrier.hpp) | | |
+///
+/// One atom, one meaning: what a message asks is never chosen by a flag or
+/// by an integer's width. Every actor refuses a message it has no handler
+/// for, and logs it (refuse_unexpected).
 
 #include "kernels/tensor.hpp"
 
@@ -61,7 +82,19 @@ using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using pause_atom = caf::atom_constant<caf::atom("pause")>;
+using paused_atom = caf::atom_constant<caf::atom("paused")>;
+using run_to_atom = caf::atom_constant<caf::atom("run_to")>;
+using snapshot_at_atom = caf::atom_constant<caf::atom("snap_at")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using lost_atom = caf::atom_constant<caf::atom("lost")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using pin_atom = caf::atom_constant<caf::atom("pin")>;
+using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
+using abandoned_atom = caf::atom_constant<caf::atom("abandoned")>;
 using reform_atom = caf::atom_constant<caf::atom("reform")>;
+using hold_at_atom = caf::atom_constant<caf::atom("hold_at")>;
+using knock_atom = caf::atom_constant<caf::atom("knock")>;
+using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
 /// during the run.
@@ -76,13 +109,18 @@ struct message_kind {
 
 /// Every message of the vocabulary, in the order of the table above.
 inline constexpr message_kind message_table[] = {
-  {pull_atom::value, false},   {push_atom::value, true},     {push_pull_atom::value, true},
-  {stats_atom::value, false},  {fetch_atom::value, false},   {step_atom::value, false},
-  {metrics_atom::value, false}, {done_atom::value, false},   {eval_atom::value, false},
-  {wire_atom::value, false},   {reduce_atom::value, false},  {reduced_atom::value, false},
-  {ring_atom::value, true},    {gossip_atom::value, true},   {balance_atom::value, false},
-  {beat_atom::value, false},   {caf::atom("snapshot"), false}, {pause_atom::value, false},
-  {reform_atom::value, false},
+  {pull_atom::value, false},     {push_atom::value, true},       {push_pull_atom::value, true},
+  {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
+  {metrics_atom::value, false},  {done_atom::value, false},      {eval_atom::value, false},
+  {wire_atom::value, false},     {reduce_atom::value, false},    {reduced_atom::value, false},
+  {ring_atom::value, true},      {gossip_atom::value, true},     {balance_atom::value, false},
+  {beat_atom::value, false},     {stop_atom::value, false},      {lost_atom::value, false},
+  {tick_atom::value, false},     {pause_atom::value, false},     {paused_atom::value, false},
+  {run_to_atom::value, false},   {snapshot_at_atom::value, false}, {caf::atom("snapshot"), false},
+  {pin_atom::value, false},      {abandon_atom::value, false},   {abandoned_atom::value, false},
+  {reform_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
+  {rebuilt_atom::value, false},  {caf::atom("barrier"), false},  {caf::atom("release"), false},
+  {caf::atom("recheck"), false}, {caf::atom("missing"), false},
 };
 
 /// Whether a message led by `atom` may carry its tensor by reference; false

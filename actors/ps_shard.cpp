@@ -1,3 +1,4 @@
+#include "actors/refuse.hpp"
 #include "actors/ps_shard.hpp"
 
 #include "actors/shard_copies.hpp"
@@ -321,6 +322,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
 
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
   auto& s = self->state;
+  refuse_unexpected(self, "shard " + std::to_string(cfg.id));
   s.cfg = cfg;
   s.copies.emplace(cfg.snapshot_every_versions, "shard " + std::to_string(cfg.id));
   s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
@@ -370,7 +372,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       }
       return caf::make_error(caf::sec::invalid_argument, st.copies->missing(version, st.version));
     },
-    [=](snapshot_atom, std::int64_t version, bool) {
+    [=](pin_atom, std::int64_t version) {
       auto& st = self->state;
       st.copies->pin(version, st.version, [&] { return take_snapshot(st); });
     },

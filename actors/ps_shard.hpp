@@ -78,10 +78,8 @@ struct shard_config {
 
 /// (snapshot_atom, version) -> (meta, floats): the shard's part of a
 /// checkpoint (snapshot.hpp) at `version`, kept or awaited; version -1: now.
-/// (snapshot_atom, version, true): pin `version` (a checkpoint by time will
-/// ask for it): its copy is kept until asked for, however late the ask.
-/// (snapshot_atom, version, true): pin `version` (a checkpoint by time will
-/// ask for it): its copy is kept until asked for, however late the ask.
+/// (pin_atom, version): keep `version` (a checkpoint by time will ask for
+/// it): its copy is kept until asked for, however late the ask.
 
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).
 caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial);

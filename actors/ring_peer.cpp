@@ -1,3 +1,4 @@
+#include "actors/refuse.hpp"
 #include "actors/ring_peer.hpp"
 
 #include "actors/ring_allreduce.hpp"
@@ -39,6 +40,7 @@ void guarded(peer_actor* self, std::int64_t round, F fn) {
 
 caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
   auto& s = self->state;
+  refuse_unexpected(self, "ring peer " + std::to_string(cfg.rank));
   s.cfg = cfg;
   const int ring_size = cfg.hierarchical ? cfg.group_size : cfg.world;
   const int ring_pos = cfg.hierarchical ? cfg.group_pos : cfg.rank;

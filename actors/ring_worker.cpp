@@ -1,3 +1,4 @@
+#include "actors/refuse.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -182,7 +183,7 @@ void on_reform(ring_worker_actor* self, int generation) {
   for (auto& r : st.results)
     r.clear();
   st.handed = st.reduced = 0;
-  self->send(st.cfg.report_to, reform_atom::value, st.cfg.rank, st.step, abandoned);
+  self->send(st.cfg.report_to, abandoned_atom::value, st.cfg.rank, st.step, abandoned);
 }
 
 /// The survivors' ring: this worker's place in it, its data re-sharded; go on.
@@ -290,11 +291,12 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
       st.cfg.rank, st.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
   share_speed(self);
-  self->send(self, step_atom::value); // not begin_step(): this may run inside the ring's own call
+  self->send(self, tick_atom::value); // not begin_step(): this may run inside the ring's own call
 }
 
 caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   auto& st = self->state;
+  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
   try {
     st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
     const auto& c = st.cfg;
@@ -379,7 +381,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     return {};
   }
   st.start_heartbeats(self);
-  return {
+  return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
+    .or_else(caf::message_handler{
     [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { // from the wiring: the ring is complete, start
       auto& s = self->state;
       if (s.cfg.ring.balance_every > 0 && all.size() != static_cast<std::size_t>(s.cfg.world)) {
@@ -437,13 +440,8 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
         s.finish(self, s.who() + e.what());
       }
     },
-    [=](step_atom) { begin_step(self); },
-    [=](done_atom) { self->state.finish(self, {}, true); }, // the coordinator's stop
-    [=](pause_atom) { self->state.on_pause(self); },
-    [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
-    [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
-    [=](reform_atom, int generation) { on_reform(self, generation); },
-    [=](reform_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
+    [=](abandon_atom, int generation) { on_reform(self, generation); },
+    [=](hold_at_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
     [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
       on_rewire(self, generation, survivors, std::move(right));
     },
@@ -483,7 +481,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       on_reduced(self, round, bucket, std::move(result), wait);
     },
     [=](reduced_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); },
-  };
+  });
 }
 
 } // namespace

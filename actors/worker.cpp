@@ -1,3 +1,4 @@
+#include "actors/refuse.hpp"
 #include "actors/worker.hpp"
 
 #include "kernels/error.hpp"
@@ -78,7 +79,7 @@ void compute_and_push(worker_actor* self) {
   const float* g = local ? st.model->params().data() : st.trainer->gradients().data();
   if (local && (st.step + 1) % st.cfg.ps.local_steps != 0 && st.step + 1 < st.cfg.steps) {
     st.end_step(self); // a local step: no exchange
-    self->send(self, step_atom::value);
+    self->send(self, tick_atom::value);
     return;
   }
   st.pending = st.cfg.shards.size();
@@ -225,6 +226,7 @@ void begin_step(worker_actor* self) {
 
 caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   auto& st = self->state;
+  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
   st.base_version.assign(cfg.shards.size(), 0);
   try {
     st.init(std::move(cfg));
@@ -232,17 +234,13 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     st.finish(self, st.who() + e.what());
     return {};
   }
-  self->send(self, step_atom::value);
+  self->send(self, tick_atom::value);
   st.start_heartbeats(self);
-  return {
-    [=](step_atom) { begin_step(self); }, // after a hold, push-pull pulls once more: async, no harm
-    [=](done_atom) { self->state.finish(self, {}, false); }, // the coordinator's stop
-    [=](pause_atom) { self->state.on_pause(self); },
-    [=](pause_atom, std::int64_t last) { self->state.on_run_to(self, last); },
-    [=](pause_atom, std::int64_t at, bool) { self->state.on_snapshot_at(self, at); },
+  return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })
+    .or_else(caf::message_handler{
     [=](beat_atom) { self->state.on_beat(self); },
     [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // its replica, to rebuild lost shards from
-    [=](reform_atom, int index, caf::actor shard) { // shard `index` rebuilt on rank 0: its rank was lost
+    [=](rebuilt_atom, int index, caf::actor shard) { // shard `index` rebuilt on rank 0: its rank was lost
       auto& s = self->state;
       if (!s.cfg.shards_may_move || index < 0 || static_cast<std::size_t>(index) >= s.cfg.shards.size() || !shard)
         return;
@@ -264,7 +262,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
         s.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
       }
     },
-  };
+  });
 }
 
 } // namespace

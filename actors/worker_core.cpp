@@ -268,7 +268,7 @@ void worker_core::end_step(caf::event_based_actor* self) {
 void worker_core::on_pause(caf::event_based_actor* self) {
   if (hold_at < 0)
     hold_at = step + 1; // the step it may be in, at most
-  self->send(cfg.report_to, pause_atom::value, cfg.rank, hold_at);
+  self->send(cfg.report_to, paused_atom::value, cfg.rank, hold_at);
 }
 
 void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
@@ -286,7 +286,7 @@ void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
     snapshot_steps.insert(cfg.steps);
   if (held) {
     held = false;
-    self->send(self, step_atom::value);
+    self->send(self, tick_atom::value);
   }
 }
 
@@ -298,7 +298,7 @@ void worker_core::on_snapshot_at(caf::event_based_actor* self, std::int64_t at) 
   hold_at = -1;
   if (held) {
     held = false;
-    self->send(self, step_atom::value);
+    self->send(self, tick_atom::value);
   }
 }
 

@@ -143,7 +143,8 @@ struct worker_config {
   /// optimizer state and data position) instead of from step 0.
   std::shared_ptr<const snapshot> resume;
   /// A flat ring that runs itself (no peer actor) survives a lost worker:
-  /// on (reform_atom, ...) it abandons the round in flight, takes a live
+  /// on (abandon_atom, generation) it abandons the round in flight; on
+  /// (reform_atom, generation, survivors, ...) it takes a live
   /// peer's state if it is a step behind, and goes on as a ring of the
   /// survivors with its data re-sharded among them.
   bool elastic = false;
@@ -265,7 +266,8 @@ struct worker_core {
   void send_snapshot(caf::event_based_actor* self) const;
   /// A stop that keeps a checkpoint (the coordinator's pause protocol):
   /// on (pause_atom) the worker finishes at most the step it is in, holds
-  /// there and tells report_to that boundary; on (pause_atom, S) every
+  /// there and tells report_to that boundary (paused_atom); on
+  /// (run_to_atom, S) every
   /// worker runs to step S (the largest boundary), sends its snapshot of S
   /// and finishes. So a lock-step topology stops with every replica at one
   /// step, and none waits for a neighbour that holds.
@@ -275,14 +277,14 @@ struct worker_core {
   /// second checkpoint by time can be set before the worker reaches the
   /// first (a slow worker, or one held at a boundary short of it).
   std::set<std::int64_t> snapshot_steps;
-  bool held = false;             ///< a step was not begun: resume with step_atom
+  bool held = false;             ///< a step was not begun: resume with tick_atom
   /// [[faults]] back_at_step: an elastic ring holds at this step for a lost
   /// worker coming back (-1: none), so that it re-forms exactly there; the
   /// re-form that follows clears it.
   std::int64_t wait_at = -1;
   void on_pause(caf::event_based_actor* self);
   void on_run_to(caf::event_based_actor* self, std::int64_t last);
-  /// Checkpoints by time: after a pause, (pause_atom, S, true) has every
+  /// Checkpoints by time: after a pause, (snapshot_at_atom, S) has every
   /// worker snapshot step S on its way and go on (S < 0: no snapshot).
   void on_snapshot_at(caf::event_based_actor* self, std::int64_t at);
   /// At the start of a step: true (and held) when the worker must hold here.
@@ -318,5 +320,20 @@ double seconds_since(std::chrono::steady_clock::time_point t);
 
 /// A host copy of `t` the receiver may keep (empty when `t` is).
 slice copy_of(const kernels::tensor& t);
+
+/// The control messages every worker kind handles alike: the coordinator's
+/// stop, pause, run_to and snapshot_at, and its own tick. `stop()` and
+/// `tick()` are the kind's own (finish with or without the replica; begin
+/// the next step). A kind's behavior is these, or_else its own handlers.
+template <class Actor, class Stop, class Tick>
+caf::message_handler worker_controls(Actor* self, Stop stop, Tick tick) {
+  return {
+    [=](tick_atom) { tick(); },
+    [=](stop_atom) { stop(); },
+    [=](pause_atom) { self->state.on_pause(self); },
+    [=](run_to_atom, std::int64_t last) { self->state.on_run_to(self, last); },
+    [=](snapshot_at_atom, std::int64_t at) { self->state.on_snapshot_at(self, at); },
+  };
+}
 
 } // namespace gradwire::actors

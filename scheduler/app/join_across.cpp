@@ -210,7 +210,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
       // gone, and a rank dying then is no news).
       const auto tell_coordinator = [&node, &failed] {
         try {
-          caf::anon_send(node->remote(0, transport::slots::coordinator), actors::done_atom::value, failed, true);
+          caf::anon_send(node->remote(0, transport::slots::coordinator), actors::lost_atom::value, failed);
         } catch (const std::exception&) {
         }
       };

@@ -112,11 +112,11 @@ void checkpoint_gather::release(caf::scoped_actor& self, const std::vector<caf::
     // asked, however long the workers' parts take to come in.
     const std::int64_t v = plan_.shard_version ? plan_.shard_version(at) : -1;
     for (std::size_t i = 0; i < plan_.shards.size() && v >= 0; ++i)
-      self->send(plan_.shards[i], actors::snapshot_atom::value, v, true);
+      self->send(plan_.shards[i], actors::pin_atom::value, v);
   }
   for (std::size_t r = 0; r < n_; ++r)
     if (!finished[r])
-      self->send(workers[r], actors::pause_atom::value, at, true);
+      self->send(workers[r], actors::snapshot_at_atom::value, at);
   timed_pausing_ = false;
   timed_since_ = clock_type::now();
 }

@@ -107,7 +107,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
             self->send(workers[r], actors::pause_atom::value);
       } else { // each worker finishes at its next step boundary and reports
         for (const auto& w : workers)
-          self->send(w, actors::done_atom::value);
+          self->send(w, actors::stop_atom::value);
       }
     }
     if (st.pausing && kernels::waited_longer(st.stop_sent, std::chrono::seconds(10))) {
@@ -115,14 +115,14 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
       st.pausing = false;
       st.stop_sent = clock_type::now();
       for (const auto& w : workers)
-        self->send(w, actors::done_atom::value);
+        self->send(w, actors::stop_atom::value);
     }
     if (!st.stopping && budget_samples > 0 && st.total_samples >= budget_samples) {
       // The shared budget is spent: each worker finishes its step and reports.
       st.out.budget_reached = st.stopping = true;
       st.stop_sent = clock_type::now();
       for (const auto& w : workers)
-        self->send(w, actors::done_atom::value);
+        self->send(w, actors::stop_atom::value);
     }
     if (st.stopping && !st.pausing &&
         kernels::waited_longer(st.stop_sent, std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))))
@@ -130,21 +130,21 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
     const auto receive_one = [&](std::chrono::milliseconds wait) {
       bool got = true;
       self->receive([&](actors::done_atom, actors::worker_report rep) { st.on_done(std::move(rep)); },
-                    [&](actors::done_atom, actors::worker_report rep, bool) { st.on_lost(std::move(rep)); },
+                    [&](actors::lost_atom, actors::worker_report rep) { st.on_lost(std::move(rep)); },
                     [&](actors::step_atom, int rank, std::int64_t step, std::int64_t n) { st.on_step(rank, step, n); },
                     [&](actors::eval_atom, std::int64_t step, actors::slice params, actors::slice state) {
                       st.on_eval_snapshot(step, params, state);
                     },
                     [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
-                    [&](actors::pause_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
+                    [&](actors::paused_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
                     [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
                       if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
                         st.on_snapshot(self, meta, floats);
                     },
-                    [&](actors::reform_atom, int rank, std::int64_t steps, bool abandoned) {
+                    [&](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) {
                       st.on_reform_reply(rank, steps, abandoned);
                     },
-                    [&](actors::reform_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
+                    [&](actors::knock_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
                     caf::after(wait) >> [&] { got = false; });
       return got;
     };

@@ -48,7 +48,7 @@ struct elastic_plan {
   /// neighbours re-weigh, the workers share out the data. No round is
   /// abandoned (false: a ring, re-formed).
   bool tell_survivors = false;
-  /// A ring: a lost worker whose process asks to come back ((reform_atom,
+  /// A ring: a lost worker whose process asks to come back ((knock_atom,
   /// rank) to the coordinator) is let back in by this (every rank hears it
   /// again), and the ring re-forms with it, its state from a live peer.
   /// Empty: no one comes back.
@@ -102,7 +102,7 @@ struct checkpoint_plan {
 /// Waits for the reports of `workers` (indexed by rank), which send theirs
 /// to `self`. On failure the workers are not stopped: the caller stops
 /// every actor of its topology. A worker whose process failed arrives as
-/// (done_atom, report with the error, true): with `carry_on` (an async
+/// (lost_atom, report with the error): with `carry_on` (an async
 /// parameter server, which waits for no one) the run goes on without it
 /// and lists it in `lost`; otherwise the run fails naming it. `on_eval`
 /// gets worker 0's snapshots (eval_atom) and runs on this thread.

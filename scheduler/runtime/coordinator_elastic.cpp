@@ -26,7 +26,7 @@ void coordinator_state::start_reform() {
   donor = -1;
   behind.clear();
   for (auto r : survivors)
-    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, generation);
+    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::abandon_atom::value, generation);
 }
 
 void coordinator_state::on_reform_reply(int rank, std::int64_t at, bool abandoned) {
@@ -102,7 +102,7 @@ void coordinator_state::rewire() {
   for (const auto& [rank, at] : back_at)
     if (lost(static_cast<std::size_t>(rank)) && at >= reform_step)
       for (auto r : survivors)
-        (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, at);
+        (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::hold_at_atom::value, at);
   if (joining >= 0) { // a lost worker came back: its fault says when
     for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
       if (it->rank == joining) {
@@ -144,7 +144,7 @@ void coordinator_state::on_rejoin(int rank) {
     readmit_worker(rank);
     survivors.insert(std::upper_bound(survivors.begin(), survivors.end(), static_cast<std::int64_t>(rank)),
                      static_cast<std::int64_t>(rank));
-    (*self)->send((*workers)[static_cast<std::size_t>(rank)], actors::reform_atom::value, generation);
+    (*self)->send((*workers)[static_cast<std::size_t>(rank)], actors::abandon_atom::value, generation);
     return;
   }
   if (const auto hold = back_at.find(rank); hold != back_at.end()) { // [[faults]] back_at_step: not before it
@@ -353,7 +353,7 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
       gather->replace_shard(static_cast<std::size_t>(i), shard);
       for (std::size_t r = 0; r < n; ++r)
         if (!finished[r])
-          (*self)->send((*workers)[r], actors::reform_atom::value, i, shard);
+          (*self)->send((*workers)[r], actors::rebuilt_atom::value, i, shard);
     }
     log::warn("{} shard(s) of lost rank {} rebuilt on rank 0 from worker {}'s replica (version {}); their optimizer "
       "state starts afresh", moved.size(), rank, rebuild_from, version);

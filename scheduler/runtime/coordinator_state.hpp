@@ -58,7 +58,7 @@ struct coordinator_state {
   /// Checkpoints being collected: step -> parts by worker rank.
   const checkpoint_plan* plan = nullptr;
   /// A stop that keeps a checkpoint: the workers' boundaries as they answer
-  /// (pause_atom), then the step all run to (final_step).
+  /// (paused_atom), then the step all run to (final_step).
   bool pausing = false;
   std::vector<std::int64_t> boundary;
   std::int64_t final_step = -1;
@@ -81,7 +81,7 @@ struct coordinator_state {
     final_step = last;
     for (std::size_t r = 0; r < n; ++r)
       if (!finished[r])
-        me->send(all[r], actors::pause_atom::value, last);
+        me->send(all[r], actors::run_to_atom::value, last);
     pausing = false; // from here as any stop: the workers finish within the stop's bound
     stop_sent = clock_type::now();
   }

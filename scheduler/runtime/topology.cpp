@@ -290,7 +290,7 @@ std::optional<coordination> run_worker_across(
                       if (!stopped)
                         stopped = std::chrono::steady_clock::now();
                       else if (std::chrono::steady_clock::now() - *stopped > std::chrono::seconds(15))
-                        self->send(worker, actors::done_atom::value);
+                        self->send(worker, actors::stop_atom::value);
                     });
     return std::nullopt;
   }
@@ -301,7 +301,7 @@ std::optional<coordination> run_worker_across(
     plan.readmit = [&nd](int r) { nd.readmit_everywhere(r); };
     plan.back_at_step = setup.back_at_step;
     nd.set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
-      caf::anon_send(coordinator, actors::reform_atom::value, r);
+      caf::anon_send(coordinator, actors::knock_atom::value, r);
     });
   } else if (setup.rejoin)
     log::warn("transport.rejoin_s is set, but only an elastic ring lets a rank back in{}: a rank cut off leaves the "

@@ -238,7 +238,7 @@ void simulation::note_progress(int rank, std::int64_t samples) {
   budget_hit_ = true; // every worker finishes at its next step boundary, from now
   for (const auto& p : placed_)
     if (p->rank >= 0 && !p->down)
-      caf::anon_send(p->real, actors::done_atom::value);
+      caf::anon_send(p->real, actors::stop_atom::value);
 }
 
 void simulation::note_eval(std::int64_t step, double seconds) {

@@ -415,7 +415,7 @@ TEST_CASE("a pinned shard version is kept until asked for however far the shard 
                [&](caf::error& e) { p.error = env.sys->render(e); });
     return p;
   };
-  auto pin = [&](std::int64_t v) { self->send(shard, actors::snapshot_atom::value, v, true); };
+  auto pin = [&](std::int64_t v) { self->send(shard, actors::pin_atom::value, v); };
 
   push_to(1);
   pin(3); // ahead: taken when the shard gets there

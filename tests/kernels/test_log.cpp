@@ -1,14 +1,10 @@
 // The project's log: levels filter, each level has its tag, lines from many
 // threads arrive whole.
 #include "kernels/log.hpp"
-#include "temp_dir.hpp"
+#include "stderr_capture.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -16,36 +12,6 @@
 using namespace gradwire;
 
 namespace {
-
-/// Standard error into a file while it lives; text() reads what was written.
-class stderr_capture {
-public:
-  explicit stderr_capture(const std::string& name) : path_(gwtest::fresh_dir(name, true) + "/stderr.txt") {
-    saved_ = ::dup(2);
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  ~stderr_capture() { restore(); }
-  std::string text() {
-    restore();
-    std::ifstream in(path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-private:
-  void restore() {
-    if (saved_ >= 0) {
-      ::dup2(saved_, 2);
-      ::close(saved_);
-      saved_ = -1;
-    }
-  }
-  std::string path_;
-  int saved_ = -1;
-};
 
 /// Restores the level a test changed.
 struct level_guard {
@@ -68,7 +34,7 @@ TEST_CASE("log: levels are parsed by name, and nothing else is a level") {
 TEST_CASE("log: lines below the level are dropped, the rest carry their level's tag") {
   level_guard guard;
   log::set_level(log::level::warn);
-  stderr_capture cap("log-levels");
+  gwtest::stderr_capture cap("log-levels");
   log::debug("d {}", 1);
   log::info("i {}", 2);
   log::warn("rank {}: w {}", 3, "x");
@@ -81,12 +47,12 @@ TEST_CASE("log: off drops everything, debug keeps everything") {
   level_guard guard;
   {
     log::set_level(log::level::off);
-    stderr_capture cap("log-off");
+    gwtest::stderr_capture cap("log-off");
     log::error("not shown");
     CHECK(cap.text().empty());
   }
   log::set_level(log::level::debug);
-  stderr_capture cap("log-debug");
+  gwtest::stderr_capture cap("log-debug");
   log::debug("a");
   log::info("b");
   CHECK(cap.text() == "gradwire: debug: a\ngradwire: b\n");
@@ -95,7 +61,7 @@ TEST_CASE("log: off drops everything, debug keeps everything") {
 TEST_CASE("log: lines written by several threads at once arrive whole") {
   level_guard guard;
   log::set_level(log::level::info);
-  stderr_capture cap("log-threads");
+  gwtest::stderr_capture cap("log-threads");
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([t] {

@@ -50,7 +50,7 @@ void message_attacks(transport::node& nd) {
   actors::worker_report rep;
   rep.rank = 50000000;
   caf::anon_send(coordinator, actors::done_atom::value, rep);
-  caf::anon_send(coordinator, actors::done_atom::value, rep, true);
+  caf::anon_send(coordinator, actors::lost_atom::value, rep);
   caf::anon_send(nd.remote(0, transport::slots::user(5)), actors::step_atom::value, 1); // nothing published there
   caf::anon_send(nd.remote(0, transport::slots::shard(0)), actors::push_atom::value, 50000000, std::int64_t{0},
                  std::int64_t{0}, std::int64_t{64}, actors::slice::zeros({3})); // a push of the wrong size and rank
