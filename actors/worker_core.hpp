@@ -68,6 +68,9 @@ struct worker_config {
   /// snapshot of its replica as (eval_atom, step, slice) to report_to.
   std::int64_t eval_every = 0;
   caf::actor report_to;   ///< receives (step_atom, rank, steps, samples) about twice a second and (done_atom, worker_report)
+  /// How long a request to a shard, a peer or a mixer may go unanswered,
+  /// and a round or balancing wait may last, before the worker fails
+  /// (topology_setup::request_timeout()).
   std::chrono::milliseconds timeout{60000};
   /// Spans for trace.json (track "worker <rank>"; a ring worker without a
   /// peer adds "ring <rank>"); null: no tracing.

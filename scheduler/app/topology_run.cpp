@@ -254,6 +254,195 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
 
 } // namespace
 
+namespace {
+
+/// The run's actor system. An actor that never ended when told to
+/// (stop_actors gave it up) holds the system's destructor for ever: the
+/// system is then left to the process's end, which main brings with
+/// std::_Exit once the results are written.
+struct run_system {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  explicit run_system(bool virtual_clock) {
+    if (virtual_clock) // one event at a time on CAF's test coordinator (virtual_time.hpp)
+      configure_virtual(cfg);
+    else
+      gradwire::actors::configure_scheduler(cfg, 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+  run_system(const run_system&) = delete;
+  run_system& operator=(const run_system&) = delete;
+  ~run_system() {
+    if (actors_abandoned())
+      (void)sys.release();
+  }
+};
+
+/// Before the actor system goes: published actors must be let go, and a
+/// simulation's actors end while the system is there.
+struct close_on_exit {
+  std::optional<job>& j;
+  topology_setup& s;
+  ~close_on_exit() {
+    if (j && j->launch.rank == 0 && std::uncaught_exceptions() > 0) // the others need not wait out the liveness bound
+      j->node->fence_all("rank 0 ended the job with an error (its output says which)");
+    if (j)
+      j->node->close();
+    s.node.reset();
+    if (s.sim) {
+      s.sim->stop();
+      s.sim->shut_down();
+      s.sim.reset();
+    }
+  }
+};
+
+/// --resume: the checkpoint (checked against this run's identity) every
+/// actor starts from; none without.
+std::optional<loaded_checkpoint> resume_from(const run_options& opts, const nlohmann::json& identity,
+                                              topology_setup& setup) {
+  if (opts.resume.empty())
+    return std::nullopt;
+  auto resumed = load_checkpoint(opts.resume, opts.resume_step);
+  check_identity(resumed, identity);
+  setup.resume = resumed.point;
+  return resumed;
+}
+
+/// The training seconds of the run a resume continues (0: a fresh run).
+double seconds_before(const std::optional<loaded_checkpoint>& resumed) {
+  return resumed && resumed->manifest["run"].contains("train_seconds")
+           ? resumed->manifest["run"]["train_seconds"].get<double>()
+           : 0.0;
+}
+
+/// experiment.clock = "virtual": the simulation every worker runs on.
+void start_virtual(caf::actor_system& sys, const run_config& cfg, const models::dataset& train,
+                   topology_setup& setup, nlohmann::json& clock_facts) {
+  check(transport::detect_launch().size == 1,
+        cfg.source + ": experiment.clock = \"virtual\" simulates every worker in one process: run it without "
+                     "--procs or a launcher");
+  setup.threads = 1; // every gradient on the loop's one thread: the models give the time
+  setup.worker_threads.assign(setup.worker_threads.size(), 1);
+  setup.sim = make_simulation(sys, cfg, train, clock_facts);
+}
+
+/// The run's first line.
+std::string banner(const run_config& cfg, const topology_setup& setup) {
+  return fmt::format("gradwire: {} | {}{} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
+                     family_of(setup.kind).describe(setup), cfg.virt.on ? " | virtual clock" : "", cfg.workers,
+                     setup.threads, cfg.model.kind,
+                     setup.budget_samples > 0
+                       ? fmt::format("{} samples shared out by speed (train.budget)", setup.budget_samples)
+                       : fmt::format("{} steps per worker", setup.steps),
+                     cfg.out);
+}
+
+/// train.eval = "auto": during the run where a core is left over from the
+/// workers' threads, else after it (evaluating on the workers' cores slows
+/// them: bench/RESULTS.md, "Evaluation off the critical path").
+bool evaluate_during(const run_config& cfg, const topology_setup& setup) {
+  std::size_t worker_threads = 0;
+  for (int r = 0; r < cfg.workers; ++r)
+    worker_threads += static_cast<std::size_t>(r) < setup.worker_threads.size()
+                        ? static_cast<std::size_t>(setup.worker_threads[static_cast<std::size_t>(r)])
+                        : static_cast<std::size_t>(cfg.threads);
+  return cfg.eval_mode == "during" ||
+         (cfg.eval_mode == "auto" && std::thread::hardware_concurrency() > worker_threads);
+}
+
+/// Where checkpoints go (train.checkpoint_every, _s, or a stop that keeps
+/// one): a writer, and setup.on_checkpoint handing it every complete one.
+/// Null where none are kept.
+std::unique_ptr<checkpoint_writer> checkpoint_sink(const run_config& cfg, const run_options& opts,
+                                                   const nlohmann::json& identity,
+                                                   const std::optional<loaded_checkpoint>& resumed,
+                                                   const evaluator& ev, double time_offset, topology_setup& setup) {
+  if (cfg.checkpoint_every <= 0 && cfg.checkpoint_every_s <= 0 && opts.stop == nullptr) // Ctrl-C keeps one too
+    return nullptr;
+  auto writer = std::make_unique<checkpoint_writer>(cfg.out, cfg.keep_checkpoints, identity);
+  // A run resumed with the survivors of lost workers says so in its own
+  // checkpoints: a later resume again starts from config.toml's count.
+  const auto lost_before = resumed && resumed->manifest["run"].is_object()
+                             ? resumed->manifest["run"].value("lost_workers", nlohmann::json::array())
+                             : nlohmann::json::array();
+  setup.on_checkpoint = [w = writer.get(), &ev, time_offset, lost_before](std::int64_t step,
+                                                                          std::vector<actors::snapshot_frame> parts) {
+    nlohmann::json run = {{"train_seconds", time_offset + since(ev.t_train)}};
+    if (!lost_before.empty())
+      run["lost_workers"] = lost_before;
+    w->submit(step, std::move(parts), std::move(run));
+  };
+  return writer;
+}
+
+/// A failed run still says what happened, in its own folder.
+void write_failure(results_writer& out, const run_config& cfg, const topology_setup& setup,
+                   const std::optional<job>& jb, const std::string& what, double wall_seconds) {
+  out.flush();
+  const auto lost = out.failure();
+  if (!lost.empty() && lost != what) // the run failed otherwise, and the disk is full too
+    log::error("{}", lost);
+  out.write_summary({{"name", cfg.name},
+                     {"status", "failed"},
+                     {"error", what},
+                     {"topology", cfg.topology},
+                     {"description", family_of(setup.kind).describe(setup)},
+                     {"workers", cfg.workers},
+                     {"processes", jb ? jb->launch.size : 1},
+                     {"launch", jb ? jb->launch.source : "single process"},
+                     {"steps_per_worker", setup.steps},
+                     {"wall_seconds", wall_seconds}});
+}
+
+/// summary.json's "checkpoints", once every checkpoint is on disk.
+nlohmann::json checkpoint_facts_of(const run_config& cfg, checkpoint_writer* checkpoints) {
+  if (!checkpoints)
+    return nullptr;
+  checkpoints->drain();
+  if (!checkpoints->error().empty())
+    log::warn("a checkpoint was not written: {}", checkpoints->error());
+  return {{"every", cfg.checkpoint_every}, {"every_seconds", cfg.checkpoint_every_s},
+          {"written", checkpoints->written()}, {"persist_seconds", checkpoints->seconds()},
+          {"error", checkpoints->error()}};
+}
+
+/// Every failure the run met: summary.json's "faults", and a metrics record each.
+nlohmann::json fault_records(const std::vector<fault_record>& faults, results_writer& out) {
+  const auto or_null = [](auto v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  auto all = nlohmann::json::array();
+  for (const auto& fr : faults) {
+    nlohmann::json j = {{"rank", fr.rank},
+                        {"kind", fr.kind},
+                        {"what", fr.what},
+                        {"detected_at", fr.detected_at},
+                        {"recovered_at", or_null(fr.recovered_at)},
+                        {"at_step", fr.at_step},
+                        {"steps_lost", fr.steps_lost},
+                        {"workers_after", fr.workers_after},
+                        {"rejoined_at", or_null(fr.rejoined_at)},
+                        {"rejoined_step", or_null(fr.rejoined_step)}};
+    all.push_back(j);
+    j["type"] = "fault";
+    j["time"] = fr.detected_at;
+    out.metric(j);
+  }
+  return all;
+}
+
+/// The run's last lines: accuracy, loss, staleness, and where lock-step
+/// steps spent their time.
+void closing_notes(progress_line& progress, const run_facts& f, const nlohmann::json& summary) {
+  progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,
+                            f.eval.loss, summary["staleness"]["mean"].get<double>()));
+  if (!f.step_time.is_null())
+    progress.note(fmt::format("step time: {:.1f}% compute, {:.1f}% waiting for slower workers, {:.1f}% exchange",
+                              100 * f.step_time["compute"].get<double>(), 100 * f.step_time["imbalance"].get<double>(),
+                              100 * f.step_time["exchange"].get<double>()));
+}
+
+} // namespace
+
 nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   const auto t_start = clock_type::now();
   progress_line progress(opts.progress);
@@ -263,61 +452,17 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   // Checkpoints and resume (checkpoint.hpp): every rank reads its part.
   const auto identity =
     checkpoint_identity(cfg, static_cast<std::int64_t>(models::model(cfg.model, kernels::device::cpu(), cfg.seed).size()));
-  std::optional<loaded_checkpoint> resumed;
-  if (!opts.resume.empty()) {
-    resumed = load_checkpoint(opts.resume, opts.resume_step);
-    check_identity(*resumed, identity);
-    setup.resume = resumed->point;
-  }
+  const auto resumed = resume_from(opts, identity, setup);
   setup.checkpoint_every = cfg.checkpoint_every;
   setup.checkpoint_every_s = cfg.checkpoint_every_s;
-  const double time_offset = resumed && resumed->manifest["run"].contains("train_seconds")
-                               ? resumed->manifest["run"]["train_seconds"].get<double>()
-                               : 0.0;
-  caf::actor_system_config sys_cfg;
-  if (cfg.virt.on) // one event at a time on CAF's test coordinator (virtual_time.hpp)
-    configure_virtual(sys_cfg);
-  else
-    gradwire::actors::configure_scheduler(sys_cfg, 2);
-  // An actor that never ended when told to (stop_actors gave it up) holds
-  // the actor system's destructor for ever: the system is then left to the
-  // process's end, which main brings with std::_Exit once the results are
-  // written.
-  auto owned_sys = std::make_unique<caf::actor_system>(sys_cfg);
-  struct leave_if_abandoned {
-    std::unique_ptr<caf::actor_system>& sys;
-    ~leave_if_abandoned() {
-      if (actors_abandoned())
-        (void)sys.release();
-    }
-  } leave{owned_sys};
-  caf::actor_system& sys = *owned_sys;
+  const double time_offset = seconds_before(resumed);
+  run_system rs(cfg.virt.on);
+  caf::actor_system& sys = *rs.sys;
   std::optional<job> jb; // across processes: one worker per process, rank 0 coordinates and writes the results
-  struct close_on_exit { // before the actor system goes: published actors must be let go
-    std::optional<job>& j;
-    topology_setup& s;
-    ~close_on_exit() {
-      if (j && j->launch.rank == 0 && std::uncaught_exceptions() > 0) // the others need not wait out the liveness bound
-        j->node->fence_all("rank 0 ended the job with an error (its output says which)");
-      if (j)
-        j->node->close();
-      s.node.reset();
-      if (s.sim) { // its actors end while the system is there
-        s.sim->stop();
-        s.sim->shut_down();
-        s.sim.reset();
-      }
-    }
-  } closer{jb, setup};
+  close_on_exit closer{jb, setup};
   nlohmann::json clock_facts = {{"mode", "real"}};
-  if (cfg.virt.on) {
-    check(transport::detect_launch().size == 1,
-          cfg.source + ": experiment.clock = \"virtual\" simulates every worker in one process: run it without "
-                       "--procs or a launcher");
-    setup.threads = 1; // every gradient on the loop's one thread: the models give the time
-    setup.worker_threads.assign(setup.worker_threads.size(), 1);
-    setup.sim = make_simulation(sys, cfg, data.train, clock_facts);
-  }
+  if (cfg.virt.on)
+    start_virtual(sys, cfg, data.train, setup, clock_facts);
   if (transport::detect_launch().size > 1) {
     join_across(sys, cfg, setup, jb);
     if (jb->launch.rank != 0)
@@ -332,25 +477,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
-  progress.note(fmt::format("gradwire: {} | {}{} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
-                            family_of(setup.kind).describe(setup), cfg.virt.on ? " | virtual clock" : "",
-                            cfg.workers, setup.threads, cfg.model.kind,
-                            setup.budget_samples > 0
-                              ? fmt::format("{} samples shared out by speed (train.budget)", setup.budget_samples)
-                              : fmt::format("{} steps per worker", setup.steps),
-                            cfg.out));
-  // train.eval = "auto": during the run where a core is left over from the
-  // workers' threads, else after it (on 2 cores and 2 workers, evaluating
-  // during the run took 2-worker MLP scaling efficiency from 76-81% to
-  // 52-62%, even at the lowest priority).
-  std::size_t worker_threads = 0;
-  for (int r = 0; r < cfg.workers; ++r)
-    worker_threads += static_cast<std::size_t>(r) < setup.worker_threads.size()
-                        ? static_cast<std::size_t>(setup.worker_threads[static_cast<std::size_t>(r)])
-                        : static_cast<std::size_t>(cfg.threads);
-  const bool eval_during = cfg.eval_mode == "during" ||
-                           (cfg.eval_mode == "auto" && std::thread::hardware_concurrency() > worker_threads);
-  evaluator ev{cfg, data.test, out, progress, plan.steps_per_epoch, eval_during};
+  progress.note(banner(cfg, setup));
+  evaluator ev{cfg, data.test, out, progress, plan.steps_per_epoch, evaluate_during(cfg, setup)};
   const auto coord_trace = actors::trace_ref::open(setup.trace, "coordinator");
   setup.on_eval = [&ev, sim = setup.sim](std::int64_t step, const actors::slice& params, const actors::slice& state) {
     // Evaluated off the workers' cores (evaluator), at the time worker 0 handed it over.
@@ -359,22 +487,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   auto l = listeners(progress, out, ev.t_train,
                      setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
                      time_offset);
-  std::unique_ptr<checkpoint_writer> checkpoints;
-  if (cfg.checkpoint_every > 0 || cfg.checkpoint_every_s > 0 || opts.stop != nullptr) { // Ctrl-C keeps one too
-    checkpoints = std::make_unique<checkpoint_writer>(cfg.out, cfg.keep_checkpoints, identity);
-    // A run resumed with the survivors of lost workers says so in its own
-    // checkpoints: a later resume again starts from config.toml's count.
-    const auto lost_before = resumed && resumed->manifest["run"].is_object()
-                               ? resumed->manifest["run"].value("lost_workers", nlohmann::json::array())
-                               : nlohmann::json::array();
-    setup.on_checkpoint = [&checkpoints, &ev, time_offset, lost_before](std::int64_t step,
-                                                                        std::vector<actors::snapshot_frame> parts) {
-      nlohmann::json run = {{"train_seconds", time_offset + since(ev.t_train)}};
-      if (!lost_before.empty())
-        run["lost_workers"] = lost_before;
-      checkpoints->submit(step, std::move(parts), std::move(run));
-    };
-  }
+  const auto checkpoints = checkpoint_sink(cfg, opts, identity, resumed, ev, time_offset, setup);
   if (resumed) {
     out.metric({{"type", "resume"}, {"time", time_offset}, {"step", resumed->point->step}, {"checkpoint", resumed->dir}});
     progress.note(fmt::format("resuming from the checkpoint of step {} ({})", resumed->point->step, resumed->dir));
@@ -384,22 +497,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     res = run_topology(sys, setup, data.train, l.progress, l.metrics, stop);
     out.flush();
     check(!out.failed(), out.failure()); // a full disk: the run stopped, and fails
-  } catch (const error& e) { // a failed run still says what happened, in its own folder
+  } catch (const error& e) {
     progress.finish();
-    out.flush();
-    const auto lost = out.failure();
-    if (!lost.empty() && lost != e.what()) // the run failed otherwise, and the disk is full too
-      log::error("{}", lost);
-    out.write_summary({{"name", cfg.name},
-                       {"status", "failed"},
-                       {"error", e.what()},
-                       {"topology", cfg.topology},
-                       {"description", family_of(setup.kind).describe(setup)},
-                       {"workers", cfg.workers},
-                       {"processes", jb ? jb->launch.size : 1},
-                       {"launch", jb ? jb->launch.source : "single process"},
-                       {"steps_per_worker", setup.steps},
-                       {"wall_seconds", since(t_start)}});
+    write_failure(out, cfg, setup, jb, e.what(), since(t_start));
     throw;
   }
   // On the clock of the evaluations during the run (res.seconds starts
@@ -409,15 +509,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     setup.sim->stop();
     add_simulation_cost(*setup.sim, clock_facts);
   }
-  nlohmann::json checkpoint_facts = nullptr;
-  if (checkpoints) {
-    checkpoints->drain();
-    checkpoint_facts = {{"every", cfg.checkpoint_every}, {"every_seconds", cfg.checkpoint_every_s},
-                        {"written", checkpoints->written()},
-                        {"persist_seconds", checkpoints->seconds()}, {"error", checkpoints->error()}};
-    if (!checkpoints->error().empty())
-      log::warn("a checkpoint was not written: {}", checkpoints->error());
-  }
+  const auto checkpoint_facts = checkpoint_facts_of(cfg, checkpoints.get());
   progress.finish();
   nlohmann::json refs_sent = nullptr; // rank 0's shared-memory references, by peer (never to another host)
   if (jb) { // every worker has reported: let the other ranks go
@@ -436,33 +528,12 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   auto summary = summary_of(f);
   summary["checkpoints"] = checkpoint_facts;
   summary["clock"] = clock_facts;
-  summary["faults"] = nlohmann::json::array();
-  for (const auto& fr : res.faults) {
-    nlohmann::json j = {{"rank", fr.rank},
-                        {"kind", fr.kind},
-                        {"what", fr.what},
-                        {"detected_at", fr.detected_at},
-                        {"recovered_at", fr.recovered_at >= 0 ? nlohmann::json(fr.recovered_at) : nlohmann::json(nullptr)},
-                        {"at_step", fr.at_step},
-                        {"steps_lost", fr.steps_lost},
-                        {"workers_after", fr.workers_after},
-                        {"rejoined_at", fr.rejoined_at >= 0 ? nlohmann::json(fr.rejoined_at) : nlohmann::json(nullptr)},
-                        {"rejoined_step", fr.rejoined_step >= 0 ? nlohmann::json(fr.rejoined_step) : nlohmann::json(nullptr)}};
-    summary["faults"].push_back(j);
-    j["type"] = "fault";
-    j["time"] = fr.detected_at;
-    out.metric(j);
-  }
+  summary["faults"] = fault_records(res.faults, out);
   out.flush();
   summary["resumed_from"] = resumed ? nlohmann::json(resumed->point->step) : nlohmann::json(nullptr);
   summary["shm_references_sent"] = refs_sent;
   out.write_summary(summary);
-  progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,
-                            f.eval.loss, summary["staleness"]["mean"].get<double>()));
-  if (!f.step_time.is_null())
-    progress.note(fmt::format("step time: {:.1f}% compute, {:.1f}% waiting for slower workers, {:.1f}% exchange",
-                              100 * f.step_time["compute"].get<double>(), 100 * f.step_time["imbalance"].get<double>(),
-                              100 * f.step_time["exchange"].get<double>()));
+  closing_notes(progress, f, summary);
   return summary;
 }
 

@@ -67,99 +67,123 @@ stop_on_throw::~stop_on_throw() {
 using detail::clock_type;
 using detail::coordinator_state;
 
+namespace {
+
+/// Tells every worker to finish at its next step boundary and report.
+void stop_all(caf::scoped_actor& self, const std::vector<caf::actor>& workers) {
+  for (const auto& w : workers)
+    self->send(w, actors::stop_atom::value);
+}
+
+/// The job was told to stop: with checkpoints, every worker holds at its
+/// next boundary, then all run to the last of those, snapshot it and
+/// report; without, each finishes at its next boundary.
+void begin_stop(coordinator_state& st, caf::scoped_actor& self, const std::vector<caf::actor>& workers,
+                const coordinator_options& o) {
+  st.gather->cancel(); // the stop's own pause takes over
+  st.out.interrupted = st.stopping = true;
+  st.stop_sent = clock_type::now();
+  if (!o.checkpoints.on_checkpoint) {
+    stop_all(self, workers);
+    return;
+  }
+  st.pausing = true;
+  st.boundary.assign(st.n, -1);
+  for (std::size_t r = 0; r < st.n; ++r)
+    if (!st.finished[r])
+      self->send(workers[r], actors::pause_atom::value);
+}
+
+/// Checkpoints by time, a stop, a pause given up, a budget spent: what the
+/// coordinator starts before it reads its mailbox. False once the workers
+/// were told to stop long enough ago that waiting longer is pointless.
+bool drive(coordinator_state& st, caf::scoped_actor& self, const std::vector<caf::actor>& workers,
+           const coordinator_options& o) {
+  if (!st.stopping) { // checkpoints by time
+    if (st.gather->due())
+      st.gather->start(self, workers, st.finished);
+    else if (st.gather->pausing()) // a worker lost meanwhile no longer counts; a pause too long is given up
+      st.gather->release(self, workers, st.finished, st.gather->pause_too_long());
+  }
+  if (!st.stopping && o.stop != nullptr && o.stop->load())
+    begin_stop(st, self, workers, o);
+  if (st.pausing && kernels::waited_longer(st.stop_sent, stop_pause_bound)) {
+    log::warn("the workers did not reach a common step within {} s: stopping without a checkpoint",
+              stop_pause_bound.count());
+    st.pausing = false;
+    st.stop_sent = clock_type::now();
+    stop_all(self, workers);
+  }
+  if (!st.stopping && o.budget_samples > 0 && st.total_samples >= o.budget_samples) {
+    st.out.budget_reached = st.stopping = true; // each worker finishes its step and reports
+    st.stop_sent = clock_type::now();
+    stop_all(self, workers);
+  }
+  return !(st.stopping && !st.pausing &&
+           kernels::waited_longer(st.stop_sent, std::min<std::chrono::milliseconds>(o.timeout, stop_pause_bound)));
+}
+
+/// One message from the workers (or the transport), or none within `wait`.
+bool receive_one(coordinator_state& st, caf::scoped_actor& self, const std::vector<caf::actor>& workers,
+                 std::chrono::milliseconds wait) {
+  bool got = true;
+  self->receive([&](actors::done_atom, actors::worker_report rep) { st.on_done(std::move(rep)); },
+                [&](actors::lost_atom, actors::worker_report rep) { st.on_lost(std::move(rep)); },
+                [&](actors::step_atom, int rank, std::int64_t step, std::int64_t n) { st.on_step(rank, step, n); },
+                [&](actors::eval_atom, std::int64_t step, actors::slice params, actors::slice state) {
+                  st.on_eval_snapshot(step, params, state);
+                },
+                [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
+                [&](actors::paused_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
+                [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
+                  if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
+                    st.on_snapshot(self, meta, floats);
+                },
+                [&](actors::abandoned_atom, int rank, std::int64_t steps, bool mid_round) {
+                  st.on_reform_reply(rank, steps, mid_round);
+                },
+                [&](actors::knock_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
+                caf::after(wait) >> [&] { got = false; });
+  return got;
+}
+
+/// This process was stopped (SIGSTOP, a debugger): every worker gets a
+/// fresh timeout, and the user is told once per stop. Across processes
+/// (cut_off set) each rank's transport says so.
+void note_process_stop(coordinator_state& st, const coordinator_options& o) {
+  const auto stopped = kernels::last_stop_end();
+  if (stopped == st.stop_seen)
+    return;
+  st.stop_seen = stopped;
+  if (!o.cut_off)
+    log::warn("this process did not run for {:.2f} s (stopped: suspended, Ctrl-Z, a debugger); every worker gets "
+              "a fresh {:.2f} s timeout before any is judged silent",
+              std::chrono::duration<double>(kernels::last_stop_length()).count(), o.timeout.count() / 1000.0);
+}
+
+} // namespace
+
 coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
-                        std::chrono::milliseconds timeout,
-                        const std::function<void(std::int64_t, std::int64_t)>& on_progress,
-                        const std::function<void(const actors::step_metrics&)>& on_metrics,
-                        const std::atomic<bool>* stop, bool carry_on,
-                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval,
-                        const std::function<void(int rank, const std::string& why)>& cut_off,
-                        std::int64_t budget_samples, const checkpoint_plan& checkpoints,
-                        const elastic_plan& elastic) {
+                        const coordinator_options& o) {
   kernels::watch_stops();
-  coordinator_state st(workers.size(), timeout, on_progress, on_metrics, on_eval, carry_on);
-  st.plan = &checkpoints;
-  st.gather.emplace(checkpoints, st.n, timeout);
-  st.elastic = &elastic;
-  st.back_at = elastic.back_at_step;
+  coordinator_state st(workers.size(), o.timeout, o.on_progress, o.on_metrics, o.on_eval, o.carry_on);
+  st.plan = &o.checkpoints;
+  st.gather.emplace(o.checkpoints, st.n, o.timeout);
+  st.elastic = &o.elastic;
+  st.back_at = o.elastic.back_at_step;
   st.carried.assign(st.n, 0);
   st.workers = &workers;
   st.self = &self;
-  st.cut_off = cut_off;
+  st.cut_off = o.cut_off;
   while (st.done < st.n && st.out.failure.empty()) {
-    if (!st.stopping) { // checkpoints by time
-      if (st.gather->due())
-        st.gather->start(self, workers, st.finished);
-      else if (st.gather->pausing()) // a worker lost meanwhile no longer counts; a pause too long is given up
-        st.gather->release(self, workers, st.finished, st.gather->pause_too_long());
-    }
-    if (!st.stopping && stop != nullptr && stop->load()) {
-      st.gather->cancel(); // the stop's own pause takes over
-      st.out.interrupted = st.stopping = true;
-      st.stop_sent = clock_type::now();
-      if (checkpoints.on_checkpoint) {
-        // Keep a checkpoint: every worker holds at its next boundary, then
-        // all run to the last of those, snapshot it and report.
-        st.pausing = true;
-        st.boundary.assign(st.n, -1);
-        for (std::size_t r = 0; r < st.n; ++r)
-          if (!st.finished[r])
-            self->send(workers[r], actors::pause_atom::value);
-      } else { // each worker finishes at its next step boundary and reports
-        for (const auto& w : workers)
-          self->send(w, actors::stop_atom::value);
-      }
-    }
-    if (st.pausing && kernels::waited_longer(st.stop_sent, std::chrono::seconds(10))) {
-      log::warn("the workers did not reach a common step within 10 s: stopping without a checkpoint");
-      st.pausing = false;
-      st.stop_sent = clock_type::now();
-      for (const auto& w : workers)
-        self->send(w, actors::stop_atom::value);
-    }
-    if (!st.stopping && budget_samples > 0 && st.total_samples >= budget_samples) {
-      // The shared budget is spent: each worker finishes its step and reports.
-      st.out.budget_reached = st.stopping = true;
-      st.stop_sent = clock_type::now();
-      for (const auto& w : workers)
-        self->send(w, actors::stop_atom::value);
-    }
-    if (st.stopping && !st.pausing &&
-        kernels::waited_longer(st.stop_sent, std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10))))
+    if (!drive(st, self, workers, o))
       break;
-    const auto receive_one = [&](std::chrono::milliseconds wait) {
-      bool got = true;
-      self->receive([&](actors::done_atom, actors::worker_report rep) { st.on_done(std::move(rep)); },
-                    [&](actors::lost_atom, actors::worker_report rep) { st.on_lost(std::move(rep)); },
-                    [&](actors::step_atom, int rank, std::int64_t step, std::int64_t n) { st.on_step(rank, step, n); },
-                    [&](actors::eval_atom, std::int64_t step, actors::slice params, actors::slice state) {
-                      st.on_eval_snapshot(step, params, state);
-                    },
-                    [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
-                    [&](actors::paused_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
-                    [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-                      if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
-                        st.on_snapshot(self, meta, floats);
-                    },
-                    [&](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) {
-                      st.on_reform_reply(rank, steps, abandoned);
-                    },
-                    [&](actors::knock_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
-                    caf::after(wait) >> [&] { got = false; });
-      return got;
-    };
-    receive_one(std::chrono::milliseconds(250));
+    receive_one(st, self, workers, std::chrono::milliseconds(250));
     // A late coordinator (a loaded machine) finds steps waiting in its
     // mailbox: read them before anyone is judged silent.
-    for (int k = 0; k < 4096 && st.any_silent() && receive_one(std::chrono::milliseconds(0)); ++k) {
+    for (int k = 0; k < 4096 && st.any_silent() && receive_one(st, self, workers, std::chrono::milliseconds(0)); ++k) {
     }
-    if (const auto stopped = kernels::last_stop_end(); stopped != st.stop_seen) {
-      st.stop_seen = stopped;
-      if (!cut_off) // (across processes each rank's transport says so)
-        log::warn("this process did not run for {:.2f} s (stopped: suspended, Ctrl-Z, a debugger); every worker gets "
-          "a fresh {:.2f} s timeout before any is judged silent",
-          std::chrono::duration<double>(kernels::last_stop_length()).count(), timeout.count() / 1000.0);
-    }
+    note_process_stop(st, o);
     st.check_silence();
     st.take_held();
   }

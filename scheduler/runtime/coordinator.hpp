@@ -99,29 +99,44 @@ struct checkpoint_plan {
   std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;
 };
 
+/// How a run is coordinated (coordinate()).
+struct coordinator_options {
+  /// A worker silent this long (no step) fails the run, naming it; with
+  /// `carry_on` it is cut off instead: `cut_off` (across processes: the
+  /// node treats its live but idle process as failed, which comes back as
+  /// a lost worker), or in one process, lost at once.
+  std::chrono::milliseconds timeout{60000};
+  /// The steps and samples of all workers so far, as heartbeats arrive.
+  std::function<void(std::int64_t, std::int64_t)> on_progress;
+  /// Each worker's record every log_every steps.
+  std::function<void(const actors::step_metrics&)> on_metrics;
+  /// Set true: every worker is stopped (with a checkpoint where planned).
+  const std::atomic<bool>* stop = nullptr;
+  /// A worker whose process failed (lost_atom) is carried on without (an
+  /// async parameter server, which waits for no one) and listed in
+  /// `lost`; false: the run fails naming it.
+  bool carry_on = false;
+  /// Worker 0's snapshots (eval_atom), run on the coordinator's thread.
+  std::function<void(std::int64_t, const actors::slice&, const actors::slice&)> on_eval;
+  std::function<void(int rank, const std::string& why)> cut_off;
+  /// > 0: once the workers' samples add up to it, every worker is told to
+  /// finish at its next step (workers send step_atom each step:
+  /// worker_config::step_progress).
+  std::int64_t budget_samples = 0;
+  checkpoint_plan checkpoints;
+  elastic_plan elastic;
+};
+
+/// How long a stop waits for the workers to reach a common step before it
+/// stops them without a checkpoint, and at most how long it waits for
+/// their reports after telling them to stop.
+inline constexpr std::chrono::seconds stop_pause_bound{10};
+
 /// Waits for the reports of `workers` (indexed by rank), which send theirs
 /// to `self`. On failure the workers are not stopped: the caller stops
-/// every actor of its topology. A worker whose process failed arrives as
-/// (lost_atom, report with the error): with `carry_on` (an async
-/// parameter server, which waits for no one) the run goes on without it
-/// and lists it in `lost`; otherwise the run fails naming it. `on_eval`
-/// gets worker 0's snapshots (eval_atom) and runs on this thread.
-/// A worker silent for `timeout` (no step) fails the run, naming it; with
-/// `carry_on` it is cut off instead: `cut_off` (across processes: the node
-/// treats its live but idle process as failed, which comes back here as a
-/// lost worker), or in one process, lost at once.
-/// `budget_samples` > 0: once the workers' samples add up to it, every
-/// worker is told to finish at its next step (workers send step_atom each
-/// step: worker_config::step_progress).
+/// every actor of its topology.
 coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
-                        std::chrono::milliseconds timeout,
-                        const std::function<void(std::int64_t, std::int64_t)>& on_progress,
-                        const std::function<void(const actors::step_metrics&)>& on_metrics,
-                        const std::atomic<bool>* stop, bool carry_on = false,
-                        const std::function<void(std::int64_t, const actors::slice&, const actors::slice&)>& on_eval = {},
-                        const std::function<void(int rank, const std::string& why)>& cut_off = {},
-                        std::int64_t budget_samples = 0, const checkpoint_plan& checkpoints = {},
-                        const elastic_plan& elastic = {});
+                        const coordinator_options& options);
 
 /// Sends an exit to each actor (all of them local) and waits until every
 /// one has terminated: nothing they read may be freed before. An actor

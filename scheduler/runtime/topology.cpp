@@ -166,9 +166,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
     wc.slowdown_now = [injector] { return injector->slowdown_now(); };
     wc.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
   }
-  // Twice the silence limit: when one worker stalls a sync step, the
-  // others' requests must not time out before the stalled one is named.
-  wc.timeout = 2 * setup.timeout;
+  wc.timeout = setup.request_timeout();
   if (setup.sim) { // one event at a time on the simulation's clock: nothing polls or waits
     wc.vclock = setup.sim;
     wc.spin_wait = false;
@@ -185,9 +183,18 @@ coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setu
                              const std::vector<caf::actor>& workers, const progress_fn& on_progress,
                              const metrics_fn& on_metrics, const std::atomic<bool>* stop,
                              const checkpoint_plan& checkpoints, const elastic_plan& elastic) {
-  if (!setup.sim)
-    return coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, false, setup.on_eval, {},
-                      setup.budget_samples, checkpoints, elastic);
+  coordinator_options o;
+  o.on_progress = on_progress;
+  o.on_metrics = on_metrics;
+  o.stop = stop;
+  o.on_eval = setup.on_eval;
+  if (!setup.sim) {
+    o.timeout = setup.timeout;
+    o.budget_samples = setup.budget_samples;
+    o.checkpoints = checkpoints;
+    o.elastic = elastic;
+    return coordinate(self, workers, o);
+  }
   auto& sim = *setup.sim;
   sim.on_stuck([coordinator = caf::actor_cast<caf::actor>(self)](int rank, const std::string& why) {
     actors::worker_report rep;
@@ -201,7 +208,8 @@ coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setu
     ~stop_on_exit() { s.stop(); }
   } stopper{sim};
   sim.start();
-  auto c = coordinate(self, workers, std::chrono::hours(24 * 365), on_progress, on_metrics, stop, false, setup.on_eval);
+  o.timeout = std::chrono::hours(24 * 365); // no silence limit on the machine's clock: the loop finds stuck workers
+  auto c = coordinate(self, workers, o);
   sim.stop(); // every worker has reported: the loop's own state may be read from here
   c.budget_reached = sim.budget_reached();
   return c;
@@ -306,9 +314,18 @@ std::optional<coordination> run_worker_across(
   } else if (setup.rejoin)
     log::warn("transport.rejoin_s is set, but only an elastic ring lets a rank back in{}: a rank cut off leaves the "
       "job", plan.on ? " (this job's workers go on without it)" : (" (" + plan.why_not + ")"));
-  auto c = coordinate(self, workers, setup.timeout, on_progress, on_metrics, stop, carry_on, setup.on_eval,
-                      [&nd](int r, const std::string& why) { nd.cut_off(r, why); }, setup.budget_samples, checkpoints,
-                      plan);
+  coordinator_options o;
+  o.timeout = setup.timeout;
+  o.on_progress = on_progress;
+  o.on_metrics = on_metrics;
+  o.stop = stop;
+  o.carry_on = carry_on;
+  o.on_eval = setup.on_eval;
+  o.cut_off = [&nd](int r, const std::string& why) { nd.cut_off(r, why); };
+  o.budget_samples = setup.budget_samples;
+  o.checkpoints = checkpoints;
+  o.elastic = plan;
+  auto c = coordinate(self, workers, o);
   nd.set_on_knock({});
   if (plan.readmit) // whoever still knocks (a new process held for a step the run did not reach) leaves now
     nd.dismiss_cut_off("rank 0 ended the job before letting this rank back in");

@@ -115,9 +115,14 @@ struct topology_setup {
   /// the job's emulated link applies them).
   std::shared_ptr<transport::link_faults> link_faults;
   /// The longest a worker may stay silent (workers send a heartbeat about
-  /// twice a second) before the run fails naming it; workers' requests
-  /// time out after twice this.
+  /// twice a second) before the run fails naming it (train.step_timeout_s).
   std::chrono::milliseconds timeout{60000};
+  /// Workers' requests and waits on one another give up after
+  /// request_timeout_factor x timeout: when one worker stalls a sync step,
+  /// the others' requests must not time out before the coordinator names
+  /// the stalled one.
+  static constexpr int request_timeout_factor = 2;
+  std::chrono::milliseconds request_timeout() const { return request_timeout_factor * timeout; }
   /// Checkpoints: every `checkpoint_every` steps each actor's part goes to
   /// on_checkpoint (rank 0; coordinator.hpp's checkpoint_plan); 0: none.
   std::int64_t checkpoint_every = 0;
