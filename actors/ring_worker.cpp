@@ -294,88 +294,201 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   self->send(self, tick_atom::value); // not begin_step(): this may run inside the ring's own call
 }
 
+/// Speed balancing's starting split: the config's, or a resumed run's
+/// split in force at its checkpoint.
+void init_balancing(ring_worker_state& st) {
+  const auto& c = st.cfg;
+  auto& b = st.bal;
+  b.batches = c.balance_batches;
+  check(static_cast<int>(b.batches.size()) == c.world &&
+          (c.resume != nullptr || b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size),
+        "speed balancing: " + std::to_string(b.batches.size()) + " starting batches for " +
+          std::to_string(c.world) + " workers, or not this worker's batch " + std::to_string(c.batch_size));
+  for (int x : b.batches)
+    b.total += x;
+  b.limits.min_batch = default_min_batch(b.total, c.world);
+  // No batch larger than the smallest shard (each holds size / world or one more).
+  b.limits.max_batch = static_cast<int>(std::min<std::int64_t>(b.total, c.data->size() / c.world));
+  b.limits.min_batch = std::min(b.limits.min_batch, b.limits.max_batch);
+  if (c.resume && c.resume->has("balance_batches")) {
+    const auto& split = c.resume->i("balance_batches");
+    check(split.size() == b.batches.size(), "speed balancing: the checkpoint's split is of " +
+                                              std::to_string(split.size()) + " workers");
+    std::int64_t sum = 0;
+    for (std::size_t r = 0; r < split.size(); ++r) {
+      check(split[r] > 0, "speed balancing: a batch of " + std::to_string(split[r]) + " in the checkpoint");
+      b.batches[r] = static_cast<int>(split[r]);
+      sum += split[r];
+    }
+    check(sum == b.total && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
+          "speed balancing: the checkpoint's split sums to " + std::to_string(sum) + ", the global batch is " +
+            std::to_string(b.total) + ", or does not hold this worker's batch");
+    st.cfg.grad_weight = static_cast<float>(static_cast<double>(st.cfg.batch_size) * c.world / static_cast<double>(b.total));
+    st.apply_grad_weight();
+  }
+  b.resumed_at = st.step;
+}
+
+/// The sharded update: the owner of a chunk applies the optimizer to it
+/// and passes on a view of its updated parameters (read by the others
+/// before this worker's next update of the chunk, which needs their next
+/// round). With SGD the sum of the two contributions and the update are
+/// one pass that writes only the weights (the reduction is folded into the
+/// optimizer's read of the gradient, so it counts as its compute).
+void init_sharded_update(ring_worker_actor* self) {
+  auto& st = self->state;
+  st.sharded = true;
+  st.ring->set_on_owned([self](std::size_t offset, const float* in0, const float* in1, float scale, std::size_t n) {
+    auto& s = self->state;
+    const auto t0 = s.now();
+    if (!s.trainer->apply_range_sum(offset, offset + n, in0, in1, scale, nullptr)) {
+      auto& be = kernels::backend_for(kernels::device::cpu());
+      auto& sum = s.owned_sum;
+      if (static_cast<std::size_t>(sum.numel()) < n)
+        sum = slice::empty({static_cast<std::int64_t>(n)});
+      if (in1 != nullptr)
+        be.add(n, in0, in1, sum.data(), scale);
+      else {
+        std::memcpy(sum.data(), in0, n * sizeof(float));
+        if (scale != 1.f)
+          be.scale(n, scale, sum.data());
+      }
+      s.trainer->apply_range(offset, offset + n, sum.data());
+    }
+    s.owned_apply += s.ran_since(t0);
+    return s.model->params().view(offset, {static_cast<std::int64_t>(n)});
+  });
+}
+
+/// Everything before the first message: balancing, the ring this worker
+/// runs itself (without a peer actor), the sharded update. Throws.
+void init_ring_worker(ring_worker_actor* self) {
+  auto& st = self->state;
+  const auto& c = st.cfg;
+  st.results.resize(c.buckets.size());
+  if (c.ring.balance_every > 0)
+    init_balancing(st);
+  st.save_extra = [self](snapshot& s) {
+    const auto& bb = self->state.bal.batches;
+    if (!bb.empty())
+      s.put("balance_batches", std::vector<std::int64_t>(bb.begin(), bb.end()));
+  };
+  st.ring_world = c.world;
+  check(!c.elastic || (c.ring_peer == nullptr && !c.ring.sharded_update && c.ring.balance_every == 0),
+        "an elastic ring runs itself, without the sharded update or speed balancing");
+  if (c.ring_peer != nullptr)
+    return;
+  st.ring = make_ring(self, c.rank, c.world, 0);
+  st.ring->set_first_round(st.step); // a resumed run's first step
+  st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank), c.vclock.get()));
+  if (c.ring.sharded_update && c.world > 1)
+    init_sharded_update(self);
+}
+
+/// From the wiring: the ring is complete, start.
+void on_wire(ring_worker_actor* self, caf::actor right, std::vector<caf::actor> all) {
+  auto& s = self->state;
+  if (s.cfg.ring.balance_every > 0 && all.size() != static_cast<std::size_t>(s.cfg.world)) {
+    s.finish(self, s.who() + "speed balancing needs every worker's handle, got " + std::to_string(all.size()) +
+                     " for " + std::to_string(s.cfg.world) + " workers");
+    return;
+  }
+  s.bal.workers = std::move(all);
+  if (s.ring)
+    s.ring->set_right(std::move(right));
+  if (!s.cfg.joining) // a replacement starts when the ring takes it in (on_rewire)
+    begin_step(self);
+}
+
+/// A worker's speed over its last window (balancing): checked, kept, and
+/// the step begun once every worker's is in.
+void on_speed(ring_worker_actor* self, std::int64_t round, int rank, speed_sample sample) {
+  auto& s = self->state;
+  const auto k = static_cast<std::int64_t>(s.cfg.ring.balance_every);
+  if (k <= 0 || rank < 0 || rank >= s.cfg.world || rank == s.cfg.rank || round <= 0 || round % k != 0 ||
+      round + ring_worker_state::balance_lag < s.step || sample.steps <= 0) {
+    s.finish(self, s.who() + "unexpected speed measurement of round " + std::to_string(round) + " from rank " +
+                     std::to_string(rank) + " at step " + std::to_string(s.step) +
+                     (k <= 0 ? " (balancing is off here: is topology.balance_every the same on every rank?)" : ""));
+    return;
+  }
+  auto& entry = s.bal.rounds[round];
+  entry.first.resize(static_cast<std::size_t>(s.cfg.world));
+  if (entry.first[static_cast<std::size_t>(rank)].steps > 0) {
+    s.finish(self, s.who() + "rank " + std::to_string(rank) + " sent its speed of step " + std::to_string(round) + " twice");
+    return;
+  }
+  entry.first[static_cast<std::size_t>(rank)] = sample;
+  ++entry.second;
+  if (s.bal.waiting && due_round(s) == round && entry.second == s.cfg.world)
+    begin_step(self);
+  else
+    await_mail(self);
+}
+
+/// A chunk of the ring this worker runs itself: stale ones (an older
+/// generation) dropped, early ones of a new ring kept for its place in it.
+void on_chunk(ring_worker_actor* self, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+  auto& s = self->state;
+  if (tag < s.generation)
+    return; // of a ring that lost a peer
+  if (s.reforming) { // of the new ring, ahead of this worker's place in it
+    if (tag == s.generation && s.early.size() < 4096)
+      s.early.push_back({round, bucket, chunk, hop, std::move(data)});
+    return;
+  }
+  if (tag != s.generation)
+    return;
+  try {
+    if (s.ring == nullptr)
+      throw error("a ring chunk, but this worker has a ring peer");
+    s.ring->on_chunk(self, round, bucket, chunk, hop, std::move(data));
+    await_mail(self);
+  } catch (const std::exception& e) {
+    s.finish(self, s.who() + e.what());
+  }
+}
+
+/// A live peer's state for this worker, a step behind after a re-form.
+void on_donor_state(ring_worker_actor* self, const std::string& meta, const slice& floats) {
+  auto& s = self->state;
+  try {
+    s.adopt_donor(snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
+                                       floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0,
+                                       s.who() + "a donor's state"));
+  } catch (const std::exception& e) {
+    s.finish(self, s.who() + e.what());
+  }
+}
+
+/// The heartbeat doubles as the watchdog of the allreduce in progress.
+void on_ring_beat(ring_worker_actor* self) {
+  auto& s = self->state;
+  if (s.bal.waiting && s.overdue(s.bal.wait_start)) {
+    std::string missing;
+    const auto it = s.bal.rounds.find(due_round(s));
+    for (int r = 0; r < s.cfg.world; ++r)
+      if (it == s.bal.rounds.end() || it->second.first[static_cast<std::size_t>(r)].steps == 0)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    s.finish(self, s.who() + "speed measurements of step " + std::to_string(due_round(s)) + " missing after " +
+                     std::to_string(s.cfg.timeout.count()) + " ms from rank(s) " + missing);
+    return;
+  }
+  if (s.in_round && s.overdue(s.round_start)) {
+    s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
+                     std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
+                     std::to_string(s.cfg.buckets.size()) + " buckets back from its ring peer)");
+    return;
+  }
+  s.on_beat(self);
+}
+
 caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   auto& st = self->state;
   refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
   try {
     st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
-    const auto& c = st.cfg;
-    st.results.resize(c.buckets.size());
-    if (c.ring.balance_every > 0) {
-      auto& b = st.bal;
-      b.batches = c.balance_batches;
-      check(static_cast<int>(b.batches.size()) == c.world &&
-              (c.resume != nullptr || b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size),
-            "speed balancing: " + std::to_string(b.batches.size()) + " starting batches for " +
-              std::to_string(c.world) + " workers, or not this worker's batch " + std::to_string(c.batch_size));
-      for (int x : b.batches)
-        b.total += x;
-      b.limits.min_batch = default_min_batch(b.total, c.world);
-      // No batch larger than the smallest shard (each holds size / world or one more).
-      b.limits.max_batch = static_cast<int>(std::min<std::int64_t>(b.total, c.data->size() / c.world));
-      b.limits.min_batch = std::min(b.limits.min_batch, b.limits.max_batch);
-      if (c.resume && c.resume->has("balance_batches")) { // the split in force at the checkpoint
-        const auto& split = c.resume->i("balance_batches");
-        check(split.size() == b.batches.size(), "speed balancing: the checkpoint's split is of " +
-                                                  std::to_string(split.size()) + " workers");
-        std::int64_t sum = 0;
-        for (std::size_t r = 0; r < split.size(); ++r) {
-          check(split[r] > 0, "speed balancing: a batch of " + std::to_string(split[r]) + " in the checkpoint");
-          b.batches[r] = static_cast<int>(split[r]);
-          sum += split[r];
-        }
-        check(sum == b.total && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
-              "speed balancing: the checkpoint's split sums to " + std::to_string(sum) + ", the global batch is " +
-                std::to_string(b.total) + ", or does not hold this worker's batch");
-        st.cfg.grad_weight = static_cast<float>(static_cast<double>(st.cfg.batch_size) * c.world / static_cast<double>(b.total));
-        st.apply_grad_weight();
-      }
-      b.resumed_at = st.step;
-    }
-    st.save_extra = [self](snapshot& s) {
-      const auto& bb = self->state.bal.batches;
-      if (!bb.empty())
-        s.put("balance_batches", std::vector<std::int64_t>(bb.begin(), bb.end()));
-    };
-    st.ring_world = c.world;
-    check(!c.elastic || (c.ring_peer == nullptr && !c.ring.sharded_update && c.ring.balance_every == 0),
-          "an elastic ring runs itself, without the sharded update or speed balancing");
-    if (c.ring_peer == nullptr)
-      st.ring = make_ring(self, c.rank, c.world, 0);
-    if (st.ring)
-      st.ring->set_first_round(st.step); // a resumed run's first step
-    if (st.ring)
-      st.ring->set_trace(trace_ref::open(c.trace, "ring " + std::to_string(c.rank), c.vclock.get()));
-    if (st.ring && c.ring.sharded_update && c.world > 1) {
-      st.sharded = true;
-      // The owner of a chunk applies the optimizer to it and passes on a
-      // view of its updated parameters (read by the others before this
-      // worker's next update of the chunk, which needs their next round).
-      // With SGD the sum of the two contributions and the update are one
-      // pass that writes only the weights (the reduction is folded into the
-      // optimizer's read of the gradient, so it counts as its compute).
-      st.ring->set_on_owned([self](std::size_t offset, const float* in0, const float* in1, float scale,
-                                   std::size_t n) {
-        auto& s = self->state;
-        const auto t0 = s.now();
-        if (!s.trainer->apply_range_sum(offset, offset + n, in0, in1, scale, nullptr)) {
-          auto& be = kernels::backend_for(kernels::device::cpu());
-          auto& sum = s.owned_sum;
-          if (static_cast<std::size_t>(sum.numel()) < n)
-            sum = slice::empty({static_cast<std::int64_t>(n)});
-          if (in1 != nullptr)
-            be.add(n, in0, in1, sum.data(), scale);
-          else {
-            std::memcpy(sum.data(), in0, n * sizeof(float));
-            if (scale != 1.f)
-              be.scale(n, scale, sum.data());
-          }
-          s.trainer->apply_range(offset, offset + n, sum.data());
-        }
-        s.owned_apply += s.ran_since(t0);
-        return s.model->params().view(offset, {static_cast<std::int64_t>(n)});
-      });
-    }
+    init_ring_worker(self);
   } catch (const std::exception& e) {
     st.finish(self, st.who() + e.what());
     return {};
@@ -383,105 +496,25 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{
-    [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { // from the wiring: the ring is complete, start
-      auto& s = self->state;
-      if (s.cfg.ring.balance_every > 0 && all.size() != static_cast<std::size_t>(s.cfg.world)) {
-        s.finish(self, s.who() + "speed balancing needs every worker's handle, got " + std::to_string(all.size()) +
-                         " for " + std::to_string(s.cfg.world) + " workers");
-        return;
-      }
-      s.bal.workers = std::move(all);
-      if (s.ring)
-        s.ring->set_right(std::move(right));
-      if (!s.cfg.joining) // a replacement starts when the ring takes it in (on_rewire)
-        begin_step(self);
-    },
-    [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
-        std::int64_t steps) {
-      auto& s = self->state;
-      const auto k = static_cast<std::int64_t>(s.cfg.ring.balance_every);
-      if (k <= 0 || rank < 0 || rank >= s.cfg.world || rank == s.cfg.rank || round <= 0 || round % k != 0 ||
-          round + ring_worker_state::balance_lag < s.step || steps <= 0) {
-        s.finish(self, s.who() + "unexpected speed measurement of round " + std::to_string(round) + " from rank " +
-                         std::to_string(rank) + " at step " + std::to_string(s.step) +
-                         (k <= 0 ? " (balancing is off here: is topology.balance_every the same on every rank?)" : ""));
-        return;
-      }
-      auto& entry = s.bal.rounds[round];
-      entry.first.resize(static_cast<std::size_t>(s.cfg.world));
-      if (entry.first[static_cast<std::size_t>(rank)].steps > 0) {
-        s.finish(self, s.who() + "rank " + std::to_string(rank) + " sent its speed of step " + std::to_string(round) + " twice");
-        return;
-      }
-      entry.first[static_cast<std::size_t>(rank)] = speed_sample{compute_s, fixed_s, samples, steps};
-      ++entry.second;
-      if (s.bal.waiting && due_round(s) == round && entry.second == s.cfg.world)
-        begin_step(self);
-      else
-        await_mail(self);
-    },
-    [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
-      auto& s = self->state;
-      if (tag < s.generation)
-        return; // of a ring that lost a peer
-      if (s.reforming) { // of the new ring, ahead of this worker's place in it
-        if (tag == s.generation && s.early.size() < 4096)
-          s.early.push_back({round, bucket, chunk, hop, std::move(data)});
-        return;
-      }
-      if (tag != s.generation)
-        return;
-      try {
-        if (s.ring == nullptr)
-          throw error("a ring chunk, but this worker has a ring peer");
-        s.ring->on_chunk(self, round, bucket, chunk, hop, std::move(data));
-        await_mail(self);
-      } catch (const std::exception& e) {
-        s.finish(self, s.who() + e.what());
-      }
-    },
-    [=](abandon_atom, int generation) { on_reform(self, generation); },
-    [=](hold_at_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
-    [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
-      on_rewire(self, generation, survivors, std::move(right));
-    },
-    [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // a donor's state for a survivor behind
-    [=](snapshot_atom, const std::string& meta, const slice& floats) {
-      auto& s = self->state;
-      try {
-        s.adopt_donor(snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
-                                           floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0,
-                                           s.who() + "a donor's state"));
-      } catch (const std::exception& e) {
-        s.finish(self, s.who() + e.what());
-      }
-    },
-    [=](beat_atom) {
-      // The heartbeat doubles as the watchdog of the allreduce in progress.
-      auto& s = self->state;
-      if (s.bal.waiting && s.overdue(s.bal.wait_start)) {
-        std::string missing;
-        const auto it = s.bal.rounds.find(due_round(s));
-        for (int r = 0; r < s.cfg.world; ++r)
-          if (it == s.bal.rounds.end() || it->second.first[static_cast<std::size_t>(r)].steps == 0)
-            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        s.finish(self, s.who() + "speed measurements of step " + std::to_string(due_round(s)) + " missing after " +
-                         std::to_string(s.cfg.timeout.count()) + " ms from rank(s) " + missing);
-        return;
-      }
-      if (s.in_round && s.overdue(s.round_start)) {
-        s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
-                         std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
-                         std::to_string(s.cfg.buckets.size()) + " buckets back from its ring peer)");
-        return;
-      }
-      s.on_beat(self);
-    },
-    [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
-      on_reduced(self, round, bucket, std::move(result), wait);
-    },
-    [=](reduced_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); },
-  });
+      [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { on_wire(self, std::move(right), std::move(all)); },
+      [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
+          std::int64_t steps) { on_speed(self, round, rank, speed_sample{compute_s, fixed_s, samples, steps}); },
+      [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+        on_chunk(self, tag, round, bucket, chunk, hop, std::move(data));
+      },
+      [=](abandon_atom, int generation) { on_reform(self, generation); },
+      [=](hold_at_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
+      [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
+        on_rewire(self, generation, survivors, std::move(right));
+      },
+      [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // a donor's state for a survivor behind
+      [=](snapshot_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
+      [=](beat_atom) { on_ring_beat(self); },
+      [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
+        on_reduced(self, round, bucket, std::move(result), wait);
+      },
+      [=](reduced_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); },
+    });
 }
 
 } // namespace

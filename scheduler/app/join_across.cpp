@@ -113,7 +113,10 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
 
 } // namespace
 
-void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& setup, std::optional<job>& jb) {
+namespace {
+
+/// The transport's options for this run's job.
+job_options job_options_of(const run_config& cfg, topology_setup& setup) {
   job_options jo;
   jo.tls = cfg.transport_tls;
   jo.spin_us = cfg.spin_us;
@@ -139,108 +142,142 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   const models::model sizing(cfg.model, kernels::device::cpu(), cfg.seed);
   jo.max_data_bytes = 2 * (sizing.size() + static_cast<std::size_t>(sizing.state().numel())) * sizeof(float) +
                       transport::ucx_options{}.max_header_bytes + (std::size_t{1} << 20);
-  jb = join_job(sys, jo);
-  const int rank = jb->launch.rank;
-  setup.node = jb->node;
-  if (cfg.shards_per_host) { // a shard on each host's first rank, hosts in the order of their first rank
-    setup.shard_homes.clear();
-    for (std::size_t r = 0; r < jb->hosts.size(); ++r)
-      if (std::find(jb->hosts.begin(), jb->hosts.begin() + static_cast<std::ptrdiff_t>(r), jb->hosts[r]) ==
-          jb->hosts.begin() + static_cast<std::ptrdiff_t>(r))
-        setup.shard_homes.push_back(static_cast<int>(r));
-    setup.ps.shards = static_cast<int>(setup.shard_homes.size());
-    if (rank == 0)
-      log::info("a parameter shard per host: {} shard(s)", setup.ps.shards);
+  return jo;
+}
+
+/// topology.shard_placement = "per-host": a shard on each host's first
+/// rank, hosts in the order of their first rank.
+void place_shards_per_host(topology_setup& setup, const job& jb) {
+  setup.shard_homes.clear();
+  for (std::size_t r = 0; r < jb.hosts.size(); ++r)
+    if (std::find(jb.hosts.begin(), jb.hosts.begin() + static_cast<std::ptrdiff_t>(r), jb.hosts[r]) ==
+        jb.hosts.begin() + static_cast<std::ptrdiff_t>(r))
+      setup.shard_homes.push_back(static_cast<int>(r));
+  setup.ps.shards = static_cast<int>(setup.shard_homes.size());
+  if (jb.launch.rank == 0)
+    log::info("a parameter shard per host: {} shard(s)", setup.ps.shards);
+}
+
+/// Groups by host: shared memory within a host, the leaders' ring across
+/// hosts; hosts of any rank counts, ranks in any placement. Every rank
+/// reads the same table, so all agree.
+void group_by_host(topology_setup& setup, const job& jb) {
+  setup.ring.group_of = transport::host_numbers(jb.hosts);
+  if (jb.launch.rank != 0)
+    return;
+  std::map<int, int> per_host;
+  for (int h : setup.ring.group_of)
+    ++per_host[h];
+  int fewest = jb.launch.size, most = 0;
+  for (const auto& [h, k] : per_host) {
+    fewest = std::min(fewest, k);
+    most = std::max(most, k);
   }
-  if (setup.by_host && family_of(setup.kind).has_groups) {
-    // Groups by host: shared memory within a host, the leaders' ring across
-    // hosts; hosts of any rank counts, ranks in any placement. Every rank
-    // reads the same table, so all agree.
-    setup.ring.group_of = transport::host_numbers(jb->hosts);
-    if (rank == 0) {
-      std::map<int, int> per_host;
-      for (int h : setup.ring.group_of)
-        ++per_host[h];
-      int fewest = jb->launch.size, most = 0;
-      for (const auto& [h, k] : per_host) {
-        fewest = std::min(fewest, k);
-        most = std::max(most, k);
-      }
-      const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most);
-      log::info("hierarchical allreduce grouped by host: {} host(s) of {} rank(s)", per_host.size(), counts);
+  const std::string counts = fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most);
+  log::info("hierarchical allreduce grouped by host: {} host(s) of {} rank(s)", per_host.size(), counts);
+}
+
+/// Where a rank that outlives rank 0 points its user: rank 0 held the
+/// coordinator, the shards and the results, so the job ends; its
+/// checkpoints are where a run goes on from.
+std::string resume_hint_of(const run_config& cfg) {
+  if (cfg.checkpoint_every <= 0 && cfg.checkpoint_every_s <= 0)
+    return "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
+  return "its checkpoints (every " +
+         (cfg.checkpoint_every > 0 ? std::to_string(cfg.checkpoint_every) + " steps"
+                                   : fmt::format("{:g} s", cfg.checkpoint_every_s)) +
+         ") are in " + cfg.out + "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out +
+         "` goes on from the latest complete one";
+}
+
+/// What this rank does when its transport finds a peer's process gone.
+struct peer_failure {
+  /// Weakly: the node keeps this callback, and a strong handle here would
+  /// keep the node (and its UCX endpoints) alive forever.
+  std::weak_ptr<transport::node> weak;
+  int rank = 0;
+  std::string resume_hint;
+  bool peers_talk = false; ///< workers exchange with each other: rank 0 decides who goes
+  std::shared_ptr<rejoining> rj;
+  double rejoin_s = 0;
+
+  void operator()(int peer, const std::string& what) const {
+    auto node = weak.lock();
+    if (!node)
+      return; // the job is over
+    actors::worker_report failed;
+    failed.rank = peer;
+    failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
+    if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
+      tell_coordinator(*node, failed);
+    else if (peer == 0)
+      lost_rank_0(what, failed);
+    else if (peers_talk) {
+      failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
+      failed.reported_by = rank;
+      tell_coordinator(*node, failed);
     }
   }
+
+  /// To the coordinator, while there is one (during shutdown its slot is
+  /// gone, and a rank dying then is no news).
+  static void tell_coordinator(transport::node& node, const actors::worker_report& failed) {
+    try {
+      caf::anon_send(node.remote(0, transport::slots::coordinator), actors::lost_atom::value, failed);
+    } catch (const std::exception&) {
+    }
+  }
+
+  /// The coordinator is gone, or has cut this rank off. Alive after a
+  /// stall or a partition (not rank 0's end, not its process gone): ask to
+  /// be let back in; else leave.
+  void lost_rank_0(const std::string& what, const actors::worker_report& failed) const {
+    if (rejoin_s > 0 && what.rfind("rank 0 ended", 0) != 0 && what.rfind("connection to rank", 0) != 0) {
+      knock_until_back(weak, rank, rejoin_s, rj, "cut off from rank 0 (" + what + ")");
+      return;
+    }
+    if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
+      log::warn("rank {}: leaving the job: {}", rank, what);
+    else {
+      log::warn("rank {}: stopping: {}", rank, failed.error);
+      if (rank == 1)
+        log::info("rank 0 held the coordinator, the shards and the results, so the job ends; {}", resume_hint);
+    }
+    leave_now();
+  }
+};
+
+} // namespace
+
+void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& setup, std::optional<job>& jb) {
+  jb = join_job(sys, job_options_of(cfg, setup));
+  const int rank = jb->launch.rank;
+  setup.node = jb->node;
+  if (cfg.shards_per_host)
+    place_shards_per_host(setup, *jb);
+  if (setup.by_host && family_of(setup.kind).has_groups)
+    group_by_host(setup, *jb);
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
   publish_barrier(sys, *jb);
-  // Where a rank that outlives rank 0 points its user: rank 0 held the
-  // coordinator, the shards and the results, so the job ends; its
-  // checkpoints are where a run goes on from.
-  const std::string resume_hint =
-    cfg.checkpoint_every > 0 || cfg.checkpoint_every_s > 0
-      ? "its checkpoints (every " + (cfg.checkpoint_every > 0 ? std::to_string(cfg.checkpoint_every) + " steps"
-                                                               : fmt::format("{:g} s", cfg.checkpoint_every_s)) +
-          ") are in " + cfg.out +
-          "/checkpoints on rank 0's host: `gradwire run --resume " + cfg.out + "` goes on from the latest complete one"
-      : "no checkpoints were kept (train.checkpoint_every = 0): the run cannot be resumed";
-  const bool peers_talk = family_of(setup.kind).peers_talk;
-  const auto rj = std::make_shared<rejoining>();
   // How long a rank knocks after rank 0 last answered: a stalled one as
   // the config says, a replacement process (train.restarts) 30 s by default.
   const double rejoin_s = !setup.rejoin ? 0 : cfg.rejoin_s > 0 ? cfg.rejoin_s : setup.replacing ? 30 : 0;
+  const peer_failure on_failure{jb->node, rank, resume_hint_of(cfg), family_of(setup.kind).peers_talk,
+                                std::make_shared<rejoining>(), rejoin_s};
   const bool replacing = setup.replacing;
-  setup.on_published = [&sys, &jb, rank, resume_hint, peers_talk, rj, rejoin_s, replacing] {
-    // Weakly: the node keeps this callback, and a strong handle here would
-    // keep the node (and its UCX endpoints) alive forever.
-    std::weak_ptr<transport::node> weak = jb->node;
-    if (rejoin_s > 0) {
-      jb->node->set_on_readmitted([rj] { rj->back = true; });
+  setup.on_published = [&sys, &jb, rank, on_failure, replacing] {
+    if (on_failure.rejoin_s > 0) {
+      jb->node->set_on_readmitted([rj = on_failure.rj] { rj->back = true; });
       jb->node->set_on_dismissed([rank](const std::string& why) {
         log::warn("rank {}: leaving the job: {}", rank, why);
         leave_now(0); // the job is over: nothing for a launcher to restart
       });
     }
-    jb->node->start([weak, rank, resume_hint, peers_talk, rj, rejoin_s](int peer, const std::string& what) {
-      auto node = weak.lock();
-      if (!node)
-        return; // the job is over
-      actors::worker_report failed;
-      failed.rank = peer;
-      failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
-      // To the coordinator, while there is one (during shutdown its slot is
-      // gone, and a rank dying then is no news).
-      const auto tell_coordinator = [&node, &failed] {
-        try {
-          caf::anon_send(node->remote(0, transport::slots::coordinator), actors::lost_atom::value, failed);
-        } catch (const std::exception&) {
-        }
-      };
-      if (rank == 0) // the coordinator fails the run naming the rank, or carries on without it
-        tell_coordinator();
-      else if (peer == 0) { // the coordinator is gone, or has cut this rank off
-        // Alive after a stall or a partition (not rank 0's end, not its
-        // process gone): ask to be let back in.
-        if (rejoin_s > 0 && what.rfind("rank 0 ended", 0) != 0 && what.rfind("connection to rank", 0) != 0) {
-          knock_until_back(weak, rank, rejoin_s, rj, "cut off from rank 0 (" + what + ")");
-          return;
-        }
-        if (what.rfind("rank 0 ", 0) == 0) // its fence: cut off, or the job has ended
-          log::warn("rank {}: leaving the job: {}", rank, what);
-        else {
-          log::warn("rank {}: stopping: {}", rank, failed.error);
-          if (rank == 1)
-            log::info("rank 0 held the coordinator, the shards and the results, so the job ends; {}", resume_hint);
-        }
-        leave_now();
-      } else if (peers_talk) { // workers exchange with each other: rank 0 decides who goes
-        failed.error = "rank " + std::to_string(rank) + " lost rank " + std::to_string(peer) + ": " + what;
-        failed.reported_by = rank;
-        tell_coordinator();
-      }
-    }, jb->live);
+    jb->node->start(on_failure, jb->live);
     if (rank == 0)
       hear_launcher(jb->node);
     if (replacing) { // the others passed the start long ago: ask in, and wait to be re-formed into the ring
-      knock_until_back(weak, rank, rejoin_s, rj, "a new process for this rank");
+      knock_until_back(on_failure.weak, rank, on_failure.rejoin_s, on_failure.rj, "a new process for this rank");
       return;
     }
     barrier(sys, *jb, 0);
