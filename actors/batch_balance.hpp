@@ -29,9 +29,9 @@ struct speed_sample {
 /// A worker's steps since the last round, each timed on its own. What goes
 /// to the others (take()) is charged at the lower median step's time a
 /// sample: a spike in fewer than half of the window's steps (a preemption
-/// on a busy machine, a page-fault storm) does not move the split, where
-/// the mean once made a fast worker look slower than one 60 ms a step
-/// slower and halved its batch. A slowness that lasts (a slower node, an
+/// on a busy machine, a page-fault storm) does not move the split: a mean
+/// would let one held-up step make a fast worker look slower than a slow
+/// one and halve its batch. A slowness that lasts (a slower node, an
 /// emulated slowdown, a slow spell) is in most steps and counts in full.
 class speed_window {
  public:

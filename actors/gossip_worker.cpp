@@ -146,6 +146,42 @@ void finish_gossip(gossip_actor* self) {
   st.finish(self, {}, true);
 }
 
+/// AD-PSGD: average with one random neighbour's x_j through its mixer,
+/// which does the same on its side whatever that neighbour is doing.
+void average_with_one(gossip_actor* self) {
+  auto& st = self->state;
+  const int peer = st.cfg.graph[std::uniform_int_distribution<std::size_t>(0, st.cfg.graph.size() - 1)(st.pick)];
+  slice mine;
+  {
+    std::lock_guard<std::mutex> lk(st.store->mu);
+    mine = copy_of(st.store->x);
+  }
+  auto no_average = [=](caf::error&) { // the neighbour has finished: no average this step
+    mix_and_apply(self->state, nullptr);
+    next_step(self);
+  };
+  const auto ticket = st.requests.open(no_average);
+  self->request(st.mixers.at(peer), st.request_timeout(), gossip_atom::value, st.cfg.rank, mine)
+    .then(
+      [=](const slice& theirs) {
+        auto& s = self->state;
+        if (!s.requests.close(ticket))
+          return; // given up already
+        if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
+          log::warn("{}AD-PSGD: rank {} replied with {} parameters, expected {}", s.who(), peer, theirs.numel(),
+                    s.store->x.numel());
+          mix_and_apply(s, nullptr);
+        } else
+          mix_and_apply(s, &theirs);
+        s.add_wait(s.since(s.phase));
+        next_step(self);
+      },
+      [=](caf::error& err) {
+        if (self->state.requests.close(ticket))
+          no_average(err);
+      });
+}
+
 void begin_step(gossip_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
@@ -168,47 +204,16 @@ void begin_step(gossip_actor* self) {
     next_step(self);
     return;
   }
-  if (!async) { // D-PSGD
-    st.trainer->apply();
-    auto mine = params_copy(st); // one read-only snapshot shared by all neighbours
-    for (int r : st.cfg.graph)
-      self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
-    st.exchanging = true;
-    try_mix(self);
+  if (async) {
+    average_with_one(self);
     return;
   }
-  // AD-PSGD: average with one random neighbour's x_j through its mixer,
-  // which does the same on its side whatever that neighbour is doing.
-  const int peer = st.cfg.graph[std::uniform_int_distribution<std::size_t>(0, st.cfg.graph.size() - 1)(st.pick)];
-  slice mine;
-  {
-    std::lock_guard<std::mutex> lk(st.store->mu);
-    mine = copy_of(st.store->x);
-  }
-  auto no_average = [=](caf::error&) { // the neighbour has finished: no average this step
-    mix_and_apply(self->state, nullptr);
-    next_step(self);
-  };
-  const auto ticket = st.requests.open(no_average);
-  self->request(st.mixers.at(peer), st.request_timeout(), gossip_atom::value, st.cfg.rank, mine)
-    .then(
-      [=](const slice& theirs) {
-        auto& s = self->state;
-        if (!s.requests.close(ticket))
-          return; // given up already
-        if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
-          log::warn("{}AD-PSGD: rank {} replied with {} parameters, expected {}",
-            s.who(), peer, theirs.numel(), s.store->x.numel());
-          mix_and_apply(s, nullptr);
-        } else
-          mix_and_apply(s, &theirs);
-        s.add_wait(s.since(s.phase));
-        next_step(self);
-      },
-      [=](caf::error& err) {
-        if (self->state.requests.close(ticket))
-          no_average(err);
-      });
+  st.trainer->apply(); // D-PSGD
+  auto mine = params_copy(st); // one read-only snapshot shared by all neighbours
+  for (int r : st.cfg.graph)
+    self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
+  st.exchanging = true;
+  try_mix(self);
 }
 
 /// A worker was lost: its neighbours leave it out of their graph, with

@@ -320,9 +320,9 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   return {{}, staleness};
 }
 
-caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
-  auto& s = self->state;
-  refuse_unexpected(self, "shard " + std::to_string(cfg.id));
+/// The shard's state before its first message: its range from `initial`
+/// (or a rebuilt shard's version and clocks), the buffers its mode needs.
+void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.cfg = cfg;
   s.copies.emplace(cfg.snapshot_every_versions, "shard " + std::to_string(cfg.id));
   s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
@@ -345,48 +345,75 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     s.clocks = cfg.first_clocks;
     s.live = cfg.first_live;
   }
-  if (cfg.resume) {
-    try {
-      restore(s, *cfg.resume);
-    } catch (const std::exception& e) {
-      self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));
-      return {};
-    }
+  if (cfg.resume)
+    restore(s, *cfg.resume);
+}
+
+/// (snapshot_atom, version): the shard's part of a checkpoint at
+/// `version`, kept or awaited; -1: as it is now.
+caf::result<std::string, slice> on_snapshot_request(shard_actor* self, std::int64_t version) {
+  auto& st = self->state;
+  if (version < 0) {
+    auto [m, f] = shard_copies::as_reply(take_snapshot(st));
+    return {m, f};
+  }
+  if (const auto* k = st.copies->find(version)) {
+    auto [m, f] = shard_copies::as_reply(*k);
+    st.copies->taken(version);
+    return {m, f};
+  }
+  if (st.copies->will_keep(version, st.version)) {
+    auto rp = self->make_response_promise();
+    st.copies->wait(version, rp);
+    return rp;
+  }
+  return caf::make_error(caf::sec::invalid_argument, st.copies->missing(version, st.version));
+}
+
+/// A pull, answered now or once the version and the slowest clock allow.
+caf::result<std::int64_t, slice, double> on_pull(shard_actor* self, int rank, std::int64_t min_version,
+                                                 std::int64_t min_clock) {
+  auto& st = self->state;
+  if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "shard " + std::to_string(st.cfg.id) + ": pull from unknown rank " + std::to_string(rank));
+  if (ready(st, min_version, min_clock))
+    return {st.version, answer(st, rank), 0.0};
+  auto rp = self->make_response_promise();
+  st.waiting.push_back({rank, min_version, min_clock, rp, now_on(st.cfg.vclock.get())});
+  return rp;
+}
+
+/// A push whose reply carries the parameters after it (async shards only).
+caf::result<std::int64_t, std::int64_t, slice> on_push_pull(shard_actor* self, int rank, std::int64_t base_version,
+                                                            std::int64_t step, std::int64_t samples, slice grad) {
+  auto& st = self->state;
+  if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
+                             " to a " + (st.cfg.ps.sync ? "sync" : "local-SGD") + " shard (async only)");
+  auto out = take_push(st, rank, base_version, step, samples, grad);
+  if (!out.error.empty())
+    return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
+  return {out.staleness, st.version, answer(st, rank)};
+}
+
+caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
+  refuse_unexpected(self, "shard " + std::to_string(cfg.id));
+  try {
+    init_shard(self->state, cfg, std::move(initial));
+  } catch (const std::exception& e) {
+    self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));
+    return {};
   }
   return {
-    [=](snapshot_atom, std::int64_t version) -> caf::result<std::string, slice> {
-      auto& st = self->state;
-      if (version < 0) {
-        auto [m, f] = shard_copies::as_reply(take_snapshot(st));
-        return {m, f};
-      }
-      if (const auto* k = st.copies->find(version)) {
-        auto [m, f] = shard_copies::as_reply(*k);
-        st.copies->taken(version);
-        return {m, f};
-      }
-      if (st.copies->will_keep(version, st.version)) {
-        auto rp = self->make_response_promise();
-        st.copies->wait(version, rp);
-        return rp;
-      }
-      return caf::make_error(caf::sec::invalid_argument, st.copies->missing(version, st.version));
-    },
+    [=](snapshot_atom, std::int64_t version) { return on_snapshot_request(self, version); },
     [=](pin_atom, std::int64_t version) {
       auto& st = self->state;
       st.copies->pin(version, st.version, [&] { return take_snapshot(st); });
     },
-    [=](pull_atom, int rank, std::int64_t min_version,
-        std::int64_t min_clock) -> caf::result<std::int64_t, slice, double> {
-      auto& st = self->state;
-      if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
-        return caf::make_error(caf::sec::invalid_argument,
-                               "shard " + std::to_string(st.cfg.id) + ": pull from unknown rank " + std::to_string(rank));
-      if (ready(st, min_version, min_clock))
-        return {st.version, answer(st, rank), 0.0};
-      auto rp = self->make_response_promise();
-      st.waiting.push_back({rank, min_version, min_clock, rp, now_on(st.cfg.vclock.get())});
-      return rp;
+    [=](pull_atom, int rank, std::int64_t min_version, std::int64_t min_clock) {
+      return on_pull(self, rank, min_version, min_clock);
     },
     [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
       -> caf::result<std::int64_t, std::int64_t> {
@@ -395,17 +422,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
         return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
       return {out.staleness, self->state.version};
     },
-    [=](push_pull_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
-      -> caf::result<std::int64_t, std::int64_t, slice> {
-      auto& st = self->state;
-      if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
-        return caf::make_error(caf::sec::invalid_argument,
-                               "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
-                                 " to a " + (st.cfg.ps.sync ? "sync" : "local-SGD") + " shard (async only)");
-      auto out = take_push(st, rank, base_version, step, samples, grad);
-      if (!out.error.empty())
-        return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
-      return {out.staleness, st.version, answer(st, rank)};
+    [=](push_pull_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad) {
+      return on_push_pull(self, rank, base_version, step, samples, std::move(grad));
     },
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
       reform(self->state, generation, survivors);

@@ -38,54 +38,62 @@ void guarded(peer_actor* self, std::int64_t round, F fn) {
   }
 }
 
-caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
+/// A bucket reduced by the last ring it goes through: to the worker.
+void to_worker(peer_actor* self, ring_allreduce::done_info d) {
+  self->send(self->state.worker, reduced_atom::value, d.round, d.bucket, std::move(d.result), d.wait_seconds);
+}
+
+/// The group's result: flat rings and leaders of a one-group hierarchy are
+/// done; a leader carries the group sum to the leaders' ring; other members
+/// wait for their leader's broadcast instead.
+void on_group_done(peer_actor* self, ring_allreduce::done_info d) {
+  auto& st = self->state;
+  if (!st.cfg.hierarchical) {
+    to_worker(self, std::move(d));
+    return;
+  }
+  if (!leader(st))
+    return;
+  const auto key = std::make_pair(d.round, d.bucket);
+  auto held = st.local.at(key);
+  auto view = held.first;
+  const auto scale = held.second;
+  st.local.erase(key);
+  const std::size_t begin = st.cfg.buckets[static_cast<std::size_t>(d.bucket)].first;
+  for (const auto& p : d.result) // the group sum, into the leader's own bucket view
+    if (p.data.data() != view.data() + (p.offset - begin))
+      std::memcpy(view.data() + (p.offset - begin), p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
+  guarded(self, d.round, [&] { st.leaders->start(self, d.round, d.bucket, view, scale); });
+}
+
+/// The leaders' ring is done: the leader broadcasts to its members.
+void on_leaders_done(peer_actor* self, ring_allreduce::done_info d) {
+  auto& st = self->state;
+  if (st.leaders->size() == 1) // the result is the leader's own gradient buffer: share a copy
+    for (auto& p : d.result) {
+      auto copy = slice::empty({p.data.numel()});
+      std::memcpy(copy.data(), p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
+      p.data = copy;
+    }
+  for (const auto& m : st.members)
+    self->send(m, reduced_atom::value, d.round, d.bucket, d.result, d.wait_seconds);
+  to_worker(self, std::move(d));
+}
+
+/// The peer's rings: its group's, and a leader's ring of the leaders.
+void init_peer(peer_actor* self, const ring_peer_config& cfg) {
   auto& s = self->state;
-  refuse_unexpected(self, "ring peer " + std::to_string(cfg.rank));
   s.cfg = cfg;
   const int ring_size = cfg.hierarchical ? cfg.group_size : cfg.world;
   const int ring_pos = cfg.hierarchical ? cfg.group_pos : cfg.rank;
-  auto to_worker = [self](ring_allreduce::done_info d) {
-    self->send(self->state.worker, reduced_atom::value, d.round, d.bucket, std::move(d.result), d.wait_seconds);
-  };
-  // The group's result: flat rings and leaders of a one-group hierarchy are
-  // done; a leader carries the group sum to the leaders' ring; other members
-  // wait for their leader's broadcast instead.
-  auto group_done = [self, to_worker](ring_allreduce::done_info d) {
-    auto& st = self->state;
-    if (!st.cfg.hierarchical) {
-      to_worker(std::move(d));
-      return;
-    }
-    if (!leader(st))
-      return;
-    const auto key = std::make_pair(d.round, d.bucket);
-    auto held = st.local.at(key); // (not a structured binding: C++17 lambdas cannot capture one)
-    auto view = held.first;
-    const auto scale = held.second;
-    st.local.erase(key);
-    const std::size_t begin = st.cfg.buckets[static_cast<std::size_t>(d.bucket)].first;
-    for (const auto& p : d.result) // the group sum, into the leader's own bucket view
-      if (p.data.data() != view.data() + (p.offset - begin))
-        std::memcpy(view.data() + (p.offset - begin), p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
-    guarded(self, d.round, [&] { st.leaders->start(self, d.round, d.bucket, view, scale); });
-  };
-  auto leaders_done = [self, to_worker](ring_allreduce::done_info d) {
-    auto& st = self->state;
-    if (st.leaders->size() == 1) // the result is the leader's own gradient buffer: share a copy
-      for (auto& p : d.result) {
-        auto copy = slice::empty({p.data.numel()});
-        std::memcpy(copy.data(), p.data.data(), static_cast<std::size_t>(p.data.numel()) * sizeof(float));
-        p.data = copy;
-      }
-    for (const auto& m : st.members)
-      self->send(m, reduced_atom::value, d.round, d.bucket, d.result, d.wait_seconds);
-    to_worker(std::move(d));
-  };
-  s.group = std::make_unique<ring_allreduce>(ring_pos, ring_size, 0, cfg.buckets, cfg.chunk_floats, group_done);
+  s.group = std::make_unique<ring_allreduce>(ring_pos, ring_size, 0, cfg.buckets, cfg.chunk_floats,
+                                             [self](ring_allreduce::done_info d) { on_group_done(self, std::move(d)); });
   s.group->set_first_round(cfg.first_round);
   s.group->set_clock(cfg.vclock.get());
   if (leader(s)) {
-    s.leaders = std::make_unique<ring_allreduce>(cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats, leaders_done);
+    s.leaders = std::make_unique<ring_allreduce>(
+      cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats,
+      [self](ring_allreduce::done_info d) { on_leaders_done(self, std::move(d)); });
     s.leaders->set_first_round(cfg.first_round);
     s.leaders->set_clock(cfg.vclock.get());
   }
@@ -95,16 +103,25 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
     if (s.leaders)
       s.leaders->set_trace(t);
   }
+}
+
+void wire_peer(peer_actor* self, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
+  auto& st = self->state;
+  st.group->set_right(std::move(right));
+  if (st.leaders)
+    st.leaders->set_right(std::move(leader_right));
+  if (st.cfg.direct && !st.cfg.hierarchical) // flat direct allreduce: every peer, by rank
+    st.group->set_direct(std::move(members));
+  else
+    st.members = std::move(members);
+}
+
+caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
+  refuse_unexpected(self, "ring peer " + std::to_string(cfg.rank));
+  init_peer(self, cfg);
   return {
     [=](wire_atom, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
-      auto& st = self->state;
-      st.group->set_right(std::move(right));
-      if (st.leaders)
-        st.leaders->set_right(std::move(leader_right));
-      if (st.cfg.direct && !st.cfg.hierarchical) // flat direct allreduce: every peer, by rank
-        st.group->set_direct(std::move(members));
-      else
-        st.members = std::move(members);
+      wire_peer(self, std::move(right), std::move(leader_right), std::move(members));
     },
     [=](reduce_atom, std::int64_t round, int bucket, slice view, float scale) {
       auto& st = self->state;

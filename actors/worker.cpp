@@ -60,12 +60,81 @@ void after_push_pull(worker_actor* self) {
 
 void pull_from(worker_actor* self, std::size_t i, bool after_push);
 
+/// A push to shard i failed. Where shards may move (an async parameter
+/// server that rebuilds a lost rank's shards), the gradient is lost with
+/// it and the pull waits for the rebuilt shard; else the worker fails.
+void push_failed(worker_actor* self, std::size_t i, const caf::actor& target, bool with_pull, caf::error& err) {
+  auto& s = self->state;
+  if (!s.cfg.shards_may_move) {
+    s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
+    return;
+  }
+  ++s.report.dropped;
+  if (with_pull && s.cfg.shards[i] != target) // rebuilt already
+    pull_from(self, i, true);
+  else if (with_pull)
+    s.parked[i] = true;
+  else if (--s.pending == 0) {
+    s.end_step(self);
+    begin_step(self);
+  }
+}
+
+/// A push's reply: its staleness (-1: dropped, a backup worker's push came
+/// too late); the step ends once every shard has answered.
+void push_taken(worker_actor* self, std::int64_t staleness) {
+  auto& s = self->state;
+  if (staleness == -1)
+    ++s.report.dropped;
+  else if (staleness >= 0)
+    s.add_staleness(staleness);
+  if (--s.pending == 0) {
+    s.end_step(self);
+    begin_step(self);
+  }
+}
+
+/// Pushes `grad` to shard i, with the next pull in the same round trip
+/// where `with_pull`.
+void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
+  auto& st = self->state;
+  const caf::actor target = st.cfg.shards[i];
+  auto failed = [=](caf::error& err) { push_failed(self, i, target, with_pull, err); };
+  const auto ticket = st.requests.open(failed);
+  auto given_up = [=](caf::error& err) {
+    if (self->state.requests.close(ticket))
+      failed(err);
+  };
+  const auto samples = static_cast<std::int64_t>(st.bt.size);
+  if (with_pull) {
+    self->request(target, st.request_timeout(), push_pull_atom::value, st.cfg.rank, st.base_version[i], st.step,
+                  samples, grad)
+      .then(
+        [=](std::int64_t staleness, std::int64_t version, slice params) {
+          if (!self->state.requests.close(ticket))
+            return; // given up already
+          self->state.add_staleness(staleness);
+          if (take_params(self, i, version, params))
+            after_push_pull(self);
+        },
+        given_up);
+    return;
+  }
+  self->request(target, st.request_timeout(), push_atom::value, st.cfg.rank, st.base_version[i], st.step, samples,
+                grad)
+    .then(
+      [=](std::int64_t staleness, std::int64_t) {
+        if (self->state.requests.close(ticket)) // (else given up already)
+          push_taken(self, staleness);
+      },
+      given_up);
+}
+
 /// The parameters (local SGD) or gradients go to every shard.
 void compute_and_push(worker_actor* self) {
   auto& st = self->state;
-  models::step_result r;
   try {
-    r = st.compute();
+    st.compute();
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;
@@ -89,59 +158,7 @@ void compute_and_push(worker_actor* self) {
     const auto [b, e] = st.cfg.ranges[i];
     auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
     std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
-    const caf::actor target = st.cfg.shards[i];
-    auto failed = [=](caf::error& err) {
-      auto& s = self->state;
-      if (s.cfg.shards_may_move) { // its rank is lost: the gradient with it; the pull waits for the rebuilt shard
-        ++s.report.dropped;
-        if (with_pull && s.cfg.shards[i] != target) // rebuilt already
-          pull_from(self, i, true);
-        else if (with_pull)
-          s.parked[i] = true;
-        else if (--s.pending == 0) {
-          s.end_step(self);
-          begin_step(self);
-        }
-        return;
-      }
-      s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
-    };
-    const auto ticket = st.requests.open(failed);
-    auto given_up = [=](caf::error& err) {
-      if (self->state.requests.close(ticket))
-        failed(err);
-    };
-    if (with_pull) {
-      self->request(st.cfg.shards[i], st.request_timeout(), push_pull_atom::value, st.cfg.rank, st.base_version[i],
-                    st.step, static_cast<std::int64_t>(st.bt.size), grad)
-        .then(
-          [=](std::int64_t staleness, std::int64_t version, slice params) {
-            if (!self->state.requests.close(ticket))
-              return; // given up already
-            self->state.add_staleness(staleness);
-            if (take_params(self, i, version, params))
-              after_push_pull(self);
-          },
-          given_up);
-      continue;
-    }
-    self->request(st.cfg.shards[i], st.request_timeout(), push_atom::value, st.cfg.rank, st.base_version[i], st.step,
-                  static_cast<std::int64_t>(st.bt.size), grad)
-      .then(
-        [=](std::int64_t staleness, std::int64_t) {
-          auto& s = self->state;
-          if (!s.requests.close(ticket))
-            return; // given up already
-          if (staleness == -1)
-            ++s.report.dropped; // backup workers: this push came too late
-          else if (staleness >= 0)
-            s.add_staleness(staleness);
-          if (--s.pending == 0) {
-            s.end_step(self);
-            begin_step(self);
-          }
-        },
-        given_up);
+    push_to(self, i, std::move(grad), with_pull);
   }
   st.await_mail(self); // the replies (cfg.spin_wait)
 }

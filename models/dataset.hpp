@@ -31,9 +31,8 @@ struct dataset {
 
 /// Reads an IDX image file (magic 0x00000803) and label file (0x00000801).
 /// Files may be gzipped. `classes` bounds the label values. `limit` > 0:
-/// only the first `limit` samples are read (data.train_subset: a run on
-/// 3,000 images no longer inflates and converts all 60,000); what lies
-/// past them is not read, so not checked.
+/// only the first `limit` samples are inflated and converted
+/// (data.train_subset); what lies past them is not read, so not checked.
 dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes = 10,
                  std::int64_t limit = 0);
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -106,123 +107,177 @@ int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(
 
 } // namespace
 
-int launch_local(int n, const std::vector<std::string>& args, int restarts) {
-  check(n >= 1 && n <= 256, "--procs " + std::to_string(n) + ": choose 1..256 processes");
-  const std::string exe = self_exe();
-  const auto [listener, port] = rendezvous_listener();
-  const std::string rendezvous = "127.0.0.1:" + std::to_string(port);
-  const char* tok = std::getenv("GRADWIRE_TOKEN");
-  const std::string token = tok && *tok ? tok : fresh_token();
-  struct sigaction sa {};
-  sa.sa_handler = on_launcher_signal; // no SA_RESTART: waitpid returns to forward it
-  ::sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  const pid_t launcher = ::getpid();
-  // A pipe to rank 0: the launcher sees a rank die at once (waitpid) and
-  // tells rank 0, which need not wait for the liveness bound to notice.
-  int deaths[2] = {-1, -1};
-  if (::pipe2(deaths, O_CLOEXEC) != 0)
-    deaths[0] = deaths[1] = -1;
-  struct sigaction no_pipe {}, old_pipe {};
-  no_pipe.sa_handler = SIG_IGN; // rank 0 gone: the write fails, and the launcher goes on
-  ::sigemptyset(&no_pipe.sa_mask);
-  ::sigaction(SIGPIPE, &no_pipe, &old_pipe);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    const pid_t pid = ::fork();
-    check(pid >= 0, std::string("fork: ") + std::strerror(errno));
-    if (pid == 0)
-      exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0], listener, false);
-    pids.push_back(pid);
+namespace {
+
+/// The launcher's signal handlers while its job runs: SIGINT and SIGTERM
+/// are forwarded to every rank once each; SIGPIPE is ignored (rank 0 gone:
+/// a write to it fails, and the launcher goes on). The caller's come back
+/// at the end.
+struct launcher_signals {
+  struct sigaction old_int {}, old_term {}, old_pipe {};
+  launcher_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_launcher_signal; // no SA_RESTART: waitpid returns to forward it
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int);
+    ::sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction no_pipe {};
+    no_pipe.sa_handler = SIG_IGN;
+    ::sigemptyset(&no_pipe.sa_mask);
+    ::sigaction(SIGPIPE, &no_pipe, &old_pipe);
   }
-  if (deaths[0] >= 0)
-    ::close(deaths[0]);
-  ::close(listener); // rank 0 has it
-  auto signal_all = [&](int sig) {
+  launcher_signals(const launcher_signals&) = delete;
+  launcher_signals& operator=(const launcher_signals&) = delete;
+  /// The caller's handlers again; a caller that handles the signal (a
+  /// sweep stopping after this point) hears of the one forwarded.
+  void restore(int forwarded) {
+    ::sigaction(SIGPIPE, &old_pipe, nullptr);
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    const auto& old = forwarded == SIGINT ? old_int : old_term;
+    if (forwarded != 0 && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+      ::raise(forwarded);
+  }
+};
+
+/// A job of local processes, one a rank. The job decides what a rank's
+/// death means (a sync job fails naming it, an async parameter server
+/// carries on): only rank 0's end, or a signal, ends the others, after a
+/// grace period to leave on their own.
+struct local_job {
+  local_job(int ranks, std::string program, std::string address, std::string job_token,
+            const std::vector<std::string>& arguments, int restarts_left)
+      : n(ranks), exe(std::move(program)), rendezvous(std::move(address)), token(std::move(job_token)),
+        args(arguments), restarts(restarts_left) {}
+  int n = 0;
+  std::string exe, rendezvous, token;
+  const std::vector<std::string>& args;
+  int restarts = 0;
+  pid_t launcher = ::getpid();
+  /// A pipe to rank 0: the launcher sees a rank die at once (waitpid) and
+  /// tells rank 0, which need not wait for the liveness bound to notice.
+  int deaths[2] = {-1, -1};
+  std::vector<pid_t> pids;
+  int rank0_code = -1, first_failure = 0, alive = 0, forwarded = 0;
+  bool ending = false;
+  std::chrono::steady_clock::time_point term_at{}, kill_at{};
+
+  void start(int listener) {
+    if (::pipe2(deaths, O_CLOEXEC) != 0)
+      deaths[0] = deaths[1] = -1;
+    for (int r = 0; r < n; ++r) {
+      const pid_t pid = ::fork();
+      check(pid >= 0, std::string("fork: ") + std::strerror(errno));
+      if (pid == 0)
+        exec_rank(r, n, exe, args, rendezvous, token, launcher, deaths[0], listener, false);
+      pids.push_back(pid);
+    }
+    alive = n;
+    if (deaths[0] >= 0)
+      ::close(deaths[0]);
+    ::close(listener); // rank 0 has it
+  }
+
+  void signal_all(int sig) const {
     for (pid_t p : pids)
       if (p > 0)
         ::kill(p, sig);
-  };
-  // The job decides what a rank's death means (a sync job fails naming it,
-  // an async parameter server carries on): only rank 0's end, or a
-  // signal, ends the others, after a grace period to leave on their own.
-  int rank0_code = -1, first_failure = 0, alive = n;
-  std::chrono::steady_clock::time_point term_at{}, kill_at{};
-  bool ending = false;
-  int forwarded = 0;
-  while (alive > 0) {
-    int st = 0;
-    const pid_t pid = ::waitpid(-1, &st, ending ? WNOHANG : 0);
-    if (pid > 0) {
-      --alive;
-      int rank = 0;
-      for (std::size_t i = 0; i < pids.size(); ++i)
-        if (pids[i] == pid) {
-          rank = static_cast<int>(i);
-          pids[i] = -1;
-        }
-      const int code = exit_code(st);
-      if (code != 0 && first_failure == 0)
-        first_failure = code;
-      if (rank == 0) {
-        rank0_code = code;
-        ending = true; // the others follow rank 0 (they stop once it is gone); make sure they do
-        term_at = std::chrono::steady_clock::now() + std::chrono::seconds(code == 0 ? 30 : 5);
-        kill_at = term_at + std::chrono::seconds(5);
-      } else if (code != 0 && forwarded == 0) {
-        log::warn("rank {} {} {}; rank 0 decides whether the job goes on",
-          rank, WIFEXITED(st) ? "exited with status" : "was killed by signal", WIFEXITED(st) ? code : WTERMSIG(st));
-        if (deaths[1] >= 0) {
-          const auto line = std::to_string(rank) + " " + (WIFEXITED(st) ? "exited with status " : "was killed by signal ") +
-                            std::to_string(WIFEXITED(st) ? code : WTERMSIG(st)) + "\n";
-          [[maybe_unused]] const auto w = ::write(deaths[1], line.data(), line.size()); // rank 0 gone: nothing to tell
-        }
-        if (restarts > 0 && !ending) { // a new process for it, which asks rank 0 to be let in
-          --restarts;
-          log::info("starting rank {} again ({} restart(s) left)", rank, restarts);
-          const pid_t again = ::fork();
-          if (again == 0)
-            exec_rank(rank, n, exe, args, rendezvous, token, launcher, -1, -1, true);
-          if (again > 0) {
-            pids[static_cast<std::size_t>(rank)] = again;
-            ++alive;
-          }
-        }
-      }
-      continue;
+  }
+
+  /// Rank `rank` ended with status `st`.
+  void exited(int rank, int st) {
+    const int code = exit_code(st);
+    if (code != 0 && first_failure == 0)
+      first_failure = code;
+    if (rank == 0) {
+      rank0_code = code;
+      ending = true; // the others follow rank 0 (they stop once it is gone); make sure they do
+      term_at = std::chrono::steady_clock::now() + std::chrono::seconds(code == 0 ? 30 : 5);
+      kill_at = term_at + std::chrono::seconds(5);
+      return;
     }
-    if (pid < 0 && errno != EINTR)
-      break;
-    if (const int sig = forward_signal.exchange(0)) {
-      signal_all(sig); // once per signal received, to every rank
-      forwarded = sig;
-      continue;
+    if (code == 0 || forwarded != 0)
+      return;
+    const bool by_exit = WIFEXITED(st);
+    const int what = by_exit ? code : WTERMSIG(st);
+    log::warn("rank {} {} {}; rank 0 decides whether the job goes on", rank,
+              by_exit ? "exited with status" : "was killed by signal", what);
+    if (deaths[1] >= 0) {
+      const auto line = std::to_string(rank) + (by_exit ? " exited with status " : " was killed by signal ") +
+                        std::to_string(what) + "\n";
+      [[maybe_unused]] const auto w = ::write(deaths[1], line.data(), line.size()); // rank 0 gone: nothing to tell
     }
-    if (ending) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now > kill_at)
-        signal_all(SIGKILL);
-      else if (now > term_at) {
-        signal_all(SIGTERM);
-        term_at = kill_at;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (restarts > 0 && !ending)
+      restart(rank);
+  }
+
+  /// A new process for a lost rank, which asks rank 0 to be let in.
+  void restart(int rank) {
+    --restarts;
+    log::info("starting rank {} again ({} restart(s) left)", rank, restarts);
+    const pid_t again = ::fork();
+    if (again == 0)
+      exec_rank(rank, n, exe, args, rendezvous, token, launcher, -1, -1, true);
+    if (again > 0) {
+      pids[static_cast<std::size_t>(rank)] = again;
+      ++alive;
     }
   }
-  if (deaths[1] >= 0)
-    ::close(deaths[1]);
-  ::sigaction(SIGPIPE, &old_pipe, nullptr);
-  // The caller's own handlers again; a caller that handles the signal (a
-  // sweep stopping after this point) hears of the one forwarded.
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  const auto& old = forwarded == SIGINT ? old_int : old_term;
-  if (forwarded != 0 && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
-    ::raise(forwarded);
+
+  /// Rank 0 has ended: the others get SIGTERM after the grace period, then SIGKILL.
+  void hurry() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > kill_at)
+      signal_all(SIGKILL);
+    else if (now > term_at) {
+      signal_all(SIGTERM);
+      term_at = kill_at;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  /// Until every rank has ended.
+  void wait() {
+    while (alive > 0) {
+      int st = 0;
+      const pid_t pid = ::waitpid(-1, &st, ending ? WNOHANG : 0);
+      if (pid > 0) {
+        --alive;
+        const auto it = std::find(pids.begin(), pids.end(), pid);
+        const int rank = it == pids.end() ? 0 : static_cast<int>(it - pids.begin());
+        if (it != pids.end())
+          *it = -1;
+        exited(rank, st);
+        continue;
+      }
+      if (pid < 0 && errno != EINTR)
+        break;
+      if (const int sig = forward_signal.exchange(0)) {
+        signal_all(sig); // once per signal received, to every rank
+        forwarded = sig;
+        continue;
+      }
+      if (ending)
+        hurry();
+    }
+    if (deaths[1] >= 0)
+      ::close(deaths[1]);
+  }
+};
+
+} // namespace
+
+int launch_local(int n, const std::vector<std::string>& args, int restarts) {
+  check(n >= 1 && n <= 256, "--procs " + std::to_string(n) + ": choose 1..256 processes");
+  const auto [listener, port] = rendezvous_listener();
+  const char* tok = std::getenv("GRADWIRE_TOKEN");
+  local_job job(n, self_exe(), "127.0.0.1:" + std::to_string(port), tok && *tok ? tok : fresh_token(), args, restarts);
+  launcher_signals signals;
+  job.start(listener);
+  job.wait();
+  signals.restore(job.forwarded);
   // The job's outcome is rank 0's, which writes the results.
-  return rank0_code >= 0 ? rank0_code : first_failure;
+  return job.rank0_code >= 0 ? job.rank0_code : job.first_failure;
 }
 
 } // namespace gradwire::scheduler

@@ -201,6 +201,48 @@ bool waits_for_fetch(const topology_setup& setup) {
 
 } // namespace
 
+namespace {
+
+/// Across processes every mode goes on without a lost worker: its shards
+/// complete versions (sync, local SGD) and clocks (SSP) with the
+/// survivors; an async server also rebuilds a lost rank's shards.
+elastic_plan ps_elastic(caf::actor_system& sys, const topology_setup& setup, shard_set& shards) {
+  elastic_plan elastic;
+  elastic.tell_survivors = true;
+  elastic.shards = shards.handles;
+  elastic.min_workers = std::max(setup.min_workers, setup.ps.backup + 1); // a version needs a push
+  elastic.why_not = setup.min_workers == 0 ? "train.min_workers = 0"
+                    : setup.ps.spread_shards && !shards_may_move(setup)
+                      ? "with topology.shard_placement = \"spread\" a lost rank takes its shards with it, and only "
+                        "an asynchronous server rebuilds them (place them on rank 0 for a job that goes on)"
+                      : "";
+  if (shards_may_move(setup))
+    rebuild_hooks(sys, setup, shards, elastic);
+  elastic.on = elastic.why_not.empty() && setup.workers > 1;
+  return elastic;
+}
+
+/// In one process (or virtual time): every worker here, `local_workers`.
+coordination run_ps_here(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
+                         const models::dataset& data, shard_set& shards, stop_on_throw& guard,
+                         std::vector<caf::actor>& local_workers, const progress_fn& on_progress,
+                         const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
+  if (setup.sim) // virtual time: the shards on host 0, or shard i on host i mod hosts ("spread")
+    for (std::size_t i = 0; i < shards.handles.size(); ++i)
+      shards.handles[i] = setup.sim->place(
+        shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0);
+  std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
+  for (int r = 0; r < setup.workers; ++r) {
+    local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
+    if (!setup.sim)
+      guard.add(local_workers.back());
+    handles.push_back(place_here(setup, local_workers.back(), r, true));
+  }
+  return coordinate_here(self, setup, handles, on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles));
+}
+
+} // namespace
+
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
@@ -223,25 +265,11 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   if (setup.node) {
     // An async parameter server waits for no worker: it carries on without one whose process failed.
     const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
-    // Every mode goes on without a lost worker: its shards complete
-    // versions (sync, local SGD) and clocks (SSP) with the survivors.
-    elastic_plan elastic;
-    elastic.tell_survivors = true;
-    elastic.shards = shards.handles;
-    elastic.min_workers = std::max(setup.min_workers, setup.ps.backup + 1); // a version needs a push
-    elastic.why_not = setup.min_workers == 0 ? "train.min_workers = 0"
-                      : setup.ps.spread_shards && !shards_may_move(setup)
-                        ? "with topology.shard_placement = \"spread\" a lost rank takes its shards with it, and only "
-                          "an asynchronous server rebuilds them (place them on rank 0 for a job that goes on)"
-                        : "";
-    if (shards_may_move(setup))
-      rebuild_hooks(sys, setup, shards, elastic);
-    elastic.on = elastic.why_not.empty() && setup.workers > 1;
     const int rank = setup.node->rank();
     auto got = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, ps_worker(setup, data, shards, rank, to)); },
       [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
-      on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles), elastic);
+      on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles), ps_elastic(sys, setup, shards));
     if (!got) { // not rank 0: its worker is done
       if (waits_for_fetch(setup))
         setup.sync_ranks(shards_fetched);
@@ -249,20 +277,8 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
       return {};
     }
     c = std::move(*got);
-  } else {
-    if (setup.sim) // virtual time: the shards on host 0, or shard i on host i mod hosts ("spread")
-      for (std::size_t i = 0; i < shards.handles.size(); ++i)
-        shards.handles[i] = setup.sim->place(
-          shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0);
-    std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
-    for (int r = 0; r < setup.workers; ++r) {
-      local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
-      if (!setup.sim)
-        guard.add(local_workers.back());
-      handles.push_back(place_here(setup, local_workers.back(), r, true));
-    }
-    c = coordinate_here(self, setup, handles, on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles));
-  }
+  } else
+    c = run_ps_here(sys, self, setup, data, shards, guard, local_workers, on_progress, on_metrics, stop);
   if (!setup.sim) // in virtual time they are done, and every actor ends with the shards below
     stop_actors(self, local_workers);
   if (!c.failure.empty()) {
