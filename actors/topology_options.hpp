@@ -38,8 +38,14 @@ struct ps_options {
   bool uses_push_pull() const { return push_pull && !sync && !local_sgd() && staleness_bound < 0; }
 };
 
+/// How ring and hierarchical workers sum their buckets across processes
+/// (topology.allreduce): through the job's collective communicator, or
+/// through ring peer actors; automatic picks per job (scheduler/app).
+enum class allreduce_path { automatic, actors, collective };
+
 /// Ring and hierarchical allreduce.
 struct ring_options {
+  allreduce_path path = allreduce_path::automatic;
   std::size_t bucket_floats = 1 << 20; ///< gradient bucket size
   std::size_t chunk_floats = 1 << 18;  ///< largest message
   bool overlap = false;                ///< start a bucket's allreduce during backward (peer actors)

@@ -16,7 +16,9 @@
 # one process has a spare CPU for it). A fourth line runs gradwire's
 # 2 processes over TCP only (transport.tls = "tcp", every byte copied, no
 # shared-memory references): the path DDP's gloo takes, its TCP over
-# loopback.
+# loopback. A fifth sums the 2 processes' buckets through the collective
+# communicator (topology.allreduce = "collective") instead of the ring of
+# actors that "auto" takes on one host.
 #
 #   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
 set -euo pipefail
@@ -30,11 +32,12 @@ $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh -
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-gw_run() { # procs [tag] -> samples/s (training only, from summary.json); tag "tcp": TCP only
+gw_run() { # procs [tag] -> samples/s (training only, from summary.json); tag "tcp": TCP only; "coll": the communicator
   local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set train.eval_every=1000
               --set topology.workers=$1 --out "$tmp/gw$1${2:-}")
   [[ $1 -gt 1 ]] && args+=(--procs $1)
   [[ ${2:-} == tcp ]] && args+=(--set 'transport.tls="tcp"' --set transport.shm_refs=false)
+  [[ ${2:-} == coll ]] && args+=(--set 'topology.allreduce="collective"')
   "$GW" "${args[@]}" >/dev/null
   $PY -c "import json; print(json.load(open('$tmp/gw$1${2:-}/summary.json'))['samples_per_sec'])"
 }
@@ -45,7 +48,7 @@ gw_pair() { # two independent 1-worker processes at once -> their aggregate samp
   $PY -c "import json; print(sum(json.load(open('$tmp/gw1'+d+'/summary.json'))['samples_per_sec'] for d in ('pa', 'pb')))"
 }
 declare -A G T
-I= C=
+I= C= K=
 for r in $(seq "$ROUNDS"); do
   for p in 1 2; do
     G[$p]+="$(gw_run $p) "
@@ -53,6 +56,7 @@ for r in $(seq "$ROUNDS"); do
   done
   I+="$(gw_pair) "
   C+="$(gw_run 2 tcp) "
+  K+="$(gw_run 2 coll) "
   echo "round $r/$ROUNDS done" >&2
 done
 printf "%-10s %12s %12s %12s\n" "" "1 process" "2 processes" "efficiency"
@@ -67,3 +71,6 @@ printf "%-10s %12.0f %12.0f %11.1f%%   (2 independent 1-worker processes at once
 mc=$(echo $C | tr ' ' '\n' | median)
 printf "%-10s %12.0f %12.0f %11.1f%%   (gradwire's ring over TCP only, every byte copied: gloo's path)\n" \
   "gw tcp" "$m1" "$mc" "$(echo "$mc / 2 / $m1 * 100" | bc -l)"
+mk=$(echo $K | tr ' ' '\n' | median); mg=$(echo ${G[2]} | tr ' ' '\n' | median)
+printf "%-10s %12.0f %12.0f %11.1f%%   (buckets summed by the collective communicator, shared memory: actors' ring / it %.2f)\n" \
+  "gw coll" "$m1" "$mk" "$(echo "$mk / 2 / $m1 * 100" | bc -l)" "$(echo "$mg / $mk" | bc -l)"

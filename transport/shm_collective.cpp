@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -78,6 +79,7 @@ struct shm_allreduce::impl {
   std::vector<std::unique_ptr<shm_mapping>> peers; ///< by group index; this rank's is null
   std::uint64_t piece = 0;
   bool broken = false;
+  std::atomic<bool> aborted{false}; ///< abort(): the next look in a wait fails
 
   header* own() { return reinterpret_cast<header*>(mine->base()); }
   float* own_half(int h) {
@@ -116,6 +118,8 @@ struct shm_allreduce::impl {
           continue;
         if (load(&hdr(q)->aborted) != 0)
           fail(who(q) + " gave up (its allreduce failed) at piece " + std::to_string(g));
+        if (aborted.load(std::memory_order_relaxed))
+          fail("the job lost a rank: the collective is given up");
         // (Looked at again after the clock: a thread held off the CPU past
         // the timeout must not blame a rank that wrote meanwhile.)
         if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms) && load(f) < g)
@@ -289,6 +293,8 @@ void shm_allreduce::connect(const std::vector<std::string>& names, const std::ve
 }
 
 void shm_allreduce::unlink() { p_->mine->unlink(); }
+
+void shm_allreduce::abort() { p_->aborted.store(true, std::memory_order_relaxed); }
 
 void shm_allreduce::allreduce(float* data, std::size_t n, const across_fn& across) {
   impl& m = *p_;

@@ -88,6 +88,10 @@ public:
   /// The most calls to `across` any rank makes for n floats cut in
   /// `owners` segments (owners' counts differ where a slice is empty).
   static std::size_t pieces(std::size_t n, int owners);
+  /// Makes a wait in allreduce, now or later, fail at once (any thread):
+  /// the job lost a rank, and its peers must not wait out their timeout.
+  void abort();
+
   /// Removes this rank's segment from /dev/shm (peers that mapped it keep
   /// it); after the first allreduce every peer has.
   void unlink();

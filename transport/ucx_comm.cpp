@@ -177,9 +177,10 @@ allreduce_algo ucx_comm::choose(std::size_t n) const {
 }
 
 void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
-  if (p_->broken || (p_->size > 1 && !p_->connected)) // (no message built on the hot path)
+  if (p_->broken || p_->aborted.load(std::memory_order_relaxed) ||
+      (p_->size > 1 && !p_->connected)) // (no message built on the hot path)
     throw error("allreduce (rank " + std::to_string(p_->rank) + "): the communicator " +
-                (p_->broken ? "failed earlier" : "is not connected"));
+                (p_->broken ? "failed earlier" : p_->aborted.load() ? "was given up" : "is not connected"));
   if (p_->size == 1 || n == 0)
     return;
   if (algo == allreduce_algo::automatic)
@@ -227,6 +228,18 @@ void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
     comm_algorithms::halving_doubling(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
   else
     comm_algorithms::recursive_doubling(*p_, p_->rank, p_->size, data, n, p_->tmp.data());
+}
+
+void ucx_comm::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(p_->abort_mu);
+    if (p_->aborted.load())
+      return;
+    p_->abort_why = why;
+  }
+  p_->aborted.store(true);
+  if (p_->shm)
+    p_->shm->abort();
 }
 
 void ucx_comm::barrier() {

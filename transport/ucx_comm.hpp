@@ -135,6 +135,10 @@ public:
   allreduce_algo choose(std::size_t n) const;
   /// Waits until every rank has entered (an allreduce of one float).
   void barrier();
+  /// Makes an allreduce in progress on another thread, and every later
+  /// one, fail at once with `why` (the job lost a rank: a peer blocked in
+  /// a sum must not wait out timeout_ms). Safe from any thread.
+  void abort(const std::string& why);
 
   int rank() const;
   int size() const;

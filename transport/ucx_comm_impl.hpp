@@ -17,7 +17,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -56,6 +58,10 @@ struct ucx_comm::impl {
   /// TCP asked between the ranks of a host, one rank per host, this
   /// rank alone on its host), then null.
   std::unique_ptr<shm_allreduce> shm;
+  /// abort(): set from any thread, looked at by wait()'s idle polls.
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  std::string abort_why; ///< guarded by abort_mu
   /// Hierarchical sums (several hosts, some holding 2 or more ranks).
   bool hier = false;
   int hosts = 1, owners = 0, largest = 0; ///< the layout: hosts, fewest and most ranks on one
@@ -265,6 +271,11 @@ struct ucx_comm::impl {
         ::sched_yield();
       if ((idle & 63u) != 0 && !sleepy)
         continue;
+      if (aborted.load(std::memory_order_relaxed)) {
+        cancel(ops, count);
+        std::lock_guard<std::mutex> lk(abort_mu);
+        fail(abort_why + " (at step " + std::to_string(step) + " of collective " + std::to_string(seq) + ")");
+      }
       const auto now = std::chrono::steady_clock::now();
       sleepy = now - idle_since > std::chrono::microseconds(opts.spin_us);
       if (now - idle_since > std::chrono::milliseconds(opts.timeout_ms)) {

@@ -224,6 +224,10 @@ void read_topology(reader& r, run_config& c) {
   ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.bucket_kb", 1, 1 << 22)) * 256;
   ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.chunk_kb", 1, 1 << 22)) * 256;
   ring.overlap = r.boolean("topology.overlap");
+  const auto path = r.str("topology.allreduce");
+  ring.path = path == "collective" ? actors::allreduce_path::collective
+              : path == "actors"   ? actors::allreduce_path::actors
+                                   : actors::allreduce_path::automatic;
   ring.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
   ring.sharded_update = r.boolean("topology.sharded_update");
   ring.group_size = static_cast<int>(r.integer("topology.group_size", 0, 1024)); // 0: by host
@@ -362,10 +366,30 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_nodes(root, source, c);
   read_faults(root, source, c);
   read_virtual(r, c);
+  if (c.family && c.family->sums_buckets && c.ring.path == actors::allreduce_path::collective) {
+    const auto why = actors_ring_needed(c);
+    check(why.empty(), r.loc("topology.allreduce") + " = \"collective\" cannot serve " + why +
+                         ": set topology.allreduce = \"actors\"");
+  }
   c.resolved_toml = resolved_toml(r, c);
   c.sweep = std::move(sweep);
   c.sweep_variants = std::move(variants);
   return c;
+}
+
+std::string actors_ring_needed(const run_config& c) {
+  bool equal = true;
+  for (const auto& g : c.nodes)
+    equal = equal && (g.batch_size > 0 ? g.batch_size : c.batch_size) == c.batch_size;
+  if (c.min_workers > 0 && c.family && !c.family->has_groups && !c.ring.overlap && !c.ring.sharded_update &&
+      c.ring.balance_every == 0 && equal)
+    return "train.min_workers > 0 (a ring that re-forms without a lost worker)";
+  if (c.rejoin_s > 0 || c.restarts > 0)
+    return "transport.rejoin_s or train.restarts (a rank let back in)";
+  for (const auto& f : c.faults)
+    if (f.kind == fault_kind::delay || f.kind == fault_kind::drop || f.kind == fault_kind::partition)
+      return "[[faults]] kind = \"" + to_string(f.kind) + "\" (it acts on the actors' messages)";
+  return {};
 }
 
 run_config load_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -148,6 +148,12 @@ run_config load_config(const std::string& path, const std::vector<std::string>& 
 /// `workers` of them (the survivors, renumbered), and without its
 /// [[faults]] (they name ranks of the run as it was).
 run_config load_config_of_survivors(const std::string& path, const std::vector<std::string>& overrides, int workers);
+/// Why this run's ring must sum through the ring of actors rather than the
+/// collective communicator (topology.allreduce): a ring that re-forms
+/// without a lost worker, a rank let back in, or faults injected into the
+/// links' messages. Empty: the communicator may serve it.
+std::string actors_ring_needed(const run_config& c);
+
 /// Same, from text; `source` names it in messages.
 run_config parse_config(const std::string& text, const std::string& source,
                         const std::vector<std::string>& overrides = {});

@@ -115,9 +115,31 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
 
 namespace {
 
+/// Whether this job's workers sum their buckets through the collective
+/// communicator (topology.allreduce; config.cpp refuses "collective" where
+/// the actors' ring is needed).
+bool sums_by_collective(const run_config& cfg, const topology_setup& setup) {
+  if (!family_of(setup.kind).sums_buckets || setup.workers < 2 || cfg.ring.path == actors::allreduce_path::actors ||
+      !actors_ring_needed(cfg).empty())
+    return false;
+  // A rendezvous on the loopback (--procs) is one host, where the actors'
+  // ring is the faster: no communicator to open. Elsewhere the hosts are
+  // known only once every rank has joined (one_host).
+  const auto& at = transport::detect_launch().rendezvous.host;
+  const bool loopback = at == "127.0.0.1" || at == "localhost" || at == "::1";
+  return cfg.ring.path == actors::allreduce_path::collective || !loopback;
+}
+
+/// Whether every rank of the job is on this host.
+bool one_host(const job& jb) {
+  return std::all_of(jb.hosts.begin(), jb.hosts.end(), [&jb](const std::string& h) { return h == jb.hosts.front(); });
+}
+
 /// The transport's options for this run's job.
 job_options job_options_of(const run_config& cfg, topology_setup& setup) {
   job_options jo;
+  jo.collective = sums_by_collective(cfg, setup);
+  jo.comm_timeout_ms = static_cast<int>(setup.request_timeout().count()); // a round's bound, as the actors' ring's
   jo.tls = cfg.transport_tls;
   jo.spin_us = cfg.spin_us;
   // Workers that poll the link while they wait deliver their own frames;
@@ -200,11 +222,16 @@ struct peer_failure {
   bool peers_talk = false; ///< workers exchange with each other: rank 0 decides who goes
   std::shared_ptr<rejoining> rj;
   double rejoin_s = 0;
+  /// The job's collective communicator where the ring sums through it:
+  /// given up when a peer is lost, so that no sum waits out its timeout.
+  transport::ucx_comm* comm = nullptr;
 
   void operator()(int peer, const std::string& what) const {
     auto node = weak.lock();
     if (!node)
       return; // the job is over
+    if (comm)
+      comm->abort("rank " + std::to_string(peer) + " is lost: " + what);
     actors::worker_report failed;
     failed.rank = peer;
     failed.error = "the process of rank " + std::to_string(peer) + " failed: " + what;
@@ -253,6 +280,9 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   jb = join_job(sys, job_options_of(cfg, setup));
   const int rank = jb->launch.rank;
   setup.node = jb->node;
+  setup.comm = jb->comm.get();
+  if (setup.comm && cfg.ring.path == actors::allreduce_path::automatic && one_host(*jb))
+    setup.comm = nullptr; // on one host the actors' ring, which lends buffers by reference, is the faster
   if (cfg.shards_per_host)
     place_shards_per_host(setup, *jb);
   if (setup.by_host && family_of(setup.kind).has_groups)
@@ -262,8 +292,8 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   // How long a rank knocks after rank 0 last answered: a stalled one as
   // the config says, a replacement process (train.restarts) 30 s by default.
   const double rejoin_s = !setup.rejoin ? 0 : cfg.rejoin_s > 0 ? cfg.rejoin_s : setup.replacing ? 30 : 0;
-  const peer_failure on_failure{jb->node, rank, resume_hint_of(cfg), family_of(setup.kind).peers_talk,
-                                std::make_shared<rejoining>(), rejoin_s};
+  const peer_failure on_failure{jb->node,  rank, resume_hint_of(cfg), family_of(setup.kind).peers_talk,
+                                std::make_shared<rejoining>(), rejoin_s, setup.comm};
   const bool replacing = setup.replacing;
   setup.on_published = [&sys, &jb, rank, on_failure, replacing] {
     if (on_failure.rejoin_s > 0) {

@@ -101,6 +101,9 @@ nlohmann::json summary_of(const run_facts& f) {
     {"mode", family.mode(f.setup)},
     {"description", family.describe(f.setup)},
     {"local_steps", family.takes_local_steps ? nlohmann::json(cfg.ps.local_steps) : nlohmann::json(nullptr)},
+    {"allreduce", !family.sums_buckets ? nlohmann::json(nullptr)
+                  : f.setup.comm       ? nlohmann::json("collective")
+                                       : nlohmann::json("actors")},
     {"workers", cfg.workers},
     {"processes", f.jb ? f.jb->launch.size : 1},
     {"launch", f.jb ? f.jb->launch.source : "single process"},

@@ -81,6 +81,7 @@ const topology_family gossip_family{
   /*has_groups=*/false,
   /*takes_local_steps=*/false,
   /*splits_batch=*/false,
+  /*sums_buckets=*/false,
   run_gossip_wiring,
   never,
   asynchronous,

@@ -43,7 +43,7 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     transport::comm_options co;
     co.tls = opts.tls;
     co.spin_yield = opts.spin_yield;
-    co.timeout_ms = opts.timeout_ms;
+    co.timeout_ms = opts.comm_timeout_ms > 0 ? opts.comm_timeout_ms : opts.timeout_ms;
     co.ring_from_bytes = opts.ring_from_bytes;
     co.net = transport::parse_comm_net(opts.comm_net, "--net");
     co.token_hash = uo.token_hash;

@@ -46,6 +46,7 @@ struct job_options {
   /// Also open a collective communicator driven by the calling thread
   /// (transport::ucx_comm), its address exchanged at the same rendezvous.
   bool collective = false;
+  int comm_timeout_ms = 0; ///< a peer silent this long in a collective fails it (0: timeout_ms)
   std::size_t ring_from_bytes = 0; ///< comm_options::ring_from_bytes (0: by path)
   /// The communicator's network: "auto", "ucx" or "sockets" (comm_options::net).
   std::string comm_net = "auto";

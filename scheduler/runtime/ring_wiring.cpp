@@ -7,6 +7,7 @@
 /// every actor is here; across processes one worker (and its peer) per
 /// process, its neighbours proxies.
 
+#include "actors/collective_peer.hpp"
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
 #include "actors/worker.hpp"
@@ -26,13 +27,17 @@ struct ring_plan {
   const models::dataset& data;
   bool hier = false;
   bool use_peers = false; ///< peer actors move the chunks (overlap, hierarchical)
+  /// Across processes: each worker's peer sums its buckets through the
+  /// job's collective communicator (setup.comm), not a ring of actors.
+  bool collective = false;
   actors::ring_groups groups; ///< hierarchical: every worker's group; empty: flat
   std::vector<std::pair<std::size_t, std::size_t>> buckets; ///< [begin, end) of each gradient bucket
   std::vector<int> batches; ///< every worker's batch, by rank (speed balancing starts from them)
   double total_batch = 0;
 
   ring_plan(const topology_setup& s, const models::dataset& d, std::size_t size)
-      : setup(s), data(d), hier(s.kind == topology_kind::hierarchical), use_peers(hier || s.ring.overlap),
+      : setup(s), data(d), hier(s.kind == topology_kind::hierarchical),
+        use_peers(hier || s.ring.overlap || (s.node && s.comm)), collective(s.node && s.comm),
         groups(!hier                      ? actors::ring_groups{}
                : !s.ring.group_of.empty() ? s.ring.group_of
                                           : actors::consecutive_groups(s.workers, s.ring.group_size)),
@@ -62,6 +67,25 @@ struct ring_plan {
 
   std::string name() const { return hier ? "hierarchical allreduce" : "ring allreduce"; }
 
+  /// Across processes: this rank's peer, published for its neighbours (a
+  /// ring peer), or summing through the communicator (a collective peer).
+  caf::actor spawn_peer(caf::actor_system& sys, transport::node& nd) const {
+    if (collective) {
+      actors::collective_peer_config cc;
+      cc.rank = nd.rank();
+      cc.buckets = buckets;
+      cc.trace = setup.trace;
+      cc.allreduce = [comm = setup.comm](float* buf, std::size_t n) { comm->allreduce(buf, n); };
+      return actors::spawn_collective_peer(sys, std::move(cc));
+    }
+    auto pc = actors::ring_peer_layout(nd.rank(), setup.workers, buckets, setup.ring.chunk_floats, groups);
+    pc.trace = setup.trace;
+    pc.first_round = setup.resume ? setup.resume->step : 0;
+    auto peer = actors::spawn_ring_peer(sys, pc);
+    nd.publish(transport::slots::ring_peer, peer);
+    return peer;
+  }
+
   /// A flat ring of workers that run it themselves, all at one batch:
   /// survives lost workers (setup.min_workers > 0).
   elastic_plan elastic() const {
@@ -74,6 +98,8 @@ struct ring_plan {
     // the only optimizer state of the chunks it owns: a lost worker takes
     // its chunks' momentum with it (resume from a checkpoint instead).
     e.why_not = setup.min_workers == 0    ? "train.min_workers = 0"
+                : collective              ? "a ring summed by the collective communicator does not re-form "
+                                            "(topology.allreduce = \"actors\" does)"
                 : use_peers               ? "a ring with peer actors (overlap, hierarchical) does not re-form"
                 : setup.ring.sharded_update ? "with topology.sharded_update each worker holds the only optimizer state of "
                                               "its chunks; set it to false for a ring that re-forms without a lost worker"
@@ -94,15 +120,11 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   caf::actor peer;
   stop_on_throw guard(sys);
   if (p.use_peers) {
-    auto pc = actors::ring_peer_layout(nd.rank(), n, p.buckets, setup.ring.chunk_floats, p.groups);
-    pc.trace = setup.trace;
-    pc.first_round = setup.resume ? setup.resume->step : 0;
-    peer = actors::spawn_ring_peer(sys, pc);
+    peer = p.spawn_peer(sys, nd);
     guard.add(peer);
-    nd.publish(transport::slots::ring_peer, peer);
   }
   auto wire = [&](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
-    if (p.use_peers) {
+    if (p.use_peers && !p.collective) {
       auto w = actors::ring_peer_wiring(nd.rank(), n, p.groups);
       auto at = [&](int r) { return r < 0 ? caf::actor{} : nd.remote(r, transport::slots::ring_peer); };
       std::vector<caf::actor> members;
@@ -117,6 +139,8 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
     sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, p.worker(nd.rank(), to, peer)); },
     wire, on_progress, on_metrics, stop, false, checkpoints_of(setup), p.elastic());
   if (peer) {
+    if (p.collective) // a peer inside a sum waits for no one now (a rank lost, the run failed)
+      setup.comm->abort("the run is over on rank " + std::to_string(nd.rank()));
     caf::scoped_actor self{sys};
     stop_actors(self, {peer});
   }
@@ -212,6 +236,7 @@ const topology_family ring_family{
   /*has_groups=*/false,
   /*takes_local_steps=*/false,
   /*splits_batch=*/true,
+  /*sums_buckets=*/true,
   run_ring_wiring,
   always,
   never,
@@ -231,6 +256,7 @@ const topology_family hierarchical_family{
   /*has_groups=*/true,
   /*takes_local_steps=*/false,
   /*splits_batch=*/true,
+  /*sums_buckets=*/true,
   run_ring_wiring,
   always,
   never,

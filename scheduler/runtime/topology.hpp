@@ -24,6 +24,7 @@
 #include "models/optimizer.hpp"
 #include "models/trainer.hpp"
 #include "transport/node.hpp"
+#include "transport/ucx_comm.hpp"
 
 #include <caf/all.hpp>
 
@@ -92,6 +93,9 @@ struct topology_setup {
   /// Across processes: this process's node (one worker per process, rank =
   /// node rank; rank 0 also coordinates). Null: every actor in this process.
   std::shared_ptr<transport::node> node;
+  /// Across processes, where the ring sums through the job's collective
+  /// communicator (topology.allreduce): the communicator, owned by the job.
+  transport::ucx_comm* comm = nullptr;
   /// Across processes: called once this process's actors are published
   /// (starts the node and waits for every rank to get there).
   std::function<void()> on_published;

@@ -39,6 +39,10 @@ struct topology_family {
   /// Every step splits one global batch between workers, so
   /// topology.balance_every may move the split by speed.
   bool splits_batch;
+  /// Workers sum gradient buckets by allreduce each step, across
+  /// processes through the job's collective communicator or a ring of
+  /// actors: topology.allreduce applies.
+  bool sums_buckets;
   wiring_fn run;
   /// Every worker's step s ends together: a step lasts at least its
   /// slowest worker's compute (the summary's step breakdown applies).

@@ -176,6 +176,11 @@ case_ set_enum '' '--set topology.kind=rign: topology.kind = "rign" is not one o
 case_ sweep_flag '' 'KEY=V1,V2' --sweep topology.workers
 case_ procs_bad '' '--procs x: expected a number of processes' --procs x
 case_ procs_single '' 'topology.kind = "single" trains one worker in one process: drop --procs 2' --procs 2
+case_ collective_restarts '[topology]\nkind = "ring"\nallreduce = "collective"\n[train]\nrestarts = 1\n' \
+  'collective_restarts.toml:3: topology.allreduce = "collective" cannot serve transport.rejoin_s or train.restarts'
+case_ collective_partition '[topology]\nkind = "ring"\nworkers = 3\nallreduce = "collective"\n[[faults]]\nkind = "partition"\nranks = [2]\nat_step = 5\nseconds = 1.0\n' \
+  'topology.allreduce = "collective" cannot serve \[\[faults\]\] kind = "partition"'
+case_ allreduce_enum '[topology]\nkind = "ring"\nallreduce = "nccl"\n' 'allreduce_enum.toml:3: topology.allreduce = "nccl" is not one of' 
 # files
 mkdir -p adir
 inv config_dir 'config file adir is not a regular file \(a directory' run adir -q

@@ -2,7 +2,9 @@
 # Across emulated hosts (scripts/emulated_hosts.sh: network, UTS, IPC and
 # mount namespaces with their own hostnames, addresses and /dev/shm): a
 # 2-rank sync ring trains the same model, bit for bit, as in one process
-# (with UCX's transports, and with TCP alone), with nothing lent by shared-memory reference between the hosts; a 3-host
+# (its buckets summed by the collective communicator, with UCX's
+# transports and with TCP alone, and by the ring of actors), with nothing
+# lent by shared-memory reference between the hosts; a 3-host
 # async parameter server completes; the communicator sums hierarchically
 # on hosts of equal and unequal rank counts. Exits 77 (ctest: "Skipped") where
 # namespaces cannot be made (not root).
@@ -26,8 +28,13 @@ set -- --no-report --set train.max_steps=40 --set data.train_subset=12000 --set 
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/one" "$@" > "$tmp/one.txt" 2>&1 || fail "one process: $(cat "$tmp/one.txt")"
 hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" || fail "the ring across 2 hosts failed"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"
-/usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']" ||
-  fail "the 2-host run was not across 2 processes"
+/usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']; assert s['allreduce'] == 'collective', s['allreduce']" ||
+  fail "the 2-host run was not across 2 processes, its buckets summed by the collective communicator"
+# The ring of actors across the same hosts (topology.allreduce = "actors"): the same model.
+hosts 2 "$tmp/logs2a" "$gw" run "$src/examples/ring.toml" --out "$tmp/two-actors" "$@" --set 'topology.allreduce="actors"' ||
+  fail "the ring of actors across 2 hosts failed"
+/usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two-actors" || fail "the ring of actors: the models differ"
+grep -q '"allreduce": "actors"' "$tmp/two-actors/summary.json" || fail "topology.allreduce = \"actors\" was not the ring of actors"
 # TCP alone: the link sends its frames (the ring's 0.47 MB chunks) eagerly
 # instead of by rendezvous; the same model, and UCX takes the setting
 # without a warning.
@@ -91,7 +98,8 @@ grep -q "hierarchical allreduce grouped by host: 2 host(s) of 1 to 2 rank(s)" "$
 # references on (the default). Rank 0 lends to rank 1, its host's, and to
 # no rank of the other host.
 GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsr" "$gw" run "$src/examples/ring.toml" --out "$tmp/refs" \
-  --set topology.workers=4 --set topology.chunk_kb=64 "$@" || fail "the ring across 2 hosts of 2 ranks failed"
+  --set topology.workers=4 --set topology.chunk_kb=64 --set 'topology.allreduce="actors"' "$@" ||
+  fail "the ring across 2 hosts of 2 ranks failed"
 /usr/bin/python3 -c "
 import json
 r = json.load(open('$tmp/refs/summary.json'))['shm_references_sent']
