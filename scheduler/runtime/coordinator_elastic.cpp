@@ -252,36 +252,12 @@ void coordinator_state::on_lost(actors::worker_report rep) {
   // longer counts.
   if (known(rep.reported_by) && lost(static_cast<std::size_t>(rep.reported_by)))
     return;
-  const auto r = static_cast<std::size_t>(rep.rank);
   // Reported by another rank (it lost contact), the lost rank may still
   // be running: it is cut off and told so, and leaves the job.
   if (cut_off && rep.rank != 0 && !stopping && (carry_on || (elastic != nullptr && elastic->on)))
     cut_off(rep.rank, rep.error);
   if (elastic != nullptr && elastic->on && !stopping) {
-    if (rep.rank == joining) // lost again while coming back
-      joining = -1;
-    waited = false; // the re-form from here is this loss's
-    log::warn("lost worker {}: {}", r, rep.error);
-    fault_record f;
-    f.origin = t0;
-    f.rank = rep.rank;
-    f.what = rep.error;
-    f.detected_at = now_s();
-    out.faults.push_back(f);
-    rep.steps = steps[r];
-    rep.samples = samples[r];
-    rep.seconds = now_s();
-    out.lost.push_back(rep.rank);
-    finished[r] = true;
-    ++done;
-    out.reports[r] = std::move(rep);
-    if (elastic->tell_survivors) {
-      go_on_without();
-      if (out.failure.empty() && elastic->holds_shards && elastic->holds_shards(rep.rank))
-        ask_rebuild(rep.rank);
-    } else
-      start_reform();
-    complete_pending(*self);
+    lose_elastic(std::move(rep));
     return;
   }
   if (!carry_on && !stopping) {
@@ -290,6 +266,44 @@ void coordinator_state::on_lost(actors::worker_report rep) {
       out.failure += " (" + elastic->why_not + ")";
     return;
   }
+  lose_and_carry_on(std::move(rep));
+}
+
+void coordinator_state::mark_lost(std::size_t r, actors::worker_report rep, double seconds) {
+  rep.steps = steps[r];
+  rep.samples = samples[r];
+  rep.seconds = seconds;
+  out.lost.push_back(static_cast<int>(r));
+  finished[r] = true;
+  ++done;
+  out.reports[r] = std::move(rep);
+}
+
+void coordinator_state::lose_elastic(actors::worker_report rep) {
+  const auto r = static_cast<std::size_t>(rep.rank);
+  const int rank = rep.rank;
+  if (rank == joining) // lost again while coming back
+    joining = -1;
+  waited = false; // the re-form from here is this loss's
+  log::warn("lost worker {}: {}", r, rep.error);
+  fault_record f;
+  f.origin = t0;
+  f.rank = rank;
+  f.what = rep.error;
+  f.detected_at = now_s();
+  out.faults.push_back(f);
+  mark_lost(r, std::move(rep), now_s());
+  if (elastic->tell_survivors) {
+    go_on_without();
+    if (out.failure.empty() && elastic->holds_shards && elastic->holds_shards(rank))
+      ask_rebuild(rank);
+  } else
+    start_reform();
+  complete_pending(*self);
+}
+
+void coordinator_state::lose_and_carry_on(actors::worker_report rep) {
+  const auto r = static_cast<std::size_t>(rep.rank);
   log::warn("carrying on without worker {}: {}", r, rep.error);
   if (!stopping) {
     fault_record f;
@@ -300,13 +314,7 @@ void coordinator_state::on_lost(actors::worker_report rep) {
     f.at_step = steps[r];
     out.faults.push_back(f);
   }
-  rep.steps = steps[r];
-  rep.samples = samples[r];
-  rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
-  out.lost.push_back(static_cast<int>(r));
-  finished[r] = true;
-  ++done;
-  out.reports[r] = std::move(rep);
+  mark_lost(r, std::move(rep), std::chrono::duration<double>(clock_type::now() - t0).count());
 }
 
 void coordinator_state::ask_rebuild(int rank) {

@@ -204,6 +204,13 @@ struct coordinator_state {
 
   /// A worker whose process failed.
   void on_lost(actors::worker_report rep);
+  /// An elastic job's loss: recorded, and the survivors go on (told, or a
+  /// re-formed ring).
+  void lose_elastic(actors::worker_report rep);
+  /// A job that carries on without the lost worker (async parameter server).
+  void lose_and_carry_on(actors::worker_report rep);
+  /// Worker r counts as done and lost, its report `rep` with its progress.
+  void mark_lost(std::size_t r, actors::worker_report rep, double seconds);
 
   void on_step(int rank, std::int64_t step, std::int64_t sample_count) {
     if (!known(rank))

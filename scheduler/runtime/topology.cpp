@@ -110,6 +110,29 @@ bool spin_wait_default(int job_threads) {
   return job_threads <= static_cast<int>(std::thread::hardware_concurrency());
 }
 
+namespace {
+
+/// Worker `rank`'s hooks into the job's [[faults]]. A replacement process
+/// is outside the schedule: the kills and stalls aimed at its rank were
+/// the old process's (and its clock starts now).
+void inject_faults(actors::worker_config& wc, const topology_setup& setup, int rank) {
+  auto strikes = setup.faults;
+  if (setup.replacing)
+    strikes.erase(std::remove_if(strikes.begin(), strikes.end(),
+                                 [rank](const fault_strike& s) {
+                                   return (s.kind == fault_kind::kill || s.kind == fault_kind::stall) &&
+                                          std::find(s.ranks.begin(), s.ranks.end(), rank) != s.ranks.end();
+                                 }),
+                  strikes.end());
+  auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults, setup.sim);
+  wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
+  wc.in_step = [injector] { injector->in_step(); };
+  wc.slowdown_now = [injector] { return injector->slowdown_now(); };
+  wc.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
+}
+
+} // namespace
+
 actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
                                   const caf::actor& coordinator) {
   actors::worker_config wc;
@@ -149,23 +172,8 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.checkpoint_every = setup.checkpoint_every; // across processes rank 0 collects them
   if (setup.resume)
     wc.resume = setup.resume->part("worker " + std::to_string(rank));
-  if (!setup.faults.empty()) {
-    // A replacement process is outside the schedule: the kills and stalls
-    // aimed at its rank were the old process's (and its clock starts now).
-    auto strikes = setup.faults;
-    if (setup.replacing)
-      strikes.erase(std::remove_if(strikes.begin(), strikes.end(),
-                                   [rank](const fault_strike& s) {
-                                     return (s.kind == fault_kind::kill || s.kind == fault_kind::stall) &&
-                                            std::find(s.ranks.begin(), s.ranks.end(), rank) != s.ranks.end();
-                                   }),
-                    strikes.end());
-    auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults, setup.sim);
-    wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
-    wc.in_step = [injector] { injector->in_step(); };
-    wc.slowdown_now = [injector] { return injector->slowdown_now(); };
-    wc.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
-  }
+  if (!setup.faults.empty())
+    inject_faults(wc, setup, rank);
   wc.timeout = setup.request_timeout();
   if (setup.sim) { // one event at a time on the simulation's clock: nothing polls or waits
     wc.vclock = setup.sim;
@@ -263,6 +271,47 @@ void check_one_worker_per_process(const topology_setup& setup) {
                                   "(set topology.workers = " + std::to_string(procs) + ")");
 }
 
+namespace {
+
+/// A rank other than 0: its worker reports to rank 0; this waits for it to
+/// finish. Rank 0 stops the job at a common step (and keeps a checkpoint);
+/// told to stop, this rank stops its worker on its own only if rank 0 has
+/// not within 15 s.
+void await_worker(caf::scoped_actor& self, const caf::actor& worker, const std::atomic<bool>* stop) {
+  self->monitor(worker);
+  bool done = false;
+  std::optional<std::chrono::steady_clock::time_point> stopped;
+  while (!done)
+    self->receive([&](caf::down_msg&) { done = true; },
+                  caf::after(std::chrono::milliseconds(200)) >> [&] {
+                    if (!stop || !stop->load())
+                      return;
+                    if (!stopped)
+                      stopped = std::chrono::steady_clock::now();
+                    else if (std::chrono::steady_clock::now() - *stopped > std::chrono::seconds(15))
+                      self->send(worker, actors::stop_atom::value);
+                  });
+}
+
+/// Rank 0's elastic plan: a ring that lets a lost worker back in when its
+/// process asks (cut off after a stall or partition, and alive).
+elastic_plan rejoin_plan(caf::scoped_actor& self, const topology_setup& setup, const elastic_plan& elastic) {
+  auto& nd = *setup.node;
+  auto plan = elastic;
+  if (setup.rejoin && plan.on && !plan.tell_survivors) {
+    plan.readmit = [&nd](int r) { nd.readmit_everywhere(r); };
+    plan.back_at_step = setup.back_at_step;
+    nd.set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
+      caf::anon_send(coordinator, actors::knock_atom::value, r);
+    });
+  } else if (setup.rejoin)
+    log::warn("transport.rejoin_s is set, but only an elastic ring lets a rank back in{}: a rank cut off leaves the "
+              "job", plan.on ? " (this job's workers go on without it)" : (" (" + plan.why_not + ")"));
+  return plan;
+}
+
+} // namespace
+
 std::optional<coordination> run_worker_across(
   caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
   const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
@@ -284,36 +333,10 @@ std::optional<coordination> run_worker_across(
   for (int r = 0; r < n; ++r)
     workers.push_back(r == rank ? worker : nd.remote(r, transport::slots::worker));
   wire(self, worker, workers);
-  if (rank != 0) { // the worker reports to rank 0; wait for it to finish
-    self->monitor(worker);
-    bool done = false;
-    std::optional<std::chrono::steady_clock::time_point> stopped;
-    while (!done)
-      self->receive([&](caf::down_msg&) { done = true; },
-                    caf::after(std::chrono::milliseconds(200)) >> [&] {
-                      if (!stop || !stop->load())
-                        return;
-                      // Rank 0 stops the job at a common step (and keeps a
-                      // checkpoint); on its own only if rank 0 has not.
-                      if (!stopped)
-                        stopped = std::chrono::steady_clock::now();
-                      else if (std::chrono::steady_clock::now() - *stopped > std::chrono::seconds(15))
-                        self->send(worker, actors::stop_atom::value);
-                    });
+  if (rank != 0) {
+    await_worker(self, worker, stop);
     return std::nullopt;
   }
-  // A ring that lets a lost worker back in when its process asks (it was
-  // cut off after a stall or partition and is alive).
-  auto plan = elastic;
-  if (setup.rejoin && plan.on && !plan.tell_survivors) {
-    plan.readmit = [&nd](int r) { nd.readmit_everywhere(r); };
-    plan.back_at_step = setup.back_at_step;
-    nd.set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
-      caf::anon_send(coordinator, actors::knock_atom::value, r);
-    });
-  } else if (setup.rejoin)
-    log::warn("transport.rejoin_s is set, but only an elastic ring lets a rank back in{}: a rank cut off leaves the "
-      "job", plan.on ? " (this job's workers go on without it)" : (" (" + plan.why_not + ")"));
   coordinator_options o;
   o.timeout = setup.timeout;
   o.on_progress = on_progress;
@@ -324,10 +347,10 @@ std::optional<coordination> run_worker_across(
   o.cut_off = [&nd](int r, const std::string& why) { nd.cut_off(r, why); };
   o.budget_samples = setup.budget_samples;
   o.checkpoints = checkpoints;
-  o.elastic = plan;
+  o.elastic = rejoin_plan(self, setup, elastic);
   auto c = coordinate(self, workers, o);
   nd.set_on_knock({});
-  if (plan.readmit) // whoever still knocks (a new process held for a step the run did not reach) leaves now
+  if (o.elastic.readmit) // whoever still knocks (a new process held for a step the run did not reach) leaves now
     nd.dismiss_cut_off("rank 0 ended the job before letting this rank back in");
   stop_actors(self, {worker});
   return c;
