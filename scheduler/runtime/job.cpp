@@ -11,14 +11,9 @@
 
 namespace gradwire::scheduler {
 
-job join_job(caf::actor_system& sys, const job_options& opts) {
-  job j;
-  j.launch = transport::detect_launch();
-  if (!opts.rendezvous.empty())
-    transport::parse_host_port(opts.rendezvous, "--rendezvous", j.launch.rendezvous);
-  if (!opts.token.empty())
-    j.launch.rendezvous.token = opts.token;
-  j.launch.rendezvous.timeout_ms = opts.timeout_ms;
+namespace {
+
+transport::ucx_options link_options(const job_options& opts, const transport::launch_info& launch) {
   transport::ucx_options uo;
   uo.tls = opts.tls;
   uo.spin_us = opts.spin_us;
@@ -28,8 +23,75 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   if (opts.max_data_bytes > 0)
     uo.max_data_bytes = opts.max_data_bytes;
   if (opts.pin)
-    uo.pin_cpu = j.launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  uo.token_hash = transport::token_hash(j.launch.rendezvous.token);
+    uo.pin_cpu = launch.rank % static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  uo.token_hash = transport::token_hash(launch.rendezvous.token);
+  return uo;
+}
+
+/// job_options::collective: the communicator, before the rendezvous that
+/// carries its address.
+std::unique_ptr<transport::ucx_comm> open_comm(const job_options& opts, const transport::launch_info& launch,
+                                               std::uint64_t token_hash) {
+  transport::comm_options co;
+  co.tls = opts.tls;
+  co.spin_yield = opts.spin_yield;
+  co.timeout_ms = opts.comm_timeout_ms > 0 ? opts.comm_timeout_ms : opts.timeout_ms;
+  co.ring_from_bytes = opts.ring_from_bytes;
+  co.net = transport::parse_comm_net(opts.comm_net, "--net");
+  co.token_hash = token_hash;
+  return std::make_unique<transport::ucx_comm>(launch.rank, launch.size, co);
+}
+
+/// Every rank's communicator address from the rendezvous table; connects.
+void connect_comm(job& j, const std::vector<std::vector<std::uint8_t>>& table) {
+  std::vector<std::vector<std::uint8_t>> coll(table.size());
+  for (std::size_t r = 0; r < table.size(); ++r) {
+    auto peer = transport::collective_of(table[r], static_cast<int>(r));
+    check(!peer.address.empty() || static_cast<int>(r) == j.launch.rank,
+          "rank " + std::to_string(r) + " opened no collective communicator (a different command on each rank?)");
+    coll[r] = std::move(peer.address);
+  }
+  j.comm->connect(coll, transport::host_numbers(j.hosts)); // by host identity, as the link shares memory
+}
+
+/// Rank 0 with job_options::replacements: hears the hellos of processes
+/// that replace lost ranks, and admits each once its rank is cut off.
+void hear_replacements(job& j, int listener, transport::rendezvous_options rv, int most,
+                       std::vector<std::vector<std::uint8_t>> table) {
+  rv.keep_listener = nullptr;
+  std::weak_ptr<transport::node> weak = j.node;
+  auto admitted = std::make_shared<int>(0);
+  j.late = std::make_unique<transport::late_joins>(
+    listener, rv, j.launch.size, std::move(table),
+    [weak, admitted, most](int r, const std::vector<std::uint8_t>& address) -> std::string {
+      auto nd = weak.lock();
+      if (!nd)
+        return "the job is over";
+      if (!nd->hears_knocks())
+        return "later: this job lets no one back in yet (only an elastic ring does, once it runs)";
+      if (!nd->is_cut_off(r)) // the launcher's word of its death may still be on its way
+        return "later: rank " + std::to_string(r) + " is still in the job";
+      if (*admitted >= most)
+        return "rank " + std::to_string(r) + ": " + std::to_string(most) +
+               " process(es) were replaced already (train.restarts)";
+      ++*admitted;
+      nd->admit_process(r, address);
+      log::info("rank 0: a new process for rank {} joined ({} of train.restarts = {})", r, *admitted, most);
+      return "";
+    });
+}
+
+} // namespace
+
+job join_job(caf::actor_system& sys, const job_options& opts) {
+  job j;
+  j.launch = transport::detect_launch();
+  if (!opts.rendezvous.empty())
+    transport::parse_host_port(opts.rendezvous, "--rendezvous", j.launch.rendezvous);
+  if (!opts.token.empty())
+    j.launch.rendezvous.token = opts.token;
+  j.launch.rendezvous.timeout_ms = opts.timeout_ms;
+  const auto uo = link_options(opts, j.launch);
   auto link = std::make_unique<transport::ucx_link>(j.launch.rank, j.launch.size, uo);
   const transport::ucx_link* ul = link.get(); // owned by the node from below, which outlives `late`
   auto rv = j.launch.rendezvous;
@@ -40,30 +102,15 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
     rv.keep_listener = &listener;
   auto mine = link->address();
   if (opts.collective) { // its address rides in the link's (ucx_setup::address::collective)
-    transport::comm_options co;
-    co.tls = opts.tls;
-    co.spin_yield = opts.spin_yield;
-    co.timeout_ms = opts.comm_timeout_ms > 0 ? opts.comm_timeout_ms : opts.timeout_ms;
-    co.ring_from_bytes = opts.ring_from_bytes;
-    co.net = transport::parse_comm_net(opts.comm_net, "--net");
-    co.token_hash = uo.token_hash;
-    j.comm = std::make_unique<transport::ucx_comm>(j.launch.rank, j.launch.size, co);
+    j.comm = open_comm(opts, j.launch, uo.token_hash);
     mine = transport::with_collective(mine, j.comm->worker_address());
   }
   auto table = transport::rendezvous(j.launch.rank, j.launch.size, rv, mine);
   link->connect(table);
   for (std::size_t r = 0; r < table.size(); ++r)
     j.hosts.push_back(transport::collective_of(table[r], static_cast<int>(r)).host);
-  if (j.comm) {
-    std::vector<std::vector<std::uint8_t>> coll(table.size());
-    for (std::size_t r = 0; r < table.size(); ++r) {
-      auto peer = transport::collective_of(table[r], static_cast<int>(r));
-      check(!peer.address.empty() || static_cast<int>(r) == j.launch.rank,
-            "rank " + std::to_string(r) + " opened no collective communicator (a different command on each rank?)");
-      coll[r] = std::move(peer.address);
-    }
-    j.comm->connect(coll, transport::host_numbers(j.hosts)); // by host identity, as the link shares memory
-  }
+  if (j.comm)
+    connect_comm(j, table);
   j.link = ul;
   j.allocation = std::make_shared<transport::arena_allocation>(link->arena_allocator(), uo.min_ref_bytes);
   j.live = opts.live;
@@ -74,30 +121,8 @@ job join_job(caf::actor_system& sys, const job_options& opts) {
   // has a push and a pull in flight per shard, far below it.
   if (opts.max_data_bytes > 0)
     j.node->set_peer_budget(peer_budget_frames * opts.max_data_bytes);
-  if (listener >= 0) {
-    rv.keep_listener = nullptr;
-    std::weak_ptr<transport::node> weak = j.node;
-    auto admitted = std::make_shared<int>(0);
-    const int most = opts.replacements;
-    j.late = std::make_unique<transport::late_joins>(
-      listener, rv, j.launch.size, std::move(table),
-      [weak, admitted, most](int r, const std::vector<std::uint8_t>& address) -> std::string {
-        auto nd = weak.lock();
-        if (!nd)
-          return "the job is over";
-        if (!nd->hears_knocks())
-          return "later: this job lets no one back in yet (only an elastic ring does, once it runs)";
-        if (!nd->is_cut_off(r)) // the launcher's word of its death may still be on its way
-          return "later: rank " + std::to_string(r) + " is still in the job";
-        if (*admitted >= most)
-          return "rank " + std::to_string(r) + ": " + std::to_string(most) +
-                 " process(es) were replaced already (train.restarts)";
-        ++*admitted;
-        nd->admit_process(r, address);
-        log::info("rank 0: a new process for rank {} joined ({} of train.restarts = {})", r, *admitted, most);
-        return "";
-      });
-  }
+  if (listener >= 0)
+    hear_replacements(j, listener, rv, opts.replacements, std::move(table));
   return j;
 }
 
