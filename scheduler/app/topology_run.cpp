@@ -190,6 +190,20 @@ run_listeners listeners(progress_line& progress, results_writer& out, clock_type
   return l;
 }
 
+/// Every lost worker on the coordinator's timeline: from detection until
+/// the survivors went on, and away until it came back.
+void trace_faults(const actors::trace_ref& coord_trace, const std::vector<fault_record>& faults) {
+  for (const auto& fr : faults) {
+    const auto at = [&fr](double s) {
+      return fr.origin + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
+    };
+    coord_trace.span("worker lost (arg: rank)", at(fr.detected_at),
+                     at(fr.recovered_at >= fr.detected_at ? fr.recovered_at : fr.detected_at + 1e-3), fr.rank);
+    if (fr.rejoined_at >= 0)
+      coord_trace.span("worker away (arg: rank)", at(fr.detected_at), at(fr.rejoined_at), fr.rank);
+  }
+}
+
 /// The final model's evaluation and the per-worker records; fills `f`.
 void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::trace_ref& coord_trace,
                 double trained_secs) {
@@ -203,15 +217,7 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
   const auto t_eval = clock_type::now();
   f.eval = ev.evaluate_model();
   coord_trace.since("evaluate", t_eval, f.setup.steps);
-  for (const auto& fr : f.res.faults) { // on the timeline: from detection until the survivors went on
-    const auto at = [&fr](double s) {
-      return fr.origin + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
-    };
-    coord_trace.span("worker lost (arg: rank)", at(fr.detected_at),
-                     at(fr.recovered_at >= fr.detected_at ? fr.recovered_at : fr.detected_at + 1e-3), fr.rank);
-    if (fr.rejoined_at >= 0) // and away until it came back
-      coord_trace.span("worker away (arg: rank)", at(fr.detected_at), at(fr.rejoined_at), fr.rank);
-  }
+  trace_faults(coord_trace, f.res.faults);
   f.per_worker = nlohmann::json::array();
   // While every worker ran: until the first finished (by its own clock;
   // the workers start together). A worker's pushes then are those up to
@@ -444,6 +450,73 @@ void closing_notes(progress_line& progress, const run_facts& f, const nlohmann::
                               100 * f.step_time["exchange"].get<double>()));
 }
 
+/// A resumed run says where it goes on from, in metrics.jsonl and on screen.
+void note_resume(results_writer& out, progress_line& progress, const loaded_checkpoint& resumed, double time_offset) {
+  out.metric({{"type", "resume"}, {"time", time_offset}, {"step", resumed.point->step}, {"checkpoint", resumed.dir}});
+  progress.note(fmt::format("resuming from the checkpoint of step {} ({})", resumed.point->step, resumed.dir));
+}
+
+/// What rank 0 holds once training is over, for its results folder.
+struct trained_run {
+  const run_config& cfg;
+  topology_setup& setup;
+  const topology_outcome& res;
+  std::optional<job>& jb;
+  caf::actor_system& sys;
+  evaluator& ev;
+  results_writer& out;
+  progress_line& progress;
+  const actors::trace_ref& coord_trace;
+  trace_output& trace_out;
+  const data_pair& data;
+  const run_listeners& listened;
+  nlohmann::json& clock_facts;
+  checkpoint_writer* checkpoints;
+  const std::optional<loaded_checkpoint>& resumed;
+  clock_type::time_point t_start;
+};
+
+/// The final evaluation, the trace, the model and summary.json; lets the
+/// other ranks go.
+nlohmann::json write_results(const trained_run& t) {
+  const auto& cfg = t.cfg;
+  auto& setup = t.setup;
+  // On the clock of the evaluations during the run (res.seconds starts
+  // later, when the topology is wired).
+  const double trained_secs = setup.sim ? t.res.seconds : since(t.ev.t_train);
+  if (setup.sim) {
+    setup.sim->stop();
+    add_simulation_cost(*setup.sim, t.clock_facts);
+  }
+  const auto checkpoint_facts = checkpoint_facts_of(cfg, t.checkpoints);
+  t.progress.finish();
+  nlohmann::json refs_sent = nullptr; // rank 0's shared-memory references, by peer (never to another host)
+  if (t.jb) { // every worker has reported: let the other ranks go
+    barrier(t.sys, *t.jb, 1);
+    if (t.jb->link)
+      refs_sent = t.jb->link->referenced_by_peer();
+    t.jb->node->close();
+  }
+  run_facts f{cfg, setup, t.res, t.jb, {}, nullptr, nullptr, nullptr, nullptr, t.listened.windows.get(), t.ev.during};
+  finish_run(f, t.ev, t.out, t.coord_trace, trained_secs);
+  t.trace_out.write();
+  t.out.write_file("model.safetensors", // the model evaluated last: the run's parameters, worker 0's statistics
+                   safetensors_of(t.ev.model, t.ev.model.params().data(), t.ev.model.state().data(),
+                                  run_metadata(cfg.resolved_toml, t.ev.model.spec(), t.data.input_mean,
+                                               t.data.input_std)));
+  f.wall_seconds = since(t.t_start);
+  auto summary = summary_of(f);
+  summary["checkpoints"] = checkpoint_facts;
+  summary["clock"] = t.clock_facts;
+  summary["faults"] = fault_records(t.res.faults, t.out);
+  t.out.flush();
+  summary["resumed_from"] = t.resumed ? nlohmann::json(t.resumed->point->step) : nlohmann::json(nullptr);
+  summary["shm_references_sent"] = refs_sent;
+  t.out.write_summary(summary);
+  closing_notes(t.progress, f, summary);
+  return summary;
+}
+
 } // namespace
 
 nlohmann::json run_actors(run_config cfg, const run_options& opts) {
@@ -491,10 +564,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
                      setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
                      time_offset);
   const auto checkpoints = checkpoint_sink(cfg, opts, identity, resumed, ev, time_offset, setup);
-  if (resumed) {
-    out.metric({{"type", "resume"}, {"time", time_offset}, {"step", resumed->point->step}, {"checkpoint", resumed->dir}});
-    progress.note(fmt::format("resuming from the checkpoint of step {} ({})", resumed->point->step, resumed->dir));
-  }
+  if (resumed)
+    note_resume(out, progress, *resumed, time_offset);
   topology_outcome res;
   try {
     res = run_topology(sys, setup, data.train, l.progress, l.metrics, stop);
@@ -505,39 +576,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     write_failure(out, cfg, setup, jb, e.what(), since(t_start));
     throw;
   }
-  // On the clock of the evaluations during the run (res.seconds starts
-  // later, when the topology is wired).
-  const double trained_secs = setup.sim ? res.seconds : since(ev.t_train);
-  if (setup.sim) {
-    setup.sim->stop();
-    add_simulation_cost(*setup.sim, clock_facts);
-  }
-  const auto checkpoint_facts = checkpoint_facts_of(cfg, checkpoints.get());
-  progress.finish();
-  nlohmann::json refs_sent = nullptr; // rank 0's shared-memory references, by peer (never to another host)
-  if (jb) { // every worker has reported: let the other ranks go
-    barrier(sys, *jb, 1);
-    if (jb->link)
-      refs_sent = jb->link->referenced_by_peer();
-    jb->node->close();
-  }
-  run_facts f{cfg, setup, res, jb, {}, nullptr, nullptr, nullptr, nullptr, l.windows.get(), ev.during};
-  finish_run(f, ev, out, coord_trace, trained_secs);
-  trace_out.write();
-  out.write_file("model.safetensors", // the model evaluated last: the run's parameters, worker 0's statistics
-                 safetensors_of(ev.model, ev.model.params().data(), ev.model.state().data(),
-                                run_metadata(cfg.resolved_toml, ev.model.spec(), data.input_mean, data.input_std)));
-  f.wall_seconds = since(t_start);
-  auto summary = summary_of(f);
-  summary["checkpoints"] = checkpoint_facts;
-  summary["clock"] = clock_facts;
-  summary["faults"] = fault_records(res.faults, out);
-  out.flush();
-  summary["resumed_from"] = resumed ? nlohmann::json(resumed->point->step) : nlohmann::json(nullptr);
-  summary["shm_references_sent"] = refs_sent;
-  out.write_summary(summary);
-  closing_notes(progress, f, summary);
-  return summary;
+  return write_results({cfg, setup, res, jb, sys, ev, out, progress, coord_trace, trace_out, data, l, clock_facts,
+                        checkpoints.get(), resumed, t_start});
 }
 
 } // namespace gradwire::scheduler
