@@ -35,21 +35,15 @@ speed_sample speed_window::take() {
   return out;
 }
 
-std::vector<int> rebalance(const std::vector<int>& current, const std::vector<speed_sample>& measured,
-                           const balance_limits& limits) {
+namespace {
+
+/// The split the measurements ask for, moved `gain` of the way from
+/// `current`: the measured workers' part split so that each takes the same
+/// time, b_i = (T - f_i) / a_i with sum b_i = their total (a_i: seconds a
+/// sample, f_i: fixed seconds a step). Unmeasured workers keep theirs.
+std::vector<double> balanced_targets(const std::vector<int>& current, const std::vector<speed_sample>& measured,
+                                     double gain) {
   const std::size_t n = current.size();
-  check(measured.size() == n, "rebalance: " + std::to_string(measured.size()) + " measurements for " +
-                                std::to_string(n) + " workers");
-  const std::int64_t total = std::accumulate(current.begin(), current.end(), std::int64_t{0});
-  const int lo = std::max(1, limits.min_batch);
-  const std::int64_t hi = limits.max_batch > 0 ? limits.max_batch : total;
-  check(static_cast<std::int64_t>(n) * lo <= total && static_cast<std::int64_t>(n) * hi >= total,
-        "rebalance: a global batch of " + std::to_string(total) + " cannot be split " + std::to_string(n) +
-          " ways within [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  if (n <= 1)
-    return current;
-  // Balanced split of the measured workers' part: b_i = (T - f_i) / a_i
-  // with sum b_i = their total.
   std::vector<double> a(n, 0), f(n, 0);
   double measured_total = 0, inv_a = 0, f_over_a = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -64,15 +58,17 @@ std::vector<int> rebalance(const std::vector<int>& current, const std::vector<sp
   }
   std::vector<double> target(n);
   for (std::size_t i = 0; i < n; ++i) {
-    double want = current[i];
-    if (a[i] > 0) {
-      const double t = (measured_total + f_over_a) / inv_a;
-      want = (t - f[i]) / a[i];
-    }
-    target[i] = current[i] + limits.gain * (want - current[i]);
+    const double want = a[i] > 0 ? ((measured_total + f_over_a) / inv_a - f[i]) / a[i] : current[i];
+    target[i] = current[i] + gain * (want - current[i]);
   }
-  // Clamp into [lo, hi], then spread what clamping and rounding moved
-  // (largest remainders first; ties to the lower rank) so the sum is exact.
+  return target;
+}
+
+/// `target` clamped into [lo, hi] and rounded, with what clamping and
+/// rounding moved spread so the sum is `total` exactly (largest remainders
+/// first; ties to the lower rank).
+std::vector<int> whole_split(const std::vector<double>& target, std::int64_t total, int lo, std::int64_t hi) {
+  const std::size_t n = target.size();
   std::vector<int> out(n);
   std::vector<double> rest(n);
   std::int64_t sum = 0;
@@ -85,29 +81,43 @@ std::vector<int> rebalance(const std::vector<int>& current, const std::vector<sp
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return rest[x] > rest[y]; });
-  while (sum < total) { // give to the largest remainders (then to anyone below hi)
-    bool gave = false;
+  for (bool moved = true; sum < total && moved;) { // give to the largest remainders (then to anyone below hi)
+    moved = false;
     for (std::size_t k = 0; k < n && sum < total; ++k)
       if (out[order[k]] < hi) {
         ++out[order[k]];
         ++sum;
-        gave = true;
+        moved = true;
       }
-    if (!gave)
-      break;
   }
-  while (sum > total) { // take from the smallest remainders (then from anyone above lo)
-    bool took = false;
+  for (bool moved = true; sum > total && moved;) { // take from the smallest remainders (then from anyone above lo)
+    moved = false;
     for (std::size_t k = n; k-- > 0 && sum > total;)
       if (out[order[k]] > lo) {
         --out[order[k]];
         --sum;
-        took = true;
+        moved = true;
       }
-    if (!took)
-      break;
   }
   return out;
+}
+
+} // namespace
+
+std::vector<int> rebalance(const std::vector<int>& current, const std::vector<speed_sample>& measured,
+                           const balance_limits& limits) {
+  const std::size_t n = current.size();
+  check(measured.size() == n, "rebalance: " + std::to_string(measured.size()) + " measurements for " +
+                                std::to_string(n) + " workers");
+  const std::int64_t total = std::accumulate(current.begin(), current.end(), std::int64_t{0});
+  const int lo = std::max(1, limits.min_batch);
+  const std::int64_t hi = limits.max_batch > 0 ? limits.max_batch : total;
+  check(static_cast<std::int64_t>(n) * lo <= total && static_cast<std::int64_t>(n) * hi >= total,
+        "rebalance: a global batch of " + std::to_string(total) + " cannot be split " + std::to_string(n) +
+          " ways within [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (n <= 1)
+    return current;
+  return whole_split(balanced_targets(current, measured, limits.gain), total, lo, hi);
 }
 
 } // namespace gradwire::actors
