@@ -58,57 +58,78 @@ std::string hex(std::uint32_t v) {
 
 } // namespace
 
-dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes, std::int64_t limit) {
-  dataset d;
-  d.classes = classes;
-  d.channels = 1;
-  // Images: magic, count, rows, cols, then count*rows*cols bytes.
-  auto fi = open_gz(images_path);
-  const auto magic_i = read_be32(fi.get(), images_path, "the IDX header");
-  check(magic_i == 0x00000803, images_path + ": not an IDX image file (magic " + hex(magic_i) +
-                                 ", expected 0x00000803)");
-  const auto n = read_be32(fi.get(), images_path, "the IDX header");
-  const auto rows = read_be32(fi.get(), images_path, "the IDX header");
-  const auto cols = read_be32(fi.get(), images_path, "the IDX header");
-  check(rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096 && n <= (1u << 26),
-        images_path + ": implausible IDX dimensions " + std::to_string(n) + " x " +
-          std::to_string(rows) + " x " + std::to_string(cols));
-  const std::uint64_t total = std::uint64_t{n} * rows * cols;
+namespace {
+
+/// An IDX image file's header, checked: the count and each image's size.
+struct idx_images {
+  std::uint32_t n = 0, rows = 0, cols = 0;
+  std::uint64_t total = 0; ///< bytes of image data the header declares
+};
+
+idx_images read_image_header(gzFile f, const std::string& path) {
+  const auto magic = read_be32(f, path, "the IDX header");
+  check(magic == 0x00000803, path + ": not an IDX image file (magic " + hex(magic) + ", expected 0x00000803)");
+  idx_images h;
+  h.n = read_be32(f, path, "the IDX header");
+  h.rows = read_be32(f, path, "the IDX header");
+  h.cols = read_be32(f, path, "the IDX header");
+  check(h.rows > 0 && h.cols > 0 && h.rows <= 4096 && h.cols <= 4096 && h.n <= (1u << 26),
+        path + ": implausible IDX dimensions " + std::to_string(h.n) + " x " + std::to_string(h.rows) + " x " +
+          std::to_string(h.cols));
+  h.total = std::uint64_t{h.n} * h.rows * h.cols;
   constexpr std::uint64_t max_total = std::uint64_t{1} << 33;
-  check(total <= max_total, images_path + ": the IDX header declares " + std::to_string(n) + " images of " +
-                              std::to_string(rows) + " x " + std::to_string(cols) + " (" + std::to_string(total) +
-                              " bytes), more than " + std::to_string(max_total) + " bytes");
-  d.height = static_cast<int>(rows);
-  d.width = static_cast<int>(cols);
-  const std::uint64_t keep = limit > 0 ? std::min<std::uint64_t>(n, static_cast<std::uint64_t>(limit)) : n;
-  const std::uint64_t wanted = keep * rows * cols;
-  // Read as the data arrives, not allocated from the header's word: a
-  // header that claims more than the file holds is "truncated", not an
-  // allocation of what it claims.
+  check(h.total <= max_total, path + ": the IDX header declares " + std::to_string(h.n) + " images of " +
+                                std::to_string(h.rows) + " x " + std::to_string(h.cols) + " (" +
+                                std::to_string(h.total) + " bytes), more than " + std::to_string(max_total) + " bytes");
+  return h;
+}
+
+/// `wanted` bytes of image data, read as the data arrives, not allocated
+/// from the header's word: a header that claims more than the file holds
+/// is "truncated", not an allocation of what it claims.
+std::vector<unsigned char> read_pixels(gzFile f, const std::string& path, std::uint64_t wanted, std::uint64_t total) {
   std::vector<unsigned char> pix;
   constexpr std::size_t step = std::size_t{64} << 20;
   for (std::uint64_t at = 0; at < wanted;) {
     const auto chunk = static_cast<std::size_t>(std::min<std::uint64_t>(wanted - at, step));
     pix.resize(static_cast<std::size_t>(at) + chunk);
     try {
-      read_exact(fi.get(), images_path, pix.data() + at, chunk, "image data");
+      read_exact(f, path, pix.data() + at, chunk, "image data");
     } catch (const error&) {
-      throw error(images_path + ": truncated: the IDX header declares " + std::to_string(total) +
+      throw error(path + ": truncated: the IDX header declares " + std::to_string(total) +
                   " bytes of image data, the file holds fewer (" + std::to_string(at) + " read in whole chunks)");
     }
     at += chunk;
   }
+  return pix;
+}
 
-  auto fl = open_gz(labels_path);
-  const auto magic_l = read_be32(fl.get(), labels_path, "the IDX header");
-  check(magic_l == 0x00000801, labels_path + ": not an IDX label file (magic " + hex(magic_l) +
-                                 ", expected 0x00000801)");
-  const auto nl = read_be32(fl.get(), labels_path, "the IDX header");
-  check(nl == n, labels_path + ": " + std::to_string(nl) + " labels for " + std::to_string(n) +
-                   " images in " + images_path);
+/// The first `keep` labels of an IDX label file that must hold `n`.
+std::vector<unsigned char> read_labels(const std::string& path, std::uint32_t n, std::uint64_t keep,
+                                       const std::string& images_path) {
+  auto f = open_gz(path);
+  const auto magic = read_be32(f.get(), path, "the IDX header");
+  check(magic == 0x00000801, path + ": not an IDX label file (magic " + hex(magic) + ", expected 0x00000801)");
+  const auto nl = read_be32(f.get(), path, "the IDX header");
+  check(nl == n, path + ": " + std::to_string(nl) + " labels for " + std::to_string(n) + " images in " + images_path);
   std::vector<unsigned char> lab(static_cast<std::size_t>(keep));
-  read_exact(fl.get(), labels_path, lab.data(), lab.size(), "label data");
+  read_exact(f.get(), path, lab.data(), lab.size(), "label data");
+  return lab;
+}
 
+} // namespace
+
+dataset load_idx(const std::string& images_path, const std::string& labels_path, int classes, std::int64_t limit) {
+  dataset d;
+  d.classes = classes;
+  d.channels = 1;
+  auto fi = open_gz(images_path);
+  const auto h = read_image_header(fi.get(), images_path);
+  d.height = static_cast<int>(h.rows);
+  d.width = static_cast<int>(h.cols);
+  const std::uint64_t keep = limit > 0 ? std::min<std::uint64_t>(h.n, static_cast<std::uint64_t>(limit)) : h.n;
+  const auto pix = read_pixels(fi.get(), images_path, keep * h.rows * h.cols, h.total);
+  const auto lab = read_labels(labels_path, h.n, keep, images_path);
   d.images.resize(pix.size());
   for (std::size_t i = 0; i < pix.size(); ++i)
     d.images[i] = static_cast<float>(pix[i]) * (1.f / 255.f);
