@@ -213,6 +213,29 @@ struct ucx_comm::impl {
     return moved;
   }
 
+  /// A UCX op, if it has completed: checked, freed, and a received
+  /// contribution added where it is to be. False while it is in flight.
+  bool finish_ucx_op(op& o, int step) {
+    ucs_status_t st = o.recv ? ucp_tag_recv_request_test(o.req, &o.info) : ucp_request_check_status(o.req);
+    if (st == UCS_INPROGRESS)
+      return false;
+    ucp_request_free(o.req);
+    o.req = nullptr;
+    o.done = true;
+    if (st == UCS_ERR_MESSAGE_TRUNCATED)
+      fail("rank " + std::to_string(o.peer) + " sent more than the " + std::to_string(o.bytes) +
+           " bytes expected at step " + std::to_string(step));
+    if (st != UCS_OK)
+      fail(std::string(o.recv ? "receiving from" : "sending to") + " rank " + std::to_string(o.peer) + ": " +
+           ucs_status_string(st));
+    if (o.recv) {
+      check_length(o, step);
+      if (o.msg.accumulate)
+        comm_algorithms::add(o.msg.accumulate, reinterpret_cast<const float*>(o.msg.body), o.bytes / sizeof(float));
+    }
+    return true;
+  }
+
   /// Polls until every op is done; a peer silent for timeout_ms fails the
   /// communicator. Lanes are polled for spin_us after the last progress,
   /// then slept on (poll(2) with a timeout): in a VM a sleeping CPU takes
@@ -236,25 +259,7 @@ struct ucx_comm::impl {
           continue;
         }
         ucx_pending = true;
-        ucs_status_t st = o.recv ? ucp_tag_recv_request_test(o.req, &o.info) : ucp_request_check_status(o.req);
-        if (st == UCS_INPROGRESS) {
-          all = false;
-          continue;
-        }
-        ucp_request_free(o.req);
-        o.req = nullptr;
-        o.done = true;
-        if (st == UCS_ERR_MESSAGE_TRUNCATED)
-          fail("rank " + std::to_string(o.peer) + " sent more than the " + std::to_string(o.bytes) +
-               " bytes expected at step " + std::to_string(step));
-        if (st != UCS_OK)
-          fail(std::string(o.recv ? "receiving from" : "sending to") + " rank " + std::to_string(o.peer) + ": " +
-               ucs_status_string(st));
-        if (o.recv) {
-          check_length(o, step);
-          if (o.msg.accumulate)
-            comm_algorithms::add(o.msg.accumulate, reinterpret_cast<const float*>(o.msg.body), o.bytes / sizeof(float));
-        }
+        all = finish_ucx_op(o, step) && all;
       }
       if (all)
         return;
