@@ -180,7 +180,7 @@ void ucx_comm::allreduce(float* data, std::size_t n, allreduce_algo algo) {
   if (p_->broken || p_->aborted.load(std::memory_order_relaxed) ||
       (p_->size > 1 && !p_->connected)) // (no message built on the hot path)
     throw error("allreduce (rank " + std::to_string(p_->rank) + "): the communicator " +
-                (p_->broken ? "failed earlier" : p_->aborted.load() ? "was given up" : "is not connected"));
+                (p_->aborted.load() ? "was given up" : p_->broken ? "failed earlier" : "is not connected"));
   if (p_->size == 1 || n == 0)
     return;
   if (algo == allreduce_algo::automatic)

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace gradwire;
@@ -108,6 +109,32 @@ TEST_CASE("ucx comm: a silent rank is named within the timeout and nothing hangs
   CHECK(errors[1].find("no word from rank 2 for 300 ms") != std::string::npos);
   CHECK((errors[0].find("no word from rank 1 for 300 ms") != std::string::npos ||
          (net == comm_net::sockets && errors[0].find("rank 1 closed its connection") != std::string::npos)));
+}
+
+TEST_CASE("ucx comm: abort gives up a sum in progress at once, from another thread, and every later one") {
+  // Rank 1 never calls: without abort, rank 0 would wait out the 60 s
+  // timeout (ctest's limit would catch that hang). Abort comes while rank
+  // 0's call is in progress or before it begins: either way the call fails,
+  // with the reason given, and so does the next.
+  auto algo = GENERATE(allreduce_algo::recursive_doubling, allreduce_algo::shared_memory);
+  auto net = GENERATE(comm_net::ucx, comm_net::sockets);
+  INFO("algorithm " << transport::to_string(algo) << ", net " << transport::to_string(net));
+  auto comms = make_comms(2, "posix,cma,self", 60000, net);
+  std::vector<float> a(100000, 1.f);
+  std::string failed;
+  std::thread rank0([&] {
+    try {
+      comms[0]->allreduce(a.data(), a.size(), algo);
+    } catch (const error& e) {
+      failed = e.what();
+    }
+  });
+  comms[0]->abort("rank 1 is lost: its process exited");
+  rank0.join();
+  INFO(failed);
+  CHECK((failed.find("rank 1 is lost: its process exited") != std::string::npos ||
+         failed.find("given up") != std::string::npos));
+  CHECK_THROWS_WITH(comms[0]->allreduce(a.data(), a.size(), algo), Catch::Contains("was given up"));
 }
 
 TEST_CASE("ucx comm: algorithm names") {
