@@ -381,71 +381,79 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
         return;
       }
     }
-    if (f.kind != frame_kind::message) { // the reply to one of our requests
-      pending_request p;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto it = pending_.find(f.request_id);
-        if (it == pending_.end() || it->second.rank != f.src)
-          throw frame_error("reply from rank " + std::to_string(f.src) + " to unknown request " +
-                            std::to_string(f.request_id));
-        p = it->second;
-        pending_.erase(it);
-      }
-      if (f.kind == frame_kind::error_reply) {
-        const std::string text = f.msg.size() == 1 && f.msg.match_element<std::string>(0)
-                                   ? f.msg.get_as<std::string>(0) : std::string("(no text)");
-        answer(p, caf::make_message(caf::make_error(caf::sec::runtime_error, "rank " + std::to_string(f.src) + ": " + text)));
-      } else
-        answer(p, std::move(f.msg));
-      return;
-    }
-    if (f.dst == slots::heartbeat)
-      return;
-    if (f.dst == slots::fence) { // the sender has cut this rank off: it is gone for us too
-      const std::string why = f.msg.size() == 1 && f.msg.match_element<std::string>(0)
-                                ? f.msg.get_as<std::string>(0) : std::string("it cut this rank off");
-      cut_[static_cast<std::size_t>(f.src)].store(true, std::memory_order_release);
-      peer_down(f.src, why);
-      return;
-    }
-    caf::actor dst;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      auto it = published_.find(f.dst);
-      if (it == published_.end())
-        throw frame_error("frame from rank " + std::to_string(f.src) + " for slot " + std::to_string(f.dst) +
-                          ", nothing published there");
-      dst = it->second;
-    }
-    auto* unit = static_cast<inline_unit*>(unit_.get());
-    if (f.request_id != 0) { // a request: the reply goes back through this rank's catcher
-      caf::actor catcher;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto& c = catchers_[f.src];
-        if (!c) {
-          caf::actor_config cfg;
-          c = caf::make_actor<reply_catcher, caf::actor>(sys_.next_actor_id(), sys_.node(), &sys_, cfg,
-                                                        weak_from_this(), f.src);
-        }
-        catcher = c;
-      }
-      check(f.request_id <= caf::message_id::request_id_mask, "request id out of range");
-      dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(catcher),
-                                             caf::make_message_id(f.request_id), {}, std::move(f.msg)),
-                   unit);
-      unit->run();
-      return;
-    }
+    if (f.kind != frame_kind::message)
+      on_reply(f);
+    else if (f.dst == slots::fence)
+      on_fence(f);
+    else if (f.dst != slots::heartbeat)
+      deliver(f);
+  } catch (const std::exception& e) {
+    reject(e.what());
+  }
+}
+
+void node::on_reply(decoded_frame& f) {
+  pending_request p;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = pending_.find(f.request_id);
+    if (it == pending_.end() || it->second.rank != f.src)
+      throw frame_error("reply from rank " + std::to_string(f.src) + " to unknown request " +
+                        std::to_string(f.request_id));
+    p = it->second;
+    pending_.erase(it);
+  }
+  if (f.kind == frame_kind::error_reply) {
+    const std::string text = f.msg.size() == 1 && f.msg.match_element<std::string>(0)
+                               ? f.msg.get_as<std::string>(0) : std::string("(no text)");
+    answer(p, caf::make_message(caf::make_error(caf::sec::runtime_error, "rank " + std::to_string(f.src) + ": " + text)));
+  } else
+    answer(p, std::move(f.msg));
+}
+
+void node::on_fence(const decoded_frame& f) {
+  const std::string why = f.msg.size() == 1 && f.msg.match_element<std::string>(0)
+                            ? f.msg.get_as<std::string>(0) : std::string("it cut this rank off");
+  cut_[static_cast<std::size_t>(f.src)].store(true, std::memory_order_release);
+  peer_down(f.src, why);
+}
+
+void node::deliver(decoded_frame& f) {
+  caf::actor dst;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = published_.find(f.dst);
+    if (it == published_.end())
+      throw frame_error("frame from rank " + std::to_string(f.src) + " for slot " + std::to_string(f.dst) +
+                        ", nothing published there");
+    dst = it->second;
+  }
+  auto* unit = static_cast<inline_unit*>(unit_.get());
+  if (f.request_id == 0) {
     auto sender = f.sender.rank >= 0 ? resolve(f.sender) : caf::actor{};
     dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(sender), caf::make_message_id(),
                                            {}, std::move(f.msg)),
                  unit);
     unit->run();
-  } catch (const std::exception& e) {
-    reject(e.what());
+    return;
   }
+  // A request: the reply goes back through this rank's catcher.
+  caf::actor catcher;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& c = catchers_[f.src];
+    if (!c) {
+      caf::actor_config cfg;
+      c = caf::make_actor<reply_catcher, caf::actor>(sys_.next_actor_id(), sys_.node(), &sys_, cfg,
+                                                    weak_from_this(), f.src);
+    }
+    catcher = c;
+  }
+  check(f.request_id <= caf::message_id::request_id_mask, "request id out of range");
+  dst->enqueue(caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(catcher),
+                                         caf::make_message_id(f.request_id), {}, std::move(f.msg)),
+               unit);
+  unit->run();
 }
 
 void node::close(int timeout_ms) {

@@ -153,6 +153,11 @@ private:
   actor_ref ref_of(const caf::strong_actor_ptr& p);
   caf::actor resolve(actor_ref r);
   void on_frame(const void* header, std::size_t bytes, kernels::tensor data);
+  /// on_frame's steps: the reply to one of this rank's requests; a fence
+  /// (the sender cut this rank off); a message for a published actor.
+  void on_reply(decoded_frame& f);
+  void on_fence(const decoded_frame& f);
+  void deliver(decoded_frame& f);
   void reject(const std::string& what);
 
   caf::actor_system& sys_;
