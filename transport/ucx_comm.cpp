@@ -83,79 +83,96 @@ std::vector<std::uint8_t> ucx_comm::worker_address() const {
   return comm_detail::pack(a);
 }
 
-void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<int>& host_of) {
-  check(static_cast<int>(addresses.size()) == p_->size && host_of.size() == addresses.size(),
-        "collective communicator: one address per rank expected");
+ucx_comm::impl::peer_addresses ucx_comm::impl::read_addresses(const std::vector<std::vector<std::uint8_t>>& addresses,
+                                                               const std::vector<bool>& same_host) {
   const auto n = addresses.size();
-  const auto layout = comm_detail::layout_of(host_of, p_->rank);
-  std::vector<bool> same_host(n);
-  for (std::size_t r = 0; r < n; ++r)
-    same_host[r] = host_of[r] == host_of[static_cast<std::size_t>(p_->rank)];
-  std::vector<std::vector<std::uint8_t>> chosen(n), lane_addresses(n);
-  std::vector<std::string> segments(n);
-  p_->on_lane.assign(n, false);
+  peer_addresses out;
+  out.ucx.resize(n);
+  out.lanes.resize(n);
+  out.segments.resize(n);
+  on_lane.assign(n, false);
   // Every rank offered a segment: every rank reads the same table, so every
   // rank decides alike whether (and among whom) the sums go through shared memory.
-  bool all_segments = p_->shm != nullptr;
-  for (int r = 0; r < p_->size; ++r) { // every address checked before any endpoint exists
-    if (r == p_->rank)
+  out.all_segments = shm != nullptr;
+  for (int r = 0; r < size; ++r) { // every address checked before any endpoint exists
+    if (r == rank)
       continue;
     const auto i = static_cast<std::size_t>(r);
     auto a = comm_detail::unpack(addresses[i], r);
-    segments[i] = std::move(a.segment);
-    all_segments = all_segments && !segments[i].empty();
-    if (p_->lanes && comm_detail::by_lane(p_->opts.net, p_->opts.tls, same_host[i])) {
+    out.segments[i] = std::move(a.segment);
+    out.all_segments = out.all_segments && !out.segments[i].empty();
+    if (lanes && comm_detail::by_lane(opts.net, opts.tls, same_host[i])) {
       check(!a.lanes.empty(), "collective communicator: rank " + std::to_string(r) +
                                   " opened no TCP lanes (is --net the same on every rank?)");
-      p_->on_lane[i] = true;
-      p_->any_lane = true;
-      lane_addresses[i] = std::move(a.lanes);
+      on_lane[i] = true;
+      any_lane = true;
+      out.lanes[i] = std::move(a.lanes);
       continue;
     }
-    chosen[i] = same_host[i] ? std::move(a.here) : std::move(a.away);
-    const auto why = ucx_setup::ucx_parse_check(chosen[i]);
+    out.ucx[i] = same_host[i] ? std::move(a.here) : std::move(a.away);
+    const auto why = ucx_setup::ucx_parse_check(out.ucx[i]);
     check(why.empty(), "collective communicator: rank " + std::to_string(r) + "'s address: " + why);
   }
-  p_->eps.assign(n, nullptr);
-  p_->worker_of.assign(n, nullptr);
-  for (int r = 0; r < p_->size; ++r) {
+  return out;
+}
+
+void ucx_comm::impl::create_endpoints(const std::vector<std::vector<std::uint8_t>>& chosen,
+                                      const std::vector<bool>& same_host) {
+  eps.assign(chosen.size(), nullptr);
+  worker_of.assign(chosen.size(), nullptr);
+  for (int r = 0; r < size; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    if (r == p_->rank || p_->on_lane[i])
+    if (r == rank || on_lane[i])
       continue;
-    auto& sd = p_->sides[same_host[i] ? 0 : 1];
+    auto& sd = sides[same_host[i] ? 0 : 1];
     sd.used = true;
-    p_->worker_of[i] = sd.worker;
+    worker_of[i] = sd.worker;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep.address = reinterpret_cast<const ucp_address_t*>(chosen[i].data());
-    ucx_setup::check_status(ucp_ep_create(sd.worker, &ep, &p_->eps[i]),
+    ucx_setup::check_status(ucp_ep_create(sd.worker, &ep, &eps[i]),
                             ("collective communicator: connecting to rank " + std::to_string(r)).c_str());
   }
-  if (p_->lanes)
-    p_->lanes->connect(lane_addresses, p_->on_lane);
-  // One host: shared-memory sums among all. Several hosts, some of 2 or
-  // more ranks: hierarchical (every rank decides alike from the same
-  // table). A first sum tells each rank that every peer of its host has
-  // mapped its segment: its name can go from /dev/shm.
-  // --net sockets: TCP between the ranks of a host too, as asked.
-  const bool local_by_lane = p_->lanes && comm_detail::by_lane(p_->opts.net, p_->opts.tls, true);
-  const bool local_sums = p_->shm && all_segments && !local_by_lane && layout.largest >= 2;
-  p_->hier = local_sums && layout.hosts > 1;
-  p_->hosts = layout.hosts;
-  p_->owners = layout.owners;
-  p_->largest = layout.largest;
-  if (p_->hier) {
-    p_->across = layout.across;
-    p_->across_index = layout.host_index;
+}
+
+// One host: shared-memory sums among all. Several hosts, some of 2 or more
+// ranks: hierarchical (every rank decides alike from the same table). A
+// first sum tells each rank that every peer of its host has mapped its
+// segment: its name can go from /dev/shm. --net sockets: TCP between the
+// ranks of a host too, as asked.
+void ucx_comm::impl::start_sums(const comm_detail::host_layout& layout, const peer_addresses& peers) {
+  const bool local_by_lane = lanes && comm_detail::by_lane(opts.net, opts.tls, true);
+  const bool local_sums = shm && peers.all_segments && !local_by_lane && layout.largest >= 2;
+  hier = local_sums && layout.hosts > 1;
+  hosts = layout.hosts;
+  owners = layout.owners;
+  largest = layout.largest;
+  if (hier) {
+    across = layout.across;
+    across_index = layout.host_index;
   }
   if (local_sums && layout.local.size() >= 2) {
-    p_->shm->connect(segments, layout.local, layout.owners, layout.uniform);
+    shm->connect(peers.segments, layout.local, layout.owners, layout.uniform);
     float one = 1;
-    p_->shm->allreduce(&one, 1);
-    p_->shm->unlink();
+    shm->allreduce(&one, 1);
+    shm->unlink();
   } else {
-    p_->shm.reset(); // (a rank alone on its host sums across hosts only)
+    shm.reset(); // (a rank alone on its host sums across hosts only)
   }
+}
+
+void ucx_comm::connect(const std::vector<std::vector<std::uint8_t>>& addresses, const std::vector<int>& host_of) {
+  check(static_cast<int>(addresses.size()) == p_->size && host_of.size() == addresses.size(),
+        "collective communicator: one address per rank expected");
+  const auto layout = comm_detail::layout_of(host_of, p_->rank);
+  std::vector<bool> same_host(addresses.size());
+  for (std::size_t r = 0; r < addresses.size(); ++r)
+    same_host[r] = host_of[r] == host_of[static_cast<std::size_t>(p_->rank)];
+  const auto peers = p_->read_addresses(addresses, same_host);
+  p_->create_endpoints(peers.ucx, same_host);
+  if (p_->lanes)
+    p_->lanes->connect(peers.lanes, p_->on_lane);
+  p_->start_sums(layout, peers);
   p_->connected = true;
   ucx_setup::restrict_sysv_segments();
 }

@@ -36,6 +36,20 @@ constexpr ucp_tag_t full_mask = ~ucp_tag_t{0};
 } // namespace comm_detail
 
 struct ucx_comm::impl {
+  /// connect()'s steps (ucx_comm.cpp): every peer's address checked and
+  /// its path chosen (returns the UCX addresses to dial, by rank, and
+  /// fills lane addresses and segment names); the UCX endpoints; the
+  /// shared-memory or hierarchical sums the layout allows.
+  struct peer_addresses {
+    std::vector<std::vector<std::uint8_t>> ucx, lanes;
+    std::vector<std::string> segments;
+    bool all_segments = false; ///< every rank offered a shared-memory segment
+  };
+  peer_addresses read_addresses(const std::vector<std::vector<std::uint8_t>>& addresses,
+                                const std::vector<bool>& same_host);
+  void create_endpoints(const std::vector<std::vector<std::uint8_t>>& chosen, const std::vector<bool>& same_host);
+  void start_sums(const comm_detail::host_layout& layout, const peer_addresses& peers);
+
   int rank, size;
   comm_options opts;
   /// Two UCX workers: one with only shared-memory transports for the
