@@ -212,6 +212,12 @@ private:
   void readmit(int peer);
   /// A fence-slot control frame (knock, readmit); false: not one.
   bool on_control(int src, const caf::message& msg);
+  /// on_control's messages: a lost rank's knock (rank 0), a readmission,
+  /// a dismissal, a replaced process's new address.
+  void on_knock(int src);
+  void on_dismiss(int src, const std::string& why);
+  void on_readmit(int src, int r);
+  void on_new_address(int src, int r, const std::vector<std::int64_t>& packed);
   std::function<void(int)> on_knock_;
   std::function<void()> on_readmitted_;
   std::function<void(const std::string&)> on_dismissed_;

@@ -45,72 +45,78 @@ bool node::on_control(int src, const caf::message& msg) {
   const auto leads = [&msg](caf::atom_value a) {
     return msg.size() >= 1 && msg.match_element<caf::atom_value>(0) && msg.get_as<caf::atom_value>(0) == a;
   };
-  if (msg.size() == 1 && leads(knock_atom::value)) {
-    if (rank() == 0 && is_cut_off(src)) { // anyone else's knock is no news
-      std::function<void(int)> cb;
-      {
-        std::lock_guard<std::mutex> lk(down_mu_);
-        cb = on_knock_;
-      }
-      if (cb) {
-        cb(src);
-        control(src, caf::make_message(heard_atom::value));
-      }
-    }
-    return true;
-  }
-  if (msg.size() == 1 && leads(heard_atom::value)) {
+  if (msg.size() == 1 && leads(knock_atom::value))
+    on_knock(src);
+  else if (msg.size() == 1 && leads(heard_atom::value)) {
     if (src == 0)
       knock_heard_ms_ = now_ms();
-    return true;
+  } else if (msg.size() == 2 && leads(dismiss_atom::value) && msg.match_element<std::string>(1))
+    on_dismiss(src, msg.get_as<std::string>(1));
+  else if (msg.size() == 2 && leads(readmit_atom::value) && msg.match_element<int>(1))
+    on_readmit(src, msg.get_as<int>(1));
+  else if (msg.size() == 3 && leads(address_atom::value) && msg.match_element<int>(1) &&
+           msg.match_element<std::vector<std::int64_t>>(2))
+    on_new_address(src, msg.get_as<int>(1), msg.get_as<std::vector<std::int64_t>>(2));
+  else
+    return false;
+  return true;
+}
+
+void node::on_knock(int src) {
+  if (rank() != 0 || !is_cut_off(src)) // anyone else's knock is no news
+    return;
+  std::function<void(int)> cb;
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    cb = on_knock_;
   }
-  if (msg.size() == 2 && leads(dismiss_atom::value) && msg.match_element<std::string>(1)) {
-    std::function<void(const std::string&)> cb;
-    {
-      std::lock_guard<std::mutex> lk(down_mu_);
-      cb = on_dismissed_;
-    }
-    if (src == 0 && cb)
-      cb(msg.get_as<std::string>(1).substr(0, 1024));
-    return true;
+  if (cb) {
+    cb(src);
+    control(src, caf::make_message(heard_atom::value));
   }
-  if (msg.size() == 2 && leads(readmit_atom::value) && msg.match_element<int>(1)) {
-    const int r = msg.get_as<int>(1);
-    if (src != 0 || r < 0 || r >= size())
-      return true; // only rank 0 readmits, and only ranks of this job
-    if (r != rank()) {
-      readmit(r);
-      return true;
-    }
-    for (int p = 0; p < size(); ++p) // this rank is back in: it hears everyone again
-      if (p != rank())
-        readmit(p);
-    std::function<void()> cb;
-    {
-      std::lock_guard<std::mutex> lk(down_mu_);
-      cb = on_readmitted_;
-    }
-    if (cb)
-      cb();
-    return true;
+}
+
+void node::on_dismiss(int src, const std::string& why) {
+  std::function<void(const std::string&)> cb;
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    cb = on_dismissed_;
   }
-  if (msg.size() == 3 && leads(address_atom::value) && msg.match_element<int>(1) &&
-      msg.match_element<std::vector<std::int64_t>>(2)) {
-    const int r = msg.get_as<int>(1);
-    const auto address = unpacked(msg.get_as<std::vector<std::int64_t>>(2), max_address_bytes);
-    if (src != 0 || r <= 0 || r >= size() || r == rank() || address.empty()) {
-      reject("frame refused: a replaced process's address from rank " + std::to_string(src) + " (only rank 0 "
-             "announces one, for another rank, of 1 to " + std::to_string(max_address_bytes) + " bytes)");
-      return true;
-    }
-    try {
-      link_->reconnect(r, address);
-    } catch (const std::exception& e) {
-      reject("rank " + std::to_string(r) + "'s new process cannot be reached: " + e.what());
-    }
-    return true;
+  if (src == 0 && cb)
+    cb(why.substr(0, 1024));
+}
+
+void node::on_readmit(int src, int r) {
+  if (src != 0 || r < 0 || r >= size())
+    return; // only rank 0 readmits, and only ranks of this job
+  if (r != rank()) {
+    readmit(r);
+    return;
   }
-  return false;
+  for (int p = 0; p < size(); ++p) // this rank is back in: it hears everyone again
+    if (p != rank())
+      readmit(p);
+  std::function<void()> cb;
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    cb = on_readmitted_;
+  }
+  if (cb)
+    cb();
+}
+
+void node::on_new_address(int src, int r, const std::vector<std::int64_t>& packed) {
+  const auto address = unpacked(packed, max_address_bytes);
+  if (src != 0 || r <= 0 || r >= size() || r == rank() || address.empty()) {
+    reject("frame refused: a replaced process's address from rank " + std::to_string(src) + " (only rank 0 "
+           "announces one, for another rank, of 1 to " + std::to_string(max_address_bytes) + " bytes)");
+    return;
+  }
+  try {
+    link_->reconnect(r, address);
+  } catch (const std::exception& e) {
+    reject("rank " + std::to_string(r) + "'s new process cannot be reached: " + e.what());
+  }
 }
 
 void node::admit_process(int peer, const std::vector<std::uint8_t>& address) {
