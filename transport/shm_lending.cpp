@@ -155,6 +155,39 @@ std::shared_ptr<shm_mapping> shm_lending::mapping(int r) {
   return maps_[static_cast<std::size_t>(r)];
 }
 
+shm_lending::lookup shm_lending::memory_of(int owner, const std::vector<std::uint64_t>& hdr,
+                                           std::size_t header_bytes, lent_memory& out, std::string& why) {
+  if (owner == rank_) { // our own memory, come back round the ring
+    out = {arena_->base(), arena_->size(), arena_};
+    return lookup::found;
+  }
+  if (auto m = mapping(owner)) {
+    out = {m->base(), m->size(), m};
+    return lookup::found;
+  }
+  const auto o = static_cast<std::size_t>(owner);
+  if (!local_[o] || c_.peer_dead(owner)) {
+    why = "into rank " + std::to_string(owner) + "'s memory, which this process has not mapped";
+    return lookup::refused;
+  }
+  // Passed on from a third rank on this node whose announcement is still on its way.
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& m2 = maps_[o];
+  if (m2) {
+    out = {m2->base(), m2->size(), m2};
+    return lookup::found;
+  }
+  if (unmappable_[o] || deferred_[o].size() >= max_deferred) {
+    why = "into rank " + std::to_string(owner) + "'s memory, which " +
+          (unmappable_[o] ? std::string("could not be mapped (its announcement was refused)")
+                          : "has not been announced (" + std::to_string(max_deferred) +
+                              " references already wait for it)");
+    return lookup::refused;
+  }
+  deferred_[o].emplace_back(hdr, header_bytes);
+  return lookup::deferred;
+}
+
 void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes) {
   auto refuse = [&](const std::string& why) { c_.reject("frame refused: shared-memory reference " + why); };
   if (header_bytes < ref_words * 8 || !arena_)
@@ -163,46 +196,20 @@ void shm_lending::on_ref(const std::vector<std::uint64_t>& hdr, std::size_t head
   const std::uint64_t id = hdr[3], off = hdr[5], bytes = hdr[6];
   if (src < 0 || src >= size_ || src == rank_ || owner < 0 || owner >= size_)
     return refuse("from rank " + std::to_string(src) + " to rank " + std::to_string(owner) + "'s memory: no such rank");
-  const char* base = nullptr;
-  std::size_t limit = 0;
-  std::shared_ptr<void> keep; // the memory stays mapped while the view lives
-  if (owner == rank_) { // our own memory, come back round the ring
-    base = arena_->base();
-    limit = arena_->size();
-    keep = arena_;
-  } else if (auto m = mapping(static_cast<int>(owner))) {
-    base = m->base();
-    limit = m->size();
-    keep = m;
-  } else if (local_[static_cast<std::size_t>(owner)] && !c_.peer_dead(static_cast<int>(owner))) {
-    // Passed on from a third rank on this node whose announcement is still on its way.
-    std::unique_lock<std::mutex> lk(mu_);
-    const auto o = static_cast<std::size_t>(owner);
-    auto& m2 = maps_[o];
-    if (!m2) {
-      if (unmappable_[o] || deferred_[o].size() >= max_deferred) {
-        lk.unlock();
-        return refuse("into rank " + std::to_string(owner) + "'s memory, which " +
-                      (unmappable_[o] ? std::string("could not be mapped (its announcement was refused)")
-                                      : "has not been announced (" + std::to_string(max_deferred) +
-                                          " references already wait for it)"));
-      }
-      deferred_[o].emplace_back(hdr, header_bytes);
-      return;
-    }
-    base = m2->base();
-    limit = m2->size();
-    keep = m2;
-  } else {
-    return refuse("into rank " + std::to_string(owner) + "'s memory, which this process has not mapped");
-  }
-  if (bytes == 0 || bytes % sizeof(float) || bytes > max_data_bytes_ || off > limit || bytes > limit - off)
+  lent_memory mem;
+  std::string why;
+  const auto found = memory_of(static_cast<int>(owner), hdr, header_bytes, mem, why);
+  if (found == lookup::refused)
+    return refuse(why);
+  if (found == lookup::deferred)
+    return;
+  if (bytes == 0 || bytes % sizeof(float) || bytes > max_data_bytes_ || off > mem.limit || bytes > mem.limit - off)
     return refuse("of " + std::to_string(bytes) + " bytes at " + std::to_string(off) + " in rank " +
-                  std::to_string(owner) + "'s memory (" + std::to_string(limit) + " bytes)");
-  const char* p = base + off;
+                  std::to_string(owner) + "'s memory (" + std::to_string(mem.limit) + " bytes)");
+  const char* p = mem.base + off;
   auto token = alive_;
   auto st = std::make_shared<kernels::storage>(const_cast<char*>(p), bytes, kernels::device::cpu(),
-                                               [token, keep, src, id, me = rank_, job = token_](void*) {
+                                               [token, keep = mem.keep, src, id, me = rank_, job = token_](void*) {
                                                  std::lock_guard<std::mutex> lk(token->mu);
                                                  // No wake-up of the progress thread: the release goes
                                                  // out with the next round of traffic (or the loop's

@@ -107,6 +107,18 @@ private:
   void on_announce(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes);
   void on_mapped(const std::vector<std::uint64_t>& hdr);
   void on_ref(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes);
+  /// Where rank `owner`'s memory is mapped in this process, for a
+  /// reference into it: found (`base`, `limit`, kept mapped by `keep`);
+  /// deferred (the reference waits for the owner's announcement); or
+  /// refused (`why`).
+  struct lent_memory {
+    const char* base = nullptr;
+    std::size_t limit = 0;
+    std::shared_ptr<void> keep;
+  };
+  enum class lookup { found, deferred, refused };
+  lookup memory_of(int owner, const std::vector<std::uint64_t>& hdr, std::size_t header_bytes, lent_memory& out,
+                   std::string& why);
   void on_release(const std::vector<std::uint64_t>& hdr, std::size_t header_bytes);
   bool locate(const kernels::tensor& t, int peer, int& owner, std::int64_t& offset);
   std::shared_ptr<shm_mapping> mapping(int r);
