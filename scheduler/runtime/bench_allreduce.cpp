@@ -213,6 +213,36 @@ row actors_size(caf::actor_system& sys, const job& j, const allreduce_bench_opti
 
 } // namespace
 
+namespace {
+
+/// The communicator at one size; a failure is a peer that died or
+/// misbehaved: the node names it within its liveness bound (and ends the
+/// process, status 3); until then, say what the communicator saw.
+row comm_row(const job& j, const allreduce_bench_options& o, std::size_t bytes) {
+  try {
+    return comm_size(*j.comm, o, bytes);
+  } catch (const std::exception& e) {
+    log::warn("rank {}: {}", j.launch.rank, e.what());
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * j.live.peer_timeout_ms + 1000));
+    log::warn("rank {}: bench aborted: no rank was reported lost", j.launch.rank);
+    std::fflush(stderr);
+    transport::unlink_arenas();
+    std::_Exit(3);
+  }
+}
+
+/// Rank 0's line for one size: bytes, floats, then each engine's cells.
+void print_size(std::size_t bytes, int ranks, const std::vector<row>& rows) {
+  std::printf("%12zu %12zu", bytes, bytes / 4);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    print_cells(bytes, ranks, rows[i], i == 0);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+} // namespace
+
 int bench_allreduce(const allreduce_bench_options& o) {
   const auto sizes = sizes_of(o);
   caf::actor_system_config cfg;
@@ -236,7 +266,6 @@ int bench_allreduce(const allreduce_bench_options& o) {
   if (rank == 0)
     print_header(o, j);
   int status = 0;
-  const int n = j.launch.size;
   if (j.comm) { // endpoints are wired up by their first messages: not inside the first size's rounds
     std::vector<float> w(16384, 0.f);
     for (int i = 0; i < 200; ++i)
@@ -244,34 +273,15 @@ int bench_allreduce(const allreduce_bench_options& o) {
   }
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     std::vector<row> rows;
-    if (j.comm) {
-      try {
-        rows.push_back(comm_size(*j.comm, o, sizes[k]));
-      } catch (const std::exception& e) {
-        // A peer died or misbehaved: the node names it within its liveness
-        // bound (and ends the process, status 3); until then, say what the
-        // communicator saw.
-        log::warn("rank {}: {}", rank, e.what());
-        std::fflush(stderr);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2 * j.live.peer_timeout_ms + 1000));
-        log::warn("rank {}: bench aborted: no rank was reported lost", rank);
-        std::fflush(stderr);
-        transport::unlink_arenas();
-        std::_Exit(3);
-      }
-    }
+    if (j.comm)
+      rows.push_back(comm_row(j, o, sizes[k]));
     if (o.engine != "comm")
       rows.push_back(actors_size(sys, j, o, peers[k], sizes[k]));
     for (const auto& r : rows)
       if (!r.ok)
         status = 4;
-    if (rank != 0)
-      continue;
-    std::printf("%12zu %12zu", sizes[k], sizes[k] / 4);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      print_cells(sizes[k], n, rows[i], i == 0);
-    std::printf("\n");
-    std::fflush(stdout);
+    if (rank == 0)
+      print_size(sizes[k], j.launch.size, rows);
   }
   finishing = true;
   j.node->ending();
