@@ -26,29 +26,23 @@ std::set<std::string> own_keys(fault_kind k) {
 
 } // namespace
 
-void read_faults(const toml::table& root, const std::string& source, run_config& c) {
-  const auto* entries = root.get_as<toml::array>("faults");
-  if (!entries)
-    return;
-  const std::string last = std::to_string(c.workers - 1);
-  auto check_rank = [&](std::int64_t r, const std::string& what, const std::string& where) {
-    check(r >= 0 && r < c.workers,
-          where + ": " + what + " = " + std::to_string(r) + ", but the workers are ranks 0 to " + last);
-  };
-  for (std::size_t i = 0; i < entries->size(); ++i) {
-    const auto& t = *entries->get(i)->as_table();
-    fault_spec f;
-    f.where = config_toml::where(source, *entries->get(i)) + ": [[faults]] #" + std::to_string(i + 1);
-    const auto kind_text = t["kind"].value_or(std::string("kill"));
-    const auto kind = parse_fault_kind(kind_text);
-    check(kind.has_value(), f.where + ": kind = \"" + kind_text + "\" is not a fault kind");
-    f.kind = *kind;
-    check(!c.single(), f.where + ": a " + kind_text + " fault needs a topology of several workers, " +
-                                    "run across processes (--procs N)");
-    for (const auto& key : {"seconds", "factor", "delay_ms", "peer"})
-      check(!t.contains(key) || own_keys(f.kind).count(key),
-            f.where + ": " + key + " does not apply to kind = \"" + kind_text + "\"");
-    // When: exactly one of at_step, at_seconds, mtbf_s.
+namespace {
+
+/// One [[faults]] entry's reading: its rank checks name the entry.
+struct fault_reader {
+  const toml::table& t;
+  const run_config& c;
+  fault_spec& f;
+  std::string kind_text;
+  std::string last; ///< the highest rank, for messages
+
+  void check_rank(std::int64_t r, const std::string& what) const {
+    check(r >= 0 && r < c.workers, f.where + ": " + what + " = " + std::to_string(r) +
+                                     ", but the workers are ranks 0 to " + last);
+  }
+
+  /// When: exactly one of at_step, at_seconds, mtbf_s.
+  void when() {
     const int whens = t.contains("at_step") + t.contains("at_seconds") + t.contains("mtbf_s");
     check(whens == 1, f.where + ": say when, with exactly one of at_step (after that step of the struck worker), "
                                 "at_seconds or mtbf_s" + (whens > 1 ? " (it gives " + std::to_string(whens) + ")" : ""));
@@ -58,12 +52,15 @@ void read_faults(const toml::table& root, const std::string& source, run_config&
     check(!t.contains("at_seconds") || f.at_seconds >= 0, f.where + ": at_seconds must be 0 or more");
     f.mtbf_s = t["mtbf_s"].value_or(0.0);
     check(!t.contains("mtbf_s") || f.mtbf_s > 0, f.where + ": mtbf_s must be more than 0 (seconds)");
-    // Who.
+  }
+
+  /// Who: rank, or ranks (a partition's set, or mtbf_s's candidates).
+  void who() {
     f.rank = static_cast<int>(t["rank"].value_or(std::int64_t{-1}));
     if (const auto* list = t["ranks"].as_array())
       for (const auto& v : *list) {
         const auto r = v.value_or(std::int64_t{-1});
-        check_rank(r, "an entry of ranks", f.where);
+        check_rank(r, "an entry of ranks");
         check(std::find(f.ranks.begin(), f.ranks.end(), r) == f.ranks.end(),
               f.where + ": ranks names rank " + std::to_string(r) + " twice");
         f.ranks.push_back(static_cast<int>(r));
@@ -74,23 +71,29 @@ void read_faults(const toml::table& root, const std::string& source, run_config&
             f.where + ": ranks = the workers cut off from the others: 1 to " + last + " of them");
     } else if (t.contains("rank") || f.mtbf_s <= 0) {
       check(t.contains("rank"), f.where + ": rank = the worker it strikes (0 to " + last + ")");
-      check_rank(f.rank, "rank", f.where);
+      check_rank(f.rank, "rank");
       check(f.ranks.empty(), f.where + ": give rank or ranks (with mtbf_s), not both");
     } else
       check(c.workers > 1, f.where + ": mtbf_s draws from ranks 1 to " + last + ": there are none");
-    // How.
+  }
+
+  /// How: how long, how much slower, what delay, toward which peer.
+  void how() {
     f.seconds = t["seconds"].value_or(0.0);
-    check(!lasts(f.kind) || f.seconds > 0,
-          f.where + ": seconds = how long the " + kind_text + " lasts, more than 0");
+    check(!lasts(f.kind) || f.seconds > 0, f.where + ": seconds = how long the " + kind_text + " lasts, more than 0");
     f.factor = t["factor"].value_or(1.0);
     check(f.kind != fault_kind::slow || f.factor > 1, f.where + ": factor = how many times slower, more than 1");
     f.delay_ms = t["delay_ms"].value_or(0.0);
     check(f.kind != fault_kind::delay || f.delay_ms > 0, f.where + ": delay_ms = the delay added to every frame, more than 0");
     f.peer = static_cast<int>(t["peer"].value_or(std::int64_t{-1}));
     if (t.contains("peer")) {
-      check_rank(f.peer, "peer", f.where);
+      check_rank(f.peer, "peer");
       check(f.peer != f.rank, f.where + ": peer = " + std::to_string(f.peer) + " is the struck rank itself");
     }
+  }
+
+  /// back_at_step (kill, stall) and mid_step (stall, suspend).
+  void after() {
     f.back_at_step = t["back_at_step"].value_or(std::int64_t{0});
     if (t.contains("back_at_step")) {
       check(f.kind == fault_kind::kill || f.kind == fault_kind::stall,
@@ -105,6 +108,33 @@ void read_faults(const toml::table& root, const std::string& source, run_config&
             f.where + ": mid_step applies to kind = \"stall\" and \"suspend\" only");
       check(!f.mid_step || f.at_step > 0, f.where + ": mid_step strikes inside the step after at_step: give at_step");
     }
+  }
+};
+
+} // namespace
+
+void read_faults(const toml::table& root, const std::string& source, run_config& c) {
+  const auto* entries = root.get_as<toml::array>("faults");
+  if (!entries)
+    return;
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    const auto& t = *entries->get(i)->as_table();
+    fault_spec f;
+    f.where = config_toml::where(source, *entries->get(i)) + ": [[faults]] #" + std::to_string(i + 1);
+    const auto kind_text = t["kind"].value_or(std::string("kill"));
+    const auto kind = parse_fault_kind(kind_text);
+    check(kind.has_value(), f.where + ": kind = \"" + kind_text + "\" is not a fault kind");
+    f.kind = *kind;
+    check(!c.single(), f.where + ": a " + kind_text + " fault needs a topology of several workers, " +
+                                    "run across processes (--procs N)");
+    for (const auto& key : {"seconds", "factor", "delay_ms", "peer"})
+      check(!t.contains(key) || own_keys(f.kind).count(key),
+            f.where + ": " + key + " does not apply to kind = \"" + kind_text + "\"");
+    fault_reader r{t, c, f, kind_text, std::to_string(c.workers - 1)};
+    r.when();
+    r.who();
+    r.how();
+    r.after();
     c.faults.push_back(f);
   }
 }
