@@ -6,6 +6,73 @@
 
 namespace gradwire::scheduler {
 
+namespace {
+
+/// virtual.host_workers: each host's worker count (hosts of different sizes).
+void read_host_workers(config_toml::reader& r, run_config& c, int hosts) {
+  auto& v = c.virt;
+  v.host_workers.clear();
+  const auto& per_host = r.get("virtual.host_workers");
+  if (const auto* list = per_host.as_array(); list != nullptr && !list->empty()) {
+    check(hosts == 0 && r.integer("virtual.workers_per_host", 0, 1024) == 0,
+          r.loc("virtual.host_workers") + ": gives each host's workers; leave virtual.hosts and "
+                                           "virtual.workers_per_host unset (0) with it");
+    check(list->size() <= static_cast<std::size_t>(c.workers),
+          r.loc("virtual.host_workers") + ": " + std::to_string(list->size()) + " hosts for topology.workers = " +
+            std::to_string(c.workers) + " (each host holds 1 worker or more)");
+    int sum = 0;
+    for (const auto& e : *list) {
+      const auto k = e.value<std::int64_t>().value_or(0);
+      check(k >= 1 && k <= 1024, r.loc("virtual.host_workers") + ": each host holds 1 to 1024 workers, got " +
+                                   std::to_string(k));
+      v.host_workers.push_back(static_cast<int>(k));
+      sum += static_cast<int>(k);
+    }
+    check(sum == c.workers, r.loc("virtual.host_workers") + ": the hosts hold " + std::to_string(sum) +
+                              " workers, but topology.workers = " + std::to_string(c.workers));
+    v.hosts = static_cast<int>(v.host_workers.size());
+    v.workers_per_host = *std::max_element(v.host_workers.begin(), v.host_workers.end());
+  }
+}
+
+/// virtual.host_bandwidth_gbps: each host's NIC.
+void read_host_bandwidth(config_toml::reader& r, run_config& c) {
+  auto& v = c.virt;
+  v.host_gbps.clear();
+  if (const auto* list = r.get("virtual.host_bandwidth_gbps").as_array(); list != nullptr && !list->empty()) {
+    check(list->size() == static_cast<std::size_t>(v.hosts),
+          r.loc("virtual.host_bandwidth_gbps") + ": " + std::to_string(list->size()) + " entries for " +
+            std::to_string(v.hosts) + " host(s) (one per host)");
+    for (const auto& e : *list) {
+      const double g = e.value<double>().value_or(0);
+      check(g > 0 && g <= 1e6, r.loc("virtual.host_bandwidth_gbps") + ": each NIC's Gb/s must be in (0, 1e6], got " +
+                                  std::to_string(g));
+      v.host_gbps.push_back(g);
+    }
+  }
+}
+
+/// What virtual time does not simulate, refused naming the key.
+void check_simulated(config_toml::reader& r, const run_config& c) {
+  check(!c.single(), r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "
+                                                             "topology.kind = \"single\" has one worker and no one "
+                                                             "to exchange with");
+  check(c.device == "cpu", r.loc("train.device") + " = \"" + c.device +
+                             "\": virtual time computes every gradient on the CPU; model a GPU node's speed with "
+                             "[[nodes]] step_ms instead");
+  for (const auto& g : c.nodes)
+    check(g.device.empty() || g.device == "cpu",
+          g.where + ": device = \"" + g.device + "\": virtual time computes every gradient on the CPU; give the group's step_ms instead");
+  check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
+        r.loc("train.checkpoint_every") + ": virtual time does not write checkpoints yet");
+  for (std::size_t i = 0; i < c.faults.size(); ++i)
+    check(c.faults[i].kind == fault_kind::stall || c.faults[i].kind == fault_kind::slow,
+          c.source + ": [[faults]] #" + std::to_string(i + 1) + " kind = \"" + to_string(c.faults[i].kind) +
+            "\": virtual time injects stall and slow faults (on the virtual clock), not kills or link faults");
+}
+
+} // namespace
+
 void read_virtual(config_toml::reader& r, run_config& c) {
   auto& v = c.virt;
   v.on = r.str("experiment.clock") == "virtual";
@@ -32,57 +99,10 @@ void read_virtual(config_toml::reader& r, run_config& c) {
             std::to_string(v.workers_per_host) + " make " + std::to_string(hosts * v.workers_per_host) +
             " workers, but topology.workers = " + std::to_string(c.workers));
   v.hosts = hosts > 0 ? hosts : (c.workers + v.workers_per_host - 1) / v.workers_per_host;
-  v.host_workers.clear();
-  const auto& per_host = r.get("virtual.host_workers");
-  if (const auto* list = per_host.as_array(); list != nullptr && !list->empty()) {
-    check(hosts == 0 && r.integer("virtual.workers_per_host", 0, 1024) == 0,
-          r.loc("virtual.host_workers") + ": gives each host's workers; leave virtual.hosts and "
-                                           "virtual.workers_per_host unset (0) with it");
-    check(list->size() <= static_cast<std::size_t>(c.workers),
-          r.loc("virtual.host_workers") + ": " + std::to_string(list->size()) + " hosts for topology.workers = " +
-            std::to_string(c.workers) + " (each host holds 1 worker or more)");
-    int sum = 0;
-    for (const auto& e : *list) {
-      const auto k = e.value<std::int64_t>().value_or(0);
-      check(k >= 1 && k <= 1024, r.loc("virtual.host_workers") + ": each host holds 1 to 1024 workers, got " +
-                                   std::to_string(k));
-      v.host_workers.push_back(static_cast<int>(k));
-      sum += static_cast<int>(k);
-    }
-    check(sum == c.workers, r.loc("virtual.host_workers") + ": the hosts hold " + std::to_string(sum) +
-                              " workers, but topology.workers = " + std::to_string(c.workers));
-    v.hosts = static_cast<int>(v.host_workers.size());
-    v.workers_per_host = *std::max_element(v.host_workers.begin(), v.host_workers.end());
-  }
-  v.host_gbps.clear();
-  if (const auto* list = r.get("virtual.host_bandwidth_gbps").as_array(); list != nullptr && !list->empty()) {
-    check(list->size() == static_cast<std::size_t>(v.hosts),
-          r.loc("virtual.host_bandwidth_gbps") + ": " + std::to_string(list->size()) + " entries for " +
-            std::to_string(v.hosts) + " host(s) (one per host)");
-    for (const auto& e : *list) {
-      const double g = e.value<double>().value_or(0);
-      check(g > 0 && g <= 1e6, r.loc("virtual.host_bandwidth_gbps") + ": each NIC's Gb/s must be in (0, 1e6], got " +
-                                  std::to_string(g));
-      v.host_gbps.push_back(g);
-    }
-  }
-  if (!v.on)
-    return;
-  check(!c.single(), r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "
-                                                             "topology.kind = \"single\" has one worker and no one "
-                                                             "to exchange with");
-  check(c.device == "cpu", r.loc("train.device") + " = \"" + c.device +
-                             "\": virtual time computes every gradient on the CPU; model a GPU node's speed with "
-                             "[[nodes]] step_ms instead");
-  for (const auto& g : c.nodes)
-    check(g.device.empty() || g.device == "cpu",
-          g.where + ": device = \"" + g.device + "\": virtual time computes every gradient on the CPU; give the group's step_ms instead");
-  check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
-        r.loc("train.checkpoint_every") + ": virtual time does not write checkpoints yet");
-  for (std::size_t i = 0; i < c.faults.size(); ++i)
-    check(c.faults[i].kind == fault_kind::stall || c.faults[i].kind == fault_kind::slow,
-          c.source + ": [[faults]] #" + std::to_string(i + 1) + " kind = \"" + to_string(c.faults[i].kind) +
-            "\": virtual time injects stall and slow faults (on the virtual clock), not kills or link faults");
+  read_host_workers(r, c, hosts);
+  read_host_bandwidth(r, c);
+  if (v.on)
+    check_simulated(r, c);
 }
 
 } // namespace gradwire::scheduler
