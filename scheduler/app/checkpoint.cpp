@@ -329,6 +329,76 @@ int checkpoint_workers(const std::string& which, std::int64_t step) {
   }
 }
 
+namespace {
+
+/// The manifest's own fields, each checked for type and range, once, so
+/// that no reader meets a wrong type ("run" is read by the resumed run:
+/// its clock, the workers lost before).
+void check_manifest(const nlohmann::json& m, const std::string& mpath) {
+  check(m.is_object() && m.contains("format") && m["format"].is_number_integer(), mpath + ": no format number");
+  check(m["format"].get<int>() == manifest_format,
+        mpath + ": format " + m["format"].dump() + ", this build reads " + std::to_string(manifest_format));
+  check(m.contains("step") && m["step"].is_number_integer() && m["step"].get<std::int64_t>() >= 0, mpath + ": no valid step");
+  check(m.contains("parts") && m["parts"].is_array() && !m["parts"].empty(), mpath + ": no parts listed");
+  check(m.contains("identity") && m["identity"].is_object(), mpath + ": no identity");
+  if (!m.contains("run"))
+    return;
+  const auto& run = m["run"];
+  check(run.is_object(), mpath + ": \"run\" is " + run.dump() + ", not an object");
+  for (const char* key : {"train_seconds", "eval_seconds"})
+    check(!run.contains(key) || (run[key].is_number() && run[key].get<double>() >= 0),
+          mpath + ": run." + key + " is " + (run.contains(key) ? run[key].dump() : "") + ", not a number of seconds");
+  if (run.contains("lost_workers")) {
+    const auto& lost = run["lost_workers"];
+    check(lost.is_array() && std::all_of(lost.begin(), lost.end(),
+                                         [](const nlohmann::json& r) {
+                                           return r.is_number_integer() && r.get<std::int64_t>() >= 0;
+                                         }),
+          mpath + ": run.lost_workers is " + lost.dump() + ", not a list of ranks");
+  }
+}
+
+/// One part the manifest lists, read from its file in `folder` and checked
+/// against the entry (name, size, who, step) and the parts read so far.
+void read_part(const nlohmann::json& p, const std::filesystem::path& folder, const std::string& mpath,
+               resume_point& point) {
+  check(p.is_object() && p.contains("file") && p["file"].is_string() && p.contains("who") && p["who"].is_string() &&
+          p.contains("bytes") && p["bytes"].is_number_unsigned(),
+        mpath + ": a malformed part entry");
+  const auto file = p["file"].get<std::string>();
+  check(file.find('/') == std::string::npos && file.find("..") == std::string::npos, mpath + ": part file '" + file + "' outside its folder");
+  const auto path = (folder / file).string();
+  const auto bytes = read_all(path);
+  check(bytes.size() == p["bytes"].get<std::uint64_t>(), path + ": " + std::to_string(bytes.size()) + " bytes, the manifest says " +
+                                                            p["bytes"].dump() + " (truncated?)");
+  auto s = part_from_bytes(bytes, path);
+  check(s.who == p["who"].get<std::string>(), path + ": holds '" + s.who + "', the manifest says '" + p["who"].get<std::string>() + "'");
+  check(s.step == point.step || s.who.rfind("shard ", 0) == 0,
+        path + ": of step " + std::to_string(s.step) + " in the checkpoint of step " + std::to_string(point.step));
+  check(!point.parts.count(s.who), mpath + ": '" + s.who + "' twice");
+  const auto who = s.who; // the right side of = is evaluated first (C++17): not s.who after the move
+  point.parts[who] = std::make_shared<actors::snapshot>(std::move(s));
+}
+
+/// Saved after a lost worker: the survivors' parts become workers 0 .. k-1
+/// in rank order (the run resumes with k workers).
+void renumber_survivors(resume_point& point) {
+  std::map<int, std::shared_ptr<const actors::snapshot>> workers;
+  for (auto it = point.parts.begin(); it != point.parts.end();) {
+    int r = -1;
+    if (std::sscanf(it->first.c_str(), "worker %d", &r) == 1) {
+      workers[r] = it->second;
+      it = point.parts.erase(it);
+    } else
+      ++it;
+  }
+  int i = 0;
+  for (const auto& [r, part] : workers)
+    point.parts["worker " + std::to_string(i++)] = part;
+}
+
+} // namespace
+
 loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
   const auto folder = chosen_checkpoint(which, step);
   loaded_checkpoint out;
@@ -340,65 +410,13 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
     throw error(mpath + ": not valid JSON (" + e.what() + ")");
   }
   const auto& m = out.manifest;
-  check(m.is_object() && m.contains("format") && m["format"].is_number_integer(), mpath + ": no format number");
-  check(m["format"].get<int>() == manifest_format,
-        mpath + ": format " + m["format"].dump() + ", this build reads " + std::to_string(manifest_format));
-  check(m.contains("step") && m["step"].is_number_integer() && m["step"].get<std::int64_t>() >= 0, mpath + ": no valid step");
-  check(m.contains("parts") && m["parts"].is_array() && !m["parts"].empty(), mpath + ": no parts listed");
-  check(m.contains("identity") && m["identity"].is_object(), mpath + ": no identity");
-  // "run" is read by the resumed run (its clock, the workers lost before):
-  // each key is checked here, once, so that no reader meets a wrong type.
-  if (m.contains("run")) {
-    const auto& run = m["run"];
-    check(run.is_object(), mpath + ": \"run\" is " + run.dump() + ", not an object");
-    for (const char* key : {"train_seconds", "eval_seconds"})
-      check(!run.contains(key) || (run[key].is_number() && run[key].get<double>() >= 0),
-            mpath + ": run." + key + " is " + (run.contains(key) ? run[key].dump() : "") + ", not a number of seconds");
-    if (run.contains("lost_workers")) {
-      const auto& lost = run["lost_workers"];
-      check(lost.is_array() && std::all_of(lost.begin(), lost.end(),
-                                           [](const nlohmann::json& r) {
-                                             return r.is_number_integer() && r.get<std::int64_t>() >= 0;
-                                           }),
-            mpath + ": run.lost_workers is " + lost.dump() + ", not a list of ranks");
-    }
-  }
+  check_manifest(m, mpath);
   out.point = std::make_shared<resume_point>();
   out.point->step = m["step"].get<std::int64_t>();
-  for (const auto& p : m["parts"]) {
-    check(p.is_object() && p.contains("file") && p["file"].is_string() && p.contains("who") && p["who"].is_string() &&
-            p.contains("bytes") && p["bytes"].is_number_unsigned(),
-          mpath + ": a malformed part entry");
-    const auto file = p["file"].get<std::string>();
-    check(file.find('/') == std::string::npos && file.find("..") == std::string::npos, mpath + ": part file '" + file + "' outside its folder");
-    const auto path = (folder / file).string();
-    const auto bytes = read_all(path);
-    check(bytes.size() == p["bytes"].get<std::uint64_t>(), path + ": " + std::to_string(bytes.size()) + " bytes, the manifest says " +
-                                                              p["bytes"].dump() + " (truncated?)");
-    auto s = part_from_bytes(bytes, path);
-    check(s.who == p["who"].get<std::string>(), path + ": holds '" + s.who + "', the manifest says '" + p["who"].get<std::string>() + "'");
-    check(s.step == out.point->step || s.who.rfind("shard ", 0) == 0,
-          path + ": of step " + std::to_string(s.step) + " in the checkpoint of step " + std::to_string(out.point->step));
-    check(!out.point->parts.count(s.who), mpath + ": '" + s.who + "' twice");
-    const auto who = s.who; // the right side of = is evaluated first (C++17): not s.who after the move
-    out.point->parts[who] = std::make_shared<actors::snapshot>(std::move(s));
-  }
-  // Saved after a lost worker: the survivors' parts become workers 0 .. k-1
-  // in rank order (the run resumes with k workers).
-  if (m.contains("run") && !m["run"].value("lost_workers", nlohmann::json::array()).empty()) { // typed above
-    std::map<int, std::shared_ptr<const actors::snapshot>> workers;
-    for (auto it = out.point->parts.begin(); it != out.point->parts.end();) {
-      int r = -1;
-      if (std::sscanf(it->first.c_str(), "worker %d", &r) == 1) {
-        workers[r] = it->second;
-        it = out.point->parts.erase(it);
-      } else
-        ++it;
-    }
-    int i = 0;
-    for (const auto& [r, part] : workers)
-      out.point->parts["worker " + std::to_string(i++)] = part;
-  }
+  for (const auto& p : m["parts"])
+    read_part(p, folder, mpath, *out.point);
+  if (m.contains("run") && !m["run"].value("lost_workers", nlohmann::json::array()).empty()) // typed above
+    renumber_survivors(*out.point);
   return out;
 }
 

@@ -123,22 +123,9 @@ std::string figures(const plot_outcome& po, const std::vector<plot_spec>& specs)
   return h;
 }
 
-std::string run_body(const std::string& dir, const json& s, report_outcome& out) {
-  std::vector<std::string> skipped;
-  const auto records = read_records(dir + "/metrics.jsonl", &skipped);
-  std::string h = "<p class=\"meta\">" + esc(s.value("description", s.value("topology", std::string("single")))) + " — " +
-                  esc(s.value("status", std::string("?"))) + "</p>\n";
-  if (!skipped.empty()) { // the curves lack these records: say so on the page and here
-    std::string lines;
-    for (std::size_t i = 0; i < skipped.size() && i < 5; ++i)
-      lines += (i ? "; " : "") + skipped[i];
-    if (skipped.size() > 5)
-      lines += "; and " + std::to_string(skipped.size() - 5) + " more";
-    const auto what = dir + "/metrics.jsonl: " + std::to_string(skipped.size()) + " line(s) skipped (" + lines + ")";
-    log::warn("report: {}", what);
-    h += "<p class=\"meta\">" + esc(what) + "</p>\n";
-  }
-  h += "<h2>Summary</h2>\n";
+/// The summary table's rows: the run's facts, its staleness, and in
+/// virtual time what was modelled and what simulating it cost.
+std::vector<std::vector<std::string>> summary_rows(const json& s) {
   std::vector<std::vector<std::string>> rows;
   for (const char* k : {"topology", "mode", "workers", "processes", "shards", "model", "parameters", "dataset", "batch_size",
                         "threads_per_worker", "optimizer", "lr", "steps", "steps_per_worker", "budget", "budget_samples",
@@ -168,12 +155,12 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
       if (c.contains(k))
         rows.push_back({std::string("simulation: ") + k, shown(c[k])});
   }
-  h += table({"key", "value"}, rows);
-  auto specs = run_plots(s, records);
-  auto po = draw_plots(dir + "/plots", specs);
-  out.plots = po.files.size();
-  out.problem = po.problem;
-  h += "<h2>Plots</h2>\n" + figures(po, specs);
+  return rows;
+}
+
+/// Every failure the run met, and how it went on ("" when none).
+std::string faults_section(const json& s) {
+  std::string h;
   const auto& faults = s.value("faults", json::array());
   if (!faults.empty()) { // every failure the run met, and how it went on
     std::vector<std::vector<std::string>> fr;
@@ -185,6 +172,12 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
     h += "<h2>Faults</h2>\n" + table({"rank", "kind", "detected at (s)", "recovered at (s)", "went on from step", "steps lost",
                                       "workers after", "back at step", "what"}, fr);
   }
+  return h;
+}
+
+/// Each worker's figures ("" when none).
+std::string workers_section(const json& s) {
+  std::string h;
   const auto& pw = s.value("per_worker", json::array());
   if (!pw.empty()) {
     std::vector<std::vector<std::string>> wr;
@@ -199,6 +192,40 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
     h += "<h2>Workers</h2>\n" + table({"worker", "batch", "slowdown", "steps", "samples/s", "compute s", "comm s", "wait s",
                                        "dropped", "staleness mean", "staleness p99", "staleness mean while all ran"}, wr);
   }
+  return h;
+}
+
+/// Lines of metrics.jsonl the curves lack: said on the page and in the log.
+std::string skipped_note(const std::string& dir, const std::vector<std::string>& skipped) {
+  std::string h;
+  if (!skipped.empty()) {
+    std::string lines;
+    for (std::size_t i = 0; i < skipped.size() && i < 5; ++i)
+      lines += (i ? "; " : "") + skipped[i];
+    if (skipped.size() > 5)
+      lines += "; and " + std::to_string(skipped.size() - 5) + " more";
+    const auto what = dir + "/metrics.jsonl: " + std::to_string(skipped.size()) + " line(s) skipped (" + lines + ")";
+    log::warn("report: {}", what);
+    h += "<p class=\"meta\">" + esc(what) + "</p>\n";
+  }
+  return h;
+}
+
+std::string run_body(const std::string& dir, const json& s, report_outcome& out) {
+  std::vector<std::string> skipped;
+  const auto records = read_records(dir + "/metrics.jsonl", &skipped);
+  std::string h = "<p class=\"meta\">" + esc(s.value("description", s.value("topology", std::string("single")))) + " — " +
+                  esc(s.value("status", std::string("?"))) + "</p>\n";
+  h += skipped_note(dir, skipped);
+  h += "<h2>Summary</h2>\n";
+  h += table({"key", "value"}, summary_rows(s));
+  auto specs = run_plots(s, records);
+  auto po = draw_plots(dir + "/plots", specs);
+  out.plots = po.files.size();
+  out.problem = po.problem;
+  h += "<h2>Plots</h2>\n" + figures(po, specs);
+  h += faults_section(s);
+  h += workers_section(s);
   h += "<p class=\"meta\">Files: <a href=\"summary.json\">summary.json</a>, <a href=\"metrics.jsonl\">metrics.jsonl</a>, "
        "<a href=\"config.toml\">config.toml</a>" +
        std::string(fs::exists(dir + "/trace.json") ? ", <a href=\"trace.json\">trace.json</a> (open in ui.perfetto.dev)" : "") +

@@ -130,8 +130,10 @@ double measured_step_seconds(const run_config& cfg, int batch, const models::dat
   return s;
 }
 
-std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_config& cfg,
-                                            const models::dataset& train, nlohmann::json& facts) {
+namespace {
+
+/// The [virtual] and [transport] keys the simulation's hosts and links take.
+virtual_setup setup_of(const run_config& cfg) {
   const auto& v = cfg.virt;
   virtual_setup vs;
   vs.seed = cfg.seed;
@@ -148,17 +150,20 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
   vs.link.latency_cv = v.latency_cv;
   vs.apply_gbps = v.apply_gbps;
   vs.copy_gbps = v.copy_gbps;
+  return vs;
+}
+
+/// Each worker's compute model, and where its step time comes from.
+struct compute_models {
+  const run_config& cfg;
+  const models::dataset& train;
   std::vector<std::vector<double>> replay;
-  if (!v.replay.empty())
-    replay = read_replay(v.replay);
-  // Each worker's group ([[nodes]], in order) or the defaults.
-  std::vector<const node_group*> group_of;
-  for (const auto& g : cfg.nodes)
-    group_of.insert(group_of.end(), static_cast<std::size_t>(g.count), &g);
-  std::map<int, std::pair<double, bool>> measured; // by batch: seconds, cached
-  nlohmann::json models = nlohmann::json::array();
-  for (int r = 0; r < cfg.workers; ++r) {
-    const auto* g = static_cast<std::size_t>(r) < group_of.size() ? group_of[static_cast<std::size_t>(r)] : nullptr;
+  std::map<int, std::pair<double, bool>> measured; ///< by batch: seconds, cached
+
+  /// Worker r's model (in group `g`, or null for the defaults); `source`
+  /// says where its step time comes from.
+  compute_model of(int r, const node_group* g, std::string& source) {
+    const auto& v = cfg.virt;
     compute_model c;
     c.dist = v.distribution == "lognormal"   ? compute_model::shape::lognormal
              : v.distribution == "straggler" ? compute_model::shape::straggler
@@ -166,7 +171,7 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
     c.cv = v.cv;
     c.straggler_p = v.straggler_p;
     c.straggler_k = v.straggler_k;
-    std::string source = "virtual.step_ms";
+    source = "virtual.step_ms";
     if (!replay.empty()) {
       c.replay = replay[static_cast<std::size_t>(r) % replay.size()];
       source = "replayed from " + v.replay;
@@ -187,16 +192,41 @@ std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_co
       source = std::string(it->second.second ? "measured on this machine (cached)" : "measured on this machine") +
                " at batch " + std::to_string(batch);
     }
-    vs.compute.push_back(c);
-    const double slowdown = g ? g->slowdown : 1.0;
-    nlohmann::json m = {{"model", c.describe()}, {"from", source}, {"slowdown", slowdown}};
-    if (models.empty() || models.back()["model"] != m["model"] || models.back()["from"] != m["from"] ||
-        models.back()["slowdown"] != m["slowdown"]) {
-      m["ranks"] = nlohmann::json::array({r, r});
-      models.push_back(m);
-    } else {
-      models.back()["ranks"][1] = r;
-    }
+    return c;
+  }
+};
+
+/// summary.json's compute models: runs of ranks that share one.
+void add_model_fact(nlohmann::json& models, int r, const compute_model& c, const std::string& source, double slowdown) {
+  nlohmann::json m = {{"model", c.describe()}, {"from", source}, {"slowdown", slowdown}};
+  if (models.empty() || models.back()["model"] != m["model"] || models.back()["from"] != m["from"] ||
+      models.back()["slowdown"] != m["slowdown"]) {
+    m["ranks"] = nlohmann::json::array({r, r});
+    models.push_back(m);
+  } else {
+    models.back()["ranks"][1] = r;
+  }
+}
+
+} // namespace
+
+std::shared_ptr<simulation> make_simulation(caf::actor_system& sys, const run_config& cfg,
+                                            const models::dataset& train, nlohmann::json& facts) {
+  const auto& v = cfg.virt;
+  auto vs = setup_of(cfg);
+  compute_models cm{cfg, train, {}, {}};
+  if (!v.replay.empty())
+    cm.replay = read_replay(v.replay);
+  // Each worker's group ([[nodes]], in order) or the defaults.
+  std::vector<const node_group*> group_of;
+  for (const auto& g : cfg.nodes)
+    group_of.insert(group_of.end(), static_cast<std::size_t>(g.count), &g);
+  nlohmann::json models = nlohmann::json::array();
+  for (int r = 0; r < cfg.workers; ++r) {
+    const auto* g = static_cast<std::size_t>(r) < group_of.size() ? group_of[static_cast<std::size_t>(r)] : nullptr;
+    std::string source;
+    vs.compute.push_back(cm.of(r, g, source));
+    add_model_fact(models, r, vs.compute.back(), source, g ? g->slowdown : 1.0);
   }
   facts = {{"mode", "virtual"},
            {"hosts", vs.hosts},
