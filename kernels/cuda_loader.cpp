@@ -69,7 +69,8 @@ loaded load() {
     return out;
   }
   out.error = std::string("the CUDA kernels (") + cuda_module::file_name + ") were not found; looked for " + tried +
-              " (set GRADWIRE_CUDA_MODULE to its path)";
+              " (build it: scripts/build.sh gradwire_cuda, or cmake --build BUILD --target gradwire_cuda; or set "
+              "GRADWIRE_CUDA_MODULE to its path)";
   return out;
 }
 

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh gradwire   # the program only: the tests, fuzzers and benchmarks are scripts/test.sh's
+scripts/build.sh gradwire   # the program only: tests, fuzzers, benchmarks and the CUDA module are scripts/build.sh's
 exec build/gradwire run examples/default.toml --force "$@"
