@@ -126,6 +126,84 @@ std::vector<json> read_records(const std::string& path, std::vector<std::string>
   return out;
 }
 
+namespace {
+
+using marks = std::vector<std::pair<double, std::string>>;
+
+/// Lost workers (and their return), marked where the curves are over time
+/// or over steps.
+void fault_marks(const json& summary, marks& at_time, marks& at_step) {
+  for (const auto& f : summary.value("faults", json::array())) {
+    const auto label = "worker " + std::to_string(f.value("rank", 0)) + " lost";
+    at_time.emplace_back(num(f, "detected_at", 0), label);
+    at_step.emplace_back(num(f, "at_step", 0), label);
+    if (f.contains("rejoined_at") && f["rejoined_at"].is_number()) { // its process came back
+      const auto back = "worker " + std::to_string(f.value("rank", 0)) + " back";
+      at_time.emplace_back(num(f, "rejoined_at", 0), back);
+      at_step.emplace_back(num(f, "rejoined_step", 0), back);
+    }
+  }
+}
+
+/// Where each worker's time went: the fast ones' waiting shows here.
+void add_time_split(const json& summary, std::vector<plot_spec>& p) {
+  using st = plot_spec::style;
+  const auto& workers = summary.value("per_worker", json::array());
+  if (workers.size() <= 1 || workers.size() > 32)
+    return;
+  plot_spec split{"time_split", "where each worker's time went", "worker", "seconds", {}, st::boxes};
+  split.box_width = 0.25;
+  split.x_tic = 1;
+  plot_series compute{"compute", {}}, exchange{"exchange (not waiting)", {}}, wait{"waiting for others", {}};
+  for (const auto& w : workers) {
+    const double r = w.value("worker", 0);
+    const double c = num(w, "compute_seconds", 0), m = num(w, "comm_seconds", 0), wt = num(w, "wait_seconds", 0);
+    compute.xy.emplace_back(r - 0.25, c);
+    exchange.xy.emplace_back(r, std::max(0.0, m - wt));
+    wait.xy.emplace_back(r + 0.25, wt);
+  }
+  split.series = {compute, exchange, wait};
+  p.push_back(std::move(split));
+}
+
+/// Staleness: of all pushes, per worker, and per worker against time (how
+/// stale a slow worker's gradients are while the others still run).
+void add_staleness(const json& summary, const std::vector<json>& records, const std::string& against,
+                   const std::string& secs, const marks& at_time, std::vector<plot_spec>& p) {
+  using st = plot_spec::style;
+  plot_spec all{"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
+                {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes};
+  all.x_from = true; // staleness is never negative: the bar at 0 starts the axis
+  all.x_min = -0.5;
+  p.push_back(std::move(all));
+  const auto& pw = summary.value("per_worker", json::array());
+  if (pw.size() > 1 && pw.size() <= 16) {
+    plot_spec per{"staleness_per_worker", "staleness per worker (log scale)", "staleness (versions)", "fraction of its pushes",
+                  {}, st::linespoints};
+    per.log_y = true;
+    per.x_from = true;
+    for (const auto& w : pw)
+      if (w.contains("staleness"))
+        per.series.push_back({fmt::format("worker {} (slowdown {:.3g})", w.value("worker", 0), w.value("slowdown", 1.0)),
+                              fractions(w["staleness"]["histogram"])});
+    p.push_back(std::move(per));
+  }
+  std::map<int, plot_series> over_time;
+  for (const auto& r : records)
+    if (r.value("type", std::string()) == "step" && r.contains("staleness")) {
+      const int w = r.value("worker", 0);
+      over_time[w].title = "worker " + std::to_string(w);
+      over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
+    }
+  if (!over_time.empty()) {
+    p.push_back({"staleness_time", "staleness " + against + ", per worker (mean of each log window)", secs,
+                 "staleness (versions)", values_of(over_time, 16), st::lines});
+    p.back().marks = at_time;
+  }
+}
+
+} // namespace
+
 std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& records) {
   // A run on the virtual clock: its times are virtual seconds (virtual_run.hpp).
   const bool virt = summary.contains("clock") && summary["clock"].is_object() &&
@@ -149,106 +227,84 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
   }
   using st = plot_spec::style;
   std::vector<plot_spec> p;
-  // Lost workers, marked where the curves are over time or steps.
-  std::vector<std::pair<double, std::string>> at_time, at_step;
-  for (const auto& f : summary.value("faults", json::array())) {
-    const auto label = "worker " + std::to_string(f.value("rank", 0)) + " lost";
-    at_time.emplace_back(num(f, "detected_at", 0), label);
-    at_step.emplace_back(num(f, "at_step", 0), label);
-    if (f.contains("rejoined_at") && f["rejoined_at"].is_number()) { // its process came back
-      const auto back = "worker " + std::to_string(f.value("rank", 0)) + " back";
-      at_time.emplace_back(num(f, "rejoined_at", 0), back);
-      at_step.emplace_back(num(f, "rejoined_step", 0), back);
-    }
-  }
-  const auto marked = [&](std::size_t from, const std::vector<std::pair<double, std::string>>& m) {
-    for (auto i = from; i < p.size(); ++i)
-      p[i].marks = m;
-  };
+  marks at_time, at_step;
+  fault_marks(summary, at_time, at_step);
   p.push_back({"loss_time", "training loss " + against, secs, "loss", values_of(loss_t, 16), st::lines});
-  marked(0, at_time);
+  p.back().marks = at_time;
   p.push_back({"loss_steps", "training loss against steps", "step (per worker)", "loss", values_of(loss_s, 16), st::lines});
-  marked(1, at_step);
+  p.back().marks = at_step;
   p.push_back({"accuracy_time", "test accuracy " + against, secs, "test accuracy (%)", {acc_t}, st::linespoints});
-  marked(2, at_time);
+  p.back().marks = at_time;
   p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
-  marked(3, at_step);
+  p.back().marks = at_step;
   p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
                st::lines});
   p.push_back({"accuracy_epochs", "test accuracy against epochs", "epoch", "test accuracy (%)", {acc_e}, st::linespoints});
-  // Where each worker's time went: the fast ones' waiting shows here.
-  const auto& workers = summary.value("per_worker", json::array());
-  if (workers.size() > 1 && workers.size() <= 32) {
-    plot_spec split{"time_split", "where each worker's time went", "worker", "seconds", {}, st::boxes};
-    split.box_width = 0.25;
-    split.x_tic = 1;
-    plot_series compute{"compute", {}}, exchange{"exchange (not waiting)", {}}, wait{"waiting for others", {}};
-    for (const auto& w : workers) {
-      const double r = w.value("worker", 0);
-      const double c = num(w, "compute_seconds", 0), m = num(w, "comm_seconds", 0), wt = num(w, "wait_seconds", 0);
-      compute.xy.emplace_back(r - 0.25, c);
-      exchange.xy.emplace_back(r, std::max(0.0, m - wt));
-      wait.xy.emplace_back(r + 0.25, wt);
-    }
-    split.series = {compute, exchange, wait};
-    p.push_back(std::move(split));
-  }
-  if (has_staleness(summary)) {
-    plot_spec all{"staleness", "staleness of applied gradients (all workers)", "staleness (versions)", "fraction of pushes",
-                  {{"all pushes", fractions(summary["staleness"]["histogram"])}}, st::boxes};
-    all.x_from = true; // staleness is never negative: the bar at 0 starts the axis
-    all.x_min = -0.5;
-    p.push_back(std::move(all));
-    const auto& pw = summary.value("per_worker", json::array());
-    if (pw.size() > 1 && pw.size() <= 16) {
-      plot_spec per{"staleness_per_worker", "staleness per worker (log scale)", "staleness (versions)", "fraction of its pushes",
-                    {}, st::linespoints};
-      per.log_y = true;
-      per.x_from = true;
-      for (const auto& w : pw)
-        if (w.contains("staleness"))
-          per.series.push_back({fmt::format("worker {} (slowdown {:.3g})", w.value("worker", 0), w.value("slowdown", 1.0)),
-                                fractions(w["staleness"]["histogram"])});
-      p.push_back(std::move(per));
-    }
-    // Staleness against time, per worker (metrics.jsonl's windows): how
-    // stale a slow worker's gradients are while the others still run.
-    std::map<int, plot_series> over_time;
-    for (const auto& r : records)
-      if (r.value("type", std::string()) == "step" && r.contains("staleness")) {
-        const int w = r.value("worker", 0);
-        over_time[w].title = "worker " + std::to_string(w);
-        over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
-      }
-    if (!over_time.empty()) {
-      p.push_back({"staleness_time", "staleness " + against + ", per worker (mean of each log window)", secs,
-                   "staleness (versions)", values_of(over_time, 16), st::lines});
-      p.back().marks = at_time;
-    }
-  }
+  add_time_split(summary, p);
+  if (has_staleness(summary))
+    add_staleness(summary, records, against, secs, at_time, p);
   return p;
 }
 
-std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
+namespace {
+
+/// The staleness of the workers with the largest slowdown of a
+/// heterogeneous point, their histograms summed; null where no worker is slowed.
+json slowest_histogram(const json& point) {
+  const auto& pw = point.value("per_worker", json::array());
+  double top = 1;
+  for (const auto& w : pw)
+    top = std::max(top, w.value("slowdown", 1.0));
+  if (top <= 1)
+    return nullptr;
+  json sum = json::array();
+  for (const auto& w : pw)
+    if (w.value("slowdown", 1.0) == top && w.contains("staleness"))
+      for (std::size_t k = 0; k < w["staleness"]["histogram"].size(); ++k) {
+        while (sum.size() <= k)
+          sum.push_back(0.0);
+        sum[k] = sum[k].get<double>() + w["staleness"]["histogram"][k].get<double>();
+      }
+  return sum;
+}
+
+/// Speedup and efficiency against workers, from each worker count's mean
+/// throughput (against the fewest workers being perfectly efficient).
+void add_scaling(const std::map<int, std::vector<double>>& thr_by_workers, std::vector<plot_spec>& p) {
   using st = plot_spec::style;
-  plot_spec acc{"accuracy_time", "test accuracy against wall time, every point", "seconds", "test accuracy (%)", {}, st::linespoints};
-  plot_spec acc_steps{"accuracy_steps", "test accuracy against steps, every point", "step (per worker)", "test accuracy (%)",
-                      {}, st::linespoints};
-  plot_spec loss{"loss_time", "training loss (worker 0) against wall time, every point", "seconds", "loss", {}, st::lines};
-  plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
-                  "fraction of pushes", {}, st::linespoints};
-  stale.log_y = true;
-  stale.x_from = true;
-  plot_spec slow{"staleness_slowest", "staleness of the slowest workers' gradients per point (log scale)",
-                 "staleness (versions)", "fraction of their pushes", {}, st::linespoints};
-  slow.log_y = true;
-  slow.x_from = true;
-  std::map<int, std::vector<double>> thr_by_workers;
-  // The curves of each point, its seeds together (in the points' order).
+  const int w0 = thr_by_workers.begin()->first;
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v)
+      s += x;
+    return s / static_cast<double>(v.size());
+  };
+  const double t0 = mean(thr_by_workers.begin()->second);
+  plot_series speed{"measured", {}}, eff{"measured", {}};
+  for (const auto& [w, v] : thr_by_workers) {
+    const double sp = mean(v) / t0 * w0;
+    speed.xy.emplace_back(w, sp);
+    eff.xy.emplace_back(w, 100 * sp / w);
+  }
+  plot_spec s{"speedup", "speedup against workers", "workers", "speedup (throughput / throughput of the fewest)", {speed}, st::linespoints};
+  s.ideal_diagonal = true;
+  plot_spec e{"efficiency", "scaling efficiency against workers", "workers", "efficiency (%)", {eff}, st::linespoints};
+  e.y_min = 0;
+  e.y_max = 110;
+  p.push_back(std::move(s));
+  p.push_back(std::move(e));
+}
+
+/// Every point's curves, its seeds together (in the points' order), and
+/// what the sweep's plots gather from each point.
+struct sweep_curves {
   std::vector<std::string> order;
   std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by;
-  std::vector<std::pair<double, std::string>> lost_at, lost_step; // each point's lost workers (a few)
-  for (const auto& s : sweep.value("points", json::array())) {
+  marks lost_at, lost_step; ///< each point's lost workers (a few)
+  std::map<int, std::vector<double>> thr_by_workers;
+
+  /// Reads a point's metrics; returns its label, without the seed.
+  std::string add(const std::string& dir, const json& s) {
     auto label = s.value("sweep_point", std::string("point"));
     if (label.rfind("variant=", 0) == 0)
       label = label.substr(8);
@@ -268,70 +324,57 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     as_by[group].push_back(std::move(as));
     if (!lt.empty())
       loss_by[group].push_back(std::move(lt.begin()->second));
-    label = group;
+    thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
+    return group;
+  }
+};
+
+} // namespace
+
+std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
+  using st = plot_spec::style;
+  plot_spec acc{"accuracy_time", "test accuracy against wall time, every point", "seconds", "test accuracy (%)", {}, st::linespoints};
+  plot_spec acc_steps{"accuracy_steps", "test accuracy against steps, every point", "step (per worker)", "test accuracy (%)",
+                      {}, st::linespoints};
+  plot_spec loss{"loss_time", "training loss (worker 0) against wall time, every point", "seconds", "loss", {}, st::lines};
+  plot_spec stale{"staleness", "staleness of applied gradients per point (log scale)", "staleness (versions)",
+                  "fraction of pushes", {}, st::linespoints};
+  stale.log_y = true;
+  stale.x_from = true;
+  plot_spec slow{"staleness_slowest", "staleness of the slowest workers' gradients per point (log scale)",
+                 "staleness (versions)", "fraction of their pushes", {}, st::linespoints};
+  slow.log_y = true;
+  slow.x_from = true;
+  sweep_curves c;
+  for (const auto& s : sweep.value("points", json::array())) {
+    const auto label = c.add(dir, s);
     if (has_staleness(s) && stale.series.size() < 24)
       stale.series.push_back({label, fractions(s["staleness"]["histogram"])});
-    // Heterogeneous points: the workers with the largest slowdown, together.
-    const auto& pw = s.value("per_worker", json::array());
-    double top = 1;
-    for (const auto& w : pw)
-      top = std::max(top, w.value("slowdown", 1.0));
-    if (top > 1 && has_staleness(s) && slow.series.size() < 24) {
-      json sum = json::array();
-      for (const auto& w : pw)
-        if (w.value("slowdown", 1.0) == top && w.contains("staleness"))
-          for (std::size_t k = 0; k < w["staleness"]["histogram"].size(); ++k) {
-            while (sum.size() <= k)
-              sum.push_back(0.0);
-            sum[k] = sum[k].get<double>() + w["staleness"]["histogram"][k].get<double>();
-          }
-      slow.series.push_back({label, fractions(sum)});
-    }
-    thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
+    if (has_staleness(s) && slow.series.size() < 24) // heterogeneous points: the most slowed workers together
+      if (auto sum = slowest_histogram(s); !sum.is_null())
+        slow.series.push_back({label, fractions(sum)});
   }
-  for (const auto& g : order) {
+  for (const auto& g : c.order) {
     if (acc.series.size() >= 24)
       break;
-    acc.series.push_back(over_repeats(g, at_by[g]));
-    acc_steps.series.push_back(over_repeats(g, as_by[g]));
-    if (loss_by.count(g))
-      loss.series.push_back(over_repeats(g, loss_by[g]));
+    acc.series.push_back(over_repeats(g, c.at_by[g]));
+    acc_steps.series.push_back(over_repeats(g, c.as_by[g]));
+    if (c.loss_by.count(g))
+      loss.series.push_back(over_repeats(g, c.loss_by[g]));
   }
-  if (lost_at.size() <= 12) { // more would hide the curves
-    acc.marks = loss.marks = lost_at;
-    acc_steps.marks = lost_step;
+  if (c.lost_at.size() <= 12) { // more would hide the curves
+    acc.marks = loss.marks = c.lost_at;
+    acc_steps.marks = c.lost_step;
   }
   std::vector<plot_spec> p{acc, acc_steps, loss};
   // Scaling: only when the worker count is what the rows differ in.
-  if (thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == thr_by_workers.size()) {
-    const int w0 = thr_by_workers.begin()->first;
-    auto mean = [](const std::vector<double>& v) {
-      double s = 0;
-      for (double x : v)
-        s += x;
-      return s / static_cast<double>(v.size());
-    };
-    const double t0 = mean(thr_by_workers.begin()->second);
-    plot_series speed{"measured", {}}, eff{"measured", {}};
-    for (const auto& [w, v] : thr_by_workers) {
-      const double sp = mean(v) / t0 * w0; // against w0 workers being perfectly efficient
-      speed.xy.emplace_back(w, sp);
-      eff.xy.emplace_back(w, 100 * sp / w);
-    }
-    plot_spec s{"speedup", "speedup against workers", "workers", "speedup (throughput / throughput of the fewest)", {speed}, st::linespoints};
-    s.ideal_diagonal = true;
-    plot_spec e{"efficiency", "scaling efficiency against workers", "workers", "efficiency (%)", {eff}, st::linespoints};
-    e.y_min = 0;
-    e.y_max = 110;
-    p.push_back(std::move(s));
-    p.push_back(std::move(e));
-  }
+  if (c.thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == c.thr_by_workers.size())
+    add_scaling(c.thr_by_workers, p);
   if (!stale.series.empty())
     p.push_back(std::move(stale));
   if (!slow.series.empty())
     p.push_back(std::move(slow));
   return p;
 }
-
 
 } // namespace gradwire::scheduler
