@@ -213,9 +213,8 @@ slice ring_allreduce::final_buffer(int bucket, int chunk, std::size_t len) {
   };
   // Two from the first round: a peer lets go of a round's result (across
   // processes, a release frame) while the next round runs, so the buffer
-  // of two rounds back is the one free. With one, the round that first
-  // found it still held took a fresh buffer and faulted in its pages then
-  // (256 KiB on 2 processes: one round of ~20-30 took 400-750 us).
+  // of two rounds back is the one free. With one, a round that found it
+  // still held would take a fresh buffer and fault its pages in mid-round.
   if (pool.empty()) {
     pool.push_back(fresh());
     pool.push_back(fresh());

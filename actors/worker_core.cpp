@@ -167,11 +167,10 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
     const double in_batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
     cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, seconds_since(wall0));
   } else {
-    // (Of the time this worker ran: a stop of the job mid-step (a suspend)
-    // multiplied by the slowdown kept a slow worker asleep for twice the
-    // stop, silent past the step timeout when the job ran again. And a slow
-    // spell slows only while it lasts: "4000 times slower for 0.1 s" once
-    // held a step for over a minute.)
+    // Of the time this worker ran, not the wall time: a stop of the job
+    // mid-step (a suspend) is no computing, and multiplied by the slowdown
+    // it would keep a slow worker asleep past the step timeout. A slow spell
+    // slows only the work inside it, however large its factor.
     const double ran = ran_since(t0);
     double busy = cfg.slowdown * ran;
     if (cfg.slow_spell)
