@@ -158,6 +158,14 @@ s = json.load(open(sys.argv[1]))
 w = {p['worker']: p for p in s['per_worker']}
 ok = s['replica_spread'] == 0.0 and w[0]['samples'] + w[1]['samples'] == 40 * 128 and w[1]['mean_batch'] < 64 < w[0]['mean_batch']
 sys.exit(0 if ok else 1)" "$work/cbal/summary.json" || { bad "balanced collective ring: shares or replicas wrong"; cat "$work/cbal/summary.json"; }
+# Checkpointed at step 20 through the communicator and resumed there: the
+# same model, bit for bit, as the uninterrupted collective run of 3.
+timeout 120 "$GW" run "$src/examples/ring.toml" --procs 3 --set topology.workers=3 "${coll[@]}" --set train.checkpoint_every=20 \
+  "${common[@]}" --out "$work/c3ck" >"$work/c3ck.txt" 2>&1 || { bad "collective ring with checkpoints failed"; cat "$work/c3ck.txt"; }
+rm -f "$work/c3ck/model.safetensors"
+timeout 120 "$GW" run --resume "$work/c3ck" --from-step 20 --procs 3 -q >"$work/c3res.txt" 2>&1 ||
+  { bad "collective ring resumed at step 20 failed"; cat "$work/c3res.txt"; }
+same "$work/c3" "$work/c3ck" || bad "collective ring of 3 resumed at step 20 differs from the uninterrupted run"
 # A rank killed at step 20 (fault injection) while the others sum through
 # the communicator: the run fails naming it, the survivors' sums given up
 # (not waited out: ctest's timeout would catch a hang).
