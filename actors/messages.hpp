@@ -31,7 +31,6 @@
 /// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters | yes: a fresh snapshot |
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
-/// | snapshot | worker, shard -> coordinator | its part of a checkpoint: meta text, floats (actors/snapshot.hpp) | | |
 /// | stop | coordinator -> worker | none: finish at the next step boundary and report | | |
 /// | done | worker -> coordinator | worker_report: it finished (or failed) | | |
 /// | lost | any rank -> coordinator | worker_report of another rank, with the error: that worker is lost | | |
