@@ -1,4 +1,5 @@
 #include "actors/refuse.hpp"
+#include "actors/ring_worker_state.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -14,63 +15,8 @@
 #include <map>
 
 namespace gradwire::actors {
-namespace {
+namespace ring_detail {
 
-struct ring_worker_state : worker_core {
-  std::size_t handed = 0;  ///< buckets of this round given to the peer
-  std::size_t reduced = 0; ///< buckets of this round back from the peer
-  std::vector<pieces> results; ///< by bucket, kept until applied
-  double round_wait = 0;
-  bool in_round = false;
-  clock_type::time_point round_start;
-  /// Without a ring peer actor the worker runs the ring itself, between
-  /// its computations (no thread besides the workers' own).
-  std::unique_ptr<ring_allreduce> ring;
-  /// The ring carries updated parameters (cfg.ring.sharded_update, own ring of
-  /// several workers) and owned_apply the time spent updating this round.
-  bool sharded = false;
-  /// Elastic (cfg.elastic): the ring's generation (its messages' tag; a
-  /// chunk of another is stale and dropped), this worker's ring world, and
-  /// whether it is between a lost peer and the new ring.
-  int generation = 0;
-  int ring_world = 1;
-  bool reforming = false;
-  /// Chunks of the new ring that came before this worker's own place in it.
-  struct early_chunk {
-    std::int64_t round;
-    int bucket, chunk, hop;
-    slice data;
-  };
-  std::vector<early_chunk> early;
-  bool announce = false; ///< say when the first step of a re-formed ring is done (its first survivor)
-  double owned_apply = 0;
-  slice owned_sum; ///< scratch for optimizers without a fused update (Adam)
-
-  /// Speed balancing (cfg.ring.balance_every > 0).
-  struct balancing {
-    std::vector<caf::actor> workers; ///< by rank
-    std::vector<int> batches;        ///< the split in force
-    std::int64_t total = 0;          ///< the global batch
-    balance_limits limits;
-    speed_window window;             ///< this worker's, since the last round
-    /// Measurements by round, filled by rank as they arrive.
-    std::map<std::int64_t, std::pair<std::vector<speed_sample>, int>> rounds;
-    bool waiting = false; ///< begin_step held until a round is complete
-    std::int64_t resumed_at = 0; ///< rounds measured up to here were not kept (a resumed run)
-    clock_type::time_point wait_start;
-  } bal;
-  /// A round's split is applied this many steps after it is measured (the
-  /// others' measurements arrive meanwhile; a sync ring keeps its workers
-  /// within a step of each other).
-  static constexpr std::int64_t balance_lag = 2;
-
-  static inline const char* name = "ring_worker";
-};
-
-using ring_worker_actor = caf::stateful_actor<ring_worker_state>;
-
-void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces result, double wait);
-void begin_step(ring_worker_actor* self);
 
 /// Gives the peer every bucket whose range starts at or above `from`
 /// (buckets run from the end of the buffer, as backward fills it).
@@ -101,61 +47,6 @@ void await_mail(ring_worker_actor* self) {
   auto& st = self->state;
   if (st.ring && st.in_round)
     st.await_mail(self);
-}
-
-/// Balancing round due at the start of this step, or -1.
-std::int64_t due_round(const ring_worker_state& st) {
-  const auto k = static_cast<std::int64_t>(st.cfg.ring.balance_every);
-  const auto r = st.step - ring_worker_state::balance_lag;
-  return k > 0 && r > 0 && r > st.bal.resumed_at && r % k == 0 ? r : -1;
-}
-
-/// After a step: every balance_every steps, this worker's window goes to
-/// every ring worker (itself included, directly).
-void share_speed(ring_worker_actor* self) {
-  auto& st = self->state;
-  auto& b = st.bal;
-  const auto k = static_cast<std::int64_t>(st.cfg.ring.balance_every);
-  if (k <= 0 || st.step % k != 0 || st.step + ring_worker_state::balance_lag >= st.cfg.steps)
-    return;
-  const auto w = b.window.take();
-  for (std::size_t r = 0; r < b.workers.size(); ++r)
-    if (static_cast<int>(r) != st.cfg.rank)
-      self->send(b.workers[r], balance_atom::value, st.step, st.cfg.rank, w.compute_seconds, w.fixed_seconds,
-                 w.samples, w.steps);
-  auto& round = b.rounds[st.step];
-  round.first.resize(static_cast<std::size_t>(st.cfg.world));
-  round.first[static_cast<std::size_t>(st.cfg.rank)] = w;
-  ++round.second;
-}
-
-/// At the start of a step: applies the round due now. False when some
-/// worker's measurements have not arrived yet (the step waits for them).
-bool apply_balance(ring_worker_actor* self) {
-  auto& st = self->state;
-  auto& b = st.bal;
-  const auto r = due_round(st);
-  if (r < 0)
-    return true;
-  auto it = b.rounds.find(r);
-  if (it == b.rounds.end() || it->second.second < st.cfg.world) {
-    if (!b.waiting)
-      b.wait_start = st.now();
-    b.waiting = true;
-    return false;
-  }
-  if (b.waiting) {
-    b.waiting = false;
-    st.add_wait(st.since(b.wait_start));
-  }
-  b.batches = rebalance(b.batches, it->second.first, b.limits);
-  b.rounds.erase(b.rounds.begin(), std::next(it));
-  const int mine = b.batches[static_cast<std::size_t>(st.cfg.rank)];
-  st.cfg.batch_size = mine;
-  st.batches->set_batch_size(mine);
-  st.cfg.grad_weight = static_cast<float>(static_cast<double>(mine) * st.cfg.world / static_cast<double>(b.total));
-  st.apply_grad_weight();
-  return true;
 }
 
 std::unique_ptr<ring_allreduce> make_ring(ring_worker_actor* self, int pos, int world, int tag) {
@@ -294,41 +185,6 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   self->send(self, tick_atom::value); // not begin_step(): this may run inside the ring's own call
 }
 
-/// Speed balancing's starting split: the config's, or a resumed run's
-/// split in force at its checkpoint.
-void init_balancing(ring_worker_state& st) {
-  const auto& c = st.cfg;
-  auto& b = st.bal;
-  b.batches = c.balance_batches;
-  check(static_cast<int>(b.batches.size()) == c.world &&
-          (c.resume != nullptr || b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size),
-        "speed balancing: " + std::to_string(b.batches.size()) + " starting batches for " +
-          std::to_string(c.world) + " workers, or not this worker's batch " + std::to_string(c.batch_size));
-  for (int x : b.batches)
-    b.total += x;
-  b.limits.min_batch = default_min_batch(b.total, c.world);
-  // No batch larger than the smallest shard (each holds size / world or one more).
-  b.limits.max_batch = static_cast<int>(std::min<std::int64_t>(b.total, c.data->size() / c.world));
-  b.limits.min_batch = std::min(b.limits.min_batch, b.limits.max_batch);
-  if (c.resume && c.resume->has("balance_batches")) {
-    const auto& split = c.resume->i("balance_batches");
-    check(split.size() == b.batches.size(), "speed balancing: the checkpoint's split is of " +
-                                              std::to_string(split.size()) + " workers");
-    std::int64_t sum = 0;
-    for (std::size_t r = 0; r < split.size(); ++r) {
-      check(split[r] > 0, "speed balancing: a batch of " + std::to_string(split[r]) + " in the checkpoint");
-      b.batches[r] = static_cast<int>(split[r]);
-      sum += split[r];
-    }
-    check(sum == b.total && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
-          "speed balancing: the checkpoint's split sums to " + std::to_string(sum) + ", the global batch is " +
-            std::to_string(b.total) + ", or does not hold this worker's batch");
-    st.cfg.grad_weight = static_cast<float>(static_cast<double>(st.cfg.batch_size) * c.world / static_cast<double>(b.total));
-    st.apply_grad_weight();
-  }
-  b.resumed_at = st.step;
-}
-
 /// The sharded update: the owner of a chunk applies the optimizer to it
 /// and passes on a view of its updated parameters (read by the others
 /// before this worker's next update of the chunk, which needs their next
@@ -398,32 +254,6 @@ void on_wire(ring_worker_actor* self, caf::actor right, std::vector<caf::actor> 
     s.ring->set_right(std::move(right));
   if (!s.cfg.joining) // a replacement starts when the ring takes it in (on_rewire)
     begin_step(self);
-}
-
-/// A worker's speed over its last window (balancing): checked, kept, and
-/// the step begun once every worker's is in.
-void on_speed(ring_worker_actor* self, std::int64_t round, int rank, speed_sample sample) {
-  auto& s = self->state;
-  const auto k = static_cast<std::int64_t>(s.cfg.ring.balance_every);
-  if (k <= 0 || rank < 0 || rank >= s.cfg.world || rank == s.cfg.rank || round <= 0 || round % k != 0 ||
-      round + ring_worker_state::balance_lag < s.step || sample.steps <= 0) {
-    s.finish(self, s.who() + "unexpected speed measurement of round " + std::to_string(round) + " from rank " +
-                     std::to_string(rank) + " at step " + std::to_string(s.step) +
-                     (k <= 0 ? " (balancing is off here: is topology.balance_every the same on every rank?)" : ""));
-    return;
-  }
-  auto& entry = s.bal.rounds[round];
-  entry.first.resize(static_cast<std::size_t>(s.cfg.world));
-  if (entry.first[static_cast<std::size_t>(rank)].steps > 0) {
-    s.finish(self, s.who() + "rank " + std::to_string(rank) + " sent its speed of step " + std::to_string(round) + " twice");
-    return;
-  }
-  entry.first[static_cast<std::size_t>(rank)] = sample;
-  ++entry.second;
-  if (s.bal.waiting && due_round(s) == round && entry.second == s.cfg.world)
-    begin_step(self);
-  else
-    await_mail(self);
 }
 
 /// A chunk of the ring this worker runs itself: stale ones (an older
@@ -517,12 +347,12 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
     });
 }
 
-} // namespace
+} // namespace ring_detail
 
 caf::actor spawn_ring_worker(caf::actor_system& sys, worker_config cfg) {
   if (cfg.vclock) // one event at a time on the simulation's scheduler: no thread of its own
-    return sys.spawn(ring_worker_behavior, std::move(cfg));
-  return sys.spawn<caf::detached>(ring_worker_behavior, std::move(cfg));
+    return sys.spawn(ring_detail::ring_worker_behavior, std::move(cfg));
+  return sys.spawn<caf::detached>(ring_detail::ring_worker_behavior, std::move(cfg));
 }
 
 } // namespace gradwire::actors

@@ -1,4 +1,5 @@
 #include "scheduler/app/report_plots.hpp"
+#include "scheduler/app/json_number.hpp"
 
 #include <fmt/format.h>
 
@@ -12,11 +13,6 @@ namespace gradwire::scheduler {
 namespace {
 
 using json = nlohmann::json;
-
-double num(const json& j, const char* key, double dflt = std::nan("")) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : dflt;
-}
 
 /// Counts per staleness value -> fraction of all.
 std::vector<std::pair<double, double>> fractions(const json& hist) {
@@ -33,7 +29,7 @@ std::vector<std::pair<double, double>> fractions(const json& hist) {
 }
 
 bool has_staleness(const json& summary) {
-  return summary.contains("staleness") && num(summary["staleness"], "count", 0) > 0 && num(summary["staleness"], "max", 0) > 0;
+  return summary.contains("staleness") && json_number(summary["staleness"], "count", 0) > 0 && json_number(summary["staleness"], "max", 0) > 0;
 }
 
 /// Training loss per worker and test accuracy, against time and steps.
@@ -46,11 +42,11 @@ void curves(const std::vector<json>& records, const std::string& label, std::map
       auto& lt = loss_t[w];
       auto& ls = loss_s[w];
       lt.title = ls.title = label.empty() ? "worker " + std::to_string(w) : label;
-      lt.xy.emplace_back(num(r, "time"), num(r, "loss"));
-      ls.xy.emplace_back(num(r, "step"), num(r, "loss"));
+      lt.xy.emplace_back(json_number(r, "time"), json_number(r, "loss"));
+      ls.xy.emplace_back(json_number(r, "step"), json_number(r, "loss"));
     } else if (type == "eval") {
-      acc_t.xy.emplace_back(num(r, "time"), 100 * num(r, "test_accuracy"));
-      acc_s.xy.emplace_back(num(r, "step"), 100 * num(r, "test_accuracy"));
+      acc_t.xy.emplace_back(json_number(r, "time"), 100 * json_number(r, "test_accuracy"));
+      acc_s.xy.emplace_back(json_number(r, "step"), 100 * json_number(r, "test_accuracy"));
     }
   }
   acc_t.title = acc_s.title = label.empty() ? "test accuracy" : label;
@@ -135,12 +131,12 @@ using marks = std::vector<std::pair<double, std::string>>;
 void fault_marks(const json& summary, marks& at_time, marks& at_step) {
   for (const auto& f : summary.value("faults", json::array())) {
     const auto label = "worker " + std::to_string(f.value("rank", 0)) + " lost";
-    at_time.emplace_back(num(f, "detected_at", 0), label);
-    at_step.emplace_back(num(f, "at_step", 0), label);
+    at_time.emplace_back(json_number(f, "detected_at", 0), label);
+    at_step.emplace_back(json_number(f, "at_step", 0), label);
     if (f.contains("rejoined_at") && f["rejoined_at"].is_number()) { // its process came back
       const auto back = "worker " + std::to_string(f.value("rank", 0)) + " back";
-      at_time.emplace_back(num(f, "rejoined_at", 0), back);
-      at_step.emplace_back(num(f, "rejoined_step", 0), back);
+      at_time.emplace_back(json_number(f, "rejoined_at", 0), back);
+      at_step.emplace_back(json_number(f, "rejoined_step", 0), back);
     }
   }
 }
@@ -157,7 +153,7 @@ void add_time_split(const json& summary, std::vector<plot_spec>& p) {
   plot_series compute{"compute", {}}, exchange{"exchange (not waiting)", {}}, wait{"waiting for others", {}};
   for (const auto& w : workers) {
     const double r = w.value("worker", 0);
-    const double c = num(w, "compute_seconds", 0), m = num(w, "comm_seconds", 0), wt = num(w, "wait_seconds", 0);
+    const double c = json_number(w, "compute_seconds", 0), m = json_number(w, "comm_seconds", 0), wt = json_number(w, "wait_seconds", 0);
     compute.xy.emplace_back(r - 0.25, c);
     exchange.xy.emplace_back(r, std::max(0.0, m - wt));
     wait.xy.emplace_back(r + 0.25, wt);
@@ -193,7 +189,7 @@ void add_staleness(const json& summary, const std::vector<json>& records, const 
     if (r.value("type", std::string()) == "step" && r.contains("staleness")) {
       const int w = r.value("worker", 0);
       over_time[w].title = "worker " + std::to_string(w);
-      over_time[w].xy.emplace_back(num(r, "time"), num(r, "staleness"));
+      over_time[w].xy.emplace_back(json_number(r, "time"), json_number(r, "staleness"));
     }
   if (!over_time.empty()) {
     p.push_back({"staleness_time", "staleness " + against + ", per worker (mean of each log window)", secs,
@@ -221,9 +217,9 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
     if (type == "step" && r.contains("samples")) {
       const int w = r.value("worker", 0);
       loss_n[w].title = "worker " + std::to_string(w);
-      loss_n[w].xy.emplace_back(num(r, "samples"), num(r, "loss"));
+      loss_n[w].xy.emplace_back(json_number(r, "samples"), json_number(r, "loss"));
     } else if (type == "eval" && r.contains("epoch"))
-      acc_e.xy.emplace_back(num(r, "epoch"), 100 * num(r, "test_accuracy"));
+      acc_e.xy.emplace_back(json_number(r, "epoch"), 100 * json_number(r, "test_accuracy"));
   }
   using st = plot_spec::style;
   std::vector<plot_spec> p;
@@ -310,22 +306,22 @@ struct sweep_curves {
       label = label.substr(8);
     for (const auto& f : s.value("faults", json::array())) {
       const auto what = "worker " + std::to_string(f.value("rank", 0)) + " lost (" + label + ")";
-      lost_at.emplace_back(num(f, "detected_at", 0), what);
-      lost_step.emplace_back(num(f, "at_step", 0), what);
+      lost_at.emplace_back(json_number(f, "detected_at", 0), what);
+      lost_step.emplace_back(json_number(f, "at_step", 0), what);
     }
     const auto pdir = dir + "/" + s.value("point_dir", std::string());
     std::map<int, plot_series> lt, ls;
     plot_series at, as;
     curves(read_records(pdir + "/metrics.jsonl"), label, lt, ls, at, as);
-    const auto group = without_seed(label);
-    if (!at_by.count(group))
-      order.push_back(group);
-    at_by[group].push_back(std::move(at));
-    as_by[group].push_back(std::move(as));
+    const auto base = without_seed(label);
+    if (!at_by.count(base))
+      order.push_back(base);
+    at_by[base].push_back(std::move(at));
+    as_by[base].push_back(std::move(as));
     if (!lt.empty())
-      loss_by[group].push_back(std::move(lt.begin()->second));
-    thr_by_workers[s.value("workers", 1)].push_back(num(s, "samples_per_sec", 0));
-    return group;
+      loss_by[base].push_back(std::move(lt.begin()->second));
+    thr_by_workers[s.value("workers", 1)].push_back(json_number(s, "samples_per_sec", 0));
+    return base;
   }
 };
 

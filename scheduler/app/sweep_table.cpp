@@ -1,4 +1,5 @@
 #include "scheduler/app/sweep_table.hpp"
+#include "scheduler/app/json_number.hpp"
 
 #include <fmt/format.h>
 
@@ -14,11 +15,6 @@ std::string shown(const std::string& v) {
   if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
     return v.substr(1, v.size() - 2);
   return v;
-}
-
-double num(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
 }
 
 struct stat {
@@ -60,7 +56,7 @@ using group = std::vector<const sweep_point*>;
 stat metric(const group& ps, const char* key) {
   std::vector<double> xs;
   for (const auto* p : ps)
-    xs.push_back(num(p->summary, key));
+    xs.push_back(json_number(p->summary, key));
   return of(xs);
 }
 
@@ -75,7 +71,7 @@ stat slow_p99(const group& ps) {
       top = std::max(top, w.value("slowdown", 1.0));
     for (const auto& w : pw)
       if (top > 1 && w.value("slowdown", 1.0) == top && w.contains("staleness"))
-        p99 = std::isnan(p99) ? num(w["staleness"], "p99") : std::max(p99, num(w["staleness"], "p99"));
+        p99 = std::isnan(p99) ? json_number(w["staleness"], "p99") : std::max(p99, json_number(w["staleness"], "p99"));
     xs.push_back(p99);
   }
   return of(xs);
@@ -87,7 +83,7 @@ stat nested(const group& ps, const char* object, const char* key) {
   std::vector<double> xs;
   for (const auto* p : ps) {
     const auto it = p->summary.find(object);
-    xs.push_back(it != p->summary.end() && it->is_object() ? num(*it, key) : std::nan(""));
+    xs.push_back(it != p->summary.end() && it->is_object() ? json_number(*it, key) : std::nan(""));
   }
   return of(xs);
 }
