@@ -67,7 +67,6 @@ std::string gossip_mode_name(const topology_setup& s) { return asynchronous(s) ?
 std::string gossip_describe(const topology_setup& s) {
   return fmt::format("gossip {} on a {} graph", asynchronous(s) ? "AD-PSGD" : "D-PSGD", s.gossip.graph);
 }
-std::int64_t gossip_time_grid(const topology_setup&) { return 1; }
 
 } // namespace
 
@@ -86,7 +85,7 @@ const topology_family gossip_family{
   never,
   asynchronous,
   always,
-  gossip_time_grid,
+  every_step,
   gossip_mode_name,
   gossip_describe,
 };

@@ -318,7 +318,7 @@ bool ps_lock_step(const topology_setup& s) { return s.ps.sync && s.ps.backup == 
 bool ps_shares_budget(const topology_setup& s) { return !s.ps.sync; }
 bool ps_per_worker_lr(const topology_setup& s) { return !s.ps.sync; }
 std::int64_t ps_time_grid(const topology_setup& s) {
-  return s.ps.sync && s.ps.backups() == 0 ? checkpoint_versions_apart : 1;
+  return s.ps.sync && s.ps.backups() == 0 ? checkpoint_versions_apart : every_step(s);
 }
 
 std::string local_sgd_mode(const topology_setup&) { return "local-sgd"; }

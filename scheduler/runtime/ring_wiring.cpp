@@ -222,8 +222,6 @@ std::string hierarchical_describe(const topology_setup& s) {
                    : fmt::format("hierarchical allreduce, groups of {}{}", s.ring.group_size, balanced_text(s.ring));
 }
 
-std::int64_t every_step(const topology_setup&) { return 1; }
-
 } // namespace
 
 extern const topology_family ring_family;

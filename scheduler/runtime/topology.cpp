@@ -276,8 +276,9 @@ namespace {
 /// A rank other than 0: its worker reports to rank 0; this waits for it to
 /// finish. Rank 0 stops the job at a common step (and keeps a checkpoint);
 /// told to stop, this rank stops its worker on its own only if rank 0 has
-/// not within 15 s.
+/// not within `stop_alone_after` (longer than rank 0's own pause bound).
 void await_worker(caf::scoped_actor& self, const caf::actor& worker, const std::atomic<bool>* stop) {
+  constexpr auto stop_alone_after = stop_pause_bound + std::chrono::seconds(5);
   self->monitor(worker);
   bool done = false;
   std::optional<std::chrono::steady_clock::time_point> stopped;
@@ -288,7 +289,7 @@ void await_worker(caf::scoped_actor& self, const caf::actor& worker, const std::
                       return;
                     if (!stopped)
                       stopped = std::chrono::steady_clock::now();
-                    else if (std::chrono::steady_clock::now() - *stopped > std::chrono::seconds(15))
+                    else if (std::chrono::steady_clock::now() - *stopped > stop_alone_after)
                       self->send(worker, actors::stop_atom::value);
                   });
 }

@@ -47,5 +47,6 @@ const topology_family& family_named(std::string_view name) {
 
 bool always(const topology_setup&) { return true; }
 bool never(const topology_setup&) { return false; }
+std::int64_t every_step(const topology_setup&) { return 1; }
 
 } // namespace gradwire::scheduler

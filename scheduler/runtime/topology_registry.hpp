@@ -71,8 +71,9 @@ const topology_family& family_named(std::string_view name);
 /// The known names, "a, b, c".
 std::string family_names();
 
-/// Shared by rows: always / never.
+/// Shared by rows: always / never; a time grid of every step.
 bool always(const topology_setup&);
 bool never(const topology_setup&);
+std::int64_t every_step(const topology_setup&);
 
 } // namespace gradwire::scheduler

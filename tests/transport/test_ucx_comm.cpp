@@ -112,8 +112,8 @@ TEST_CASE("ucx comm: a silent rank is named within the timeout and nothing hangs
 }
 
 TEST_CASE("ucx comm: abort gives up a sum in progress at once, from another thread, and every later one") {
-  // Rank 1 never calls: without abort, rank 0 would wait out the 60 s
-  // timeout (ctest's limit would catch that hang). Abort comes while rank
+  // Rank 1 never calls: without abort, rank 0 would wait out the
+  // communicator's timeout (ctest's limit would catch that hang). Abort comes while rank
   // 0's call is in progress or before it begins: either way the call fails,
   // with the reason given, and so does the next.
   auto algo = GENERATE(allreduce_algo::recursive_doubling, allreduce_algo::shared_memory);
