@@ -327,7 +327,9 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.copies.emplace(cfg.snapshot_every_versions, "shard " + std::to_string(cfg.id));
   s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
   s.params = initial;
-  s.opt = std::make_unique<models::optimizer>(cfg.opt, len(s), kernels::device::cpu());
+  auto opt = cfg.opt;
+  opt.offset = cfg.begin; // its decayed ranges are in the whole buffer's indices
+  s.opt = std::make_unique<models::optimizer>(std::move(opt), len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
   s.live.assign(s.clocks.size(), true);

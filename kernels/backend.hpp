@@ -153,6 +153,42 @@ public:
                                           const float* save_invstd, float* dgamma, float* dbeta,
                                           const float* relu_y);
 
+  // --- transformer ----------------------------------------------------------
+  // A decoder-only transformer's kernels besides the GEMMs. Activations are
+  // [rows, cols] row-major with rows = batch * time. A backend without them
+  // says so when asked (backend_transformer.cpp); the CPU backend has them all.
+  /// LayerNorm over each row (biased variance, as PyTorch):
+  /// y = (x - mean) * rstd * w + b; saves mean and rstd per row for backward.
+  virtual void layernorm_forward(const float* x, float* y, float* mean, float* rstd, const float* w,
+                                 const float* b, int rows, int cols, float eps);
+  /// dx is overwritten; dw and db accumulate.
+  virtual void layernorm_backward(const float* x, const float* dy, const float* mean, const float* rstd,
+                                  const float* w, float* dx, float* dw, float* db, int rows, int cols);
+  /// Exact GELU: y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+  virtual void gelu_forward(const float* x, float* y, std::size_t n);
+  /// dx = dy * GELU'(x) (x is the forward input; dx may alias dy).
+  virtual void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n);
+  /// h[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] for b < batch, t < time.
+  /// Tokens are floats holding integers; one outside [0, vocab) throws
+  /// gradwire::error naming it.
+  virtual void embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch,
+                                 int time, int d, int vocab);
+  /// dwte[tokens[b, t]] += dh[b, t] and dwpe[t] += dh[b, t] (accumulate).
+  virtual void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch,
+                                  int time, int d);
+  /// Causal multi-head self-attention. qkv is [batch, time, 3d]: q, k and v
+  /// side by side, each `heads` heads of d / heads (nanoGPT's c_attn
+  /// output). y [batch, time, d] = softmax(q k^T / sqrt(d / heads), causal) v
+  /// per head; lse [batch, heads, time] keeps each row's log-sum-exp for
+  /// backward. The time x time scores are never stored: keys are taken in
+  /// tiles with an online softmax (FlashAttention).
+  virtual void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads,
+                                 int d);
+  /// dqkv [batch, time, 3d] is overwritten from dy, recomputing the scores
+  /// from qkv and lse (FlashAttention-2's backward).
+  virtual void attention_backward(const float* qkv, const float* y, const float* dy, const float* lse,
+                                  float* dqkv, int batch, int time, int heads, int d);
+
   // --- loss -----------------------------------------------------------------
   /// Softmax cross-entropy over rows of `logits` [n, classes]. Writes
   /// dlogits = (softmax - onehot) * grad_scale when dlogits is not null.

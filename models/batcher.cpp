@@ -73,12 +73,13 @@ bool batcher::next(batch& out, kernels::thread_pool* pool) {
   const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(batch_size_), indices_.size() - pos_);
   out.size = static_cast<int>(n);
   out.x.resize(n * m);
-  out.y.resize(n);
+  const auto lw = static_cast<std::size_t>(data_.label_width);
+  out.y.resize(n * lw);
   auto copy_rows = [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
       const auto idx = indices_[pos_ + i];
       std::memcpy(out.x.data() + i * m, data_.image(idx), m * sizeof(float));
-      out.y[i] = data_.labels[static_cast<std::size_t>(idx)];
+      std::memcpy(out.y.data() + i * lw, data_.label(idx), lw * sizeof(std::int32_t));
     }
   };
   const std::size_t parts = pool == nullptr ? 1 : std::min(pool->size(), n);

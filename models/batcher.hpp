@@ -19,8 +19,8 @@ std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std
 /// Host-side batch buffers.
 struct batch {
   std::vector<float> x;
-  std::vector<std::int32_t> y;
-  int size = 0;
+  std::vector<std::int32_t> y; ///< size * the dataset's label_width
+  int size = 0;                 ///< samples
 };
 
 class batcher {

@@ -1,7 +1,9 @@
 #pragma once
 /// @file dataset.hpp
-/// In-memory image classification datasets: images as floats in [0, 1]
-/// (NCHW, one sample after another), labels as int32. Readers for the IDX
+/// In-memory datasets: samples as floats (images in [0, 1], NCHW, one
+/// sample after another; or a text window's token ids), labels as int32,
+/// `label_width` per sample (1 for an image's class; a text window's next
+/// token at each of its positions). Readers for the IDX
 /// format (MNIST, Fashion-MNIST; gzipped or not), the CIFAR-10 binary
 /// format, and a seeded synthetic dataset. Every reader validates sizes and
 /// throws gradwire::error naming the file and what is wrong.
@@ -19,8 +21,10 @@ struct dataset {
   int channels = 1, height = 28, width = 28, classes = 10;
   std::vector<float, kernels::huge_page_allocator<float>> images; ///< huge pages: batches gather at random
   std::vector<std::int32_t> labels;
+  int label_width = 1; ///< labels per sample
 
-  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
+  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()) / label_width; }
+  const std::int32_t* label(std::int64_t i) const { return labels.data() + i * label_width; }
   std::int64_t sample_numel() const { return static_cast<std::int64_t>(channels) * height * width; }
   const float* image(std::int64_t i) const { return images.data() + i * sample_numel(); }
   /// The first `n` samples (all when n <= 0 or n >= size()).
@@ -50,6 +54,24 @@ dataset load_cifar10_dir(const std::string& dir, bool train, std::int64_t limit 
 /// its template plus noise, clipped to [0, 1]. Same seed, same data.
 dataset make_synthetic(std::int64_t n, int channels, int height, int width, int classes,
                        std::uint64_t seed);
+
+/// Byte-level language-model data from a text file or a folder of them
+/// (`path`; folders are read in name order, their regular files only, and
+/// a file holding a NUL byte is skipped as not text). Lines that are only
+/// "%" (the fortune files' separators) are dropped. The last `val_fraction`
+/// of the bytes is the validation split, in consecutive windows; training
+/// windows start at offsets drawn from `seed`, as many as the training
+/// bytes hold whole windows. A sample is `context` token ids, its labels
+/// the `context` bytes after each. Throws gradwire::error for a path that
+/// cannot be read, or text too short for a window in either split.
+struct text_splits {
+  dataset train, test;
+  std::int64_t bytes = 0, files = 0;
+};
+text_splits load_text(const std::string& path, int context, double val_fraction, std::uint64_t seed);
+
+/// The default corpus: the Debian package fortunes' files.
+inline const char* fortunes_default_dir = "/usr/share/games/fortunes";
 
 /// The default location of Fashion-MNIST (Debian package dataset-fashion-mnist).
 inline const char* fashion_mnist_default_dir = "/usr/share/datasets/fashion-mnist";

@@ -165,7 +165,7 @@ dataset load_mnist_dir(const std::string& dir, bool train, const std::string& na
 void dataset::keep_first(std::int64_t n) {
   if (n <= 0 || n >= size())
     return;
-  labels.resize(static_cast<std::size_t>(n));
+  labels.resize(static_cast<std::size_t>(n * label_width));
   images.resize(static_cast<std::size_t>(n * sample_numel()));
 }
 
@@ -173,7 +173,7 @@ dataset dataset::head(std::int64_t n) const {
   if (n <= 0 || n >= size())
     return *this;
   dataset d = *this;
-  d.labels.resize(static_cast<std::size_t>(n));
+  d.labels.resize(static_cast<std::size_t>(n * label_width));
   d.images.resize(static_cast<std::size_t>(n * sample_numel()));
   return d;
 }

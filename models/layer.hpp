@@ -28,6 +28,7 @@ enum class init_kind {
   uniform_fan_in, ///< U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default
   ones,
   zeros,
+  normal, ///< N(0, stddev^2): GPT-2's initialisation
 };
 
 struct param_spec {
@@ -35,6 +36,10 @@ struct param_spec {
   shape_t shape;
   init_kind init = init_kind::zeros;
   std::int64_t fan_in = 1;
+  float stddev = 0.f; ///< init_kind::normal
+  /// AdamW decays it (weight matrices); biases, norms and embeddings are
+  /// left alone, as nanoGPT's and most transformer recipes do.
+  bool decay = false;
 };
 
 /// Hands out consecutive views of the model's parameter, gradient and state

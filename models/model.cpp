@@ -33,6 +33,12 @@ void fill_init(const param_spec& s, std::mt19937_64& rng, float* out) {
   case init_kind::zeros:
     std::fill(out, out + n, 0.f);
     break;
+  case init_kind::normal: {
+    std::normal_distribution<float> g(0.f, s.stddev);
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = g(rng);
+    break;
+  }
   case init_kind::uniform_fan_in: {
     const float bound = 1.f / std::sqrt(static_cast<float>(s.fan_in));
     std::uniform_real_distribution<float> u(-bound, bound);
@@ -88,6 +94,14 @@ std::unique_ptr<model::replica> model::make_replica(bool owns_state, kernels::th
                  state_, owns_state, pool);
   r->net.bind(b);
   return r;
+}
+
+param_layout layout_of(const model_spec& spec) {
+  param_layout out;
+  std::vector<param_spec> state;
+  make_network(spec).describe(out.specs, state);
+  layout(out.specs, out.offsets);
+  return out;
 }
 
 std::int64_t model::parameter_count() const {

@@ -70,4 +70,12 @@ private:
   mutable bool bound_ = false; ///< a replica has been made (share_params is too late then)
 };
 
+/// The parameter layout a model of `spec` has, without allocating it: each
+/// tensor's spec and its offset in the parameter buffer.
+struct param_layout {
+  std::vector<param_spec> specs;
+  std::vector<std::size_t> offsets;
+};
+param_layout layout_of(const model_spec& spec);
+
 } // namespace gradwire::models

@@ -1,6 +1,7 @@
 #include "models/network.hpp"
 
 #include "kernels/error.hpp"
+#include "models/layers/gpt.hpp"
 #include "models/layers/layers.hpp"
 
 #include <atomic>
@@ -11,7 +12,7 @@ namespace gradwire::models {
 
 const std::vector<std::string>& model_kinds() {
   static const std::vector<std::string> kinds = {"mlp", "lenet5", "resnet20", "resnet32",
-                                                 "resnet44", "resnet56"};
+                                                 "resnet44", "resnet56", "gpt"};
   return kinds;
 }
 
@@ -219,6 +220,11 @@ network make_network(const model_spec& spec) {
     return network(build_mlp(spec));
   if (spec.kind == "lenet5")
     return network(build_lenet5(spec));
+  if (spec.kind == "gpt") {
+    std::vector<std::unique_ptr<layer>> l;
+    l.push_back(std::make_unique<gpt>(gpt_shape{spec.layers, spec.heads, spec.d_model, spec.context, spec.vocab}));
+    return network(std::move(l));
+  }
   for (int depth : {20, 32, 44, 56})
     if (spec.kind == "resnet" + std::to_string(depth))
       return network(build_resnet(spec, depth));

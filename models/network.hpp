@@ -1,7 +1,8 @@
 #pragma once
 /// @file network.hpp
-/// A sequential network and the builders of the three model families:
-/// MLP (configurable widths), LeNet-5, and ResNet-(6n+2) for 32x32 inputs.
+/// A sequential network and the builders of the model families: MLP
+/// (configurable widths), LeNet-5, ResNet-(6n+2) for 32x32 inputs, and a
+/// GPT (models/layers/gpt.hpp).
 
 #include "models/layer.hpp"
 
@@ -14,8 +15,11 @@ namespace gradwire::models {
 
 /// What the model is; everything needed to build identical replicas.
 struct model_spec {
-  std::string kind = "mlp";          ///< "mlp" | "lenet5" | "resnet20" (or resnet32, resnet44, resnet56)
+  std::string kind = "mlp";          ///< "mlp" | "lenet5" | "resnet20" (or resnet32, resnet44, resnet56) | "gpt"
   std::vector<int> hidden = {256, 128}; ///< MLP hidden widths
+  /// gpt: blocks, attention heads, residual width, context and vocabulary
+  /// (its input is [1, 1, context] token ids, its classes the vocabulary).
+  int layers = 4, heads = 4, d_model = 128, context = 128, vocab = 256;
   int channels = 1, height = 28, width = 28;
   int classes = 10;
 };

@@ -3,6 +3,9 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/fused_optim.hpp"
 #include "kernels/error.hpp"
+#include "models/layer.hpp"
+
+#include <algorithm>
 
 namespace gradwire::models {
 
@@ -12,11 +15,11 @@ optimizer::optimizer(optimizer_spec spec, std::size_t n, kernels::device dev)
   if (spec_.kind == "sgd") {
     if (spec_.momentum != 0.f)
       v_ = kernels::tensor::zeros({len}, dev);
-  } else if (spec_.kind == "adam") {
+  } else if (spec_.kind == "adam" || spec_.kind == "adamw") {
     m_ = kernels::tensor::zeros({len}, dev);
     v_ = kernels::tensor::zeros({len}, dev);
   } else {
-    throw error("unknown optimizer '" + spec_.kind + "' (known: sgd, adam)");
+    throw error("unknown optimizer '" + spec_.kind + "' (known: sgd, adam, adamw)");
   }
 }
 
@@ -97,10 +100,34 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
     be.sgd_update(n, lr, momentum_now(), spec_.weight_decay, spec_.nesterov, w + begin, g,
                   v_.defined() ? v_.data() + begin : nullptr);
   } else {
-    be.adam_update(n, lr, spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay,
+    const bool decoupled = spec_.kind == "adamw";
+    if (decoupled)
+      decay(w, begin, end, lr);
+    be.adam_update(n, lr, spec_.beta1, spec_.beta2, spec_.eps, decoupled ? 0.f : spec_.weight_decay,
                    step_ < 1 ? 1 : step_, w + begin, g, m_.data() + begin,
                    v_.data() + begin);
   }
+}
+
+void optimizer::decay(float* w, std::size_t begin, std::size_t end, float lr) {
+  if (spec_.weight_decay == 0.f)
+    return;
+  const float keep = 1.f - lr * spec_.weight_decay;
+  const std::size_t lo = begin + spec_.offset, hi = end + spec_.offset; // model buffer indices
+  for (const auto& [b, e] : spec_.decay) {
+    const std::size_t from = std::max(b, lo), to = std::min(e, hi);
+    if (from < to)
+      kernels::backend_for(dev_).scale(to - from, keep, w + (from - spec_.offset));
+  }
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> decay_ranges(const std::vector<param_spec>& specs,
+                                                              const std::vector<std::size_t>& offsets) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].decay)
+      out.emplace_back(offsets[i], offsets[i] + static_cast<std::size_t>(kernels::numel(specs[i].shape)));
+  return out;
 }
 
 bool optimizer::update_sum(float* w, const float* g0, const float* g1, float s, std::size_t begin,

@@ -14,14 +14,31 @@
 namespace gradwire::models {
 
 struct optimizer_spec {
-  std::string kind = "sgd"; ///< "sgd" | "adam"
+  std::string kind = "sgd"; ///< "sgd" | "adam" | "adamw"
   float lr = 0.05f;
   float momentum = 0.9f;     ///< sgd
-  float weight_decay = 0.f;  ///< L2, added to the gradient (PyTorch semantics)
+  /// sgd, adam: L2, added to the gradient of every parameter (PyTorch's
+  /// SGD and Adam). adamw: decoupled, w -= lr * weight_decay * w, on the
+  /// ranges in `decay` only (PyTorch's AdamW).
+  float weight_decay = 0.f;
   bool nesterov = false;     ///< sgd
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f; ///< adam
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f; ///< adam, adamw
   lr_schedule schedule; ///< lr and momentum over the run (constant by default)
+  /// adamw: [begin, end) ranges of the model's parameter buffer that decay
+  /// (param_spec::decay: weight matrices), sorted; `offset` is the buffer
+  /// index of this optimizer's element 0 (a parameter-server shard's begin).
+  std::vector<std::pair<std::size_t, std::size_t>> decay;
+  std::size_t offset = 0;
+  // What a worker does to its gradient before it is applied or sent
+  // (trainer::compute_gradients), in every topology alike:
+  float clip_norm = 0.f; ///< > 0: scale the gradient to at most this L2 norm
+  int accumulate = 1;    ///< micro-batches per step, their gradients summed
 };
+
+/// The decayed ranges of a model's parameter buffer (optimizer_spec::decay).
+struct param_spec;
+std::vector<std::pair<std::size_t, std::size_t>> decay_ranges(const std::vector<param_spec>& specs,
+                                                              const std::vector<std::size_t>& offsets);
 
 class optimizer {
 public:
@@ -62,6 +79,9 @@ public:
   void load(const saved& s);
 
 private:
+  /// adamw's decoupled decay, w *= 1 - lr * weight_decay, on [begin, end)'s decayed parts.
+  void decay(float* w, std::size_t begin, std::size_t end, float lr);
+
   optimizer_spec spec_;
   kernels::device dev_;
   kernels::tensor m_, v_;

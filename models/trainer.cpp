@@ -5,6 +5,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gradwire::models {
 namespace {
@@ -53,6 +54,9 @@ trainer::trainer(model& m, const optimizer_spec& opt, int threads, parallelism h
   }
   partial_.resize(replicas_.size());
   rep_dlogits_.resize(replicas_.size());
+  const auto& s = m.spec();
+  const auto out = replicas_[0]->net.output_shape({1, s.channels, s.height, s.width});
+  label_width_ = static_cast<int>(std::max<std::int64_t>(1, out[0]));
 }
 
 step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n,
@@ -60,40 +64,71 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
   check(n > 0, "empty batch");
   const auto& s = model_.spec();
   const shape_t xshape = {n, s.channels, s.height, s.width};
+  const shape_t yshape = {static_cast<std::int64_t>(n) * label_width_};
   const auto dev = model_.dev();
   tensor xt, yt;
   if (dev.is_cpu()) {
     xt = wrap_host(x, xshape, kernels::dtype::f32);
-    yt = wrap_host(y, {n}, kernels::dtype::i32);
+    yt = wrap_host(y, yshape, kernels::dtype::i32);
   } else {
-    if (!dev_x_.defined() || dev_x_.numel() < kernels::numel(xshape)) {
+    if (!dev_x_.defined() || dev_x_.numel() < kernels::numel(xshape))
       dev_x_ = tensor::empty({kernels::numel(xshape)}, dev);
-      dev_y_ = tensor::empty({n}, dev, kernels::dtype::i32);
-    } else if (dev_y_.numel() < n) {
-      dev_y_ = tensor::empty({n}, dev, kernels::dtype::i32);
-    }
+    if (!dev_y_.defined() || dev_y_.numel() < yshape[0])
+      dev_y_ = tensor::empty(yshape, dev, kernels::dtype::i32);
     xt = dev_x_.view(0, {kernels::numel(xshape)}).reshape(xshape);
-    yt = dev_y_.view(0, {n});
+    yt = dev_y_.view(0, yshape);
     kernels::copy(wrap_host(x, xshape, kernels::dtype::f32), xt);
-    kernels::copy(wrap_host(y, {n}, kernels::dtype::i32), yt);
+    kernels::copy(wrap_host(y, yshape, kernels::dtype::i32), yt);
   }
+  const auto& spec = opt_.spec();
+  const int k = std::clamp(spec.accumulate, 1, n);
+  const bool after = k > 1 || spec.clip_norm > 0.f; // the gradient changes after backward
+  const float scale = loss_scale_ / (static_cast<float>(n) * static_cast<float>(label_width_));
+  step_result total;
+  std::size_t parts = 0;
+  for (int c = 0; c < k; ++c) {
+    parts = micro_step(xt, yt, n * c / k, n * (c + 1) / k, scale, after ? nullptr : &ready, total);
+    if (k == 1)
+      break;
+    auto& be = kernels::backend_for(dev);
+    if (c == 0) {
+      if (!acc_.defined())
+        acc_ = tensor::empty(replicas_[0]->grads.shape(), dev);
+      kernels::copy(replicas_[0]->grads, acc_);
+    } else {
+      be.axpy(model_.size(), 1.f, replicas_[0]->grads.data(), acc_.data());
+    }
+  }
+  if (k > 1)
+    kernels::copy(acc_, replicas_[0]->grads);
+  if (spec.clip_norm > 0.f)
+    total.grad_norm = clip();
+  if ((parts > 1 || after) && ready)
+    ready(0);
+  return total;
+}
+
+std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int e0, float scale,
+                                const std::function<void(std::size_t)>* ready, step_result& total) {
+  const auto dev = model_.dev();
+  const int n = e0 - b0;
   const std::size_t parts = std::min<std::size_t>(replicas_.size(), static_cast<std::size_t>(n));
-  const float scale = loss_scale_ / static_cast<float>(n);
+  const auto lw = static_cast<std::size_t>(label_width_);
   pool_.run(parts, [&](std::size_t r) {
-    auto [b, e] = part(static_cast<std::size_t>(n), parts, r);
+    auto [pb, pe] = part(static_cast<std::size_t>(n), parts, r);
+    const std::size_t b = static_cast<std::size_t>(b0) + pb, rows = pe - pb;
     auto& rep = *replicas_[r];
-    const auto rows = static_cast<std::int64_t>(e - b);
-    const tensor& logits = rep.net.forward(xt.rows(static_cast<std::int64_t>(b), rows), true);
+    const tensor& logits = rep.net.forward(xt.rows(static_cast<std::int64_t>(b), static_cast<std::int64_t>(rows)), true);
     auto& dl = rep_dlogits_[r];
     if (!dl.defined() || dl.numel() < logits.numel())
       dl = tensor::empty(logits.shape(), dev);
     tensor dlv = dl.view(0, logits.shape());
-    auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32() + b,
-                                                      static_cast<int>(rows),
-                                                      static_cast<int>(logits.dim(1)),
-                                                      dlv.data(), scale);
-    rep.net.backward(dlv, false, parts == 1 ? &ready : nullptr);
-    partial_[r] = {res.loss_sum, res.correct, rows};
+    auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32() + b * lw,
+                                                      static_cast<int>(logits.dim(0)),
+                                                      static_cast<int>(logits.dim(1)), dlv.data(), scale);
+    rep.net.backward(dlv, false, parts == 1 ? ready : nullptr);
+    const double per = static_cast<double>(lw);
+    partial_[r] = {res.loss_sum / per, static_cast<double>(res.correct) / per, static_cast<std::int64_t>(rows)};
   });
   if (parts > 1) {
     // Sum the replicas' gradients into replica 0's buffer, one range per thread.
@@ -104,15 +139,27 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
         kernels::backend_for(dev).axpy(e - b, 1.f, replicas_[r]->grads.data() + b, g0 + b);
     });
   }
-  if (parts > 1 && ready)
-    ready(0);
-  step_result total;
   for (std::size_t r = 0; r < parts; ++r) {
     total.loss_sum += partial_[r].loss_sum;
     total.correct += partial_[r].correct;
     total.samples += partial_[r].samples;
   }
-  return total;
+  return parts;
+}
+
+double trainer::clip() {
+  const tensor& g = replicas_[0]->grads;
+  const std::vector<float> host = g.dev().is_cpu() ? std::vector<float>() : g.to_vector();
+  const float* p = g.dev().is_cpu() ? g.data() : host.data();
+  double ss = 0;
+  for (std::size_t i = 0; i < model_.size(); ++i)
+    ss += static_cast<double>(p[i]) * p[i];
+  const double norm = std::sqrt(ss);
+  // PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
+  const double coef = static_cast<double>(opt_.spec().clip_norm) / (norm + 1e-6);
+  if (coef < 1.0)
+    kernels::backend_for(g.dev()).scale(model_.size(), static_cast<float>(coef), replicas_[0]->grads.data());
+  return norm;
 }
 
 void trainer::apply(const float* grads, float lr_scale) {
@@ -162,6 +209,7 @@ step_result trainer::step(const float* x, const std::int32_t* y, int n) {
 }
 
 eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch_size) {
+  batch_size = std::max(1, batch_size / data.label_width); // the same labels per batch for text windows
   const std::int64_t total = limit > 0 ? std::min(limit, data.size()) : data.size();
   const auto dev = model_.dev();
   const std::size_t parts = replicas_.size();
@@ -175,10 +223,11 @@ eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch
       const auto n = std::min<std::int64_t>(batch_size, total - b0);
       const shape_t xs = {n, data.channels, data.height, data.width};
       tensor xt = wrap_host(data.image(b0), xs, kernels::dtype::f32);
-      tensor yt = wrap_host(data.labels.data() + b0, {n}, kernels::dtype::i32);
+      const shape_t ys = {n * data.label_width};
+      tensor yt = wrap_host(data.label(b0), ys, kernels::dtype::i32);
       if (!dev.is_cpu()) {
         xbuf = tensor::empty(xs, dev);
-        ybuf = tensor::empty({n}, dev, kernels::dtype::i32);
+        ybuf = tensor::empty(ys, dev, kernels::dtype::i32);
         kernels::copy(xt, xbuf);
         kernels::copy(yt, ybuf);
         xt = xbuf;
@@ -186,7 +235,7 @@ eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch
       }
       const tensor& logits = replicas_[r]->net.forward(xt, false);
       auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32(),
-                                                        static_cast<int>(n),
+                                                        static_cast<int>(logits.dim(0)),
                                                         static_cast<int>(logits.dim(1)), nullptr, 0.f);
       loss[r] += res.loss_sum;
       correct[r] += res.correct;
@@ -200,8 +249,9 @@ eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch
     l += loss[r];
     c += correct[r];
   }
-  out.loss = total ? l / static_cast<double>(total) : 0;
-  out.accuracy = total ? static_cast<double>(c) / static_cast<double>(total) : 0;
+  const double labels = static_cast<double>(total) * data.label_width;
+  out.loss = total ? l / labels : 0;
+  out.accuracy = total ? static_cast<double>(c) / labels : 0;
   return out;
 }
 

@@ -26,15 +26,19 @@
 namespace gradwire::models {
 
 struct step_result {
-  double loss_sum = 0;     ///< summed over the batch
-  std::int64_t correct = 0;
+  /// Summed over the batch; a sample of several labels (a text window)
+  /// counts the mean over its labels, so loss_sum / samples is the mean
+  /// loss per label (nats per token) for every kind of data.
+  double loss_sum = 0;
+  double correct = 0; ///< correct predictions, in samples (a window's fraction of its labels)
   std::int64_t samples = 0;
+  double grad_norm = 0; ///< the gradient's L2 norm before clipping (computed only with clip_norm)
   double mean_loss() const { return samples ? loss_sum / static_cast<double>(samples) : 0; }
 };
 
 struct eval_result {
-  double loss = 0;     ///< mean
-  double accuracy = 0; ///< fraction correct
+  double loss = 0;     ///< mean per label (per token for text)
+  double accuracy = 0; ///< fraction of labels predicted (next-token accuracy for text)
   std::int64_t samples = 0;
 };
 
@@ -48,11 +52,14 @@ public:
   /// automatic picks layer for MLPs and batch for convolutional networks.
   trainer(model& m, const optimizer_spec& opt, int threads, parallelism how = parallelism::automatic);
 
-  /// Computes the gradient of the mean loss over `n` samples (host arrays)
-  /// into gradients(); does not update parameters.
+  /// Computes the gradient of the mean loss over `n` samples (host arrays;
+  /// `y` holds n times the labels per sample) into gradients(); does not
+  /// update parameters. With optimizer_spec::accumulate = k, in k
+  /// micro-batches of n / k summed (the same gradient, less activation
+  /// memory); with clip_norm, scaled to at most that L2 norm.
   /// `ready(from)` is called as gradients [from, size) become final, last
-  /// with from = 0 (with one replica during backward; with several, once
-  /// after they are summed).
+  /// with from = 0 (with one replica and nothing to do afterwards, during
+  /// backward; otherwise once, at the end).
   step_result compute_gradients(const float* x, const std::int32_t* y, int n,
                                 const std::function<void(std::size_t)>& ready = {});
   /// Later gradients are of the mean loss times `s` (folded into the loss
@@ -99,14 +106,22 @@ public:
   parallelism strategy() const { return how_; }
 
 private:
+  /// Rows [b, e) of the staged batch: forward, backward and the replicas'
+  /// gradients summed into replica 0's. Returns the replicas used.
+  std::size_t micro_step(const tensor& xt, const tensor& yt, int b, int e, float scale,
+                         const std::function<void(std::size_t)>* ready, step_result& total);
+  /// Scales gradients() to at most clip_norm; returns the norm before.
+  double clip();
+
   float loss_scale_ = 1.f;
+  int label_width_ = 1; ///< labels per sample: the network's output rows per input row
   model& model_;
   optimizer opt_;
   parallelism how_;
   kernels::thread_pool pool_;
   std::vector<std::unique_ptr<model::replica>> replicas_;
   std::vector<step_result> partial_;
-  tensor dev_x_, dev_y_, dlogits_;
+  tensor dev_x_, dev_y_, dlogits_, acc_;
   std::vector<tensor> rep_dlogits_;
 };
 

@@ -69,6 +69,19 @@ public:
                                   const float* gamma, const float* save_mean, const float* save_invstd, float* dgamma,
                                   float* dbeta, const float* relu_y) override;
 
+  void layernorm_forward(const float* x, float* y, float* mean, float* rstd, const float* w, const float* b,
+                         int rows, int cols, float eps) override;
+  void layernorm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* w,
+                          float* dx, float* dw, float* db, int rows, int cols) override;
+  void gelu_forward(const float* x, float* y, std::size_t n) override;
+  void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) override;
+  void embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch, int time,
+                         int d, int vocab) override;
+  void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch, int time,
+                          int d) override;
+  void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) override;
+  void attention_backward(const float* qkv, const float* y, const float* dy, const float* lse, float* dqkv,
+                          int batch, int time, int heads, int d) override;
   xent_result softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes,
                            float* dlogits, float grad_scale) override;
 

@@ -36,7 +36,7 @@ double conv2d::forward_flops(const shape_t& in) const {
 void conv2d::describe(std::vector<param_spec>& p, std::vector<param_spec>&,
                       const std::string& prefix) const {
   const std::int64_t fan_in = static_cast<std::int64_t>(c_) * r_ * r_;
-  p.push_back({prefix + "weight", {k_, c_, r_, r_}, init_kind::uniform_fan_in, fan_in});
+  p.push_back({prefix + "weight", {k_, c_, r_, r_}, init_kind::uniform_fan_in, fan_in, 0.f, true});
   if (bias_)
     p.push_back({prefix + "bias", {k_}, init_kind::uniform_fan_in, fan_in});
 }

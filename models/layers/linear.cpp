@@ -14,7 +14,7 @@ shape_t linear::output_shape(const shape_t& in) const {
 
 void linear::describe(std::vector<param_spec>& p, std::vector<param_spec>&,
                       const std::string& prefix) const {
-  p.push_back({prefix + "weight", {out_, in_}, init_kind::uniform_fan_in, in_});
+  p.push_back({prefix + "weight", {out_, in_}, init_kind::uniform_fan_in, in_, 0.f, true});
   p.push_back({prefix + "bias", {out_}, init_kind::uniform_fan_in, in_});
 }
 

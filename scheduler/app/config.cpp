@@ -2,6 +2,7 @@
 
 #include "kernels/device.hpp"
 #include "kernels/error.hpp"
+#include "models/model.hpp"
 #include "scheduler/app/config_faults.hpp"
 #include "scheduler/app/config_schema.hpp"
 
@@ -127,6 +128,19 @@ void read_experiment(reader& r, run_config& c) {
 
 }
 
+/// model.layers ... model.vocab: the GPT's shape.
+void read_transformer(reader& r, run_config& c) {
+  auto& m = c.model;
+  m.layers = static_cast<int>(r.integer("model.layers", 1, 1024));
+  m.heads = static_cast<int>(r.integer("model.heads", 1, 1024));
+  m.d_model = static_cast<int>(r.integer("model.d_model", 1, 65536));
+  m.context = static_cast<int>(r.integer("model.context", 1, 1 << 20));
+  m.vocab = static_cast<int>(r.integer("model.vocab", 2, 1 << 24)); // token ids are exact in a float below 2^24
+  check(m.d_model % m.heads == 0, r.loc("model.heads") + ": model.heads = " + std::to_string(m.heads) +
+                                    " does not divide model.d_model = " + std::to_string(m.d_model) +
+                                    " (each head takes d_model / heads features)");
+}
+
 void read_model_and_data(reader& r, run_config& c) {
   c.model.kind = r.str("model.kind");
   c.model.hidden.clear();
@@ -136,6 +150,7 @@ void read_model_and_data(reader& r, run_config& c) {
     check(w > 0 && w <= 65536, r.loc("model.hidden") + ": widths must be in [1, 65536], got " + std::to_string(w));
     c.model.hidden.push_back(static_cast<int>(w));
   }
+  read_transformer(r, c);
 
   c.dataset = r.str("data.dataset");
   c.data_path = r.str("data.path");
@@ -145,7 +160,27 @@ void read_model_and_data(reader& r, run_config& c) {
   c.synthetic_train = r.integer("data.synthetic_train", 1, 10'000'000);
   c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
   c.normalize = r.boolean("data.normalize");
+  c.val_fraction = r.number("data.val_fraction", 1e-6, 0.999999);
+  const bool gpt = c.model.kind == "gpt", text = c.dataset == "text";
+  check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\", and only it does (model.kind = \"" +
+                       c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
 
+}
+
+/// Adam's betas and eps, clipping, accumulation and warm-up in steps.
+void read_optimizer_extras(reader& r, run_config& c) {
+  const auto* betas = r.get("train.betas").as_array();
+  check(betas != nullptr && betas->size() == 2,
+        r.loc("train.betas") + ": two numbers expected, [beta1, beta2]");
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double b = (*betas)[i].value<double>().value_or(-1);
+    check(b >= 0 && b < 1, r.loc("train.betas") + ": each beta must be in [0, 1), got " + std::to_string(b));
+    (i == 0 ? c.opt.beta1 : c.opt.beta2) = static_cast<float>(b);
+  }
+  c.opt.eps = static_cast<float>(r.number("train.eps", 1e-30, 1));
+  c.opt.clip_norm = static_cast<float>(r.number("train.clip_norm", 0, 1e12));
+  c.opt.accumulate = static_cast<int>(r.integer("train.accumulate", 1, 1 << 20));
+  c.warmup_steps = r.integer("train.warmup_steps", 0, std::int64_t{1} << 40);
 }
 
 void read_train(reader& r, run_config& c) {
@@ -159,12 +194,18 @@ void read_train(reader& r, run_config& c) {
   c.opt.momentum = static_cast<float>(r.number("train.momentum", 0, 0.999999));
   c.opt.nesterov = r.boolean("train.nesterov");
   c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay", 0, 1));
+  read_optimizer_extras(r, c);
   c.lr_schedule = r.str("train.lr_schedule");
   c.lr_step_epochs = r.number("train.lr_step_epochs", 0, 1e6);
   c.lr_step_factor = r.number("train.lr_step_factor", 1e-6, 1);
   c.warmup_epochs = r.number("train.warmup_epochs", 0, 1e6);
   c.momentum_warmup_epochs = r.number("train.momentum_warmup_epochs", 0, 1e6);
   c.lr_base_batch = static_cast<int>(r.integer("train.lr_base_batch", 0, 1 << 24));
+  check(c.warmup_steps == 0 || c.warmup_epochs == 0,
+        r.loc("train.warmup_steps") + ": give warmup_epochs or warmup_steps, not both");
+  check(c.opt.accumulate <= c.batch_size, r.loc("train.accumulate") + ": " + std::to_string(c.opt.accumulate) +
+                                            " micro-batches of a batch of " + std::to_string(c.batch_size) +
+                                            " samples (train.batch_size): each needs one sample at least");
   check(c.lr_schedule != "step" || c.lr_step_epochs > 0,
         r.loc("train.lr_schedule") + ": lr_schedule = \"step\" needs train.lr_step_epochs > 0");
   c.target_accuracy = r.number("train.target_accuracy", 0, 1);
@@ -449,6 +490,10 @@ std::string describe_keys() {
 models::optimizer_spec optimizer_for(const run_config& cfg, std::int64_t steps_per_epoch, std::int64_t total_steps,
                                      int global_batch) {
   auto o = cfg.opt;
+  if (o.kind == "adamw") {
+    const auto l = models::layout_of(cfg.model);
+    o.decay = models::decay_ranges(l.specs, l.offsets);
+  }
   if (cfg.lr_base_batch > 0)
     o.lr = static_cast<float>(o.lr * static_cast<double>(global_batch) / cfg.lr_base_batch);
   auto& s = o.schedule;
@@ -459,7 +504,7 @@ models::optimizer_spec optimizer_for(const run_config& cfg, std::int64_t steps_p
   s.total_steps = total_steps;
   s.step_every = steps(cfg.lr_step_epochs);
   s.step_factor = static_cast<float>(cfg.lr_step_factor);
-  s.warmup_steps = steps(cfg.warmup_epochs);
+  s.warmup_steps = cfg.warmup_steps > 0 ? cfg.warmup_steps : steps(cfg.warmup_epochs);
   s.momentum_warmup_steps = steps(cfg.momentum_warmup_epochs);
   return o;
 }

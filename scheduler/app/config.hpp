@@ -76,6 +76,7 @@ struct run_config {
   std::int64_t train_subset = 0, test_subset = 0;
   std::int64_t synthetic_train = 10000, synthetic_test = 2000;
   bool normalize = true;
+  double val_fraction = 0.1; ///< text: the held-out tail of the bytes
 
   int epochs = 5;
   std::int64_t max_steps = 0;
@@ -85,6 +86,7 @@ struct run_config {
   models::optimizer_spec opt; ///< its schedule is filled in by optimizer_for
   std::string lr_schedule = "constant";
   double lr_step_epochs = 0, lr_step_factor = 0.1, warmup_epochs = 0, momentum_warmup_epochs = 0;
+  std::int64_t warmup_steps = 0; ///< instead of warmup_epochs
   int lr_base_batch = 0;
   double target_accuracy = 0;
   int threads = 1;

@@ -1,5 +1,6 @@
 #include "scheduler/app/config_schema.hpp"
 
+#include "models/network.hpp"
 #include "scheduler/runtime/topology_registry.hpp"
 
 #include <algorithm>
@@ -36,12 +37,18 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.trace", vt::boolean, "true", {}, "write trace.json: spans per actor (compute, exchange, wait, apply, ring send/reduce) for Perfetto or chrome://tracing"},
     {"experiment.trace_spans", vt::integer, "20000", {}, "spans kept per actor in trace.json (a ring buffer: the last ones; bounds the file)"},
 
-    {"model.kind", vt::string, "\"mlp\"", {"mlp", "lenet5", "resnet20", "resnet32", "resnet44", "resnet56"}, "network"},
+    {"model.kind", vt::string, "\"mlp\"", models::model_kinds(), "network (gpt: a decoder-only transformer over bytes; it needs data.dataset = \"text\")"},
     {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},
+    {"model.layers", vt::integer, "4", {}, "gpt: transformer blocks"},
+    {"model.heads", vt::integer, "4", {}, "gpt: attention heads per block (they must divide model.d_model)"},
+    {"model.d_model", vt::integer, "128", {}, "gpt: width of the residual stream (the MLP is 4x this)"},
+    {"model.context", vt::integer, "128", {}, "gpt: tokens per sequence (a text window is this plus the byte it predicts last)"},
+    {"model.vocab", vt::integer, "256", {}, "gpt: vocabulary size; text data is bytes, so 256"},
 
-    {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar"},
-     "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3)"},
-    {"data.path", vt::string, "\"\"", {}, "folder with the dataset files (default: /usr/share/datasets/fashion-mnist for fashion-mnist)"},
+    {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar", "text"},
+     "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3); text: the bytes of data.path, for model.kind = \"gpt\""},
+    {"data.path", vt::string, "\"\"", {}, "folder with the dataset files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, /usr/share/games/fortunes for text); text may be one file"},
+    {"data.val_fraction", vt::number, "0.1", {}, "text: the last fraction of the bytes, held out for validation"},
     {"data.train_subset", vt::integer, "0", {}, "use only the first N training samples (0 = all); only those are read"},
     {"data.test_subset", vt::integer, "0", {}, "evaluate on only the first N test samples (0 = all); only those are read"},
     {"data.synthetic_train", vt::integer, "10000", {}, "training samples of a synthetic dataset"},
@@ -55,7 +62,13 @@ const std::vector<key_spec>& config_schema() {
     {"train.budget", vt::string, "\"per-worker\"", {"per-worker", "shared"},
      "per-worker: every worker runs the same steps; shared: the same total samples, shared out by speed (async parameter server, SSP and AD-PSGD: fast workers do more steps; the others run in lock step, so it is the same)"},
     {"train.batch_size", vt::integer, "64", {}, "samples per step per worker"},
-    {"train.optimizer", vt::string, "\"sgd\"", {"sgd", "adam"}, "optimizer"},
+    {"train.optimizer", vt::string, "\"sgd\"", {"sgd", "adam", "adamw"},
+     "optimizer (adamw: Adam with decoupled weight decay on weight matrices only, not biases, norms or embeddings)"},
+    {"train.betas", vt::number_list, "[0.9, 0.999]", {}, "adam, adamw: the moment decay rates beta1, beta2"},
+    {"train.eps", vt::number, "1e-8", {}, "adam, adamw: the denominator's epsilon"},
+    {"train.clip_norm", vt::number, "0.0", {},
+     "scale each worker's gradient to at most this L2 norm before it is applied or sent (0 = off); in every topology the norm is of the gradient of the worker's own batch"},
+    {"train.accumulate", vt::integer, "1", {}, "split each worker's batch into this many micro-batches, their gradients summed (the same step, less activation memory)"},
     {"train.lr", vt::number, "0.05", {}, "learning rate"},
     {"train.momentum", vt::number, "0.9", {}, "SGD momentum"},
     {"train.lr_schedule", vt::string, "\"constant\"", {"constant", "step", "cosine"},
@@ -63,11 +76,12 @@ const std::vector<key_spec>& config_schema() {
     {"train.lr_step_epochs", vt::number, "0", {}, "step schedule: epochs between decays"},
     {"train.lr_step_factor", vt::number, "0.1", {}, "step schedule: lr multiplied by this at each decay"},
     {"train.warmup_epochs", vt::number, "0", {}, "linear learning-rate warm-up over this many epochs (Goyal et al.: 5 with the linear scaling rule)"},
+    {"train.warmup_steps", vt::integer, "0", {}, "linear learning-rate warm-up over this many steps (instead of warmup_epochs)"},
     {"train.momentum_warmup_epochs", vt::number, "0", {}, "momentum rises linearly from 0 over this many epochs (asynchronous SGD: damps stale gradients early on)"},
     {"train.lr_base_batch", vt::integer, "0", {},
      "linear scaling rule: train.lr is for a global batch of this size, and the run uses lr x global batch / lr_base_batch (global batch: every worker's batch in lock-step topologies, one worker's where each update is one batch: async parameter server, AD-PSGD); 0 = off"},
     {"train.nesterov", vt::boolean, "false", {}, "SGD Nesterov momentum"},
-    {"train.weight_decay", vt::number, "0.0", {}, "L2 weight decay"},
+    {"train.weight_decay", vt::number, "0.0", {}, "weight decay: L2 on every parameter for sgd and adam; decoupled, on weight matrices, for adamw"},
     {"train.target_accuracy", vt::number, "0.0", {}, "report time_to_target when test accuracy reaches this (0 = off)"},
     {"train.threads", vt::integer, "1", {}, "CPU threads per worker"},
     {"train.parallelism", vt::string, "\"auto\"", {"auto", "batch", "layer"},

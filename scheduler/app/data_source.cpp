@@ -34,6 +34,15 @@ data_pair load_named(const run_config& cfg) {
     d.train = models::make_synthetic(cfg.synthetic_train, c, hw, hw, 10, cfg.seed);
     d.test = models::make_synthetic(cfg.synthetic_test, c, hw, hw, 10, cfg.seed + 7919);
     d.train.name = d.test.name = ds;
+  } else if (ds == "text") {
+    const std::string path = cfg.data_path.empty() ? models::fortunes_default_dir : cfg.data_path;
+    check(cfg.model.vocab >= 256, cfg.source + ": model.vocab = " + std::to_string(cfg.model.vocab) +
+                                    " is too small for text, whose tokens are bytes (256)");
+    auto t = models::load_text(path, cfg.model.context, cfg.val_fraction, cfg.seed);
+    log::info("text: {} bytes from {} file(s) at {}: {} training windows, {} validation windows of {} bytes", t.bytes,
+              t.files, path, t.train.size(), t.test.size(), cfg.model.context + 1);
+    d.train = std::move(t.train);
+    d.test = std::move(t.test);
   } else {
     throw error("unknown dataset '" + ds + "' in " + cfg.source);
   }
@@ -72,7 +81,7 @@ data_pair load_data(run_config& cfg) {
   check(d.test.size() > 0, where + " has no test samples");
   d.train.keep_first(cfg.train_subset); // in place: head() would copy 188 MB when keeping all
   d.test.keep_first(cfg.test_subset);
-  if (cfg.normalize) {
+  if (cfg.normalize && d.train.label_width == 1) { // (text windows hold token ids, not pixels)
     // Standardise with the training set's statistics (torchvision's
     // Normalize): both splits, one mean and std over all pixels.
     double s = 0, ss = 0;
@@ -91,7 +100,7 @@ data_pair load_data(run_config& cfg) {
   cfg.model.channels = d.train.channels;
   cfg.model.height = d.train.height;
   cfg.model.width = d.train.width;
-  cfg.model.classes = d.train.classes;
+  cfg.model.classes = cfg.dataset == "text" ? cfg.model.vocab : d.train.classes;
   return d;
 }
 

@@ -1,0 +1,64 @@
+#pragma once
+/// @file gpt.hpp
+/// A decoder-only transformer (GPT-2's shape, nanoGPT's names): token and
+/// learned position embeddings; `layers` blocks of pre-LayerNorm causal
+/// multi-head self-attention and a GELU MLP of width 4d, each added to the
+/// residual stream; a final LayerNorm; an output head tied to the token
+/// embedding. One layer, because the tied head's gradient and the
+/// embedding's meet in one buffer (the network's layers each own theirs).
+///
+/// Input [n, 1, 1, t] (token ids as floats, t <= context), output logits
+/// [n * t, vocab]: row b * t + i predicts the token after position i.
+
+#include "models/layer.hpp"
+
+#include <vector>
+
+namespace gradwire::models {
+
+struct gpt_shape {
+  int layers = 4, heads = 4, d = 128, context = 128, vocab = 256;
+};
+
+class gpt final : public layer {
+public:
+  /// Throws gradwire::error when heads do not divide d or a size is not positive.
+  explicit gpt(gpt_shape s);
+  std::string name() const override { return "gpt"; }
+  shape_t output_shape(const shape_t& in) const override;
+  /// nanoGPT's parameter names (transformer.wte.weight, ...h.{i}.attn.c_attn.weight
+  /// [3d, d], ...); GPT-2's init: N(0, 0.02), the residual projections
+  /// N(0, 0.02 / sqrt(2 layers)), biases 0, LayerNorm weights 1.
+  void describe(std::vector<param_spec>& p, std::vector<param_spec>& s,
+                const std::string& prefix) const override;
+  void bind(param_binder& b) override;
+  const tensor& forward(const tensor& x, bool train) override;
+  const tensor& backward(const tensor& dy, bool need_dx) override;
+  double forward_flops(const shape_t& in) const override;
+
+private:
+  struct block_params {
+    param_binder::bound ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_w, mlp_b;
+  };
+  /// What one block's forward keeps for its backward.
+  struct block_acts {
+    tensor in, a, mean1, rstd1, qkv, att, lse, mid, m, mean2, rstd2, f, g;
+    scratch buf[13];
+  };
+  /// Block l from acts_[l].in into `out`.
+  void block_forward(std::size_t l, tensor& out);
+  /// dh (the gradient of the block's output) becomes that of its input.
+  void block_backward(std::size_t l, tensor& dh);
+  int rows() const { return n_ * t_; }
+
+  gpt_shape s_;
+  param_binder::bound wte_, wpe_, lnf_w_, lnf_b_;
+  std::vector<block_params> blocks_;
+  std::vector<block_acts> acts_;
+  int n_ = 0, t_ = 0;
+  tensor x_, h_, z_, lnf_mean_, lnf_rstd_, logits_, dh_, tmp_, wide_;
+  scratch h_buf_[2], z_buf_, lnf_buf_[2], logits_buf_, dh_buf_, tmp_buf_, wide_buf_;
+  tensor none_;
+};
+
+} // namespace gradwire::models

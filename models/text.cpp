@@ -1,0 +1,123 @@
+#include "kernels/error.hpp"
+#include "kernels/log.hpp"
+#include "models/dataset.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+namespace gradwire::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  check(in.good(), "data.path: cannot read " + p.string());
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check(!in.bad(), "data.path: error while reading " + p.string());
+  return s;
+}
+
+/// `s` without its lines that are only "%".
+std::string drop_separators(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t at = 0;
+  while (at < s.size()) {
+    std::size_t end = s.find('\n', at);
+    end = end == std::string::npos ? s.size() : end + 1;
+    const auto line = std::string_view(s).substr(at, end - at);
+    if (line != "%\n" && line != "%")
+      out.append(line);
+    at = end;
+  }
+  return out;
+}
+
+/// The text of `path`: one file, or a folder's regular files in name order.
+std::string read_corpus(const std::string& path, std::int64_t& files) {
+  std::error_code ec;
+  const fs::path root(path);
+  check(fs::exists(root, ec), "data.path = \"" + path + "\" does not exist");
+  std::vector<fs::path> names;
+  if (fs::is_directory(root, ec)) {
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (e.is_regular_file() && !e.is_symlink())
+        names.push_back(e.path());
+    check(!ec, "data.path = \"" + path + "\": cannot list the folder: " + ec.message());
+    std::sort(names.begin(), names.end());
+  } else {
+    names.push_back(root);
+  }
+  std::string text;
+  for (const auto& n : names) {
+    auto s = read_file(n);
+    if (s.find('\0') != std::string::npos) {
+      log::debug("data.path: skipping {} (binary: it holds a NUL byte)", n.string());
+      continue;
+    }
+    text += drop_separators(s);
+    ++files;
+  }
+  return text;
+}
+
+/// Window i of `text` from byte `at`: context inputs, context labels.
+void put_window(dataset& d, std::int64_t i, const std::string& text, std::size_t at, int context) {
+  const auto c = static_cast<std::size_t>(context);
+  for (std::size_t j = 0; j < c; ++j) {
+    d.images[static_cast<std::size_t>(i) * c + j] = static_cast<float>(static_cast<unsigned char>(text[at + j]));
+    d.labels[static_cast<std::size_t>(i) * c + j] = static_cast<unsigned char>(text[at + j + 1]);
+  }
+}
+
+dataset make_split(const std::string& name, int context, std::int64_t windows) {
+  dataset d;
+  d.name = name;
+  d.channels = d.height = 1;
+  d.width = context;
+  d.classes = 256;
+  d.label_width = context;
+  d.images.resize(static_cast<std::size_t>(windows) * static_cast<std::size_t>(context));
+  d.labels.resize(d.images.size());
+  return d;
+}
+
+} // namespace
+
+text_splits load_text(const std::string& path, int context, double val_fraction, std::uint64_t seed) {
+  check(context > 0, "text data: model.context must be positive");
+  check(val_fraction > 0 && val_fraction < 1, "data.val_fraction must be in (0, 1)");
+  text_splits out;
+  const std::string text = read_corpus(path, out.files);
+  out.bytes = static_cast<std::int64_t>(text.size());
+  const auto window = static_cast<std::size_t>(context) + 1;
+  const auto val_bytes = static_cast<std::size_t>(static_cast<double>(text.size()) * val_fraction);
+  const std::size_t train_bytes = text.size() - val_bytes;
+  const auto what = "data.path = \"" + path + "\" holds " + std::to_string(text.size()) + " bytes of text";
+  check(!text.empty(), what + " (" + std::to_string(out.files) + " text files): nothing to train on");
+  check(train_bytes >= window && val_bytes >= window,
+        what + ": with data.val_fraction = " + std::to_string(val_fraction) + ", the training (" +
+          std::to_string(train_bytes) + ") and validation (" + std::to_string(val_bytes) +
+          ") bytes must each hold one window of model.context + 1 = " + std::to_string(window) + " bytes");
+  // Training: as many windows as the bytes hold end to end, at seeded offsets.
+  const auto n_train = static_cast<std::int64_t>(train_bytes / static_cast<std::size_t>(context));
+  out.train = make_split("text", context, n_train);
+  std::mt19937_64 rng(seed ^ 0x7e47da7aULL);
+  std::uniform_int_distribution<std::size_t> start(0, train_bytes - window);
+  for (std::int64_t i = 0; i < n_train; ++i)
+    put_window(out.train, i, text, start(rng), context);
+  // Validation: consecutive windows over the last bytes.
+  const auto n_val = static_cast<std::int64_t>((val_bytes - 1) / static_cast<std::size_t>(context));
+  out.test = make_split("text", context, n_val);
+  for (std::int64_t i = 0; i < n_val; ++i)
+    put_window(out.test, i, text, train_bytes + static_cast<std::size_t>(i) * static_cast<std::size_t>(context),
+               context);
+  return out;
+}
+
+} // namespace gradwire::models
