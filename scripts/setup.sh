@@ -9,6 +9,7 @@ PACKAGES=(
   catch2 libtomlplusplus-dev libopenblas-dev libcli11-dev libspdlog-dev
   libfmt-dev nlohmann-json3-dev zlib1g-dev libhwloc-dev
   dataset-fashion-mnist
+  fortunes     # the default text corpus of language models (data.dataset = "text")
   python3   # the CLI smoke test checks summary.json with it
   gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
   libdnnl2     # oneDNN's sgemm for the larger GEMMs, opened at run time (without it: OpenBLAS for all)
