@@ -1,10 +1,14 @@
-// Causal self-attention on the CPU, FlashAttention's way: for each query the
-// keys are taken in tiles of `key_tile`, and a running maximum and sum (an
-// online softmax) rescale what was accumulated so far, so the time x time
-// score matrix is never stored. Backward recomputes each score from q, k and
-// the row's log-sum-exp (FlashAttention-2), with D_i = dy_i . y_i.
+// Causal self-attention on the CPU, FlashAttention's way. A head's queries
+// and keys are taken in tiles of `tile` rows; each query tile meets the key
+// tiles at or before it, scores S = Q K^T come from one small GEMM, and a
+// running maximum and sum per row (an online softmax) rescale what was
+// accumulated so far. So the time x time score matrix is never stored, only
+// one tile x tile block of it. Backward recomputes each block's
+// probabilities from q, k and the row's log-sum-exp (FlashAttention-2),
+// with D_i = dy_i . y_i, in five GEMMs per block.
 #include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/fast_math.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,107 +19,142 @@ namespace gradwire::kernels {
 
 namespace {
 
-constexpr int key_tile = 64;
+using cpu::fast_exp;
 
-GW_CLONES float dot(const float* a, const float* b, int n) {
-  float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int i = 0; i < n; ++i)
-    s += a[i] * b[i];
-  return s;
+constexpr int tile = 64;
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+/// p[c] = exp(s[c] - m) for c < valid, 0 after; returns their sum.
+GW_CLONES float exp_row(const float* s, float* p, int valid, int cols, float m) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int c = 0; c < valid; ++c) {
+    p[c] = fast_exp(s[c] - m);
+    sum += p[c];
+  }
+  for (int c = std::max(valid, 0); c < cols; ++c)
+    p[c] = 0.f;
+  return sum;
 }
 
-GW_CLONES void axpy_n(float* y, float a, const float* x, int n) {
-#pragma omp simd
-  for (int i = 0; i < n; ++i)
-    y[i] += a * x[i];
-}
-
-/// Where head `h`'s q (part 0), k (1) or v (2) of row `row` starts in qkv.
+/// One head's geometry: row strides and where its q, k, v columns start.
 struct head_view {
   int d, hd, h;
-  std::ptrdiff_t at(std::ptrdiff_t row, int part) const {
+  std::ptrdiff_t qkv(std::ptrdiff_t row, int part) const {
     return row * 3 * d + static_cast<std::ptrdiff_t>(part) * d + static_cast<std::ptrdiff_t>(h) * hd;
   }
+  std::ptrdiff_t y(std::ptrdiff_t row) const { return row * d + static_cast<std::ptrdiff_t>(h) * hd; }
 };
 
-/// One head of one sequence: rows [row0, row0 + time) of qkv and y.
-void forward_head(const float* qkv, float* y, float* lse, std::ptrdiff_t row0, int time, const head_view& hv,
-                  std::vector<float>& acc) {
-  const int hd = hv.hd;
+struct forward_tiles {
+  std::vector<float> s, p, o, m, l;
+  explicit forward_tiles(int hd)
+    : s(tile * tile), p(tile * tile), o(static_cast<std::size_t>(tile) * hd), m(tile), l(tile) {}
+};
+
+/// Query rows [i0, i1) of one head of the sequence starting at row0.
+void forward_query_tile(cpu_backend& be, const float* qkv, float* y, float* lse, std::ptrdiff_t row0, int i0,
+                        int i1, const head_view& hv, forward_tiles& w) {
+  const int rows = i1 - i0, hd = hv.hd, ld = 3 * hv.d;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  float s[key_tile];
-  for (int i = 0; i < time; ++i) {
-    const float* q = qkv + hv.at(row0 + i, 0);
-    float m = -std::numeric_limits<float>::infinity(), l = 0.f;
-    std::fill(acc.begin(), acc.end(), 0.f);
-    for (int j0 = 0; j0 <= i; j0 += key_tile) {
-      const int j1 = std::min(i + 1, j0 + key_tile);
-      float mt = m;
-      for (int j = j0; j < j1; ++j) {
-        s[j - j0] = dot(q, qkv + hv.at(row0 + j, 1), hd) * scale;
-        mt = std::max(mt, s[j - j0]);
-      }
-      const float corr = std::exp(m - mt); // 0 on the first tile (m = -inf)
-      l *= corr;
+  std::fill(w.o.begin(), w.o.end(), 0.f);
+  std::fill(w.m.begin(), w.m.end(), neg_inf);
+  std::fill(w.l.begin(), w.l.end(), 0.f);
+  for (int j0 = 0; j0 < i1; j0 += tile) {
+    const int cols = std::min(tile, i1 - j0);
+    be.gemm(false, true, rows, cols, hd, scale, qkv + hv.qkv(row0 + i0, 0), ld, qkv + hv.qkv(row0 + j0, 1), ld,
+            0.f, w.s.data(), tile);
+    for (int r = 0; r < rows; ++r) {
+      const int valid = std::min(cols, i0 + r - j0 + 1); // keys j <= i only
+      const float* s = w.s.data() + r * tile;
+      float mt = w.m[r];
+      for (int c = 0; c < valid; ++c)
+        mt = std::max(mt, s[c]);
+      const float corr = w.m[r] == neg_inf ? 0.f : fast_exp(w.m[r] - mt);
+      w.l[r] = w.l[r] * corr + exp_row(s, w.p.data() + r * tile, valid, cols, mt);
+      w.m[r] = mt;
       for (int c = 0; c < hd; ++c)
-        acc[static_cast<std::size_t>(c)] *= corr;
-      for (int j = j0; j < j1; ++j) {
-        const float p = std::exp(s[j - j0] - mt);
-        l += p;
-        axpy_n(acc.data(), p, qkv + hv.at(row0 + j, 2), hd);
-      }
-      m = mt;
+        w.o[static_cast<std::size_t>(r) * hd + c] *= corr;
     }
-    float* out = y + (row0 + i) * hv.d + static_cast<std::ptrdiff_t>(hv.h) * hd;
-    const float inv = 1.f / l;
+    be.gemm(false, false, rows, hd, cols, 1.f, w.p.data(), tile, qkv + hv.qkv(row0 + j0, 2), ld, 1.f, w.o.data(),
+            hd);
+  }
+  for (int r = 0; r < rows; ++r) {
+    float* out = y + hv.y(row0 + i0 + r);
+    const float inv = 1.f / w.l[r];
     for (int c = 0; c < hd; ++c)
-      out[c] = acc[static_cast<std::size_t>(c)] * inv;
-    lse[i] = m + std::log(l);
+      out[c] = w.o[static_cast<std::size_t>(r) * hd + c] * inv;
+    lse[i0 + r] = w.m[r] + std::log(w.l[r]);
   }
 }
 
-void backward_head(const float* qkv, const float* y, const float* dy, const float* lse, float* dqkv,
-                   std::ptrdiff_t row0, int time, const head_view& hv) {
-  const int hd = hv.hd;
+struct backward_tiles {
+  std::vector<float> s, p, dp, di;
+  explicit backward_tiles(int time) : s(tile * tile), p(tile * tile), dp(tile * tile), di(time) {}
+};
+
+/// The five GEMMs of query tile [i0, i1) against key tile [j0, j0 + cols).
+void backward_block(cpu_backend& be, const float* qkv, const float* dy, const float* lse, float* dqkv,
+                    std::ptrdiff_t row0, int i0, int i1, int j0, int cols, const head_view& hv, backward_tiles& w) {
+  const int rows = i1 - i0, hd = hv.hd, ld = 3 * hv.d;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-  const auto yat = [&](std::ptrdiff_t row) { return row * hv.d + static_cast<std::ptrdiff_t>(hv.h) * hd; };
-  for (int i = 0; i < time; ++i)
-    for (int part = 0; part < 3; ++part)
-      std::fill_n(dqkv + hv.at(row0 + i, part), hd, 0.f);
+  const float* q = qkv + hv.qkv(row0 + i0, 0);
+  const float* k = qkv + hv.qkv(row0 + j0, 1);
+  const float* v = qkv + hv.qkv(row0 + j0, 2);
+  const float* g = dy + hv.y(row0 + i0);
+  be.gemm(false, true, rows, cols, hd, scale, q, ld, k, ld, 0.f, w.s.data(), tile);
+  for (int r = 0; r < rows; ++r)
+    exp_row(w.s.data() + r * tile, w.p.data() + r * tile, std::min(cols, i0 + r - j0 + 1), cols, lse[i0 + r]);
+  be.gemm(true, false, cols, hd, rows, 1.f, w.p.data(), tile, g, hv.d, 1.f, dqkv + hv.qkv(row0 + j0, 2), ld);
+  be.gemm(false, true, rows, cols, hd, 1.f, g, hv.d, v, ld, 0.f, w.dp.data(), tile);
+  for (int r = 0; r < rows; ++r) {
+    float* ds = w.dp.data() + r * tile;
+    const float* p = w.p.data() + r * tile;
+    const float di = w.di[static_cast<std::size_t>(i0 + r)];
+    for (int c = 0; c < cols; ++c)
+      ds[c] = p[c] * (ds[c] - di) * scale;
+  }
+  be.gemm(false, false, rows, hd, cols, 1.f, w.dp.data(), tile, k, ld, 1.f, dqkv + hv.qkv(row0 + i0, 0), ld);
+  be.gemm(true, false, cols, hd, rows, 1.f, w.dp.data(), tile, q, ld, 1.f, dqkv + hv.qkv(row0 + j0, 1), ld);
+}
+
+void backward_head(cpu_backend& be, const float* qkv, const float* y, const float* dy, const float* lse,
+                   float* dqkv, std::ptrdiff_t row0, int time, const head_view& hv, backward_tiles& w) {
   for (int i = 0; i < time; ++i) {
-    const float* q = qkv + hv.at(row0 + i, 0);
-    const float* g = dy + yat(row0 + i);
-    const float di = dot(g, y + yat(row0 + i), hd);
-    float* dq = dqkv + hv.at(row0 + i, 0);
-    for (int j = 0; j <= i; ++j) {
-      const float* k = qkv + hv.at(row0 + j, 1);
-      const float* v = qkv + hv.at(row0 + j, 2);
-      const float p = std::exp(dot(q, k, hd) * scale - lse[i]);
-      axpy_n(dqkv + hv.at(row0 + j, 2), p, g, hd);
-      const float ds = p * (dot(g, v, hd) - di) * scale;
-      axpy_n(dq, ds, k, hd);
-      axpy_n(dqkv + hv.at(row0 + j, 1), ds, q, hd);
-    }
+    const float* g = dy + hv.y(row0 + i);
+    const float* o = y + hv.y(row0 + i);
+    float s = 0.f;
+    for (int c = 0; c < hv.hd; ++c)
+      s += g[c] * o[c];
+    w.di[static_cast<std::size_t>(i)] = s;
+    for (int part = 0; part < 3; ++part)
+      std::fill_n(dqkv + hv.qkv(row0 + i, part), hv.hd, 0.f);
+  }
+  for (int i0 = 0; i0 < time; i0 += tile) {
+    const int i1 = std::min(time, i0 + tile);
+    for (int j0 = 0; j0 < i1; j0 += tile)
+      backward_block(be, qkv, dy, lse, dqkv, row0, i0, i1, j0, std::min(tile, i1 - j0), hv, w);
   }
 }
 
 } // namespace
 
 void cpu_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) {
-  std::vector<float> acc(static_cast<std::size_t>(d / heads));
+  forward_tiles w(d / heads);
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
-      forward_head(qkv, y, lse + (static_cast<std::ptrdiff_t>(b) * heads + h) * time,
-                   static_cast<std::ptrdiff_t>(b) * time, time, {d, d / heads, h}, acc);
+      for (int i0 = 0; i0 < time; i0 += tile)
+        forward_query_tile(*this, qkv, y, lse + (static_cast<std::ptrdiff_t>(b) * heads + h) * time,
+                           static_cast<std::ptrdiff_t>(b) * time, i0, std::min(time, i0 + tile), {d, d / heads, h}, w);
 }
 
 void cpu_backend::attention_backward(const float* qkv, const float* y, const float* dy, const float* lse,
                                      float* dqkv, int batch, int time, int heads, int d) {
+  backward_tiles w(time);
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
-      backward_head(qkv, y, dy, lse + (static_cast<std::ptrdiff_t>(b) * heads + h) * time, dqkv,
-                    static_cast<std::ptrdiff_t>(b) * time, time, {d, d / heads, h});
+      backward_head(*this, qkv, y, dy, lse + (static_cast<std::ptrdiff_t>(b) * heads + h) * time, dqkv,
+                    static_cast<std::ptrdiff_t>(b) * time, time, {d, d / heads, h}, w);
 }
 
 } // namespace gradwire::kernels

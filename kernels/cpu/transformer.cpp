@@ -4,8 +4,10 @@
 // double, in a fixed order, so a run repeats itself bit for bit.
 #include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/fast_math.hpp"
 #include "kernels/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -55,6 +57,31 @@ GW_CLONES void layernorm_row_backward(const float* x, const float* dy, float mea
   }
 }
 
+constexpr float inv_sqrt2 = 0.70710678118654752f, inv_sqrt_2pi = 0.39894228040143268f;
+
+GW_CLONES void gelu_fwd(const float* x, float* y, std::size_t n) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i)
+    y[i] = 0.5f * x[i] * (1.f + cpu::fast_erf(x[i] * inv_sqrt2));
+}
+
+GW_CLONES void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n) {
+  // GELU'(x) = Phi(x) + x phi(x), in two loops: each vectorises alone,
+  // one with both functions did not.
+  for (std::size_t i0 = 0; i0 < n; i0 += 256) {
+    const std::size_t m = std::min<std::size_t>(256, n - i0);
+    float cdf[256];
+#pragma omp simd
+    for (std::size_t i = 0; i < m; ++i)
+      cdf[i] = 0.5f * (1.f + cpu::fast_erf(x[i0 + i] * inv_sqrt2));
+#pragma omp simd
+    for (std::size_t i = 0; i < m; ++i) {
+      const float v = x[i0 + i];
+      dx[i0 + i] = dy[i0 + i] * (cdf[i] + v * inv_sqrt_2pi * cpu::fast_exp(-0.5f * v * v));
+    }
+  }
+}
+
 int token_at(const float* tokens, std::ptrdiff_t i, int vocab) {
   const float t = tokens[i];
   GW_CHECK(t >= 0.f && t < static_cast<float>(vocab) && t == std::floor(t),
@@ -81,21 +108,9 @@ void cpu_backend::layernorm_backward(const float* x, const float* dy, const floa
   }
 }
 
-void cpu_backend::gelu_forward(const float* x, float* y, std::size_t n) {
-  constexpr float inv_sqrt2 = 0.70710678118654752f;
-  for (std::size_t i = 0; i < n; ++i)
-    y[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * inv_sqrt2));
-}
+void cpu_backend::gelu_forward(const float* x, float* y, std::size_t n) { gelu_fwd(x, y, n); }
 
-void cpu_backend::gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) {
-  constexpr float inv_sqrt2 = 0.70710678118654752f, inv_sqrt_2pi = 0.39894228040143268f;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float cdf = 0.5f * (1.f + std::erf(v * inv_sqrt2));
-    const float pdf = inv_sqrt_2pi * std::exp(-0.5f * v * v);
-    dx[i] = dy[i] * (cdf + v * pdf);
-  }
-}
+void cpu_backend::gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) { gelu_bwd(x, dy, dx, n); }
 
 void cpu_backend::embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch,
                                     int time, int d, int vocab) {
