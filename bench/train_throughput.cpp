@@ -12,6 +12,7 @@
 #include "kernels/cpu/onednn_gemm.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
+#include "models/model.hpp"
 #include "models/network.hpp"
 #include "models/trainer.hpp"
 
@@ -143,7 +144,12 @@ int main(int argc, char** argv) {
   std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu", parallel = "auto";
   int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512, ab_rounds = 0;
   bool sgemm = false;
-  app.add_option("--model", model_kind, "mlp | lenet5 | resnet20");
+  app.add_option("--model", model_kind, "mlp | lenet5 | resnet20 | gpt");
+  gm::model_spec gpt;
+  app.add_option("--layers", gpt.layers, "gpt: blocks");
+  app.add_option("--heads", gpt.heads, "gpt: attention heads");
+  app.add_option("--d-model", gpt.d_model, "gpt: residual width");
+  app.add_option("--context", gpt.context, "gpt: tokens per sequence (windows of the fortunes corpus)");
   app.add_option("--threads", threads, "worker threads");
   app.add_option("--parallelism", parallel, "auto | batch | layer");
   app.add_option("--batch", batch, "batch size");
@@ -163,19 +169,26 @@ int main(int argc, char** argv) {
                 g.best(), g.library(), g.openblas, g.onednn, threads, sgemm_n);
     return 0;
   }
-  const bool cifar = model_kind.rfind("resnet", 0) == 0;
-  gm::dataset ds = data == "synthetic" || cifar
+  const bool cifar = model_kind.rfind("resnet", 0) == 0, lm = model_kind == "gpt";
+  gm::dataset ds = lm ? gm::load_text(gm::fortunes_default_dir, gpt.context, 0.1, 1).train
+                   : data == "synthetic" || cifar
                      ? gm::make_synthetic(8192, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, 1)
                      : gm::load_mnist_dir(gm::fashion_mnist_default_dir, true, "fashion-mnist");
-  gm::model_spec spec;
+  gm::model_spec spec = gpt;
   spec.kind = model_kind;
   spec.channels = ds.channels;
   spec.height = ds.height;
   spec.width = ds.width;
+  spec.classes = lm ? gpt.vocab : ds.classes;
   const auto dev = gradwire::kernels::parse_device(device);
   gm::optimizer_spec opt;
   opt.lr = 0.05f;
   opt.momentum = 0.9f;
+  if (lm) { // AdamW with clipping, as examples/lm.toml and bench/torch_gpt.py
+    opt.kind = "adamw", opt.lr = 3e-4f, opt.weight_decay = 0.1f, opt.beta2 = 0.95f, opt.clip_norm = 1.f;
+    const auto l = gm::layout_of(spec);
+    opt.decay = gm::decay_ranges(l.specs, l.offsets);
+  }
   if (ab_rounds > 0)
     return ab_layouts(ds, spec, dev, opt, threads, parallel, batch, steps, warmup, ab_rounds);
   gm::model m(spec, dev, 1);
@@ -204,9 +217,10 @@ int main(int argc, char** argv) {
   const double s = std::chrono::duration<double>(clk::now() - t0).count();
   const double flops = m.train_flops_per_sample();
   std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s samples_per_sec=%.0f "
-              "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f\n",
+              "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f tokens_per_sec=%.0f\n",
               model_kind.c_str(), threads, tr.strategy() == gm::parallelism::layer ? "layer" : "batch",
               batch, device.c_str(),
-              static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops);
+              static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops,
+              static_cast<double>(steps) * batch * (lm ? spec.context : 1) / s);
   return 0;
 }

@@ -121,6 +121,10 @@ public:
   virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
   /// Floating-point operations of one forward pass for one sample of shape `in`.
   virtual double forward_flops(const shape_t& in) const { (void)in; return 0; }
+  /// FLOPs of forward and backward: the forward's again for the weight
+  /// gradient and again for the input gradient, which the first trainable
+  /// layer skips (network::backward).
+  virtual double train_flops(const shape_t& in, bool first) const { return forward_flops(in) * (first ? 2 : 3); }
   /// Plans the layout of the activations this layer runs on, once bound:
   /// 0 for NCHW, B for channels in blocks of B ([n][c/B][h][w][B], see
   /// backend::activation_block). `in` is the layout of the input offered,

@@ -138,7 +138,7 @@ double network::train_flops(const shape_t& sample) const {
   bool first = true;
   for (const auto& l : layers_) {
     const double fwd = l->forward_flops(s);
-    f += fwd * (first && fwd > 0 ? 2 : 3);
+    f += l->train_flops(s, first && fwd > 0);
     first = first && fwd == 0;
     s = l->output_shape(s);
   }

@@ -35,6 +35,8 @@ public:
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
   double forward_flops(const shape_t& in) const override;
+  /// 3x forward even as the first layer: every block's input gradient is computed.
+  double train_flops(const shape_t& in, bool) const override { return 3 * forward_flops(in); }
 
 private:
   struct block_params {

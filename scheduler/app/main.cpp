@@ -12,6 +12,7 @@
 #include "scheduler/runtime/launch.hpp"
 #include "scheduler/app/model_file.hpp"
 #include "scheduler/app/report.hpp"
+#include "scheduler/app/sample.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/topology_run.hpp"
 #include "scheduler/app/single_run.hpp"
@@ -131,6 +132,8 @@ struct cli_args {
   CLI::App* eval = nullptr;
   std::string eval_path;
   CLI::App* info = nullptr;
+  CLI::App* sample = nullptr;
+  gradwire::scheduler::sample_options sampling;
   std::string config_path, out_dir, report_dir, run_procs;
   std::vector<std::string> overrides, sweeps;
   bool quiet = false, no_report = false, force = false;
@@ -140,6 +143,22 @@ struct cli_args {
   gradwire::scheduler::allreduce_bench_options ab;
   std::string ab_min = "1K", ab_max = "64M", ab_chunk = "1M", ab_ring_from = "auto";
 };
+
+void add_sample(CLI::App& app, cli_args& a) {
+  a.sample = app.add_subcommand("sample", "generate text with a trained GPT (model.kind = \"gpt\")");
+  a.sample->footer(R"(Examples:
+  gradwire sample results/lm --prompt "The meaning of life" --tokens 200
+  gradwire sample results/lm --prompt "Q: " --temperature 0.8 --seed 3)");
+  auto& o = a.sampling;
+  a.sample->add_option("model", o.model, "model.safetensors, or a results folder holding one")->required();
+  a.sample->add_option("--prompt,-p", o.prompt, "text to continue (cropped to its last model.context bytes)")
+    ->required();
+  a.sample->add_option("--tokens,-n", o.tokens, "bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  a.sample->add_option("--temperature,-t", o.temperature, "0: greedy; else sample from softmax(logits / T)")
+    ->capture_default_str()
+    ->check(CLI::NonNegativeNumber);
+  a.sample->add_option("--seed", o.seed, "seed of the sampling")->capture_default_str();
+}
 
 void add_run(CLI::App& app, cli_args& a) {
   a.run = app.add_subcommand("run", "train as a config file says");
@@ -228,6 +247,7 @@ Examples:
   a.eval->add_option("model", a.eval_path, "model.safetensors, or a results folder holding one")->required();
   a.eval->add_option("--set,-s", a.overrides, "override a config key: --set data.test_subset=1000 (repeatable)")
     ->type_name("KEY=VALUE");
+  add_sample(app, a);
   a.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
   a.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
 }
@@ -354,6 +374,10 @@ std::optional<int> run_tool(cli_args& a) {
     const auto e = gradwire::scheduler::evaluate_model_file(a.eval_path, a.overrides);
     std::printf("%s: test accuracy %.2f%%, test loss %.4f (%lld test images of %s)\n", e.file.c_str(),
                 100 * e.accuracy, e.loss, static_cast<long long>(e.samples), e.dataset.c_str());
+    return 0;
+  }
+  if (*a.sample) {
+    std::printf("%s\n", gradwire::scheduler::sample_text(a.sampling).c_str());
     return 0;
   }
   if (*a.info) {

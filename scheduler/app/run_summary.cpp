@@ -3,6 +3,7 @@
 #include "scheduler/app/step_breakdown.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace gradwire::scheduler {
@@ -188,6 +189,22 @@ nlohmann::json summary_of(const run_facts& f) {
     {"step_time", f.step_time},
     {"per_worker", f.per_worker},
   };
+}
+
+void add_token_figures(nlohmann::json& summary, const run_config& cfg) {
+  if (cfg.model.kind != "gpt")
+    return;
+  const double per_sample = cfg.model.context;
+  const auto number = [&](const char* key) {
+    const auto it = summary.find(key);
+    return it != summary.end() && it->is_number() ? it->get<double>() : -1.0;
+  };
+  if (const double n = number("samples"); n >= 0)
+    summary["tokens"] = n * per_sample;
+  if (const double sps = number("samples_per_sec"); sps >= 0)
+    summary["tokens_per_sec"] = sps * per_sample;
+  const double loss = number("final_test_loss");
+  summary["final_test_perplexity"] = loss >= 0 ? nlohmann::json(std::exp(loss)) : nlohmann::json(nullptr);
 }
 
 } // namespace gradwire::scheduler

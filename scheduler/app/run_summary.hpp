@@ -65,4 +65,10 @@ double since(std::chrono::steady_clock::time_point t);
 /// summary.json's content from a finished run's facts.
 nlohmann::json summary_of(const run_facts& f);
 
+/// A language model's figures from the summary's samples: tokens,
+/// tokens_per_sec (a sample is model.context tokens) and
+/// final_test_perplexity (exp of the validation loss in nats per token).
+/// Nothing for other models.
+void add_token_figures(nlohmann::json& summary, const run_config& cfg);
+
 } // namespace gradwire::scheduler

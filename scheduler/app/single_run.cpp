@@ -1,4 +1,5 @@
 #include "scheduler/app/single_run.hpp"
+#include "scheduler/app/run_summary.hpp"
 #include "kernels/log.hpp"
 
 #include "scheduler/app/checkpoint.hpp"
@@ -90,6 +91,7 @@ public:
       save_checkpoint(); // interrupted: resumable from here
     out_.flush();
     auto summary = summary_json();
+    add_token_figures(summary, cfg_);
     if (checkpoints_) {
       checkpoints_->drain();
       summary["checkpoints"] = {{"every", cfg_.checkpoint_every}, {"every_seconds", cfg_.checkpoint_every_s},

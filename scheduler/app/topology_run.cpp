@@ -315,6 +315,7 @@ nlohmann::json write_results(const trained_run& t) {
   t.out.flush();
   summary["resumed_from"] = t.resumed ? nlohmann::json(t.resumed->point->step) : nlohmann::json(nullptr);
   summary["shm_references_sent"] = refs_sent;
+  add_token_figures(summary, cfg);
   t.out.write_summary(summary);
   closing_notes(t.progress, f, summary);
   return summary;
