@@ -136,7 +136,7 @@ void read_transformer(reader& r, run_config& c) {
   m.d_model = static_cast<int>(r.integer("model.d_model", 1, 65536));
   m.context = static_cast<int>(r.integer("model.context", 1, 1 << 20));
   m.vocab = static_cast<int>(r.integer("model.vocab", 2, 1 << 24)); // token ids are exact in a float below 2^24
-  check(m.d_model % m.heads == 0, r.loc("model.heads") + ": model.heads = " + std::to_string(m.heads) +
+  check(m.d_model % m.heads == 0, r.loc("model.heads") + " = " + std::to_string(m.heads) +
                                     " does not divide model.d_model = " + std::to_string(m.d_model) +
                                     " (each head takes d_model / heads features)");
 }

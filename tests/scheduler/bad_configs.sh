@@ -98,6 +98,17 @@ case_ backups '[topology]\nkind = "parameter-server"\nworkers = 2\nbackup_worker
 case_ dc_lambda '[topology]\nkind = "parameter-server"\nmode = "async"\ndc_lambda = -1.0\n' 'dc_lambda.toml:4: topology.dc_lambda = -1'
 case_ bucket '[topology]\nkind = "ring"\nbucket_kb = 0\n' 'bucket.toml:3: topology.bucket_kb = 0'
 case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.chunk_kb = 0'
+# language models
+case_ gpt_heads '[model]\nkind = "gpt"\nheads = 3\nd_model = 128\n[data]\ndataset = "text"\n' 'gpt_heads.toml:3: model.heads = 3 does not divide model.d_model = 128'
+case_ gpt_images '[model]\nkind = "gpt"\n' 'gpt_images.toml.*model.kind = "gpt" trains on data.dataset = "text", and only it does'
+case_ text_mlp '[data]\ndataset = "text"\n' 'text_mlp.toml.*model.kind = "gpt" trains on data.dataset = "text"'
+printf 'too short for a window\n' > short.txt
+case_ gpt_short "[model]\nkind = \"gpt\"\ncontext = 64\n[data]\ndataset = \"text\"\npath = \"$PWD/short.txt\"\n" 'short.txt" holds 23 bytes of text.*model.context \+ 1 = 65'
+case_ gpt_missing '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npath = "/nonexistent/corpus"\n' 'data.path = "/nonexistent/corpus" does not exist'
+case_ betas '[train]\noptimizer = "adamw"\nbetas = [0.9]\n' 'betas.toml:3: train.betas: two numbers expected'
+case_ betas_range '[train]\nbetas = [0.9, 1.0]\n' 'betas_range.toml:2: train.betas: each beta must be in \[0, 1\)'
+case_ accumulate '[train]\nbatch_size = 4\naccumulate = 8\n' 'accumulate.toml:3: train.accumulate: 8 micro-batches of a batch of 4'
+case_ warmup_both '[train]\nwarmup_steps = 10\nwarmup_epochs = 1\n' 'warmup_both.toml:2: train.warmup_steps: give warmup_epochs or warmup_steps, not both'
 case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = -1\n' 'group_size.toml:3: topology.group_size = -1'
 case_ degree '[topology]\nkind = "gossip"\ndegree = 1\n' 'degree.toml:3: topology.degree = 1'
 case_ balance_ps '[topology]\nkind = "parameter-server"\nbalance_every = 10\n' 'balance_ps.toml:3: topology.balance_every.*not parameter-server'

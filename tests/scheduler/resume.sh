@@ -2,7 +2,8 @@
 # Checkpoints and exact resume, as a user runs them.
 #  - Every lock-step topology at 3 workers (single, ring, ring with peer
 #    actors and overlap, the sharded update, hierarchical, sync parameter
-#    server, local SGD, D-PSGD): a run with checkpoints, resumed from an
+#    server, local SGD, D-PSGD; and a GPT with AdamW alone, on a ring and
+#    on a sync parameter server): a run with checkpoints, resumed from an
 #    earlier checkpoint of its own in a copy of its folder, ends with the
 #    same model.safetensors, byte for byte, as the uninterrupted run.
 #    Resuming replays nothing: the second run starts at the checkpoint's
@@ -66,6 +67,11 @@ exact hierarchical hierarchical.toml 20 --set topology.workers=4
 exact ps-sync ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2
 exact local-sgd local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8
 exact dpsgd gossip-dpsgd.toml 20 --set topology.workers=3
+# A GPT with AdamW, clipping and a cosine schedule: its moments and step count resume too.
+gpt=(--set model.layers=1 --set model.d_model=32 --set model.context=32 --set train.max_steps=40 --set train.threads=1)
+exact gpt-single lm.toml 20 "${gpt[@]}"
+exact gpt-ring lm.toml 20 "${gpt[@]}" --set topology.kind=\"ring\" --set topology.workers=3
+exact gpt-ps-sync lm.toml 20 "${gpt[@]}" --set topology.kind=\"parameter-server\" --set topology.workers=3 --set topology.shards=2
 
 # Across processes, and at another process count.
 exact ring-procs ring.toml 20 --set topology.workers=3 --procs 3
