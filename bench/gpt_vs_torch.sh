@@ -5,7 +5,10 @@
 # vocabulary 256, batch 16) on windows of the fortunes corpus, AdamW with
 # clipping, fp32 on the CPU, at 1 and 2 threads. PyTorch runs with
 # OMP_WAIT_POLICY=PASSIVE and its default, and the better is the peer. The
-# two sides alternate over ROUNDS rounds and medians are compared. Also
+# two sides alternate over ROUNDS rounds and medians are compared.
+# PyTorch gets OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the thread
+# count as well as torch.set_num_threads: Debian's build otherwise runs its
+# OpenBLAS pool on every core (172% CPU for a "1-thread" run here). Also
 # printed: gradwire's FLOP/s as a fraction of the machine's sgemm limit
 # (the better of OpenBLAS and oneDNN at 1024^3, measured in each round).
 #
@@ -34,8 +37,8 @@ for round in $(seq 1 "$ROUNDS"); do
       out=$($BIN --model gpt --d-model "$d" "${args[@]}" --threads $t)
       GW[$shape,$t]+="$(echo "$out" | field tokens_per_sec) "
       FL[$shape]=$(echo "$out" | field train_flops_per_sample)
-      TP[$shape,$t]+="$(OMP_WAIT_POLICY=PASSIVE $PY bench/torch_gpt.py --d-model "$d" "${args[@]}" --threads $t | field tokens_per_sec) "
-      TD[$shape,$t]+="$($PY bench/torch_gpt.py --d-model "$d" "${args[@]}" --threads $t | field tokens_per_sec) "
+      TP[$shape,$t]+="$(OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t $PY bench/torch_gpt.py --d-model "$d" "${args[@]}" --threads $t | field tokens_per_sec) "
+      TD[$shape,$t]+="$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t $PY bench/torch_gpt.py --d-model "$d" "${args[@]}" --threads $t | field tokens_per_sec) "
     done
   done
   echo "round $round/$ROUNDS done" >&2

@@ -109,7 +109,7 @@ def corpus(path="/usr/share/games/fortunes"):
         if b"\0" in raw:
             continue
         out += b"".join(line for line in raw.splitlines(keepends=True) if line not in (b"%\n", b"%"))
-    return torch.frombuffer(bytes(out), dtype=torch.uint8).long()
+    return torch.frombuffer(out, dtype=torch.uint8).long()
 
 
 def main():

@@ -137,6 +137,31 @@ int ab_layouts(const gm::dataset& ds, const gm::model_spec& spec, gradwire::kern
   return 0;
 }
 
+/// The data a model trains on here: windows of fortunes for the GPT,
+/// synthetic CIFAR-shaped images for ResNets, else Fashion-MNIST (or synthetic).
+gm::dataset bench_data(const std::string& model_kind, const std::string& data, int context) {
+  if (model_kind == "gpt")
+    return gm::load_text(gm::fortunes_default_dir, context, 0.1, 1).train;
+  const bool cifar = model_kind.rfind("resnet", 0) == 0;
+  if (data == "synthetic" || cifar)
+    return gm::make_synthetic(8192, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, 1);
+  return gm::load_mnist_dir(gm::fashion_mnist_default_dir, true, "fashion-mnist");
+}
+
+/// SGD lr 0.05 momentum 0.9; for the GPT AdamW with clipping, as
+/// examples/lm.toml and bench/torch_gpt.py.
+gm::optimizer_spec bench_optimizer(const gm::model_spec& spec) {
+  gm::optimizer_spec opt;
+  opt.lr = 0.05f;
+  opt.momentum = 0.9f;
+  if (spec.kind == "gpt") {
+    opt.kind = "adamw", opt.lr = 3e-4f, opt.weight_decay = 0.1f, opt.beta2 = 0.95f, opt.clip_norm = 1.f;
+    const auto l = gm::layout_of(spec);
+    opt.decay = gm::decay_ranges(l.specs, l.offsets);
+  }
+  return opt;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -169,11 +194,8 @@ int main(int argc, char** argv) {
                 g.best(), g.library(), g.openblas, g.onednn, threads, sgemm_n);
     return 0;
   }
-  const bool cifar = model_kind.rfind("resnet", 0) == 0, lm = model_kind == "gpt";
-  gm::dataset ds = lm ? gm::load_text(gm::fortunes_default_dir, gpt.context, 0.1, 1).train
-                   : data == "synthetic" || cifar
-                     ? gm::make_synthetic(8192, cifar ? 3 : 1, cifar ? 32 : 28, cifar ? 32 : 28, 10, 1)
-                     : gm::load_mnist_dir(gm::fashion_mnist_default_dir, true, "fashion-mnist");
+  const bool lm = model_kind == "gpt";
+  const gm::dataset ds = bench_data(model_kind, data, gpt.context);
   gm::model_spec spec = gpt;
   spec.kind = model_kind;
   spec.channels = ds.channels;
@@ -181,14 +203,7 @@ int main(int argc, char** argv) {
   spec.width = ds.width;
   spec.classes = lm ? gpt.vocab : ds.classes;
   const auto dev = gradwire::kernels::parse_device(device);
-  gm::optimizer_spec opt;
-  opt.lr = 0.05f;
-  opt.momentum = 0.9f;
-  if (lm) { // AdamW with clipping, as examples/lm.toml and bench/torch_gpt.py
-    opt.kind = "adamw", opt.lr = 3e-4f, opt.weight_decay = 0.1f, opt.beta2 = 0.95f, opt.clip_norm = 1.f;
-    const auto l = gm::layout_of(spec);
-    opt.decay = gm::decay_ranges(l.specs, l.offsets);
-  }
+  const gm::optimizer_spec opt = bench_optimizer(spec);
   if (ab_rounds > 0)
     return ab_layouts(ds, spec, dev, opt, threads, parallel, batch, steps, warmup, ab_rounds);
   gm::model m(spec, dev, 1);
