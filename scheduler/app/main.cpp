@@ -372,12 +372,16 @@ std::optional<int> run_tool(cli_args& a) {
   }
   if (*a.eval) {
     const auto e = gradwire::scheduler::evaluate_model_file(a.eval_path, a.overrides);
-    std::printf("%s: test accuracy %.2f%%, test loss %.4f (%lld test images of %s)\n", e.file.c_str(),
-                100 * e.accuracy, e.loss, static_cast<long long>(e.samples), e.dataset.c_str());
+    const bool text = e.dataset == "text";
+    std::printf("%s: test accuracy %.2f%%, test loss %.4f%s (%lld test %s of %s)\n", e.file.c_str(),
+                100 * e.accuracy, e.loss, text ? " nats per byte" : "", static_cast<long long>(e.samples),
+                text ? "windows" : "images", e.dataset.c_str());
     return 0;
   }
   if (*a.sample) {
-    std::printf("%s\n", gradwire::scheduler::sample_text(a.sampling).c_str());
+    const auto text = gradwire::scheduler::sample_text(a.sampling); // bytes: any of them, NUL too
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
     return 0;
   }
   if (*a.info) {

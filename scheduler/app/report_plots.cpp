@@ -52,6 +52,23 @@ void curves(const std::vector<json>& records, const std::string& label, std::map
   acc_t.title = acc_s.title = label.empty() ? "test accuracy" : label;
 }
 
+/// Validation loss against time (a language model's curve: its accuracy
+/// is next-token accuracy, its loss the figure that is compared).
+plot_series test_loss_curve(const std::vector<json>& records, const std::string& label) {
+  plot_series out{label.empty() ? "validation loss" : label, {}};
+  for (const auto& r : records)
+    if (r.value("type", std::string()) == "eval" && r.contains("test_loss"))
+      out.xy.emplace_back(json_number(r, "time"), json_number(r, "test_loss"));
+  return out;
+}
+
+/// Tokens per sample of a language model's run (summary.json's tokens over
+/// its samples); 0 for other models.
+double tokens_per_sample(const json& summary) {
+  const double n = json_number(summary, "samples", 0);
+  return summary.contains("tokens") && n > 0 ? json_number(summary, "tokens", 0) / n : 0;
+}
+
 std::vector<plot_series> values_of(std::map<int, plot_series>& m, std::size_t limit) {
   std::vector<plot_series> out;
   for (auto& [k, s] : m)
@@ -233,8 +250,19 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
   p.back().marks = at_time;
   p.push_back({"accuracy_steps", "test accuracy against steps", "step (per worker)", "test accuracy (%)", {acc_s}, st::linespoints});
   p.back().marks = at_step;
-  p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
-               st::lines});
+  if (const double tps = tokens_per_sample(summary); tps > 0) {
+    for (auto& [w, series] : loss_n)
+      for (auto& xy : series.xy)
+        xy.first *= tps;
+    p.push_back({"loss_tokens", "training loss against tokens", "tokens (per worker)", "loss (nats per token)",
+                 values_of(loss_n, 16), st::lines});
+    p.push_back({"test_loss_time", "validation loss " + against, secs, "loss (nats per token)",
+                 {test_loss_curve(records, "")}, st::linespoints});
+    p.back().marks = at_time;
+  } else {
+    p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
+                 st::lines});
+  }
   p.push_back({"accuracy_epochs", "test accuracy against epochs", "epoch", "test accuracy (%)", {acc_e}, st::linespoints});
   add_time_split(summary, p);
   if (has_staleness(summary))
@@ -295,7 +323,7 @@ void add_scaling(const std::map<int, std::vector<double>>& thr_by_workers, std::
 /// what the sweep's plots gather from each point.
 struct sweep_curves {
   std::vector<std::string> order;
-  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by;
+  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by, test_loss_by;
   marks lost_at, lost_step; ///< each point's lost workers (a few)
   std::map<int, std::vector<double>> thr_by_workers;
 
@@ -312,8 +340,11 @@ struct sweep_curves {
     const auto pdir = dir + "/" + s.value("point_dir", std::string());
     std::map<int, plot_series> lt, ls;
     plot_series at, as;
-    curves(read_records(pdir + "/metrics.jsonl"), label, lt, ls, at, as);
+    const auto records = read_records(pdir + "/metrics.jsonl");
+    curves(records, label, lt, ls, at, as);
     const auto base = without_seed(label);
+    if (s.contains("tokens"))
+      test_loss_by[base].push_back(test_loss_curve(records, label));
     if (!at_by.count(base))
       order.push_back(base);
     at_by[base].push_back(std::move(at));
@@ -363,6 +394,14 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     acc_steps.marks = c.lost_step;
   }
   std::vector<plot_spec> p{acc, acc_steps, loss};
+  if (!c.test_loss_by.empty()) { // language models: validation loss is the curve compared
+    plot_spec vl{"test_loss_time", "validation loss against wall time, every point", "seconds", "loss (nats per token)",
+                 {}, st::linespoints};
+    for (const auto& g : c.order)
+      if (c.test_loss_by.count(g) && vl.series.size() < 24)
+        vl.series.push_back(over_repeats(g, c.test_loss_by[g]));
+    p.insert(p.begin(), std::move(vl));
+  }
   // Scaling: only when the worker count is what the rows differ in.
   if (c.thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == c.thr_by_workers.size())
     add_scaling(c.thr_by_workers, p);

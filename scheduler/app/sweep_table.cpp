@@ -176,6 +176,9 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
               {"staleness_mean", sm.mean}, {"staleness_p99", sp.mean},
               {"slowest_workers_staleness_p99", or_null(slow.mean)}, {"imbalance", or_null(imb.mean)},
               {"exchange", or_null(exch.mean)}, {"workers_lost", lost}, {"unfinished", unfinished}});
+  if (ps.front()->summary.contains("tokens")) // a language model: the figures it is compared by
+    row.update({{"tokens_per_sec", metric(ps, "tokens_per_sec").mean},
+                {"final_test_loss", metric(ps, "final_test_loss").mean}});
   t.rows.push_back(row);
   std::size_t reached = 0;
   for (const auto* p : ps)

@@ -115,4 +115,29 @@ if "$gw" info | grep -q "^CUDA kernels: built"; then
     fail "a GPU group with no CUDA module ran"
   grep -q "is not a gradwire CUDA module" "$tmp/gpu2.txt" || fail "a GPU group with no CUDA module: $(cat "$tmp/gpu2.txt")"
 fi
+# A language model through the CLI: token figures in summary.json, curves
+# against tokens and validation loss in the report, eval and sample.
+"$gw" run "$src/examples/lm.toml" -q --out "$tmp/lm" --set model.layers=1 --set model.d_model=32 \
+  --set model.context=32 --set train.max_steps=20 --set data.test_subset=50 --set train.eval_steps=10 \
+  > "$tmp/lm.txt" 2>&1 || fail "lm.toml: $(cat "$tmp/lm.txt")"
+/usr/bin/python3 - "$tmp/lm/summary.json" <<'PY' || fail "lm summary: $(cat "$tmp/lm/summary.json")"
+import json, math, sys
+s = json.load(open(sys.argv[1]))
+assert s["tokens"] == s["samples"] * 32, (s["tokens"], s["samples"])
+assert abs(s["tokens_per_sec"] - s["samples_per_sec"] * 32) < 1e-6 * s["tokens_per_sec"]
+assert abs(s["final_test_perplexity"] - math.exp(s["final_test_loss"])) < 1e-9 * s["final_test_perplexity"]
+assert 0 < s["final_test_loss"] < 5.55, s["final_test_loss"]  # under a uniform guess over bytes
+PY
+for plot in loss_tokens test_loss_time; do
+  [[ -s $tmp/lm/plots/$plot.svg ]] || fail "lm report: no $plot plot ($(ls "$tmp/lm/plots" | tr '\n' ' '))"
+done
+loss=$(/usr/bin/python3 -c "import json,sys; print('%.4f' % json.load(open(sys.argv[1]))['final_test_loss'])" "$tmp/lm/summary.json")
+"$gw" eval "$tmp/lm" --set data.test_subset=50 2>/dev/null | grep -q "test loss $loss nats per byte (50 test windows of text)" ||
+  fail "eval of the GPT does not give its run's loss $loss: $("$gw" eval "$tmp/lm" --set data.test_subset=50 2>&1)"
+"$gw" sample "$tmp/lm" --prompt "Hello" --tokens 40 > "$tmp/sample.txt" || fail "sample: $(cat "$tmp/sample.txt")"
+# the prompt, 40 bytes (whatever they are, newlines too) and the line's end
+[[ $(wc -c < "$tmp/sample.txt") -eq 46 && $(head -c 5 "$tmp/sample.txt") == Hello ]] ||
+  fail "sample: 5 prompt bytes and 40 generated expected: $(od -c "$tmp/sample.txt" | head -5)"
+rc=0; "$gw" sample "$tmp/sw/point-000" --prompt x > "$tmp/s.txt" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "holds a mlp, not a language model" "$tmp/s.txt" || fail "sample of an MLP: rc=$rc $(cat "$tmp/s.txt")"
 echo "cli smoke: all checks passed"
