@@ -26,13 +26,23 @@ constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
 /// p[c] = exp(s[c] - m) for c < valid, 0 after; returns their sum.
 GW_CLONES float exp_row(const float* s, float* p, int valid, int cols, float m) {
+  int c = 0;
   float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int c = 0; c < valid; ++c) {
+#if defined(__GNUC__)
+  cpu::v8f acc{};
+  for (; c + 8 <= valid; c += 8) {
+    const cpu::v8f e = cpu::fast_exp8(cpu::load8(s + c) - m);
+    cpu::store8(p + c, e);
+    acc += e;
+  }
+  for (int j = 0; j < 8; ++j)
+    sum += acc[j];
+#endif
+  for (; c < valid; ++c) {
     p[c] = fast_exp(s[c] - m);
     sum += p[c];
   }
-  for (int c = std::max(valid, 0); c < cols; ++c)
+  for (c = std::max(valid, 0); c < cols; ++c)
     p[c] = 0.f;
   return sum;
 }

@@ -60,25 +60,30 @@ GW_CLONES void layernorm_row_backward(const float* x, const float* dy, float mea
 constexpr float inv_sqrt2 = 0.70710678118654752f, inv_sqrt_2pi = 0.39894228040143268f;
 
 GW_CLONES void gelu_fwd(const float* x, float* y, std::size_t n) {
-#pragma omp simd
-  for (std::size_t i = 0; i < n; ++i)
+  std::size_t i = 0;
+#if defined(__GNUC__)
+  for (; i + 8 <= n; i += 8) {
+    const cpu::v8f v = cpu::load8(x + i);
+    cpu::store8(y + i, 0.5f * v * (1.f + cpu::fast_erf8(v * inv_sqrt2)));
+  }
+#endif
+  for (; i < n; ++i)
     y[i] = 0.5f * x[i] * (1.f + cpu::fast_erf(x[i] * inv_sqrt2));
 }
 
+/// dx = dy * GELU'(x), GELU'(x) = Phi(x) + x phi(x); dx may be dy.
 GW_CLONES void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n) {
-  // GELU'(x) = Phi(x) + x phi(x), in two loops: each vectorises alone,
-  // one with both functions did not.
-  for (std::size_t i0 = 0; i0 < n; i0 += 256) {
-    const std::size_t m = std::min<std::size_t>(256, n - i0);
-    float cdf[256];
-#pragma omp simd
-    for (std::size_t i = 0; i < m; ++i)
-      cdf[i] = 0.5f * (1.f + cpu::fast_erf(x[i0 + i] * inv_sqrt2));
-#pragma omp simd
-    for (std::size_t i = 0; i < m; ++i) {
-      const float v = x[i0 + i];
-      dx[i0 + i] = dy[i0 + i] * (cdf[i] + v * inv_sqrt_2pi * cpu::fast_exp(-0.5f * v * v));
-    }
+  std::size_t i = 0;
+#if defined(__GNUC__)
+  for (; i + 8 <= n; i += 8) {
+    const cpu::v8f v = cpu::load8(x + i);
+    const cpu::v8f d = 0.5f * (1.f + cpu::fast_erf8(v * inv_sqrt2)) + v * inv_sqrt_2pi * cpu::fast_exp8(-0.5f * v * v);
+    cpu::store8(dx + i, cpu::load8(dy + i) * d);
+  }
+#endif
+  for (; i < n; ++i) {
+    const float v = x[i];
+    dx[i] = dy[i] * (0.5f * (1.f + cpu::fast_erf(v * inv_sqrt2)) + v * inv_sqrt_2pi * cpu::fast_exp(-0.5f * v * v));
   }
 }
 
