@@ -221,7 +221,16 @@ void complete_if_in(shard_state& st) {
   if (st.cfg.ps.local_sgd()) {
     sum_in_rank_order(st, false);
     be.scale(len(st), 1.f / static_cast<float>(st.pushed), st.sum.data());
-    std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
+    if (st.cfg.ps.diloco()) { // the outer step from the pseudo-gradient params - average
+      const float* w = st.params.data();
+      float* d = st.sum.data();
+      for (std::size_t i = 0; i < len(st); ++i)
+        d[i] = w[i] - d[i];
+      st.opt->begin_step();
+      st.opt->update(st.params.data(), st.sum.data(), 0, len(st));
+    } else {
+      std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
+    }
     st.pushed = 0;
     ++st.version;
     after_version(st);
@@ -320,6 +329,22 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   return {{}, staleness};
 }
 
+/// What a shard's optimizer applies: the run's (its decayed ranges in the
+/// whole buffer's indices), or DiLoCo's outer SGD with Nesterov momentum.
+models::optimizer_spec shard_optimizer(const shard_config& cfg) {
+  if (!cfg.ps.diloco()) {
+    auto opt = cfg.opt;
+    opt.offset = cfg.begin;
+    return opt;
+  }
+  models::optimizer_spec outer;
+  outer.kind = "sgd";
+  outer.lr = cfg.ps.outer_lr;
+  outer.momentum = cfg.ps.outer_momentum;
+  outer.nesterov = cfg.ps.outer_momentum > 0.f;
+  return outer;
+}
+
 /// The shard's state before its first message: its range from `initial`
 /// (or a rebuilt shard's version and clocks), the buffers its mode needs.
 void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
@@ -327,9 +352,7 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.copies.emplace(cfg.snapshot_every_versions, "shard " + std::to_string(cfg.id));
   s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
   s.params = initial;
-  auto opt = cfg.opt;
-  opt.offset = cfg.begin; // its decayed ranges are in the whole buffer's indices
-  s.opt = std::make_unique<models::optimizer>(std::move(opt), len(s), kernels::device::cpu());
+  s.opt = std::make_unique<models::optimizer>(shard_optimizer(cfg), len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
   s.live.assign(s.clocks.size(), true);

@@ -13,7 +13,7 @@
 
 namespace gradwire::actors {
 
-/// Parameter server and local SGD (which is the same wiring with shards
+/// Parameter server, local SGD and DiLoCo (the same wiring with shards
 /// that average the pushed parameters).
 struct ps_options {
   int shards = 1;
@@ -24,10 +24,17 @@ struct ps_options {
   float dc_lambda = 0.f;     ///< async: DC-ASGD lambda (0 = off)
   bool push_pull = true;     ///< async without a bound: push and the next pull in one request
   int local_steps = 0;       ///< > 0: local SGD, parameters averaged every local_steps steps
+  /// DiLoCo (Douillard et al. 2023), local SGD whose shards apply the
+  /// average as an outer step: the pseudo-gradient (global parameters
+  /// minus the average) through SGD with Nesterov momentum. outer_lr 1
+  /// and outer_momentum 0 is local SGD, to rounding.
+  bool outer = false;
+  float outer_lr = 0.7f, outer_momentum = 0.9f;
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
 
   bool local_sgd() const { return local_steps > 0; }
+  bool diloco() const { return local_sgd() && outer; }
   /// Backup workers in effect (a sync parameter server, not local SGD).
   int backups() const { return sync && !local_sgd() ? backup : 0; }
   /// DC-ASGD's lambda in effect (async parameter server only).

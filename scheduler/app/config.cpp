@@ -252,6 +252,9 @@ void read_topology(reader& r, run_config& c) {
   ps.staleness_lr = r.boolean("topology.staleness_lr");
   const auto local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
   ps.local_steps = c.family && c.family->takes_local_steps ? local_steps : 0;
+  ps.outer = c.family && c.family->kind == topology_kind::diloco;
+  ps.outer_lr = static_cast<float>(r.number("topology.outer_lr", 1e-6, 100));
+  ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum", 0, 0.999999));
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;
   ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda", 0, 1e6));

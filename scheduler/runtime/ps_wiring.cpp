@@ -247,8 +247,10 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
   check(family_of(setup.kind).takes_local_steps == setup.ps.local_sgd(),
-        setup.ps.local_sgd() ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd"
-                             : "local SGD needs topology.local_steps of 1 or more");
+        setup.ps.local_sgd() ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd or diloco"
+                             : "local SGD and DiLoCo need topology.local_steps of 1 or more");
+  check(setup.ps.outer == (setup.kind == topology_kind::diloco),
+        "ps_options::outer (DiLoCo's outer step) goes with topology.kind = \"diloco\" and only with it");
   check(setup.ps.backup >= 0 && setup.ps.backup < setup.workers,
         "topology.backup_workers = " + std::to_string(setup.ps.backup) + " must be below topology.workers = " +
           std::to_string(setup.workers));
@@ -325,6 +327,11 @@ std::string local_sgd_mode(const topology_setup&) { return "local-sgd"; }
 std::string local_sgd_describe(const topology_setup& s) {
   return fmt::format("local SGD, average every {} steps", s.ps.local_steps);
 }
+std::string diloco_mode(const topology_setup&) { return "diloco"; }
+std::string diloco_describe(const topology_setup& s) {
+  return fmt::format("DiLoCo, every {} steps an outer Nesterov step (lr {}, momentum {})", s.ps.local_steps,
+                     s.ps.outer_lr, s.ps.outer_momentum);
+}
 /// The first multiple of local_steps from checkpoint_versions_apart up: a
 /// checkpoint falls at the end of an averaging round.
 std::int64_t local_sgd_time_grid(const topology_setup& s) {
@@ -372,6 +379,26 @@ const topology_family local_sgd_family{
   local_sgd_time_grid,
   local_sgd_mode,
   local_sgd_describe,
+};
+
+extern const topology_family diloco_family;
+const topology_family diloco_family{
+  topology_kind::diloco,
+  "diloco",
+  "local SGD whose shards apply the workers' average every topology.local_steps as an outer SGD step with Nesterov momentum (topology.outer_lr, topology.outer_momentum)",
+  /*has_shards=*/true,
+  /*peers_talk=*/false,
+  /*has_groups=*/false,
+  /*takes_local_steps=*/true,
+  /*splits_batch=*/false,
+  /*sums_buckets=*/false,
+  run_ps_wiring,
+  never,
+  never,
+  always,
+  local_sgd_time_grid,
+  diloco_mode,
+  diloco_describe,
 };
 
 } // namespace gradwire::scheduler

@@ -7,6 +7,7 @@
 /// |---|---|---|
 /// | parameter_server | N workers, M shards over even ranges of the parameter buffer | pull slices, push gradient slices (sync, async, SSP, backup workers, DC-ASGD) |
 /// | local_sgd | N workers, M averaging shards | parameters averaged every H steps |
+/// | diloco | N workers, M averaging shards | every H steps, the average applied by an outer Nesterov step |
 /// | ring | N workers, N ring peers | ring allreduce of gradient buckets |
 /// | hierarchical | N workers, N peers in groups | ring in each group, ring of group leaders |
 /// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
@@ -49,7 +50,7 @@ struct resume_point {
 
 /// A family of wirings; its row in topology_registry.hpp says everything
 /// that depends on it.
-enum class topology_kind { parameter_server, local_sgd, ring, hierarchical, gossip };
+enum class topology_kind { parameter_server, local_sgd, diloco, ring, hierarchical, gossip };
 
 struct topology_setup {
   topology_kind kind = topology_kind::parameter_server;

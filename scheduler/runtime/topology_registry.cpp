@@ -7,13 +7,14 @@ namespace gradwire::scheduler {
 // Each row lives beside its wiring.
 extern const topology_family parameter_server_family;
 extern const topology_family local_sgd_family;
+extern const topology_family diloco_family;
 extern const topology_family ring_family;
 extern const topology_family hierarchical_family;
 extern const topology_family gossip_family;
 
 const std::vector<const topology_family*>& topology_families() {
   static const std::vector<const topology_family*> rows = {
-    &parameter_server_family, &local_sgd_family, &ring_family, &hierarchical_family, &gossip_family,
+    &parameter_server_family, &local_sgd_family, &diloco_family, &ring_family, &hierarchical_family, &gossip_family,
   };
   return rows;
 }

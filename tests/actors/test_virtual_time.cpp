@@ -209,6 +209,11 @@ TEST_CASE("virtual time: every parameter-server variant and local SGD run and re
     {"async, DC-ASGD", [](topology_setup& s) { s.ps.sync = false; s.ps.dc_lambda = 0.04f; }},
     {"async, separate pulls", [](topology_setup& s) { s.ps.sync = false; s.ps.push_pull = false; }},
     {"local SGD H=3", [](topology_setup& s) { s.kind = scheduler::topology_kind::local_sgd; s.ps.local_steps = 3; }},
+    {"DiLoCo H=3", [](topology_setup& s) {
+       s.kind = scheduler::topology_kind::diloco;
+       s.ps.local_steps = 3;
+       s.ps.outer = true;
+     }},
   };
   auto vs = constant_compute(1e-3, 2, 2);
   vs.compute[0].dist = compute_model::shape::straggler;

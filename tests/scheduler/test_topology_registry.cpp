@@ -31,7 +31,7 @@ TEST_CASE("topology registry: every row is found by its name and its kind, and n
     CHECK(f->mode != nullptr);
     CHECK(f->describe != nullptr);
   }
-  CHECK(names.size() == 5);
+  CHECK(names.size() == 6); // parameter-server, local-sgd, diloco, ring, hierarchical, gossip
 }
 
 TEST_CASE("topology registry: an unknown kind is refused, naming every known one") {
