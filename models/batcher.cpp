@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -21,6 +22,60 @@ std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std
   std::vector<std::int64_t> mine;
   for (std::size_t i = static_cast<std::size_t>(rank); i < perm.size(); i += static_cast<std::size_t>(world))
     mine.push_back(perm[i]);
+  return mine;
+}
+
+namespace {
+
+/// Per class, the share of each of `world` workers: Dirichlet(alpha) draws.
+std::vector<std::vector<double>> class_shares(int classes, int world, double alpha, std::mt19937_64& rng) {
+  std::vector<std::vector<double>> shares(static_cast<std::size_t>(classes));
+  std::gamma_distribution<double> gamma(alpha, 1.0);
+  for (auto& p : shares) {
+    p.resize(static_cast<std::size_t>(world));
+    double sum = 0;
+    for (auto& v : p)
+      sum += (v = gamma(rng));
+    for (auto& v : p)
+      v = sum > 0 ? v / sum : 1.0 / world; // (all draws 0 underflows: even shares)
+  }
+  return shares;
+}
+
+} // namespace
+
+std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed, double alpha) {
+  if (alpha <= 0 || world == 1)
+    return shard_indices(data.size(), rank, world, seed);
+  check(world >= 1 && rank >= 0 && rank < world,
+        "shard: rank " + std::to_string(rank) + " of world " + std::to_string(world));
+  check(data.label_width == 1, "data.partition = \"dirichlet\" splits by class label, and " + data.name +
+                                 " has " + std::to_string(data.label_width) + " labels per sample (text): use \"iid\"");
+  std::vector<std::vector<std::int64_t>> by_class(static_cast<std::size_t>(data.classes));
+  for (std::int64_t i = 0; i < data.size(); ++i) {
+    const auto c = *data.label(i);
+    check(c >= 0 && c < data.classes, "shard: label " + std::to_string(c) + " of sample " + std::to_string(i) +
+                                        " outside [0, " + std::to_string(data.classes) + ")");
+    by_class[static_cast<std::size_t>(c)].push_back(i);
+  }
+  std::mt19937_64 rng(seed ^ 0xd1e7c0deULL);
+  const auto shares = class_shares(data.classes, world, alpha, rng);
+  std::vector<std::int64_t> mine;
+  for (std::size_t c = 0; c < by_class.size(); ++c) {
+    auto& idx = by_class[c];
+    std::shuffle(idx.begin(), idx.end(), rng);
+    // Worker r takes [round(n * cum_r), round(n * cum_{r+1})) of the class.
+    double cum = 0;
+    for (int r = 0; r <= rank; ++r) {
+      const auto from = static_cast<std::size_t>(std::llround(static_cast<double>(idx.size()) * cum));
+      cum += shares[c][static_cast<std::size_t>(r)];
+      const auto to = r == world - 1 ? idx.size()
+                                     : std::min(idx.size(), static_cast<std::size_t>(std::llround(static_cast<double>(idx.size()) * cum)));
+      if (r == rank)
+        mine.insert(mine.end(), idx.begin() + static_cast<std::ptrdiff_t>(from), idx.begin() + static_cast<std::ptrdiff_t>(to));
+    }
+  }
+  std::sort(mine.begin(), mine.end());
   return mine;
 }
 

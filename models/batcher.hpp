@@ -16,6 +16,16 @@ namespace gradwire::models {
 /// Indices of worker `rank`'s shard (world >= 1, 0 <= rank < world).
 std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std::uint64_t seed);
 
+/// Worker `rank`'s shard with the labels skewed across workers (Hsu et
+/// al. 2019): for each class, proportions over the workers are drawn from
+/// a symmetric Dirichlet(alpha), and the class's samples (in a seeded
+/// order) are split by them. Small alpha: each worker sees few classes;
+/// large alpha: close to IID. Every worker draws the same split from
+/// `seed`, so shards are disjoint and cover the data. alpha <= 0 is
+/// shard_indices' IID split. Throws gradwire::error for data without one
+/// class label per sample (text windows).
+std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed, double alpha);
+
 /// Host-side batch buffers.
 struct batch {
   std::vector<float> x;

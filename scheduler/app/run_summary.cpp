@@ -159,6 +159,8 @@ nlohmann::json summary_of(const run_facts& f) {
     {"model", cfg.model.kind},
     {"parameters", f.parameters},
     {"dataset", cfg.dataset},
+    {"partition", cfg.partition == "dirichlet" ? nlohmann::json{{"kind", "dirichlet"}, {"alpha", cfg.dirichlet_alpha}}
+                                               : nlohmann::json{{"kind", "iid"}}},
     {"threads_per_worker", cfg.threads},
     {"batch_size", cfg.batch_size},
     {"optimizer", cfg.opt.kind},

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -308,4 +309,44 @@ TEST_CASE("head and keep_first: the first n samples, all when n <= 0 or n >= siz
     CHECK(all.images == ds.images);
     CHECK(ds.head(n).size() == 10);
   }
+}
+
+TEST_CASE("Dirichlet shards are disjoint, cover the data, repeat from the seed, and skew the labels as alpha says") {
+  const auto data = make_synthetic(3000, 1, 4, 4, 10, 3);
+  const int world = 4;
+  // The largest class's share of each worker's shard, averaged over workers.
+  auto top_share = [&](double alpha, std::uint64_t seed) {
+    std::vector<int> seen(static_cast<std::size_t>(data.size()), 0);
+    double top = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto mine = shard_indices(data, r, world, seed, alpha);
+      CHECK(mine == shard_indices(data, r, world, seed, alpha));
+      std::vector<int> counts(10, 0);
+      for (auto i : mine) {
+        ++seen[static_cast<std::size_t>(i)];
+        ++counts[static_cast<std::size_t>(*data.label(i))];
+      }
+      top += mine.empty() ? 0 : static_cast<double>(*std::max_element(counts.begin(), counts.end())) / mine.size();
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    return top / world;
+  };
+  const double skewed = top_share(0.1, 5), mild = top_share(1.0, 5), flat = top_share(1000, 5);
+  INFO("largest class share: alpha 0.1 " << skewed << ", 1 " << mild << ", 1000 " << flat);
+  CHECK(skewed > 0.35); // 4 workers, 10 classes: each sees about 2.5 of them
+  CHECK(flat < 0.15); // 10 classes: 0.1 each when even
+  CHECK(skewed > mild);
+  CHECK(mild > flat);
+  CHECK(shard_indices(data, 1, world, 5, 0.1) != shard_indices(data, 1, world, 6, 0.1));
+  CHECK(shard_indices(data, 2, world, 5, 0.0) == shard_indices(data.size(), 2, world, 5)); // alpha 0: IID
+}
+
+TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
+  dataset text;
+  text.name = "text";
+  text.label_width = 4;
+  text.classes = 256;
+  text.images.assign(8 * 4, 0.f);
+  text.labels.assign(8 * 4, 1);
+  CHECK_THROWS_WITH(shard_indices(text, 0, 2, 1, 0.5), Catch::Contains("use \"iid\""));
 }

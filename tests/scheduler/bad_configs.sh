@@ -110,6 +110,8 @@ case_ betas_range '[train]\nbetas = [0.9, 1.0]\n' 'betas_range.toml:2: train.bet
 case_ accumulate '[train]\nbatch_size = 4\naccumulate = 8\n' 'accumulate.toml:3: train.accumulate: 8 micro-batches of a batch of 4'
 case_ outer_momentum '[topology]\nkind = "diloco"\nouter_momentum = 1.0\n' 'outer_momentum.toml:3: topology.outer_momentum = 1'
 case_ outer_lr '[topology]\nkind = "diloco"\nouter_lr = 0\n' 'outer_lr.toml:3: topology.outer_lr = 0'
+case_ text_dirichlet '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npartition = "dirichlet"\n' 'text_dirichlet.toml:5: data.partition = "dirichlet" splits by class label; text windows have none'
+case_ alpha '[data]\npartition = "dirichlet"\ndirichlet_alpha = 0\n' 'alpha.toml:3: data.dirichlet_alpha = 0'
 case_ warmup_both '[train]\nwarmup_steps = 10\nwarmup_epochs = 1\n' 'warmup_both.toml:2: train.warmup_steps: give warmup_epochs or warmup_steps, not both'
 case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = -1\n' 'group_size.toml:3: topology.group_size = -1'
 case_ degree '[topology]\nkind = "gossip"\ndegree = 1\n' 'degree.toml:3: topology.degree = 1'
