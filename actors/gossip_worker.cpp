@@ -75,6 +75,28 @@ using gossip_actor = caf::stateful_actor<gossip_state>;
 
 bool adpsgd(const gossip_state& st) { return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.graph.empty(); }
 
+/// D-PSGD on the one-peer exponential graph (Ying et al. 2021): at step t
+/// worker i sends to i + 2^(t mod log2 n) and takes from i - 2^(t mod log2 n),
+/// weights 1/2 each; n a power of 2 averages exactly in log2 n steps.
+bool one_peer(const gossip_state& st) { return st.cfg.gossip.graph == "exponential"; }
+
+int hop_of(const gossip_state& st) {
+  int hops = 0;
+  while ((1 << (hops + 1)) <= st.cfg.world)
+    ++hops;
+  return 1 << static_cast<int>(st.step % std::max(1, hops));
+}
+
+/// Whom this step's parameters go to, and whose are mixed in.
+std::vector<int> send_to(const gossip_state& st) {
+  return one_peer(st) ? std::vector<int>{(st.cfg.rank + hop_of(st)) % st.cfg.world} : st.cfg.graph;
+}
+std::vector<int> take_from(const gossip_state& st) {
+  return one_peer(st) ? std::vector<int>{(st.cfg.rank - hop_of(st) + st.cfg.world) % st.cfg.world} : st.cfg.graph;
+}
+/// Their weights, then this worker's own.
+std::vector<float> weights_of(const gossip_state& st) { return one_peer(st) ? std::vector<float>{0.5f, 0.5f} : st.cfg.mix_weights; }
+
 slice params_copy(const gossip_state& st) { return copy_of(st.model->params()); }
 
 void begin_step(gossip_actor* self);
@@ -91,23 +113,24 @@ void try_mix(gossip_actor* self) {
   if (!st.exchanging)
     return;
   auto it = st.inbox.find(st.step);
+  const auto from = take_from(st);
   std::size_t have = 0; // from neighbours still in the graph (a lost one's last message aside)
   if (it != st.inbox.end())
     for (const auto& got : it->second)
-      have += static_cast<std::size_t>(std::count(st.cfg.graph.begin(), st.cfg.graph.end(), got.first));
-  if (have < st.cfg.graph.size())
+      have += static_cast<std::size_t>(std::count(from.begin(), from.end(), got.first));
+  if (have < from.size())
     return;
   auto& be = kernels::backend_for(kernels::device::cpu());
   float* x = st.model->params().data();
   const std::size_t n = st.model->size();
-  const float w_self = st.cfg.mix_weights.back();
-  be.scale(n, w_self, x);
+  const auto w = weights_of(st);
+  be.scale(n, w.back(), x);
   // In graph order, not arrival order: a float sum of three or more terms
   // depends on its order, and the run must be the same bits every time.
-  for (std::size_t k = 0; k < st.cfg.graph.size(); ++k)
+  for (std::size_t k = 0; k < from.size(); ++k)
     for (const auto& [rank, params] : it->second)
-      if (rank == st.cfg.graph[k]) {
-        be.axpy(n, st.cfg.mix_weights[k], params.data(), x);
+      if (rank == from[k]) {
+        be.axpy(n, w[k], params.data(), x);
         break;
       }
   if (it != st.inbox.end())
@@ -210,7 +233,7 @@ void begin_step(gossip_actor* self) {
   }
   st.trainer->apply(); // D-PSGD
   auto mine = params_copy(st); // one read-only snapshot shared by all neighbours
-  for (int r : st.cfg.graph)
+  for (int r : send_to(st))
     self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
   st.exchanging = true;
   try_mix(self);

@@ -74,7 +74,9 @@ enum class gossip_mode { dpsgd, adpsgd };
 /// Gossip (D-PSGD, AD-PSGD).
 struct gossip_options {
   gossip_mode mode = gossip_mode::dpsgd;
-  std::string graph = "ring"; ///< "ring" | "torus" | "random" | "complete"
+  /// "ring" | "torus" | "random" | "complete" | "exponential": the
+  /// time-varying one-peer exponential graph (D-PSGD; a power of 2 of workers)
+  std::string graph = "ring";
   int degree = 3;             ///< random graph: neighbours per worker (at least)
 };
 

@@ -284,6 +284,14 @@ void read_topology(reader& r, run_config& c) {
                                           "(topology.kind ring or hierarchical), not " + c.topology);
   c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
   c.gossip.graph = r.str("topology.graph");
+  if (c.gossip.graph == "exponential" && c.family && c.family->kind == topology_kind::gossip) {
+    check(c.workers >= 2 && (c.workers & (c.workers - 1)) == 0,
+          r.loc("topology.graph") + " = \"exponential\" needs a power of 2 of workers, and topology.workers = " +
+            std::to_string(c.workers));
+    check(c.gossip.mode == actors::gossip_mode::dpsgd,
+          r.loc("topology.graph") + " = \"exponential\" is D-PSGD's one-peer schedule; AD-PSGD picks its own peers "
+            "(use ring, torus, random or complete)");
+  }
   c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
   c.same_init = r.boolean("topology.same_init");
 }

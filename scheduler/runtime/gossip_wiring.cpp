@@ -28,7 +28,9 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     elastic_plan elastic;
     elastic.tell_survivors = true;
     elastic.min_workers = setup.min_workers;
-    elastic.why_not = setup.min_workers == 0 ? "train.min_workers = 0" : "";
+    elastic.why_not = setup.gossip.graph == "exponential" ? "topology.graph = \"exponential\" (its one-peer schedule needs every worker)"
+                      : setup.min_workers == 0                ? "train.min_workers = 0"
+                                                              : "";
     elastic.on = elastic.why_not.empty() && n > 1;
     auto c = run_worker_across(
       sys, setup, [&](const caf::actor& to) { return actors::spawn_gossip_worker(sys, config_of(setup.node->rank(), to)); },

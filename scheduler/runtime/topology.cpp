@@ -63,8 +63,16 @@ std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int d
     for (int i = 0; i < n; ++i)
       for (int tries = 0; static_cast<int>(adj[static_cast<std::size_t>(i)].size()) < std::min(degree, n - 1) && tries < 64 * n; ++tries)
         link(i, pick(rng));
+  } else if (kind == "exponential") {
+    // The one-peer exponential graph's every pair (Ying et al. 2021):
+    // worker i meets i + 2^k and i - 2^k, one k a step (actors/gossip_worker.cpp).
+    check(n >= 2 && (n & (n - 1)) == 0, "topology.graph = \"exponential\" needs a power of 2 of workers, got " +
+                                          std::to_string(n));
+    for (int i = 0; i < n; ++i)
+      for (int hop = 1; hop < n; hop *= 2)
+        link(i, (i + hop) % n);
   } else {
-    throw error("topology.graph = \"" + kind + "\": expected ring, torus, random or complete");
+    throw error("topology.graph = \"" + kind + "\": expected ring, torus, random, complete or exponential");
   }
   std::vector<std::vector<int>> out;
   for (const auto& s : adj)

@@ -482,3 +482,25 @@ TEST_CASE("sharded update: owners update their chunks and the ring gathers param
     CHECK(sharded.params == full.params);
   }
 }
+
+TEST_CASE("D-PSGD on the one-peer exponential graph of 8 averages exactly in 3 steps, where a ring does not") {
+  // Ying et al. 2021: one peer a step, at distance 2^(t mod 3); weights 1/2.
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 29);
+  auto setup = small_setup(8, 1, true);
+  setup.kind = topology_kind::gossip;
+  setup.gossip.graph = "exponential";
+  setup.distinct_init = true;
+  setup.opt.lr = 0.f; // pure averaging
+  setup.opt.momentum = 0.f;
+  setup.steps = 3;
+  const auto [spread0, mean0] = initial_spread(setup);
+  const auto out = scheduler::run_topology(*env.sys, setup, data);
+  INFO("spread " << spread0 << " -> " << out.replica_spread);
+  CHECK(out.replica_spread < 1e-6 * spread0);
+  gwtest::check_close(out.params, std::vector<float>(mean0.begin(), mean0.end()), 1e-5, 1e-6);
+  setup.gossip.graph = "ring";
+  const auto ring = scheduler::run_topology(*env.sys, setup, data);
+  INFO("ring: spread " << spread0 << " -> " << ring.replica_spread);
+  CHECK(ring.replica_spread > 0.1 * spread0);
+}

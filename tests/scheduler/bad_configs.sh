@@ -112,6 +112,8 @@ case_ outer_momentum '[topology]\nkind = "diloco"\nouter_momentum = 1.0\n' 'oute
 case_ outer_lr '[topology]\nkind = "diloco"\nouter_lr = 0\n' 'outer_lr.toml:3: topology.outer_lr = 0'
 case_ text_dirichlet '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npartition = "dirichlet"\n' 'text_dirichlet.toml:5: data.partition = "dirichlet" splits by class label; text windows have none'
 case_ alpha '[data]\npartition = "dirichlet"\ndirichlet_alpha = 0\n' 'alpha.toml:3: data.dirichlet_alpha = 0'
+case_ exp_workers '[topology]\nkind = "gossip"\nworkers = 6\ngraph = "exponential"\n' 'exp_workers.toml:4: topology.graph = "exponential" needs a power of 2 of workers, and topology.workers = 6'
+case_ exp_adpsgd '[topology]\nkind = "gossip"\nworkers = 4\ngossip = "adpsgd"\ngraph = "exponential"\n' 'exp_adpsgd.toml:5: topology.graph = "exponential" is D-PSGD.s one-peer schedule'
 case_ warmup_both '[train]\nwarmup_steps = 10\nwarmup_epochs = 1\n' 'warmup_both.toml:2: train.warmup_steps: give warmup_epochs or warmup_steps, not both'
 case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = -1\n' 'group_size.toml:3: topology.group_size = -1'
 case_ degree '[topology]\nkind = "gossip"\ndegree = 1\n' 'degree.toml:3: topology.degree = 1'
