@@ -4,6 +4,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/app/config_faults.hpp"
+#include "scheduler/app/config_lm.hpp"
 #include "scheduler/app/config_schema.hpp"
 
 #include "scheduler/app/config_toml.hpp"
@@ -128,19 +129,6 @@ void read_experiment(reader& r, run_config& c) {
 
 }
 
-/// model.layers ... model.vocab: the GPT's shape.
-void read_transformer(reader& r, run_config& c) {
-  auto& m = c.model;
-  m.layers = static_cast<int>(r.integer("model.layers", 1, 1024));
-  m.heads = static_cast<int>(r.integer("model.heads", 1, 1024));
-  m.d_model = static_cast<int>(r.integer("model.d_model", 1, 65536));
-  m.context = static_cast<int>(r.integer("model.context", 1, 1 << 20));
-  m.vocab = static_cast<int>(r.integer("model.vocab", 2, 1 << 24)); // token ids are exact in a float below 2^24
-  check(m.d_model % m.heads == 0, r.loc("model.heads") + " = " + std::to_string(m.heads) +
-                                    " does not divide model.d_model = " + std::to_string(m.d_model) +
-                                    " (each head takes d_model / heads features)");
-}
-
 void read_model_and_data(reader& r, run_config& c) {
   c.model.kind = r.str("model.kind");
   c.model.hidden.clear();
@@ -169,22 +157,6 @@ void read_model_and_data(reader& r, run_config& c) {
   check(c.partition == "iid" || !text, r.loc("data.partition") + " = \"" + c.partition +
                                          "\" splits by class label; text windows have none (use \"iid\")");
 
-}
-
-/// Adam's betas and eps, clipping, accumulation and warm-up in steps.
-void read_optimizer_extras(reader& r, run_config& c) {
-  const auto* betas = r.get("train.betas").as_array();
-  check(betas != nullptr && betas->size() == 2,
-        r.loc("train.betas") + ": two numbers expected, [beta1, beta2]");
-  for (std::size_t i = 0; i < 2; ++i) {
-    const double b = (*betas)[i].value<double>().value_or(-1);
-    check(b >= 0 && b < 1, r.loc("train.betas") + ": each beta must be in [0, 1), got " + std::to_string(b));
-    (i == 0 ? c.opt.beta1 : c.opt.beta2) = static_cast<float>(b);
-  }
-  c.opt.eps = static_cast<float>(r.number("train.eps", 1e-30, 1));
-  c.opt.clip_norm = static_cast<float>(r.number("train.clip_norm", 0, 1e12));
-  c.opt.accumulate = static_cast<int>(r.integer("train.accumulate", 1, 1 << 20));
-  c.warmup_steps = r.integer("train.warmup_steps", 0, std::int64_t{1} << 40);
 }
 
 void read_train(reader& r, run_config& c) {
