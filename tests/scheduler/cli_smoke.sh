@@ -138,6 +138,13 @@ loss=$(/usr/bin/python3 -c "import json,sys; print('%.4f' % json.load(open(sys.a
 # the prompt, 40 bytes (whatever they are, newlines too) and the line's end
 [[ $(wc -c < "$tmp/sample.txt") -eq 46 && $(head -c 5 "$tmp/sample.txt") == Hello ]] ||
   fail "sample: 5 prompt bytes and 40 generated expected: $(od -c "$tmp/sample.txt" | head -5)"
+# A prompt longer than the context (32 here) is cropped to its last 32 bytes, as nanoGPT does.
+long=$(printf 'a long prompt, %.0s' {1..10})
+"$gw" sample "$tmp/lm" --prompt "$long" --tokens 10 > "$tmp/sample2.txt" || fail "sample, long prompt: $(cat "$tmp/sample2.txt")"
+[[ $(wc -c < "$tmp/sample2.txt") -eq $((${#long} + 11)) ]] || fail "sample, long prompt: $(wc -c < "$tmp/sample2.txt") bytes"
+"$gw" sample "$tmp/lm" --prompt "${long: -32}" --tokens 10 > "$tmp/sample3.txt" || fail "sample: $(cat "$tmp/sample3.txt")"
+cmp -s <(tail -c 11 "$tmp/sample2.txt") <(tail -c 11 "$tmp/sample3.txt") ||
+  fail "a long prompt is not read as its last 32 bytes: $(tail -c 11 "$tmp/sample2.txt" | od -c | head -2) against $(tail -c 11 "$tmp/sample3.txt" | od -c | head -2)"
 rc=0; "$gw" sample "$tmp/sw/point-000" --prompt x > "$tmp/s.txt" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] && grep -q "holds a mlp, not a language model" "$tmp/s.txt" || fail "sample of an MLP: rc=$rc $(cat "$tmp/s.txt")"
 # A Dirichlet label skew is drawn alike by every process: a ring of 3 in one
