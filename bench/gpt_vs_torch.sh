@@ -8,7 +8,7 @@
 # two sides alternate over ROUNDS rounds and medians are compared.
 # PyTorch gets OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the thread
 # count as well as torch.set_num_threads: Debian's build otherwise runs its
-# OpenBLAS pool on every core (172% CPU for a "1-thread" run here). Also
+# OpenBLAS pool on every core, and a "1-thread" run would use both. Also
 # printed: gradwire's FLOP/s as a fraction of the machine's sgemm limit
 # (the better of OpenBLAS and oneDNN at 1024^3, measured in each round).
 #
