@@ -4,6 +4,7 @@
 # format needs no library), put into the same architecture in torch.nn,
 # give gradwire's test accuracy to float rounding (at most 2 of the 10,000
 # images on the other side of a decision). `gradwire eval` gives it too.
+# A GPT's file loads into nanoGPT's GPT and gives its validation loss.
 # Exits 77 (ctest: "Skipped") without python3-torch or the dataset.
 # Usage: model_in_torch.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
@@ -76,6 +77,42 @@ PY
     fail "$model: gradwire eval disagrees with the run: $(cat "$tmp/$model.eval")"
 done
 
+# A GPT's model.safetensors, as a run writes it, loads into nanoGPT's GPT
+# (bench/torch_gpt.py) and gives the run's validation loss on the same
+# windows: the last 10% of the fortunes corpus as gradwire reads it.
+if [ -d /usr/share/games/fortunes ]; then
+  "$gw" run "$src/examples/lm.toml" -q --no-report --out "$tmp/gpt" --set model.layers=2 --set model.d_model=64 \
+    --set model.context=48 --set train.max_steps=60 --set data.test_subset=64 > "$tmp/gpt.txt" 2>&1 ||
+    fail "gpt: run failed: $(cat "$tmp/gpt.txt")"
+  $py - "$tmp/gpt" "$src/bench" <<'PY' || fail "gpt: see above"
+import json, struct, sys
+import numpy as np
+import torch
+import torch.nn.functional as F
+run, bench = sys.argv[1], sys.argv[2]
+sys.path.insert(0, bench)
+from torch_gpt import GPT, corpus
+raw = open(run + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header.pop("__metadata__")
+sd = {k: torch.from_numpy(np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]],
+                                        dtype="<f4").copy().reshape(t["shape"])) for k, t in header.items()}
+model = GPT(dict(layers=2, heads=4, d_model=64, context=48, vocab=256))
+missing, unexpected = model.load_state_dict(sd, strict=False)
+assert missing == ["lm_head.weight"] and not unexpected, (missing, unexpected)
+data = corpus()
+start = len(data) - int(len(data) * 0.1)  # data.val_fraction's split
+x = torch.stack([data[start + i * 48:start + i * 48 + 48] for i in range(64)])
+y = torch.stack([data[start + i * 48 + 1:start + i * 48 + 49] for i in range(64)])
+with torch.no_grad():
+    loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1)).item()
+want = json.load(open(run + "/summary.json"))["final_test_loss"]
+print("gpt: validation loss gradwire %.6f, PyTorch %.6f" % (want, loss))
+assert abs(loss - want) <= 1e-4 * want, "losses differ"
+PY
+fi
+
 # Bad model files are refused, naming the file and what is wrong.
 m=$tmp/mlp/model.safetensors
 refused() { # NAME FILE EXPECTED [ARGS...]
@@ -93,4 +130,4 @@ printf ']]]]' | dd of="$tmp/corrupt.safetensors" bs=1 seek=8 conv=notrunc 2>/dev
 refused corrupt "$tmp/corrupt.safetensors" "corrupt.safetensors: the header is not a JSON object"
 refused "another model" "$m" "holds a mlp, its config a lenet5" --set model.kind='"lenet5"'
 refused "another shape" "$m" "has shape \[256,784\], the model's is \[300,784\]" --set 'model.hidden=[300, 128]'
-echo "model in torch: MLP and LeNet-5 give gradwire's test accuracy in PyTorch, and in gradwire eval"
+echo "model in torch: MLP and LeNet-5 give gradwire's test accuracy in PyTorch, and in gradwire eval; a GPT its validation loss"
