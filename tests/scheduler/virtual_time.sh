@@ -159,4 +159,14 @@ rc=0
 "$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill" >"$tmp/err.txt" 2>&1 || rc=$?
 [[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1 kind = "kill": virtual time injects stall and slow' "$tmp/err.txt" ||
   fail "a kill in virtual time: exit $rc: $(cat "$tmp/err.txt")"
+# A GPT with AdamW on the async parameter server in virtual time: twice,
+# the same bits and the same staleness.
+gpt=(--set model.kind=\"gpt\" --set data.dataset=\"text\" --set model.layers=1 --set model.d_model=32
+     --set model.context=32 --set train.optimizer=\"adamw\" --set train.lr=0.002 --set train.clip_norm=1.0
+     --set data.train_subset=2000 --set data.test_subset=50 --set train.max_steps=10)
+run --out "$tmp/gpt-a" "${gpt[@]}" >/dev/null || fail "a GPT in virtual time"
+run --out "$tmp/gpt-b" "${gpt[@]}" >/dev/null || fail "a GPT in virtual time, again"
+cmp -s "$tmp/gpt-a/model.safetensors" "$tmp/gpt-b/model.safetensors" || fail "two virtual-time GPT runs differ"
+python3 -c "import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); assert a['staleness']==b['staleness'] and a['tokens']>0" \
+  "$tmp/gpt-a/summary.json" "$tmp/gpt-b/summary.json" || fail "virtual-time GPT runs: staleness or tokens"
 echo "virtual time: ok"
