@@ -162,6 +162,33 @@ gm::optimizer_spec bench_optimizer(const gm::model_spec& spec) {
   return opt;
 }
 
+/// Seconds for `steps` training steps of full batches after `warmup`
+/// untimed ones, and the part of them spent gathering batches.
+std::pair<double, double> time_steps(gm::trainer& tr, gm::batcher& b, int batch, int warmup, int steps,
+                                     gradwire::kernels::device dev) {
+  gm::batch bt;
+  auto next = [&] {
+    if (!b.next(bt, &tr.pool()) || bt.size != batch)
+      b.next(bt, &tr.pool());
+  };
+  for (int i = 0; i < warmup; ++i) {
+    next();
+    tr.step(bt.x.data(), bt.y.data(), bt.size);
+  }
+  auto& be = gradwire::kernels::backend_for(dev);
+  be.synchronize();
+  double data_s = 0;
+  auto t0 = clk::now();
+  for (int i = 0; i < steps; ++i) {
+    auto d0 = clk::now();
+    next();
+    data_s += std::chrono::duration<double>(clk::now() - d0).count();
+    tr.step(bt.x.data(), bt.y.data(), bt.size);
+  }
+  be.synchronize();
+  return {std::chrono::duration<double>(clk::now() - t0).count(), data_s};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -209,27 +236,7 @@ int main(int argc, char** argv) {
   gm::model m(spec, dev, 1);
   gm::trainer tr(m, opt, threads, gm::parse_parallelism(parallel));
   gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
-  gm::batch bt;
-  auto next = [&] {
-    if (!b.next(bt, &tr.pool()) || bt.size != batch)
-      b.next(bt, &tr.pool());
-  };
-  for (int i = 0; i < warmup; ++i) {
-    next();
-    tr.step(bt.x.data(), bt.y.data(), bt.size);
-  }
-  auto& be = gradwire::kernels::backend_for(dev);
-  be.synchronize();
-  double data_s = 0;
-  auto t0 = clk::now();
-  for (int i = 0; i < steps; ++i) {
-    auto d0 = clk::now();
-    next();
-    data_s += std::chrono::duration<double>(clk::now() - d0).count();
-    tr.step(bt.x.data(), bt.y.data(), bt.size);
-  }
-  be.synchronize();
-  const double s = std::chrono::duration<double>(clk::now() - t0).count();
+  const auto [s, data_s] = time_steps(tr, b, batch, warmup, steps, dev);
   const double flops = m.train_flops_per_sample();
   std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s samples_per_sec=%.0f "
               "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f tokens_per_sec=%.0f\n",
