@@ -1,12 +1,9 @@
 // gradwire: the command-line entry point.
-#include "kernels/backend.hpp"
 #include "kernels/log.hpp"
-#include "kernels/cpu/onednn_conv.hpp"
-#include "kernels/cpu/onednn_gemm.hpp"
 #include "kernels/error.hpp"
-#include "models/network.hpp"
 #include "scheduler/runtime/bench_allreduce.hpp"
 #include "scheduler/runtime/coordinator.hpp"
+#include "scheduler/app/build_info.hpp"
 #include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
@@ -385,24 +382,7 @@ std::optional<int> run_tool(cli_args& a) {
     return 0;
   }
   if (*a.info) {
-    std::string gemms = gradwire::kernels::onednn_status();
-    if (gemms.rfind("oneDNN (", 0) == 0)
-      gemms += " where every dimension is 64 or more, OpenBLAS for the rest";
-    const int block = gradwire::models::blocked_activations()
-                        ? gradwire::kernels::backend_for(gradwire::kernels::device::cpu()).activation_block()
-                        : 0;
-    const std::string layout = block > 0 ? "in channel blocks of " + std::to_string(block) +
-                                             " between the layers that take them (a ResNet's stages), else NCHW"
-                                         : "NCHW";
-    const int devices = gradwire::kernels::cuda_device_count();
-    const auto unavailable = gradwire::kernels::cuda_unavailable();
-    const std::string cuda_built = !gradwire::kernels::built_with_cuda() ? "not built"
-                                   : unavailable.empty()                 ? "built"
-                                                                         : "built, but " + unavailable;
-    std::printf("gradwire 0.1.0\nCUDA kernels: %s\nvisible CUDA devices: %d\nCPU GEMMs: %s\nCPU convolutions: %s\n"
-                "CPU activations: %s\n",
-                cuda_built.c_str(), devices,
-                gemms.c_str(), gradwire::kernels::onednn_conv::status().c_str(), layout.c_str());
+    std::fputs(gradwire::scheduler::build_info().c_str(), stdout);
     return 0;
   }
   return std::nullopt;
