@@ -28,7 +28,6 @@ constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 GW_CLONES float exp_row(const float* s, float* p, int valid, int cols, float m) {
   int c = 0;
   float sum = 0.f;
-#if defined(__GNUC__)
   cpu::v8f acc{};
   for (; c + 8 <= valid; c += 8) {
     const cpu::v8f e = cpu::fast_exp8(cpu::load8(s + c) - m);
@@ -37,7 +36,6 @@ GW_CLONES float exp_row(const float* s, float* p, int valid, int cols, float m) 
   }
   for (int j = 0; j < 8; ++j)
     sum += acc[j];
-#endif
   for (; c < valid; ++c) {
     p[c] = fast_exp(s[c] - m);
     sum += p[c];

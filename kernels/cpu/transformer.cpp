@@ -61,12 +61,10 @@ constexpr float inv_sqrt2 = 0.70710678118654752f, inv_sqrt_2pi = 0.3989422804014
 
 GW_CLONES void gelu_fwd(const float* x, float* y, std::size_t n) {
   std::size_t i = 0;
-#if defined(__GNUC__)
   for (; i + 8 <= n; i += 8) {
     const cpu::v8f v = cpu::load8(x + i);
     cpu::store8(y + i, 0.5f * v * (1.f + cpu::fast_erf8(v * inv_sqrt2)));
   }
-#endif
   for (; i < n; ++i)
     y[i] = 0.5f * x[i] * (1.f + cpu::fast_erf(x[i] * inv_sqrt2));
 }
@@ -74,13 +72,11 @@ GW_CLONES void gelu_fwd(const float* x, float* y, std::size_t n) {
 /// dx = dy * GELU'(x), GELU'(x) = Phi(x) + x phi(x); dx may be dy.
 GW_CLONES void gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n) {
   std::size_t i = 0;
-#if defined(__GNUC__)
   for (; i + 8 <= n; i += 8) {
     const cpu::v8f v = cpu::load8(x + i);
     const cpu::v8f d = 0.5f * (1.f + cpu::fast_erf8(v * inv_sqrt2)) + v * inv_sqrt_2pi * cpu::fast_exp8(-0.5f * v * v);
     cpu::store8(dx + i, cpu::load8(dy + i) * d);
   }
-#endif
   for (; i < n; ++i) {
     const float v = x[i];
     dx[i] = dy[i] * (0.5f * (1.f + cpu::fast_erf(v * inv_sqrt2)) + v * inv_sqrt_2pi * cpu::fast_exp(-0.5f * v * v));
