@@ -42,11 +42,19 @@ private:
   struct block_params {
     param_binder::bound ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_w, mlp_b;
   };
+  /// A LayerNorm's output and the row statistics its backward needs.
+  struct norm_acts {
+    tensor y, mean, rstd;
+    scratch buf[3];
+  };
   /// What one block's forward keeps for its backward.
   struct block_acts {
-    tensor in, a, mean1, rstd1, qkv, att, lse, mid, m, mean2, rstd2, f, g;
-    scratch buf[13];
+    tensor in, qkv, att, lse, mid, f, g;
+    norm_acts ln1, ln2;
+    scratch buf[7];
   };
+  /// y = LayerNorm(x) with weights w and b, into `n`'s buffers.
+  void norm_forward(const tensor& x, norm_acts& n, const param_binder::bound& w, const param_binder::bound& b);
   /// Block l from acts_[l].in into `out`.
   void block_forward(std::size_t l, tensor& out);
   /// dh (the gradient of the block's output) becomes that of its input.
@@ -58,8 +66,9 @@ private:
   std::vector<block_params> blocks_;
   std::vector<block_acts> acts_;
   int n_ = 0, t_ = 0;
-  tensor x_, h_, z_, lnf_mean_, lnf_rstd_, logits_, dh_, tmp_, wide_;
-  scratch h_buf_[2], z_buf_, lnf_buf_[2], logits_buf_, dh_buf_, tmp_buf_, wide_buf_;
+  tensor x_, h_, logits_, dh_, tmp_, wide_;
+  norm_acts lnf_;
+  scratch h_buf_[2], logits_buf_, dh_buf_, tmp_buf_, wide_buf_;
   tensor none_;
 };
 

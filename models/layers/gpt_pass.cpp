@@ -59,16 +59,21 @@ const tensor& gpt::forward(const tensor& x, bool) {
       out = h_ = h_buf_[0].get({r, d}, dev);
     block_forward(l, out);
   }
-  z_ = z_buf_.get({r, d}, dev);
-  lnf_mean_ = lnf_buf_[0].get({r}, dev);
-  lnf_rstd_ = lnf_buf_[1].get({r}, dev);
-  be().layernorm_forward(h_.data(), z_.data(), lnf_mean_.data(), lnf_rstd_.data(), lnf_w_.value.data(),
-                         lnf_b_.value.data(), r, d, layernorm_eps);
+  norm_forward(h_, lnf_, lnf_w_, lnf_b_);
   // The head is tied to the token embedding: logits = z wte^T.
   logits_ = logits_buf_.get(out_shape, dev);
-  kernels::parallel_gemm(be(), pool_, false, true, r, s_.vocab, d, 1.f, z_.data(), d, wte_.value.data(), d, 0.f,
+  kernels::parallel_gemm(be(), pool_, false, true, r, s_.vocab, d, 1.f, lnf_.y.data(), d, wte_.value.data(), d, 0.f,
                          logits_.data(), s_.vocab);
   return logits_;
+}
+
+void gpt::norm_forward(const tensor& x, norm_acts& n, const param_binder::bound& w, const param_binder::bound& b) {
+  const int r = static_cast<int>(x.dim(0)), d = s_.d;
+  n.y = n.buf[0].get({r, d}, x.dev());
+  n.mean = n.buf[1].get({r}, x.dev());
+  n.rstd = n.buf[2].get({r}, x.dev());
+  be().layernorm_forward(x.data(), n.y.data(), n.mean.data(), n.rstd.data(), w.value.data(), b.value.data(), r, d,
+                         layernorm_eps);
 }
 
 void gpt::block_forward(std::size_t l, tensor& out) {
@@ -76,27 +81,19 @@ void gpt::block_forward(std::size_t l, tensor& out) {
   auto& a = acts_[l];
   const auto dev = a.in.dev();
   const int r = rows(), d = s_.d;
-  a.a = a.buf[1].get({r, d}, dev);
-  a.mean1 = a.buf[2].get({r}, dev);
-  a.rstd1 = a.buf[3].get({r}, dev);
-  be().layernorm_forward(a.in.data(), a.a.data(), a.mean1.data(), a.rstd1.data(), p.ln1_w.value.data(),
-                         p.ln1_b.value.data(), r, d, layernorm_eps);
-  a.qkv = a.buf[4].get({r, 3 * d}, dev);
-  linear_fwd(be(), pool_, a.a.data(), p.attn_w, p.attn_b, a.qkv.data(), r, d, 3 * d);
-  a.att = a.buf[5].get({r, d}, dev);
-  a.lse = a.buf[6].get({n_, s_.heads, t_}, dev);
+  norm_forward(a.in, a.ln1, p.ln1_w, p.ln1_b);
+  a.qkv = a.buf[1].get({r, 3 * d}, dev);
+  linear_fwd(be(), pool_, a.ln1.y.data(), p.attn_w, p.attn_b, a.qkv.data(), r, d, 3 * d);
+  a.att = a.buf[2].get({r, d}, dev);
+  a.lse = a.buf[3].get({n_, s_.heads, t_}, dev);
   be().attention_forward(a.qkv.data(), a.att.data(), a.lse.data(), n_, t_, s_.heads, d);
-  a.mid = a.buf[7].get({r, d}, dev);
+  a.mid = a.buf[4].get({r, d}, dev);
   linear_fwd(be(), pool_, a.att.data(), p.proj_w, p.proj_b, a.mid.data(), r, d, d);
   be().axpy(floats(a.mid), 1.f, a.in.data(), a.mid.data());
-  a.m = a.buf[8].get({r, d}, dev);
-  a.mean2 = a.buf[9].get({r}, dev);
-  a.rstd2 = a.buf[10].get({r}, dev);
-  be().layernorm_forward(a.mid.data(), a.m.data(), a.mean2.data(), a.rstd2.data(), p.ln2_w.value.data(),
-                         p.ln2_b.value.data(), r, d, layernorm_eps);
-  a.f = a.buf[11].get({r, 4 * d}, dev);
-  linear_fwd(be(), pool_, a.m.data(), p.fc_w, p.fc_b, a.f.data(), r, d, 4 * d);
-  a.g = a.buf[12].get({r, 4 * d}, dev);
+  norm_forward(a.mid, a.ln2, p.ln2_w, p.ln2_b);
+  a.f = a.buf[5].get({r, 4 * d}, dev);
+  linear_fwd(be(), pool_, a.ln2.y.data(), p.fc_w, p.fc_b, a.f.data(), r, d, 4 * d);
+  a.g = a.buf[6].get({r, 4 * d}, dev);
   be().gelu_forward(a.f.data(), a.g.data(), floats(a.g));
   linear_fwd(be(), pool_, a.g.data(), p.mlp_w, p.mlp_b, out.data(), r, 4 * d, d);
   be().axpy(floats(out), 1.f, a.mid.data(), out.data());
@@ -108,12 +105,12 @@ const tensor& gpt::backward(const tensor& dlogits, bool) {
   check(dlogits.numel() == static_cast<std::int64_t>(r) * s_.vocab, "gpt: backward without its forward");
   // The head's share of the embedding's gradient first (overwriting it),
   // the embedding's own scatter-add last.
-  kernels::parallel_gemm(be(), pool_, true, false, s_.vocab, d, r, 1.f, dlogits.data(), s_.vocab, z_.data(), d,
+  kernels::parallel_gemm(be(), pool_, true, false, s_.vocab, d, r, 1.f, dlogits.data(), s_.vocab, lnf_.y.data(), d,
                          0.f, wte_.grad.data(), d);
   dh_ = dh_buf_.get({r, d}, dev);
   kernels::parallel_gemm(be(), pool_, false, false, r, d, s_.vocab, 1.f, dlogits.data(), s_.vocab,
                          wte_.value.data(), d, 0.f, dh_.data(), d);
-  layernorm_bwd(be(), h_, dh_.data(), lnf_mean_, lnf_rstd_, lnf_w_, lnf_b_, r, d);
+  layernorm_bwd(be(), h_, dh_.data(), lnf_.mean, lnf_.rstd, lnf_w_, lnf_b_, r, d);
   tmp_ = tmp_buf_.get({r, d}, dev);
   wide_ = wide_buf_.get({r, 4 * d}, dev);
   for (std::size_t l = blocks_.size(); l-- > 0;)
@@ -132,14 +129,14 @@ void gpt::block_backward(std::size_t l, tensor& dh) {
   // out = mid + mlp(ln_2(mid))
   linear_bwd(be(), pool_, a.g.data(), dh.data(), p.mlp_w, p.mlp_b, wide, r, 4 * d, d);
   be().gelu_backward(a.f.data(), wide, wide, floats(a.f));
-  linear_bwd(be(), pool_, a.m.data(), wide, p.fc_w, p.fc_b, tmp, r, d, 4 * d);
-  layernorm_bwd(be(), a.mid, tmp, a.mean2, a.rstd2, p.ln2_w, p.ln2_b, r, d);
+  linear_bwd(be(), pool_, a.ln2.y.data(), wide, p.fc_w, p.fc_b, tmp, r, d, 4 * d);
+  layernorm_bwd(be(), a.mid, tmp, a.ln2.mean, a.ln2.rstd, p.ln2_w, p.ln2_b, r, d);
   be().axpy(floats(dh), 1.f, tmp, dh.data());
   // mid = in + c_proj(attention(c_attn(ln_1(in))))
   linear_bwd(be(), pool_, a.att.data(), dh.data(), p.proj_w, p.proj_b, tmp, r, d, d);
   be().attention_backward(a.qkv.data(), a.att.data(), tmp, a.lse.data(), wide, n_, t_, s_.heads, d);
-  linear_bwd(be(), pool_, a.a.data(), wide, p.attn_w, p.attn_b, tmp, r, d, 3 * d);
-  layernorm_bwd(be(), a.in, tmp, a.mean1, a.rstd1, p.ln1_w, p.ln1_b, r, d);
+  linear_bwd(be(), pool_, a.ln1.y.data(), wide, p.attn_w, p.attn_b, tmp, r, d, 3 * d);
+  layernorm_bwd(be(), a.in, tmp, a.ln1.mean, a.ln1.rstd, p.ln1_w, p.ln1_b, r, d);
   be().axpy(floats(dh), 1.f, tmp, dh.data());
 }
 

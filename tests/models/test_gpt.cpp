@@ -5,6 +5,7 @@
 #include "models/layers/gpt.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
+#include "models/objective.hpp"
 #include "reference.hpp"
 #include "temp_dir.hpp"
 
@@ -16,6 +17,7 @@
 
 using namespace gradwire;
 using namespace gradwire::models;
+using gwtest::objective;
 using gwtest::random_vec;
 
 namespace {
@@ -35,13 +37,6 @@ std::vector<float> tokens(int n, int t, int vocab, std::uint64_t seed) {
   return r;
 }
 
-double objective(network& net, const tensor& x, const std::vector<float>& r) {
-  const tensor& y = net.forward(x, true);
-  double s = 0;
-  for (std::int64_t i = 0; i < y.numel(); ++i)
-    s += static_cast<double>(y.data()[i]) * r[static_cast<std::size_t>(i)];
-  return s;
-}
 
 void write(const std::filesystem::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
@@ -73,12 +68,12 @@ TEST_CASE("GPT gradients match central differences in every kind of parameter", 
     const auto count = static_cast<std::size_t>(kernels::numel(ps.shape));
     for (std::size_t k : {std::size_t{0}, count / 2, count - 1}) {
       const std::size_t at = m.param_offsets()[p] + k;
-      const float w0 = w[at];
-      w[at] = w0 + static_cast<float>(eps);
+      const float held = w[at];
+      w[at] = held + static_cast<float>(eps);
       const double up = objective(rep->net, x, r);
-      w[at] = w0 - static_cast<float>(eps);
+      w[at] = held - static_cast<float>(eps);
       const double down = objective(rep->net, x, r);
-      w[at] = w0;
+      w[at] = held;
       const double numeric = (up - down) / (2 * eps);
       INFO(ps.name << "[" << k << "]: analytic " << grads[at] << ", numeric " << numeric);
       CHECK(std::abs(grads[at] - numeric) <= 2e-3 + 2e-2 * std::abs(numeric));

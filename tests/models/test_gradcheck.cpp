@@ -6,6 +6,7 @@
 #include "kernels/backend.hpp"
 #include "models/layers/layers.hpp"
 #include "models/model.hpp"
+#include "models/objective.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 
 using namespace gradwire;
 using namespace gradwire::models;
+using gwtest::objective;
 using gwtest::random_vec;
 
 namespace {
@@ -23,13 +25,6 @@ constexpr double default_eps = 3e-3, rtol = 3e-2, atol = 5e-3;
 /// The finite-difference step of the check in progress.
 double eps = default_eps;
 
-double objective(network& net, const tensor& x, const std::vector<float>& r) {
-  const tensor& y = net.forward(x, true);
-  double s = 0;
-  for (std::int64_t i = 0; i < y.numel(); ++i)
-    s += static_cast<double>(y.data()[i]) * r[static_cast<std::size_t>(i)];
-  return s;
-}
 
 void expect_close(double analytic, double numeric, const std::string& what) {
   INFO(what << ": analytic " << analytic << ", numeric " << numeric);
