@@ -3,6 +3,7 @@
 #include "actors/refuse.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cpu/denormals.hpp"
+#include "kernels/error.hpp"
 
 #include <exception>
 #include <string>

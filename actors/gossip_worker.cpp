@@ -184,12 +184,14 @@ void average_with_one(gossip_actor* self) {
     next_step(self);
   };
   const auto ticket = st.requests.open(no_average);
+  st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
   self->request(st.mixers.at(peer), st.request_timeout(), gossip_atom::value, st.cfg.rank, mine)
     .then(
       [=](const slice& theirs) {
         auto& s = self->state;
         if (!s.requests.close(ticket))
           return; // given up already
+        s.report.bytes_received += static_cast<std::int64_t>(theirs.bytes());
         if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
           log::warn("{}AD-PSGD: rank {} replied with {} parameters, expected {}", s.who(), peer, theirs.numel(),
                     s.store->x.numel());
@@ -233,8 +235,10 @@ void begin_step(gossip_actor* self) {
   }
   st.trainer->apply(); // D-PSGD
   auto mine = params_copy(st); // one read-only snapshot shared by all neighbours
-  for (int r : send_to(st))
+  for (int r : send_to(st)) {
     self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
+    st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
+  }
   st.exchanging = true;
   try_mix(self);
 }
@@ -330,6 +334,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
           s.who(), rank, step, theirs.numel());
         return;
       }
+      s.report.bytes_received += static_cast<std::int64_t>(theirs.bytes());
       auto& got = s.inbox[step];
       for (const auto& g : got)
         if (g.first == rank) { // twice for one step: the mix would miss another neighbour

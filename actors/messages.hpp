@@ -29,6 +29,7 @@
 /// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) | |
 /// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | | yes: the ring's rounds keep the sender off it |
 /// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters | yes: a fresh snapshot |
+/// | gather | compressing ring worker -> every other one | step, phase (PowerSGD: 0 for P, 1 for Q), rank, compressed payload (models/compress.hpp) | | yes: a fresh payload |
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
 /// | stop | coordinator -> worker | none: finish at the next step boundary and report | | |
@@ -79,6 +80,7 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
+using gather_atom = caf::atom_constant<caf::atom("gather")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using pause_atom = caf::atom_constant<caf::atom("pause")>;
 using paused_atom = caf::atom_constant<caf::atom("paused")>;
@@ -112,7 +114,7 @@ inline constexpr message_kind message_table[] = {
   {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
   {metrics_atom::value, false},  {done_atom::value, false},      {eval_atom::value, false},
   {wire_atom::value, false},     {reduce_atom::value, false},    {reduced_atom::value, false},
-  {ring_atom::value, true},      {gossip_atom::value, true},     {balance_atom::value, false},
+  {ring_atom::value, true},      {gossip_atom::value, true},     {gather_atom::value, true},     {balance_atom::value, false},
   {beat_atom::value, false},     {stop_atom::value, false},      {lost_atom::value, false},
   {tick_atom::value, false},     {pause_atom::value, false},     {paused_atom::value, false},
   {run_to_atom::value, false},   {snapshot_at_atom::value, false}, {caf::atom("snapshot"), false},
@@ -155,6 +157,9 @@ struct worker_report {
   slice state;                     ///< its BatchNorm running statistics (models that have any)
   std::string error;               ///< empty on success
   std::vector<int> batches;        ///< speed balancing: the batch size of each step (else empty)
+  /// Payload bytes this worker sent and received (gradients, parameters,
+  /// compressed payloads; not headers or control messages).
+  std::int64_t bytes_sent = 0, bytes_received = 0;
   /// Each step's compute in milliseconds (the batch, its emulated slowdown
   /// and any optimizer work counted as compute), by step: lockstep
   /// topologies split their step time into compute, load imbalance and
@@ -176,6 +181,7 @@ struct step_metrics {
   double compute_ms = 0, comm_ms = 0; ///< per step, averaged over the window
   double wait_ms = 0;         ///< the part of comm_ms spent waiting for other workers
   double staleness = 0;       ///< mean staleness of the window's pushes
+  std::int64_t bytes_sent = 0, bytes_received = 0; ///< the worker's totals so far (worker_report's)
 };
 
 /// Counts of staleness values 0, 1, 2, ... (index = staleness).

@@ -82,7 +82,7 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
     const auto seg = cs[c].segment;
     if (direct() ? seg == pos_ : seg != pos_)
       continue;
-    self->send(direct() ? direct_[static_cast<std::size_t>(seg)] : right_, ring_atom::value, tag_, round, bucket,
+    send_chunk(self, direct() ? direct_[static_cast<std::size_t>(seg)] : right_, round, bucket,
                static_cast<int>(c), 0, a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
   }
   trace_.since("send", t_send, round);
@@ -92,7 +92,14 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
   finish_if_complete(round, bucket);
 }
 
+void ring_allreduce::send_chunk(caf::event_based_actor* self, const caf::actor& to, std::int64_t round, int bucket,
+                                int chunk, int hop, slice data) {
+  sent_bytes_ += static_cast<std::int64_t>(data.bytes());
+  self->send(to, ring_atom::value, tag_, round, bucket, chunk, hop, std::move(data));
+}
+
 void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+  received_bytes_ += static_cast<std::int64_t>(data.bytes());
   // A neighbour is at most one round ahead; a hierarchical group member may
   // already be one round on while its own group ring finishes the last.
   if (round < lowest_round_ - 1 || round > lowest_round_ + 1)
@@ -158,7 +165,7 @@ void ring_allreduce::handle_direct(caf::event_based_actor* self, std::int64_t ro
   ++a.count;
   for (int p = 0; p < size_; ++p)
     if (p != pos_)
-      self->send(direct_[static_cast<std::size_t>(p)], ring_atom::value, tag_, round, bucket, m.chunk, 1, fin);
+      send_chunk(self, direct_[static_cast<std::size_t>(p)], round, bucket, m.chunk, 1, fin);
   trace_.since("reduce", t0, round);
 }
 
@@ -178,7 +185,7 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
   if (m.hop < size_ - 2) { // reduce-scatter: add ours in place, pass it on
     float* mine = a.local.data() + ci.begin;
     be.axpy(len, 1.f, m.data.data(), mine);
-    self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, a.local.view(ci.begin, shape));
+    send_chunk(self, right_, round, bucket, m.chunk, m.hop + 1, a.local.view(ci.begin, shape));
     trace_.since("reduce", t0, round);
     return;
   }
@@ -193,14 +200,14 @@ void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, in
     a.got.push_back({offset, fin});
     ++a.count;
     if (size_ > 1)
-      self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, fin);
+      send_chunk(self, right_, round, bucket, m.chunk, m.hop + 1, fin);
     trace_.since("reduce", t0, round);
     return;
   }
   a.got.push_back({offset, m.data}); // all-gather: keep the shared final chunk
   ++a.count;
   if (m.hop < 2 * size_ - 3)
-    self->send(right_, ring_atom::value, tag_, round, bucket, m.chunk, m.hop + 1, m.data);
+    send_chunk(self, right_, round, bucket, m.chunk, m.hop + 1, m.data);
   trace_.since("gather", t0, round);
 }
 

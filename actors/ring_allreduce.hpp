@@ -97,7 +97,18 @@ public:
   /// Buckets started but not complete, for error messages ("round 3: buckets 0, 2").
   std::string pending() const;
 
+  /// Payload bytes of the chunks this peer sent and received since the
+  /// last call: (sent, received).
+  std::pair<std::int64_t, std::int64_t> take_bytes() {
+    const std::pair<std::int64_t, std::int64_t> out{sent_bytes_, received_bytes_};
+    sent_bytes_ = received_bytes_ = 0;
+    return out;
+  }
+
 private:
+  void send_chunk(caf::event_based_actor* self, const caf::actor& to, std::int64_t round, int bucket, int chunk,
+                  int hop, slice data);
+  std::int64_t sent_bytes_ = 0, received_bytes_ = 0;
   struct chunk_info {
     std::size_t begin, end; ///< relative to the bucket
     int segment;

@@ -139,6 +139,22 @@ void begin_step(ring_worker_actor* self) {
   await_mail(self);
 }
 
+/// The round's payload bytes: the chunks this worker's own ring moved, or
+/// with a peer actor (or the collective communicator) a ring allreduce's
+/// volume, 2 (n - 1) / n of the gradient each way.
+void count_bytes(ring_worker_state& st) {
+  if (st.ring) {
+    const auto [sent, received] = st.ring->take_bytes();
+    st.report.bytes_sent += sent;
+    st.report.bytes_received += received;
+    return;
+  }
+  const auto n = static_cast<std::int64_t>(st.ring_world);
+  const auto bytes = 2 * (n - 1) * static_cast<std::int64_t>(st.model->size() * sizeof(float)) / n;
+  st.report.bytes_sent += bytes;
+  st.report.bytes_received += bytes;
+}
+
 void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces result, double wait) {
   auto& st = self->state;
   if (round != st.step || bucket < 0 || static_cast<std::size_t>(bucket) >= st.results.size()) {
@@ -152,6 +168,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
     return;
   st.in_round = false;
   st.end_comm();
+  count_bytes(st);
   st.comm_to_compute(st.owned_apply); // the owned chunks' optimizer work is compute
   st.bal.window.add_fixed(st.owned_apply);
   st.owned_apply = 0;

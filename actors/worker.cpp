@@ -106,6 +106,7 @@ void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
       failed(err);
   };
   const auto samples = static_cast<std::int64_t>(st.bt.size);
+  st.report.bytes_sent += static_cast<std::int64_t>(grad.bytes());
   if (with_pull) {
     self->request(target, st.request_timeout(), push_pull_atom::value, st.cfg.rank, st.base_version[i], st.step,
                   samples, grad)
@@ -114,6 +115,7 @@ void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
           if (!self->state.requests.close(ticket))
             return; // given up already
           self->state.add_staleness(staleness);
+          self->state.report.bytes_received += static_cast<std::int64_t>(params.bytes());
           if (take_params(self, i, version, params))
             after_push_pull(self);
         },
@@ -197,6 +199,7 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
         auto& s = self->state;
         if (!s.requests.close(ticket))
           return; // given up already
+        s.report.bytes_received += static_cast<std::int64_t>(params.bytes());
         if (!take_params(self, i, version, params))
           return;
         s.add_wait(held);

@@ -13,6 +13,9 @@
 /// - spawn_ring_worker: data parallel with a ring allreduce. It hands its
 ///   gradient buckets to its ring peer (during backward with overlap) and
 ///   applies the optimizer to the averaged pieces; replicas stay identical.
+/// - spawn_compressed_worker: data parallel with a compressed gradient
+///   (transport.compress): every worker sends its payload to every other
+///   and decodes all of them in rank order; replicas stay identical.
 /// - spawn_gossip_worker: decentralised. It steps its own replica, then
 ///   averages parameters with its graph neighbours (D-PSGD, in lock step)
 ///   or with one random neighbour (AD-PSGD, asynchronous and pairwise).
@@ -30,5 +33,6 @@ std::vector<float> metropolis_weights(const std::vector<int>& neighbours, const 
 caf::actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 caf::actor spawn_ring_worker(caf::actor_system& sys, worker_config cfg);
 caf::actor spawn_gossip_worker(caf::actor_system& sys, worker_config cfg);
+caf::actor spawn_compressed_worker(caf::actor_system& sys, worker_config cfg);
 
 } // namespace gradwire::actors

@@ -58,23 +58,33 @@ void worker_core::send_snapshot(caf::event_based_actor* self) const {
   s.who = "worker " + std::to_string(cfg.rank);
   s.step = step;
   const auto& opt = trainer->optim();
-  const auto np = model->size(), ns = static_cast<std::size_t>(model->state().numel()), nm = opt.moments_size();
-  std::vector<std::pair<std::string, std::size_t>> sizes{{"params", np}};
-  if (ns > 0)
-    sizes.emplace_back("state", ns);
-  sizes.emplace_back("moments", nm);
-  auto out = slice::empty({static_cast<std::int64_t>(np + ns + nm)});
-  std::memcpy(out.data(), model->params().data(), np * sizeof(float));
-  if (ns > 0)
-    std::memcpy(out.data() + np, model->state().data(), ns * sizeof(float));
-  opt.moments_into(out.data() + np + ns);
   s.put("optimizer_steps", opt.steps());
   s.put("samples", report.samples);
   s.put("epoch", static_cast<std::int64_t>(batches->epoch()));
   s.put("position", batches->position());
   s.put("batch_size", static_cast<std::int64_t>(cfg.batch_size));
   if (save_extra)
-    save_extra(s);
+    save_extra(s); // its float sections follow the moments
+  const auto np = model->size(), ns = static_cast<std::size_t>(model->state().numel()), nm = opt.moments_size();
+  std::vector<std::pair<std::string, std::size_t>> sizes{{"params", np}};
+  if (ns > 0)
+    sizes.emplace_back("state", ns);
+  sizes.emplace_back("moments", nm);
+  std::size_t total = np + ns + nm;
+  for (const auto& [name, v] : s.floats) {
+    sizes.emplace_back(name, v.size());
+    total += v.size();
+  }
+  auto out = slice::empty({static_cast<std::int64_t>(total)});
+  std::memcpy(out.data(), model->params().data(), np * sizeof(float));
+  if (ns > 0)
+    std::memcpy(out.data() + np, model->state().data(), ns * sizeof(float));
+  opt.moments_into(out.data() + np + ns);
+  float* extra = out.data() + np + ns + nm;
+  for (const auto& [name, v] : s.floats) {
+    std::memcpy(extra, v.data(), v.size() * sizeof(float));
+    extra += v.size();
+  }
   self->send(cfg.report_to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
   tr.span("snapshot", t0, now(), step);
 }
@@ -258,6 +268,8 @@ void worker_core::end_step(caf::event_based_actor* self) {
   w.comm_ms /= n;
   w.wait_ms /= n;
   w.staleness = window_pushes ? window_staleness / static_cast<double>(window_pushes) : 0;
+  w.bytes_sent = report.bytes_sent;
+  w.bytes_received = report.bytes_received;
   self->send(cfg.report_to, metrics_atom::value, w);
   window = step_metrics{};
   window_loss = window_staleness = 0;

@@ -15,6 +15,7 @@
 #include "actors/virtual_clock.hpp"
 #include "kernels/poll_wait.hpp"
 #include "models/batcher.hpp"
+#include "models/compress.hpp"
 #include "models/dataset.hpp"
 #include "models/model.hpp"
 #include "models/network.hpp"
@@ -168,6 +169,11 @@ struct worker_config {
   bool distinct_init = false;
   gossip_options gossip; ///< gossip's options, whole
 
+  /// transport.compress: what this worker's exchange compresses, and how
+  /// (a ring worker with a mode other than none is a compressing worker:
+  /// spawn_compressed_worker).
+  models::compress_spec compress;
+
   /// Virtual time (virtual_clock.hpp): the worker reads this clock, is
   /// charged the compute model's time for each batch (no emulated
   /// slowdown sleeps) and is spawned event-based on the simulation's
@@ -263,7 +269,8 @@ struct worker_core {
   void add_wait(double seconds, bool span = true);
   /// Records one applied push's staleness.
   void add_staleness(std::int64_t s);
-  /// The kind's own state in its snapshot (e.g. a balanced ring's split).
+  /// The kind's own state in its snapshot (e.g. a balanced ring's split,
+  /// a compressing worker's residual: float sections follow the moments).
   std::function<void(snapshot&)> save_extra;
   /// Sends this worker's part of a checkpoint at its current step to
   /// report_to: replica, BatchNorm statistics, optimizer moments, step,

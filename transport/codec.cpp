@@ -61,6 +61,8 @@ void write_metrics(wire::StepMetrics::Builder w, const actors::step_metrics& m) 
   w.setCommMs(m.comm_ms);
   w.setWaitMs(m.wait_ms);
   w.setStaleness(m.staleness);
+  w.setBytesSent(m.bytes_sent);
+  w.setBytesReceived(m.bytes_received);
 }
 
 void write_report(wire::WorkerReport::Builder w, const actors::worker_report& r, tensor_list& tensors) {
@@ -86,6 +88,8 @@ void write_report(wire::WorkerReport::Builder w, const actors::worker_report& r,
   for (unsigned k = 0; k < r.step_compute_ms.size(); ++k)
     sc.set(k, r.step_compute_ms[k]);
   w.setReportedBy(r.reported_by);
+  w.setBytesSent(r.bytes_sent);
+  w.setBytesReceived(r.bytes_received);
 }
 
 /// A list-valued element (actors, pieces, int64s); false for any other type.
@@ -247,6 +251,8 @@ actors::step_metrics read_metrics(wire::StepMetrics::Reader w) {
   m.comm_ms = w.getCommMs();
   m.wait_ms = w.getWaitMs();
   m.staleness = w.getStaleness();
+  m.bytes_sent = w.getBytesSent();
+  m.bytes_received = w.getBytesReceived();
   return m;
 }
 
@@ -273,6 +279,8 @@ actors::worker_report read_report(wire::WorkerReport::Reader w, const frame_tens
   for (auto x : w.getStepComputeMs())
     r.step_compute_ms.push_back(x);
   r.reported_by = w.getReportedBy();
+  r.bytes_sent = w.getBytesSent();
+  r.bytes_received = w.getBytesReceived();
   return r;
 }
 

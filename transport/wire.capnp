@@ -53,6 +53,8 @@ struct StepMetrics {
   commMs @7 :Float64;
   waitMs @8 :Float64;
   staleness @9 :Float64;
+  bytesSent @10 :Int64;
+  bytesReceived @11 :Int64;
 }
 
 # actors::worker_report: a worker's final report (params: a tensor index,
@@ -74,6 +76,8 @@ struct WorkerReport {
   batches @13 :List(Int32);       # speed balancing: the batch size of every step (else empty)
   stepComputeMs @14 :List(Float32); # each step's compute time
   reportedBy @15 :Int32 = -1;     # a rank that lost contact with `rank` (-1: none)
+  bytesSent @16 :Int64;           # payload bytes sent and received
+  bytesReceived @17 :Int64;
 }
 
 struct Header {

@@ -268,7 +268,26 @@ void read_topology(reader& r, run_config& c) {
   c.same_init = r.boolean("topology.same_init");
 }
 
+/// transport.compress*: checked against the topology it compresses.
+void read_compression(reader& r, run_config& c) {
+  auto& z = c.compress;
+  z.mode = *models::compress_mode_of(r.str("transport.compress")); // the schema allows only the modes
+  z.ratio = r.number("transport.compress_ratio", 0, 1);
+  z.rank = static_cast<int>(r.integer("transport.compress_rank", 1, 4096));
+  z.error_feedback = r.boolean("transport.compress_ef");
+  check(z.ratio > 0, r.loc("transport.compress_ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
+  if (z.mode == models::compress_mode::none)
+    return;
+  const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
+  check(c.family && c.family->kind == topology_kind::ring,
+        r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients; topology.kind = \"" + c.topology +
+          "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
+  check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
+                                     " with topology.balance_every > 0: a compressed ring does not balance batches");
+}
+
 void read_transport(reader& r, run_config& c) {
+  read_compression(r, c);
   c.transport_tls = r.str("transport.tls");
   c.spin_us = static_cast<int>(r.integer("transport.spin_us", 0, 10000000));
   c.progress_nice = static_cast<int>(r.integer("transport.progress_nice", -1, 19));

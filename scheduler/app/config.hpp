@@ -6,6 +6,7 @@
 /// key or value, the nearest valid one.
 
 #include "actors/topology_options.hpp"
+#include "models/compress.hpp"
 #include "models/network.hpp"
 #include "models/optimizer.hpp"
 #include "scheduler/runtime/faults.hpp"
@@ -113,6 +114,7 @@ struct run_config {
   actors::gossip_options gossip;
   bool same_init = true;
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
+  models::compress_spec compress; ///< transport.compress*: the ring's gradient, compressed
   int spin_us = 0;
   int progress_nice = -1; ///< the link's progress thread (-1: 19 where the workers poll, else 0)
   bool shm_refs = true; ///< across processes on one node: ring chunks by reference into shared memory

@@ -12,6 +12,25 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+/// transport.compress as summary.json gives it (null: dense).
+nlohmann::json compress_summary(const models::compress_spec& z) {
+  if (z.mode == models::compress_mode::none)
+    return nullptr;
+  nlohmann::json j{{"mode", models::compress_name(z.mode)}, {"error_feedback", z.error_feedback}};
+  if (z.mode == models::compress_mode::topk || z.mode == models::compress_mode::randk)
+    j["ratio"] = z.ratio;
+  if (z.mode == models::compress_mode::powersgd)
+    j["rank"] = z.rank;
+  return j;
+}
+
+std::int64_t bytes_total(const std::vector<actors::worker_report>& reports, std::int64_t actors::worker_report::*field) {
+  std::int64_t total = 0;
+  for (const auto& r : reports)
+    total += r.*field;
+  return total;
+}
+
 /// per_worker's entry of summary.json for one worker's report.
 nlohmann::json worker_summary(const actors::worker_report& rep, const topology_setup& setup, const run_config& cfg,
                               const topology_outcome& res) {
@@ -28,6 +47,8 @@ nlohmann::json worker_summary(const actors::worker_report& rep, const topology_s
           {"compute_seconds", rep.compute_seconds},
           {"comm_seconds", rep.comm_seconds},
           {"wait_seconds", rep.wait_seconds},
+          {"bytes_sent", rep.bytes_sent},
+          {"bytes_received", rep.bytes_received},
           {"dropped_pushes", ri < res.dropped.size() ? res.dropped[ri] : 0},
           {"final_loss", rep.last_loss},
           {"staleness", staleness_summary(histogram_of(rep.staleness))}};
@@ -74,7 +95,8 @@ run_listeners listeners(progress_line& progress, results_writer& out, clock_type
     last = m.samples;
     out.metric({{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step}, {"samples", m.samples},
                 {"steps", m.steps}, {"batch", batch}, {"loss", m.loss}, {"compute_ms", m.compute_ms},
-                {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms}, {"staleness", m.staleness}});
+                {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms}, {"staleness", m.staleness},
+                {"bytes_sent", m.bytes_sent}, {"bytes_received", m.bytes_received}});
   };
   return l;
 }
@@ -187,6 +209,9 @@ nlohmann::json summary_of(const run_facts& f) {
     {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
     {"time_to_target", f.time_to_target},
     {"staleness", staleness_summary(res.staleness)},
+    {"compress", compress_summary(cfg.compress)},
+    {"bytes_sent", bytes_total(res.reports, &actors::worker_report::bytes_sent)},
+    {"bytes_received", bytes_total(res.reports, &actors::worker_report::bytes_received)},
     {"staleness_while_all_ran", f.staleness_all_ran},
     {"step_time", f.step_time},
     {"per_worker", f.per_worker},

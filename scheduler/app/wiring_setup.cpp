@@ -30,6 +30,7 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
       setup.ring.group_of = cfg.virt.host_of(); // hosts of different sizes
   }
   setup.gossip = cfg.gossip;
+  setup.compress = cfg.compress;
   setup.distinct_init = !cfg.same_init;
   setup.faults = fault_schedule(cfg.faults, cfg.workers, cfg.seed);
   setup.batch_size = cfg.batch_size;

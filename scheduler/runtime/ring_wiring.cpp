@@ -30,6 +30,9 @@ struct ring_plan {
   /// Across processes: each worker's peer sums its buckets through the
   /// job's collective communicator (setup.comm), not a ring of actors.
   bool collective = false;
+  /// transport.compress: every worker sends its compressed gradient to
+  /// every other (actors::spawn_compressed_worker), no ring of chunks.
+  bool compressed = false;
   actors::ring_groups groups; ///< hierarchical: every worker's group; empty: flat
   std::vector<std::pair<std::size_t, std::size_t>> buckets; ///< [begin, end) of each gradient bucket
   std::vector<int> batches; ///< every worker's batch, by rank (speed balancing starts from them)
@@ -37,7 +40,8 @@ struct ring_plan {
 
   ring_plan(const topology_setup& s, const models::dataset& d, std::size_t size)
       : setup(s), data(d), hier(s.kind == topology_kind::hierarchical),
-        use_peers(hier || s.ring.overlap || (s.node && s.comm)), collective(s.node && s.comm),
+        use_peers(s.compress.mode == models::compress_mode::none && (hier || s.ring.overlap || (s.node && s.comm))),
+        collective(use_peers && s.node && s.comm), compressed(s.compress.mode != models::compress_mode::none),
         groups(!hier                      ? actors::ring_groups{}
                : !s.ring.group_of.empty() ? s.ring.group_of
                                           : actors::consecutive_groups(s.workers, s.ring.group_size)),
@@ -65,7 +69,13 @@ struct ring_plan {
     return wc;
   }
 
-  std::string name() const { return hier ? "hierarchical allreduce" : "ring allreduce"; }
+  std::string name() const {
+    return hier ? "hierarchical allreduce" : compressed ? "compressed all-gather" : "ring allreduce";
+  }
+
+  caf::actor spawn_worker(caf::actor_system& sys, actors::worker_config wc) const {
+    return compressed ? actors::spawn_compressed_worker(sys, std::move(wc)) : actors::spawn_ring_worker(sys, std::move(wc));
+  }
 
   /// Across processes: this rank's peer, published for its neighbours (a
   /// ring peer), or summing through the communicator (a collective peer).
@@ -98,6 +108,7 @@ struct ring_plan {
     // the only optimizer state of the chunks it owns: a lost worker takes
     // its chunks' momentum with it (resume from a checkpoint instead).
     e.why_not = setup.min_workers == 0    ? "train.min_workers = 0"
+                : compressed              ? "a compressed ring (transport.compress) does not re-form"
                 : collective              ? "a ring summed by the collective communicator does not re-form "
                                             "(topology.allreduce = \"actors\" does)"
                 : use_peers               ? "a ring with peer actors (overlap, hierarchical) does not re-form"
@@ -136,7 +147,7 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
                p.use_peers ? caf::actor{} : all[static_cast<std::size_t>((nd.rank() + 1) % n)], all);
   };
   auto c = run_worker_across(
-    sys, setup, [&](const caf::actor& to) { return actors::spawn_ring_worker(sys, p.worker(nd.rank(), to, peer)); },
+    sys, setup, [&](const caf::actor& to) { return p.spawn_worker(sys, p.worker(nd.rank(), to, peer)); },
     wire, on_progress, on_metrics, stop, false, checkpoints_of(setup), p.elastic());
   if (peer) {
     if (p.collective) // a peer inside a sum waits for no one now (a rank lost, the run failed)
@@ -165,7 +176,7 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
                                      [&setup](const caf::actor& a, int r) { return place_here(setup, a, r, false); });
   // The sharded update in one process: the replicas share one weight buffer
   // (worker_config::shared_params), which starts as every replica would.
-  const bool share = setup.ring.sharded_update && !p.use_peers && n > 1 && !setup.distinct_init;
+  const bool share = setup.ring.sharded_update && !p.use_peers && !p.compressed && n > 1 && !setup.distinct_init;
   caf::scoped_actor self{sys};
   stop_on_throw guard(sys);
   if (!setup.sim)
@@ -175,7 +186,7 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
     auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
     if (share)
       wc.shared_params = initial.params();
-    workers.push_back(place_here(setup, actors::spawn_ring_worker(sys, std::move(wc)), r, true));
+    workers.push_back(place_here(setup, p.spawn_worker(sys, std::move(wc)), r, true));
     if (!setup.sim)
       guard.add(workers.back());
   }
@@ -212,6 +223,15 @@ std::string balanced_text(const actors::ring_options& ring) {
 
 std::string ring_mode(const topology_setup&) { return "ring"; }
 std::string ring_describe(const topology_setup& s) {
+  const auto& z = s.compress;
+  if (z.mode != models::compress_mode::none) {
+    const auto how = z.mode == models::compress_mode::powersgd ? fmt::format(" rank {}", z.rank)
+                     : z.mode == models::compress_mode::topk || z.mode == models::compress_mode::randk
+                       ? fmt::format(" {:g}%", 100 * z.ratio)
+                       : std::string();
+    return fmt::format("compressed all-gather of gradients: {}{}, {}", models::compress_name(z.mode), how,
+                       z.error_feedback ? "error feedback" : "no error feedback");
+  }
   return fmt::format("ring allreduce, {} KiB buckets{}{}", s.ring.bucket_floats / 256,
                      s.ring.overlap ? ", overlapped" : "", balanced_text(s.ring));
 }

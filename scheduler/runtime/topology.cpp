@@ -171,6 +171,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.seed = setup.seed;
   wc.dirichlet_alpha = setup.dirichlet_alpha;
   wc.opt = setup.opt;
+  wc.compress = setup.compress;
   wc.opt.lr = static_cast<float>(wc.opt.lr * at(setup.worker_lr_scale, 1.0)); // its own steps (local SGD, gossip)
   wc.data = &data;
   wc.log_every = setup.log_every;

@@ -13,6 +13,7 @@
 /// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
 
 #include "actors/messages.hpp"
+#include "models/compress.hpp"
 #include "actors/snapshot.hpp"
 #include "scheduler/runtime/coordinator.hpp"
 #include "scheduler/runtime/faults.hpp"
@@ -66,6 +67,8 @@ struct topology_setup {
   std::vector<int> shard_homes;
   actors::ring_options ring;
   actors::gossip_options gossip;
+  /// transport.compress: the ring's gradient, compressed (mode none: dense).
+  models::compress_spec compress;
   /// The parameter shards (topology.shard_placement = "per-host") or the
   /// hierarchical groups (topology.group_size = 0) follow the hosts.
   bool by_host = false;

@@ -67,6 +67,9 @@ exact hierarchical hierarchical.toml 20 --set topology.workers=4
 exact ps-sync ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2
 exact local-sgd local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8
 exact dpsgd gossip-dpsgd.toml 20 --set topology.workers=3
+# Compressed rings: the error-feedback residual (and PowerSGD's Q) resume too.
+exact ring-topk ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\"
+exact ring-powersgd ring.toml 20 --set topology.workers=3 --set transport.compress=\"powersgd\"
 exact diloco local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\"
 # A GPT with AdamW, clipping and a cosine schedule: its moments and step count resume too.
 gpt=(--set model.layers=1 --set model.d_model=32 --set model.context=32 --set train.max_steps=40 --set train.threads=1)

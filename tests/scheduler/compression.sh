@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Compressed rings (transport.compress), as a user runs them, at 3 workers:
+#  - every mode gives the same model.safetensors, byte for byte, on a
+#    second run in one process and across 3 processes (where payloads
+#    arrive in whatever order the processes send them);
+#  - the bytes every worker counted equal the payload formula
+#    (docs/compression.md) times the steps and the 2 other workers;
+#  - a dense ring's counted bytes are a ring allreduce's, 2 (n-1)/n of the
+#    gradient a step each way;
+#  - error feedback changes the result (the residual is used).
+# Usage: compression.sh GRADWIRE SOURCE_DIR
+set -uo pipefail
+gw=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+
+common=(-q --no-report --set topology.workers=3 --set data.train_subset=3000 --set data.test_subset=300
+        --set train.epochs=1 --set train.eval=\"after\" --set train.threads=1)
+
+run() { # NAME [ARGS...]
+  local name=$1
+  shift
+  "$gw" run "$src/examples/ring.toml" "${common[@]}" "$@" --out "$tmp/$name" >"$tmp/$name.txt" 2>&1 ||
+    { bad "$name failed: $(tail -3 "$tmp/$name.txt")"; return 1; }
+}
+
+same() { # A B WHAT
+  if cmp -s "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors"; then
+    echo "ok: $3"
+  else
+    bad "$3: the models differ"
+  fi
+}
+
+for mode in topk randk sign bf16 powersgd; do
+  z=(--set transport.compress=\"$mode\" --set transport.compress_ratio=0.02)
+  run "$mode" "${z[@]}" || continue
+  run "$mode.again" "${z[@]}" && same "$mode" "$mode.again" "$mode: a second run gives the same bits"
+  run "$mode.procs" "${z[@]}" --procs 3 && same "$mode" "$mode.procs" "$mode: 3 processes give the bits of one"
+done
+run dense
+run topk.no-ef --set transport.compress=\"topk\" --set transport.compress_ratio=0.02 --set transport.compress_ef=false
+cmp -s "$tmp/topk/model.safetensors" "$tmp/topk.no-ef/model.safetensors" &&
+  bad "top-k with and without error feedback gave the same model"
+
+# The counted bytes against the formulas. The MLP 784-256-128-10's buffer:
+# each tensor padded to 16 floats.
+/usr/bin/python3 - "$tmp" <<'EOF' || fail=1
+import json, math, sys
+tmp = sys.argv[1]
+shapes = [(256, 784), (1, 256), (128, 256), (1, 128), (10, 128), (1, 10)]
+pad = lambda k: (k + 15) // 16 * 16
+n = sum(pad(r * c) for r, c in shapes)
+def words(mode):
+    if mode == "bf16": return (n + 1) // 2
+    if mode in ("topk", "randk"): return 1 + 2 * min(n, max(1, math.ceil(0.02 * n)))
+    if mode == "sign": return 1 + (n + 31) // 32
+    if mode == "powersgd":  # rank 2: P and the whole blocks, then Q
+        first = second = 0
+        for r, c in shapes:
+            if r > 1 and 2 * (r + c) < r * c:
+                first += 2 * r; second += 2 * c
+            else:
+                first += r * c
+        return first + second + (n - sum(r * c for r, c in shapes))  # padding travels whole
+ok = True
+for mode in ["topk", "randk", "sign", "bf16", "powersgd", "dense"]:
+    s = json.load(open(f"{tmp}/{mode}/summary.json"))
+    steps = s["steps_per_worker"]
+    want = 4 * steps * (2 * words(mode) if mode != "dense" else 2 * 2 * n // 3)
+    for w in s["per_worker"]:
+        if w["bytes_sent"] != want or w["bytes_received"] != want:
+            print(f"FAIL: {mode}: worker {w['worker']} counted {w['bytes_sent']} sent, {w['bytes_received']} "
+                  f"received; the formula says {want}", file=sys.stderr)
+            ok = False
+    if s["bytes_sent"] != 3 * want:
+        print(f"FAIL: {mode}: summary bytes_sent {s['bytes_sent']}, expected {3 * want}", file=sys.stderr)
+        ok = False
+    if ok:
+        print(f"ok: {mode}: {want} bytes per worker, as the formula says")
+sys.exit(0 if ok else 1)
+EOF
+exit $fail
