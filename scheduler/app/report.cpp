@@ -242,8 +242,8 @@ std::string sweep_body(const std::string& dir, const json& sw, report_outcome& o
       head.push_back(k);
     // The swept keys first, then the figures in a fixed order.
     const std::vector<std::string> order = {"runs", "samples_per_sec", "tokens_per_sec", "speedup", "efficiency",
-                                            "final_test_accuracy", "final_test_loss", "time_to_target", "final_loss",
-                                            "staleness_mean", "staleness_p99",
+                                            "final_test_accuracy", "final_test_loss", "mb_sent_per_worker", "time_to_target",
+                                            "final_loss", "staleness_mean", "staleness_p99",
                                             "slowest_workers_staleness_p99"};
     std::vector<std::string> cols;
     for (const auto& k : head)

@@ -62,6 +62,22 @@ plot_series test_loss_curve(const std::vector<json>& records, const std::string&
   return out;
 }
 
+/// Worker 0's training loss against the megabytes it has sent (its step
+/// records' bytes_sent); empty where it sent none (one worker, older runs).
+plot_series loss_bytes_curve(const std::vector<json>& records, const std::string& label) {
+  plot_series out{label.empty() ? "worker 0" : label, {}};
+  bool any = false;
+  for (const auto& r : records)
+    if (r.value("type", std::string()) == "step" && r.value("worker", 0) == 0 && r.contains("bytes_sent")) {
+      const double mb = json_number(r, "bytes_sent") / 1e6;
+      any = any || mb > 0;
+      out.xy.emplace_back(mb, json_number(r, "loss"));
+    }
+  if (!any)
+    out.xy.clear();
+  return out;
+}
+
 /// Tokens per sample of a language model's run (summary.json's tokens over
 /// its samples); 0 for other models.
 double tokens_per_sample(const json& summary) {
@@ -264,6 +280,9 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
                  st::lines});
   }
   p.push_back({"accuracy_epochs", "test accuracy against epochs", "epoch", "test accuracy (%)", {acc_e}, st::linespoints});
+  if (auto lb = loss_bytes_curve(records, ""); !lb.xy.empty())
+    p.push_back({"loss_bytes", "training loss against bytes sent (worker 0)", "MB sent by worker 0", "loss", {lb},
+                 st::lines});
   add_time_split(summary, p);
   if (has_staleness(summary))
     add_staleness(summary, records, against, secs, at_time, p);
@@ -323,7 +342,7 @@ void add_scaling(const std::map<int, std::vector<double>>& thr_by_workers, std::
 /// what the sweep's plots gather from each point.
 struct sweep_curves {
   std::vector<std::string> order;
-  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by, test_loss_by;
+  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by, test_loss_by, bytes_by;
   marks lost_at, lost_step; ///< each point's lost workers (a few)
   std::map<int, std::vector<double>> thr_by_workers;
 
@@ -345,6 +364,8 @@ struct sweep_curves {
     const auto base = without_seed(label);
     if (s.contains("tokens"))
       test_loss_by[base].push_back(test_loss_curve(records, label));
+    if (auto lb = loss_bytes_curve(records, label); !lb.xy.empty())
+      bytes_by[base].push_back(std::move(lb));
     if (!at_by.count(base))
       order.push_back(base);
     at_by[base].push_back(std::move(at));
@@ -401,6 +422,14 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
       if (c.test_loss_by.count(g) && vl.series.size() < 24)
         vl.series.push_back(over_repeats(g, c.test_loss_by[g]));
     p.insert(p.begin(), std::move(vl));
+  }
+  if (!c.bytes_by.empty()) { // what each point's exchange cost: compression, local steps
+    plot_spec lb{"loss_bytes", "training loss (worker 0) against MB it sent, every point", "MB sent by worker 0", "loss",
+                 {}, st::lines};
+    for (const auto& g : c.order)
+      if (c.bytes_by.count(g) && lb.series.size() < 24)
+        lb.series.push_back(over_repeats(g, c.bytes_by[g]));
+    p.push_back(std::move(lb));
   }
   // Scaling: only when the worker count is what the rows differ in.
   if (c.thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == c.thr_by_workers.size())
