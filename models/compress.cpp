@@ -65,24 +65,26 @@ std::size_t payload_words(const compress_spec& s, std::size_t n) {
   }
 }
 
-compressor::compressor(compress_spec spec, std::size_t n) : spec_(spec), n_(n), residual_(n, 0.f), c_(n) {
+compressor::compressor(compress_spec spec, std::size_t n)
+    : spec_(spec), n_(n), residual_(n, 0.f), c_(spec.error_feedback ? 0 : n) {
   gradwire::check(spec.mode != compress_mode::none && spec.mode != compress_mode::powersgd,
             std::string("compressor: mode ") + compress_name(spec.mode) + " is not a one-round mode");
   gradwire::check(!sparse(spec.mode) || (spec.ratio > 0 && spec.ratio <= 1), "compressor: ratio must be in (0, 1]");
 }
 
 std::vector<std::uint32_t> compressor::encode(const float* g, std::int64_t step, int rank) {
+  // With error feedback c is built in the residual's buffer, and what is
+  // sent is then taken off it: e' = c - D(C(c)), exactly 0 where top-k or
+  // random-k sent the value.
+  float* c = spec_.error_feedback ? residual_.data() : c_.data();
+  const float* e = residual_.data();
   for (std::size_t i = 0; i < n_; ++i)
-    c_[i] = g[i] + residual_[i];
-  auto out = spec_.mode == compress_mode::bf16 ? encode_bf16(c_.data())
-             : sparse(spec_.mode)             ? encode_sparse(c_.data(), step, rank)
-                                              : encode_sign(c_.data());
-  if (spec_.error_feedback) { // e' = c - D(C(c))
-    std::vector<float> sent(n_, 0.f);
-    accumulate(out.data(), out.size(), 1.f, sent.data());
-    for (std::size_t i = 0; i < n_; ++i)
-      residual_[i] = c_[i] - sent[i];
-  }
+    c[i] = g[i] + e[i];
+  auto out = spec_.mode == compress_mode::bf16 ? encode_bf16(c)
+             : sparse(spec_.mode)             ? encode_sparse(c, step, rank)
+                                              : encode_sign(c);
+  if (spec_.error_feedback)
+    accumulate(out.data(), out.size(), -1.f, residual_.data());
   return out;
 }
 

@@ -77,7 +77,7 @@ private:
   compress_spec spec_;
   std::size_t n_;
   std::vector<float> residual_; ///< e; all zeros without error feedback
-  mutable std::vector<float> c_;
+  std::vector<float> c_; ///< g + e without error feedback (with it, c is built in residual_)
 };
 
 /// A tensor of the gradient buffer as PowerSGD sees it: [offset, offset +

@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$gw" run "$src/examples/ps-heterogeneous.toml" -q --out "$tmp/run" --set train.max_steps=60 \
   --set train.eval_steps=20 --set data.test_subset=500 > "$tmp/run.txt" 2>&1 || fail "run failed: $(cat "$tmp/run.txt")"
-grep -q "report: $tmp/run/report.html (10 plot(s))" "$tmp/run.txt" || fail "run did not write its report: $(cat "$tmp/run.txt")"
+grep -q "report: $tmp/run/report.html (11 plot(s))" "$tmp/run.txt" || fail "run did not write its report: $(cat "$tmp/run.txt")"
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/sweep" --set train.max_steps=20 --set data.test_subset=500 \
   --sweep topology.workers=1,2 > "$tmp/sweep.txt" 2>&1 || fail "sweep failed: $(cat "$tmp/sweep.txt")"
 

@@ -96,17 +96,17 @@ TEST_CASE("a run's report: summary and worker tables, and its plots when gnuplot
     return;
   }
   // Loss and accuracy against time and steps, each worker's time split,
-  // staleness overall, per worker and against time; loss against samples
-  // and accuracy against epochs.
-  CHECK(r.plots == 10);
+  // staleness overall, per worker and against time; loss against samples,
+  // against the bytes worker 0 sent, and accuracy against epochs.
+  CHECK(r.plots == 11);
   for (const char* f : {"loss_time", "loss_steps", "accuracy_time", "accuracy_steps", "loss_samples", "accuracy_epochs",
-                        "time_split", "staleness", "staleness_per_worker", "staleness_time"}) {
+                        "loss_bytes", "time_split", "staleness", "staleness_per_worker", "staleness_time"}) {
     INFO(f);
     const auto svg = slurp(dir + "/plots/" + f + ".svg");
     CHECK(svg.find("<svg") != std::string::npos);
     CHECK(svg.find("<path") != std::string::npos); // something was drawn
   }
-  CHECK(count(html, "data:image/svg+xml;base64,") == 10); // embedded: the page stands alone
+  CHECK(count(html, "data:image/svg+xml;base64,") == 11); // embedded: the page stands alone
   // Axes: the time split's bars stand on 0; the staleness histogram starts
   // at its bar for 0, not at a negative staleness.
   const auto gp = slurp(dir + "/plots/plot.gp");
@@ -190,15 +190,18 @@ TEST_CASE("a sweep's report: the comparison table, overlaid curves, speedup and 
   CHECK(html.find("href=\"point-001/report.html\"") != std::string::npos); // each point has its own page
   CHECK(fs::exists(dir + "/point-000/report.html"));
   if (!find_gnuplot().empty()) {
-    CHECK(r.plots == 5); // accuracy against time and steps, loss, speedup, efficiency (a ring has no staleness)
+    // Accuracy against time and steps, loss against time and against bytes
+    // sent (a worker of one sends none), speedup, efficiency (a ring has no staleness).
+    CHECK(r.plots == 6);
+    CHECK(fs::exists(dir + "/plots/loss_bytes.svg"));
     CHECK(fs::exists(dir + "/plots/speedup.svg"));
     CHECK(fs::exists(dir + "/plots/efficiency.svg"));
     // One curve per point in the overlay: the mean of its seeds, with their
     // min-max band; the legend names the varied key, not the seed.
     const auto gp = slurp(dir + "/plots/plot.gp");
     CHECK(count(gp, "title \"topology.workers=1 (mean, band: min-max of 2 seeds)\"") == 3);
-    CHECK(count(gp, "title \"topology.workers=2 (mean, band: min-max of 2 seeds)\"") == 3);
-    CHECK(count(gp, "with filledcurves") == 6);
+    CHECK(count(gp, "title \"topology.workers=2 (mean, band: min-max of 2 seeds)\"") == 4);
+    CHECK(count(gp, "with filledcurves") == 7);
     CHECK(gp.find("experiment.seed") == std::string::npos);
   }
   fs::remove_all(dir);
