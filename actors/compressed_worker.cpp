@@ -68,7 +68,7 @@ std::vector<float> summed(const std::vector<slice>& got, std::size_t expect) {
 
 void send_phase(compressed_actor* self, slice payload) {
   auto& st = self->state;
-  const auto n = st.workers.size();
+  const auto n = static_cast<std::size_t>(st.cfg.world);
   for (std::size_t r = 0; r < n; ++r)
     if (static_cast<int>(r) != st.cfg.rank)
       self->send(st.workers[r], gather_atom::value, st.step, st.phase, st.cfg.rank, payload);
@@ -133,7 +133,7 @@ void try_complete(compressed_actor* self) {
   auto& st = self->state;
   while (st.in_round) {
     const auto it = st.rounds.find({st.step, st.phase});
-    if (it == st.rounds.end() || it->second.size() != st.workers.size())
+    if (it == st.rounds.end() || it->second.size() != static_cast<std::size_t>(st.cfg.world))
       return;
     for (const auto& p : it->second)
       if (!p.defined())
@@ -157,7 +157,7 @@ void try_complete(compressed_actor* self) {
 void on_gather(compressed_actor* self, std::int64_t step, int phase, int rank, slice payload) {
   auto& st = self->state;
   try {
-    const int n = static_cast<int>(st.workers.size());
+    const int n = st.cfg.world; // (a peer wired before this worker may send before its handles come)
     check(rank >= 0 && rank < n && rank != st.cfg.rank, "a payload from rank " + std::to_string(rank));
     const std::string from = "rank " + std::to_string(rank) + ": ";
     check(phase >= 0 && phase < phases(st), from + "a payload of phase " + std::to_string(phase));
@@ -214,7 +214,7 @@ void on_beat(compressed_actor* self) {
   if (st.in_round && st.overdue(st.round_start)) {
     std::string missing;
     const auto it = st.rounds.find({st.step, st.phase});
-    for (std::size_t r = 0; r < st.workers.size(); ++r)
+    for (std::size_t r = 0; r < static_cast<std::size_t>(st.cfg.world); ++r)
       if (it == st.rounds.end() || r >= it->second.size() || !it->second[r].defined())
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     st.finish(self, st.who() + "compressed exchange of step " + std::to_string(st.step) + " incomplete after " +
