@@ -1,0 +1,43 @@
+#include "scheduler/app/config_transport.hpp"
+
+#include "kernels/error.hpp"
+
+namespace gradwire::scheduler {
+
+using config_toml::reader;
+
+namespace {
+
+/// transport.compress*: checked against the topology it compresses.
+void read_compression(reader& r, run_config& c) {
+  auto& z = c.compress;
+  z.mode = *models::compress_mode_of(r.str("transport.compress")); // the schema allows only the modes
+  z.ratio = r.number("transport.compress_ratio", 0, 1);
+  z.rank = static_cast<int>(r.integer("transport.compress_rank", 1, 4096));
+  z.error_feedback = r.boolean("transport.compress_ef");
+  check(z.ratio > 0, r.loc("transport.compress_ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
+  if (z.mode == models::compress_mode::none)
+    return;
+  const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
+  check(c.family && c.family->kind == topology_kind::ring,
+        r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients; topology.kind = \"" + c.topology +
+          "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
+  check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
+                                     " with topology.balance_every > 0: a compressed ring does not balance batches");
+}
+
+} // namespace
+
+void read_transport(reader& r, run_config& c) {
+  read_compression(r, c);
+  c.transport_tls = r.str("transport.tls");
+  c.spin_us = static_cast<int>(r.integer("transport.spin_us", 0, 10000000));
+  c.progress_nice = static_cast<int>(r.integer("transport.progress_nice", -1, 19));
+  c.shm_refs = r.boolean("transport.shm_refs");
+  c.peer_timeout_ms = static_cast<int>(r.integer("transport.peer_timeout_ms", 100, 86400000));
+  c.rejoin_s = r.number("transport.rejoin_s", 0, 86400);
+  c.latency_us = r.number("transport.latency_us", 0, 1e7);
+  c.bandwidth_gbps = r.number("transport.bandwidth_gbps", 0, 1e4);
+}
+
+} // namespace gradwire::scheduler
