@@ -1,5 +1,6 @@
 #include "scheduler/app/run_summary.hpp"
 
+#include "models/batcher.hpp"
 #include "scheduler/app/step_breakdown.hpp"
 
 #include <algorithm>
@@ -29,6 +30,19 @@ std::int64_t bytes_total(const std::vector<actors::worker_report>& reports, std:
   for (const auto& r : reports)
     total += r.*field;
   return total;
+}
+
+/// How many of each class worker `rank`'s starting shard holds (a
+/// label-skewed partition: data.partition = "dirichlet").
+nlohmann::json label_histogram(const models::dataset& data, const topology_setup& setup, int rank) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(std::max(setup.spec.classes, 1)), 0);
+  for (auto i : models::shard_indices(data, rank, setup.workers, setup.seed, setup.dirichlet_alpha)) {
+    const auto c = static_cast<std::size_t>(*data.label(i));
+    if (c >= counts.size())
+      counts.resize(c + 1, 0);
+    ++counts[c];
+  }
+  return counts;
 }
 
 /// per_worker's entry of summary.json for one worker's report.
@@ -128,6 +142,8 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
     f.samples += rep.samples;
     f.loss += rep.last_loss / static_cast<double>(f.res.reports.size());
     auto w = worker_summary(rep, f.setup, f.cfg, f.res);
+    if (f.train != nullptr && f.setup.dirichlet_alpha > 0)
+      w["labels"] = label_histogram(*f.train, f.setup, rep.rank);
     if (!rep.staleness.empty() && f.windows != nullptr) {
       std::int64_t steps_then = 0;
       if (auto it = f.windows->find(rep.rank); it != f.windows->end())

@@ -36,7 +36,9 @@ struct run_facts {
   nlohmann::json time_to_target, step_time, per_worker;
   nlohmann::json staleness_all_ran; ///< staleness of the pushes made while every worker ran
   const window_log* windows = nullptr;
-  bool eval_during = false; ///< snapshots evaluated during the run (else after it)
+  bool eval_during = false;
+  /// The training set: a label-skewed run's per-worker label histograms.
+  const models::dataset* train = nullptr; ///< snapshots evaluated during the run (else after it)
   std::int64_t samples = 0;
   double loss = 0, wall_seconds = 0;
   std::int64_t parameters = 0;

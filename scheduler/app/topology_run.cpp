@@ -301,6 +301,7 @@ nlohmann::json write_results(const trained_run& t) {
     t.jb->node->close();
   }
   run_facts f{cfg, setup, t.res, t.jb, {}, nullptr, nullptr, nullptr, nullptr, t.listened.windows.get(), t.ev.during};
+  f.train = &t.data.train;
   finish_run(f, t.ev, t.out, t.coord_trace, trained_secs);
   t.trace_out.write();
   t.out.write_file("model.safetensors", // the model evaluated last: the run's parameters, worker 0's statistics

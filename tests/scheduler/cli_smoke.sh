@@ -157,4 +157,15 @@ noniid=(-q --no-report --set topology.workers=3 --set data.partition=\"dirichlet
 cmp -s "$tmp/noniid1/model.safetensors" "$tmp/noniid3/model.safetensors" ||
   fail "a Dirichlet-split ring of 3 differs between one process and three"
 grep -q '"kind": "dirichlet"' "$tmp/noniid1/summary.json" || fail "summary.json does not record the dirichlet partition"
+# Each worker's label histogram: one count per class, the shards covering
+# the training subset once, and the same in one process as in three.
+/usr/bin/python3 - "$tmp/noniid1/summary.json" "$tmp/noniid3/summary.json" <<'PY' || fail "per-worker label histograms are wrong"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+hist = [w["labels"] for w in a["per_worker"]]
+assert all(len(h) == 10 for h in hist), hist
+assert sum(map(sum, hist)) == 3000, sum(map(sum, hist))
+assert hist == [w["labels"] for w in b["per_worker"]], "the processes disagree"
+assert len({tuple(h) for h in hist}) == 3, "the workers' histograms should differ under skew"
+PY
 echo "cli smoke: all checks passed"
