@@ -9,7 +9,6 @@
 /// process count. PowerSGD takes two such rounds a step (P, then Q), each
 /// summed in rank order.
 
-#include "actors/refuse.hpp"
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -105,17 +104,17 @@ void begin_step(compressed_actor* self) {
 bool decode_round(compressed_actor* self, const std::vector<slice>& got) {
   auto& st = self->state;
   const float scale = 1.f / static_cast<float>(got.size());
-  std::fill(st.mean.begin(), st.mean.end(), 0.f);
   if (st.power && st.phase == 0) {
     auto second = st.power->second_payload(summed(got, st.power->first_floats()));
     st.phase = 1;
     send_phase(self, slice_of(second));
     return false;
   }
-  if (st.power) {
+  if (st.power) { // writes every element of the mean
     st.power->finish(summed(got, st.power->second_floats()), scale, st.mean.data());
     return true;
   }
+  std::fill(st.mean.begin(), st.mean.end(), 0.f);
   std::vector<std::uint32_t> words;
   for (std::size_t r = 0; r < got.size(); ++r) {
     words.resize(static_cast<std::size_t>(got[r].numel()));
@@ -226,14 +225,8 @@ void on_beat(compressed_actor* self) {
 
 caf::behavior compressed_behavior(compressed_actor* self, worker_config cfg) {
   auto& st = self->state;
-  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
-  try {
-    st.init(std::move(cfg));
-    init_compression(self);
-  } catch (const std::exception& e) {
-    st.finish(self, st.who() + e.what());
+  if (!start_worker(self, std::move(cfg), [self] { init_compression(self); }))
     return {};
-  }
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{

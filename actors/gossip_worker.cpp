@@ -1,4 +1,3 @@
-#include "actors/refuse.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -287,15 +286,12 @@ void start_when_ready(gossip_actor* self) {
 
 caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   auto& st = self->state;
-  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
-  try {
-    st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
+  const bool started = start_worker(self, std::move(cfg), [&st] {
     check(st.cfg.mix_weights.size() == st.cfg.graph.size() + 1, "gossip weights do not match the graph");
     st.pick.seed(st.cfg.seed * 104729 + static_cast<std::uint64_t>(st.cfg.rank));
-  } catch (const std::exception& e) {
-    st.finish(self, st.who() + e.what());
+  });
+  if (!started)
     return {};
-  }
   if (adpsgd(st)) {
     st.store = std::make_shared<gossip_store>();
     st.store->x = params_copy(st);

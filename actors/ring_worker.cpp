@@ -1,4 +1,3 @@
-#include "actors/refuse.hpp"
 #include "actors/ring_worker_state.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
@@ -332,14 +331,8 @@ void on_ring_beat(ring_worker_actor* self) {
 
 caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   auto& st = self->state;
-  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
-  try {
-    st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
-    init_ring_worker(self);
-  } catch (const std::exception& e) {
-    st.finish(self, st.who() + e.what());
+  if (!start_worker(self, std::move(cfg), [self] { init_ring_worker(self); }))
     return {};
-  }
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{

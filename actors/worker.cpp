@@ -1,4 +1,3 @@
-#include "actors/refuse.hpp"
 #include "actors/worker.hpp"
 
 #include "kernels/error.hpp"
@@ -246,14 +245,8 @@ void begin_step(worker_actor* self) {
 
 caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   auto& st = self->state;
-  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
-  st.base_version.assign(cfg.shards.size(), 0);
-  try {
-    st.init(std::move(cfg));
-  } catch (const std::exception& e) {
-    st.finish(self, st.who() + e.what());
+  if (!start_worker(self, std::move(cfg), [&st] { st.base_version.assign(st.cfg.shards.size(), 0); }))
     return {};
-  }
   self->send(self, tick_atom::value);
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })

@@ -8,6 +8,7 @@
 /// exchange gradients or parameters between steps.
 
 #include "actors/messages.hpp"
+#include "actors/refuse.hpp"
 #include "actors/request_watch.hpp"
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
@@ -332,6 +333,24 @@ double seconds_since(std::chrono::steady_clock::time_point t);
 
 /// A host copy of `t` the receiver may keep (empty when `t` is).
 slice copy_of(const kernels::tensor& t);
+
+/// A worker kind's start: it refuses (and logs) messages none of its
+/// handlers takes, builds its core from `cfg`, then its own state
+/// (`init_kind`). False when either throws: the worker has reported the
+/// error, with its rank, and quit.
+template <class Actor, class InitKind>
+bool start_worker(Actor* self, worker_config cfg, InitKind init_kind) {
+  auto& st = self->state;
+  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
+  try {
+    st.init(std::move(cfg)); // first: a failure below is reported with the rank, to the coordinator
+    init_kind();
+  } catch (const std::exception& e) {
+    st.finish(self, st.who() + e.what());
+    return false;
+  }
+  return true;
+}
 
 /// The control messages every worker kind handles alike: the coordinator's
 /// stop, pause, run_to and snapshot_at, and its own tick. `stop()` and
