@@ -181,6 +181,7 @@ struct step_metrics {
   double compute_ms = 0, comm_ms = 0; ///< per step, averaged over the window
   double wait_ms = 0;         ///< the part of comm_ms spent waiting for other workers
   double staleness = 0;       ///< mean staleness of the window's pushes
+  std::int64_t staleness_p99 = 0; ///< their 99th percentile (nearest rank)
   std::int64_t bytes_sent = 0, bytes_received = 0; ///< the worker's totals so far (worker_report's)
 };
 

@@ -236,6 +236,17 @@ void worker_core::add_staleness(std::int64_t s) {
   ++window_pushes;
 }
 
+std::int64_t worker_core::window_p99() const {
+  // The window's pushes are the last window_pushes values of the report's.
+  const auto n = static_cast<std::size_t>(std::min<std::int64_t>(window_pushes, report.staleness.size()));
+  if (n == 0)
+    return 0;
+  std::vector<std::int64_t> w(report.staleness.end() - static_cast<std::ptrdiff_t>(n), report.staleness.end());
+  const auto rank = (99 * n + 99) / 100 - 1; // nearest rank: ceil(0.99 n), 1-based
+  std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(rank), w.end());
+  return w[rank];
+}
+
 void worker_core::end_step(caf::event_based_actor* self) {
   report.step_compute_ms.push_back(static_cast<float>((report.compute_seconds - compute_at_step_start) * 1e3));
   compute_at_step_start = report.compute_seconds;
@@ -268,6 +279,7 @@ void worker_core::end_step(caf::event_based_actor* self) {
   w.comm_ms /= n;
   w.wait_ms /= n;
   w.staleness = window_pushes ? window_staleness / static_cast<double>(window_pushes) : 0;
+  w.staleness_p99 = window_p99();
   w.bytes_sent = report.bytes_sent;
   w.bytes_received = report.bytes_received;
   self->send(cfg.report_to, metrics_atom::value, w);

@@ -204,6 +204,7 @@ struct worker_core {
   double compute_at_step_start = 0; ///< report.compute_seconds when this step began
   step_metrics window; ///< accumulating towards the next metrics record
   double window_loss = 0, window_staleness = 0;
+  std::int64_t window_p99() const; ///< the 99th percentile of this window's staleness
   std::int64_t window_samples = 0, window_pushes = 0;
   std::mt19937_64 jitter_rng;
   trace_ref tr; ///< "worker <rank>": compute, exchange, wait, apply

@@ -31,5 +31,7 @@ find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(ZLIB REQUIRED)
+# --- protobuf: TensorBoard's event records (scheduler/app/tensorboard*) ------
+find_package(Protobuf REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 find_package(Catch2 REQUIRED)

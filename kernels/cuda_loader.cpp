@@ -34,6 +34,7 @@ std::vector<std::string> candidates() {
     dir.erase(dir.find_last_of('/') + 1);
     out.push_back(dir + cuda_module::file_name);
     out.push_back(dir + "../" + cuda_module::file_name);
+    out.push_back(dir + "../lib/gradwire/" + cuda_module::file_name); // installed (cmake --install, the .deb)
   }
   out.emplace_back(GRADWIRE_CUDA_MODULE_PATH);
   return out;

@@ -11,6 +11,8 @@ PACKAGES=(
   dataset-fashion-mnist
   fortunes     # the default text corpus of language models (data.dataset = "text")
   python3   # the CLI smoke test checks summary.json with it
+  protobuf-compiler libprotobuf-dev  # TensorBoard's event records (experiment.tensorboard)
+  pybind11-dev python3-dev python3-pandas  # the Python module (python/): built where pybind11 is found
   gnuplot-nox  # the plots of report.html (a run without it still writes the tables)
   libdnnl2     # oneDNN's sgemm for the larger GEMMs, opened at run time (without it: OpenBLAS for all)
   libdnnl-dev  # oneDNN's convolutions for layers of 16+ channels (without it: gradwire's kernels for all)
@@ -19,7 +21,9 @@ PACKAGES=(
 # model.safetensors is loaded in PyTorch,
 # srun and mpirun run real jobs in the launcher test (a one-host SLURM
 # cluster: scripts/slurm_local.sh).
-TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin)
+# the TensorBoard files are read back with Python's protobuf and crc32c,
+# examples/analysis.py plots with matplotlib.
+TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin python3-protobuf python3-crc32c python3-matplotlib)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
 # BLIS, libxsmm: bench/gemm_libs.cpp
 BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev iperf3)

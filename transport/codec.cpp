@@ -61,6 +61,7 @@ void write_metrics(wire::StepMetrics::Builder w, const actors::step_metrics& m) 
   w.setCommMs(m.comm_ms);
   w.setWaitMs(m.wait_ms);
   w.setStaleness(m.staleness);
+  w.setStalenessP99(m.staleness_p99);
   w.setBytesSent(m.bytes_sent);
   w.setBytesReceived(m.bytes_received);
 }
@@ -251,6 +252,7 @@ actors::step_metrics read_metrics(wire::StepMetrics::Reader w) {
   m.comm_ms = w.getCommMs();
   m.wait_ms = w.getWaitMs();
   m.staleness = w.getStaleness();
+  m.staleness_p99 = w.getStalenessP99();
   m.bytes_sent = w.getBytesSent();
   m.bytes_received = w.getBytesReceived();
   return m;

@@ -55,6 +55,7 @@ struct StepMetrics {
   staleness @9 :Float64;
   bytesSent @10 :Int64;
   bytesReceived @11 :Int64;
+  stalenessP99 @12 :Int64;
 }
 
 # actors::worker_report: a worker's final report (params: a tensor index,

@@ -4,6 +4,7 @@
 #include "kernels/cpu/onednn_conv.hpp"
 #include "kernels/cpu/onednn_gemm.hpp"
 #include "models/network.hpp"
+#include "scheduler/app/version.hpp"
 
 #include <fmt/format.h>
 
@@ -22,9 +23,9 @@ std::string build_info() {
   const std::string cuda_built = !kernels::built_with_cuda() ? "not built"
                                  : unavailable.empty()       ? "built"
                                                              : "built, but " + unavailable;
-  return fmt::format("gradwire 0.1.0\nCUDA kernels: {}\nvisible CUDA devices: {}\nCPU GEMMs: {}\nCPU convolutions: {}\n"
+  return fmt::format("{}\nCUDA kernels: {}\nvisible CUDA devices: {}\nCPU GEMMs: {}\nCPU convolutions: {}\n"
                      "CPU activations: {}\n",
-                     cuda_built, kernels::cuda_device_count(), gemms, kernels::onednn_conv::status(), layout);
+                     version_line(), cuda_built, kernels::cuda_device_count(), gemms, kernels::onednn_conv::status(), layout);
 }
 
 } // namespace gradwire::scheduler

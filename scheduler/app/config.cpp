@@ -125,6 +125,7 @@ void read_experiment(reader& r, run_config& c) {
           "the results folder results/<name>");
   c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed", 0, INT64_MAX));
   c.out = r.str("experiment.out");
+  c.tensorboard = r.boolean("experiment.tensorboard");
   if (c.out.empty())
     c.out = "results/" + c.name;
 

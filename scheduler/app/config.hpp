@@ -68,6 +68,7 @@ struct run_config {
   std::string name = "default";
   std::uint64_t seed = 1;
   std::string out; ///< results folder
+  bool tensorboard = false; ///< experiment.tensorboard: tb/ beside metrics.jsonl
 
   models::model_spec model;
 

@@ -32,6 +32,8 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.name", vt::string, "\"default\"", {}, "name of the run; also the default results folder name"},
     {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding"},
     {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
+    {"experiment.tensorboard", vt::boolean, "false", {},
+     "also write TensorBoard event files in tb/ as the run goes (`gradwire export --tensorboard` for a finished run)"},
     {"experiment.clock", vt::string, "\"real\"", {"real", "virtual"},
      "real: the machine's clock and threads; virtual: every worker simulated on one thread by a deterministic discrete-event loop, gradients computed for real and time taken from [virtual]'s compute and link models (every topology but single; up to 1,024 workers on one machine)"},
     {"experiment.trace", vt::boolean, "true", {}, "write trace.json: spans per actor (compute, exchange, wait, apply, ring send/reduce) for Perfetto or chrome://tracing"},

@@ -1,4 +1,7 @@
 #include "scheduler/app/results.hpp"
+
+#include "scheduler/app/tensorboard.hpp"
+#include "scheduler/app/version.hpp"
 #include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
@@ -7,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -45,9 +49,18 @@ std::string results_writer::failure() const {
   return failure_;
 }
 
+void results_writer::tensorboard(double time_offset) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::lock_guard<std::mutex> lk(mu_);
+  tb_ = std::make_unique<tensorboard_writer>(dir_ + "/tb", now - time_offset);
+}
+
 void results_writer::flush() {
   std::lock_guard<std::mutex> lk(mu_);
   unflushed_ = 0;
+  last_flush_ = std::chrono::steady_clock::now();
+  if (tb_)
+    tb_->flush();
   if (pending_.empty() || !failure_.empty())
     return;
   std::size_t done = 0;
@@ -129,7 +142,12 @@ void results_writer::metric(const nlohmann::json& record) {
       return;
     pending_ += record.dump();
     pending_ += '\n';
-    if (++unflushed_ < 64)
+    if (tb_)
+      tb_->add(record);
+    // Whole lines reach the file every 64 records or half a second, whichever
+    // comes first: readers that follow the file (the Python module's
+    // on_metrics, TensorBoard) see a slow run's records soon.
+    if (++unflushed_ < 64 && std::chrono::steady_clock::now() - last_flush_ < std::chrono::milliseconds(500))
       return;
   }
   flush();
@@ -164,7 +182,9 @@ void results_writer::write_file(const std::string& name, const std::string& text
 
 void results_writer::write_summary(const nlohmann::json& summary) const {
   write_metrics_csv();
-  write_file("summary.json", summary.dump(2) + "\n");
+  auto stamped = summary;
+  stamped["gradwire"] = {{"version", version()}, {"commit", git_commit()}}; // which build made it
+  write_file("summary.json", stamped.dump(2) + "\n");
 }
 
 void results_writer::write_metrics_csv() const {

@@ -13,13 +13,17 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace gradwire::scheduler {
+
+class tensorboard_writer;
 
 class results_writer {
 public:
@@ -32,6 +36,10 @@ public:
   results_writer& operator=(const results_writer&) = delete;
   /// Appends one JSON record as a line (whole lines reach the file).
   void metric(const nlohmann::json& record);
+  /// From now on, also each record's scalars as TensorBoard events in
+  /// tb/ (experiment.tensorboard); `time_offset`: a resumed run's seconds
+  /// before, which its records' times include.
+  void tensorboard(double time_offset = 0);
   void flush();
   /// Why metrics.jsonl could not be written, or "" (from any thread).
   std::string failure() const;
@@ -52,10 +60,12 @@ private:
   std::string pending_;        ///< whole lines not yet written
   std::uint64_t committed_ = 0; ///< bytes of whole lines in the file
   int unflushed_ = 0;
+  std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
   mutable std::mutex mu_;
   std::string failure_;
   std::atomic<bool> failed_{false};
   std::atomic<bool>* stop_ = nullptr;
+  std::unique_ptr<tensorboard_writer> tb_;
 };
 
 /// The results-folder rule: a run never writes into a folder that holds

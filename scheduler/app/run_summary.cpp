@@ -86,19 +86,23 @@ void trace_faults(const actors::trace_ref& coord_trace, const std::vector<fault_
 
 } // namespace
 
+double scheduled_lr(const models::optimizer_spec& opt, std::int64_t step) {
+  return opt.lr * opt.schedule.lr_factor(static_cast<double>(std::max<std::int64_t>(0, step - 1)));
+}
+
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 run_listeners listeners(progress_line& progress, results_writer& out, clock_type::time_point t_train,
-                        std::int64_t total_steps, double time_offset) {
+                        std::int64_t total_steps, double time_offset, const models::optimizer_spec& opt) {
   run_listeners l;
   l.progress = [&progress, t_train, total_steps](std::int64_t steps, std::int64_t samples) {
     const double secs = since(t_train);
     progress.update(0, 0, steps, total_steps, secs > 0 ? static_cast<double>(samples) / secs : 0,
                     std::numeric_limits<double>::quiet_NaN());
   };
-  l.metrics = [&out, windows = l.windows, time_offset,
+  l.metrics = [&out, windows = l.windows, time_offset, opt,
                last_samples = std::map<int, std::int64_t>{}](const actors::step_metrics& in) mutable {
     auto m = in;
     m.time += time_offset; // a resumed run goes on from the checkpoint's time
@@ -110,7 +114,8 @@ run_listeners listeners(progress_line& progress, results_writer& out, clock_type
     out.metric({{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step}, {"samples", m.samples},
                 {"steps", m.steps}, {"batch", batch}, {"loss", m.loss}, {"compute_ms", m.compute_ms},
                 {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms}, {"staleness", m.staleness},
-                {"bytes_sent", m.bytes_sent}, {"bytes_received", m.bytes_received}});
+                {"staleness_p99", m.staleness_p99}, {"bytes_sent", m.bytes_sent},
+                {"bytes_received", m.bytes_received}, {"lr", scheduled_lr(opt, m.step)}});
   };
   return l;
 }

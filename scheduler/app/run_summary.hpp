@@ -51,11 +51,15 @@ struct run_listeners {
   std::shared_ptr<window_log> windows = std::make_shared<window_log>();
 };
 
+/// The schedule's learning rate at the last update of `step` steps (before
+/// any per-update scaling such as staleness_lr or a node group's lr_scale).
+double scheduled_lr(const models::optimizer_spec& opt, std::int64_t step);
+
 /// The listeners of a run of `total_steps` (over all workers) whose
 /// training clock started at `t_train`; `time_offset`: a resumed run's
-/// seconds before.
+/// seconds before; `opt`: the optimizer and schedule (each record's lr).
 run_listeners listeners(progress_line& progress, results_writer& out, std::chrono::steady_clock::time_point t_train,
-                        std::int64_t total_steps, double time_offset);
+                        std::int64_t total_steps, double time_offset, const models::optimizer_spec& opt);
 
 /// The final model's evaluation and the per-worker records; fills `f`.
 void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::trace_ref& coord_trace,

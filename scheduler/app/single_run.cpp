@@ -63,6 +63,8 @@ public:
     const auto identity = checkpoint_identity(cfg_, static_cast<std::int64_t>(model_.size()));
     if (!opts_.resume.empty())
       resume(identity);
+    if (cfg_.tensorboard)
+      out_.tensorboard(time_base_);
     if (cfg_.checkpoint_every > 0 || cfg_.checkpoint_every_s > 0 || opts_.stop != nullptr)
       checkpoints_ = std::make_unique<checkpoint_writer>(cfg_.out, cfg_.keep_checkpoints, identity);
   }
@@ -248,7 +250,8 @@ private:
     out_.metric({{"type", "step"}, {"time", time_base_ + seconds_since(t_start_)}, {"worker", 0}, {"epoch", epoch},
                  {"step", step_}, {"samples", samples_}, {"loss", last_loss_}, {"train_accuracy", last_train_acc_},
                  {"steps", w_.steps}, {"compute_ms", w_.compute_ms / steps}, {"data_ms", w_.data_ms / steps},
-                 {"comm_ms", 0.0}, {"wait_ms", 0.0}, {"staleness", 0}});
+                 {"comm_ms", 0.0}, {"wait_ms", 0.0}, {"staleness", 0}, {"staleness_p99", 0},
+                 {"lr", scheduled_lr(trainer_.optim().spec(), step_)}});
     w_ = {};
   }
 

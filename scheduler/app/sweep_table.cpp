@@ -11,7 +11,7 @@ namespace gradwire::scheduler {
 namespace {
 
 /// A value as a table shows it: TOML strings without their quotes.
-std::string shown(const std::string& v) {
+std::string as_cell(const std::string& v) {
   if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
     return v.substr(1, v.size() - 2);
   return v;
@@ -166,7 +166,7 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
   nlohmann::json row;
   t.md += "| ";
   for (std::size_t k = 0; k < axes_shown.size(); ++k) {
-    const auto v = shown(ps.front()->values[axes_shown[k]]);
+    const auto v = as_cell(ps.front()->values[axes_shown[k]]);
     row[keys[k]] = v;
     t.md += v + " | ";
     t.csv += v + ",";

@@ -355,6 +355,8 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   std::atomic<bool> own_stop{false}; // a full disk stops the run even where no one else can
   auto* stop = opts.stop ? opts.stop : &own_stop;
   out.stop_on_failure(stop);
+  if (cfg.tensorboard)
+    out.tensorboard(time_offset);
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
@@ -367,7 +369,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   };
   auto l = listeners(progress, out, ev.t_train,
                      setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
-                     time_offset);
+                     time_offset, setup.opt);
   const auto checkpoints = checkpoint_sink(cfg, opts, identity, resumed, ev, time_offset, setup);
   if (resumed)
     note_resume(out, progress, *resumed, time_offset);

@@ -42,7 +42,11 @@ std::pair<int, int> rendezvous_listener() {
   return {fd, ntohs(a.sin_port)};
 }
 
+/// The program the ranks run: this one, or GRADWIRE_EXE where this process
+/// is not gradwire itself (the Python module's interpreter).
 std::string self_exe() {
+  if (const char* exe = std::getenv("GRADWIRE_EXE"); exe != nullptr && *exe != '\0')
+    return exe;
   std::vector<char> buf(4096);
   const auto n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   check(n > 0, "cannot find this program's path (/proc/self/exe)");

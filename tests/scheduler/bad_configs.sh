@@ -257,6 +257,12 @@ else
 fi
 touch afile
 inv results_file 'results folder afile exists and is not a folder' run rerun.toml -q --no-report --out afile
+# Usage errors exit 2 like config errors (CLI11's own code for an unknown flag is 109).
+inv unknown_flag 'The following argument was not expected: --frobnicate' run rerun.toml --frobnicate
+inv unknown_command 'A subcommand is required' frobnicate
+inv export_nothing 'neither a run folder \(metrics.jsonl\) nor a sweep folder' export --tensorboard "$tmp"
+inv compare_one 'runs: At least 2 required but received 1' compare "$tmp/out-rerun"
+inv compare_not_run 'not a run folder \(no summary.json or metrics.jsonl\)' compare "$tmp/out-rerun" "$tmp" --out "$tmp/cmp"
 
 echo "$n cases, $failed failed"
 [[ $failed -eq 0 ]]

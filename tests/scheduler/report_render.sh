@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # report.html renders in a real browser: headless Chromium (Debian's
-# chromium) loads a run's and a sweep's page and every embedded plot
-# decodes. Exits 77 (ctest: "Skipped") without chromium or gnuplot.
+# chromium) loads a run's, a sweep's and `gradwire compare`'s page and
+# every embedded plot decodes. Exits 77 (ctest: "Skipped") without chromium or gnuplot.
 # Usage: report_render.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$1
@@ -19,7 +19,12 @@ grep -q "report: $tmp/run/report.html (11 plot(s))" "$tmp/run.txt" || fail "run 
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/sweep" --set train.max_steps=20 --set data.test_subset=500 \
   --sweep topology.workers=1,2 > "$tmp/sweep.txt" 2>&1 || fail "sweep failed: $(cat "$tmp/sweep.txt")"
 
-for page in run sweep; do
+"$gw" compare "$tmp/run" "$tmp/sweep/point-001" --out "$tmp/compare" > "$tmp/compare.txt" 2>&1 ||
+  fail "compare failed: $(cat "$tmp/compare.txt")"
+grep -q "compare: $tmp/compare/report.html" "$tmp/compare.txt" || fail "compare did not write its page: $(cat "$tmp/compare.txt")"
+grep -q "topology.kind" "$tmp/compare/report.html" || fail "compare: no differing config keys (topology.kind differs)"
+
+for page in run sweep compare; do
   # --dump-dom prints the DOM after the load event: the page's script has
   # counted the images the browser decoded into data-plots-rendered.
   timeout 90 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$tmp/profile" \
@@ -32,4 +37,4 @@ for page in run sweep; do
   [ "$ok" = "$all" ] || fail "$page report: chromium decoded $ok of $all plots"
   grep -q "<table>" "$tmp/$page.dom" || fail "$page report: no table rendered"
 done
-echo "report render: run and sweep pages load in chromium with every plot decoded"
+echo "report render: run, sweep and compare pages load in chromium with every plot decoded"
