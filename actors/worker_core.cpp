@@ -43,7 +43,7 @@ void worker_core::init(worker_config c) {
   }
   apply_grad_weight();
   batches = std::make_unique<models::batcher>(
-    *cfg.data, models::shard_indices(*cfg.data, cfg.rank, cfg.world, cfg.seed, cfg.dirichlet_alpha), cfg.batch_size,
+    *cfg.data, models::shard_indices(*cfg.data, cfg.rank, cfg.world, cfg.seed, cfg.partition), cfg.batch_size,
     cfg.seed + static_cast<std::uint64_t>(cfg.rank));
   last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));
   if (cfg.resume)
@@ -117,7 +117,7 @@ void worker_core::adopt_donor(const snapshot& s) {
 void worker_core::reshard(int pos, int world, int generation) {
   const int epoch = batches->epoch();
   batches = std::make_unique<models::batcher>(
-    *cfg.data, models::shard_indices(*cfg.data, pos, world, cfg.seed, cfg.dirichlet_alpha), cfg.batch_size,
+    *cfg.data, models::shard_indices(*cfg.data, pos, world, cfg.seed, cfg.partition), cfg.batch_size,
     cfg.seed + static_cast<std::uint64_t>(pos) + 7777ULL * static_cast<std::uint64_t>(generation));
   batches->seek(epoch, 0);
   last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));

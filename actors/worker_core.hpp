@@ -63,8 +63,7 @@ struct worker_config {
   /// re-form to take it in (with a live peer's state) instead of starting.
   bool joining = false;
   std::uint64_t seed = 1;
-  /// > 0: shards skewed by class, Dirichlet(alpha) (models::shard_indices); 0: IID.
-  double dirichlet_alpha = 0;
+  models::partition_spec partition; ///< how the workers' shards split the data (models::shard_indices)
   models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only
   int log_every = 50;     ///< steps per (metrics_atom, step_metrics) record

@@ -79,6 +79,44 @@ std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world
   return mine;
 }
 
+std::vector<std::int64_t> class_shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
+                                              int classes) {
+  check(world >= 1 && rank >= 0 && rank < world,
+        "shard: rank " + std::to_string(rank) + " of world " + std::to_string(world));
+  check(classes >= 1, "data.classes_per_worker must be 1 or more, got " + std::to_string(classes));
+  check(data.label_width == 1, "data.partition = \"classes\" splits by class label, and " + data.name + " has " +
+                                 std::to_string(data.label_width) + " labels per sample (text): use \"iid\"");
+  const auto pieces = static_cast<std::int64_t>(world) * classes;
+  check(data.size() >= pieces, "data.partition = \"classes\": " + std::to_string(world) + " workers x " +
+                                 std::to_string(classes) + " classes need " + std::to_string(pieces) +
+                                 " pieces, and " + data.name + " has " + std::to_string(data.size()) + " samples");
+  std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed ^ 0xc1a55e5ULL);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::stable_sort(order.begin(), order.end(), [&data](std::int64_t a, std::int64_t b) {
+    return *data.label(a) < *data.label(b);
+  });
+  std::vector<std::int64_t> deal(static_cast<std::size_t>(pieces));
+  std::iota(deal.begin(), deal.end(), 0);
+  std::shuffle(deal.begin(), deal.end(), rng);
+  std::vector<std::int64_t> mine;
+  for (int k = 0; k < classes; ++k) {
+    const auto piece = deal[static_cast<std::size_t>(rank * classes + k)];
+    const auto from = data.size() * piece / pieces, to = data.size() * (piece + 1) / pieces;
+    mine.insert(mine.end(), order.begin() + from, order.begin() + to);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
+std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
+                                        const partition_spec& p) {
+  if (world > 1 && p.kind == "classes")
+    return class_shard_indices(data, rank, world, seed, p.classes);
+  return shard_indices(data, rank, world, seed, p.kind == "dirichlet" ? p.alpha : 0.0);
+}
+
 batcher::batcher(const dataset& data, std::vector<std::int64_t> indices, int batch_size,
                  std::uint64_t seed)
   : data_(data), indices_(std::move(indices)), batch_size_(batch_size), seed_(seed) {

@@ -9,9 +9,18 @@
 #include "models/dataset.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace gradwire::models {
+
+/// How a training set is split over the workers (data.partition).
+struct partition_spec {
+  std::string kind = "iid"; ///< "iid" | "dirichlet" | "classes"
+  double alpha = 0.5;       ///< dirichlet: the concentration
+  int classes = 2;          ///< classes: the one-class shards each worker gets
+  bool by_label() const { return kind == "dirichlet" || kind == "classes"; }
+};
 
 /// Indices of worker `rank`'s shard (world >= 1, 0 <= rank < world).
 std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std::uint64_t seed);
@@ -25,6 +34,22 @@ std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world, std
 /// shard_indices' IID split. Throws gradwire::error for data without one
 /// class label per sample (text windows).
 std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed, double alpha);
+
+/// Worker `rank`'s shard with `classes` classes (McMahan et al. 2017's
+/// pathological non-IID split): the samples, sorted by label in a seeded
+/// order, are cut into world x classes equal pieces, and each worker gets
+/// `classes` of them, dealt from a seeded shuffle. With as many pieces as
+/// classes or more, a piece holds one class (two where it straddles a
+/// class boundary), so each worker sees about `classes` classes; shards
+/// are disjoint and cover the data. Throws
+/// gradwire::error for data without a class label per sample, or fewer
+/// samples than pieces.
+std::vector<std::int64_t> class_shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
+                                              int classes);
+
+/// Worker `rank`'s shard as `p` says (iid, dirichlet or classes).
+std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
+                                        const partition_spec& p);
 
 /// Host-side batch buffers.
 struct batch {

@@ -151,12 +151,13 @@ void read_model_and_data(reader& r, run_config& c) {
   c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
   c.normalize = r.boolean("data.normalize");
   c.val_fraction = r.number("data.val_fraction", 1e-6, 0.999999);
-  c.partition = r.str("data.partition");
-  c.dirichlet_alpha = r.number("data.dirichlet_alpha", 1e-3, 1e6);
+  c.partition.kind = r.str("data.partition");
+  c.partition.alpha = r.number("data.dirichlet_alpha", 1e-3, 1e6);
+  c.partition.classes = static_cast<int>(r.integer("data.classes_per_worker", 1, 1'000'000));
   const bool gpt = c.model.kind == "gpt", text = c.dataset == "text";
   check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\", and only it does (model.kind = \"" +
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
-  check(c.partition == "iid" || !text, r.loc("data.partition") + " = \"" + c.partition +
+  check(c.partition.kind == "iid" || !text, r.loc("data.partition") + " = \"" + c.partition.kind +
                                          "\" splits by class label; text windows have none (use \"iid\")");
 
 }

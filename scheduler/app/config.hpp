@@ -79,8 +79,7 @@ struct run_config {
   std::int64_t synthetic_train = 10000, synthetic_test = 2000;
   bool normalize = true;
   double val_fraction = 0.1; ///< text: the held-out tail of the bytes
-  std::string partition = "iid"; ///< "iid" | "dirichlet": how workers' shards split the classes
-  double dirichlet_alpha = 0.5;
+  models::partition_spec partition; ///< data.partition, data.dirichlet_alpha, data.classes_per_worker
 
   int epochs = 5;
   std::int64_t max_steps = 0;

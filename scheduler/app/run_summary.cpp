@@ -36,7 +36,7 @@ std::int64_t bytes_total(const std::vector<actors::worker_report>& reports, std:
 /// label-skewed partition: data.partition = "dirichlet").
 nlohmann::json label_histogram(const models::dataset& data, const topology_setup& setup, int rank) {
   std::vector<std::int64_t> counts(static_cast<std::size_t>(std::max(setup.spec.classes, 1)), 0);
-  for (auto i : models::shard_indices(data, rank, setup.workers, setup.seed, setup.dirichlet_alpha)) {
+  for (auto i : models::shard_indices(data, rank, setup.workers, setup.seed, setup.partition)) {
     const auto c = static_cast<std::size_t>(*data.label(i));
     if (c >= counts.size())
       counts.resize(c + 1, 0);
@@ -82,6 +82,14 @@ void trace_faults(const actors::trace_ref& coord_trace, const std::vector<fault_
     if (fr.rejoined_at >= 0)
       coord_trace.span("worker away (arg: rank)", at(fr.detected_at), at(fr.rejoined_at), fr.rank);
   }
+}
+
+nlohmann::json partition_facts(const models::partition_spec& p) {
+  if (p.kind == "dirichlet")
+    return {{"kind", p.kind}, {"alpha", p.alpha}};
+  if (p.kind == "classes")
+    return {{"kind", p.kind}, {"classes_per_worker", p.classes}};
+  return {{"kind", p.kind}};
 }
 
 } // namespace
@@ -147,7 +155,7 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
     f.samples += rep.samples;
     f.loss += rep.last_loss / static_cast<double>(f.res.reports.size());
     auto w = worker_summary(rep, f.setup, f.cfg, f.res);
-    if (f.train != nullptr && f.setup.dirichlet_alpha > 0)
+    if (f.train != nullptr && f.setup.partition.by_label())
       w["labels"] = label_histogram(*f.train, f.setup, rep.rank);
     if (!rep.staleness.empty() && f.windows != nullptr) {
       std::int64_t steps_then = 0;
@@ -202,8 +210,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"model", cfg.model.kind},
     {"parameters", f.parameters},
     {"dataset", cfg.dataset},
-    {"partition", cfg.partition == "dirichlet" ? nlohmann::json{{"kind", "dirichlet"}, {"alpha", cfg.dirichlet_alpha}}
-                                               : nlohmann::json{{"kind", "iid"}}},
+    {"partition", partition_facts(cfg.partition)},
     {"threads_per_worker", cfg.threads},
     {"batch_size", cfg.batch_size},
     {"optimizer", cfg.opt.kind},

@@ -37,7 +37,7 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   setup.threads = cfg.threads;
   setup.how = models::parse_parallelism(cfg.parallelism);
   setup.seed = cfg.seed;
-  setup.dirichlet_alpha = cfg.partition == "dirichlet" ? cfg.dirichlet_alpha : 0;
+  setup.partition = cfg.partition;
   setup.log_every = cfg.log_every;
   if (cfg.trace)
     setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));

@@ -169,7 +169,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.step_progress = setup.budget_samples > 0 || !setup.back_at_step.empty();
   wc.joining = setup.replacing;
   wc.seed = setup.seed;
-  wc.dirichlet_alpha = setup.dirichlet_alpha;
+  wc.partition = setup.partition;
   wc.opt = setup.opt;
   wc.compress = setup.compress;
   wc.opt.lr = static_cast<float>(wc.opt.lr * at(setup.worker_lr_scale, 1.0)); // its own steps (local SGD, gossip)

@@ -108,7 +108,7 @@ struct topology_setup {
   std::function<void(int epoch)> sync_ranks;
   models::parallelism how = models::parallelism::automatic;
   std::uint64_t seed = 1;
-  double dirichlet_alpha = 0; ///< > 0: non-IID shards, Dirichlet(alpha) label skew (data.partition)
+  models::partition_spec partition; ///< data.partition: iid, or label-skewed shards
   int log_every = 50; ///< steps per worker metrics record
   /// Spans of every actor in this process, for trace.json (null: none).
   std::shared_ptr<actors::tracer> trace;

@@ -341,6 +341,36 @@ TEST_CASE("Dirichlet shards are disjoint, cover the data, repeat from the seed, 
   CHECK(shard_indices(data, 2, world, 5, 0.0) == shard_indices(data.size(), 2, world, 5)); // alpha 0: IID
 }
 
+TEST_CASE("Class shards give each worker about k classes, are disjoint, cover the data and repeat from the seed") {
+  const auto data = make_synthetic(3000, 1, 4, 4, 10, 3);
+  // 10 classes of about 300 samples: a piece of n / (world k) samples
+  // spans at most ceil(10 / (world k)) + 1 classes.
+  for (const auto& [world, k] : {std::pair{5, 2}, std::pair{3, 4}, std::pair{4, 1}}) {
+    std::vector<int> seen(static_cast<std::size_t>(data.size()), 0);
+    int most = 0, total = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto mine = class_shard_indices(data, r, world, 7, k);
+      CHECK(mine == class_shard_indices(data, r, world, 7, k));
+      CHECK(mine == shard_indices(data, r, world, 7, partition_spec{"classes", 0.5, k}));
+      std::set<int> classes;
+      for (auto i : mine) {
+        ++seen[static_cast<std::size_t>(i)];
+        classes.insert(*data.label(i));
+      }
+      most = std::max(most, static_cast<int>(classes.size()));
+      total += static_cast<int>(classes.size());
+    }
+    INFO(world << " workers x " << k << ": at most " << most << " classes, " << total << " in all");
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    const int span = (10 + world * k - 1) / (world * k) + 1;
+    CHECK(most <= k * span);
+    CHECK(total >= std::min(10, world * k)); // every class is someone's
+  }
+  CHECK(class_shard_indices(data, 1, 5, 7, 2) != class_shard_indices(data, 1, 5, 8, 2));
+  CHECK_THROWS_WITH(class_shard_indices(data, 0, 2000, 7, 2), Catch::Contains("need 4000 pieces"));
+  CHECK(shard_indices(data, 0, 1, 7, partition_spec{"classes", 0.5, 2}).size() == 3000); // one worker: all of it
+}
+
 TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
   dataset text;
   text.name = "text";
@@ -349,4 +379,5 @@ TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
   text.images.assign(8 * 4, 0.f);
   text.labels.assign(8 * 4, 1);
   CHECK_THROWS_WITH(shard_indices(text, 0, 2, 1, 0.5), Catch::Contains("use \"iid\""));
+  CHECK_THROWS_WITH(class_shard_indices(text, 0, 2, 1, 2), Catch::Contains("use \"iid\""));
 }
