@@ -49,6 +49,24 @@ std::string results_writer::failure() const {
   return failure_;
 }
 
+void results_writer::add_tensorboard(const nlohmann::json& record) {
+  try {
+    tb_->add(record);
+  } catch (const std::exception& e) { // tb/ cannot be written: the run and metrics.jsonl go on without it
+    log::warn("TensorBoard files are no longer written: {}", e.what());
+    tb_.reset();
+  }
+}
+
+void results_writer::flush_tensorboard() {
+  try {
+    tb_->flush();
+  } catch (const std::exception& e) {
+    log::warn("TensorBoard files are no longer written: {}", e.what());
+    tb_.reset();
+  }
+}
+
 void results_writer::tensorboard(double time_offset) {
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::lock_guard<std::mutex> lk(mu_);
@@ -60,7 +78,7 @@ void results_writer::flush() {
   unflushed_ = 0;
   last_flush_ = std::chrono::steady_clock::now();
   if (tb_)
-    tb_->flush();
+    flush_tensorboard();
   if (pending_.empty() || !failure_.empty())
     return;
   std::size_t done = 0;
@@ -143,7 +161,7 @@ void results_writer::metric(const nlohmann::json& record) {
     pending_ += record.dump();
     pending_ += '\n';
     if (tb_)
-      tb_->add(record);
+      add_tensorboard(record);
     // Whole lines reach the file every 64 records or half a second, whichever
     // comes first: readers that follow the file (the Python module's
     // on_metrics, TensorBoard) see a slow run's records soon.

@@ -55,6 +55,8 @@ public:
   void write_metrics_csv() const;
 
 private:
+  void add_tensorboard(const nlohmann::json& record); ///< with mu_ held; a failure ends tb/, not the run
+  void flush_tensorboard();                            ///< likewise
   std::string dir_, path_;
   int fd_ = -1;
   std::string pending_;        ///< whole lines not yet written

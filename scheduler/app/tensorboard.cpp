@@ -152,8 +152,10 @@ void tensorboard_writer::add(const nlohmann::json& record) {
 }
 
 void tensorboard_writer::flush() {
-  for (auto& [name, out] : runs_)
+  for (auto& [name, out] : runs_) {
     out.flush();
+    check(out.good(), "cannot write " + (name.empty() ? dir_ : dir_ + "/" + name) + " (disk full, or a quota?)");
+  }
 }
 
 namespace {
