@@ -322,6 +322,17 @@ nlohmann::json write_results(const trained_run& t) {
   return summary;
 }
 
+/// The results folder as the run starts: config.toml (a fresh run), a full
+/// disk stopping the run, TensorBoard's files where asked.
+void open_results(results_writer& out, const run_config& cfg, bool resumed, double time_offset,
+                  std::atomic<bool>* stop) {
+  if (!resumed)
+    out.write_file("config.toml", cfg.resolved_toml);
+  out.stop_on_failure(stop);
+  if (cfg.tensorboard)
+    out.tensorboard(time_offset);
+}
+
 } // namespace
 
 nlohmann::json run_actors(run_config cfg, const run_options& opts) {
@@ -350,13 +361,9 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
       return run_follower(sys, cfg, setup, *jb, data.train, opts);
   }
   results_writer out(cfg.out, resumed.has_value());
-  if (!resumed)
-    out.write_file("config.toml", cfg.resolved_toml);
   std::atomic<bool> own_stop{false}; // a full disk stops the run even where no one else can
   auto* stop = opts.stop ? opts.stop : &own_stop;
-  out.stop_on_failure(stop);
-  if (cfg.tensorboard)
-    out.tensorboard(time_offset);
+  open_results(out, cfg, resumed.has_value(), time_offset, stop);
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.
   trace_output trace_out(setup.trace, cfg.out, cfg.name, jb ? jb->launch.size : 1);
