@@ -2,6 +2,8 @@
 // It runs the command line in this process, the GIL released, and gives the
 // config schema; the Python side builds the arguments and reads results.
 #include "scheduler/app/cli.hpp"
+#include "kernels/error.hpp"
+#include "scheduler/app/config.hpp"
 #include "scheduler/app/config_schema.hpp"
 #include "scheduler/app/version.hpp"
 
@@ -32,6 +34,16 @@ py::tuple run_cli(std::vector<std::string> args) {
   return py::make_tuple(status, embed.error);
 }
 
+/// Where a run of this config (with --set `overrides`) writes its results,
+/// as the command line resolves it: (folder, "") or ("", the config's error).
+py::tuple results_folder(const std::string& config, const std::vector<std::string>& overrides) {
+  try {
+    return py::make_tuple(gs::load_config(config, overrides).out, std::string());
+  } catch (const gradwire::error& e) {
+    return py::make_tuple(std::string(), std::string(e.what()));
+  }
+}
+
 /// Every config key: {key: {type, default, allowed, doc}}.
 py::dict schema() {
   py::dict out;
@@ -52,6 +64,8 @@ PYBIND11_MODULE(_gradwire, m) {
   m.doc() = "gradwire's command line and config schema, in this process";
   m.def("run_cli", &run_cli, py::arg("args"),
         "Runs `gradwire ARGS...` here; returns (exit status, error message)");
+  m.def("results_folder", &results_folder, py::arg("config"), py::arg("overrides"),
+        "The results folder of a run of CONFIG with these --set overrides: (folder, error message)");
   m.def("schema", &schema, "Every config key with its type, default (TOML text), allowed values and doc");
   m.def("version", &gs::version);
   m.def("commit", &gs::git_commit);

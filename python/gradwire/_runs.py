@@ -6,7 +6,6 @@ import os
 import shutil
 import tempfile
 import threading
-import tomllib
 
 from . import _gradwire, _toml
 from ._results import Error, Run, Sweep
@@ -57,17 +56,12 @@ class _Config:
             raise TypeError("gradwire: config is a path to a TOML file or a dict shaped like one")
 
     def out(self, sets, suffix=""):
-        """Where the CLI puts the results: experiment.out, else results/<name>."""
-        try:
-            with open(self.path, "rb") as f:
-                exp = tomllib.load(f).get("experiment", {})
-        except (OSError, tomllib.TOMLDecodeError):
-            exp = {}  # the run itself reports what is wrong with the file
-        for key in ("name", "out"):
-            if f"experiment.{key}" in sets:
-                exp[key] = tomllib.loads("v = " + _toml.value(sets[f"experiment.{key}"]))["v"]
-        name = exp.get("name", "default")
-        return (exp.get("out") or os.path.join("results", name)) + suffix
+        """Where the CLI puts the results (experiment.out, else results/<name>),
+        resolved by its own config reader; a bad config raises its error."""
+        folder, message = _gradwire.results_folder(self.path, _sets(sets))
+        if message:
+            raise Error(message)
+        return folder + suffix
 
     def close(self):
         if self.tmp:
@@ -148,9 +142,14 @@ def _call(args, out_dir, on_metrics, resuming=False):
         raise Error(message or f"gradwire exited with status {status}")
 
 
+def _sets(set):
+    """{key: value} as --set's KEY=VALUE texts."""
+    return [f"{k}={_toml.value(v)}" for k, v in (set or {}).items()]
+
+
 def _common(args, set, procs, force, quiet, report):
-    for k, v in (set or {}).items():
-        args += ["--set", f"{k}={_toml.value(v)}"]
+    for s in _sets(set):
+        args += ["--set", s]
     if procs is not None:
         args += ["--procs", str(procs)]
     if force:
