@@ -1,7 +1,7 @@
+#include "actors/ps_shard_state.hpp"
 #include "actors/refuse.hpp"
-#include "actors/ps_shard.hpp"
 
-#include "actors/shard_copies.hpp"
+#include "kernels/log.hpp"
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/denormals.hpp"
@@ -15,46 +15,8 @@
 #include <string>
 
 namespace gradwire::actors {
-namespace {
+namespace shard_detail {
 
-struct pending_pull {
-  int rank;
-  std::int64_t min_version;
-  std::int64_t min_clock;
-  caf::response_promise promise;
-  std::chrono::steady_clock::time_point since;
-};
-
-struct shard_state {
-  shard_config cfg;
-  slice params;               ///< the shard's own copy
-  slice sum;                  ///< sync: gradients summed for this version
-  /// Sync and local SGD: this version's pushes by rank, summed in rank
-  /// order once all are in, so the sum is the same bits whatever order
-  /// they arrived in (a float sum depends on its order from 3 terms on).
-  std::vector<slice> round;
-  std::vector<std::int64_t> round_samples;
-  int pushed = 0;             ///< sync: pushes received for this version
-  std::int64_t samples = 0;   ///< sync: samples behind them
-  std::int64_t version = 0;
-  std::unique_ptr<models::optimizer> opt;
-  std::vector<pending_pull> waiting;
-  histogram staleness;
-  std::vector<std::int64_t> clocks; ///< steps pushed, per worker rank
-  /// Workers still in the job (a lost one is left out of every version and
-  /// clock after the coordinator's reform), and the last reform seen.
-  std::vector<bool> live;
-  int generation = 0;
-  std::int64_t max_gap = 0;         ///< largest (fastest - slowest) clock seen
-  std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
-  std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
-  slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
-  trace_ref tr;
-  std::optional<shard_copies> copies; ///< for checkpoints (shard_copies.hpp)
-  static inline const char* name = "ps_shard";
-};
-
-using shard_actor = caf::stateful_actor<shard_state>;
 
 std::size_t len(const shard_state& s) { return s.cfg.end - s.cfg.begin; }
 
@@ -155,8 +117,25 @@ bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clo
   return st.version >= min_version && slowest(st) >= min_clock;
 }
 
+/// Adds `e` to the shard's record; a record that cannot go on (a full
+/// disk, its bound) is said once, and the run goes on without it.
+void note(shard_state& st, const record_entry& e) {
+  if (!st.rec)
+    return;
+  st.rec->add(e);
+  if (st.rec_warned || (st.rec->error().empty() && !st.rec->capped()))
+    return;
+  st.rec_warned = true;
+  if (!st.rec->error().empty())
+    log::warn("shard {}: the record stops here: {}", st.cfg.id, st.rec->error());
+  else
+    log::warn("shard {}: the record stops at {} bytes (experiment.record_max_mb); a replay follows it that far",
+              st.cfg.id, st.rec->bytes());
+}
+
 /// The slice for a pull by `rank`; DC-ASGD keeps it as that rank's w_read.
 slice answer(shard_state& st, int rank) {
+  note(st, {true, rank, st.clocks[static_cast<std::size_t>(rank)], 0});
   auto snap = params_copy(st);
   if (st.cfg.ps.dc() > 0.f)
     st.read[static_cast<std::size_t>(rank)] = snap; // read-only from here on, shared with the worker
@@ -175,13 +154,6 @@ void answer_pulls(shard_state& st) {
   }
   st.waiting = std::move(still);
 }
-
-/// What a push came to: the error text (nothing changed), or the staleness
-/// to answer with (-1: dropped, -2: after the last version).
-struct push_outcome {
-  std::string error;
-  std::int64_t staleness = 0;
-};
 
 /// Keeps `rank`'s push of this version; false when it already pushed one.
 bool hold(shard_state& st, int rank, const slice& grad, std::int64_t samples) {
@@ -317,6 +289,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
         c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
       g = c;
     }
+    note(st, {false, rank, step, staleness});
     apply(st, g, scale);
     answer_pulls(st); // SSP: this push may have advanced the slowest clock
     return {{}, staleness};
@@ -372,6 +345,16 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   }
   if (cfg.resume)
     restore(s, *cfg.resume);
+  if (!cfg.record_path.empty()) {
+    const record_header h{cfg.id, static_cast<std::int64_t>(cfg.begin), static_cast<std::int64_t>(cfg.end), cfg.workers};
+    s.rec = std::make_unique<record_writer>(cfg.record_path, h, cfg.record_max_bytes);
+    if (!s.rec->error().empty()) {
+      log::warn("shard {}: no record: {}", cfg.id, s.rec->error());
+      s.rec.reset();
+    }
+  }
+  if (cfg.replay)
+    s.gate = open_gate(cfg.replay, cfg.workers);
 }
 
 /// (snapshot_atom, version): the shard's part of a checkpoint at
@@ -402,10 +385,25 @@ caf::result<std::int64_t, slice, double> on_pull(shard_actor* self, int rank, st
   if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
     return caf::make_error(caf::sec::invalid_argument,
                            "shard " + std::to_string(st.cfg.id) + ": pull from unknown rank " + std::to_string(rank));
+  if (st.gate) {
+    held_message m{held_message::what::pull, 0, 0, 0, min_version, min_clock, {}, self->make_response_promise()};
+    auto rp = m.promise;
+    hold_for_turn(self, rank, std::move(m));
+    return rp;
+  }
   if (ready(st, min_version, min_clock))
     return {st.version, answer(st, rank), 0.0};
   auto rp = self->make_response_promise();
   st.waiting.push_back({rank, min_version, min_clock, rp, now_on(st.cfg.vclock.get())});
+  return rp;
+}
+
+/// A replay's push, answered when the record says it was applied.
+caf::response_promise held_push(shard_actor* self, held_message::what kind, int rank, std::int64_t base_version,
+                                std::int64_t step, std::int64_t samples, slice grad) {
+  held_message m{kind, base_version, step, samples, 0, 0, std::move(grad), self->make_response_promise()};
+  auto rp = m.promise;
+  hold_for_turn(self, rank, std::move(m));
   return rp;
 }
 
@@ -417,10 +415,23 @@ caf::result<std::int64_t, std::int64_t, slice> on_push_pull(shard_actor* self, i
     return caf::make_error(caf::sec::invalid_argument,
                            "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
                              " to a " + (st.cfg.ps.sync ? "sync" : "local-SGD") + " shard (async only)");
+  if (st.gate)
+    return held_push(self, held_message::what::push_pull, rank, base_version, step, samples, std::move(grad));
   auto out = take_push(st, rank, base_version, step, samples, grad);
   if (!out.error.empty())
     return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
   return {out.staleness, st.version, answer(st, rank)};
+}
+
+/// A push: applied, summed or held for its turn (a replay).
+caf::result<std::int64_t, std::int64_t> on_push(shard_actor* self, int rank, std::int64_t base_version,
+                                                std::int64_t step, std::int64_t samples, slice grad) {
+  if (self->state.gate)
+    return held_push(self, held_message::what::push, rank, base_version, step, samples, std::move(grad));
+  auto out = take_push(self->state, rank, base_version, step, samples, grad);
+  if (!out.error.empty())
+    return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
+  return {out.staleness, self->state.version};
 }
 
 caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
@@ -440,12 +451,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     [=](pull_atom, int rank, std::int64_t min_version, std::int64_t min_clock) {
       return on_pull(self, rank, min_version, min_clock);
     },
-    [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad)
-      -> caf::result<std::int64_t, std::int64_t> {
-      auto out = take_push(self->state, rank, base_version, step, samples, grad);
-      if (!out.error.empty())
-        return caf::make_error(caf::sec::invalid_argument, std::move(out.error));
-      return {out.staleness, self->state.version};
+    [=](push_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad) {
+      return on_push(self, rank, base_version, step, samples, std::move(grad));
     },
     [=](push_pull_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad) {
       return on_push_pull(self, rank, base_version, step, samples, std::move(grad));
@@ -454,6 +461,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
       reform(self->state, generation, survivors);
     },
     [=](stats_atom) -> caf::result<std::int64_t, histogram, std::int64_t, std::vector<std::int64_t>> {
+      if (self->state.rec) // asked once the workers are done: the record is whole on disk for rank 0 to read
+        self->state.rec->flush();
       return {self->state.version, self->state.staleness, self->state.max_gap, self->state.dropped};
     },
     [=](fetch_atom) -> caf::result<std::int64_t, slice> {
@@ -462,10 +471,10 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
   };
 }
 
-} // namespace
+} // namespace shard_detail
 
 caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial) {
-  return sys.spawn(shard_behavior, cfg, std::move(initial));
+  return sys.spawn(shard_detail::shard_behavior, cfg, std::move(initial));
 }
 
 } // namespace gradwire::actors

@@ -18,6 +18,8 @@
 /// dc-asgd (async, dc_lambda > 0): each gradient is corrected for its delay,
 ///        g + lambda * g * g * (w_now - w_read), w_read being the slice the
 ///        pushing worker last pulled (a copy per worker).
+/// record (async): the shard writes the order of its updates
+///        (update_record.hpp); replay: it takes them in a record's order.
 /// pushpull (async only): a push whose reply also carries the slice after
 ///        it, as a pull right then would (one round trip a step).
 /// ssp:   async, and a pull with min_clock waits until every worker has
@@ -31,6 +33,7 @@
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
+#include "actors/update_record.hpp"
 #include "actors/virtual_clock.hpp"
 #include "models/optimizer.hpp"
 
@@ -74,6 +77,13 @@ struct shard_config {
   /// Virtual time (virtual_clock.hpp): a held pull's wait and the trace on
   /// the simulation's clock. Null: the machine's.
   std::shared_ptr<virtual_clock> vclock;
+  /// experiment.record (async shards): the file this shard writes its
+  /// record to (update_record.hpp; "": none), and its bound in bytes.
+  std::string record_path;
+  std::int64_t record_max_bytes = 0;
+  /// gradwire replay: this shard takes its pushes and answers its pulls in
+  /// the record's order, each held until its entry is due (null: as they come).
+  std::shared_ptr<const shard_record> replay;
 };
 
 /// (snapshot_atom, version) -> (meta, floats): the shard's part of a

@@ -9,6 +9,7 @@
 #include "scheduler/app/compare.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/app/model_file.hpp"
+#include "scheduler/app/replay.hpp"
 #include "scheduler/app/report.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/sample.hpp"
@@ -184,6 +185,15 @@ run_options run_options_of(const cli_args& a) {
   return o;
 }
 
+/// The line a finished run ends with.
+void print_outcome(const run_config& cfg, const nlohmann::json& summary) {
+  auto acc = summary["final_test_accuracy"];
+  std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n", cfg.name.c_str(),
+              summary["status"].get<std::string>().c_str(), summary["wall_seconds"].get<double>(),
+              summary["samples_per_sec"].get<double>(),
+              acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(), cfg.out.c_str());
+}
+
 /// One experiment in this process (or as one rank of a job).
 int run_experiment(const cli_args& a, run_config cfg) {
   if (!a.out_dir.empty())
@@ -193,13 +203,50 @@ int run_experiment(const cli_args& a, run_config cfg) {
                               : run_actors(cfg, opts);
   if (summary.contains("rank")) // a rank other than 0 of a multi-process job: rank 0 reports
     return g_stop ? 130 : 0;
-  auto acc = summary["final_test_accuracy"];
-  std::printf("%s: %s in %.1f s, %.0f samples/s, test accuracy %s, results in %s\n", cfg.name.c_str(),
-              summary["status"].get<std::string>().c_str(), summary["wall_seconds"].get<double>(),
-              summary["samples_per_sec"].get<double>(),
-              acc.is_null() ? "n/a" : fmt::format("{:.2f}%", 100 * acc.get<double>()).c_str(), cfg.out.c_str());
+  print_outcome(cfg, summary);
   if (!a.no_report)
     report_on(cfg.out);
+  return g_stop ? 130 : 0;
+}
+
+/// What a replay followed, and whether it came out the run's bits.
+void print_replay(const cli_args& a, const run_config& cfg, const nlohmann::json& facts) {
+  const auto& rec = facts["record"];
+  if (rec.is_null())
+    std::printf("replay: a lock-step run, deterministic without a record: its config ran again\n");
+  else
+    std::printf("replay: %lld updates and pulls followed in the recorded order%s\n",
+                static_cast<long long>(rec["entries"].get<std::int64_t>()),
+                rec["entries_left_out"].get<std::int64_t>() > 0
+                  ? fmt::format(" ({} past the last step every shard's record holds were left out: the run was cut short)",
+                                rec["entries_left_out"].get<std::int64_t>())
+                      .c_str()
+                  : "");
+  namespace fs = std::filesystem;
+  const auto theirs = (fs::path(a.replay_dir) / "model.safetensors").string();
+  if (!fs::exists(theirs))
+    std::printf("replay: %s has no model.safetensors to compare with (the run did not finish)\n", a.replay_dir.c_str());
+  else if (same_tensors(theirs, cfg.out + "/model.safetensors"))
+    std::printf("replay: model.safetensors holds the run's parameters, bit for bit\n");
+  else
+    std::printf("replay: model.safetensors differs from the run's%s\n",
+                a.overrides.empty() ? "" : " (--set changed the algorithm; the schedule was the run's)");
+}
+
+/// gradwire replay: a recorded run again in this process.
+int run_replay(const cli_args& a) {
+  check(gradwire::transport::detect_launch().size == 1,
+        "gradwire replay runs in one process: start it without srun, mpirun or --procs");
+  const auto src = read_replay({a.replay_dir, a.out_dir, a.overrides});
+  claim_results_folder(src.cfg.out, a.force, "replay");
+  auto opts = run_options_of(a);
+  opts.replay = src.cut;
+  opts.replay_facts = src.facts;
+  const auto summary = run_actors(src.cfg, opts);
+  print_outcome(src.cfg, summary);
+  print_replay(a, src.cfg, src.facts);
+  if (!a.no_report)
+    report_on(src.cfg.out);
   return g_stop ? 130 : 0;
 }
 
@@ -292,6 +339,8 @@ run_config run_config_of(cli_args& a) {
 
 int dispatch(cli_args& a, int argc, char** argv) {
   parse_run_procs(a);
+  if (*a.replay)
+    return run_replay(a);
   // The config, read once: the sweep, the launch and the run all use it.
   std::optional<run_config> base;
   if (*a.run)

@@ -150,6 +150,31 @@ Examples:
   a.compare->add_option("--out,-o", a.compare_out, "folder of the page (default results/compare)");
 }
 
+void add_replay(CLI::App& app, cli_args& a) {
+  a.replay = app.add_subcommand("replay", "run a recorded run again in this process: the same bits, or a variant on "
+                                          "the same schedule (--set)");
+  a.replay->footer(R"(An async parameter server's shards record the order of their updates
+(experiment.record, on by default: record/ in the results folder). A
+replay runs the run's config.toml in this process, at full speed, each
+shard taking the updates in the recorded order: model.safetensors comes
+out the same bits as the run's, however many processes and slow nodes it
+had. With --set, the algorithm changes and the schedule stays: every
+update arrives in the recorded order at its recorded staleness, so two
+variants differ by the algorithm alone. A killed run's record is
+followed to its last whole update. Lock-step runs need no record.
+
+Examples:
+  gradwire replay results/ps-async
+  gradwire replay results/ps-async --set topology.staleness_lr=true --out results/ps-async-slr)");
+  a.replay->add_option("run", a.replay_dir, "results folder of the recorded run")->required();
+  a.replay->add_option("--out,-o", a.out_dir, "results folder of the replay (default: RUN-replay)");
+  a.replay->add_option("--set,-s", a.overrides, "change a config key, keeping the schedule (repeatable)")
+    ->type_name("KEY=VALUE");
+  a.replay->add_flag("--quiet,-q", a.quiet, "no progress line");
+  a.replay->add_flag("--no-report", a.no_report, "skip report.html and its plots at the end");
+  a.replay->add_flag("--force", a.force, "replace the results of an earlier run in the replay's folder");
+}
+
 void add_others(CLI::App& app, cli_args& a) {
   a.report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
   a.report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
@@ -176,6 +201,7 @@ Examples:
   a.eval->add_option("--set,-s", a.overrides, "override a config key: --set data.test_subset=1000 (repeatable)")
     ->type_name("KEY=VALUE");
   add_sample(app, a);
+  add_replay(app, a);
   add_export_compare(app, a);
   a.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
   a.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");

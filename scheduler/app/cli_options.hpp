@@ -27,6 +27,8 @@ struct cli_args {
   std::string export_dir;
   bool export_tensorboard = false;
   CLI::App* compare = nullptr;
+  CLI::App* replay = nullptr;
+  std::string replay_dir;
   std::vector<std::string> compare_runs;
   std::string compare_out;
   gradwire::scheduler::sample_options sampling;

@@ -202,6 +202,8 @@ void read_train(reader& r, run_config& c) {
   c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
   c.trace = r.boolean("experiment.trace");
   c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
+  c.record = r.boolean("experiment.record");
+  c.record_max_mb = r.integer("experiment.record_max_mb", 1, std::int64_t{1} << 20);
   c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
   c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
   c.checkpoint_every = r.integer("train.checkpoint_every", 0, std::int64_t{1} << 40);

@@ -136,6 +136,8 @@ struct run_config {
   int min_workers = 1; ///< a ring that loses workers goes on while this many remain (0: a loss ends the run)
   bool trace = true;        ///< write trace.json
   int trace_spans = 20000;  ///< per actor track (ring buffer)
+  bool record = true;       ///< experiment.record: async shards write record/ (update_record.hpp)
+  std::int64_t record_max_mb = 256;
 
   /// The fully resolved config (defaults filled in) as TOML text, written
   /// to the results folder so a run can be repeated exactly.

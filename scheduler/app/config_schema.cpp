@@ -38,6 +38,8 @@ const std::vector<key_spec>& config_schema() {
      "real: the machine's clock and threads; virtual: every worker simulated on one thread by a deterministic discrete-event loop, gradients computed for real and time taken from [virtual]'s compute and link models (every topology but single; up to 1,024 workers on one machine)"},
     {"experiment.trace", vt::boolean, "true", {}, "write trace.json: spans per actor (compute, exchange, wait, apply, ring send/reduce) for Perfetto or chrome://tracing"},
     {"experiment.trace_spans", vt::integer, "20000", {}, "spans kept per actor in trace.json (a ring buffer: the last ones; bounds the file)"},
+    {"experiment.record", vt::boolean, "true", {}, "async parameter servers: each shard writes the order of the updates it applied and the pulls it answered to record/ (a few bytes each), so that `gradwire replay` can run the run again bit for bit, or a variant on the same schedule"},
+    {"experiment.record_max_mb", vt::integer, "256", {}, "bound on each shard's record file, in MiB (a replay follows a record that far)"},
 
     {"model.kind", vt::string, "\"mlp\"", models::model_kinds(), "network (gpt: a decoder-only transformer over bytes; it needs data.dataset = \"text\")"},
     {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},

@@ -112,7 +112,7 @@ namespace {
 bool ours(const std::filesystem::path& p) {
   const auto name = p.filename().string();
   static const char* const files[] = {"summary.json", "metrics.jsonl", "metrics.csv", "model.safetensors", "config.toml", "trace.json", "report.html",
-                                      "plots", "sweep.md", "sweep.csv", "sweep.json"};
+                                      "plots", "sweep.md", "sweep.csv", "sweep.json", "record", "tb"};
   for (const char* f : files)
     if (name == f)
       return true;

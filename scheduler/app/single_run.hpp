@@ -4,11 +4,13 @@
 /// periodic metrics, evaluation, progress, and the results folder. (The
 /// multi-worker topologies wire actors around the same trainer.)
 
+#include "actors/update_record.hpp"
 #include "scheduler/app/config.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <memory>
 
 namespace gradwire::scheduler {
 
@@ -26,6 +28,11 @@ struct run_options {
   /// in the same folder (metrics.jsonl is appended to).
   std::string resume;
   std::int64_t resume_step = 0;
+  /// `gradwire replay` (replay.hpp): the shards follow these records and
+  /// each worker runs its recorded steps; `replay_facts` goes into
+  /// summary.json as "replay".
+  std::shared_ptr<const actors::replay_cut> replay;
+  nlohmann::json replay_facts;
 };
 
 /// Trains as `cfg` says and returns summary.json's content.

@@ -13,6 +13,7 @@
 #include "scheduler/app/join_across.hpp"
 #include "scheduler/app/model_file.hpp"
 #include "scheduler/app/progress.hpp"
+#include "scheduler/app/replay.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/step_breakdown.hpp"
 #include "scheduler/app/trace_file.hpp"
@@ -277,6 +278,7 @@ struct trained_run {
   checkpoint_writer* checkpoints;
   const std::optional<loaded_checkpoint>& resumed;
   clock_type::time_point t_start;
+  const run_options& opts;
 };
 
 /// The final evaluation, the trace, the model and summary.json; lets the
@@ -316,6 +318,8 @@ nlohmann::json write_results(const trained_run& t) {
   t.out.flush();
   summary["resumed_from"] = t.resumed ? nlohmann::json(t.resumed->point->step) : nlohmann::json(nullptr);
   summary["shm_references_sent"] = refs_sent;
+  summary["record"] = setup.record_dir.empty() ? nlohmann::json(nullptr) : record_facts(setup.record_dir);
+  summary["replay"] = t.opts.replay ? t.opts.replay_facts : nlohmann::json(nullptr);
   add_token_figures(summary, cfg);
   t.out.write_summary(summary);
   closing_notes(t.progress, f, summary);
@@ -345,6 +349,12 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   const auto identity =
     checkpoint_identity(cfg, static_cast<std::int64_t>(models::model(cfg.model, kernels::device::cpu(), cfg.seed).size()));
   const auto resumed = resume_from(opts, identity, setup);
+  if (resumed) // a record follows a run from its first step: the one before the resume stays as it was
+    setup.record_dir.clear();
+  if (opts.replay) {
+    setup.replay = opts.replay;
+    setup.budget_samples = 0; // each worker runs its recorded steps, however the budget shared them out
+  }
   setup.checkpoint_every = cfg.checkpoint_every;
   setup.checkpoint_every_s = cfg.checkpoint_every_s;
   const double time_offset = seconds_before(resumed);
@@ -391,7 +401,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
     throw;
   }
   return write_results({cfg, setup, res, jb, sys, ev, out, progress, coord_trace, trace_out, data, l, clock_facts,
-                        checkpoints.get(), resumed, t_start});
+                        checkpoints.get(), resumed, t_start, opts});
 }
 
 } // namespace gradwire::scheduler

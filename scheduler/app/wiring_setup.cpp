@@ -39,6 +39,9 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   setup.seed = cfg.seed;
   setup.partition = cfg.partition;
   setup.log_every = cfg.log_every;
+  if (cfg.record)
+    setup.record_dir = cfg.out + "/record";
+  setup.record_max_bytes = cfg.record_max_mb << 20;
   if (cfg.trace)
     setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));
 }

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstring>
 
 namespace gradwire::scheduler {
@@ -62,6 +63,22 @@ int home_of(const topology_setup& setup, int i) {
 /// Shard i, from the whole parameter buffer `params`.
 actors::shard_config shard_config_of(const topology_setup& setup, const shard_set& s, int i);
 
+/// Whether shard i writes a record here (experiment.record): an async
+/// server's shards, whose order of updates nothing else fixes.
+bool records(const topology_setup& setup) {
+  return !setup.record_dir.empty() && !setup.ps.sync && !setup.ps.local_sgd() && setup.ps.backups() == 0;
+}
+
+/// A replay's record for shard i (the cut keeps it alive).
+std::shared_ptr<const actors::shard_record> replay_of(const topology_setup& setup, int i) {
+  if (!setup.replay)
+    return nullptr;
+  check(static_cast<std::size_t>(i) < setup.replay->shards.size(),
+        "replay: no record for shard " + std::to_string(i) + " (" + std::to_string(setup.replay->shards.size()) +
+          " shard records for topology.shards = " + std::to_string(setup.ps.shards) + ")");
+  return {setup.replay, &setup.replay->shards[static_cast<std::size_t>(i)]};
+}
+
 caf::actor spawn_one(caf::actor_system& sys, const actors::shard_config& sc, const float* params) {
   auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
   std::memcpy(slice0.data(), params + sc.begin, (sc.end - sc.begin) * sizeof(float));
@@ -82,6 +99,8 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
       s.handles[static_cast<std::size_t>(i)] = nd->remote(home_of(setup, i), transport::slots::shard(i));
       continue;
     }
+    if (records(setup))
+      std::filesystem::create_directories(setup.record_dir);
     s.own.push_back(spawn_one(sys, shard_config_of(setup, s, i), initial.params().data()));
     s.handles[static_cast<std::size_t>(i)] = s.own.back();
     if (nd)
@@ -107,6 +126,11 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
   sc.snapshot_every_versions = snapshot_versions(setup);
   if (setup.resume)
     sc.resume = setup.resume->part("shard " + std::to_string(i));
+  if (records(setup)) {
+    sc.record_path = setup.record_dir + "/shard-" + std::to_string(i) + ".gwr";
+    sc.record_max_bytes = setup.record_max_bytes;
+  }
+  sc.replay = replay_of(setup, i);
   return sc;
 }
 
@@ -131,6 +155,7 @@ void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_se
         continue;
       auto sc = shard_config_of(setup, shards, i);
       sc.resume.reset();
+      sc.record_path.clear(); // the record ends with the lost rank: a replay follows runs without faults
       sc.first_version = version;
       sc.first_clocks = clocks;
       sc.first_live = live;
@@ -151,6 +176,8 @@ actors::worker_config ps_worker(const topology_setup& setup, const models::datas
   wc.step_progress = wc.step_progress || wc.shards_may_move;
   wc.ranges = s.ranges;
   wc.ps = setup.ps;
+  if (setup.replay && static_cast<std::size_t>(r) < setup.replay->steps.size())
+    wc.steps = setup.replay->steps[static_cast<std::size_t>(r)];
   return wc;
 }
 

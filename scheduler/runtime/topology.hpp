@@ -20,6 +20,7 @@
 #include "scheduler/runtime/virtual_time.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
+#include "actors/update_record.hpp"
 #include "actors/worker_core.hpp"
 #include "models/dataset.hpp"
 #include "models/network.hpp"
@@ -158,6 +159,14 @@ struct topology_setup {
   bool replacing = false;
   /// Resume: every actor starts from its part of this checkpoint.
   std::shared_ptr<const resume_point> resume;
+  /// experiment.record: each async shard writes its record
+  /// (actors/update_record.hpp) into this folder, up to record_max_bytes
+  /// ("": none).
+  std::string record_dir;
+  std::int64_t record_max_bytes = 0;
+  /// gradwire replay: the shards follow these records (by shard id), and
+  /// worker r runs replay->steps[r] steps. Null: a run of its own.
+  std::shared_ptr<const actors::replay_cut> replay;
   /// Virtual time (virtual_time.hpp): the run is simulated on this clock,
   /// and `sys` runs its scheduler (configure_virtual). Null: real time.
   std::shared_ptr<simulation> sim;

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Record and replay of asynchronous runs, as a user runs them.
+#  - An async parameter server of 3 processes, one worker 3x slow with its
+#    own batch size, shards spread over the ranks: the replay in one
+#    process writes the run's model.safetensors bit for bit, and records
+#    the same schedule byte for byte. Twice, so two arrival orders.
+#  - Separate pulls with DC-ASGD across 3 processes, SSP in one process
+#    with 3 shards, and a run in virtual time: each replays bit for bit.
+#  - What-if: --set topology.staleness_lr=true keeps the schedule (the same
+#    record, every update at its recorded staleness) and changes the model.
+#  - A killed run (rank 0 killed at its step 25, so the job ends): the
+#    replay follows its record to the last update every shard holds, the
+#    same bits twice, and says how many entries it left out.
+#  - A record cut inside an entry is followed to its last whole entry.
+#  - Refused, naming the file or key, without a hang: a record that
+#    diverges from the replay (a staleness changed), a missing shard's
+#    record, a file that is no record, a key that changes the schedule, a
+#    run without a record.
+# Usage: replay.sh GRADWIRE SOURCE_DIR
+set -uo pipefail
+gw=$1
+src=$2
+tool=$src/tests/scheduler/record_tool.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+q=(-q --no-report)
+
+cat >"$tmp/async.toml" <<'EOF'
+[experiment]
+name = "async"
+[model]
+kind = "mlp"
+hidden = [64]
+[data]
+train_subset = 3000
+test_subset = 500
+[topology]
+kind = "parameter-server"
+mode = "async"
+workers = 3
+shards = 2
+shard_placement = "spread"
+[[nodes]]
+count = 2
+[[nodes]]
+count = 1
+slowdown = 3.0
+batch_size = 32
+[train]
+epochs = 2
+batch_size = 64
+lr = 0.05
+momentum = 0.9
+eval = "after"
+EOF
+
+# same NAME: the replay of $tmp/NAME holds its model and its record.
+same() {
+  local run=$tmp/$1 rep=$tmp/$1-replay
+  "$gw" replay "$run" "${q[@]}" >"$run.replay.txt" 2>&1 || { bad "$1: the replay failed: $(tail -3 "$run.replay.txt")"; return; }
+  grep -q "holds the run's parameters, bit for bit" "$run.replay.txt" || bad "$1: gradwire says: $(tail -1 "$run.replay.txt")"
+  /usr/bin/python3 "$tool" same-tensors "$run/model.safetensors" "$rep/model.safetensors" ||
+    { bad "$1: the replay's model differs from the run's"; return; }
+  for f in "$run"/record/shard-*.gwr; do
+    cmp -s "$f" "$rep/record/$(basename "$f")" || bad "$1: the replay's $(basename "$f") differs from the run's"
+  done
+  echo "ok: $1 replays bit for bit ($(grep -o '[0-9]* updates and pulls' "$run.replay.txt"))"
+}
+
+# run NAME [gradwire run options...]
+run() {
+  local name=$1
+  shift
+  "$gw" run "$tmp/async.toml" "${q[@]}" --out "$tmp/$name" "$@" >"$tmp/$name.txt" 2>&1 ||
+    { bad "$name: the run failed: $(tail -3 "$tmp/$name.txt")"; return 1; }
+}
+
+run procs3 --procs 3 && same procs3
+run procs3b --procs 3 && same procs3b
+if [ -d "$tmp/procs3/record" ] && [ -d "$tmp/procs3b/record" ]; then
+  if diff -rq "$tmp/procs3/record" "$tmp/procs3b/record" >/dev/null; then
+    echo "note: the two 3-process runs happened to take their updates in the same order"
+  else
+    echo "ok: the two 3-process runs took their updates in different orders; each replayed exactly"
+  fi
+fi
+run pulls --procs 3 --set topology.push_pull=false --set topology.dc_lambda=0.04 && same pulls
+run ssp --set topology.mode=\"ssp\" --set topology.staleness_bound=1 --set topology.shards=3 && same ssp
+run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
+
+# What-if on procs3's schedule.
+if [ -d "$tmp/procs3/record" ]; then
+  "$gw" replay "$tmp/procs3" "${q[@]}" --set topology.staleness_lr=true --out "$tmp/slr" >"$tmp/slr.txt" 2>&1 ||
+    bad "what-if: the replay failed: $(tail -3 "$tmp/slr.txt")"
+  diff -rq "$tmp/procs3/record" "$tmp/slr/record" >/dev/null ||
+    bad "what-if: staleness_lr changed the schedule (the records differ)"
+  [ "$(/usr/bin/python3 "$tool" stalenesses "$tmp/procs3/record")" = "$(/usr/bin/python3 "$tool" stalenesses "$tmp/slr/record")" ] ||
+    bad "what-if: the staleness sequences differ"
+  /usr/bin/python3 "$tool" same-tensors "$tmp/procs3/model.safetensors" "$tmp/slr/model.safetensors" &&
+    bad "what-if: staleness_lr left the model as it was"
+  /usr/bin/python3 -c "
+import json, sys
+a, b = (json.load(open(sys.argv[i] + '/summary.json')) for i in (1, 2))
+sys.exit(a['staleness']['histogram'] != b['staleness']['histogram'] or b['replay']['overrides'] != ['topology.staleness_lr=true'])" \
+    "$tmp/procs3" "$tmp/slr" || bad "what-if: summary.json's staleness histogram or replay overrides are not the run's"
+  echo "ok: what-if with staleness_lr keeps the schedule and its stalenesses, and changes the model"
+fi
+
+# A killed run: rank 0 (coordinator, results) killed after its step 25.
+cat "$tmp/async.toml" >"$tmp/killed.toml"
+printf '[[faults]]\nkind = "kill"\nrank = 0\nat_step = 25\n' >>"$tmp/killed.toml"
+"$gw" run "$tmp/killed.toml" "${q[@]}" --procs 3 --out "$tmp/killed" >"$tmp/killed.txt" 2>&1 &&
+  bad "killed: the run succeeded"
+[ -f "$tmp/killed/model.safetensors" ] && bad "killed: a model was written"
+if "$gw" replay "$tmp/killed" "${q[@]}" >"$tmp/killed.r.txt" 2>&1 &&
+   "$gw" replay "$tmp/killed" "${q[@]}" --out "$tmp/killed-2" >"$tmp/killed.r2.txt" 2>&1; then
+  cmp -s "$tmp/killed-replay/model.safetensors" "$tmp/killed-2/model.safetensors" ||
+    bad "killed: two replays of one record differ"
+  grep -q "the run did not finish" "$tmp/killed.r.txt" || bad "killed: $(tail -1 "$tmp/killed.r.txt")"
+  /usr/bin/python3 -c "
+import json, subprocess, sys
+count = lambda d: sum(len(json.loads(l)) for l in subprocess.check_output([sys.executable, sys.argv[1], 'entries', d]).splitlines())
+s = json.load(open(sys.argv[3] + '/summary.json'))['replay']['record']
+ran, recorded = count(sys.argv[3] + '/record'), count(sys.argv[2] + '/record')
+assert recorded > 0 and ran == s['entries'] and ran + s['entries_left_out'] == recorded, (ran, recorded, s)
+assert min(s['steps_per_worker']) > 0, s" "$tool" "$tmp/killed" "$tmp/killed-replay" ||
+    bad "killed: the replay's record is not the run's less what it left out"
+  echo "ok: a killed run replays to its last whole update, the same bits twice"
+else
+  bad "killed: the replay failed: $(tail -3 "$tmp/killed.r.txt" "$tmp/killed.r2.txt" 2>/dev/null)"
+fi
+
+# Refusals. refused NAME PATTERN RUN_DIR [replay options...]
+refused() {
+  local name=$1 pattern=$2
+  shift 2
+  timeout 60 "$gw" replay "$@" "${q[@]}" --out "$tmp/refused-$name" >"$tmp/$name.txt" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+    bad "$name: not refused (exit $rc)"
+  elif ! grep -q -- "$pattern" "$tmp/$name.txt"; then
+    bad "$name: the error does not say '$pattern': $(tail -2 "$tmp/$name.txt")"
+  else
+    echo "ok: refused, $name: $(grep -m1 error "$tmp/$name.txt" | cut -c1-160)"
+  fi
+}
+if [ -d "$tmp/procs3/record" ]; then
+  cp -r "$tmp/procs3" "$tmp/cut"
+  f=$tmp/cut/record/shard-0.gwr
+  truncate -s $(($(stat -c %s "$f") - 1)) "$f"
+  "$gw" replay "$tmp/cut" "${q[@]}" >"$tmp/cut.txt" 2>&1 || bad "cut: the replay failed: $(tail -2 "$tmp/cut.txt")"
+  /usr/bin/python3 -c "import json,sys; sys.exit(not json.load(open(sys.argv[1]))['replay']['record']['file_cut'])" \
+    "$tmp/cut-replay/summary.json" && echo "ok: a record cut inside an entry is followed to its last whole entry" ||
+    bad "cut: summary.json does not say the record was cut"
+
+  cp -r "$tmp/procs3" "$tmp/same-bytes"
+  /usr/bin/python3 "$tool" tamper "$tmp/same-bytes/record/shard-1.gwr" -1
+  cmp -s "$tmp/procs3/record/shard-1.gwr" "$tmp/same-bytes/record/shard-1.gwr" ||
+    bad "record_tool.py writes another encoding than gradwire's"
+  cp -r "$tmp/procs3" "$tmp/diverged"
+  /usr/bin/python3 "$tool" tamper "$tmp/diverged/record/shard-1.gwr" 40
+  refused diverged "the replay diverged from the record" "$tmp/diverged"
+  cp -r "$tmp/procs3" "$tmp/missing" && rm "$tmp/missing/record/shard-0.gwr"
+  refused missing-shard "no record of shard 0" "$tmp/missing"
+  cp -r "$tmp/procs3" "$tmp/garbage" && echo "not a record" >"$tmp/garbage/record/shard-1.gwr"
+  refused not-a-record "shard-1.gwr: not a gradwire record" "$tmp/garbage"
+  refused schedule-key "topology.push_pull decides how workers and shards exchange" "$tmp/procs3" --set topology.push_pull=false
+fi
+run unrecorded --set experiment.record=false && refused no-record "no record (the run had experiment.record = false" "$tmp/unrecorded"
+refused no-folder "no such results folder" "$tmp/nowhere"
+exit $fail
