@@ -253,7 +253,11 @@ bool cut_to(shard_record& r, const std::vector<std::int64_t>& steps) {
 
 replay_cut consistent_cut(std::vector<shard_record> records, int workers) {
   check(!records.empty(), "replay: no shard records");
-  std::int64_t total = 0;
+  std::int64_t total = 0, applies = 0;
+  const auto count_applies = [](const shard_record& r) {
+    return static_cast<std::int64_t>(
+      std::count_if(r.entries.begin(), r.entries.end(), [](const record_entry& e) { return !e.serve; }));
+  };
   for (std::size_t i = 0; i < records.size(); ++i) {
     const auto& h = records[i].header;
     check(h.workers == workers, records[i].path + ": a record of " + std::to_string(h.workers) + " workers, for a run of " +
@@ -261,6 +265,7 @@ replay_cut consistent_cut(std::vector<shard_record> records, int workers) {
     check(h.shard == static_cast<int>(i), records[i].path + ": the record of shard " + std::to_string(h.shard) +
                                             " where shard " + std::to_string(i) + "'s was expected");
     total += static_cast<std::int64_t>(records[i].entries.size());
+    applies += count_applies(records[i]);
   }
   replay_cut out;
   out.steps.assign(static_cast<std::size_t>(workers), std::numeric_limits<std::int64_t>::max());
@@ -272,9 +277,12 @@ replay_cut consistent_cut(std::vector<shard_record> records, int workers) {
     for (auto& r : records)
       changed = cut_to(r, out.steps) || changed;
   }
-  for (const auto& r : records)
+  for (const auto& r : records) {
     total -= static_cast<std::int64_t>(r.entries.size());
+    applies -= count_applies(r);
+  }
   out.entries_left_out = total;
+  out.updates_left_out = applies;
   out.shards = std::move(records);
   return out;
 }

@@ -102,6 +102,9 @@ struct replay_cut {
   std::vector<std::int64_t> steps; ///< by rank: the steps the replay runs
   std::vector<shard_record> shards;
   std::int64_t entries_left_out = 0;
+  /// Of them, pushes: the updates a cut-short run's records do not all
+  /// hold (the others are pulls for steps their workers never finished).
+  std::int64_t updates_left_out = 0;
 };
 
 /// `records` by shard id, all for `workers` workers (checked).

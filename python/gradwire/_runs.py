@@ -10,7 +10,7 @@ import threading
 from . import _gradwire, _toml
 from ._results import Error, Run, Sweep
 
-__all__ = ["Error", "keys", "run", "sweep", "version"]
+__all__ = ["Error", "keys", "replay", "run", "sweep", "version"]
 
 
 def _program():
@@ -190,6 +190,20 @@ def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False
         _call(args, out, on_metrics)
     finally:
         cfg.close()
+    return Run(out)
+
+
+def replay(run, set=None, out=None, *, force=False, quiet=True, report=False):
+    """Runs a recorded run again in this process, as `gradwire replay`, and
+    returns the replay's Run: the run's model bit for bit, or with `set`
+    ({"topology.staleness_lr": True, ...}) a variant on the same schedule.
+
+    run: the recorded run's folder (or its Run).
+    out: the replay's folder (default: <run>-replay).
+    """
+    run = os.fspath(run.path if isinstance(run, Run) else run)
+    out = os.fspath(out) if out is not None else run.rstrip("/") + "-replay"
+    _call(_common(["replay", run, "--out", out], set, None, force, quiet, report), out, None)
     return Run(out)
 
 

@@ -209,6 +209,17 @@ int run_experiment(const cli_args& a, run_config cfg) {
   return g_stop ? 130 : 0;
 }
 
+/// What a replay's cut of the records left out, and why ("": nothing).
+std::string left_out(const nlohmann::json& rec) {
+  const auto entries = rec["entries_left_out"].get<std::int64_t>(), updates = rec["updates_left_out"].get<std::int64_t>();
+  if (updates > 0)
+    return fmt::format("; {} updates past the last one every shard's record holds were left out: the run was cut short",
+                       updates);
+  if (entries > 0)
+    return fmt::format("; {} pulls for steps their workers never finished were left out", entries);
+  return {};
+}
+
 /// What a replay followed, and whether it came out the run's bits.
 void print_replay(const cli_args& a, const run_config& cfg, const nlohmann::json& facts) {
   const auto& rec = facts["record"];
@@ -216,12 +227,7 @@ void print_replay(const cli_args& a, const run_config& cfg, const nlohmann::json
     std::printf("replay: a lock-step run, deterministic without a record: its config ran again\n");
   else
     std::printf("replay: %lld updates and pulls followed in the recorded order%s\n",
-                static_cast<long long>(rec["entries"].get<std::int64_t>()),
-                rec["entries_left_out"].get<std::int64_t>() > 0
-                  ? fmt::format(" ({} past the last step every shard's record holds were left out: the run was cut short)",
-                                rec["entries_left_out"].get<std::int64_t>())
-                      .c_str()
-                  : "");
+                static_cast<long long>(rec["entries"].get<std::int64_t>()), left_out(rec).c_str());
   namespace fs = std::filesystem;
   const auto theirs = (fs::path(a.replay_dir) / "model.safetensors").string();
   if (!fs::exists(theirs))

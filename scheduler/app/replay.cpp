@@ -118,7 +118,8 @@ nlohmann::json facts_of(const replay_request& r, const actors::replay_cut* cut) 
     entries += static_cast<std::int64_t>(s.entries.size());
     was_cut = was_cut || s.cut;
   }
-  f["record"] = {{"entries", entries}, {"entries_left_out", cut->entries_left_out}, {"file_cut", was_cut},
+  f["record"] = {{"entries", entries},      {"entries_left_out", cut->entries_left_out},
+                 {"updates_left_out", cut->updates_left_out}, {"file_cut", was_cut},
                  {"steps_per_worker", cut->steps}};
   return f;
 }

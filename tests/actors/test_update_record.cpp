@@ -164,6 +164,7 @@ TEST_CASE("a shard's record that ends early cuts the others at the first update 
   CHECK(cut.shards[0].entries == std::vector<record_entry>{s(0, 0), s(1, 0), a(0, 0), a(1, 0)});
   CHECK(cut.shards[1].entries == std::vector<record_entry>{s(0, 0), s(1, 0), a(1, 0), a(0, 0)});
   CHECK(cut.entries_left_out == 5);
+  CHECK(cut.updates_left_out == 2);
 }
 
 TEST_CASE("the cut cascades: an update after a lost one is lost too, and with it its worker's later steps") {

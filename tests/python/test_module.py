@@ -77,6 +77,20 @@ s = gradwire.sweep(f"{src}/examples/ps-async.toml", over={"topology.workers": [1
 check(list(s.table["topology.workers"]) == [1, 2], f"sweep table:\n{s.table}")
 check(len(s.runs) == 2 and all(x.summary["status"] == "completed" for x in s.runs), "sweep runs")
 
+# replay: an async run across 2 processes again in this process, bit for
+# bit; a variant on its schedule.
+a = gradwire.run(f"{src}/examples/ps-async.toml", set={"train.max_steps": 30, "topology.workers": 2, **small},
+                 procs=2, out=f"{tmp}/async")
+same = gradwire.replay(a)
+check(same.path == f"{tmp}/async-replay" and same.summary["replay"]["record"]["entries"] > 0, "replay's summary")
+with open(f"{tmp}/async/model.safetensors", "rb") as x, open(f"{tmp}/async-replay/model.safetensors", "rb") as y:
+    tensors = lambda b: b[8 + int.from_bytes(b[:8], "little"):]
+    check(tensors(x.read()) == tensors(y.read()), "the replay's model differs from the run's")
+slr = gradwire.replay(a, set={"topology.staleness_lr": True}, out=f"{tmp}/async-slr")
+check(slr.summary["staleness"]["histogram"] == a.summary["staleness"]["histogram"], "what-if changed the schedule")
+expect_error(lambda: gradwire.replay(a, set={"topology.push_pull": False}, out=f"{tmp}/no"),
+             "topology.push_pull decides how workers and shards exchange")
+
 # load: a run, a sweep, and a run killed before its summary (a cut last line).
 check(isinstance(gradwire.load(f"{tmp}/sweep"), gradwire.Sweep), "load(sweep)")
 check(gradwire.load(f"{tmp}/ring").summary == r.summary, "load(run)")
@@ -116,4 +130,4 @@ check(done.summary["status"] == "completed" and done.summary["steps"] == total,
 check(signal.getsignal(signal.SIGINT) is signal.default_int_handler, "Python's SIGINT handler was not put back")
 
 shutil.rmtree(tmp)
-print(f"python module: run, dict config, errors, sweep, load, SIGINT at step {at} and resume to {total}: ok")
+print(f"python module: run, dict config, errors, sweep, replay, load, SIGINT at step {at} and resume to {total}: ok")
