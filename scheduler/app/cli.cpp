@@ -135,7 +135,7 @@ std::vector<sweep_axis> sweep_axes(const cli_args& a,
   if (!base || !axes.empty() || ranks != 1 || launched_child)
     return axes;
   if (!base->sweep_variants.empty()) {
-    sweep_axis v{"variant", {}, {}};
+    sweep_axis v{"variant", {}, {}, base->sweep_paired};
     for (const auto& [label, sets] : base->sweep_variants) {
       v.values.push_back(label);
       v.sets.push_back(sets);
@@ -243,7 +243,7 @@ void print_replay(const cli_args& a, const run_config& cfg, const nlohmann::json
 int run_replay(const cli_args& a) {
   check(gradwire::transport::detect_launch().size == 1,
         "gradwire replay runs in one process: start it without srun, mpirun or --procs");
-  const auto src = read_replay({a.replay_dir, a.out_dir, a.overrides});
+  const auto src = open_replay({a.replay_dir, a.out_dir, a.overrides});
   claim_results_folder(src.cfg.out, a.force, "replay");
   auto opts = run_options_of(a);
   opts.replay = src.cut;

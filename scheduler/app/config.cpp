@@ -6,6 +6,7 @@
 #include "scheduler/app/config_faults.hpp"
 #include "scheduler/app/config_lm.hpp"
 #include "scheduler/app/config_schema.hpp"
+#include "scheduler/app/config_sweep.hpp"
 
 #include "scheduler/app/config_toml.hpp"
 #include "scheduler/app/config_transport.hpp"
@@ -29,93 +30,6 @@ using config_toml::walk;
 using config_toml::where;
 
 namespace {
-
-std::string toml_text(const toml::node& n) {
-  std::ostringstream os;
-  n.visit([&](const auto& x) { os << x; });
-  return os.str();
-}
-
-/// A key of a [sweep] or [sweep.variants] entry must be a config key.
-void check_key(const std::string& source, const std::string& key, const toml::node& at, const std::string& what) {
-  if (find_key(key))
-    return;
-  std::vector<std::string> all;
-  for (const auto& s : config_schema())
-    all.push_back(s.key);
-  auto near = nearest_of(key, all);
-  throw error(where(source, at) + ": " + what + " unknown key '" + key + "'" +
-              (near.empty() ? "" : " (did you mean '" + near + "'?)"));
-}
-
-using sweep_axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
-
-/// [sweep.variants]: "label" = { "key" = value, ... }, keys that change
-/// together, in file order; taken out of the table.
-sweep_axes take_variants(toml::table& root, const std::string& source) {
-  sweep_axes variants;
-  std::vector<std::uint32_t> variant_lines;
-  auto* sw = root.get("sweep");
-  if (!sw || !sw->is_table())
-    return variants;
-  auto* vs = sw->as_table()->get("variants");
-  if (!vs)
-    return variants;
-  // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
-  check(vs->is_table() && !vs->as_table()->empty(),
-        where(source, *vs) + ": write [sweep.variants] as \"label\" = { \"key\" = value, ... }");
-  for (const auto& [label, v] : *vs->as_table()) {
-    check(v.is_table(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) +
-                          " must be a table of \"key\" = value");
-    std::vector<std::string> sets;
-    const std::string in_variant = "[sweep.variants] " + std::string(label.str()) + ":";
-    for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
-      check_key(source, key, x, in_variant);
-      sets.push_back(key + "=" + toml_text(x));
-    });
-    check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
-    variants.emplace_back(std::string(label.str()), std::move(sets));
-    variant_lines.push_back(v.source().begin.line);
-  }
-  // toml++ keeps keys sorted: put the variants back in file order.
-  std::vector<std::pair<std::uint32_t, std::size_t>> order;
-  for (std::size_t i = 0; i < variants.size(); ++i)
-    order.emplace_back(variant_lines[i], i);
-  std::sort(order.begin(), order.end());
-  decltype(variants) sorted;
-  for (const auto& [line, i] : order)
-    sorted.push_back(std::move(variants[i]));
-  variants = std::move(sorted);
-  sw->as_table()->erase("variants");
-  return variants;
-}
-
-/// [sweep]: "key" = [values], a grid for `gradwire run`, in file order;
-/// taken out of the table.
-sweep_axes take_grid(toml::table& root, const std::string& source) {
-  sweep_axes sweep;
-  if (auto* sw = root.get("sweep")) {
-    check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
-    std::vector<std::pair<std::uint32_t, std::size_t>> order; // file order, as for the variants
-    for_each_leaf(*sw->as_table(), [&](const std::string& key, const toml::node& v) {
-      const auto* arr = v.as_array();
-      check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
-      check_key(source, key, v, "[sweep]");
-      std::vector<std::string> values;
-      for (const auto& e : *arr)
-        values.push_back(toml_text(e));
-      order.emplace_back(v.source().begin.line, sweep.size());
-      sweep.emplace_back(key, std::move(values));
-    });
-    std::sort(order.begin(), order.end());
-    decltype(sweep) sorted;
-    for (const auto& [line, i] : order)
-      sorted.push_back(std::move(sweep[i]));
-    sweep = std::move(sorted);
-    root.erase("sweep");
-  }
-  return sweep;
-}
 
 void read_experiment(reader& r, run_config& c) {
   c.name = r.str("experiment.name");
@@ -367,8 +281,7 @@ run_config parse_config(const std::string& text, const std::string& source,
                 std::string(e.description()));
   }
   // [sweep] is kept apart from the run's own keys.
-  auto variants = take_variants(root, source);
-  auto sweep = take_grid(root, source);
+  auto sweep = take_sweep(root, source);
   walk(root, "", source);
   std::set<std::string> overridden;
   for (const auto& o : overrides)
@@ -394,8 +307,9 @@ run_config parse_config(const std::string& text, const std::string& source,
                          ": set topology.allreduce = \"actors\"");
   }
   c.resolved_toml = resolved_toml(r, c);
-  c.sweep = std::move(sweep);
-  c.sweep_variants = std::move(variants);
+  c.sweep = std::move(sweep.grid);
+  c.sweep_variants = std::move(sweep.variants);
+  c.sweep_paired = sweep.paired;
   return c;
 }
 

@@ -147,6 +147,9 @@ struct run_config {
   /// [sweep.variants]: label -> overrides ("key=value") that go together
   /// (e.g. a topology kind with its mode), one axis of the grid, in file order.
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep_variants;
+  /// [sweep] paired = true: each variant after the first is also replayed
+  /// on the first's schedule (config_sweep.hpp).
+  bool sweep_paired = false;
 };
 
 /// Parses the file at `path` and applies `overrides` ("key=value").

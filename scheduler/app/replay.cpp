@@ -80,7 +80,9 @@ constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",   
                                          "topology.shards",  "topology.push_pull", "topology.shard_placement",
                                          "topology.staleness_bound", "experiment.clock"};
 
-void check_overrides(const std::vector<std::string>& overrides) {
+} // namespace
+
+void check_replay_overrides(const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) {
     const auto key = o.substr(0, o.find('='));
     for (const char* k : schedule_keys)
@@ -90,6 +92,8 @@ void check_overrides(const std::vector<std::string>& overrides) {
                         "topology.dc_lambda, clipping, the optimizer)");
   }
 }
+
+namespace {
 
 std::shared_ptr<const actors::replay_cut> cut_of(const fs::path& dir, const run_config& c) {
   const auto files = record_files(dir);
@@ -126,12 +130,12 @@ nlohmann::json facts_of(const replay_request& r, const actors::replay_cut* cut) 
 
 } // namespace
 
-replay_source read_replay(const replay_request& r) {
+replay_source open_replay(const replay_request& r) {
   const fs::path dir(r.run_dir);
   std::error_code ec;
   check(fs::is_directory(dir, ec), r.run_dir + ": no such results folder");
   check(fs::exists(dir / "config.toml", ec), r.run_dir + ": not a run's results folder (no config.toml)");
-  check_overrides(r.overrides);
+  check_replay_overrides(r.overrides);
   replay_source s;
   s.cfg = load_config((dir / "config.toml").string(), r.overrides);
   auto& c = s.cfg;

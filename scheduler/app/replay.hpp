@@ -34,10 +34,14 @@ struct replay_source {
   nlohmann::json facts; ///< summary.json's "replay"
 };
 
+/// Refuses a --set (or a paired sweep's variant) that changes the
+/// schedule a replay follows, naming the key.
+void check_replay_overrides(const std::vector<std::string>& overrides);
+
 /// Reads RUN_DIR's config.toml and record/; throws gradwire::error naming
 /// the folder or file when there is nothing to replay, a record is
 /// malformed or does not belong to the config.
-replay_source read_replay(const replay_request& r);
+replay_source open_replay(const replay_request& r);
 
 /// The record files in `dir`, summed: files, updates, bytes, bytes per
 /// update, and whether one was cut or capped; null when there are none.

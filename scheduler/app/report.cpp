@@ -1,4 +1,5 @@
 #include "scheduler/app/report.hpp"
+#include "scheduler/app/sweep_paired.hpp"
 #include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
@@ -171,6 +172,9 @@ std::string sweep_body(const std::string& dir, const json& sw, report_outcome& o
          "<p class=\"meta\">Means over repeated seeds; the spreads are in <a href=\"sweep.md\">sweep.md</a> "
          "(also <a href=\"sweep.csv\">sweep.csv</a>, <a href=\"sweep.json\">sweep.json</a>).</p>\n";
   }
+  if (const auto& pr = sw.value("paired", json::array()); !pr.empty())
+    h += "<h2>Paired: each variant against the first, on the same schedule</h2>\n" +
+         table(paired_columns(), paired_cells(pr)) + "<p class=\"meta\">" + esc(paired_note) + "</p>\n";
   auto specs = sweep_plots(dir, sw);
   auto po = draw_plots(dir + "/plots", specs);
   out.plots = po.files.size();

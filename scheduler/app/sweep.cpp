@@ -5,6 +5,8 @@
 #include "scheduler/app/config.hpp"
 #include "scheduler/runtime/launch.hpp"
 #include "scheduler/app/results.hpp"
+#include "scheduler/app/replay.hpp"
+#include "scheduler/app/sweep_paired.hpp"
 #include "scheduler/app/sweep_table.hpp"
 #include "scheduler/app/topology_run.hpp"
 
@@ -15,7 +17,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace gradwire::scheduler {
@@ -93,16 +97,86 @@ nlohmann::json run_point(const std::string& config_path, const point_plan& pp, r
   return summary;
 }
 
-void write_sweep(const std::string& out_dir, const std::vector<sweep_point>& done, const sweep_table& t) {
+void write_sweep(const std::string& out_dir, const std::vector<sweep_point>& done, sweep_table t,
+                 const paired_table* paired) {
   std::filesystem::create_directories(out_dir);
+  if (paired)
+    t.md += paired->md;
   std::ofstream(out_dir + "/sweep.md") << t.md;
   std::ofstream(out_dir + "/sweep.csv") << t.csv;
   nlohmann::json all = nlohmann::json::array();
   for (const auto& p : done)
     all.push_back(p.summary);
-  std::ofstream(out_dir + "/sweep.json") << nlohmann::json{{"points", all}, {"rows", t.rows}}.dump(2) << "\n";
+  nlohmann::json j{{"points", all}, {"rows", t.rows}};
+  if (paired)
+    j["paired"] = paired->rows;
+  std::ofstream(out_dir + "/sweep.json") << j.dump(2) << "\n";
   std::printf("\n%s\nsweep of %zu point(s): %s/sweep.md, sweep.csv, sweep.json; each point in %s/point-NNN/\n",
               t.md.c_str(), done.size(), out_dir.c_str(), out_dir.c_str());
+}
+
+/// The index of the paired variants among `axes`, or axes.size().
+std::size_t paired_axis(const std::vector<sweep_axis>& axes) {
+  for (std::size_t k = 0; k < axes.size(); ++k)
+    if (axes[k].paired)
+      return k;
+  return axes.size();
+}
+
+/// Paired: every variant after the first must keep the schedule.
+void check_paired(const sweep_axis& variants) {
+  for (std::size_t v = 1; v < variants.sets.size(); ++v) {
+    try {
+      check_replay_overrides(variants.sets[v]);
+    } catch (const error& e) {
+      throw error("[sweep] paired = true: [sweep.variants] \"" + variants.values[v] +
+                  "\" is replayed on the first variant's schedule, so it may not change it: " + e.what());
+    }
+  }
+}
+
+/// Paired: the point of `done` with `p`'s values but the first variant.
+std::size_t base_of(const std::vector<sweep_point>& done, const sweep_point& p, const sweep_axis& variants,
+                    std::size_t axis) {
+  for (std::size_t j = 0; j < done.size(); ++j) {
+    auto want = p.values;
+    want[axis] = variants.values.front();
+    if (done[j].values == want)
+      return j;
+  }
+  return done.size();
+}
+
+/// Paired: `variant`'s settings replayed on the run in `base_dir`, into `dir`.
+nlohmann::json run_paired(const std::string& base_dir, const std::string& dir, const std::vector<std::string>& variant,
+                          const run_options& opts) {
+  const auto src = open_replay({base_dir, dir, variant});
+  auto o = opts;
+  o.replay = src.cut;
+  o.replay_facts = src.facts;
+  return run_actors(src.cfg, o);
+}
+
+/// Paired: point `i` of `done` (a variant after the first) replayed on its
+/// first variant's point, if that ran.
+std::optional<paired_point> pair_point(const std::vector<sweep_point>& done, std::size_t i, const sweep_axis& variants,
+                                       std::size_t axis, const std::string& out_dir, const run_options& opts) {
+  const auto& p = done[i];
+  const auto v = static_cast<std::size_t>(
+    std::find(variants.values.begin(), variants.values.end(), p.values[axis]) - variants.values.begin());
+  const auto base = base_of(done, p, variants, axis);
+  if (v == 0 || v >= variants.values.size() || base >= done.size() || done[base].summary.value("status", "") != "completed")
+    return std::nullopt;
+  const auto dir = p.summary.value("point_dir", std::string()) + "-paired";
+  log::info("sweep: {} replayed on the schedule of {}", p.summary.value("sweep_point", std::string()),
+            done[base].summary.value("sweep_point", std::string()));
+  try {
+    return paired_point{base, i, run_paired(out_dir + "/" + done[base].summary.value("point_dir", std::string()),
+                                            out_dir + "/" + dir, variants.sets[v], opts)};
+  } catch (const std::exception& e) {
+    log::warn("sweep: the paired replay in {} failed: {}", dir, e.what());
+    return paired_point{base, i, {{"status", "failed"}, {"error", e.what()}}};
+  }
 }
 
 } // namespace
@@ -126,6 +200,9 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
       for (const auto& set : a.sets[v])
         check(varied.count(key_of(set)) == 0, "[sweep.variants] \"" + a.values[v] + "\" sets " + key_of(set) +
                                                 ", which the sweep also varies (its values would replace the variant's)");
+  const auto paired = paired_axis(axes);
+  if (paired < axes.size())
+    check_paired(axes[paired]);
   auto base = load_config(config_path, overrides); // errors in the config itself surface before any run
   if (out_dir.empty())
     out_dir = (base.out.empty() ? "results/" + base.name : base.out) + "-sweep";
@@ -136,6 +213,7 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     load_config(config_path, plan_point(axes, overrides, i).overrides);
   claim_results_folder(out_dir, opts.force, "sweep");
   std::vector<sweep_point> done;
+  std::vector<paired_point> pairs;
   std::vector<std::string> failures;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < points; ++i) {
@@ -158,11 +236,17 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
     p.summary["sweep_point"] = pp.label;
     p.summary["point_dir"] = point_dir;
     done.push_back(std::move(p));
+    if (paired < axes.size())
+      if (auto pr = pair_point(done, done.size() - 1, axes[paired], paired, out_dir, opts))
+        pairs.push_back(std::move(*pr));
     if (opts.stop && opts.stop->load())
       break;
   }
   check(!done.empty(), "the sweep was stopped before its first point finished");
-  write_sweep(out_dir, done, make_sweep_table(done, axes));
+  std::optional<paired_table> pt;
+  if (paired < axes.size())
+    pt = make_paired_table(done, pairs, axes, paired);
+  write_sweep(out_dir, done, make_sweep_table(done, axes), pt ? &*pt : nullptr);
   if (failed != nullptr)
     *failed = failures;
   return out_dir;

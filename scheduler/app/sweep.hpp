@@ -24,6 +24,10 @@ struct sweep_axis {
   /// Variants ([sweep.variants]; key "variant"): values are labels and
   /// value i stands for the overrides sets[i] ("key=value") instead.
   std::vector<std::vector<std::string>> sets;
+  /// Variants, [sweep] paired = true: each variant after the first also
+  /// runs as a replay of the first variant's point of the same other
+  /// values (its record: the same schedule), in point-NNN-paired/.
+  bool paired = false;
 };
 
 /// Parses "key=v1,v2,..." (values that are arrays, e.g. model.hidden=[64,32],

@@ -218,4 +218,9 @@ sweep_table make_sweep_table(const std::vector<sweep_point>& done, const std::ve
   return t;
 }
 
+std::pair<double, double> mean_and_sd(const std::vector<double>& xs) {
+  const auto s = of(xs);
+  return {s.mean, s.sd};
+}
+
 } // namespace gradwire::scheduler

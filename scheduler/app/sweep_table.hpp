@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradwire::scheduler {
@@ -23,6 +24,10 @@ struct sweep_table {
   std::string md, csv;
   nlohmann::json rows = nlohmann::json::array();
 };
+
+/// Mean and sample standard deviation of the numbers of `xs` that are not
+/// NaN (mean NaN: none; sd NaN: fewer than two).
+std::pair<double, double> mean_and_sd(const std::vector<double>& xs);
 
 sweep_table make_sweep_table(const std::vector<sweep_point>& done, const std::vector<sweep_axis>& axes);
 

@@ -12,6 +12,9 @@
 #    replay follows its record to the last update every shard holds, the
 #    same bits twice, and says how many entries it left out.
 #  - A record cut inside an entry is followed to its last whole entry.
+#  - A paired sweep ([sweep] paired = true) replays each variant after the
+#    first on the first's record of its seed and tables both differences;
+#    a variant that would change the schedule is refused before any run.
 #  - Refused, naming the file or key, without a hang: a record that
 #    diverges from the replay (a staleness changed), a missing shard's
 #    record, a file that is no record, a key that changes the schedule, a
@@ -125,11 +128,52 @@ count = lambda d: sum(len(json.loads(l)) for l in subprocess.check_output([sys.e
 s = json.load(open(sys.argv[3] + '/summary.json'))['replay']['record']
 ran, recorded = count(sys.argv[3] + '/record'), count(sys.argv[2] + '/record')
 assert recorded > 0 and ran == s['entries'] and ran + s['entries_left_out'] == recorded, (ran, recorded, s)
-assert min(s['steps_per_worker']) > 0, s" "$tool" "$tmp/killed" "$tmp/killed-replay" ||
-    bad "killed: the replay's record is not the run's less what it left out"
-  echo "ok: a killed run replays to its last whole update, the same bits twice"
+assert s['steps_per_worker'][0] == 25, s  # killed after its step 25: every update it made is in the record
+" "$tool" "$tmp/killed" "$tmp/killed-replay" &&
+    echo "ok: a killed run replays to its last whole update, the same bits twice" ||
+    bad "killed: the replay's record is not the run's less what it left out, or lacks worker 0's 25 steps"
 else
   bad "killed: the replay failed: $(tail -3 "$tmp/killed.r.txt" "$tmp/killed.r2.txt" 2>/dev/null)"
+fi
+
+# A paired sweep: each variant after the first also replayed on the
+# first's record of its seed; the table gives both differences.
+cat "$tmp/async.toml" >"$tmp/paired.toml"
+cat >>"$tmp/paired.toml" <<'EOF'
+[sweep]
+paired = true
+"experiment.seed" = [1, 2]
+[sweep.variants]
+"plain" = { "topology.staleness_lr" = false }
+"staleness lr" = { "topology.staleness_lr" = true }
+EOF
+if "$gw" run "$tmp/paired.toml" "${q[@]}" --out "$tmp/paired" >"$tmp/paired.txt" 2>&1; then
+  for i in 002 003; do
+    base=$tmp/paired/point-00$((10#$i - 2))
+    [ -f "$tmp/paired/point-$i-paired/model.safetensors" ] || bad "paired: no replay in point-$i-paired"
+    diff -rq "$base/record" "$tmp/paired/point-$i-paired/record" >/dev/null ||
+      bad "paired: point-$i-paired did not follow the schedule of $(basename "$base")"
+  done
+  /usr/bin/python3 -c "
+import json, sys
+rows = json.load(open(sys.argv[1]))['paired']
+assert [r['figure'] for r in rows] == ['final_test_accuracy', 'final_test_loss'], rows
+assert all(r['seeds'] == 2 and r['variant'] == 'staleness lr' for r in rows), rows
+assert all(isinstance(r[k], float) for r in rows for k in ('unpaired_difference', 'paired_difference', 'paired_sd')), rows" \
+    "$tmp/paired/sweep.json" || bad "paired: sweep.json's paired rows"
+  grep -q "## Paired: each variant against the first" "$tmp/paired/sweep.md" || bad "paired: sweep.md has no paired table"
+  echo "ok: a paired sweep replays each variant on the first's schedule and tables both differences"
+else
+  bad "paired: the sweep failed: $(tail -3 "$tmp/paired.txt")"
+fi
+sed -i 's/"staleness lr" = { "topology.staleness_lr" = true }/"ssp" = { "topology.mode" = "ssp" }/' "$tmp/paired.toml"
+"$gw" run "$tmp/paired.toml" "${q[@]}" --out "$tmp/paired-ssp" >"$tmp/paired-ssp.txt" 2>&1 &&
+  bad "paired: a variant that changes the schedule was not refused"
+if grep -q 'paired = true: \[sweep.variants\] "ssp" is replayed on the first variant.s schedule' "$tmp/paired-ssp.txt" &&
+   [ ! -d "$tmp/paired-ssp/point-000" ]; then
+  echo "ok: refused before any run, a paired variant that changes the schedule"
+else
+  bad "paired: the refusal: $(tail -2 "$tmp/paired-ssp.txt")"
 fi
 
 # Refusals. refused NAME PATTERN RUN_DIR [replay options...]
