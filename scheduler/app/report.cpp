@@ -135,7 +135,9 @@ std::string run_body(const std::string& dir, const json& s, report_outcome& out)
   return h;
 }
 
-std::string sweep_body(const std::string& dir, const json& sw, report_outcome& out) {
+/// The sweep's comparison: its rows, the swept keys first, then the
+/// figures in a fixed order ("" without rows).
+std::string comparison_table(const json& sw) {
   std::string h;
   const auto& rows = sw.value("rows", json::array());
   if (!rows.empty()) {
@@ -172,6 +174,11 @@ std::string sweep_body(const std::string& dir, const json& sw, report_outcome& o
          "<p class=\"meta\">Means over repeated seeds; the spreads are in <a href=\"sweep.md\">sweep.md</a> "
          "(also <a href=\"sweep.csv\">sweep.csv</a>, <a href=\"sweep.json\">sweep.json</a>).</p>\n";
   }
+  return h;
+}
+
+std::string sweep_body(const std::string& dir, const json& sw, report_outcome& out) {
+  std::string h = comparison_table(sw);
   if (const auto& pr = sw.value("paired", json::array()); !pr.empty())
     h += "<h2>Paired: each variant against the first, on the same schedule</h2>\n" +
          table(paired_columns(), paired_cells(pr)) + "<p class=\"meta\">" + esc(paired_note) + "</p>\n";

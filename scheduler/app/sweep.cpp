@@ -179,14 +179,10 @@ std::optional<paired_point> pair_point(const std::vector<sweep_point>& done, std
   }
 }
 
-} // namespace
-
-std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
-                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs,
-                      std::vector<std::string>* failed) {
+/// The axes and overrides set each key once: a key varied twice, or also
+/// --set, would be set twice per point, the later value winning.
+void check_grid(const std::vector<sweep_axis>& axes, const std::vector<std::string>& overrides) {
   check(!axes.empty(), "a sweep needs at least one --sweep KEY=V1,V2,...");
-  // A key varied twice is set twice per point, the later value winning:
-  // points labelled apart that run alike.
   const auto key_of = [](const std::string& set) { return set.substr(0, set.find('=')); }; // "key=value"
   std::set<std::string> varied;
   for (const auto& a : axes)
@@ -200,6 +196,14 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
       for (const auto& set : a.sets[v])
         check(varied.count(key_of(set)) == 0, "[sweep.variants] \"" + a.values[v] + "\" sets " + key_of(set) +
                                                 ", which the sweep also varies (its values would replace the variant's)");
+}
+
+} // namespace
+
+std::string run_sweep(const std::string& config_path, const std::vector<std::string>& overrides,
+                      const std::vector<sweep_axis>& axes, std::string out_dir, const run_options& opts, int procs,
+                      std::vector<std::string>* failed) {
+  check_grid(axes, overrides);
   const auto paired = paired_axis(axes);
   if (paired < axes.size())
     check_paired(axes[paired]);

@@ -337,6 +337,17 @@ void open_results(results_writer& out, const run_config& cfg, bool resumed, doub
     out.tensorboard(time_offset);
 }
 
+/// The record (experiment.record) this run writes, or the one a replay
+/// follows.
+void record_or_follow(topology_setup& setup, const run_options& opts, bool resumed) {
+  if (resumed) // a record follows a run from its first step: the one before the resume stays as it was
+    setup.record_dir.clear();
+  if (opts.replay) {
+    setup.replay = opts.replay;
+    setup.budget_samples = 0; // each worker runs its recorded steps, however the budget shared them out
+  }
+}
+
 } // namespace
 
 nlohmann::json run_actors(run_config cfg, const run_options& opts) {
@@ -349,12 +360,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   const auto identity =
     checkpoint_identity(cfg, static_cast<std::int64_t>(models::model(cfg.model, kernels::device::cpu(), cfg.seed).size()));
   const auto resumed = resume_from(opts, identity, setup);
-  if (resumed) // a record follows a run from its first step: the one before the resume stays as it was
-    setup.record_dir.clear();
-  if (opts.replay) {
-    setup.replay = opts.replay;
-    setup.budget_samples = 0; // each worker runs its recorded steps, however the budget shared them out
-  }
+  record_or_follow(setup, opts, resumed.has_value());
   setup.checkpoint_every = cfg.checkpoint_every;
   setup.checkpoint_every_s = cfg.checkpoint_every_s;
   const double time_offset = seconds_before(resumed);
