@@ -164,7 +164,10 @@ record_header parse_header(const std::string& text, const std::string& path) {
 shard_record read_record(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   check(f.good(), path + ": cannot read the record");
-  const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return record_from_bytes(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), path);
+}
+
+shard_record record_from_bytes(const std::string& data, const std::string& path) {
   check(data.size() >= magic_len + 4 && data.compare(0, magic_len, magic) == 0,
         path + ": not a gradwire record (no GWREC001 header)");
   std::uint32_t n = 0;
@@ -207,27 +210,24 @@ shard_record read_record(const std::string& path) {
 
 namespace {
 
-/// The steps `rank` completes in `r`'s entries: each a pull answered, then
-/// its push applied (the pull of step k, the push of step k, k from 0).
-std::int64_t complete_steps(const shard_record& r, int rank) {
-  std::int64_t done = 0;
-  bool pulled = false;
+/// The steps each worker completes in `r`'s entries: each a pull answered,
+/// then its push applied (the pull of step k, the push of step k, k from 0).
+std::vector<std::int64_t> complete_steps(const shard_record& r, int workers) {
+  std::vector<std::int64_t> done(static_cast<std::size_t>(workers), 0);
+  std::vector<char> pulled(static_cast<std::size_t>(workers), 0);
   for (const auto& e : r.entries) {
-    if (e.rank != rank)
-      continue;
-    if (e.serve && !pulled && e.step == done) {
-      pulled = true;
-      continue;
-    }
-    if (!e.serve && pulled && e.step == done) {
-      pulled = false;
-      ++done;
+    const auto w = static_cast<std::size_t>(e.rank);
+    check(e.rank >= 0 && w < done.size(), r.path + ": an entry of worker " + std::to_string(e.rank) + " of " +
+                                            std::to_string(workers));
+    if (e.step == done[w] && e.serve != (pulled[w] != 0)) {
+      pulled[w] = e.serve ? 1 : 0;
+      done[w] += e.serve ? 0 : 1;
       continue;
     }
-    throw error(r.path + ": worker " + std::to_string(rank) + "'s " + (e.serve ? "pull" : "push") + " of step " +
-                std::to_string(e.step) + " where its " + (pulled ? "push" : "pull") + " of step " +
-                std::to_string(done) + " was due (a record must start with the run, and its entries follow each "
-                                       "worker's steps)");
+    throw error(r.path + ": worker " + std::to_string(e.rank) + "'s " + (e.serve ? "pull" : "push") + " of step " +
+                std::to_string(e.step) + " where its " + (pulled[w] ? "push" : "pull") + " of step " +
+                std::to_string(done[w]) + " was due (a record must start with the run, and its entries follow each "
+                                          "worker's steps)");
   }
   return done;
 }
@@ -270,9 +270,11 @@ replay_cut consistent_cut(std::vector<shard_record> records, int workers) {
   replay_cut out;
   out.steps.assign(static_cast<std::size_t>(workers), std::numeric_limits<std::int64_t>::max());
   for (bool changed = true; changed;) {
-    for (int w = 0; w < workers; ++w)
-      for (const auto& r : records)
-        out.steps[static_cast<std::size_t>(w)] = std::min(out.steps[static_cast<std::size_t>(w)], complete_steps(r, w));
+    for (const auto& r : records) {
+      const auto done = complete_steps(r, workers);
+      for (std::size_t w = 0; w < done.size(); ++w)
+        out.steps[w] = std::min(out.steps[w], done[w]);
+    }
     changed = false;
     for (auto& r : records)
       changed = cut_to(r, out.steps) || changed;

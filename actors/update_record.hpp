@@ -93,6 +93,8 @@ struct shard_record {
 /// offset) when it is not a record, or an entry is malformed (a rank
 /// outside the header's workers, a negative step, an oversized varint).
 shard_record read_record(const std::string& path);
+/// The same from a file's bytes; `path` names it in messages.
+shard_record record_from_bytes(const std::string& data, const std::string& path);
 
 /// What a replay can follow of a set of shard records: each worker's
 /// steps, and each shard's entries up to the first one that needs a step

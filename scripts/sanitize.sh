@@ -121,7 +121,7 @@ tsan)
 fuzz)
   runs=${1:-10000000}
   configure build-asan "address,undefined"
-  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_lane fuzz_config fuzz_model fuzz_checkpoint
+  cmake --build build-asan -j "$jobs" --target fuzz_frame fuzz_hello fuzz_shm fuzz_lane fuzz_config fuzz_model fuzz_checkpoint fuzz_record
   asan_env
   t=tests/fuzz
   build-asan/tests/fuzz_frame "$runs" "${SEED:-1}" $t/corpus/frame
@@ -131,6 +131,7 @@ fuzz)
   build-asan/tests/fuzz_config "$((runs / 100))" "${SEED:-1}" examples $t/corpus/config
   build-asan/tests/fuzz_model "$((runs / 10))" "${SEED:-1}" $t/corpus/model
   build-asan/tests/fuzz_checkpoint "$((runs / 10))" "${SEED:-1}" $t/corpus/checkpoint
+  build-asan/tests/fuzz_record "$((runs / 10))" "${SEED:-1}"
   ;;
 libfuzzer)
   secs=${1:-120}
@@ -143,8 +144,8 @@ libfuzzer)
   fi
   t=tests/fuzz
   declare -A dirs=([frame]="$t/corpus/frame" [hello]="$t/corpus/hello" [shm]="$t/corpus/shm" [lane]=""
-    [config]="examples $t/corpus/config" [model]="$t/corpus/model" [checkpoint]="$t/corpus/checkpoint")
-  names=(frame hello shm lane config model checkpoint)
+    [config]="examples $t/corpus/config" [model]="$t/corpus/model" [checkpoint]="$t/corpus/checkpoint" [record]="")
+  names=(frame hello shm lane config model checkpoint record)
   cmake --build "$dir" -j "$jobs" --target $(for n in "${names[@]}"; do echo fuzz_$n fuzz_${n}_libfuzzer; done)
   asan_env
   mkdir -p "$dir/artifacts"

@@ -1,0 +1,60 @@
+// Fuzz target: an async shard's record as `gradwire replay` reads it (the
+// magic, the header's length and text, then varint entries), and the cut a
+// replay would follow of it. Anything it does not accept must be a
+// gradwire::error naming the file, never a crash, a hang or a read past
+// the data.
+#include "actors/update_record.hpp"
+#include "fuzz_target.hpp"
+#include "kernels/error.hpp"
+#include "../temp_dir.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+using namespace gradwire;
+
+namespace {
+std::int64_t loaded = 0, refused = 0, cut = 0;
+} // namespace
+
+namespace gwfuzz {
+depth reached() {
+  return {std::to_string(loaded) + " read, " + std::to_string(refused) + " refused, " + std::to_string(cut) +
+            " cut for a replay",
+          loaded > 0 && refused > 0 && cut > 0};
+}
+std::vector<std::vector<std::uint8_t>> seeds() {
+  const auto dir = gwtest::fresh_dir("fuzz-record-seed", true);
+  const auto path = dir + "/shard-0.gwr";
+  {
+    actors::record_writer w(path, {0, 0, 64, 3}, 0);
+    for (int k = 0; k < 6; ++k)
+      for (int r = 0; r < 3; ++r) {
+        w.add({true, r, k, 0});
+        w.add({false, r, k, (k + r) % 4});
+      }
+  }
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::filesystem::remove_all(dir);
+  return {std::vector<std::uint8_t>(bytes.begin(), bytes.end())};
+}
+} // namespace gwfuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  try {
+    auto r = actors::record_from_bytes(bytes, "fuzz.gwr");
+    ++loaded;
+    r.header.shard = 0;
+    const int workers = r.header.workers;
+    (void)actors::consistent_cut({std::move(r)}, workers);
+    ++cut;
+  } catch (const error&) {
+    ++refused;
+  }
+  return 0;
+}
