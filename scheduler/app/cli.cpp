@@ -213,8 +213,8 @@ int run_experiment(const cli_args& a, run_config cfg) {
 std::string left_out(const nlohmann::json& rec) {
   const auto entries = rec["entries_left_out"].get<std::int64_t>(), updates = rec["updates_left_out"].get<std::int64_t>();
   if (updates > 0)
-    return fmt::format("; {} updates past the last one every shard's record holds were left out: the run was cut short",
-                       updates);
+    return fmt::format("; {} update(s) past the last one every shard's record holds were left out: the run was cut "
+                       "short", updates);
   if (entries > 0)
     return fmt::format("; {} pulls for steps their workers never finished were left out", entries);
   return {};

@@ -28,6 +28,18 @@ void check_key(const std::string& source, const std::string& key, const toml::no
               (near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
 
+/// `axes` in the order of their lines in the file (toml++ keeps keys sorted).
+sweep_axes in_file_order(sweep_axes axes, const std::vector<std::uint32_t>& lines) {
+  std::vector<std::pair<std::uint32_t, std::size_t>> order;
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    order.emplace_back(lines[i], i);
+  std::sort(order.begin(), order.end());
+  sweep_axes sorted;
+  for (const auto& [line, i] : order)
+    sorted.push_back(std::move(axes[i]));
+  return sorted;
+}
+
 /// [sweep.variants]: "label" = { "key" = value, ... }, keys that change
 /// together, in file order; taken out of the table.
 sweep_axes take_variants(toml::table& root, const std::string& source) {
@@ -55,17 +67,8 @@ sweep_axes take_variants(toml::table& root, const std::string& source) {
     variants.emplace_back(std::string(label.str()), std::move(sets));
     variant_lines.push_back(v.source().begin.line);
   }
-  // toml++ keeps keys sorted: put the variants back in file order.
-  std::vector<std::pair<std::uint32_t, std::size_t>> order;
-  for (std::size_t i = 0; i < variants.size(); ++i)
-    order.emplace_back(variant_lines[i], i);
-  std::sort(order.begin(), order.end());
-  decltype(variants) sorted;
-  for (const auto& [line, i] : order)
-    sorted.push_back(std::move(variants[i]));
-  variants = std::move(sorted);
   sw->as_table()->erase("variants");
-  return variants;
+  return in_file_order(std::move(variants), variant_lines);
 }
 
 /// [sweep]: "key" = [values], a grid for `gradwire run`, in file order;
@@ -74,7 +77,7 @@ sweep_axes take_grid(toml::table& root, const std::string& source) {
   sweep_axes sweep;
   if (auto* sw = root.get("sweep")) {
     check(sw->is_table(), where(source, *sw) + ": write [sweep] as a table of \"key\" = [values]");
-    std::vector<std::pair<std::uint32_t, std::size_t>> order; // file order, as for the variants
+    std::vector<std::uint32_t> lines;
     for_each_leaf(*sw->as_table(), [&](const std::string& key, const toml::node& v) {
       const auto* arr = v.as_array();
       check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
@@ -82,14 +85,10 @@ sweep_axes take_grid(toml::table& root, const std::string& source) {
       std::vector<std::string> values;
       for (const auto& e : *arr)
         values.push_back(toml_text(e));
-      order.emplace_back(v.source().begin.line, sweep.size());
+      lines.push_back(v.source().begin.line);
       sweep.emplace_back(key, std::move(values));
     });
-    std::sort(order.begin(), order.end());
-    decltype(sweep) sorted;
-    for (const auto& [line, i] : order)
-      sorted.push_back(std::move(sweep[i]));
-    sweep = std::move(sorted);
+    sweep = in_file_order(std::move(sweep), lines);
     root.erase("sweep");
   }
   return sweep;

@@ -30,8 +30,9 @@ std::map<int, fs::path> record_files(const fs::path& dir) {
   return out;
 }
 
-/// Why `c`'s run needs no record ("": it needs one), or an error when its
-/// kind of run is not recorded.
+/// Whether `c`'s run is deterministic without a record (a lock-step run);
+/// false for an async parameter server, which needs one. Throws, naming
+/// `where`, for the runs that are not recorded at all.
 bool deterministic_without_record(const run_config& c, const std::string& where) {
   const bool ps = c.family->has_shards && !c.ps.local_sgd();
   check(!(ps && c.ps.backups() > 0),

@@ -63,7 +63,7 @@ def tamper(path, k):
     for e in entries(path):
         d = e[2] - last.get(e[1], 0)
         last[e[1]] = e[2]
-        body += varint_bytes(e[1] * 2 + (e[0] == "s")) + varint_bytes((d << 1) ^ (d >> 63))
+        body += varint_bytes(e[1] * 2 + (e[0] == "s")) + varint_bytes(2 * d if d >= 0 else -2 * d - 1)
         if e[0] == "a":
             body += varint_bytes(e[3] + (applies == k))
             applies += 1
