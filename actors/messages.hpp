@@ -52,6 +52,7 @@
 /// | knock | transport -> coordinator | rank: a lost worker's process asks to come back | | |
 /// | rebuilt | coordinator -> async PS worker | shard index, shard: that shard was rebuilt on rank 0, its rank lost | | |
 /// | barrier, release, recheck, missing | ranks -> rank 0's barrier actor and back | the job's barrier (actors/barrier.hpp) | | |
+/// | computed | virtual time's loop -> worker | its offloaded gradient is done and its compute time is up (virtual_clock::offload) | | |
 ///
 /// One atom, one meaning: what a message asks is never chosen by a flag or
 /// by an integer's width. Every actor refuses a message it has no handler
@@ -96,6 +97,7 @@ using reform_atom = caf::atom_constant<caf::atom("reform")>;
 using hold_at_atom = caf::atom_constant<caf::atom("hold_at")>;
 using knock_atom = caf::atom_constant<caf::atom("knock")>;
 using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
+using computed_atom = caf::atom_constant<caf::atom("computed")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
 /// during the run.
@@ -121,7 +123,7 @@ inline constexpr message_kind message_table[] = {
   {pin_atom::value, false},      {abandon_atom::value, false},   {abandoned_atom::value, false},
   {reform_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
   {rebuilt_atom::value, false},  {caf::atom("barrier"), false},  {caf::atom("release"), false},
-  {caf::atom("recheck"), false}, {caf::atom("missing"), false},
+  {caf::atom("recheck"), false}, {caf::atom("missing"), false}, {computed_atom::value, false},
 };
 
 /// Whether a message led by `atom` may carry its tensor by reference; false

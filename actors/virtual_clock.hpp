@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 namespace gradwire::actors {
 
@@ -43,6 +44,12 @@ public:
   /// Worker `rank` has finished a step, with `samples` trained so far (a
   /// shared budget is counted here, in virtual-time order).
   virtual void note_progress(int rank, std::int64_t samples) = 0;
+  /// From a worker's handler, after charge_compute: `work` (its gradient)
+  /// may run on another thread while other actors' events go on. The
+  /// worker gets (computed_atom) when its clock reaches what it has been
+  /// charged, before any other message, and `work` has run by then. Until
+  /// then nothing else touches what `work` touches; it must not throw.
+  virtual void offload(std::function<void()> work) = 0;
 };
 
 /// The clock's time, or the machine's when there is none.

@@ -35,7 +35,10 @@ bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const 
                       " parameters for its slice of " + std::to_string(e - b));
     return false;
   }
-  std::memcpy(st.model->params().data() + b, params.data(), (e - b) * sizeof(float));
+  if (st.offloads()) // copied in with the next batch, on its thread
+    st.incoming.emplace_back(b, params);
+  else
+    std::memcpy(st.model->params().data() + b, params.data(), (e - b) * sizeof(float));
   st.base_version[i] = version;
   return true;
 }
@@ -131,37 +134,69 @@ void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
       given_up);
 }
 
-/// The parameters (local SGD) or gradients go to every shard.
-void compute_and_push(worker_actor* self) {
+/// The gradient's slices, one per shard, for its pushes (handed over, never
+/// written again once sent).
+std::vector<slice> gradient_slices(const worker_state& st) {
+  std::vector<slice> out;
+  for (const auto& [b, e] : st.cfg.ranges)
+    out.push_back(slice::empty({static_cast<std::int64_t>(e - b)}));
+  return out;
+}
+
+void copy_into(const float* g, const worker_state& st, std::vector<slice>& grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    std::memcpy(grads[i].data(), g + st.cfg.ranges[i].first, grads[i].bytes());
+}
+
+/// After a batch: the local optimizer step (local SGD), then the parameters
+/// (local SGD) or gradients go to every shard. `grads`: the gradient's
+/// slices, filled already (with the offloaded batch), or empty.
+void push_computed(worker_actor* self, std::vector<slice> grads) {
   auto& st = self->state;
-  try {
-    st.compute();
-  } catch (const gradwire::error& ex) {
-    st.finish(self, ex.what());
-    return;
-  }
   const bool local = st.cfg.ps.local_steps > 0;
   if (local) {
     const auto t0 = st.now();
     st.trainer->apply();
     st.add_compute(t0); // the local optimizer step is compute, as the ring's is
   }
-  const float* g = local ? st.model->params().data() : st.trainer->gradients().data();
   if (local && (st.step + 1) % st.cfg.ps.local_steps != 0 && st.step + 1 < st.cfg.steps) {
     st.end_step(self); // a local step: no exchange
     self->send(self, tick_atom::value);
     return;
   }
+  if (grads.empty()) {
+    grads = gradient_slices(st);
+    copy_into(local ? st.model->params().data() : st.trainer->gradients().data(), st, grads);
+  }
   st.pending = st.cfg.shards.size();
   // The last step's push needs no parameters back.
   const bool with_pull = st.cfg.ps.uses_push_pull() && st.step + 1 < st.cfg.steps;
-  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i) {
-    const auto [b, e] = st.cfg.ranges[i];
-    auto grad = slice::empty({static_cast<std::int64_t>(e - b)}); // handed over, never written again
-    std::memcpy(grad.data(), g + b, (e - b) * sizeof(float));
-    push_to(self, i, std::move(grad), with_pull);
-  }
+  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i)
+    push_to(self, i, std::move(grads[i]), with_pull);
   st.await_mail(self); // the replies (cfg.spin_wait)
+}
+
+/// One batch, then push_computed. In virtual time the batch is offloaded,
+/// with the copy of its gradient into the pushes.
+void compute_and_push(worker_actor* self) {
+  auto& st = self->state;
+  try {
+    if (st.offloads()) {
+      auto grads = std::make_shared<std::vector<slice>>();
+      std::function<void()> copy;
+      if (st.cfg.ps.local_steps == 0) {
+        *grads = gradient_slices(st);
+        copy = [&st, grads] { copy_into(st.trainer->gradients().data(), st, *grads); };
+      }
+      st.compute_offloaded([self, grads] { push_computed(self, std::move(*grads)); }, std::move(copy));
+      return;
+    }
+    st.compute();
+  } catch (const gradwire::error& ex) {
+    st.finish(self, ex.what());
+    return;
+  }
+  push_computed(self, {});
 }
 
 /// The version of shard i to pull before step `st.step`.

@@ -50,7 +50,14 @@ void worker_core::init(worker_config c) {
     restore(*cfg.resume);
 }
 
+void worker_core::land_params() const {
+  for (const auto& [at, p] : incoming)
+    std::memcpy(model->params().data() + at, p.data(), p.bytes());
+  incoming.clear();
+}
+
 void worker_core::send_snapshot(caf::event_based_actor* self) const {
+  land_params();
   // One copy of the floats, straight into the buffer that travels (and is
   // written to disk as it is): the only work a step pays for a checkpoint.
   const auto t0 = now();
@@ -90,6 +97,7 @@ void worker_core::send_snapshot(caf::event_based_actor* self) const {
 }
 
 void worker_core::adopt(const snapshot& s) {
+  incoming.clear(); // older than what it adopts
   const auto fit = [&](const std::string& name, const kernels::tensor& t) {
     const auto& v = s.f(name);
     check(v.size() == static_cast<std::size_t>(t.numel()),
@@ -141,9 +149,7 @@ void worker_core::apply_grad_weight() {
     compute_trainer->set_loss_scale(cfg.grad_weight);
 }
 
-models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {
-  end_comm();
-  const auto t0 = now(), wall0 = std::chrono::steady_clock::now();
+void worker_core::next_batch() {
   // Partial batches at the end of an epoch are skipped so that every step
   // of every worker has the same size.
   bool got = false;
@@ -151,6 +157,12 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
     got = batches->next(bt, &trainer->pool()) && bt.size == cfg.batch_size;
   if (!got)
     throw gradwire::error(who() + "its data shard holds no full batch of " + std::to_string(cfg.batch_size));
+}
+
+models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {
+  end_comm();
+  const auto t0 = now(), wall0 = std::chrono::steady_clock::now();
+  next_batch();
   models::step_result r;
   if (compute_model) { // the batch runs on the device replica
     kernels::copy(model->params(), compute_model->params());
@@ -163,19 +175,60 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   } else {
     r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
   }
-  if (cfg.in_step)
-    cfg.in_step();
+  count_loss(r);
+  take_time(t0, seconds_since(wall0));
+  return r;
+}
+
+void worker_core::compute_offloaded(std::function<void()> then, std::function<void()> also) {
+  end_comm();
+  const auto t0 = now();
+  next_batch();
+  take_time(t0, 0); // the compute model's time; the simulation counts the real seconds where they run
+  after_compute = std::move(then);
+  offload_error.clear();
+  cfg.vclock->offload([this, also = std::move(also)] {
+    try {
+      land_params();
+      offloaded = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
+      if (also)
+        also();
+    } catch (const std::exception& e) {
+      offload_error = e.what();
+    }
+  });
+}
+
+void worker_core::computed(caf::event_based_actor* self) {
+  if (!after_compute)
+    return; // nothing offloaded
+  auto then = std::move(after_compute);
+  after_compute = nullptr;
+  if (!offload_error.empty()) {
+    finish(self, who() + offload_error);
+    return;
+  }
+  count_loss(offloaded);
+  then();
+}
+
+void worker_core::count_loss(const models::step_result& r) {
   last_epoch_loss.add(r.loss_sum, r.samples);
   window_loss += r.loss_sum;
   window_samples += r.samples;
   report.samples += r.samples;
+}
+
+void worker_core::take_time(clock_type::time_point t0, double real_seconds) {
+  if (cfg.in_step)
+    cfg.in_step();
   double extra = cfg.delay_ms * 1e-3;
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
   if (cfg.vclock) { // the compute model's time, not the machine's; nothing sleeps
     const double slowdown = cfg.slowdown * (cfg.slowdown_now ? cfg.slowdown_now() : 1.0);
     const double in_batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
-    cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, seconds_since(wall0));
+    cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, real_seconds);
   } else {
     // Of the time this worker ran, not the wall time: a stop of the job
     // mid-step (a suspend) is no computing, and multiplied by the slowdown
@@ -193,7 +246,6 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   window.compute_ms += since(t0) * 1e3;
   phase = now();
   tr.span("compute", t0, phase, step);
-  return r;
 }
 
 void worker_core::end_comm() {
@@ -264,6 +316,7 @@ void worker_core::end_step(caf::event_based_actor* self) {
   if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
     if (cfg.vclock)
       cfg.vclock->note_eval(step, since(start));
+    land_params();
     self->send(cfg.report_to, eval_atom::value, step, copy_of(model->params()), copy_of(model->state()));
   }
   if (window.steps < cfg.log_every && step < cfg.steps)
@@ -336,6 +389,10 @@ void worker_core::start_heartbeats(caf::event_based_actor* self) {
 }
 
 bool worker_core::on_beat(caf::event_based_actor* self) {
+  if (after_compute) { // the simulation hands (computed_atom) over first: this is its bug
+    finish(self, who() + "a heartbeat came in while its gradient was being computed");
+    return false;
+  }
   if (!cfg.vclock)
     while (!finished && requests.expire_one(cfg.timeout)) {
     }
@@ -362,6 +419,8 @@ void worker_core::finish(caf::event_based_actor* self, std::string error, bool w
   report.seconds = since(start);
   report.last_loss = last_epoch_loss.mean();
   report.error = std::move(error);
+  if (model)
+    land_params();
   if (with_params && model)
     report.params = copy_of(model->params());
   if (model && model->state().numel() > 0) // the evaluation needs BatchNorm's statistics too

@@ -207,6 +207,15 @@ struct worker_core {
   std::int64_t window_samples = 0, window_pushes = 0;
   std::mt19937_64 jitter_rng;
   trace_ref tr; ///< "worker <rank>": compute, exchange, wait, apply
+  std::function<void()> after_compute; ///< compute_offloaded's `then`, until computed()
+  models::step_result offloaded;       ///< the offloaded batch's result
+  std::string offload_error;           ///< and its error, if it threw
+  /// Offloading (virtual time): parameters pulled into the replica at an
+  /// offset, copied in by the next offloaded batch on its own thread, or by
+  /// land_params() before anything else reads the replica. The replica
+  /// holds them either way: they are no state of their own.
+  mutable std::vector<std::pair<std::size_t, slice>> incoming;
+  void land_params() const;
 
   /// With cfg.spin_wait, waits for the next message by polling `self`'s
   /// mailbox (kernels::poll_until: busy, then yielding, up to ~2 ms) and,
@@ -244,6 +253,26 @@ struct worker_core {
   /// time since `phase` as communication first. Throws when the shard has
   /// no full batch.
   models::step_result compute(const std::function<void(std::size_t)>& ready = {});
+  /// Whether compute_offloaded() is this worker's way to compute: in
+  /// virtual time, on its own replica.
+  bool offloads() const { return cfg.vclock != nullptr && !compute_model; }
+  /// compute() in virtual time, for the simulation's threads: takes the
+  /// batch and the compute model's time here, and hands the gradient (then
+  /// `also`, on the same thread) to the simulation (virtual_clock::offload).
+  /// The worker then gets (computed_atom), and computed() runs `then`.
+  /// Throws as compute() does.
+  void compute_offloaded(std::function<void()> then, std::function<void()> also = {});
+  /// (computed_atom): counts the offloaded batch and runs what follows it,
+  /// or finishes the worker with the batch's error.
+  void computed(caf::event_based_actor* self);
+  /// The next full batch into `bt`; throws when the shard has none.
+  void next_batch();
+  /// Counts a computed batch's loss and samples.
+  void count_loss(const models::step_result& r);
+  /// Ends the compute phase begun at `t0`: the fault hook, then the
+  /// compute model's time (virtual; `real_seconds` for its statistics) or
+  /// the emulated slowdown's sleep, then the phase's accounting and span.
+  void take_time(clock_type::time_point t0, double real_seconds);
   /// Weights this worker's later gradients by cfg.grad_weight (in the
   /// backward pass of whichever trainer computes them).
   void apply_grad_weight();
@@ -364,6 +393,7 @@ caf::message_handler worker_controls(Actor* self, Stop stop, Tick tick) {
     [=](pause_atom) { self->state.on_pause(self); },
     [=](run_to_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](snapshot_at_atom, std::int64_t at) { self->state.on_snapshot_at(self, at); },
+    [=](computed_atom) { self->state.computed(self); },
   };
 }
 

@@ -57,6 +57,7 @@ struct virtual_config {
   double intra_latency_us = 0, intra_bandwidth_gbps = 0;
   bool nic = true;
   int cores_per_host = 0; ///< handlers a host runs at once (0: no limit)
+  int threads = 0;        ///< the simulation's compute threads (0: the machine's cores)
   double latency_cv = 0;   ///< each message's latency lognormal with this cv (0: exact)
   double apply_gbps = 0;   ///< a shard applies gradients at this many GB/s (0: instantly)
   double copy_gbps = 0;    ///< a sender copies a message's tensors in at this many GB/s (0: free)

@@ -90,6 +90,7 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   v.intra_bandwidth_gbps = r.number("virtual.intra_bandwidth_gbps", 0, 1e6);
   v.nic = r.boolean("virtual.nic");
   v.cores_per_host = static_cast<int>(r.integer("virtual.cores_per_host", 0, 1 << 20));
+  v.threads = static_cast<int>(r.integer("virtual.threads", 0, 1024));
   v.latency_cv = r.number("virtual.latency_cv", 0, 100);
   v.apply_gbps = r.number("virtual.apply_gbps", 0, 1e6);
   v.copy_gbps = r.number("virtual.copy_gbps", 0, 1e6);

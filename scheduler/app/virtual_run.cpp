@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <map>
 #include <sstream>
+#include <thread>
 
 namespace gradwire::scheduler {
 
@@ -147,6 +148,7 @@ virtual_setup setup_of(const run_config& cfg) {
   vs.link.intra_bandwidth_gbps = v.intra_bandwidth_gbps;
   vs.link.nic = v.nic;
   vs.cores_per_host = v.cores_per_host;
+  vs.threads = v.threads > 0 ? v.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   vs.link.latency_cv = v.latency_cv;
   vs.apply_gbps = v.apply_gbps;
   vs.copy_gbps = v.copy_gbps;
@@ -247,13 +249,17 @@ void add_simulation_cost(const simulation& sim, nlohmann::json& facts) {
   const auto& s = sim.stats();
   facts["virtual_seconds"] = s.virtual_seconds;
   facts["wall_seconds"] = s.wall_seconds;
+  facts["threads"] = s.threads;
+  // Where the time went: computing gradients (on any thread, and of it on
+  // the loop's); the loop waiting for a helper's gradient; the actors'
+  // other work (copies, shard updates, CAF's dispatch); the loop's own.
   facts["gradient_wall_seconds"] = s.compute_wall_seconds;
-  // Where the loop's time went: computing gradients; the actors' other
-  // work (copies, shard updates, CAF's dispatch); the event loop's own.
-  facts["actor_wall_seconds"] = s.handler_wall_seconds - s.compute_wall_seconds;
-  facts["scheduler_wall_seconds"] = s.wall_seconds - s.handler_wall_seconds;
-  facts["scheduler_overhead_of_gradients"] =
-    s.compute_wall_seconds > 0 ? (s.wall_seconds - s.handler_wall_seconds) / s.compute_wall_seconds : 0;
+  facts["gradient_loop_wall_seconds"] = s.handler_compute_wall_seconds + s.loop_compute_wall_seconds;
+  facts["wait_wall_seconds"] = s.wait_wall_seconds;
+  facts["actor_wall_seconds"] = s.handler_wall_seconds - s.handler_compute_wall_seconds;
+  const double own = s.wall_seconds - s.handler_wall_seconds - s.loop_compute_wall_seconds - s.wait_wall_seconds;
+  facts["scheduler_wall_seconds"] = own;
+  facts["scheduler_overhead_of_gradients"] = s.compute_wall_seconds > 0 ? own / s.compute_wall_seconds : 0;
   facts["events"] = s.events;
   facts["events_per_s"] = s.wall_seconds > 0 ? static_cast<double>(s.events) / s.wall_seconds : 0;
   facts["messages"] = s.messages;

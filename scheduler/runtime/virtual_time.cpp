@@ -1,6 +1,7 @@
 #include "scheduler/runtime/virtual_time.hpp"
 
 #include "actors/messages.hpp"
+#include "kernels/cpu/denormals.hpp"
 #include "kernels/error.hpp"
 #include "kernels/tensor.hpp"
 #include "transport/buffer_pool.hpp"
@@ -14,21 +15,31 @@
 
 namespace gradwire::scheduler {
 
+struct virtual_event {
+  std::int64_t t = 0;
+  std::uint64_t seq = 0;
+  placed_actor* to = nullptr;
+  caf::mailbox_element_ptr m;
+  /// Not 0: no message, but the time at which `to`'s offloaded computation
+  /// (its number `computed`) is due.
+  std::uint64_t computed = 0;
+  /// For the heap: the latest first out of std::pop_heap's max-heap order.
+  bool operator<(const virtual_event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
 struct placed_actor {
   caf::actor real, handle;
   int host = 0;
   int rank = -1; ///< a worker's rank, or -1
   std::int64_t busy_until = 0;
   bool down = false;
-};
-
-struct virtual_event {
-  std::int64_t t = 0;
-  std::uint64_t seq = 0;
-  placed_actor* to = nullptr;
-  caf::mailbox_element_ptr m;
-  /// For the heap: the latest first out of std::pop_heap's max-heap order.
-  bool operator<(const virtual_event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  /// Its computation handed to the pool (offload), until the loop takes it.
+  std::shared_ptr<compute_pool::task> job;
+  std::uint64_t jobs = 0;  ///< offloads so far: the number of the last
+  bool due_posted = false; ///< the job's due event is in the heap
+  /// Messages that reached it while it computed: back in the heap, as they
+  /// were, once its computation has been taken.
+  std::vector<virtual_event> deferred;
 };
 
 namespace {
@@ -217,7 +228,30 @@ double simulation::charge_compute(int rank, std::int64_t step, double slowdown, 
   const double d = model.draw(it->second, step) * slowdown + extra_seconds;
   cur_now_ += ns_of(d);
   stats_.compute_wall_seconds += real_seconds;
+  stats_.handler_compute_wall_seconds += real_seconds;
   return d;
+}
+
+void simulation::offload(std::function<void()> work) {
+  check(looping_ && std::this_thread::get_id() == loop_id_ && running_ != nullptr && !running_->job,
+        "virtual time: offload() is for a placed actor's handler on the loop, one computation at a time");
+  running_->job = compute_->submit(std::move(work));
+  ++running_->jobs;
+  running_->due_posted = false;
+}
+
+void simulation::settle(placed_actor* p) {
+  const auto job = std::move(p->job);
+  compute_->take(job, stats_.loop_compute_wall_seconds, stats_.wait_wall_seconds);
+  stats_.compute_wall_seconds += job->seconds;
+  p->real->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(caf::message_priority::high), {},
+                                             actors::computed_atom::value),
+                   nullptr);
+  for (auto& ev : p->deferred) {
+    events_.push_back(std::move(ev));
+    std::push_heap(events_.begin(), events_.end());
+  }
+  p->deferred.clear();
 }
 
 void simulation::charge(double seconds) { cur_now_ += ns_of(std::max(0.0, seconds)); }
@@ -278,8 +312,8 @@ std::int64_t simulation::latency_ns(double mean_us) {
   return ns_of(lognormal(link_rng_, mean_us * 1e-6, setup_.link.latency_cv));
 }
 
-void simulation::push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m) {
-  events_.push_back(virtual_event{t, seq_++, to, std::move(m)});
+void simulation::push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m, std::uint64_t computed) {
+  events_.push_back(virtual_event{t, seq_++, to, std::move(m), computed});
   std::push_heap(events_.begin(), events_.end());
 }
 
@@ -329,6 +363,8 @@ void simulation::run_jobs(std::int64_t t) {
   while (sched.has_job()) {
     auto* a = dynamic_cast<caf::abstract_actor*>(sched.jobs.front());
     auto* p = a ? find(caf::actor_control_block::from(a)) : nullptr;
+    if (p && p->job) // a timer or a local message for an actor still computing: its result first
+      settle(p);
     cur_now_ = p ? std::max(t, p->busy_until) : t;
     // cores_per_host: the handler runs on the core of its host that frees
     // up first (ties to the lowest), from then to the end of what it was
@@ -341,13 +377,19 @@ void simulation::run_jobs(std::int64_t t) {
     }
     clk.current_time = origin_ + std::chrono::nanoseconds(cur_now_);
     const auto w0 = std::chrono::steady_clock::now();
+    running_ = p;
     sched.run_once();
+    running_ = nullptr;
     stats_.handler_wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     ++stats_.events;
     if (core)
       *core = cur_now_;
     if (p)
       p->busy_until = cur_now_;
+    if (p && p->job && !p->due_posted) { // it offloaded: its result is due when its clock is
+      push(cur_now_, p, nullptr, p->jobs);
+      p->due_posted = true;
+    }
   }
   cur_now_ = now_;
 }
@@ -372,6 +414,8 @@ void simulation::start() {
   kernels::set_host_allocator(
     [pool = pool_](std::size_t bytes, std::size_t) { return pool->get((bytes + 3) / 4).shared_storage(); },
     std::size_t{64} << 10);
+  compute_ = std::make_unique<compute_pool>(std::max(1, setup_.threads) - 1);
+  stats_.threads = std::max(1, setup_.threads);
   looping_ = true;
   // The loop's id is known before it runs: post() and place() on either
   // thread read it without a race.
@@ -386,6 +430,9 @@ void simulation::start() {
 
 void simulation::loop() {
   const auto wall0 = std::chrono::steady_clock::now();
+  // From the first event on, as on compute_pool's threads: a gradient's
+  // bits must not depend on which thread computed it.
+  kernels::flush_denormals_on_this_thread();
   auto& sched = coordinator_of(sys_);
   auto& clk = sched.clock();
   clk.current_time = origin_;
@@ -414,20 +461,7 @@ void simulation::loop() {
       continue;
     }
     if (!events_.empty()) {
-      std::pop_heap(events_.begin(), events_.end());
-      auto ev = std::move(events_.back());
-      events_.pop_back();
-      if (ev.to->busy_until > ev.t) { // it is still computing: the message waits in its mailbox
-        ev.t = ev.to->busy_until;
-        events_.push_back(std::move(ev));
-        std::push_heap(events_.begin(), events_.end());
-        continue;
-      }
-      now_ = std::max(now_, ev.t);
-      cur_now_ = now_;
-      clk.current_time = origin_ + std::chrono::nanoseconds(now_);
-      ev.to->real->enqueue(std::move(ev.m), nullptr);
-      run_jobs(now_);
+      deliver_next();
       continue;
     }
     if (running) {
@@ -440,6 +474,36 @@ void simulation::loop() {
   stats_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
 
+void simulation::deliver_next() {
+  std::pop_heap(events_.begin(), events_.end());
+  auto ev = std::move(events_.back());
+  events_.pop_back();
+  auto* p = ev.to;
+  if (ev.computed != 0) { // an offloaded computation is due (unless something else took it first)
+    if (!p->job || ev.computed != p->jobs)
+      return;
+    now_ = std::max(now_, ev.t);
+    settle(p);
+    run_jobs(now_);
+    return;
+  }
+  if (p->job) { // it is still computing: the message waits for its result
+    p->deferred.push_back(std::move(ev));
+    return;
+  }
+  if (p->busy_until > ev.t) { // it is still busy: the message waits in its mailbox
+    ev.t = p->busy_until;
+    events_.push_back(std::move(ev));
+    std::push_heap(events_.begin(), events_.end());
+    return;
+  }
+  now_ = std::max(now_, ev.t);
+  cur_now_ = now_;
+  coordinator_of(sys_).clock().current_time = origin_ + std::chrono::nanoseconds(now_);
+  p->real->enqueue(std::move(ev.m), nullptr);
+  run_jobs(now_);
+}
+
 void simulation::stop() {
   if (!thread_.joinable())
     return;
@@ -449,6 +513,13 @@ void simulation::stop() {
   }
   cv_.notify_all();
   thread_.join();
+  for (auto& p : placed_) // a run stopped mid-step (stuck): its computations end before their actors can
+    if (p->job) {
+      double ran = 0, waited = 0;
+      compute_->take(p->job, ran, waited);
+      p->job = nullptr;
+    }
+  compute_.reset();
   kernels::set_host_allocator({}, 0); // buffers out keep the pool until they are freed
   looping_ = false;
   cur_now_ = now_;

@@ -18,7 +18,12 @@
 ///   it was charged, and arrives after the link model's delay (link_model).
 /// - **Compute.** A worker computes its gradient for real, and the clock
 ///   charges the compute model's time for it (compute_model); an actor
-///   busy until t takes its next message at t.
+///   busy until t takes its next message at t. A parameter-server worker
+///   hands its gradient to the loop (`offload`), which computes it on one
+///   of `threads` (compute_pool) while other actors' events go on, and
+///   gives the worker (computed_atom) when its compute time is up, before
+///   any other message: the events, their order and every bit are those of
+///   one thread.
 /// - **Timers.** CAF's test clock is kept at the loop's time: heartbeats
 ///   and request timeouts fire in virtual time.
 /// - **Stuck.** No message in flight, only timers, for `stuck_after_s`
@@ -26,6 +31,7 @@
 ///   `on_stuck`, and the run fails naming them.
 
 #include "actors/virtual_clock.hpp"
+#include "scheduler/runtime/compute_pool.hpp"
 #include "transport/buffer_pool.hpp"
 
 #include <caf/all.hpp>
@@ -108,14 +114,21 @@ struct virtual_setup {
   double copy_gbps = 0;
   std::uint64_t seed = 1;
   double stuck_after_s = 600; ///< virtual seconds with no message in flight
+  /// Threads that compute offloaded gradients, the loop's own included
+  /// (1: the loop computes each when it is due).
+  int threads = 1;
 };
 
 /// What the simulation cost, and what it simulated.
 struct virtual_stats {
   double virtual_seconds = 0;      ///< when the last worker finished
   double wall_seconds = 0;         ///< the loop's, start to stop
-  double handler_wall_seconds = 0; ///< of it, inside the actors' handlers (the rest: the loop's own)
-  double compute_wall_seconds = 0; ///< of that, computing gradients
+  double handler_wall_seconds = 0; ///< of it, inside the actors' handlers
+  double compute_wall_seconds = 0; ///< computing gradients, on any thread
+  double handler_compute_wall_seconds = 0; ///< of that, inside handlers (workers that do not offload)
+  double loop_compute_wall_seconds = 0;    ///< of that, offloaded ones the loop ran itself
+  double wait_wall_seconds = 0;            ///< the loop waiting for a helper's gradient
+  int threads = 1;
   std::int64_t events = 0;         ///< handlers run (messages, timers, self-sends)
   std::int64_t messages = 0;       ///< through the link model
   std::int64_t bytes = 0;
@@ -170,6 +183,7 @@ public:
   void charge(double seconds) override;
   void charge_apply(std::int64_t bytes) override;
   void note_progress(int rank, std::int64_t samples) override;
+  void offload(std::function<void()> work) override;
   /// A shared budget (train.budget = "shared"): once the workers' samples
   /// add up to it, in virtual-time order, every worker still running is
   /// told to finish (done_atom) at that moment. 0: none.
@@ -186,7 +200,13 @@ private:
   simulation(caf::actor_system& sys, virtual_setup setup);
   void loop();
   void run_jobs(std::int64_t t);
-  void push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m);
+  void push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m, std::uint64_t computed = 0);
+  /// `p`'s offloaded computation is taken (run here, or awaited) and p gets
+  /// (computed_atom) ahead of anything in its mailbox; what waited for it
+  /// goes back into the heap.
+  void settle(placed_actor* p);
+  /// Pops the earliest event and delivers it (or holds it for its actor).
+  void deliver_next();
   std::int64_t arrival(int from_host, int to_host, std::int64_t bytes, std::int64_t t);
   std::int64_t latency_ns(double mean_us);
   void take_inbox();
@@ -202,6 +222,7 @@ private:
   std::uint64_t seq_ = 0;
   std::int64_t now_ = 0;     ///< ns: the loop's time
   std::int64_t cur_now_ = 0; ///< ns: the running actor's time
+  placed_actor* running_ = nullptr; ///< the placed actor whose handler runs
   std::int64_t last_message_ = 0;
   std::vector<std::int64_t> nic_tx_, nic_rx_;
   std::vector<std::vector<std::int64_t>> core_free_; ///< by host: when each core is free (cores_per_host)
@@ -222,6 +243,7 @@ private:
   std::map<std::int64_t, double> evals_;
   bool shut_ = false;
   std::shared_ptr<transport::buffer_pool> pool_; ///< host buffers while the loop runs
+  std::unique_ptr<compute_pool> compute_;        ///< while the loop runs
   std::int64_t budget_ = 0, budget_total_ = 0;
   std::map<int, std::int64_t> samples_; ///< by worker rank, for the budget
   bool budget_hit_ = false;

@@ -45,6 +45,7 @@ TEST_CASE("virtual time: the same config and seed give the same bits and stalene
       while (busy.load(std::memory_order_relaxed))
         x = x + 1;
     });
+  vs.threads = 2; // and with a helper thread computing gradients
   const auto b = run_virtual(setup, data, vs);
   busy = false;
   for (auto& t : load)
@@ -195,7 +196,7 @@ TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats i
   CHECK(a.seconds == b.seconds);
 }
 
-TEST_CASE("virtual time: every parameter-server variant and local SGD run and repeat themselves bit for bit") {
+TEST_CASE("virtual time: every parameter-server variant and local SGD run and repeat themselves bit for bit on 1, 2 and 4 threads") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 13);
   struct variant {
     const char* name;
@@ -226,15 +227,46 @@ TEST_CASE("virtual time: every parameter-server variant and local SGD run and re
     auto setup = small_setup(4, 2, true);
     setup.steps = 9;
     v.set(setup);
+    vs.threads = 1;
     const auto a = run_virtual(setup, data, vs);
-    const auto b = run_virtual(setup, data, vs);
     for (const auto& rep : a.reports)
       CHECK(rep.error.empty());
-    CHECK(same_bits(a.params, b.params));
-    CHECK(a.staleness == b.staleness);
-    CHECK(a.dropped == b.dropped);
     CHECK(a.seconds > 9 * 1e-3);
+    for (int threads : {2, 4}) {
+      INFO(threads << " threads");
+      vs.threads = threads;
+      const auto b = run_virtual(setup, data, vs);
+      CHECK(same_bits(a.params, b.params));
+      CHECK(a.staleness == b.staleness);
+      CHECK(a.dropped == b.dropped);
+      CHECK(a.seconds == b.seconds);
+    }
   }
+}
+
+TEST_CASE("virtual time: heartbeats due while a gradient computes on another thread wait for it, in the same order on any thread count") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 17);
+  auto setup = small_setup(4, 1, false);
+  setup.steps = 10;
+  setup.ps.sync = false;
+  auto vs = constant_compute(0.3, 2, 2); // a beat every 0.5 s falls inside most steps
+  vs.compute[0].dist = compute_model::shape::lognormal;
+  vs.compute[0].cv = 0.6;
+  vs.link.latency_us = 50;
+  vs.seed = 9;
+  std::vector<scheduler::topology_outcome> outs;
+  for (int threads : {1, 3}) {
+    vs.threads = threads;
+    std::shared_ptr<scheduler::simulation> sim;
+    outs.push_back(run_virtual(setup, data, vs, &sim));
+    for (const auto& rep : outs.back().reports)
+      CHECK(rep.error.empty()); // a beat taken mid-computation ends its worker with an error
+    CHECK(sim->stats().threads == threads);
+  }
+  CHECK(same_bits(outs[0].params, outs[1].params));
+  CHECK(outs[0].staleness == outs[1].staleness);
+  CHECK(outs[0].seconds == outs[1].seconds);
+  CHECK(outs[0].seconds > 10 * 0.3 * 0.5);
 }
 
 TEST_CASE("virtual time: speed balancing moves the global batch toward the workers' speeds") {

@@ -302,6 +302,7 @@ struct stall_counter : actors::virtual_clock {
   void charge(double seconds) override { charged += seconds; }
   void charge_apply(std::int64_t) override {}
   void note_progress(int, std::int64_t) override {}
+  void offload(std::function<void()> work) override { work(); }
 };
 } // namespace
 

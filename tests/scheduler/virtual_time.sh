@@ -42,10 +42,10 @@ TOML
 cp "$tmp/v.toml" "$tmp/plain.toml"
 run() { "$gw" run "$tmp/v.toml" -q --no-report "$@"; }
 
-# Twice with a measured step time (the second reads the cache): the same
-# bits and staleness, every time in virtual seconds.
-run --out "$tmp/a" >/dev/null
-run --out "$tmp/b" >/dev/null
+# Twice with a measured step time (the second reads the cache), on 1 and on
+# 3 threads: the same bits and staleness, every time in virtual seconds.
+run --out "$tmp/a" --set virtual.threads=1 >/dev/null
+run --out "$tmp/b" --set virtual.threads=3 >/dev/null
 python3 "$src/tests/transport/same_model.py" "$tmp/a" "$tmp/b" || fail "two runs of one config differ"
 python3 - "$tmp/a/summary.json" "$tmp/b/summary.json" <<'PY' || fail "summary.json's virtual facts"
 import json, sys
@@ -60,6 +60,7 @@ assert "lognormal cv 0.40" in c["compute"][0]["model"], c["compute"]
 assert c["events"] > 0 and c["messages"] > 0 and c["wall_seconds"] > 0 and c["gradient_wall_seconds"] > 0, c
 assert abs(c["virtual_seconds"] - a["train_seconds"]) < 1e-9, (c, a["train_seconds"])
 assert a["staleness"]["count"] == 8 * 20 * 2, a["staleness"]
+assert c["threads"] == 1 and b["clock"]["threads"] == 3, (c["threads"], b["clock"]["threads"])
 PY
 
 # Hosts of different sizes (2 workers and 6): a shard per host, and a
@@ -149,10 +150,17 @@ refused "a bad distribution" "virtual.distribution" --set virtual.distribution=g
 # [[faults]]: a stall costs its virtual seconds; a kill is refused, naming the entry.
 { cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "stall"\nrank = 1\nat_step = 5\nseconds = 2.0\n'; } >"$tmp/stall.toml"
 "$gw" run "$tmp/stall.toml" -q --no-report --out "$tmp/stall" >/dev/null 2>&1 || fail "a stall in virtual time"
-python3 - "$tmp/a/summary.json" "$tmp/stall/summary.json" <<'PY' || fail "the stall's virtual seconds"
+python3 - "$tmp/a" "$tmp/stall" <<'PY' || fail "the stall's virtual seconds"
 import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:])
-assert b["train_seconds"] >= a["train_seconds"] + 1.99, (a["train_seconds"], b["train_seconds"])
+# Up to the stall both runs are the same events: rank 1's fifth step ends
+# exactly 2 s later, the stall's seconds.
+def fifth(run):
+    for line in open(run + "/metrics.jsonl"):
+        r = json.loads(line)
+        if r.get("type") == "step" and r.get("worker") == 1 and r.get("step") == 5:
+            return r["time"]
+a, b = fifth(sys.argv[1]), fifth(sys.argv[2])
+assert abs((b - a) - 2.0) < 1e-6, (a, b)
 PY
 { cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "kill"\nrank = 1\nat_step = 5\n'; } >"$tmp/kill.toml"
 rc=0
