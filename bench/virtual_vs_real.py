@@ -28,6 +28,10 @@ by side. Used by bench/virtual_vs_real.sh.
   virtual_vs_real.py row LABEL REAL_DIRS VIRTUAL_DIRS -> one table row: the
       means over rounds (comma-separated folders, in pairs), the real
       runs' spread of mean staleness, and each round's p99
+  virtual_vs_real.py predicted LABEL REAL_DIRS VIRTUAL_DIR -> one table row
+      of predictions against real runs (means over the rounds, and the
+      real runs' spread): mean staleness, step time and time to the
+      target accuracy, each with the prediction's error
 """
 import json
 import subprocess
@@ -163,6 +167,23 @@ def row(label, reals, virts):
     print(f"| {label} | {cells} | {sr:.3f} | {sv:.3f} | {err(sr, sv)} |")
 
 
+def predicted(label, reals, virt):
+    reals = reals.split(",")
+    mean = lambda xs: sum(xs) / len(xs)
+    err = lambda a, b: f"{100.0 * (b - a) / a:+.1f}%" if a else "n/a"
+
+    def cells(values, pred, fmt):
+        if any(x is None for x in values) or pred is None:
+            return f"{'/'.join('-' if x is None else fmt % x for x in values)} | {'-' if pred is None else fmt % pred} | n/a"
+        spread = f" ({fmt % min(values)}-{fmt % max(values)})" if len(values) > 1 else ""
+        return f"{fmt % mean(values)}{spread} | {fmt % pred} | {err(mean(values), pred)}"
+
+    stale = cells([summary(d)["staleness"]["mean"] for d in reals], summary(virt)["staleness"]["mean"], "%.2f")
+    step = cells([step_ms(d) for d in reals], step_ms(virt), "%.2f")
+    target = cells([summary(d)["time_to_target"] for d in reals], summary(virt)["time_to_target"], "%.2f")
+    print(f"| {label} | {stale} | {step} | {target} |")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "fit":
         print(fit(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], sys.argv[6:]))
@@ -172,5 +193,8 @@ if __name__ == "__main__":
         print(f"{copy_gbps(sys.argv[2]):.4f}")
     elif sys.argv[1] == "row":
         row(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "predicted":
+        predicted(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS MODEL CMD... | apply REAL | copy REAL | row LABEL REALS VIRTUALS")
+        sys.exit("usage: virtual_vs_real.py fit REAL VIRTUAL HOPS MODEL CMD... | apply REAL | copy REAL | "
+                 "row LABEL REALS VIRTUALS | predicted LABEL REALS VIRTUAL")

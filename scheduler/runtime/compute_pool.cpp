@@ -52,8 +52,10 @@ void compute_pool::serve() {
       queued_.wait(lk, [this] { return quit_ || !queue_.empty(); });
       if (queue_.empty())
         return;
-      t = std::move(queue_.front());
-      queue_.pop_front();
+      // The latest first: the loop takes the earliest, which it needs
+      // first, and the two meet only when the queue runs out.
+      t = std::move(queue_.back());
+      queue_.pop_back();
     }
     int queued = 0;
     if (!t->state.compare_exchange_strong(queued, 1))
