@@ -280,7 +280,10 @@ void begin_step(worker_actor* self) {
 
 caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   auto& st = self->state;
-  if (!start_worker(self, std::move(cfg), [&st] { st.base_version.assign(st.cfg.shards.size(), 0); }))
+  auto init_kind = [&st] { st.base_version.assign(st.cfg.shards.size(), 0); };
+  if (worker_core::offloads(cfg))
+    start_worker_offloaded(self, std::move(cfg), init_kind);
+  else if (!start_worker(self, std::move(cfg), init_kind))
     return {};
   self->send(self, tick_atom::value);
   st.start_heartbeats(self);

@@ -23,6 +23,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 void worker_core::init(worker_config c) {
+  keep_config(std::move(c));
+  build();
+}
+
+void worker_core::keep_config(worker_config c) {
   cfg = std::move(c);
   if (!cfg.vclock)
     kernels::watch_stops();
@@ -30,6 +35,9 @@ void worker_core::init(worker_config c) {
   start = phase = now();
   tr = trace_ref::open(cfg.trace, "worker " + std::to_string(cfg.rank), cfg.vclock.get());
   jitter_rng.seed(cfg.seed * 7919 + static_cast<std::uint64_t>(cfg.rank));
+}
+
+void worker_core::build() {
   model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
                                           cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
   if (cfg.shared_params.defined())
@@ -185,14 +193,24 @@ void worker_core::compute_offloaded(std::function<void()> then, std::function<vo
   const auto t0 = now();
   next_batch();
   take_time(t0, 0); // the compute model's time; the simulation counts the real seconds where they run
-  after_compute = std::move(then);
-  offload_error.clear();
-  cfg.vclock->offload([this, also = std::move(also)] {
-    try {
+  offload([this, also = std::move(also)] {
       land_params();
       offloaded = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
       if (also)
         also();
+    },
+    [this, then = std::move(then)] {
+      count_loss(offloaded);
+      then();
+    });
+}
+
+void worker_core::offload(std::function<void()> work, std::function<void()> then) {
+  after_compute = std::move(then);
+  offload_error.clear();
+  cfg.vclock->offload([this, work = std::move(work)] {
+    try {
+      work();
     } catch (const std::exception& e) {
       offload_error = e.what();
     }
@@ -208,7 +226,6 @@ void worker_core::computed(caf::event_based_actor* self) {
     finish(self, who() + offload_error);
     return;
   }
-  count_loss(offloaded);
   then();
 }
 

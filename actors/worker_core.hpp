@@ -236,6 +236,12 @@ struct worker_core {
   /// Keeps the configuration (so finish() can report), then builds the
   /// replica and data shard; throws on failure.
   void init(worker_config c);
+  /// init's first part: the configuration, the clock, trace and jitter.
+  void keep_config(worker_config c);
+  /// init's second part: the replica, its trainer and data shard (and a
+  /// checkpoint's state). It touches nothing but this worker's own state
+  /// and reads the shared data: virtual time may offload it.
+  void build();
   /// Puts the replica, optimizer, data position and counts where `s` says
   /// (init does, from cfg.resume); throws when it does not fit.
   void restore(const snapshot& s);
@@ -255,15 +261,19 @@ struct worker_core {
   models::step_result compute(const std::function<void(std::size_t)>& ready = {});
   /// Whether compute_offloaded() is this worker's way to compute: in
   /// virtual time, on its own replica.
-  bool offloads() const { return cfg.vclock != nullptr && !compute_model; }
+  static bool offloads(const worker_config& c) { return c.vclock != nullptr && c.device.is_cpu() && !c.separate_compute; }
+  bool offloads() const { return offloads(cfg); }
   /// compute() in virtual time, for the simulation's threads: takes the
   /// batch and the compute model's time here, and hands the gradient (then
   /// `also`, on the same thread) to the simulation (virtual_clock::offload).
   /// The worker then gets (computed_atom), and computed() runs `then`.
   /// Throws as compute() does.
   void compute_offloaded(std::function<void()> then, std::function<void()> also = {});
-  /// (computed_atom): counts the offloaded batch and runs what follows it,
-  /// or finishes the worker with the batch's error.
+  /// Virtual time: `work` on the simulation's threads, then `then` on
+  /// (computed_atom); an exception from `work` finishes the worker instead.
+  void offload(std::function<void()> work, std::function<void()> then);
+  /// (computed_atom): runs what follows the offloaded work, or finishes the
+  /// worker with its error.
   void computed(caf::event_based_actor* self);
   /// The next full batch into `bt`; throws when the shard has none.
   void next_batch();
@@ -379,6 +389,19 @@ bool start_worker(Actor* self, worker_config cfg, InitKind init_kind) {
     return false;
   }
   return true;
+}
+
+/// start_worker for a worker that offloads (worker_core::offloads): its
+/// replica and data shard build on the simulation's threads, and what it
+/// is sent meanwhile waits for them. `init_kind` runs first and may read
+/// only the configuration. A build that throws finishes the worker.
+template <class Actor, class InitKind>
+void start_worker_offloaded(Actor* self, worker_config cfg, InitKind init_kind) {
+  auto& st = self->state;
+  refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
+  st.keep_config(std::move(cfg));
+  init_kind();
+  st.offload([&st] { st.build(); }, [] {});
 }
 
 /// The control messages every worker kind handles alike: the coordinator's
