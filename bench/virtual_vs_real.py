@@ -173,10 +173,13 @@ def predicted(label, reals, virt):
     err = lambda a, b: f"{100.0 * (b - a) / a:+.1f}%" if a else "n/a"
 
     def cells(values, pred, fmt):
-        if any(x is None for x in values) or pred is None:
+        """Over the real runs that got there (a run that never reached the target: None)."""
+        got = [x for x in values if x is not None]
+        if not got or pred is None:
             return f"{'/'.join('-' if x is None else fmt % x for x in values)} | {'-' if pred is None else fmt % pred} | n/a"
-        spread = f" ({fmt % min(values)}-{fmt % max(values)})" if len(values) > 1 else ""
-        return f"{fmt % mean(values)}{spread} | {fmt % pred} | {err(mean(values), pred)}"
+        spread = f" ({fmt % min(got)}-{fmt % max(got)})" if len(got) > 1 else ""
+        short = f", {len(got)} of {len(values)} runs" if len(got) < len(values) else ""
+        return f"{fmt % mean(got)}{spread}{short} | {fmt % pred} | {err(mean(got), pred)}"
 
     stale = cells([summary(d)["staleness"]["mean"] for d in reals], summary(virt)["staleness"]["mean"], "%.2f")
     step = cells([step_ms(d) for d in reals], step_ms(virt), "%.2f")

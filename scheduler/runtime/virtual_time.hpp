@@ -67,6 +67,11 @@ struct compute_model {
   std::string describe() const;
 };
 
+/// Lognormal with this mean and std cv * mean (sigma^2 = ln(1 + cv^2),
+/// mu = ln(mean) - sigma^2 / 2, Box-Muller for the normal), from the raw
+/// stream: the same bits on every build.
+double draw_lognormal(std::mt19937_64& rng, double mean, double cv);
+
 /// How long a message of S bytes takes. Within a host: latency + S /
 /// bandwidth. Between hosts, each host has one NIC that sends one message
 /// after another and receives one after another (`nic`): a message leaves
