@@ -27,21 +27,30 @@ struct ps_options {
   /// DiLoCo (Douillard et al. 2023), local SGD whose shards apply the
   /// average as an outer step: the pseudo-gradient (global parameters
   /// minus the average) through SGD with Nesterov momentum. outer_lr 1
-  /// and outer_momentum 0 is local SGD, to rounding.
+  /// and outer_momentum 0 is local SGD, to rounding. Not sync: async
+  /// DiLoCo (Liu et al. 2024, without their delayed Nesterov): each
+  /// worker pushes its own pseudo-gradient (the global parameters it
+  /// pulled at its round's start minus its own at the round's end) when
+  /// its round ends, and the shard applies it at once through the outer
+  /// optimizer; staleness counts outer versions.
   bool outer = false;
   float outer_lr = 0.7f, outer_momentum = 0.9f;
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
 
-  bool local_sgd() const { return local_steps > 0; }
-  bool diloco() const { return local_sgd() && outer; }
+  /// Async DiLoCo: shards that apply each worker's pseudo-gradient as it comes.
+  bool outer_async() const { return local_steps > 0 && outer && !sync; }
+  /// Shards that average each round's pushes (local SGD, sync DiLoCo).
+  bool local_sgd() const { return local_steps > 0 && !outer_async(); }
+  /// Shards with an outer optimizer (DiLoCo, sync or async).
+  bool diloco() const { return local_steps > 0 && outer; }
   /// Backup workers in effect (a sync parameter server, not local SGD).
-  int backups() const { return sync && !local_sgd() ? backup : 0; }
+  int backups() const { return sync && local_steps == 0 ? backup : 0; }
   /// DC-ASGD's lambda in effect (async parameter server only).
-  float dc() const { return sync || local_sgd() ? 0.f : dc_lambda; }
+  float dc() const { return sync || local_steps > 0 ? 0.f : dc_lambda; }
   /// The async bound in effect (< 0: none).
-  int bound() const { return sync || local_sgd() ? -1 : staleness_bound; }
-  /// Workers push and pull in one round trip (async, no bound, not local SGD).
+  int bound() const { return sync || local_steps > 0 ? -1 : staleness_bound; }
+  /// Workers push and pull in one round trip (async PS or async DiLoCo, no bound).
   bool uses_push_pull() const { return push_pull && !sync && !local_sgd() && staleness_bound < 0; }
 };
 

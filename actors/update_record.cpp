@@ -36,6 +36,8 @@ std::int64_t unzigzag(std::uint64_t v) { return static_cast<std::int64_t>(v >> 1
 std::string header_text(const record_header& h) {
   std::ostringstream s;
   s << "shard " << h.shard << "\nbegin " << h.begin << "\nend " << h.end << "\nworkers " << h.workers << "\n";
+  if (h.steps_per_push != 1)
+    s << "steps_per_push " << h.steps_per_push << "\n";
   return s.str();
 }
 
@@ -153,9 +155,12 @@ record_header parse_header(const std::string& text, const std::string& path) {
       h.end = v, seen |= 4;
     else if (key == "workers")
       h.workers = static_cast<int>(v), seen |= 8;
+    else if (key == "steps_per_push")
+      h.steps_per_push = static_cast<int>(std::clamp<std::int64_t>(v, 0, 1 << 20));
   }
   check(seen == 15 && h.workers >= 1 && h.workers <= (1 << 20) && h.begin >= 0 && h.end > h.begin && h.shard >= 0,
         path + ": malformed record header (shard, begin, end and workers expected)");
+  check(h.steps_per_push >= 1, path + ": malformed record header (steps_per_push must be 1 or more)");
   return h;
 }
 
@@ -211,17 +216,20 @@ shard_record record_from_bytes(const std::string& data, const std::string& path)
 namespace {
 
 /// The steps each worker completes in `r`'s entries: each a pull answered,
-/// then its push applied (the pull of step k, the push of step k, k from 0).
+/// then its push applied (the pull of step k, the push of step k, k from
+/// 0; with H steps per push, the push of a step from k to k + H - 1).
 std::vector<std::int64_t> complete_steps(const shard_record& r, int workers) {
   std::vector<std::int64_t> done(static_cast<std::size_t>(workers), 0);
   std::vector<char> pulled(static_cast<std::size_t>(workers), 0);
+  const std::int64_t per = r.header.steps_per_push;
   for (const auto& e : r.entries) {
     const auto w = static_cast<std::size_t>(e.rank);
     check(e.rank >= 0 && w < done.size(), r.path + ": an entry of worker " + std::to_string(e.rank) + " of " +
                                             std::to_string(workers));
-    if (e.step == done[w] && e.serve != (pulled[w] != 0)) {
+    const bool in_turn = e.serve ? e.step == done[w] : e.step >= done[w] && e.step < done[w] + per;
+    if (in_turn && e.serve != (pulled[w] != 0)) {
       pulled[w] = e.serve ? 1 : 0;
-      done[w] += e.serve ? 0 : 1;
+      done[w] = e.serve ? done[w] : e.step + 1;
       continue;
     }
     throw error(r.path + ": worker " + std::to_string(e.rank) + "'s " + (e.serve ? "pull" : "push") + " of step " +

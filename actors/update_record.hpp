@@ -43,6 +43,9 @@ struct record_header {
   int shard = 0;
   std::int64_t begin = 0, end = 0; ///< the shard's range of the parameter buffer
   int workers = 0;
+  /// Steps a worker takes per push: 1, or async DiLoCo's local_steps (its
+  /// last round may be shorter). Absent from a header: 1.
+  int steps_per_push = 1;
 };
 
 /// Appends a shard's entries to its file as they happen. Not thread-safe:

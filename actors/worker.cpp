@@ -17,6 +17,9 @@ struct worker_state : worker_core {
   /// and pull in one, continues as that did).
   std::map<std::size_t, bool> parked;
   std::vector<std::int64_t> base_version;
+  /// Async DiLoCo: each shard's slice of the global parameters pulled at
+  /// this round's start (its pseudo-gradient is these minus the replica's).
+  std::vector<slice> base;
   int generation = 0; ///< the last reform taken (a lost worker's data shared out)
   static inline const char* name = "worker";
 };
@@ -35,6 +38,8 @@ bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const 
                       " parameters for its slice of " + std::to_string(e - b));
     return false;
   }
+  if (st.cfg.ps.outer_async())
+    st.base[i] = params; // read-only from here on, shared with the shard's reply
   if (st.offloads()) // copied in with the next batch, on its thread
     st.incoming.emplace_back(b, params);
   else
@@ -148,6 +153,17 @@ void copy_into(const float* g, const worker_state& st, std::vector<slice>& grads
     std::memcpy(grads[i].data(), g + st.cfg.ranges[i].first, grads[i].bytes());
 }
 
+/// Async DiLoCo: the replica's slices in `grads` become the round's
+/// pseudo-gradients, the global parameters pulled at its start minus them.
+void to_pseudo_gradients(const worker_state& st, std::vector<slice>& grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const float* b = st.base[i].data();
+    float* g = grads[i].data();
+    for (std::int64_t k = 0; k < grads[i].numel(); ++k)
+      g[k] = b[k] - g[k];
+  }
+}
+
 /// After a batch: the local optimizer step (local SGD), then the parameters
 /// (local SGD) or gradients go to every shard. `grads`: the gradient's
 /// slices, filled already (with the offloaded batch), or empty.
@@ -167,6 +183,8 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
   if (grads.empty()) {
     grads = gradient_slices(st);
     copy_into(local ? st.model->params().data() : st.trainer->gradients().data(), st, grads);
+    if (st.cfg.ps.outer_async())
+      to_pseudo_gradients(st, grads);
   }
   st.pending = st.cfg.shards.size();
   // The last step's push needs no parameters back.
@@ -201,7 +219,7 @@ void compute_and_push(worker_actor* self) {
 
 /// The version of shard i to pull before step `st.step`.
 std::int64_t wanted_version(const worker_state& st, std::size_t i) {
-  if (st.cfg.ps.local_steps > 0)
+  if (st.cfg.ps.local_sgd()) // the round's average (async DiLoCo: whatever the shard holds)
     return st.step / st.cfg.ps.local_steps;
   if (st.cfg.ps.backups() > 0) // the version after the one this worker last computed on (the last is cfg.steps)
     return st.step == 0 ? 0 : std::min(st.base_version[i] + 1, st.cfg.steps);
@@ -280,7 +298,10 @@ void begin_step(worker_actor* self) {
 
 caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   auto& st = self->state;
-  auto init_kind = [&st] { st.base_version.assign(st.cfg.shards.size(), 0); };
+  auto init_kind = [&st] {
+    st.base_version.assign(st.cfg.shards.size(), 0);
+    st.base.assign(st.cfg.shards.size(), slice{});
+  };
   if (worker_core::offloads(cfg))
     start_worker_offloaded(self, std::move(cfg), init_kind);
   else if (!start_worker(self, std::move(cfg), init_kind))

@@ -148,6 +148,9 @@ void read_topology(reader& r, run_config& c) {
   const auto local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
   ps.local_steps = c.family && c.family->takes_local_steps ? local_steps : 0;
   ps.outer = c.family && c.family->kind == topology_kind::diloco;
+  check(!ps.outer || c.mode != "ssp",
+        r.loc("topology.mode") + " = \"ssp\": DiLoCo runs \"sync\" (the shards average each round) or \"async\" "
+                                 "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
   ps.outer_lr = static_cast<float>(r.number("topology.outer_lr", 1e-6, 100));
   ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum", 0, 0.999999));
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));

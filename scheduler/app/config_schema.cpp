@@ -100,7 +100,7 @@ const std::vector<key_spec>& config_schema() {
     {"topology.outer_lr", vt::number, "0.7", {}, "diloco: the outer SGD's learning rate on the pseudo-gradient (1 with outer_momentum 0 is local SGD)"},
     {"topology.outer_momentum", vt::number, "0.9", {}, "diloco: the outer SGD's Nesterov momentum (0: none)"},
     {"topology.mode", vt::string, "\"sync\"", {"sync", "async", "ssp"},
-     "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound"},
+     "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound. diloco: sync averages each round's pseudo-gradients; async (async DiLoCo) applies each worker's as it comes"},
     {"topology.staleness_bound", vt::integer, "2", {}, "ssp: a worker at step c waits until every worker has done c - bound steps"},
     {"topology.workers", vt::integer, "2", {}, "number of workers (every topology.kind but \"single\", which trains one)"},
     {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards"},

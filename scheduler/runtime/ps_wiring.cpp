@@ -273,8 +273,8 @@ coordination run_ps_here(caf::actor_system& sys, caf::scoped_actor& self, const 
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
-  check(family_of(setup.kind).takes_local_steps == setup.ps.local_sgd(),
-        setup.ps.local_sgd() ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd or diloco"
+  check(family_of(setup.kind).takes_local_steps == (setup.ps.local_steps > 0),
+        setup.ps.local_steps > 0 ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd or diloco"
                              : "local SGD and DiLoCo need topology.local_steps of 1 or more");
   check(setup.ps.outer == (setup.kind == topology_kind::diloco),
         "ps_options::outer (DiLoCo's outer step) goes with topology.kind = \"diloco\" and only with it");
@@ -354,8 +354,12 @@ std::string local_sgd_mode(const topology_setup&) { return "local-sgd"; }
 std::string local_sgd_describe(const topology_setup& s) {
   return fmt::format("local SGD, average every {} steps", s.ps.local_steps);
 }
-std::string diloco_mode(const topology_setup&) { return "diloco"; }
+std::string diloco_mode(const topology_setup& s) { return s.ps.outer_async() ? "diloco-async" : "diloco"; }
 std::string diloco_describe(const topology_setup& s) {
+  if (s.ps.outer_async())
+    return fmt::format("async DiLoCo, each worker's pseudo-gradient every {} steps through an outer Nesterov step "
+                       "(lr {}, momentum {}) as it comes",
+                       s.ps.local_steps, s.ps.outer_lr, s.ps.outer_momentum);
   return fmt::format("DiLoCo, every {} steps an outer Nesterov step (lr {}, momentum {})", s.ps.local_steps,
                      s.ps.outer_lr, s.ps.outer_momentum);
 }

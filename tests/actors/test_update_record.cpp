@@ -186,3 +186,24 @@ TEST_CASE("records that do not follow each worker's steps, or belong to another 
   CHECK_THROWS_WITH(consistent_cut({by_hand(1, {})}, 2), Catch::Contains("where shard 0's was expected"));
   CHECK_THROWS_WITH(consistent_cut({}, 2), Catch::Contains("no shard records"));
 }
+
+TEST_CASE("with several steps a push (async DiLoCo), a push may come up to that many steps after its pull") {
+  const auto dir = gwtest::fresh_dir("record-rounds", true);
+  const auto path = dir + "/shard-0.gwr";
+  {
+    record_writer w(path, {0, 0, 16, 2, 4}, 0);
+    for (const auto& e : {s(0, 0), s(1, 0), a(0, 3), s(0, 4), a(1, 3), s(1, 4), a(0, 7), s(0, 8), a(0, 9)})
+      w.add(e);
+  }
+  auto r = read_record(path);
+  CHECK(r.header.steps_per_push == 4);
+  const auto cut = consistent_cut({r}, 2);
+  CHECK(cut.steps == std::vector<std::int64_t>{10, 4}); // worker 0's last round is 2 steps; worker 1 pulled, no push
+  CHECK(cut.entries_left_out == 1);                      // that pull, for a step the replay does not run
+  // A push beyond its round is refused, as one step a push refuses step 1 after step 0's pull.
+  auto far = by_hand(0, {s(0, 0), a(0, 4)});
+  far.header.steps_per_push = 4;
+  CHECK_THROWS_WITH(consistent_cut({far}, 2), Catch::Contains("push of step 4"));
+  CHECK_THROWS_WITH(consistent_cut({by_hand(0, {s(0, 0), a(0, 1)})}, 2), Catch::Contains("push of step 1"));
+  std::filesystem::remove_all(dir);
+}

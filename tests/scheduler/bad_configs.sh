@@ -110,6 +110,7 @@ case_ betas_range '[train]\nbetas = [0.9, 1.0]\n' 'betas_range.toml:2: train.bet
 case_ accumulate '[train]\nbatch_size = 4\naccumulate = 8\n' 'accumulate.toml:3: train.accumulate: 8 micro-batches of a batch of 4'
 case_ outer_momentum '[topology]\nkind = "diloco"\nouter_momentum = 1.0\n' 'outer_momentum.toml:3: topology.outer_momentum = 1'
 case_ outer_lr '[topology]\nkind = "diloco"\nouter_lr = 0\n' 'outer_lr.toml:3: topology.outer_lr = 0'
+case_ diloco_ssp '[topology]\nkind = "diloco"\nmode = "ssp"\n' 'diloco_ssp.toml:3: topology.mode = "ssp": DiLoCo runs "sync"'
 case_ text_dirichlet '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npartition = "dirichlet"\n' 'text_dirichlet.toml:5: data.partition = "dirichlet" splits by class label; text windows have none'
 case_ compress_ratio0 '[topology]\nkind = "ring"\n[transport]\ncompress = "topk"\ncompress_ratio = 0\n' 'compress_ratio0.toml:5: transport.compress_ratio = 0 sends nothing'
 case_ compress_ratio2 '[topology]\nkind = "ring"\n[transport]\ncompress = "topk"\ncompress_ratio = 1.5\n' 'compress_ratio2.toml:5: transport.compress_ratio'
