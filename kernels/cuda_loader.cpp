@@ -6,6 +6,7 @@
 
 #include "kernels/cuda_module.hpp"
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -67,6 +68,7 @@ loaded load() {
       return out; // the handle stays open: nothing of it is called
     }
     out.api = api; // kept for the process's life, as the backends it makes are
+    api->set_log([](const char* line) { log::info("{}", line); });
     return out;
   }
   out.error = std::string("the CUDA kernels (") + cuda_module::file_name + ") were not found; looked for " + tried +

@@ -13,10 +13,15 @@
 
 namespace gradwire::kernels::cuda_module {
 
+/// Takes one line of the module's diagnostics (the profile's table,
+/// cuDNN's algorithm choices) for the process's log.
+using log_sink = void (*)(const char* line);
+
 struct api {
   const char* abi;      ///< GRADWIRE_BACKEND_ABI of the module's build
   int (*device_count)(); ///< visible CUDA devices (0 without a driver)
   backend* (*make)(int index); ///< a new backend for device `index`; throws gradwire::error
+  void (*set_log)(log_sink sink); ///< where the module's lines go from now on (the loader's, at load)
 };
 
 /// The module's one exported symbol: extern "C" const api* gradwire_cuda_module().

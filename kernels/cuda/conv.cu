@@ -53,14 +53,16 @@ Algo pick(const char* what, const conv_geom& g, const Perf* perf, int count, Alg
         perf[i].memory <= max_workspace)
       chosen = i;
   if (log) {
-    std::fprintf(stderr, "cudnn %s %s:", what, op_timer::geom_name(g).c_str());
+    std::string line = std::string("cudnn ") + what + " " + op_timer::geom_name(g) + ":";
+    char one[96];
     for (int i = 0; i < count; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS)
-        std::fprintf(stderr, " %s%d:%.3fms%s%s%s", i == chosen ? "*" : "", static_cast<int>(perf[i].algo),
-                     perf[i].time, perf[i].determinism == CUDNN_DETERMINISTIC ? "" : ",nondet",
-                     plain_fp32(perf[i].mathType) ? "" : ",tf32",
-                     perf[i].memory > max_workspace ? ",bigws" : "");
-    std::fprintf(stderr, "%s\n", chosen < 0 ? " (none usable: fallback)" : "");
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+        std::snprintf(one, sizeof one, " %s%d:%.3fms%s%s%s", i == chosen ? "*" : "", static_cast<int>(perf[i].algo),
+                      perf[i].time, perf[i].determinism == CUDNN_DETERMINISTIC ? "" : ",nondet",
+                      plain_fp32(perf[i].mathType) ? "" : ",tf32", perf[i].memory > max_workspace ? ",bigws" : "");
+        line += one;
+      }
+    cuda_detail::log_line(line + (chosen < 0 ? " (none usable: fallback)" : ""));
   }
   if (ms != nullptr)
     *ms = chosen < 0 ? std::numeric_limits<float>::infinity() : perf[chosen].time;
@@ -154,9 +156,12 @@ const conv_plan& cuda_backend::plan_for(const conv_geom& g) {
     const float direct_ms = time_wgrad(g, nullptr);
     if (direct_ms < best)
       p->wgrad_by = path::direct;
-    if (env_on("GRADWIRE_CUDNN_LOG"))
-      std::fprintf(stderr, "wgrad %s: cudnn %.3fms, gemm %.3fms, direct %.3fms: %s\n",
-                   op_timer::geom_name(g).c_str(), cudnn_ms, gemm_ms, direct_ms, path_name(p->wgrad_by));
+    if (env_on("GRADWIRE_CUDNN_LOG")) {
+      char line[256];
+      std::snprintf(line, sizeof line, "wgrad %s: cudnn %.3fms, gemm %.3fms, direct %.3fms: %s",
+                    op_timer::geom_name(g).c_str(), cudnn_ms, gemm_ms, direct_ms, path_name(p->wgrad_by));
+      cuda_detail::log_line(line);
+    }
   }
   std::size_t f = 0, bdw = 0, bfw = 0;
   GW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(dnn_, p->x, p->w, p->conv, p->y, p->fwd, &f));

@@ -5,12 +5,13 @@
 /// after its work on the backend's stream. The backend's first synchronize()
 /// starts the count (what came before is warm-up: cuDNN's algorithm search,
 /// first allocations); each later one folds the finished pairs into totals
-/// by name. The table goes to stderr when the backend is destroyed: GPU time
+/// by name. The table goes to the log when the backend is destroyed: GPU time
 /// per operation, and how busy the GPU was between the first event counted
 /// and the last. Off, the default, a timed call costs one branch. A
 /// diagnostic for bench runs: each call then records two events.
 
 #include "kernels/backend.hpp"
+#include "kernels/cuda/module_log.hpp"
 
 #include <cuda_runtime.h>
 
@@ -176,14 +177,19 @@ private:
     double sum = 0;
     for (const auto& r : rows)
       sum += r.second.second;
-    std::fprintf(stderr, "\n# GPU time per operation (GRADWIRE_CUDA_PROFILE)\n%-44s %8s %11s %10s %7s\n",
-                 "operation", "calls", "total ms", "mean us", "share");
-    for (const auto& r : rows)
-      std::fprintf(stderr, "%-44s %8ld %11.3f %10.2f %6.1f%%\n", r.first.c_str(), r.second.first,
-                   r.second.second, 1e3 * r.second.second / static_cast<double>(r.second.first),
-                   sum > 0 ? 100.0 * r.second.second / sum : 0.0);
-    std::fprintf(stderr, "timed GPU work %.3f ms over a span of %.3f ms (%.1f%% busy)\n", sum,
-                 span_ms_, span_ms_ > 0 ? 100.0 * sum / span_ms_ : 0.0);
+    char line[256];
+    cuda_detail::log_line("GPU time per operation (GRADWIRE_CUDA_PROFILE):");
+    std::snprintf(line, sizeof line, "%-44s %8s %11s %10s %7s", "operation", "calls", "total ms", "mean us", "share");
+    cuda_detail::log_line(line);
+    for (const auto& r : rows) {
+      std::snprintf(line, sizeof line, "%-44s %8ld %11.3f %10.2f %6.1f%%", r.first.c_str(), r.second.first,
+                    r.second.second, 1e3 * r.second.second / static_cast<double>(r.second.first),
+                    sum > 0 ? 100.0 * r.second.second / sum : 0.0);
+      cuda_detail::log_line(line);
+    }
+    std::snprintf(line, sizeof line, "timed GPU work %.3f ms over a span of %.3f ms (%.1f%% busy)", sum, span_ms_,
+                  span_ms_ > 0 ? 100.0 * sum / span_ms_ : 0.0);
+    cuda_detail::log_line(line);
   }
 
   bool on_ = false;
