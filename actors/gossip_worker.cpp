@@ -99,6 +99,7 @@ std::vector<float> weights_of(const gossip_state& st) { return one_peer(st) ? st
 slice params_copy(const gossip_state& st) { return copy_of(st.model->params()); }
 
 void begin_step(gossip_actor* self);
+void exchange(gossip_actor* self);
 
 void next_step(gossip_actor* self) {
   self->state.end_step(self);
@@ -214,15 +215,26 @@ void begin_step(gossip_actor* self) {
   }
   if (st.hold())
     return;
-  const bool async = adpsgd(st);
   try {
-    if (async)
+    if (adpsgd(st))
       load_x(st); // the gradient is taken at this read of x_i
+    if (st.offloads()) { // virtual time: on the simulation's threads; the mixer may average into x_i meanwhile
+      st.compute_offloaded([self] { exchange(self); });
+      return;
+    }
     st.compute();
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;
   }
+  exchange(self);
+}
+
+/// After a step's gradient: apply it and gossip (D-PSGD), or average with
+/// one neighbour and apply (AD-PSGD), or only apply (no neighbours).
+void exchange(gossip_actor* self) {
+  auto& st = self->state;
+  const bool async = adpsgd(st);
   if (st.cfg.graph.empty()) {
     st.trainer->apply();
     next_step(self);

@@ -168,7 +168,7 @@ TEST_CASE("virtual time: hosts of different sizes place each worker on its host 
   CHECK_THROWS_WITH(scheduler::simulation::make(sys, vs), Catch::Contains("worker 2 on host 2 of 2"));
 }
 
-TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats itself bit for bit") {
+TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats itself bit for bit, on 1 and 3 threads") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
   auto setup = small_setup(5, 1, true);
   setup.kind = scheduler::topology_kind::gossip;
@@ -183,11 +183,18 @@ TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats i
   {
     actor_env env;
     const auto real = scheduler::run_topology(*env.sys, setup, data);
-    const auto virt = run_virtual(setup, data, vs);
-    CHECK(same_bits(real.params, virt.params));
+    for (int threads : {1, 3}) {
+      vs.threads = threads;
+      const auto virt = run_virtual(setup, data, vs);
+      CHECK(same_bits(real.params, virt.params));
+    }
   }
+  // AD-PSGD: a mixer averages into x_i while its worker's gradient computes
+  // on another thread; the gradient was taken at the worker's read of x_i.
   setup.gossip.mode = actors::gossip_mode::adpsgd;
+  vs.threads = 1;
   const auto a = run_virtual(setup, data, vs);
+  vs.threads = 3;
   const auto b = run_virtual(setup, data, vs);
   for (const auto& rep : a.reports)
     CHECK(rep.error.empty());
