@@ -106,6 +106,8 @@ void on_rewire(ring_worker_actor* self, int generation, const std::vector<std::i
   }
 }
 
+void start_round(ring_worker_actor* self, worker_core::clock_type::time_point t0, std::int64_t samples);
+
 void begin_step(ring_worker_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
@@ -123,17 +125,27 @@ void begin_step(ring_worker_actor* self) {
   try {
     const auto t0 = st.now();
     const auto samples = st.report.samples;
+    if (st.offloads() && !st.cfg.ring.overlap) { // virtual time: on the simulation's threads
+      st.compute_offloaded([self, t0, samples] { start_round(self, t0, samples); });
+      return;
+    }
     if (st.cfg.ring.overlap)
       st.compute([self](std::size_t from) { hand_over(self, from); });
     else
       st.compute();
-    if (st.cfg.ring.balance_every > 0)
-      st.report.batches.push_back(st.cfg.batch_size);
-    st.bal.window.add_step(st.ran_since(t0), st.report.samples - samples); // (a stop of the job is no slowness)
+    start_round(self, t0, samples);
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
-    return;
   }
+}
+
+/// After the step's batch (begun at `t0`, with `samples` trained before
+/// it): its speed for the balancing, then the gradient into the ring.
+void start_round(ring_worker_actor* self, worker_core::clock_type::time_point t0, std::int64_t samples) {
+  auto& st = self->state;
+  if (st.cfg.ring.balance_every > 0)
+    st.report.batches.push_back(st.cfg.batch_size);
+  st.bal.window.add_step(st.ran_since(t0), st.report.samples - samples); // (a stop of the job is no slowness)
   hand_over(self, 0);
   await_mail(self);
 }

@@ -18,8 +18,8 @@
 ///   it was charged, and arrives after the link model's delay (link_model).
 /// - **Compute.** A worker computes its gradient for real, and the clock
 ///   charges the compute model's time for it (compute_model); an actor
-///   busy until t takes its next message at t. A parameter-server worker
-///   hands its gradient to the loop (`offload`), which computes it on one
+///   busy until t takes its next message at t. A worker hands its
+///   gradient to the loop (`offload`), which computes it on one
 ///   of `threads` (compute_pool) while other actors' events go on, and
 ///   gives the worker (computed_atom) when its compute time is up, before
 ///   any other message: the events, their order and every bit are those of

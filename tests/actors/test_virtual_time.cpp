@@ -119,16 +119,20 @@ void same_model_as_real(const scheduler::topology_setup& setup, const models::da
   vs.compute[0].cv = 0.5;
   vs.link.latency_us = 15;
   vs.link.bandwidth_gbps = 5;
-  const auto virt = run_virtual(setup, data, vs);
-  CHECK(same_bits(real.params, virt.params));
-  for (const auto& rep : virt.reports) {
-    CHECK(rep.error.empty());
-    CHECK(rep.steps == setup.steps);
+  for (int threads : {1, 3}) { // the batches on the loop, or on helpers
+    INFO(threads << " threads");
+    vs.threads = threads;
+    const auto virt = run_virtual(setup, data, vs);
+    CHECK(same_bits(real.params, virt.params));
+    for (const auto& rep : virt.reports) {
+      CHECK(rep.error.empty());
+      CHECK(rep.steps == setup.steps);
+    }
   }
 }
 } // namespace
 
-TEST_CASE("virtual time: a ring trains the same model bit for bit as in real time") {
+TEST_CASE("virtual time: a ring trains the same model bit for bit as in real time, on 1 and 3 threads") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 10);
   for (auto kind : {scheduler::topology_kind::ring, scheduler::topology_kind::hierarchical}) {
     for (bool overlap : {false, true}) {
