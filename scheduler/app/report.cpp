@@ -52,8 +52,8 @@ std::vector<std::vector<std::string>> summary_rows(const json& s) {
       rows.push_back({"compute model, workers " + shown(m.value("ranks", json())),
                       shown(m.value("model", json())) + " (" + shown(m.value("from", json())) + ", slowdown " +
                         shown(m.value("slowdown", json())) + ")"});
-    for (const char* k : {"link", "hosts", "workers_per_host", "host_workers", "wall_seconds", "events", "events_per_s",
-                          "gradient_wall_seconds", "scheduler_wall_seconds"})
+    for (const char* k : {"link", "hosts", "workers_per_host", "host_workers", "threads", "wall_seconds", "events",
+                          "events_per_s", "gradient_wall_seconds", "wait_wall_seconds", "scheduler_wall_seconds"})
       if (c.contains(k))
         rows.push_back({std::string("simulation: ") + k, shown(c[k])});
   }
