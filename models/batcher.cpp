@@ -110,8 +110,25 @@ std::vector<std::int64_t> class_shard_indices(const dataset& data, int rank, int
   return mine;
 }
 
+std::vector<std::int64_t> contiguous_shard_indices(const dataset& data, int rank, int world) {
+  check(!data.offsets.empty() && static_cast<std::int64_t>(data.offsets.size()) == data.size(),
+        "data.partition = \"contiguous\" gives each worker its own stretch of a text corpus, and " + data.name +
+          " is no text (use \"iid\", \"dirichlet\" or \"classes\")");
+  check(world >= 1 && rank >= 0 && rank < world, "contiguous shard " + std::to_string(rank) + " of " + std::to_string(world));
+  std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&data](std::int64_t a, std::int64_t b) {
+    return data.offsets[static_cast<std::size_t>(a)] < data.offsets[static_cast<std::size_t>(b)];
+  });
+  const auto n = static_cast<std::int64_t>(order.size());
+  const auto begin = n * rank / world, end = n * (rank + 1) / world;
+  return {order.begin() + begin, order.begin() + end};
+}
+
 std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
                                         const partition_spec& p) {
+  if (p.kind == "contiguous")
+    return contiguous_shard_indices(data, rank, world);
   if (world > 1 && p.kind == "classes")
     return class_shard_indices(data, rank, world, seed, p.classes);
   return shard_indices(data, rank, world, seed, p.kind == "dirichlet" ? p.alpha : 0.0);

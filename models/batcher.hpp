@@ -16,7 +16,7 @@ namespace gradwire::models {
 
 /// How a training set is split over the workers (data.partition).
 struct partition_spec {
-  std::string kind = "iid"; ///< "iid" | "dirichlet" | "classes"
+  std::string kind = "iid"; ///< "iid" | "dirichlet" | "classes" | "contiguous"
   double alpha = 0.5;       ///< dirichlet: the concentration
   int classes = 2;          ///< classes: the one-class shards each worker gets
   bool by_label() const { return kind == "dirichlet" || kind == "classes"; }
@@ -47,7 +47,14 @@ std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world
 std::vector<std::int64_t> class_shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
                                               int classes);
 
-/// Worker `rank`'s shard as `p` says (iid, dirichlet or classes).
+/// Worker `rank`'s shard of text windows from its own stretch of the
+/// corpus: the windows in the order of their first byte (dataset::offsets),
+/// cut into `world` consecutive runs as even as the count allows; worker
+/// `rank` takes run `rank`. Disjoint, covering, no seed needed. Throws
+/// gradwire::error for data without offsets (images).
+std::vector<std::int64_t> contiguous_shard_indices(const dataset& data, int rank, int world);
+
+/// Worker `rank`'s shard as `p` says (iid, dirichlet, classes or contiguous).
 std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
                                         const partition_spec& p);
 

@@ -22,6 +22,9 @@ struct dataset {
   std::vector<float, kernels::huge_page_allocator<float>> images; ///< huge pages: batches gather at random
   std::vector<std::int32_t> labels;
   int label_width = 1; ///< labels per sample
+  /// Text: each window's first byte in the corpus (data.partition =
+  /// "contiguous" splits by it); empty for images.
+  std::vector<std::int64_t> offsets;
 
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()) / label_width; }
   const std::int32_t* label(std::int64_t i) const { return labels.data() + i * label_width; }

@@ -167,6 +167,8 @@ void dataset::keep_first(std::int64_t n) {
     return;
   labels.resize(static_cast<std::size_t>(n * label_width));
   images.resize(static_cast<std::size_t>(n * sample_numel()));
+  if (!offsets.empty())
+    offsets.resize(static_cast<std::size_t>(n));
 }
 
 dataset dataset::head(std::int64_t n) const {
@@ -175,6 +177,8 @@ dataset dataset::head(std::int64_t n) const {
   dataset d = *this;
   d.labels.resize(static_cast<std::size_t>(n * label_width));
   d.images.resize(static_cast<std::size_t>(n * sample_numel()));
+  if (!d.offsets.empty())
+    d.offsets.resize(static_cast<std::size_t>(n));
   return d;
 }
 

@@ -69,6 +69,7 @@ std::string read_corpus(const std::string& path, std::int64_t& files) {
 /// Window i of `text` from byte `at`: context inputs, context labels.
 void put_window(dataset& d, std::int64_t i, const std::string& text, std::size_t at, int context) {
   const auto c = static_cast<std::size_t>(context);
+  d.offsets[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(at);
   for (std::size_t j = 0; j < c; ++j) {
     d.images[static_cast<std::size_t>(i) * c + j] = static_cast<float>(static_cast<unsigned char>(text[at + j]));
     d.labels[static_cast<std::size_t>(i) * c + j] = static_cast<unsigned char>(text[at + j + 1]);
@@ -84,6 +85,7 @@ dataset make_split(const std::string& name, int context, std::int64_t windows) {
   d.label_width = context;
   d.images.resize(static_cast<std::size_t>(windows) * static_cast<std::size_t>(context));
   d.labels.resize(d.images.size());
+  d.offsets.resize(static_cast<std::size_t>(windows));
   return d;
 }
 

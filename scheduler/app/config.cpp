@@ -71,8 +71,12 @@ void read_model_and_data(reader& r, run_config& c) {
   const bool gpt = c.model.kind == "gpt", text = c.dataset == "text";
   check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\", and only it does (model.kind = \"" +
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
-  check(c.partition.kind == "iid" || !text, r.loc("data.partition") + " = \"" + c.partition.kind +
-                                         "\" splits by class label; text windows have none (use \"iid\")");
+  check(c.partition.kind == "iid" || c.partition.kind == "contiguous" || !text,
+        r.loc("data.partition") + " = \"" + c.partition.kind +
+          "\" splits by class label; text windows have none (use \"iid\" or \"contiguous\")");
+  check(c.partition.kind != "contiguous" || text,
+        r.loc("data.partition") + " = \"contiguous\" gives each worker its own stretch of a text corpus; " + c.dataset +
+          " is no text (use \"iid\", \"dirichlet\" or \"classes\")");
 
 }
 

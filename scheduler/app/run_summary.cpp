@@ -45,6 +45,17 @@ nlohmann::json label_histogram(const models::dataset& data, const topology_setup
   return counts;
 }
 
+/// The stretch of the corpus worker `rank`'s starting shard covers
+/// (data.partition = "contiguous"): [its first window's first byte, its
+/// last window's end).
+nlohmann::json byte_range(const models::dataset& data, const topology_setup& setup, int rank) {
+  const auto idx = models::contiguous_shard_indices(data, rank, setup.workers);
+  if (idx.empty())
+    return nullptr;
+  const auto at = [&data](std::int64_t i) { return data.offsets[static_cast<std::size_t>(i)]; };
+  return {at(idx.front()), at(idx.back()) + data.width + 1}; // a window is context + 1 bytes
+}
+
 /// per_worker's entry of summary.json for one worker's report.
 nlohmann::json worker_summary(const actors::worker_report& rep, const topology_setup& setup, const run_config& cfg,
                               const topology_outcome& res) {
@@ -157,6 +168,8 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
     auto w = worker_summary(rep, f.setup, f.cfg, f.res);
     if (f.train != nullptr && f.setup.partition.by_label())
       w["labels"] = label_histogram(*f.train, f.setup, rep.rank);
+    if (f.train != nullptr && f.setup.partition.kind == "contiguous")
+      w["bytes"] = byte_range(*f.train, f.setup, rep.rank);
     if (!rep.staleness.empty() && f.windows != nullptr) {
       std::int64_t steps_then = 0;
       if (auto it = f.windows->find(rep.rank); it != f.windows->end())

@@ -381,3 +381,29 @@ TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
   CHECK_THROWS_WITH(shard_indices(text, 0, 2, 1, 0.5), Catch::Contains("use \"iid\""));
   CHECK_THROWS_WITH(class_shard_indices(text, 0, 2, 1, 2), Catch::Contains("use \"iid\""));
 }
+
+TEST_CASE("Contiguous text shards are runs of the corpus in order of position, disjoint and covering; images are refused") {
+  dataset text;
+  text.name = "text";
+  text.label_width = 4;
+  text.classes = 256;
+  text.images.assign(10 * 4, 0.f);
+  text.labels.assign(10 * 4, 1);
+  text.offsets = {90, 10, 50, 0, 70, 30, 80, 20, 60, 40}; // windows at seeded offsets, as load_text draws them
+  std::set<std::int64_t> seen;
+  std::int64_t last_end = -1;
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto mine = shard_indices(text, rank, 3, 1, partition_spec{"contiguous", 0.5, 2});
+    CHECK(mine.size() == (rank == 2 ? 4u : 3u)); // 10 windows over 3: runs of 3, 3, 4
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      const auto at = text.offsets[static_cast<std::size_t>(mine[k])];
+      CHECK(at > last_end); // after every window of the workers before, and of its own run
+      last_end = at;
+      CHECK(seen.insert(mine[k]).second);
+    }
+  }
+  CHECK(seen.size() == 10u);
+  CHECK(shard_indices(text, 0, 1, 1, partition_spec{"contiguous", 0.5, 2}).size() == 10u);
+  dataset images = make_synthetic(64, 1, 28, 28, 10, 3);
+  CHECK_THROWS_WITH(contiguous_shard_indices(images, 0, 2), Catch::Contains("is no text"));
+}

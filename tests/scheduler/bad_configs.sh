@@ -112,6 +112,7 @@ case_ outer_momentum '[topology]\nkind = "diloco"\nouter_momentum = 1.0\n' 'oute
 case_ outer_lr '[topology]\nkind = "diloco"\nouter_lr = 0\n' 'outer_lr.toml:3: topology.outer_lr = 0'
 case_ diloco_ssp '[topology]\nkind = "diloco"\nmode = "ssp"\n' 'diloco_ssp.toml:3: topology.mode = "ssp": DiLoCo runs "sync"'
 case_ text_dirichlet '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npartition = "dirichlet"\n' 'text_dirichlet.toml:5: data.partition = "dirichlet" splits by class label; text windows have none'
+case_ images_contiguous '[data]\npartition = "contiguous"\n' 'images_contiguous.toml:2: data.partition = "contiguous" gives each worker its own stretch of a text corpus'
 case_ compress_ratio0 '[topology]\nkind = "ring"\n[transport]\ncompress = "topk"\ncompress_ratio = 0\n' 'compress_ratio0.toml:5: transport.compress_ratio = 0 sends nothing'
 case_ compress_ratio2 '[topology]\nkind = "ring"\n[transport]\ncompress = "topk"\ncompress_ratio = 1.5\n' 'compress_ratio2.toml:5: transport.compress_ratio'
 case_ compress_rank0 '[topology]\nkind = "ring"\n[transport]\ncompress = "powersgd"\ncompress_rank = 0\n' 'compress_rank0.toml:5: transport.compress_rank'
