@@ -382,7 +382,7 @@ TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
   CHECK_THROWS_WITH(class_shard_indices(text, 0, 2, 1, 2), Catch::Contains("use \"iid\""));
 }
 
-TEST_CASE("Contiguous text shards are runs of the corpus in order of position, disjoint and covering; images are refused") {
+TEST_CASE("Contiguous text shards are runs of the corpus in order of position, disjoint and covering, and images are refused") {
   dataset text;
   text.name = "text";
   text.label_width = 4;
