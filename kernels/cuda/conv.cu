@@ -93,6 +93,90 @@ conv_plan::~conv_plan() {
     cudnnDestroyTensorDescriptor(x);
 }
 
+namespace {
+
+/// The plan's cuDNN descriptors for `g`: NCHW fp32, plain FMA math.
+void describe(conv_plan& p, const conv_geom& g) {
+  GW_CUDNN(cudnnCreateTensorDescriptor(&p.x));
+  GW_CUDNN(cudnnCreateTensorDescriptor(&p.y));
+  GW_CUDNN(cudnnCreateFilterDescriptor(&p.w));
+  GW_CUDNN(cudnnCreateConvolutionDescriptor(&p.conv));
+  GW_CUDNN(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.c, g.h, g.w));
+  GW_CUDNN(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.k, g.out_h(),
+                                      g.out_w()));
+  GW_CUDNN(cudnnSetFilter4dDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.k, g.c, g.r, g.s));
+  GW_CUDNN(cudnnSetConvolution2dDescriptor(p.conv, g.pad, g.pad, g.stride, g.stride, 1, 1,
+                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  GW_CUDNN(cudnnSetConvolutionMathType(p.conv, CUDNN_FMA_MATH));
+}
+
+/// cuDNN's algorithms for the three passes, timed by cudnnFind* (which
+/// allocates its own buffers); returns the chosen weight gradient's ms.
+float find_algorithms(cudnnHandle_t dnn, conv_plan& p, const conv_geom& g) {
+  int n = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  GW_CUDNN(cudnnFindConvolutionForwardAlgorithm(dnn, p.x, p.w, p.conv, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
+                                                fwd));
+  p.fwd = pick("fwd", g, fwd, n, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  GW_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(dnn, p.w, p.y, p.conv, p.x,
+                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd));
+  p.bwd_data = pick("dgrad", g, bd, n, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+  cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  GW_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(dnn, p.x, p.y, p.conv, p.w,
+                                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bf));
+  float cudnn_ms = 0;
+  p.bwd_filter = pick("wgrad", g, bf, n, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &cudnn_ms);
+  return cudnn_ms;
+}
+
+/// The largest workspace the plan's three algorithms ask.
+std::size_t workspace_of(cudnnHandle_t dnn, const conv_plan& p) {
+  std::size_t f = 0, bdw = 0, bfw = 0;
+  GW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(dnn, p.x, p.w, p.conv, p.y, p.fwd, &f));
+  GW_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, p.w, p.y, p.conv, p.x, p.bwd_data, &bdw));
+  GW_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, p.x, p.y, p.conv, p.w, p.bwd_filter, &bfw));
+  return std::max({f, bdw, bfw});
+}
+
+} // namespace
+
+void cuda_backend::choose_wgrad(conv_plan& p, const conv_geom& g, float cudnn_ms) {
+  p.wgrad.choose(g, 8192);
+  using path = conv_plan::wgrad_path;
+  if (const char* forced = wgrad_forced()) {
+    const std::string f = forced;
+    if (f == "gemm" && p.wgrad.usable)
+      p.wgrad_by = path::gemm;
+    else if (f == "direct" && wgrad_direct_fits(g))
+      p.wgrad_by = path::direct;
+    return;
+  }
+  // cuDNN's deterministic choice, GEMMs summing 2K, 8K or 32K values
+  // each, and the direct kernel: the fastest is kept.
+  float best = cudnn_ms, gemm_ms = std::numeric_limits<float>::infinity();
+  for (int reduction : {2048, 8192, 32768}) {
+    wgrad_shape ws;
+    ws.choose(g, reduction);
+    const float ms = time_wgrad(g, &ws);
+    gemm_ms = std::min(gemm_ms, ms);
+    if (ms < best) {
+      best = ms;
+      p.wgrad = ws;
+      p.wgrad_by = path::gemm;
+    }
+  }
+  const float direct_ms = time_wgrad(g, nullptr);
+  if (direct_ms < best)
+    p.wgrad_by = path::direct;
+  if (env_on("GRADWIRE_CUDNN_LOG")) {
+    char line[256];
+    std::snprintf(line, sizeof line, "wgrad %s: cudnn %.3fms, gemm %.3fms, direct %.3fms: %s",
+                  op_timer::geom_name(g).c_str(), cudnn_ms, gemm_ms, direct_ms, path_name(p.wgrad_by));
+    cuda_detail::log_line(line);
+  }
+}
+
 const conv_plan& cuda_backend::plan_for(const conv_geom& g) {
   const std::array<int, 9> key = {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.pad};
   std::lock_guard<std::mutex> lock(host_mu_);
@@ -100,76 +184,10 @@ const conv_plan& cuda_backend::plan_for(const conv_geom& g) {
   if (slot)
     return *slot;
   auto p = std::make_unique<conv_plan>();
-  GW_CUDNN(cudnnCreateTensorDescriptor(&p->x));
-  GW_CUDNN(cudnnCreateTensorDescriptor(&p->y));
-  GW_CUDNN(cudnnCreateFilterDescriptor(&p->w));
-  GW_CUDNN(cudnnCreateConvolutionDescriptor(&p->conv));
-  GW_CUDNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.c, g.h, g.w));
-  GW_CUDNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, g.n, g.k, g.out_h(),
-                                      g.out_w()));
-  GW_CUDNN(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.k, g.c, g.r, g.s));
-  GW_CUDNN(cudnnSetConvolution2dDescriptor(p->conv, g.pad, g.pad, g.stride, g.stride, 1, 1,
-                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  GW_CUDNN(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH));
-
-  // cudnnFind* allocates its own buffers and times every algorithm on them.
+  describe(*p, g);
   GW_CUDA(cudaSetDevice(index_));
-  int n = 0;
-  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  GW_CUDNN(cudnnFindConvolutionForwardAlgorithm(dnn_, p->x, p->w, p->conv, p->y,
-                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fwd));
-  p->fwd = pick("fwd", g, fwd, n, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
-  cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  GW_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(dnn_, p->w, p->y, p->conv, p->x,
-                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd));
-  p->bwd_data = pick("dgrad", g, bd, n, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
-  cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  GW_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(
-    dnn_, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bf));
-  float cudnn_ms = 0;
-  p->bwd_filter = pick("wgrad", g, bf, n, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &cudnn_ms);
-  p->wgrad.choose(g, 8192);
-  using path = conv_plan::wgrad_path;
-  if (const char* forced = wgrad_forced()) {
-    const std::string f = forced;
-    if (f == "gemm" && p->wgrad.usable)
-      p->wgrad_by = path::gemm;
-    else if (f == "direct" && wgrad_direct_fits(g))
-      p->wgrad_by = path::direct;
-  } else {
-    // cuDNN's deterministic choice, GEMMs summing 2K, 8K or 32K values
-    // each, and the direct kernel: the fastest is kept.
-    float best = cudnn_ms, gemm_ms = std::numeric_limits<float>::infinity();
-    for (int reduction : {2048, 8192, 32768}) {
-      wgrad_shape ws;
-      ws.choose(g, reduction);
-      const float ms = time_wgrad(g, &ws);
-      if (ms < gemm_ms) {
-        gemm_ms = ms;
-        if (ms < best) {
-          best = ms;
-          p->wgrad = ws;
-          p->wgrad_by = path::gemm;
-        }
-      }
-    }
-    const float direct_ms = time_wgrad(g, nullptr);
-    if (direct_ms < best)
-      p->wgrad_by = path::direct;
-    if (env_on("GRADWIRE_CUDNN_LOG")) {
-      char line[256];
-      std::snprintf(line, sizeof line, "wgrad %s: cudnn %.3fms, gemm %.3fms, direct %.3fms: %s",
-                    op_timer::geom_name(g).c_str(), cudnn_ms, gemm_ms, direct_ms, path_name(p->wgrad_by));
-      cuda_detail::log_line(line);
-    }
-  }
-  std::size_t f = 0, bdw = 0, bfw = 0;
-  GW_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(dnn_, p->x, p->w, p->conv, p->y, p->fwd, &f));
-  GW_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, p->w, p->y, p->conv, p->x,
-                                                        p->bwd_data, &bdw));
-  GW_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, p->x, p->y, p->conv, p->w,
-                                                          p->bwd_filter, &bfw));
-  p->workspace = std::max({f, bdw, bfw});
+  choose_wgrad(*p, g, find_algorithms(dnn_, *p, g));
+  p->workspace = workspace_of(dnn_, *p);
   slot = std::move(p);
   return *slot;
 }

@@ -128,6 +128,10 @@ private:
   void* scratch(std::size_t bytes);
   /// The plan for `g`, made on first use; takes host_mu_ (call it unlocked).
   const conv_plan& plan_for(const conv_geom& g);
+  /// The plan's weight-gradient path: GRADWIRE_CUDA_WGRAD's, or the
+  /// fastest of cuDNN's (`cudnn_ms`), the GEMMs and the direct kernel,
+  /// timed here; host_mu_ held.
+  void choose_wgrad(conv_plan& p, const conv_geom& g, float cudnn_ms);
   /// dw += the weight gradient of `g` through GEMMs (wgrad.cu); host_mu_ held.
   void wgrad_gemm(const conv_geom& g, const wgrad_shape& ws, const float* x, const float* dy,
                   float* dw);

@@ -40,15 +40,18 @@ sweep_axes in_file_order(sweep_axes axes, const std::vector<std::uint32_t>& line
   return sorted;
 }
 
+/// [sweep]'s entry `name`, or null (no [sweep] table, or no such entry).
+toml::node* sweep_entry(toml::table& root, const char* name) {
+  auto* sw = root.get("sweep");
+  return sw && sw->is_table() ? sw->as_table()->get(name) : nullptr;
+}
+
 /// [sweep.variants]: "label" = { "key" = value, ... }, keys that change
 /// together, in file order; taken out of the table.
 sweep_axes take_variants(toml::table& root, const std::string& source) {
   sweep_axes variants;
   std::vector<std::uint32_t> variant_lines;
-  auto* sw = root.get("sweep");
-  if (!sw || !sw->is_table())
-    return variants;
-  auto* vs = sw->as_table()->get("variants");
+  auto* vs = sweep_entry(root, "variants");
   if (!vs)
     return variants;
   // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
@@ -67,7 +70,7 @@ sweep_axes take_variants(toml::table& root, const std::string& source) {
     variants.emplace_back(std::string(label.str()), std::move(sets));
     variant_lines.push_back(v.source().begin.line);
   }
-  sw->as_table()->erase("variants");
+  root["sweep"].as_table()->erase("variants");
   return in_file_order(std::move(variants), variant_lines);
 }
 
@@ -96,15 +99,12 @@ sweep_axes take_grid(toml::table& root, const std::string& source) {
 
 /// [sweep] paired = true (a switch, not an axis); taken out of the table.
 bool take_paired(toml::table& root, const std::string& source) {
-  auto* sw = root.get("sweep");
-  if (!sw || !sw->is_table())
-    return false;
-  auto* p = sw->as_table()->get("paired");
+  auto* p = sweep_entry(root, "paired");
   if (!p)
     return false;
   check(p->is_boolean(), where(source, *p) + ": [sweep] paired must be true or false");
   const bool on = p->as_boolean()->get();
-  sw->as_table()->erase("paired");
+  root["sweep"].as_table()->erase("paired");
   return on;
 }
 

@@ -260,7 +260,7 @@ TEST_CASE("virtual time: heartbeats due while a gradient computes on another thr
   auto setup = small_setup(4, 1, false);
   setup.steps = 10;
   setup.ps.sync = false;
-  auto vs = constant_compute(0.3, 2, 2); // a beat every 0.5 s falls inside most steps
+  auto vs = constant_compute(0.3, 2, 2); // steps longer than half the heartbeat's interval: most hold a beat
   vs.compute[0].dist = compute_model::shape::lognormal;
   vs.compute[0].cv = 0.6;
   vs.link.latency_us = 50;

@@ -371,24 +371,27 @@ TEST_CASE("Class shards give each worker about k classes, are disjoint, cover th
   CHECK(shard_indices(data, 0, 1, 7, partition_spec{"classes", 0.5, 2}).size() == 3000); // one worker: all of it
 }
 
-TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
+namespace {
+/// `n` text windows of 4 bytes (what load_text makes, without a corpus).
+dataset tiny_text(std::int64_t n) {
   dataset text;
   text.name = "text";
   text.label_width = 4;
   text.classes = 256;
-  text.images.assign(8 * 4, 0.f);
-  text.labels.assign(8 * 4, 1);
+  text.images.assign(static_cast<std::size_t>(n) * 4, 0.f);
+  text.labels.assign(static_cast<std::size_t>(n) * 4, 1);
+  return text;
+}
+} // namespace
+
+TEST_CASE("A Dirichlet split of text windows is refused: they have no class") {
+  const auto text = tiny_text(8);
   CHECK_THROWS_WITH(shard_indices(text, 0, 2, 1, 0.5), Catch::Contains("use \"iid\""));
   CHECK_THROWS_WITH(class_shard_indices(text, 0, 2, 1, 2), Catch::Contains("use \"iid\""));
 }
 
 TEST_CASE("Contiguous text shards are runs of the corpus in order of position, disjoint and covering, and images are refused") {
-  dataset text;
-  text.name = "text";
-  text.label_width = 4;
-  text.classes = 256;
-  text.images.assign(10 * 4, 0.f);
-  text.labels.assign(10 * 4, 1);
+  auto text = tiny_text(10);
   text.offsets = {90, 10, 50, 0, 70, 30, 80, 20, 60, 40}; // windows at seeded offsets, as load_text draws them
   std::set<std::int64_t> seen;
   std::int64_t last_end = -1;
