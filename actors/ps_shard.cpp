@@ -193,7 +193,12 @@ void complete_if_in(shard_state& st) {
   if (st.cfg.ps.local_sgd()) {
     sum_in_rank_order(st, false);
     be.scale(len(st), 1.f / static_cast<float>(st.pushed), st.sum.data());
-    if (st.cfg.ps.diloco()) { // the outer step from the pseudo-gradient params - average
+    if (st.decoder && !st.cfg.ps.diloco()) { // averaged pseudo-gradients: local SGD is the outer step at lr 1
+      be.axpy(len(st), -1.f, st.sum.data(), st.params.data());
+    } else if (st.decoder) { // the outer step from the averaged pseudo-gradients
+      st.opt->begin_step();
+      st.opt->update(st.params.data(), st.sum.data(), 0, len(st));
+    } else if (st.cfg.ps.diloco()) { // the outer step from the pseudo-gradient params - average
       const float* w = st.params.data();
       float* d = st.sum.data();
       for (std::size_t i = 0; i < len(st); ++i)
@@ -243,6 +248,17 @@ void reform(shard_state& st, int generation, const std::vector<std::int64_t>& su
   answer_pulls(st); // SSP: the slowest clock may have moved on
 }
 
+/// A compressed push as the dense slice it stands for (a fresh one: a sync
+/// or local-SGD shard holds it until the version completes). Throws
+/// gradwire::error naming what is wrong with a malformed payload.
+slice decoded(const shard_state& st, const slice& payload) {
+  auto out = slice::zeros({static_cast<std::int64_t>(len(st))});
+  std::vector<std::uint32_t> words(static_cast<std::size_t>(payload.numel()));
+  std::memcpy(words.data(), payload.data(), words.size() * sizeof(std::uint32_t));
+  st.decoder->accumulate(words.data(), words.size(), 1.f, out.data());
+  return out;
+}
+
 /// Takes one push: sums it (sync, average) or applies it (async).
 push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples,
                        const slice& grad) {
@@ -251,18 +267,26 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     return {"shard " + std::to_string(st.cfg.id) + ": push from unknown rank " + std::to_string(rank)};
   if (!st.live[static_cast<std::size_t>(rank)])
     return {"shard " + std::to_string(st.cfg.id) + ": push from rank " + std::to_string(rank) + ", lost to the job"};
+  slice dense = grad;
+  if (st.decoder) {
+    try {
+      dense = decoded(st, grad);
+    } catch (const gradwire::error& e) {
+      return {"shard " + std::to_string(st.cfg.id) + ": rank " + std::to_string(rank) + " pushed " + e.what()};
+    }
+  }
+  if (static_cast<std::size_t>(dense.numel()) != len(st))
+    return {"shard " + std::to_string(st.cfg.id) + ": gradient of " + std::to_string(dense.numel()) +
+            " floats for a slice of " + std::to_string(len(st))};
   st.clocks[static_cast<std::size_t>(rank)] = std::max(st.clocks[static_cast<std::size_t>(rank)], step + 1);
   st.max_gap = std::max(st.max_gap, *std::max_element(st.clocks.begin(), st.clocks.end()) - slowest(st));
-  if (static_cast<std::size_t>(grad.numel()) != len(st))
-    return {"shard " + std::to_string(st.cfg.id) + ": gradient of " + std::to_string(grad.numel()) +
-            " floats for a slice of " + std::to_string(len(st))};
   const std::int64_t staleness = st.version - base_version;
   const auto twice = [&] {
     return push_outcome{"shard " + std::to_string(st.cfg.id) + ": a second push from rank " + std::to_string(rank) +
                         " for version " + std::to_string(st.version)};
   };
   if (st.cfg.ps.local_sgd()) {
-    if (!hold(st, rank, grad, samples))
+    if (!hold(st, rank, dense, samples))
       return twice();
     ++st.pushed;
     complete_if_in(st);
@@ -279,7 +303,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
     if (static_cast<std::size_t>(rank) < st.cfg.worker_lr_scale.size())
       scale *= static_cast<float>(st.cfg.worker_lr_scale[static_cast<std::size_t>(rank)]);
-    const float* g = grad.data();
+    const float* g = dense.data();
     if (st.cfg.ps.dc() > 0.f) { // delay compensation
       const float* w = st.params.data();
       const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
@@ -294,7 +318,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     answer_pulls(st); // SSP: this push may have advanced the slowest clock
     return {{}, staleness};
   }
-  if (!hold(st, rank, grad, samples))
+  if (!hold(st, rank, dense, samples))
     return twice();
   st.samples += samples;
   ++st.pushed;
@@ -329,6 +353,8 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
   s.live.assign(s.clocks.size(), true);
+  if (cfg.compress.mode != models::compress_mode::none)
+    s.decoder = std::make_unique<models::compressor>(cfg.compress, len(s));
   if (cfg.ps.dc() > 0.f) {
     s.read.assign(s.clocks.size(), initial);
     s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});

@@ -35,6 +35,7 @@
 #include "actors/trace.hpp"
 #include "actors/update_record.hpp"
 #include "actors/virtual_clock.hpp"
+#include "models/compress.hpp"
 #include "models/optimizer.hpp"
 
 #include <caf/all.hpp>
@@ -56,6 +57,12 @@ struct shard_config {
   /// (workers finish on seeing it from every shard, not all at once).
   std::int64_t last_version = 0;
   models::optimizer_spec opt;
+  /// transport.compress: the workers push compressed payloads (bf16, topk,
+  /// randk, sign; models/compress.hpp), which the shard decodes before it
+  /// takes them. On local-SGD and DiLoCo shards a compressed push is a
+  /// pseudo-gradient (the parameters pulled at the round's start minus the
+  /// worker's own), averaged and applied as an outer step.
+  models::compress_spec compress;
   /// Async: each worker's pushes are applied at lr x its entry ([[nodes]]
   /// lr_scale); empty: 1 for all.
   std::vector<double> worker_lr_scale;

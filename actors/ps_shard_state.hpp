@@ -69,6 +69,8 @@ struct shard_state {
   std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
   std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
   slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
+  /// transport.compress: decodes the workers' payloads into dense slices.
+  std::unique_ptr<models::compressor> decoder;
   trace_ref tr;
   std::optional<shard_copies> copies; ///< for checkpoints (shard_copies.hpp)
   std::unique_ptr<record_writer> rec; ///< experiment.record: this shard's updates, in order

@@ -20,11 +20,22 @@ struct worker_state : worker_core {
   /// Async DiLoCo: each shard's slice of the global parameters pulled at
   /// this round's start (its pseudo-gradient is these minus the replica's).
   std::vector<slice> base;
+  /// transport.compress: one compressor per shard's range, each with its
+  /// own residual (error feedback).
+  std::vector<models::compressor> squeeze;
   int generation = 0; ///< the last reform taken (a lost worker's data shared out)
   static inline const char* name = "worker";
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
+
+/// Whether the pushes are pseudo-gradients (the global parameters pulled at
+/// the round's start minus the replica's): async DiLoCo's always, and local
+/// SGD's and sync DiLoCo's when compressed, since parameters do not
+/// compress as their changes do.
+bool pushes_pseudo(const worker_state& st) {
+  return st.cfg.ps.outer_async() || (st.cfg.ps.local_sgd() && !st.squeeze.empty());
+}
 
 void begin_step(worker_actor* self);
 
@@ -38,7 +49,7 @@ bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const 
                       " parameters for its slice of " + std::to_string(e - b));
     return false;
   }
-  if (st.cfg.ps.outer_async())
+  if (pushes_pseudo(st))
     st.base[i] = params; // read-only from here on, shared with the shard's reply
   if (st.offloads()) // copied in with the next batch, on its thread
     st.incoming.emplace_back(b, params);
@@ -148,11 +159,6 @@ std::vector<slice> gradient_slices(const worker_state& st) {
   return out;
 }
 
-void copy_into(const float* g, const worker_state& st, std::vector<slice>& grads) {
-  for (std::size_t i = 0; i < grads.size(); ++i)
-    std::memcpy(grads[i].data(), g + st.cfg.ranges[i].first, grads[i].bytes());
-}
-
 /// Async DiLoCo: the replica's slices in `grads` become the round's
 /// pseudo-gradients, the global parameters pulled at its start minus them.
 void to_pseudo_gradients(const worker_state& st, std::vector<slice>& grads) {
@@ -162,6 +168,29 @@ void to_pseudo_gradients(const worker_state& st, std::vector<slice>& grads) {
     for (std::int64_t k = 0; k < grads[i].numel(); ++k)
       g[k] = b[k] - g[k];
   }
+}
+
+/// transport.compress: each slice replaced by its compressed payload (a
+/// slice of 32-bit words), the residuals kept.
+void compress_all(worker_state& st, std::vector<slice>& grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const auto words = st.squeeze[i].encode(grads[i].data(), st.step, st.cfg.rank);
+    auto payload = slice::empty({static_cast<std::int64_t>(words.size())});
+    std::memcpy(payload.data(), words.data(), words.size() * sizeof(std::uint32_t));
+    grads[i] = std::move(payload);
+  }
+}
+
+/// Fills `grads` (gradient_slices) with what this step pushes from `from`
+/// (the gradient, or local SGD's parameters): as they are, as
+/// pseudo-gradients, compressed.
+void fill_pushes(worker_state& st, const float* from, std::vector<slice>& grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    std::memcpy(grads[i].data(), from + st.cfg.ranges[i].first, grads[i].bytes());
+  if (pushes_pseudo(st))
+    to_pseudo_gradients(st, grads);
+  if (!st.squeeze.empty())
+    compress_all(st, grads);
 }
 
 /// After a batch: the local optimizer step (local SGD), then the parameters
@@ -182,9 +211,7 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
   }
   if (grads.empty()) {
     grads = gradient_slices(st);
-    copy_into(local ? st.model->params().data() : st.trainer->gradients().data(), st, grads);
-    if (st.cfg.ps.outer_async())
-      to_pseudo_gradients(st, grads);
+    fill_pushes(st, local ? st.model->params().data() : st.trainer->gradients().data(), grads);
   }
   st.pending = st.cfg.shards.size();
   // The last step's push needs no parameters back.
@@ -204,7 +231,7 @@ void compute_and_push(worker_actor* self) {
       std::function<void()> copy;
       if (st.cfg.ps.local_steps == 0) {
         *grads = gradient_slices(st);
-        copy = [&st, grads] { copy_into(st.trainer->gradients().data(), st, *grads); };
+        copy = [&st, grads] { fill_pushes(st, st.trainer->gradients().data(), *grads); };
       }
       st.compute_offloaded([self, grads] { push_computed(self, std::move(*grads)); }, std::move(copy));
       return;
@@ -296,11 +323,47 @@ void begin_step(worker_actor* self) {
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
 
+/// transport.compress: a compressor per shard's range (its own randk
+/// draws), the residuals from a checkpoint, and into the next. Reads only
+/// the configuration: virtual time builds the replica later.
+void init_compression(worker_actor* self) {
+  auto& st = self->state;
+  if (st.cfg.compress.mode == models::compress_mode::none)
+    return;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < st.cfg.ranges.size(); ++i) {
+    auto spec = st.cfg.compress;
+    spec.seed = st.cfg.seed + 7919ULL * i;
+    const auto [b, e] = st.cfg.ranges[i];
+    st.squeeze.emplace_back(spec, e - b);
+    n += e - b;
+  }
+  if (st.cfg.resume) {
+    const auto& s = *st.cfg.resume;
+    const auto& v = s.f("compress_residual");
+    check(v.size() == n, s.who + ": 'compress_residual' holds " + std::to_string(v.size()) + " floats, this run " +
+                           std::to_string(n));
+    auto at = v.begin();
+    for (auto& c : st.squeeze) {
+      std::copy(at, at + static_cast<std::ptrdiff_t>(c.size()), c.residual().begin());
+      at += static_cast<std::ptrdiff_t>(c.size());
+    }
+  }
+  st.save_extra = [self](snapshot& s) {
+    std::vector<float> all;
+    for (const auto& c : self->state.squeeze)
+      all.insert(all.end(), c.residual().begin(), c.residual().end());
+    s.put("compress_residual", std::move(all));
+  };
+}
+
 caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   auto& st = self->state;
-  auto init_kind = [&st] {
-    st.base_version.assign(st.cfg.shards.size(), 0);
-    st.base.assign(st.cfg.shards.size(), slice{});
+  auto init_kind = [self] {
+    auto& s = self->state;
+    s.base_version.assign(s.cfg.shards.size(), 0);
+    s.base.assign(s.cfg.shards.size(), slice{});
+    init_compression(self);
   };
   if (worker_core::offloads(cfg))
     start_worker_offloaded(self, std::move(cfg), init_kind);

@@ -394,14 +394,26 @@ bool start_worker(Actor* self, worker_config cfg, InitKind init_kind) {
 /// start_worker for a worker that offloads (worker_core::offloads): its
 /// replica and data shard build on the simulation's threads, and what it
 /// is sent meanwhile waits for them. `init_kind` runs first and may read
-/// only the configuration. A build that throws finishes the worker.
+/// only the configuration. A build or `init_kind` that throws finishes the
+/// worker (the build reports it).
 template <class Actor, class InitKind>
 void start_worker_offloaded(Actor* self, worker_config cfg, InitKind init_kind) {
   auto& st = self->state;
   refuse_unexpected(self, "worker " + std::to_string(cfg.rank));
   st.keep_config(std::move(cfg));
-  init_kind();
-  st.offload([&st] { st.build(); }, [] {});
+  std::string failed;
+  try {
+    init_kind();
+  } catch (const std::exception& e) {
+    failed = e.what();
+  }
+  st.offload(
+    [&st, failed] {
+      if (!failed.empty())
+        throw gradwire::error(failed);
+      st.build();
+    },
+    [] {});
 }
 
 /// The control messages every worker kind handles alike: the coordinator's

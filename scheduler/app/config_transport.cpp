@@ -19,9 +19,14 @@ void read_compression(reader& r, run_config& c) {
   if (z.mode == models::compress_mode::none)
     return;
   const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
-  check(c.family && c.family->kind == topology_kind::ring,
-        r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients; topology.kind = \"" + c.topology +
-          "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
+  const bool ring = c.family && c.family->kind == topology_kind::ring;
+  const bool pushes = c.family && c.family->has_shards;
+  check(ring || pushes, r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients or the pushes to "
+                          "parameter-server shards; topology.kind = \"" + c.topology +
+                          "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
+  check(ring || z.mode != models::compress_mode::powersgd,
+        r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; a shard " +
+          "applies each push alone, so topology.kind = \"" + c.topology + "\" takes bf16, topk, randk or sign");
   check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
                                      " with topology.balance_every > 0: a compressed ring does not balance batches");
 }

@@ -118,6 +118,7 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
   sc.ps = setup.ps;
   sc.last_version = setup.steps;
   sc.opt = setup.opt;
+  sc.compress = setup.compress;
   sc.worker_lr_scale = setup.worker_lr_scale;
   if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
     sc.opt.schedule.updates_per_step = setup.workers;

@@ -7,7 +7,9 @@
 #    (docs/compression.md) times the steps and the 2 other workers;
 #  - a dense ring's counted bytes are a ring allreduce's, 2 (n-1)/n of the
 #    gradient a step each way;
-#  - error feedback changes the result (the residual is used).
+#  - error feedback changes the result (the residual is used);
+#  - top-k pushes to a sync parameter server's shards and DiLoCo's
+#    compressed pseudo-gradients give the same bits across 3 processes.
 # Usage: compression.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$1
@@ -40,6 +42,14 @@ for mode in topk randk sign bf16 powersgd; do
   run "$mode" "${z[@]}" || continue
   run "$mode.again" "${z[@]}" && same "$mode" "$mode.again" "$mode: a second run gives the same bits"
   run "$mode.procs" "${z[@]}" --procs 3 && same "$mode" "$mode.procs" "$mode: 3 processes give the bits of one"
+done
+# Compressed pushes to 2 parameter-server shards: a sync PS and DiLoCo
+# (pseudo-gradients every 4 steps) repeat bit for bit across 3 processes.
+for kind in parameter-server diloco; do
+  z=(--set topology.kind=\"$kind\" --set topology.shards=2 --set topology.local_steps=4
+     --set transport.compress=\"topk\" --set transport.compress_ratio=0.02)
+  run "$kind" "${z[@]}" || continue
+  run "$kind.procs" "${z[@]}" --procs 3 && same "$kind" "$kind.procs" "$kind, top-k pushes: 3 processes give the bits of one"
 done
 run dense
 run topk.no-ef --set transport.compress=\"topk\" --set transport.compress_ratio=0.02 --set transport.compress_ef=false

@@ -5,8 +5,9 @@
 #    process writes the run's model.safetensors bit for bit, and records
 #    the same schedule byte for byte. Twice, so two arrival orders.
 #  - Separate pulls with DC-ASGD across 3 processes, SSP in one process
-#    with 3 shards, async DiLoCo across 3 processes, and a run in virtual
-#    time: each replays bit for bit.
+#    with 3 shards, async DiLoCo across 3 processes, top-k compressed
+#    pushes across 3 processes, and a run in virtual time: each replays bit
+#    for bit.
 #  - What-if: --set topology.staleness_lr=true keeps the schedule (the same
 #    record, every update at its recorded staleness) and changes the model.
 #  - A killed run (rank 0 killed at its step 25, so the job ends): the
@@ -96,6 +97,7 @@ run adiloco --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async
   --set topology.outer_lr=0.35 --set topology.outer_momentum=0.0 --set train.optimizer=\"adamw\" --set train.lr=0.002 &&
   same adiloco
 run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
+run topk --procs 3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.05 && same topk
 
 # What-if on procs3's schedule.
 if [ -d "$tmp/procs3/record" ]; then

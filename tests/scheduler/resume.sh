@@ -71,6 +71,9 @@ exact dpsgd gossip-dpsgd.toml 20 --set topology.workers=3
 exact ring-topk ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\"
 exact ring-powersgd ring.toml 20 --set topology.workers=3 --set transport.compress=\"powersgd\"
 exact diloco local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\"
+# Compressed pushes: each worker's residuals, one per shard, resume too.
+exact ps-sign ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2 --set transport.compress=\"sign\"
+exact diloco-topk local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\" --set topology.shards=2 --set transport.compress=\"topk\"
 # A GPT with AdamW, clipping and a cosine schedule: its moments and step count resume too.
 gpt=(--set model.layers=1 --set model.d_model=32 --set model.context=32 --set train.max_steps=40 --set train.threads=1)
 exact gpt-single lm.toml 20 "${gpt[@]}"
