@@ -67,6 +67,8 @@ struct gossip_state : worker_core {
   std::map<int, caf::actor> mixers;
   bool started = false;
   int generation = 0; ///< the last reform taken (lost neighbours left out)
+  /// D-PSGD with transport.compress: CHOCO-SGD or naive compressed gossip.
+  std::unique_ptr<models::compressed_gossip> squeeze;
   static inline const char* name = "gossip_worker";
 };
 
@@ -106,6 +108,33 @@ void next_step(gossip_actor* self) {
   self->send(self, tick_atom::value); // let waiting gossip requests in between steps
 }
 
+std::vector<std::uint32_t> words_of(const slice& s) {
+  std::vector<std::uint32_t> w(static_cast<std::size_t>(s.numel()));
+  std::memcpy(w.data(), s.data(), w.size() * sizeof(std::uint32_t));
+  return w;
+}
+
+/// D-PSGD's mix of the neighbours' parameters (`got`, in graph order):
+/// the weighted mean, or the compressed gossip's rule.
+void mix_in(gossip_state& st, const std::vector<int>& from, const std::vector<const slice*>& got) {
+  float* x = st.model->params().data();
+  const auto w = weights_of(st);
+  if (st.squeeze) {
+    std::vector<std::vector<std::uint32_t>> words;
+    std::vector<const std::vector<std::uint32_t>*> refs;
+    words.reserve(got.size());
+    for (const auto* g : got)
+      refs.push_back(&words.emplace_back(words_of(*g)));
+    st.squeeze->mix(x, from, refs, w);
+    return;
+  }
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  const std::size_t n = st.model->size();
+  be.scale(n, w.back(), x);
+  for (std::size_t k = 0; k < got.size(); ++k)
+    be.axpy(n, w[k], got[k]->data(), x);
+}
+
 /// D-PSGD: once every neighbour's parameters of this step are in, x becomes
 /// the Metropolis-weighted mean x_i = w_ii x_i + sum_j w_ij x_j.
 void try_mix(gossip_actor* self) {
@@ -120,19 +149,21 @@ void try_mix(gossip_actor* self) {
       have += static_cast<std::size_t>(std::count(from.begin(), from.end(), got.first));
   if (have < from.size())
     return;
-  auto& be = kernels::backend_for(kernels::device::cpu());
-  float* x = st.model->params().data();
-  const std::size_t n = st.model->size();
-  const auto w = weights_of(st);
-  be.scale(n, w.back(), x);
   // In graph order, not arrival order: a float sum of three or more terms
   // depends on its order, and the run must be the same bits every time.
-  for (std::size_t k = 0; k < from.size(); ++k)
+  std::vector<const slice*> in_order;
+  for (int r : from)
     for (const auto& [rank, params] : it->second)
-      if (rank == from[k]) {
-        be.axpy(n, w[k], params.data(), x);
+      if (rank == r) {
+        in_order.push_back(&params);
         break;
       }
+  try {
+    mix_in(st, from, in_order);
+  } catch (const gradwire::error& e) {
+    st.finish(self, st.who() + "D-PSGD: " + e.what());
+    return;
+  }
   if (it != st.inbox.end())
     st.inbox.erase(it);
   st.exchanging = false;
@@ -230,6 +261,14 @@ void begin_step(gossip_actor* self) {
   exchange(self);
 }
 
+/// Compressed D-PSGD: what this step sends, as a slice of 32-bit words.
+slice payload_of(gossip_state& st) {
+  const auto words = st.squeeze->payload(st.model->params().data(), st.step, st.cfg.rank);
+  auto out = slice::empty({static_cast<std::int64_t>(words.size())});
+  std::memcpy(out.data(), words.data(), words.size() * sizeof(std::uint32_t));
+  return out;
+}
+
 /// After a step's gradient: apply it and gossip (D-PSGD), or average with
 /// one neighbour and apply (AD-PSGD), or only apply (no neighbours).
 void exchange(gossip_actor* self) {
@@ -245,7 +284,7 @@ void exchange(gossip_actor* self) {
     return;
   }
   st.trainer->apply(); // D-PSGD
-  auto mine = params_copy(st); // one read-only snapshot shared by all neighbours
+  auto mine = st.squeeze ? payload_of(st) : params_copy(st); // one read-only snapshot shared by all neighbours
   for (int r : send_to(st)) {
     self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
     st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
@@ -274,8 +313,11 @@ void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_
   for (int j : st.cfg.graph)
     if (alive(j))
       graph.push_back(j);
-    else
+    else {
       st.mixers.erase(j);
+      if (st.squeeze)
+        st.squeeze->drop(j);
+    }
   st.cfg.mix_weights = metropolis_weights(graph, degree);
   st.cfg.graph = std::move(graph);
   st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
@@ -296,11 +338,48 @@ void start_when_ready(gossip_actor* self) {
   begin_step(self);
 }
 
+/// D-PSGD with transport.compress: the rule's state, from a checkpoint
+/// and into the next.
+void init_compression(gossip_actor* self) {
+  auto& st = self->state;
+  if (st.cfg.compress.mode == models::compress_mode::none || adpsgd(st) || st.cfg.graph.empty())
+    return;
+  auto spec = st.cfg.compress;
+  spec.seed = st.cfg.seed;
+  st.squeeze = std::make_unique<models::compressed_gossip>(spec, st.cfg.gossip.rule, st.cfg.gossip.consensus_lr,
+                                                           st.model->size(), st.cfg.graph);
+  if (st.cfg.resume)
+    st.squeeze->restore(st.cfg.resume->f("gossip_estimates"));
+  st.save_extra = [self](snapshot& s) { s.put("gossip_estimates", self->state.squeeze->saved()); };
+}
+
+/// A neighbour's D-PSGD parameters (or payload) for `step`: false, with a
+/// warning, when they cannot be mixed.
+bool acceptable(const gossip_state& s, std::int64_t step, int rank, const slice& theirs) {
+  std::string why;
+  if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() || step < s.step)
+    why = "not a neighbour, or a past step";
+  else if (!s.squeeze && static_cast<std::size_t>(theirs.numel()) != s.model->size())
+    why = "expected " + std::to_string(s.model->size()) + " values";
+  else if (s.squeeze)
+    try {
+      s.squeeze->check(words_of(theirs).data(), static_cast<std::size_t>(theirs.numel()));
+    } catch (const gradwire::error& e) {
+      why = e.what();
+    }
+  if (!why.empty())
+    log::warn("{}D-PSGD: parameters from rank {} (step {}, {} values) refused: {}", s.who(), rank, step,
+              theirs.numel(), why);
+  return why.empty();
+}
+
 caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   auto& st = self->state;
-  const bool started = start_worker(self, std::move(cfg), [&st] {
-    check(st.cfg.mix_weights.size() == st.cfg.graph.size() + 1, "gossip weights do not match the graph");
-    st.pick.seed(st.cfg.seed * 104729 + static_cast<std::uint64_t>(st.cfg.rank));
+  const bool started = start_worker(self, std::move(cfg), [self] {
+    auto& s = self->state;
+    check(s.cfg.mix_weights.size() == s.cfg.graph.size() + 1, "gossip weights do not match the graph");
+    s.pick.seed(s.cfg.seed * 104729 + static_cast<std::uint64_t>(s.cfg.rank));
+    init_compression(self);
   });
   if (!started)
     return {};
@@ -336,12 +415,8 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) { on_reform(self, generation, survivors); },
     [=](gossip_atom, std::int64_t step, int rank, slice theirs) { // D-PSGD
       auto& s = self->state;
-      if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() ||
-          static_cast<std::size_t>(theirs.numel()) != s.model->size() || step < s.step) {
-        log::warn("{}D-PSGD: parameters from rank {} (step {}, {} values) refused",
-          s.who(), rank, step, theirs.numel());
+      if (!acceptable(s, step, rank, theirs))
         return;
-      }
       s.report.bytes_received += static_cast<std::int64_t>(theirs.bytes());
       auto& got = s.inbox[step];
       for (const auto& g : got)

@@ -7,6 +7,8 @@
 /// their own configs. What an option means for an actor is decided here,
 /// beside the option, not in the wirings.
 
+#include "models/compressed_gossip.hpp"
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -87,6 +89,11 @@ struct gossip_options {
   /// time-varying one-peer exponential graph (D-PSGD; a power of 2 of workers)
   std::string graph = "ring";
   int degree = 3;             ///< random graph: neighbours per worker (at least)
+  /// transport.compress on D-PSGD: CHOCO-SGD's estimates, or naive
+  /// compressed gossip (models/compressed_gossip.hpp), and the consensus
+  /// step gamma both take (0: models::consensus_step of the mode).
+  models::gossip_rule rule = models::gossip_rule::choco;
+  float consensus_lr = 0.f;
 };
 
 } // namespace gradwire::actors

@@ -64,6 +64,9 @@ public:
   /// gradwire::error on a malformed payload, before writing anything.
   void accumulate(const std::uint32_t* words, std::size_t count, float scale, float* out) const;
 
+  /// Throws gradwire::error naming what is wrong with a malformed payload.
+  void check(const std::uint32_t* words, std::size_t count) const;
+
   const std::vector<float>& residual() const { return residual_; }
   std::vector<float>& residual() { return residual_; }
   std::size_t size() const { return n_; }
@@ -72,7 +75,6 @@ private:
   std::vector<std::uint32_t> encode_bf16(const float* c) const;
   std::vector<std::uint32_t> encode_sparse(const float* c, std::int64_t step, int rank) const;
   std::vector<std::uint32_t> encode_sign(const float* c) const;
-  void check(const std::uint32_t* words, std::size_t count) const;
 
   compress_spec spec_;
   std::size_t n_;

@@ -191,6 +191,8 @@ void read_topology(reader& r, run_config& c) {
             "(use ring, torus, random or complete)");
   }
   c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
+  c.gossip.rule = r.str("topology.gossip_compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
+  c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr", 0, 1)); // 0: by the mode
   c.same_init = r.boolean("topology.same_init");
 }
 

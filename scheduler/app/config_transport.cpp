@@ -21,12 +21,20 @@ void read_compression(reader& r, run_config& c) {
   const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
   const bool ring = c.family && c.family->kind == topology_kind::ring;
   const bool pushes = c.family && c.family->has_shards;
-  check(ring || pushes, r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients or the pushes to "
-                          "parameter-server shards; topology.kind = \"" + c.topology +
-                          "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
+  const bool gossip = c.family && c.family->kind == topology_kind::gossip;
+  check(ring || pushes || gossip,
+        r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients, the pushes to parameter-server "
+          "shards or gossip's parameters; topology.kind = \"" + c.topology +
+          "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
   check(ring || z.mode != models::compress_mode::powersgd,
-        r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; a shard " +
-          "applies each push alone, so topology.kind = \"" + c.topology + "\" takes bf16, topk, randk or sign");
+        r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
+          "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk or sign");
+  check(!gossip || c.gossip.mode == actors::gossip_mode::dpsgd,
+        r.loc("transport.compress") + ": " + mode + " with topology.gossip = \"adpsgd\": compressed gossip " +
+          "(CHOCO-SGD) keeps estimates of fixed neighbours in lock step; use topology.gossip = \"dpsgd\"");
+  check(!gossip || c.gossip.graph != "exponential",
+        r.loc("transport.compress") + ": " + mode + " with topology.graph = \"exponential\": compressed gossip " +
+          "keeps an estimate of each neighbour, so it needs a fixed graph (ring, torus, random or complete)");
   check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
                                      " with topology.balance_every > 0: a compressed ring does not balance batches");
 }

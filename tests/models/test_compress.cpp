@@ -2,6 +2,7 @@
 // mass, payloads have the stated sizes, a hostile payload is refused, and
 // PowerSGD recovers a matrix of its rank.
 #include "models/compress.hpp"
+#include "models/compressed_gossip.hpp"
 #include "models/layers/layers.hpp"
 #include "models/model.hpp"
 
@@ -195,4 +196,45 @@ TEST_CASE("compress: mode names round-trip and unknown ones are refused", "[comp
                  compress_mode::sign, compress_mode::powersgd})
     REQUIRE(compress_mode_of(compress_name(m)) == m);
   REQUIRE_FALSE(compress_mode_of("zip").has_value());
+}
+
+TEST_CASE("compressed gossip: CHOCO's own estimate is what its neighbours rebuild from its payloads", "[compress]") {
+  // Worker 0 sends its payloads to worker 1, which keeps x^_0 from them:
+  // after any number of steps both sides hold the same x^_0, bit for bit.
+  const std::size_t n = 500;
+  auto spec = spec_of(compress_mode::topk, 0.1);
+  compressed_gossip a(spec, gossip_rule::choco, 0.f, n, {1}), b(spec, gossip_rule::choco, 0.f, n, {0});
+  for (int step = 0; step < 5; ++step) {
+    const auto xa = random_values(n, 100 + static_cast<std::uint64_t>(step));
+    auto xb = random_values(n, 200 + static_cast<std::uint64_t>(step));
+    const auto qa = a.payload(xa.data(), step, 0);
+    b.payload(xb.data(), step, 1);
+    b.mix(xb.data(), {0}, {&qa}, {0.5f, 0.5f});
+  }
+  const auto sa = a.saved(), sb = b.saved(); // own, then the neighbours'
+  REQUIRE(sa.size() == 2 * n);
+  CHECK(std::vector<float>(sa.begin(), sa.begin() + n) == std::vector<float>(sb.begin() + n, sb.end()));
+  CHECK(consensus_step(spec) == Approx(0.2f));
+  // A checkpoint's estimates come back whole, and a wrong size is refused.
+  compressed_gossip c(spec, gossip_rule::choco, 0.f, n, {1});
+  c.restore(sa);
+  CHECK(c.saved() == sa);
+  CHECK_THROWS_WITH(c.restore(std::vector<float>(n)), Catch::Contains("1000"));
+}
+
+TEST_CASE("compressed gossip: a malformed payload is refused naming its rank before x changes", "[compress]") {
+  const std::size_t n = 64;
+  auto spec = spec_of(compress_mode::topk, 0.25);
+  compressed_gossip g(spec, gossip_rule::choco, 0.5f, n, {1, 2});
+  auto x = random_values(n, 7);
+  const auto before = x;
+  std::vector<std::uint32_t> good(payload_words(spec, n), 0u), bad = good;
+  good[0] = bad[0] = 16;
+  for (std::uint32_t i = 0; i < 16; ++i)
+    good[1 + i] = bad[1 + i] = i;
+  bad[16] = 99; // past the 64 values
+  CHECK_THROWS_WITH(g.mix(x.data(), {1, 2}, {&good, &bad}, {0.25f, 0.25f, 0.5f}), Catch::Contains("rank 2"));
+  CHECK(x == before);
+  CHECK_THROWS_WITH(g.mix(x.data(), {1, 3}, {&good, &good}, {0.25f, 0.25f, 0.5f}), Catch::Contains("rank 3"));
+  CHECK(x == before);
 }

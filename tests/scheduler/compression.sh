@@ -9,7 +9,8 @@
 #    gradient a step each way;
 #  - error feedback changes the result (the residual is used);
 #  - top-k pushes to a sync parameter server's shards and DiLoCo's
-#    compressed pseudo-gradients give the same bits across 3 processes.
+#    compressed pseudo-gradients give the same bits across 3 processes, as
+#    does CHOCO gossip.
 # Usage: compression.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$1
@@ -51,6 +52,10 @@ for kind in parameter-server diloco; do
   run "$kind" "${z[@]}" || continue
   run "$kind.procs" "${z[@]}" --procs 3 && same "$kind" "$kind.procs" "$kind, top-k pushes: 3 processes give the bits of one"
 done
+# CHOCO gossip (D-PSGD on a ring of 3, top-k payloads) across 3 processes.
+z=(--set topology.kind=\"gossip\" --set transport.compress=\"topk\" --set transport.compress_ratio=0.1)
+run choco "${z[@]}" && run choco.procs "${z[@]}" --procs 3 &&
+  same choco choco.procs "gossip, CHOCO top-k: 3 processes give the bits of one"
 run dense
 run topk.no-ef --set transport.compress=\"topk\" --set transport.compress_ratio=0.02 --set transport.compress_ef=false
 cmp -s "$tmp/topk/model.safetensors" "$tmp/topk.no-ef/model.safetensors" &&

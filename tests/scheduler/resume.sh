@@ -71,6 +71,7 @@ exact dpsgd gossip-dpsgd.toml 20 --set topology.workers=3
 exact ring-topk ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\"
 exact ring-powersgd ring.toml 20 --set topology.workers=3 --set transport.compress=\"powersgd\"
 exact diloco local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\"
+exact dpsgd-choco gossip-dpsgd.toml 20 --set topology.workers=3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.1
 # Compressed pushes: each worker's residuals, one per shard, resume too.
 exact ps-sign ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2 --set transport.compress=\"sign\"
 exact diloco-topk local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\" --set topology.shards=2 --set transport.compress=\"topk\"
