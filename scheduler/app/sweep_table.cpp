@@ -127,11 +127,23 @@ baseline baseline_of(const std::vector<group>& groups) {
   return b;
 }
 
+/// A CSV field as RFC 4180 writes it: quoted, its quotes doubled, where
+/// it holds a comma, a quote or a line break (a variant named "top-k 1%,
+/// no EF" is one field).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos)
+    return v;
+  std::string out = "\"";
+  for (char c : v)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 void add_header(sweep_table& t, const std::vector<std::string>& keys) {
   t.md = "| ";
   for (const auto& k : keys) {
     t.md += k + " | ";
-    t.csv += k + ",";
+    t.csv += csv_field(k) + ",";
   }
   t.md += "runs | samples/s | speedup | efficiency | test accuracy | time to target (s) | final loss | staleness mean | "
           "staleness p99 | slowest workers' p99 | waiting for slower | exchange | workers lost | unfinished runs |\n|";
@@ -169,7 +181,7 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
     const auto v = as_cell(ps.front()->values[axes_shown[k]]);
     row[keys[k]] = v;
     t.md += v + " | ";
-    t.csv += v + ",";
+    t.csv += csv_field(v) + ",";
   }
   row.update({{"runs", ps.size()}, {"samples_per_sec", thr.mean}, {"speedup", speedup}, {"efficiency", or_null(eff)},
               {"final_test_accuracy", acc.mean}, {"time_to_target", or_null(ttt.mean)}, {"final_loss", loss.mean},

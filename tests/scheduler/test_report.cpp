@@ -276,6 +276,24 @@ TEST_CASE("a sweep table marks the rows whose runs did not finish: an interrupte
   CHECK(t.csv.substr(t.csv.size() - 3) == ",1\n");
 }
 
+TEST_CASE("a sweep table's CSV quotes a variant whose name holds a comma or a quote") {
+  const std::vector<sweep_axis> axes = {{"variant", {"top-k 1%, no EF", "say \"hi\""}, {}}};
+  auto summary = nlohmann::json{{"workers", 4}, {"samples_per_sec", 1000.0}, {"final_test_accuracy", 0.8},
+                                {"final_loss", 0.5}};
+  const std::vector<sweep_point> done = {{{"top-k 1%, no EF"}, summary}, {{"say \"hi\""}, summary}};
+  const auto t = make_sweep_table(done, axes);
+  CHECK(t.csv.find("\n\"top-k 1%, no EF\",1,") != std::string::npos);
+  CHECK(t.csv.find("\n\"say \"\"hi\"\"\",1,") != std::string::npos);
+  std::size_t lines = 0, fields = 0;
+  for (char c : t.csv)
+    lines += c == '\n';
+  const auto header = t.csv.substr(0, t.csv.find('\n'));
+  for (char c : header)
+    fields += c == ',';
+  CHECK(lines == 3);
+  CHECK(fields == 16); // commas: the variant and 16 figures
+}
+
 TEST_CASE("a folder that is neither a run nor a sweep is a clear error") {
   const auto dir = fresh_dir("empty");
   fs::create_directories(dir);
