@@ -39,6 +39,17 @@ struct ps_options {
   float outer_lr = 0.7f, outer_momentum = 0.9f;
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
+  /// Streaming DiLoCo (Douillard et al. 2025; sync local SGD and DiLoCo):
+  /// the parameters in `fragments` groups of whole tensors, a shard each
+  /// (0: not streaming; 1: the whole model, DiLoCo's schedule).
+  /// Fragment p is pushed every local_steps steps from step
+  /// floor(local_steps / fragments x (p + 1)) on, so the exchanges are
+  /// staggered; its new global values are pulled `sync_delay` steps after
+  /// the push (the exchange overlaps that many inner steps) and merged as
+  /// x = global + merge_alpha x (x - global) (0: the global values).
+  int fragments = 0;
+  int sync_delay = 0;
+  float merge_alpha = 0.f;
 
   /// Async DiLoCo: shards that apply each worker's pseudo-gradient as it comes.
   bool outer_async() const { return local_steps > 0 && outer && !sync; }
@@ -46,6 +57,11 @@ struct ps_options {
   bool local_sgd() const { return local_steps > 0 && !outer_async(); }
   /// Shards with an outer optimizer (DiLoCo, sync or async).
   bool diloco() const { return local_steps > 0 && outer; }
+  /// Streaming: fragments exchanged on their own schedules, each exchange
+  /// overlapping sync_delay inner steps.
+  bool streaming() const { return local_sgd() && fragments >= 1; }
+  /// Streaming: the step count (1-based) at which fragment p is first pushed.
+  int fragment_offset(int p) const { return local_steps * (p + 1) / fragments; }
   /// Backup workers in effect (a sync parameter server, not local SGD).
   int backups() const { return sync && local_steps == 0 ? backup : 0; }
   /// DC-ASGD's lambda in effect (async parameter server only).

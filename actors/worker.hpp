@@ -16,6 +16,10 @@
 /// - spawn_compressed_worker: data parallel with a compressed gradient
 ///   (transport.compress): every worker sends its payload to every other
 ///   and decodes all of them in rank order; replicas stay identical.
+/// - spawn_streaming_worker: Streaming DiLoCo (ps_options::streaming):
+///   local SGD or DiLoCo whose parameters go to the shards fragment by
+///   fragment on staggered schedules, each exchange overlapping
+///   sync_delay inner steps.
 /// - spawn_gossip_worker: decentralised. It steps its own replica, then
 ///   averages parameters with its graph neighbours (D-PSGD, in lock step)
 ///   or with one random neighbour (AD-PSGD, asynchronous and pairwise).
@@ -34,5 +38,6 @@ caf::actor spawn_worker(caf::actor_system& sys, worker_config cfg);
 caf::actor spawn_ring_worker(caf::actor_system& sys, worker_config cfg);
 caf::actor spawn_gossip_worker(caf::actor_system& sys, worker_config cfg);
 caf::actor spawn_compressed_worker(caf::actor_system& sys, worker_config cfg);
+caf::actor spawn_streaming_worker(caf::actor_system& sys, worker_config cfg);
 
 } // namespace gradwire::actors

@@ -134,6 +134,40 @@ void read_train(reader& r, run_config& c) {
 
 }
 
+/// Streaming DiLoCo's keys: fragments, sync_delay, merge_alpha (after
+/// topology.local_steps and the mode).
+void read_streaming(reader& r, run_config& c) {
+  auto& ps = c.ps;
+  ps.fragments = static_cast<int>(r.integer("topology.fragments", 0, 4096));
+  ps.sync_delay = static_cast<int>(r.integer("topology.sync_delay", 0, 1 << 20));
+  ps.merge_alpha = static_cast<float>(r.number("topology.merge_alpha", 0, 1));
+  check(ps.sync_delay == 0 || ps.fragments >= 1,
+        r.loc("topology.sync_delay") + " = " + std::to_string(ps.sync_delay) + " overlaps a streaming exchange: set " +
+          "topology.fragments (1: the whole model at once)");
+  if (ps.fragments == 0)
+    return;
+  check(ps.local_sgd() && c.mode == "sync",
+        r.loc("topology.fragments") +
+          ": streaming exchanges fragments of local SGD or DiLoCo in lock step (topology.kind = \"local-sgd\" or "
+          "\"diloco\", mode \"sync\"), not " + c.topology + " " + c.mode);
+  check(ps.fragments <= ps.local_steps,
+        r.loc("topology.fragments") + " = " + std::to_string(ps.fragments) + ": each fragment is exchanged once every " +
+          "topology.local_steps = " + std::to_string(ps.local_steps) + " steps, at most one a step");
+  check(ps.sync_delay < ps.local_steps / ps.fragments,
+        r.loc("topology.sync_delay") + " = " + std::to_string(ps.sync_delay) + ": a fragment's exchange must land " +
+          "before the next fragment's is sent, within local_steps / fragments = " +
+          std::to_string(ps.local_steps / ps.fragments) + " steps");
+  const auto tensors = models::layout_of(c.model).offsets.size();
+  check(static_cast<std::size_t>(ps.fragments) <= tensors,
+        r.loc("topology.fragments") + " = " + std::to_string(ps.fragments) + ": a fragment holds whole tensors, and " +
+          "the model has " + std::to_string(tensors));
+  check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
+        r.loc("topology.fragments") +
+          ": streaming does not checkpoint (each fragment is at its own point of the round); set "
+          "train.checkpoint_every and checkpoint_every_s to 0");
+  ps.shards = ps.fragments; // a shard a fragment
+}
+
 void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind"); // one of the schema's names: "single" or a registry family
   c.family = find_family(c.topology);
@@ -157,6 +191,7 @@ void read_topology(reader& r, run_config& c) {
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
   ps.outer_lr = static_cast<float>(r.number("topology.outer_lr", 1e-6, 100));
   ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum", 0, 0.999999));
+  read_streaming(r, c);
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;
   ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda", 0, 1e6));

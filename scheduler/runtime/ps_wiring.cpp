@@ -87,7 +87,11 @@ caf::actor spawn_one(caf::actor_system& sys, const actors::shard_config& sc, con
 
 shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
   shard_set s;
-  s.ranges = shard_ranges(initial.size(), setup.ps.shards);
+  s.ranges = setup.ps.streaming() ? fragment_ranges(models::layout_of(setup.spec), initial.size(), setup.ps.fragments)
+                                    : shard_ranges(initial.size(), setup.ps.shards);
+  check(s.ranges.size() == static_cast<std::size_t>(setup.ps.shards),
+        "topology.fragments = " + std::to_string(setup.ps.fragments) + " needs as many shards, not " +
+          std::to_string(setup.ps.shards));
   for (const auto& [b, e] : s.ranges)
     check(e > b, "topology.shards = " + std::to_string(setup.ps.shards) + " leaves a shard empty (the model has " +
                    std::to_string(initial.size()) + " parameters)");
@@ -182,6 +186,11 @@ actors::worker_config ps_worker(const topology_setup& setup, const models::datas
   return wc;
 }
 
+/// A worker of the wiring: streaming DiLoCo's, or the parameter server's.
+caf::actor spawn_ps_worker(caf::actor_system& sys, actors::worker_config wc) {
+  return wc.ps.streaming() ? actors::spawn_streaming_worker(sys, std::move(wc)) : actors::spawn_worker(sys, std::move(wc));
+}
+
 /// The trained parameters, staleness and dropped pushes, from every shard
 /// (on any rank) into `out`; what went wrong, naming the shard, or "".
 std::string collect_shards(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
@@ -261,7 +270,7 @@ coordination run_ps_here(caf::actor_system& sys, caf::scoped_actor& self, const 
         shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0);
   std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
   for (int r = 0; r < setup.workers; ++r) {
-    local_workers.push_back(actors::spawn_worker(sys, ps_worker(setup, data, shards, r, self)));
+    local_workers.push_back(spawn_ps_worker(sys, ps_worker(setup, data, shards, r, self)));
     if (!setup.sim)
       guard.add(local_workers.back());
     handles.push_back(place_here(setup, local_workers.back(), r, true));
@@ -297,7 +306,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
     const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
     const int rank = setup.node->rank();
     auto got = run_worker_across(
-      sys, setup, [&](const caf::actor& to) { return actors::spawn_worker(sys, ps_worker(setup, data, shards, rank, to)); },
+      sys, setup, [&](const caf::actor& to) { return spawn_ps_worker(sys, ps_worker(setup, data, shards, rank, to)); },
       [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
       on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles), ps_elastic(sys, setup, shards));
     if (!got) { // not rank 0: its worker is done
@@ -351,12 +360,23 @@ std::int64_t ps_time_grid(const topology_setup& s) {
   return s.ps.sync && s.ps.backups() == 0 ? checkpoint_versions_apart : every_step(s);
 }
 
-std::string local_sgd_mode(const topology_setup&) { return "local-sgd"; }
+std::string local_sgd_mode(const topology_setup& s) { return s.ps.streaming() ? "local-sgd-streaming" : "local-sgd"; }
 std::string local_sgd_describe(const topology_setup& s) {
+  if (s.ps.streaming())
+    return fmt::format("streaming local SGD, {} fragments each averaged every {} steps, staggered, pulled {} steps "
+                       "after the push (merge alpha {})",
+                       s.ps.fragments, s.ps.local_steps, s.ps.sync_delay, s.ps.merge_alpha);
   return fmt::format("local SGD, average every {} steps", s.ps.local_steps);
 }
-std::string diloco_mode(const topology_setup& s) { return s.ps.outer_async() ? "diloco-async" : "diloco"; }
+std::string diloco_mode(const topology_setup& s) {
+  return s.ps.outer_async() ? "diloco-async" : s.ps.streaming() ? "diloco-streaming" : "diloco";
+}
 std::string diloco_describe(const topology_setup& s) {
+  if (s.ps.streaming())
+    return fmt::format("streaming DiLoCo, {} fragments each every {} steps, staggered, pulled {} steps after the push "
+                       "(merge alpha {}), through an outer Nesterov step (lr {}, momentum {})",
+                       s.ps.fragments, s.ps.local_steps, s.ps.sync_delay, s.ps.merge_alpha, s.ps.outer_lr,
+                       s.ps.outer_momentum);
   if (s.ps.outer_async())
     return fmt::format("async DiLoCo, each worker's pseudo-gradient every {} steps through an outer Nesterov step "
                        "(lr {}, momentum {}) as it comes",

@@ -26,6 +26,29 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
   return r;
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> fragment_ranges(const models::param_layout& layout, std::size_t n,
+                                                                  int parts) {
+  const auto tensors = layout.offsets.size();
+  check(parts >= 1 && static_cast<std::size_t>(parts) <= tensors,
+        "topology.fragments = " + std::to_string(parts) + ": the model has " + std::to_string(tensors) +
+          " tensors, and a fragment is one or more whole tensors");
+  std::vector<std::pair<std::size_t, std::size_t>> r;
+  std::size_t begin = 0, t = 0;
+  for (int g = 0; g + 1 < parts; ++g) {
+    // Cut at the first tensor edge past this group's share, leaving a
+    // tensor for each group after it.
+    const std::size_t share = n * static_cast<std::size_t>(g + 1) / static_cast<std::size_t>(parts);
+    std::size_t cut = t + 1;
+    while (cut + static_cast<std::size_t>(parts - g - 1) < tensors && layout.offsets[cut] < share)
+      ++cut;
+    r.emplace_back(begin, layout.offsets[cut]);
+    begin = layout.offsets[cut];
+    t = cut;
+  }
+  r.emplace_back(begin, n);
+  return r;
+}
+
 std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int degree, std::uint64_t seed) {
   check(n >= 1, "gossip needs at least one worker");
   std::vector<std::set<int>> adj(static_cast<std::size_t>(n));

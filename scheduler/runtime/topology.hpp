@@ -192,6 +192,12 @@ struct topology_outcome {
 
 /// Even ranges of a buffer of `n` floats for `parts` shards (16-aligned edges).
 std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int parts);
+/// Streaming DiLoCo's fragments: `parts` ranges of whole tensors covering
+/// the buffer of n floats in order, each near an equal share of it (the
+/// padding after a tensor goes with it). Throws when there are fewer
+/// tensors than parts.
+std::vector<std::pair<std::size_t, std::size_t>> fragment_ranges(const models::param_layout& layout, std::size_t n,
+                                                                  int parts);
 
 /// Gossip graph: each rank's neighbours (symmetric, no self loops).
 std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int degree, std::uint64_t seed);
