@@ -27,61 +27,6 @@ slice params_copy(const shard_state& s) {
   return out;
 }
 
-snapshot take_snapshot(const shard_state& s) {
-  snapshot out;
-  out.who = "shard " + std::to_string(s.cfg.id);
-  out.step = s.version;
-  out.put("params", s.params.to_vector());
-  auto saved = s.opt->save();
-  out.put("moments", std::move(saved.moments));
-  out.put("optimizer_steps", saved.steps);
-  out.put("range", std::vector<std::int64_t>{static_cast<std::int64_t>(s.cfg.begin), static_cast<std::int64_t>(s.cfg.end)});
-  out.put("clocks", s.clocks);
-  out.put("dropped", s.dropped);
-  std::vector<std::int64_t> live;
-  for (bool l : s.live)
-    live.push_back(l ? 1 : 0);
-  out.put("live", live); // after a lost worker: whose clocks a resume at the survivors' count keeps
-  out.put("staleness", s.staleness);
-  out.put("max_gap", s.max_gap);
-  return out;
-}
-
-void restore(shard_state& s, const snapshot& in) {
-  const auto& range = in.i("range");
-  check(range.size() == 2 && range[0] == static_cast<std::int64_t>(s.cfg.begin) &&
-          range[1] == static_cast<std::int64_t>(s.cfg.end),
-        in.who + ": the checkpoint's shard covers another range of the parameters (another topology.shards?)");
-  const auto& p = in.f("params");
-  check(p.size() == len(s), in.who + ": " + std::to_string(p.size()) + " parameters for a slice of " + std::to_string(len(s)));
-  std::memcpy(s.params.data(), p.data(), len(s) * sizeof(float));
-  s.opt->load({in.one("optimizer_steps"), in.f("moments")});
-  auto clocks = in.i("clocks");
-  auto dropped = in.i("dropped");
-  if (in.has("live") && clocks.size() != s.clocks.size()) { // saved after a loss: the survivors', renumbered
-    const auto& live = in.i("live");
-    check(live.size() == clocks.size() && dropped.size() == clocks.size(), in.who + ": malformed live flags");
-    std::vector<std::int64_t> c, d;
-    for (std::size_t r = 0; r < live.size(); ++r)
-      if (live[r] != 0) {
-        c.push_back(clocks[r]);
-        d.push_back(dropped[r]);
-      }
-    clocks = std::move(c);
-    dropped = std::move(d);
-  }
-  check(clocks.size() == s.clocks.size() && dropped.size() == s.dropped.size(),
-        in.who + ": clocks of " + std::to_string(clocks.size()) + " workers for " + std::to_string(s.clocks.size()));
-  s.clocks = clocks;
-  s.dropped = dropped;
-  s.staleness = in.i("staleness");
-  for (auto c : s.staleness)
-    check(c >= 0, in.who + ": a negative staleness count");
-  s.max_gap = in.one("max_gap");
-  s.version = in.has("shard_version") ? in.one("shard_version") : in.step;
-  check(s.version >= 0, in.who + ": negative version");
-}
-
 /// After the version moved: the copies due, the snapshot requests it satisfies.
 void after_version(shard_state& s) {
   s.copies->after_version(s.version, [&] { return take_snapshot(s); });
@@ -94,15 +39,38 @@ void record(shard_state& s, std::int64_t staleness) {
   ++s.staleness[i];
 }
 
-void apply(shard_state& s, const float* grad, float lr_scale) {
+/// One update of the shard's parameters: the optimizer's step (or, with
+/// `plain`, SGD at the outer lr, the optimizer's state left alone); a new
+/// version.
+void apply(shard_state& s, const float* grad, float lr_scale, bool plain = false) {
   trace_scope span(s.tr, "apply", s.version);
   kernels::flush_denormals_on_this_thread();
-  s.opt->begin_step();
-  s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
+  if (plain) {
+    kernels::backend_for(kernels::device::cpu()).axpy(len(s), -s.cfg.ps.outer_lr * lr_scale, grad, s.params.data());
+  } else {
+    s.opt->begin_step();
+    s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
+  }
   if (s.cfg.vclock) // virtual time: the shard is busy for as long as the model says applying takes
     s.cfg.vclock->charge_apply(static_cast<std::int64_t>(len(s)) * static_cast<std::int64_t>(sizeof(float)));
   ++s.version;
   after_version(s);
+}
+
+/// Delayed Nesterov (ps_options::delayed_nesterov): a plain step for each
+/// push but every outer_delay-th, which is the Nesterov step on the mean
+/// of the last outer_delay pushes.
+void apply_delayed(shard_state& s, const float* grad, float lr_scale) {
+  auto& be = kernels::backend_for(kernels::device::cpu());
+  be.axpy(len(s), lr_scale, grad, s.delayed.data());
+  if (++s.delayed_count < s.cfg.ps.outer_delay) {
+    apply(s, grad, lr_scale, true);
+    return;
+  }
+  be.scale(len(s), 1.f / static_cast<float>(s.delayed_count), s.delayed.data());
+  apply(s, s.delayed.data(), 1.f);
+  be.fill(s.delayed.data(), len(s), 0.f);
+  s.delayed_count = 0;
 }
 
 std::int64_t slowest(const shard_state& st) {
@@ -248,6 +216,30 @@ void reform(shard_state& st, int generation, const std::vector<std::int64_t>& su
   answer_pulls(st); // SSP: the slowest clock may have moved on
 }
 
+/// An async push, applied at once: at lr / staleness (staleness_lr) times
+/// the worker's lr_scale, DC-ASGD's correction first; recorded.
+void apply_async(shard_state& st, int rank, std::int64_t step, std::int64_t staleness, const slice& grad) {
+  float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
+  if (static_cast<std::size_t>(rank) < st.cfg.worker_lr_scale.size())
+    scale *= static_cast<float>(st.cfg.worker_lr_scale[static_cast<std::size_t>(rank)]);
+  const float* g = grad.data();
+  if (st.cfg.ps.dc() > 0.f) { // delay compensation
+    const float* w = st.params.data();
+    const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
+    float* c = st.corrected.data();
+    const float lambda = st.cfg.ps.dc();
+    for (std::size_t k = 0; k < len(st); ++k)
+      c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
+    g = c;
+  }
+  note(st, {false, rank, step, staleness});
+  if (st.cfg.ps.delayed_nesterov())
+    apply_delayed(st, g, scale);
+  else
+    apply(st, g, scale);
+  answer_pulls(st); // SSP: this push may have advanced the slowest clock
+}
+
 /// A compressed push as the dense slice it stands for (a fresh one: a sync
 /// or local-SGD shard holds it until the version completes). Throws
 /// gradwire::error naming what is wrong with a malformed payload.
@@ -300,22 +292,7 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   }
   record(st, staleness);
   if (!st.cfg.ps.sync) {
-    float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
-    if (static_cast<std::size_t>(rank) < st.cfg.worker_lr_scale.size())
-      scale *= static_cast<float>(st.cfg.worker_lr_scale[static_cast<std::size_t>(rank)]);
-    const float* g = dense.data();
-    if (st.cfg.ps.dc() > 0.f) { // delay compensation
-      const float* w = st.params.data();
-      const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
-      float* c = st.corrected.data();
-      const float lambda = st.cfg.ps.dc();
-      for (std::size_t k = 0; k < len(st); ++k)
-        c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
-      g = c;
-    }
-    note(st, {false, rank, step, staleness});
-    apply(st, g, scale);
-    answer_pulls(st); // SSP: this push may have advanced the slowest clock
+    apply_async(st, rank, step, staleness, dense);
     return {{}, staleness};
   }
   if (!hold(st, rank, dense, samples))
@@ -355,6 +332,8 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.live.assign(s.clocks.size(), true);
   if (cfg.compress.mode != models::compress_mode::none)
     s.decoder = std::make_unique<models::compressor>(cfg.compress, len(s));
+  if (cfg.ps.delayed_nesterov())
+    s.delayed = slice::zeros({static_cast<std::int64_t>(len(s))});
   if (cfg.ps.dc() > 0.f) {
     s.read.assign(s.clocks.size(), initial);
     s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});

@@ -71,6 +71,10 @@ struct shard_state {
   slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
   /// transport.compress: decodes the workers' payloads into dense slices.
   std::unique_ptr<models::compressor> decoder;
+  /// Delayed Nesterov (ps_options::delayed_nesterov): the pushes since the
+  /// last Nesterov step, summed, and how many.
+  slice delayed;
+  std::int64_t delayed_count = 0;
   trace_ref tr;
   std::optional<shard_copies> copies; ///< for checkpoints (shard_copies.hpp)
   std::unique_ptr<record_writer> rec; ///< experiment.record: this shard's updates, in order
@@ -89,6 +93,10 @@ struct push_outcome {
 };
 
 std::size_t len(const shard_state& s);
+/// The shard's state for a checkpoint (shard_snapshot.cpp), and back;
+/// restore throws when the snapshot is another shard's or malformed.
+snapshot take_snapshot(const shard_state& s);
+void restore(shard_state& s, const snapshot& in);
 bool ready(const shard_state& st, std::int64_t min_version, std::int64_t min_clock);
 /// The slice for a pull by `rank` (recorded as answered).
 slice answer(shard_state& st, int rank);

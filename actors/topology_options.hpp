@@ -37,6 +37,12 @@ struct ps_options {
   /// optimizer; staleness counts outer versions.
   bool outer = false;
   float outer_lr = 0.7f, outer_momentum = 0.9f;
+  /// Async DiLoCo's delayed Nesterov (Liu et al. 2024), as forgather's
+  /// async DiLoCo server applies it: of every outer_delay pushes, the
+  /// first outer_delay - 1 are plain steps at outer_lr (the momentum left
+  /// alone), and the last is the outer optimizer's Nesterov step on the
+  /// mean of all outer_delay; 0 or 1: every push a Nesterov step.
+  int outer_delay = 0;
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
   /// Streaming DiLoCo (Douillard et al. 2025; sync local SGD and DiLoCo):
@@ -57,6 +63,8 @@ struct ps_options {
   bool local_sgd() const { return local_steps > 0 && !outer_async(); }
   /// Shards with an outer optimizer (DiLoCo, sync or async).
   bool diloco() const { return local_steps > 0 && outer; }
+  /// Async DiLoCo with delayed Nesterov in effect.
+  bool delayed_nesterov() const { return outer_async() && outer_delay > 1; }
   /// Streaming: fragments exchanged on their own schedules, each exchange
   /// overlapping sync_delay inner steps.
   bool streaming() const { return local_sgd() && fragments >= 1; }

@@ -134,6 +134,23 @@ void read_train(reader& r, run_config& c) {
 
 }
 
+/// Gossip's keys: the rule, the graph, its compression.
+void read_gossip(reader& r, run_config& c) {
+  c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
+  c.gossip.graph = r.str("topology.graph");
+  if (c.gossip.graph == "exponential" && c.family && c.family->kind == topology_kind::gossip) {
+    check(c.workers >= 2 && (c.workers & (c.workers - 1)) == 0,
+          r.loc("topology.graph") + " = \"exponential\" needs a power of 2 of workers, and topology.workers = " +
+            std::to_string(c.workers));
+    check(c.gossip.mode == actors::gossip_mode::dpsgd,
+          r.loc("topology.graph") + " = \"exponential\" is D-PSGD's one-peer schedule; AD-PSGD picks its own peers "
+            "(use ring, torus, random or complete)");
+  }
+  c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
+  c.gossip.rule = r.str("topology.gossip_compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
+  c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr", 0, 1)); // 0: by the mode
+}
+
 /// Streaming DiLoCo's keys: fragments, sync_delay, merge_alpha (after
 /// topology.local_steps and the mode).
 void read_streaming(reader& r, run_config& c) {
@@ -191,6 +208,10 @@ void read_topology(reader& r, run_config& c) {
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
   ps.outer_lr = static_cast<float>(r.number("topology.outer_lr", 1e-6, 100));
   ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum", 0, 0.999999));
+  ps.outer_delay = static_cast<int>(r.integer("topology.outer_delay", 0, 1 << 20));
+  check(ps.outer_delay <= 1 || (ps.outer && c.mode == "async"),
+        r.loc("topology.outer_delay") + " = " + std::to_string(ps.outer_delay) + ": delayed Nesterov is async " +
+          "DiLoCo's (topology.kind = \"diloco\", mode \"async\"), not " + c.topology + " " + c.mode);
   read_streaming(r, c);
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;
@@ -215,19 +236,7 @@ void read_topology(reader& r, run_config& c) {
   check(ring.balance_every == 0 || (c.family && c.family->splits_batch),
         r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
                                           "(topology.kind ring or hierarchical), not " + c.topology);
-  c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
-  c.gossip.graph = r.str("topology.graph");
-  if (c.gossip.graph == "exponential" && c.family && c.family->kind == topology_kind::gossip) {
-    check(c.workers >= 2 && (c.workers & (c.workers - 1)) == 0,
-          r.loc("topology.graph") + " = \"exponential\" needs a power of 2 of workers, and topology.workers = " +
-            std::to_string(c.workers));
-    check(c.gossip.mode == actors::gossip_mode::dpsgd,
-          r.loc("topology.graph") + " = \"exponential\" is D-PSGD's one-peer schedule; AD-PSGD picks its own peers "
-            "(use ring, torus, random or complete)");
-  }
-  c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
-  c.gossip.rule = r.str("topology.gossip_compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
-  c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr", 0, 1)); // 0: by the mode
+  read_gossip(r, c);
   c.same_init = r.boolean("topology.same_init");
 }
 

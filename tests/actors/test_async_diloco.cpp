@@ -3,6 +3,7 @@
 // One worker is sync DiLoCo bit for bit; at 3 workers in lock step every
 // pseudo-gradient after the first round is N - 1 outer versions stale,
 // the same on any thread count; and with outer SGD at lr 1/N it learns.
+#include "actors/ps_shard.hpp"
 #include "topology_support.hpp"
 #include "virtual_support.hpp"
 
@@ -70,4 +71,56 @@ TEST_CASE("async DiLoCo in lock step: pseudo-gradients N - 1 outer versions stal
   const auto [before, after] = losses(setup, outs[0].params, data);
   INFO("loss before " << before << ", after " << after);
   CHECK(after < 0.7 * before);
+}
+
+TEST_CASE("async DiLoCo's delayed Nesterov: plain steps between, a Nesterov step on the mean every N pushes") {
+  actor_env env;
+  actors::shard_config sc;
+  sc.id = 0;
+  sc.end = 64;
+  sc.workers = 1;
+  sc.ps.sync = false;
+  sc.ps.local_steps = 4;
+  sc.ps.outer = true;
+  sc.ps.outer_lr = 0.5f;
+  sc.ps.outer_momentum = 0.9f;
+  sc.ps.outer_delay = 3;
+  REQUIRE(sc.ps.delayed_nesterov());
+  auto shard = actors::spawn_ps_shard(*env.sys, sc, actors::slice::zeros({64}));
+  caf::scoped_actor self{*env.sys};
+  auto push = [&](float value, std::int64_t version) {
+    auto g = actors::slice::empty({64});
+    for (std::int64_t i = 0; i < 64; ++i)
+      g.data()[i] = value * static_cast<float>(i + 1);
+    self->request(shard, std::chrono::seconds(10), actors::push_atom::value, 0, version, version, std::int64_t{16}, g)
+      .receive([](std::int64_t, std::int64_t) {}, [&](caf::error& e) { FAIL(env.sys->render(e)); });
+  };
+  auto params = [&] {
+    std::vector<float> out;
+    self->request(shard, std::chrono::seconds(10), actors::fetch_atom::value)
+      .receive([&](std::int64_t, const actors::slice& p) { out = p.to_vector(); },
+               [&](caf::error& e) { FAIL(env.sys->render(e)); });
+    return out;
+  };
+  // Six pushes of g_k = c_k (1, 2, ..., 64): k = 1, 2 plain, 3 Nesterov on
+  // the mean of 1..3; 4, 5 plain, 6 Nesterov on the mean of 4..6 with the
+  // momentum of the first.
+  const float c[] = {1.f, 2.f, 3.f, -1.f, 0.5f, 2.f};
+  double w = 0, buf = 0; // per unit of (i + 1)
+  for (int k = 0; k < 6; ++k) {
+    push(c[k], k);
+    if (k % 3 < 2) {
+      w -= 0.5 * c[k];
+    } else {
+      const double mean = (c[k - 2] + c[k - 1] + c[k]) / 3.0;
+      buf = k == 2 ? mean : 0.9 * buf + mean;
+      w -= 0.5 * (mean + 0.9 * buf);
+    }
+    const auto p = params();
+    REQUIRE(p.size() == 64);
+    INFO("after push " << k + 1);
+    for (std::size_t i = 0; i < 64; i += 21)
+      CHECK(p[i] == Approx(w * static_cast<double>(i + 1)).epsilon(1e-5));
+  }
+  anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }
