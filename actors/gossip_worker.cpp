@@ -1,3 +1,4 @@
+#include "actors/gossip_graph.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -69,6 +70,13 @@ struct gossip_state : worker_core {
   int generation = 0; ///< the last reform taken (lost neighbours left out)
   /// D-PSGD with transport.compress: CHOCO-SGD or naive compressed gossip.
   std::unique_ptr<models::compressed_gossip> squeeze;
+  /// Graphs redrawn every step (gossip_options::graph_seed): the ranks
+  /// lost to the job (left out of every graph), and the graphs of the
+  /// steps at hand (this one and later ones whose messages came early: a
+  /// worker that is not this one's neighbour for a few steps may run
+  /// that many steps ahead).
+  std::vector<bool> gone;
+  std::map<std::int64_t, std::pair<std::vector<int>, std::vector<float>>> drawn;
   static inline const char* name = "gossip_worker";
 };
 
@@ -88,15 +96,53 @@ int hop_of(const gossip_state& st) {
   return 1 << static_cast<int>(st.step % std::max(1, hops));
 }
 
+bool redrawn(const gossip_state& st) { return st.cfg.gossip.graph_seed != 0 && !st.cfg.graph.empty(); }
+
+/// A redrawn graph's neighbours of this rank at `step` (lost ranks left
+/// out) and their Metropolis weights on that step's graph, then its own.
+const std::pair<std::vector<int>, std::vector<float>>& graph_at(gossip_state& st, std::int64_t step) {
+  if (const auto it = st.drawn.find(step); it != st.drawn.end())
+    return it->second;
+  const auto g = graph_of_step(st.cfg.world, st.cfg.gossip.degree, st.cfg.gossip.graph_seed, step);
+  const auto live = [&st](int r) { return st.gone.empty() || !st.gone[static_cast<std::size_t>(r)]; };
+  std::vector<int> peers;
+  for (int j : g[static_cast<std::size_t>(st.cfg.rank)])
+    if (live(j))
+      peers.push_back(j);
+  auto weights = metropolis_weights(peers, [&](int j) {
+    std::size_t d = 0;
+    for (int k : g[static_cast<std::size_t>(j)])
+      d += live(k) ? 1 : 0;
+    return d;
+  });
+  while (!st.drawn.empty() && st.drawn.begin()->first < st.step) // steps past: no message can come for them
+    st.drawn.erase(st.drawn.begin());
+  return st.drawn[step] = {std::move(peers), std::move(weights)};
+}
+
 /// Whom this step's parameters go to, and whose are mixed in.
-std::vector<int> send_to(const gossip_state& st) {
+std::vector<int> send_to(gossip_state& st) {
+  if (redrawn(st))
+    return graph_at(st, st.step).first;
   return one_peer(st) ? std::vector<int>{(st.cfg.rank + hop_of(st)) % st.cfg.world} : st.cfg.graph;
 }
-std::vector<int> take_from(const gossip_state& st) {
+std::vector<int> take_from(gossip_state& st) {
+  if (redrawn(st))
+    return graph_at(st, st.step).first;
   return one_peer(st) ? std::vector<int>{(st.cfg.rank - hop_of(st) + st.cfg.world) % st.cfg.world} : st.cfg.graph;
 }
 /// Their weights, then this worker's own.
-std::vector<float> weights_of(const gossip_state& st) { return one_peer(st) ? std::vector<float>{0.5f, 0.5f} : st.cfg.mix_weights; }
+std::vector<float> weights_of(gossip_state& st) {
+  if (redrawn(st))
+    return graph_at(st, st.step).second;
+  return one_peer(st) ? std::vector<float>{0.5f, 0.5f} : st.cfg.mix_weights;
+}
+
+/// Whether `rank` is a neighbour at `step`.
+bool neighbour_at(gossip_state& st, std::int64_t step, int rank) {
+  const auto& peers = redrawn(st) ? graph_at(st, step).first : st.cfg.graph;
+  return std::find(peers.begin(), peers.end(), rank) != peers.end();
+}
 
 slice params_copy(const gossip_state& st) { return copy_of(st.model->params()); }
 
@@ -299,6 +345,17 @@ void exchange(gossip_actor* self) {
 void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_t>& survivors) {
   auto& st = self->state;
   const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
+  if (redrawn(st) && generation > st.generation && me != survivors.end()) { // every graph from here on leaves them out
+    st.generation = generation;
+    st.gone.assign(static_cast<std::size_t>(st.cfg.world), true);
+    for (auto r : survivors)
+      if (r >= 0 && r < st.cfg.world)
+        st.gone[static_cast<std::size_t>(r)] = false;
+    st.drawn.clear();
+    st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
+    try_mix(self);
+    return;
+  }
   if (generation <= st.generation || me == survivors.end() || st.cfg.whole_graph.empty())
     return;
   st.generation = generation;
@@ -355,9 +412,9 @@ void init_compression(gossip_actor* self) {
 
 /// A neighbour's D-PSGD parameters (or payload) for `step`: false, with a
 /// warning, when they cannot be mixed.
-bool acceptable(const gossip_state& s, std::int64_t step, int rank, const slice& theirs) {
+bool acceptable(gossip_state& s, std::int64_t step, int rank, const slice& theirs) {
   std::string why;
-  if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() || step < s.step)
+  if (step < s.step || !neighbour_at(s, step, rank))
     why = "not a neighbour, or a past step";
   else if (!s.squeeze && static_cast<std::size_t>(theirs.numel()) != s.model->size())
     why = "expected " + std::to_string(s.model->size()) + " values";

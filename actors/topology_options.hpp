@@ -10,6 +10,7 @@
 #include "models/compressed_gossip.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,10 @@ struct gossip_options {
   /// time-varying one-peer exponential graph (D-PSGD; a power of 2 of workers)
   std::string graph = "ring";
   int degree = 3;             ///< random graph: neighbours per worker (at least)
+  /// D-PSGD on the random graph: nonzero, every step's graph is drawn
+  /// anew from (graph_seed, step), the same on every worker
+  /// (gossip_graph.hpp's graph_of_step); 0: one graph for the run.
+  std::uint64_t graph_seed = 0;
   /// transport.compress on D-PSGD: CHOCO-SGD's estimates, or naive
   /// compressed gossip (models/compressed_gossip.hpp), and the consensus
   /// step gamma both take (0: models::consensus_step of the mode).

@@ -147,6 +147,10 @@ void read_gossip(reader& r, run_config& c) {
             "(use ring, torus, random or complete)");
   }
   c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
+  c.gossip.graph_seed = static_cast<std::uint64_t>(r.integer("topology.graph_seed", 0, std::int64_t{1} << 40));
+  check(c.gossip.graph_seed == 0 || (c.gossip.graph == "random" && c.gossip.mode == actors::gossip_mode::dpsgd),
+        r.loc("topology.graph_seed") + ": graphs redrawn every step are D-PSGD's on topology.graph = \"random\" " +
+          "(topology.gossip = \"dpsgd\")");
   c.gossip.rule = r.str("topology.gossip_compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
   c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr", 0, 1)); // 0: by the mode
 }

@@ -127,6 +127,7 @@ const std::vector<key_spec>& config_schema() {
     {"topology.graph", vt::string, "\"ring\"", {"ring", "torus", "random", "complete", "exponential"},
      "gossip: the communication graph; exponential: D-PSGD with one peer a step, at distance 2^(t mod log2 n) (Ying et al. 2021; a power of 2 of workers, averaging exactly in log2 n steps)"},
     {"topology.degree", vt::integer, "3", {}, "gossip, random graph: neighbours per worker (at least; a ring keeps it connected)"},
+    {"topology.graph_seed", vt::integer, "0", {}, "gossip (D-PSGD) on the random graph: nonzero, a new random graph every step, drawn from (graph_seed, step) alike on every worker, with Metropolis weights on that step's graph; 0: one graph for the run"},
     {"topology.gossip_compression", vt::string, "\"choco\"", {"choco", "naive"},
      "gossip (D-PSGD) with transport.compress: choco = CHOCO-SGD, each worker keeps estimates of its neighbours' parameters and sends its own parameters' compressed change against them (converges under any compression); naive = mixes the neighbours' compressed parameters (docs/compression.md)"},
     {"topology.consensus_lr", vt::number, "0.0", {}, "gossip with transport.compress: the consensus step gamma in x_i += gamma * sum_j w_ij (x^_j - x^_i), in (0, 1]; 0 = by the mode: 2 x compress_ratio for topk and randk, 0.5 for sign, 1 for bf16 (larger steps stall or diverge under strong compression, docs/compression.md)"},

@@ -32,8 +32,9 @@ void read_compression(reader& r, run_config& c) {
   check(!gossip || c.gossip.mode == actors::gossip_mode::dpsgd,
         r.loc("transport.compress") + ": " + mode + " with topology.gossip = \"adpsgd\": compressed gossip " +
           "(CHOCO-SGD) keeps estimates of fixed neighbours in lock step; use topology.gossip = \"dpsgd\"");
-  check(!gossip || c.gossip.graph != "exponential",
-        r.loc("transport.compress") + ": " + mode + " with topology.graph = \"exponential\": compressed gossip " +
+  check(!gossip || (c.gossip.graph != "exponential" && c.gossip.graph_seed == 0),
+        r.loc("transport.compress") + ": " + mode + " with a graph that changes every step (topology.graph = " +
+          "\"exponential\" or topology.graph_seed): compressed gossip " +
           "keeps an estimate of each neighbour, so it needs a fixed graph (ring, torus, random or complete)");
   check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
                                      " with topology.balance_every > 0: a compressed ring does not balance batches");

@@ -12,6 +12,7 @@
 /// | hierarchical | N workers, N peers in groups | ring in each group, ring of group leaders |
 /// | gossip | N workers on a graph | D-PSGD neighbour averaging or AD-PSGD pairwise averaging |
 
+#include "actors/gossip_graph.hpp"
 #include "actors/messages.hpp"
 #include "models/compress.hpp"
 #include "actors/snapshot.hpp"
@@ -199,8 +200,7 @@ std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int
 std::vector<std::pair<std::size_t, std::size_t>> fragment_ranges(const models::param_layout& layout, std::size_t n,
                                                                   int parts);
 
-/// Gossip graph: each rank's neighbours (symmetric, no self loops).
-std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int degree, std::uint64_t seed);
+using actors::gossip_graph; ///< actors/gossip_graph.hpp
 
 /// Runs the topology on `data`; throws gradwire::error naming the rank or
 /// shard when a worker fails or does not report within the timeout.
