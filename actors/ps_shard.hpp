@@ -58,7 +58,7 @@ struct shard_config {
   std::int64_t last_version = 0;
   models::optimizer_spec opt;
   /// transport.compress: the workers push compressed payloads (bf16, topk,
-  /// randk, sign; models/compress.hpp), which the shard decodes before it
+  /// randk, sign, int8; models/compress.hpp), which the shard decodes before it
   /// takes them. On local-SGD and DiLoCo shards a compressed push is a
   /// pseudo-gradient (the parameters pulled at the round's start minus the
   /// worker's own), averaged and applied as an outer step.

@@ -13,7 +13,7 @@ namespace gradwire::models {
 
 namespace {
 
-constexpr const char* mode_names[] = {"none", "bf16", "topk", "randk", "sign", "powersgd"};
+constexpr const char* mode_names[] = {"none", "bf16", "topk", "randk", "sign", "powersgd", "int8"};
 
 std::uint32_t bits_of(float f) {
   std::uint32_t u;
@@ -61,6 +61,7 @@ std::size_t payload_words(const compress_spec& s, std::size_t n) {
   case compress_mode::topk:
   case compress_mode::randk: return 1 + 2 * kept_count(s.ratio, n);
   case compress_mode::sign: return 1 + (n + 31) / 32;
+  case compress_mode::int8: return (n + int8_block - 1) / int8_block + (n + 3) / 4;
   default: return n;
   }
 }
@@ -82,6 +83,7 @@ std::vector<std::uint32_t> compressor::encode(const float* g, std::int64_t step,
     c[i] = g[i] + e[i];
   auto out = spec_.mode == compress_mode::bf16 ? encode_bf16(c)
              : sparse(spec_.mode)             ? encode_sparse(c, step, rank)
+             : spec_.mode == compress_mode::int8 ? encode_int8(c)
                                               : encode_sign(c);
   if (spec_.error_feedback)
     accumulate(out.data(), out.size(), -1.f, residual_.data());
@@ -140,6 +142,26 @@ std::vector<std::uint32_t> compressor::encode_sign(const float* c) const {
   return out;
 }
 
+std::vector<std::uint32_t> compressor::encode_int8(const float* c) const {
+  const std::size_t blocks = (n_ + int8_block - 1) / int8_block;
+  std::vector<std::uint32_t> out(payload_words(spec_, n_), 0u);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t begin = b * int8_block, end = std::min(n_, begin + int8_block);
+    float m = 0.f;
+    for (std::size_t i = begin; i < end; ++i)
+      m = std::max(m, std::fabs(c[i]));
+    const float scale = std::isfinite(m) ? m / 127.f : 0.f; // a non-finite block is sent as zeros
+    out[b] = bits_of(scale);
+    for (std::size_t i = begin; i < end && scale > 0.f; ++i) {
+      const float r = std::nearbyint(c[i] / scale);
+      const float q = std::isnan(r) ? 0.f : std::clamp(r, -127.f, 127.f); // a NaN value is sent as 0
+      const auto byte = static_cast<std::uint32_t>(static_cast<std::uint8_t>(static_cast<std::int8_t>(q)));
+      out[blocks + i / 4] |= byte << (8 * (i % 4));
+    }
+  }
+  return out;
+}
+
 void compressor::check(const std::uint32_t* words, std::size_t count) const {
   const auto fail = [&](const std::string& what) {
     throw error(std::string("a ") + compress_name(spec_.mode) + " payload of " + std::to_string(count) +
@@ -147,6 +169,12 @@ void compressor::check(const std::uint32_t* words, std::size_t count) const {
   };
   if (count != payload_words(spec_, n_))
     fail("expected " + std::to_string(payload_words(spec_, n_)) + " words");
+  if (spec_.mode == compress_mode::int8)
+    for (std::size_t b = 0; b < (n_ + int8_block - 1) / int8_block; ++b) {
+      const float scale = float_of(words[b]);
+      if (!std::isfinite(scale) || scale < 0.f)
+        fail("block " + std::to_string(b) + " has the scale " + std::to_string(scale));
+    }
   if (!sparse(spec_.mode))
     return;
   const std::size_t k = words[0];
@@ -169,6 +197,14 @@ void compressor::accumulate(const std::uint32_t* words, std::size_t count, float
     const float s = float_of(words[0]) * scale;
     for (std::size_t i = 0; i < n_; ++i)
       out[i] += (words[1 + i / 32] >> (i % 32)) & 1u ? -s : s;
+    break;
+  }
+  case compress_mode::int8: {
+    const std::size_t blocks = (n_ + int8_block - 1) / int8_block;
+    for (std::size_t i = 0; i < n_; ++i) {
+      const auto q = static_cast<std::int8_t>(static_cast<std::uint8_t>(words[blocks + i / 4] >> (8 * (i % 4))));
+      out[i] += scale * (float_of(words[i / int8_block]) * static_cast<float>(q));
+    }
     break;
   }
   default: {

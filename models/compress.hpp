@@ -17,6 +17,10 @@
 ///   payload as topk.
 /// - sign: the scaled sign (||c||_1 / n) x sign(c), as [scale, one bit per
 ///   value]: 1 + ceil(n / 32) words.
+/// - int8: blocks of 256 values, each with its scale max|c| / 127 and its
+///   values rounded to the nearest integer multiple of it (ties to even),
+///   as [the blocks' scales, four signed bytes a word]:
+///   ceil(n / 256) + ceil(n / 4) words.
 /// - powersgd: rank-r factors of every weight matrix (Vogels et al. 2019)
 ///   in two sums per step; see powersgd below.
 ///
@@ -34,7 +38,10 @@
 
 namespace gradwire::models {
 
-enum class compress_mode { none, bf16, topk, randk, sign, powersgd };
+enum class compress_mode { none, bf16, topk, randk, sign, powersgd, int8 };
+
+/// int8's values per scale.
+constexpr std::size_t int8_block = 256;
 
 std::optional<compress_mode> compress_mode_of(std::string_view name);
 const char* compress_name(compress_mode m);
@@ -52,7 +59,7 @@ std::size_t payload_words(const compress_spec& s, std::size_t n);
 /// topk and randk: how many values they keep of `n`.
 std::size_t kept_count(double ratio, std::size_t n);
 
-/// The one-round modes (bf16, topk, randk, sign) for a buffer of n floats.
+/// The one-round modes (bf16, topk, randk, sign, int8) for a buffer of n floats.
 class compressor {
 public:
   compressor(compress_spec spec, std::size_t n);
@@ -75,6 +82,7 @@ private:
   std::vector<std::uint32_t> encode_bf16(const float* c) const;
   std::vector<std::uint32_t> encode_sparse(const float* c, std::int64_t step, int rank) const;
   std::vector<std::uint32_t> encode_sign(const float* c) const;
+  std::vector<std::uint32_t> encode_int8(const float* c) const;
 
   compress_spec spec_;
   std::size_t n_;

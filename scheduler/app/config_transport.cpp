@@ -28,7 +28,7 @@ void read_compression(reader& r, run_config& c) {
           "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
   check(ring || z.mode != models::compress_mode::powersgd,
         r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
-          "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk or sign");
+          "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk, sign or int8");
   check(!gossip || c.gossip.mode == actors::gossip_mode::dpsgd,
         r.loc("transport.compress") + ": " + mode + " with topology.gossip = \"adpsgd\": compressed gossip " +
           "(CHOCO-SGD) keeps estimates of fixed neighbours in lock step; use topology.gossip = \"dpsgd\"");

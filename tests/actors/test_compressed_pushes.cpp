@@ -58,7 +58,8 @@ TEST_CASE("compressed pushes: sync PS, local SGD and DiLoCo at 3 workers repeat 
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 31);
   for (auto kind : {topology_kind::parameter_server, topology_kind::local_sgd, topology_kind::diloco})
-    for (auto mode : {compress_mode::bf16, compress_mode::topk, compress_mode::randk, compress_mode::sign}) {
+    for (auto mode : {compress_mode::bf16, compress_mode::topk, compress_mode::randk, compress_mode::sign,
+                      compress_mode::int8}) {
       INFO(kind_name(kind) << ", " << compress_name(mode));
       auto setup = pushes_setup(kind, mode, 0.05);
       std::vector<std::vector<float>> models;

@@ -27,7 +27,7 @@ scheduler::topology_setup compressed_setup(compress_mode mode, double ratio) {
 TEST_CASE("compressed ring: every mode repeats bit for bit with the payloads' arrival order varied") {
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 23);
-  for (auto mode : {compress_mode::bf16, compress_mode::topk, compress_mode::randk, compress_mode::sign,
+  for (auto mode : {compress_mode::bf16, compress_mode::topk, compress_mode::randk, compress_mode::sign, compress_mode::int8,
                     compress_mode::powersgd}) {
     INFO(compress_name(mode));
     auto setup = compressed_setup(mode, 0.05);

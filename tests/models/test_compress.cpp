@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -38,7 +40,8 @@ compress_spec spec_of(compress_mode m, double ratio = 0.05) {
 
 TEST_CASE("compress: error feedback conserves mass, exactly for top-k and random-k", "[compress]") {
   const std::size_t n = 1001;
-  for (auto m : {compress_mode::topk, compress_mode::randk, compress_mode::bf16, compress_mode::sign}) {
+  for (auto m : {compress_mode::topk, compress_mode::randk, compress_mode::bf16, compress_mode::sign,
+                 compress_mode::int8}) {
     INFO(compress_name(m));
     compressor c(spec_of(m), n);
     for (int step = 0; step < 5; ++step) {
@@ -75,7 +78,7 @@ TEST_CASE("compress: payload sizes follow the formulas", "[compress]") {
     compress_mode mode;
     std::size_t words;
   } cases[] = {{compress_mode::bf16, 501}, {compress_mode::topk, 1 + 2 * 51}, {compress_mode::randk, 1 + 2 * 51},
-               {compress_mode::sign, 1 + 32}};
+               {compress_mode::sign, 1 + 32}, {compress_mode::int8, 4 + 251}};
   for (const auto& k : cases) {
     INFO(compress_name(k.mode));
     compressor c(spec_of(k.mode), n);
@@ -113,6 +116,36 @@ TEST_CASE("compress: a malformed payload is refused before anything is written",
   refuse({3u, 0u, 1u, 300u, 0u, 0u, 0u}, "an index past the end");
   refuse({3u, 5u, 5u, 9u, 0u, 0u, 0u}, "a repeated index");
   refuse({3u, 9u, 5u, 7u, 0u, 0u, 0u}, "indices not ascending");
+  for (float v : out)
+    REQUIRE(v == 0.f);
+}
+
+TEST_CASE("compress: int8 rounds each value to its block's scale, and refuses a bad scale", "[compress]") {
+  const std::size_t n = 600; // blocks of 256, 256 and 88
+  auto g = random_values(n, 9);
+  g[300] = 40.f; // the second block's scale is 40 / 127
+  auto s = spec_of(compress_mode::int8);
+  s.error_feedback = false;
+  compressor c(s, n);
+  const auto p = c.encode(g.data(), 0, 0);
+  REQUIRE(p.size() == 3 + 150);
+  std::vector<float> back(n, 0.f);
+  c.accumulate(p.data(), p.size(), 1.f, back.data());
+  for (std::size_t b = 0; b < 3; ++b) {
+    float m = 0.f;
+    for (std::size_t i = b * 256; i < std::min(n, b * 256 + 256); ++i)
+      m = std::max(m, std::fabs(g[i]));
+    for (std::size_t i = b * 256; i < std::min(n, b * 256 + 256); ++i)
+      REQUIRE(std::fabs(back[i] - g[i]) <= 0.5f * m / 127.f * (1.f + 1e-5f));
+  }
+  REQUIRE(back[300] == Approx(40.f).epsilon(1e-6));
+  std::vector<float> out(n, 0.f);
+  for (float bad : {std::nanf(""), -1.f, std::numeric_limits<float>::infinity()}) {
+    auto q = p;
+    std::memcpy(&q[1], &bad, sizeof bad);
+    REQUIRE_THROWS_WITH(c.accumulate(q.data(), q.size(), 1.f, out.data()), Catch::Contains("block 1 has the scale"));
+  }
+  REQUIRE_THROWS(c.accumulate(p.data(), p.size() - 1, 1.f, out.data()));
   for (float v : out)
     REQUIRE(v == 0.f);
 }
@@ -193,7 +226,7 @@ TEST_CASE("compress: PowerSGD's blocks come from the model's tensors", "[compres
 
 TEST_CASE("compress: mode names round-trip and unknown ones are refused", "[compress]") {
   for (auto m : {compress_mode::none, compress_mode::bf16, compress_mode::topk, compress_mode::randk,
-                 compress_mode::sign, compress_mode::powersgd})
+                 compress_mode::sign, compress_mode::powersgd, compress_mode::int8})
     REQUIRE(compress_mode_of(compress_name(m)) == m);
   REQUIRE_FALSE(compress_mode_of("zip").has_value());
 }

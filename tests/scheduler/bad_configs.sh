@@ -130,7 +130,7 @@ case_ fragments_h '[topology]\nkind = "diloco"\nlocal_steps = 2\nfragments = 3\n
 case_ delay_h '[topology]\nkind = "diloco"\nlocal_steps = 8\nfragments = 4\nsync_delay = 2\n' 'delay_h.toml:5: topology.sync_delay = 2: .*within local_steps / fragments = 2'
 case_ fragments_ckpt '[topology]\nkind = "diloco"\nfragments = 2\n[train]\ncheckpoint_every = 8\n' 'fragments_ckpt.toml:3: topology.fragments: streaming does not checkpoint'
 case_ consensus_lr '[topology]\nkind = "gossip"\nconsensus_lr = 1.5\n' 'consensus_lr.toml:3: topology.consensus_lr'
-case_ compress_ps_powersgd '[topology]\nkind = "parameter-server"\n[transport]\ncompress = "powersgd"\n' 'compress_ps_powersgd.toml:4: transport.compress: transport.compress = "powersgd" needs the workers. factors summed.*takes bf16, topk, randk or sign'
+case_ compress_ps_powersgd '[topology]\nkind = "parameter-server"\n[transport]\ncompress = "powersgd"\n' 'compress_ps_powersgd.toml:4: transport.compress: transport.compress = "powersgd" needs the workers. factors summed.*takes bf16, topk, randk, sign or int8'
 case_ compress_balance '[topology]\nkind = "ring"\nbalance_every = 10\n[transport]\ncompress = "sign"\n' 'compress_balance.toml:5: transport.compress: .*does not balance'
 case_ alpha '[data]\npartition = "dirichlet"\ndirichlet_alpha = 0\n' 'alpha.toml:3: data.dirichlet_alpha = 0'
 case_ classes_zero '[data]\npartition = "classes"\nclasses_per_worker = 0\n' 'classes_zero.toml:3: data.classes_per_worker = 0'

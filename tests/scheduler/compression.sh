@@ -38,7 +38,7 @@ same() { # A B WHAT
   fi
 }
 
-for mode in topk randk sign bf16 powersgd; do
+for mode in topk randk sign bf16 int8 powersgd; do
   z=(--set transport.compress=\"$mode\" --set transport.compress_ratio=0.02)
   run "$mode" "${z[@]}" || continue
   run "$mode.again" "${z[@]}" && same "$mode" "$mode.again" "$mode: a second run gives the same bits"
@@ -73,6 +73,7 @@ def words(mode):
     if mode == "bf16": return (n + 1) // 2
     if mode in ("topk", "randk"): return 1 + 2 * min(n, max(1, math.ceil(0.02 * n)))
     if mode == "sign": return 1 + (n + 31) // 32
+    if mode == "int8": return (n + 255) // 256 + (n + 3) // 4
     if mode == "powersgd":  # rank 2: P and the whole blocks, then Q
         first = second = 0
         for r, c in shapes:
@@ -82,7 +83,7 @@ def words(mode):
                 first += r * c
         return first + second + (n - sum(r * c for r, c in shapes))  # padding travels whole
 ok = True
-for mode in ["topk", "randk", "sign", "bf16", "powersgd", "dense"]:
+for mode in ["topk", "randk", "sign", "bf16", "int8", "powersgd", "dense"]:
     s = json.load(open(f"{tmp}/{mode}/summary.json"))
     steps = s["steps_per_worker"]
     want = 4 * steps * (2 * words(mode) if mode != "dense" else 2 * 2 * n // 3)
