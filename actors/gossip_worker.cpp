@@ -1,4 +1,5 @@
 #include "actors/gossip_graph.hpp"
+#include "actors/gossip_mixer.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -13,49 +14,6 @@
 
 namespace gradwire::actors {
 namespace {
-
-/// AD-PSGD (Lian et al. 2018): a worker's gossip variable x_i. The worker
-/// copies it to compute a gradient; meanwhile neighbours average into it
-/// through the worker's mixer, which answers at once instead of waiting
-/// for the worker's step to end. The gradient, taken at the copy, is then
-/// applied to x_i as it is by then.
-struct gossip_store {
-  std::mutex mu;
-  slice x;
-  bool closed = false; ///< the worker has finished: no more averaging
-};
-
-/// x <- (x + theirs) / 2.
-void average_into(slice& x, const slice& theirs) {
-  auto& be = kernels::backend_for(kernels::device::cpu());
-  be.scale(static_cast<std::size_t>(x.numel()), 0.5f, x.data());
-  be.axpy(static_cast<std::size_t>(x.numel()), 0.5f, theirs.data(), x.data());
-}
-
-struct mixer_state {
-  std::shared_ptr<gossip_store> store;
-  static inline const char* name = "gossip_mixer";
-};
-
-/// The passive side of AD-PSGD: replies with x_j, then x_j = (x_j + x_i) / 2.
-caf::behavior mixer_behavior(caf::stateful_actor<mixer_state>* self, std::shared_ptr<gossip_store> store) {
-  self->state.store = std::move(store);
-  return {
-    [self](gossip_atom, int rank, const slice& theirs) -> caf::result<slice> {
-      auto& st = *self->state.store;
-      std::lock_guard<std::mutex> lk(st.mu);
-      if (st.closed)
-        return caf::make_error(caf::sec::request_receiver_down);
-      if (theirs.numel() != st.x.numel())
-        return caf::make_error(caf::sec::runtime_error, "AD-PSGD: rank " + std::to_string(rank) + " sent " +
-                                                          std::to_string(theirs.numel()) + " parameters, expected " +
-                                                          std::to_string(st.x.numel()));
-      auto mine = copy_of(st.x);
-      average_into(st.x, theirs);
-      return mine;
-    },
-  };
-}
 
 struct gossip_state : worker_core {
   /// D-PSGD: neighbours' parameters by step (a neighbour may be one step ahead).
@@ -443,7 +401,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   if (adpsgd(st)) {
     st.store = std::make_shared<gossip_store>();
     st.store->x = params_copy(st);
-    auto mixer = self->system().spawn(mixer_behavior, st.store);
+    auto mixer = spawn_gossip_mixer(self->system(), st.store);
     self->attach_functor([mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
     // Virtual time: the neighbours reach it through the link model.
     st.mixer = st.cfg.vclock ? st.cfg.vclock->place_beside(st.cfg.rank, mixer) : mixer;
