@@ -372,8 +372,11 @@ void init_compression(gossip_actor* self) {
 /// warning, when they cannot be mixed.
 bool acceptable(gossip_state& s, std::int64_t step, int rank, const slice& theirs) {
   std::string why;
-  if (step < s.step || !neighbour_at(s, step, rank))
-    why = "not a neighbour, or a past step";
+  // A worker runs at most the graph's diameter, below the worker count,
+  // steps ahead of another: a later step is a bad peer's, refused before
+  // its graph is drawn or its parameters kept.
+  if (step < s.step || step > s.step + s.cfg.world || !neighbour_at(s, step, rank))
+    why = "not a neighbour at that step, or a step past or too far ahead";
   else if (!s.squeeze && static_cast<std::size_t>(theirs.numel()) != s.model->size())
     why = "expected " + std::to_string(s.model->size()) + " values";
   else if (s.squeeze)
