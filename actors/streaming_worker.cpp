@@ -25,10 +25,10 @@ namespace gradwire::actors {
 namespace {
 
 struct streaming_state : worker_core {
-  std::vector<slice> base;           ///< by fragment: its global values at the last pull
+  std::vector<slice> base;           ///< by shard: its global values at the last pull
   std::vector<std::int64_t> pushes;  ///< by fragment: pushes made (the version its next pull waits for)
   std::vector<std::int64_t> pushed_at; ///< by fragment: the step of the push not yet pulled, or -1
-  std::vector<models::compressor> squeeze; ///< transport.compress: one per fragment
+  std::vector<models::compressor> squeeze; ///< transport.compress: one per shard
   std::size_t pending = 0;           ///< pulls awaited before the step ends
   bool started = false;              ///< the first pulls are in
   int generation = 0;                ///< the last reform taken (a lost worker's data shared out)
@@ -40,7 +40,10 @@ using streaming_actor = caf::stateful_actor<streaming_state>;
 void begin_step(streaming_actor* self);
 void after_pulls(streaming_actor* self);
 
-std::size_t fragments(const streaming_state& st) { return st.cfg.ranges.size(); }
+/// Fragments, and the shards each is spread over (fragment p's are
+/// p x pieces ... p x pieces + pieces - 1).
+std::size_t fragments(const streaming_state& st) { return static_cast<std::size_t>(st.cfg.ps.fragments); }
+std::size_t pieces(const streaming_state& st) { return st.cfg.ranges.size() / fragments(st); }
 std::int64_t done_steps(const streaming_state& st) { return st.step + 1; }
 bool last_step(const streaming_state& st) { return done_steps(st) >= st.cfg.steps; }
 
@@ -50,36 +53,37 @@ bool push_due(const streaming_state& st, std::size_t p, std::int64_t s) {
   return s >= off && (s - off) % st.cfg.ps.local_steps == 0;
 }
 
-/// Fragment p's new global values into the replica, merged with its own
+/// Shard i's new global values into the replica, merged with its own
 /// progress; they are the base of its next pseudo-gradient.
-bool take_fragment(streaming_actor* self, std::size_t p, const slice& global) {
+bool take_fragment(streaming_actor* self, std::size_t i, const slice& global) {
   auto& st = self->state;
-  const auto [b, e] = st.cfg.ranges[p];
+  const auto [b, e] = st.cfg.ranges[i];
   if (static_cast<std::size_t>(global.numel()) != e - b) {
-    st.finish(self, st.who() + "fragment " + std::to_string(p) + " came back with " + std::to_string(global.numel()) +
-                      " values for " + std::to_string(e - b));
+    st.finish(self, st.who() + "shard " + std::to_string(i) + " of fragment " + std::to_string(i / pieces(st)) +
+                      " came back with " + std::to_string(global.numel()) + " values for " + std::to_string(e - b));
     return false;
   }
   float* x = st.model->params().data() + b;
   const float* g = global.data();
   const float alpha = st.started ? st.cfg.ps.merge_alpha : 0.f; // the first pull is the start
-  for (std::size_t i = 0; i < e - b; ++i)
-    x[i] = g[i] + alpha * (x[i] - g[i]);
-  st.base[p] = global; // read-only from here on, shared with the shard's reply
-  st.pushed_at[p] = -1;
+  for (std::size_t k = 0; k < e - b; ++k)
+    x[k] = g[k] + alpha * (x[k] - g[k]);
+  st.base[i] = global; // read-only from here on, shared with the shard's reply
+  st.pushed_at[i / pieces(st)] = -1;
   return true;
 }
 
-/// Pulls fragment p at the version its pushes so far make; `then` once
-/// every pull of the batch is in.
-void pull(streaming_actor* self, std::size_t p, void (*then)(streaming_actor*)) {
+/// Pulls shard i at the version its fragment's pushes so far make; `then`
+/// once every pull of the batch is in.
+void pull(streaming_actor* self, std::size_t i, void (*then)(streaming_actor*)) {
   auto& st = self->state;
-  auto failed = [self, p](caf::error& err) {
-    self->state.finish(self, self->state.who() + "no values of fragment " + std::to_string(p) + " (" +
-                               self->system().render(err) + ")");
+  auto failed = [self, i](caf::error& err) {
+    self->state.finish(self, self->state.who() + "no values of fragment " + std::to_string(i / pieces(self->state)) +
+                               " from shard " + std::to_string(i) + " (" + self->system().render(err) + ")");
   };
   const auto ticket = st.requests.open(failed);
-  self->request(st.cfg.shards[p], st.request_timeout(), pull_atom::value, st.cfg.rank, st.pushes[p], std::int64_t{0})
+  self->request(st.cfg.shards[i], st.request_timeout(), pull_atom::value, st.cfg.rank, st.pushes[i / pieces(st)],
+                std::int64_t{0})
     .then(
       [=](std::int64_t, slice global, double held) {
         auto& s = self->state;
@@ -87,7 +91,7 @@ void pull(streaming_actor* self, std::size_t p, void (*then)(streaming_actor*)) 
           return;
         s.report.bytes_received += static_cast<std::int64_t>(global.bytes());
         s.add_wait(held);
-        if (take_fragment(self, p, global) && --s.pending == 0)
+        if (take_fragment(self, i, global) && --s.pending == 0)
           then(self);
       },
       [=](caf::error& err) {
@@ -96,58 +100,62 @@ void pull(streaming_actor* self, std::size_t p, void (*then)(streaming_actor*)) 
       });
 }
 
-/// Pulls every fragment `which` picks; `then` at once when none.
+/// Pulls every shard of each fragment `which` picks; `then` at once when none.
 template <class Which>
 void pull_where(streaming_actor* self, Which which, void (*then)(streaming_actor*)) {
   auto& st = self->state;
   std::vector<std::size_t> due;
   for (std::size_t p = 0; p < fragments(st); ++p)
     if (which(p))
-      due.push_back(p);
+      for (std::size_t q = 0; q < pieces(st); ++q)
+        due.push_back(p * pieces(st) + q);
   st.pending = due.size();
   if (due.empty()) {
     then(self);
     return;
   }
-  for (auto p : due)
-    pull(self, p, then);
+  for (auto i : due)
+    pull(self, i, then);
   st.await_mail(self);
 }
 
-/// What fragment p sends: its parameters (the shard averages them), or,
-/// compressed, its pseudo-gradient (base - x) as a payload.
-slice outgoing(streaming_state& st, std::size_t p) {
-  const auto [b, e] = st.cfg.ranges[p];
+/// What shard i is sent: its range's parameters (the shard averages them),
+/// or, compressed, its pseudo-gradient (base - x) as a payload.
+slice outgoing(streaming_state& st, std::size_t i) {
+  const auto [b, e] = st.cfg.ranges[i];
   auto out = slice::empty({static_cast<std::int64_t>(e - b)});
   std::memcpy(out.data(), st.model->params().data() + b, (e - b) * sizeof(float));
   if (st.squeeze.empty())
     return out;
-  const float* base = st.base[p].data();
+  const float* base = st.base[i].data();
   float* d = out.data();
-  for (std::size_t i = 0; i < e - b; ++i)
-    d[i] = base[i] - d[i];
-  const auto words = st.squeeze[p].encode(out.data(), st.step, st.cfg.rank);
+  for (std::size_t k = 0; k < e - b; ++k)
+    d[k] = base[k] - d[k];
+  const auto words = st.squeeze[i].encode(out.data(), st.step, st.cfg.rank);
   auto payload = slice::empty({static_cast<std::int64_t>(words.size())});
   std::memcpy(payload.data(), words.data(), words.size() * sizeof(std::uint32_t));
   return payload;
 }
 
+/// Fragment p's shards, each sent its range.
 void push(streaming_actor* self, std::size_t p) {
   auto& st = self->state;
-  auto failed = [self, p](caf::error& err) {
-    self->state.finish(self, self->state.who() + "push of fragment " + std::to_string(p) + " failed: " +
-                               self->system().render(err));
-  };
-  const auto ticket = st.requests.open(failed);
-  auto sent = outgoing(st, p);
-  st.report.bytes_sent += static_cast<std::int64_t>(sent.bytes());
-  self->request(st.cfg.shards[p], st.request_timeout(), push_atom::value, st.cfg.rank, st.pushes[p], st.step,
-                static_cast<std::int64_t>(st.bt.size), std::move(sent))
-    .then([=](std::int64_t, std::int64_t) { self->state.requests.close(ticket); },
-          [=](caf::error& err) {
-            if (self->state.requests.close(ticket))
-              failed(err);
-          });
+  for (std::size_t i = p * pieces(st); i < (p + 1) * pieces(st); ++i) {
+    auto failed = [self, p, i](caf::error& err) {
+      self->state.finish(self, self->state.who() + "push of fragment " + std::to_string(p) + " to shard " +
+                                 std::to_string(i) + " failed: " + self->system().render(err));
+    };
+    const auto ticket = st.requests.open(failed);
+    auto sent = outgoing(st, i);
+    st.report.bytes_sent += static_cast<std::int64_t>(sent.bytes());
+    self->request(st.cfg.shards[i], st.request_timeout(), push_atom::value, st.cfg.rank, st.pushes[p], st.step,
+                  static_cast<std::int64_t>(st.bt.size), std::move(sent))
+      .then([=](std::int64_t, std::int64_t) { self->state.requests.close(ticket); },
+            [=](caf::error& err) {
+              if (self->state.requests.close(ticket))
+                failed(err);
+            });
+  }
   ++st.pushes[p];
   st.pushed_at[p] = done_steps(st);
 }
@@ -220,19 +228,21 @@ void begin_step(streaming_actor* self) {
   after_compute(self);
 }
 
-/// The fragments' state; transport.compress: a compressor per fragment.
+/// The fragments' state; transport.compress: a compressor per shard.
 void init_fragments(streaming_state& st) {
   const auto n = fragments(st);
   check(!st.cfg.resume, "streaming DiLoCo does not resume from a checkpoint");
-  st.base.assign(n, slice{});
+  check(n >= 1 && st.cfg.ranges.size() % n == 0 && st.cfg.ranges.size() == st.cfg.shards.size(),
+        "streaming: " + std::to_string(st.cfg.ranges.size()) + " shard ranges for " + std::to_string(n) + " fragments");
+  st.base.assign(st.cfg.ranges.size(), slice{});
   st.pushes.assign(n, 0);
   st.pushed_at.assign(n, -1);
   if (st.cfg.compress.mode == models::compress_mode::none)
     return;
-  for (std::size_t p = 0; p < n; ++p) {
+  for (std::size_t i = 0; i < st.cfg.ranges.size(); ++i) {
     auto spec = st.cfg.compress;
-    spec.seed = st.cfg.seed + 7919ULL * p;
-    st.squeeze.emplace_back(spec, st.cfg.ranges[p].second - st.cfg.ranges[p].first);
+    spec.seed = st.cfg.seed + 7919ULL * i;
+    st.squeeze.emplace_back(spec, st.cfg.ranges[i].second - st.cfg.ranges[i].first);
   }
 }
 

@@ -47,8 +47,9 @@ struct ps_options {
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
   /// Streaming DiLoCo (Douillard et al. 2025; sync local SGD and DiLoCo):
-  /// the parameters in `fragments` groups of whole tensors, a shard each
-  /// (0: not streaming; 1: the whole model, DiLoCo's schedule).
+  /// the parameters in `fragments` groups of whole tensors, each spread
+  /// over shards / fragments shards (0: not streaming; 1: the whole
+  /// model, DiLoCo's schedule).
   /// Fragment p is pushed every local_steps steps from step
   /// floor(local_steps / fragments x (p + 1)) on, so the exchanges are
   /// staggered; its new global values are pulled `sync_delay` steps after

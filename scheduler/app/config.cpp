@@ -186,7 +186,7 @@ void read_streaming(reader& r, run_config& c) {
         r.loc("topology.fragments") +
           ": streaming does not checkpoint (each fragment is at its own point of the round); set "
           "train.checkpoint_every and checkpoint_every_s to 0");
-  ps.shards = ps.fragments; // a shard a fragment
+  ps.shards = ps.fragments * ps.shards; // topology.shards: the shards each fragment is spread over
 }
 
 void read_topology(reader& r, run_config& c) {

@@ -85,13 +85,23 @@ caf::actor spawn_one(caf::actor_system& sys, const actors::shard_config& sc, con
   return actors::spawn_ps_shard(sys, sc, slice0);
 }
 
+/// Streaming's shards: each fragment (whole tensors) cut into
+/// shards / fragments even pieces, fragment by fragment.
+std::vector<std::pair<std::size_t, std::size_t>> streaming_ranges(const topology_setup& setup, std::size_t n) {
+  const int f = setup.ps.fragments;
+  check(f >= 1 && setup.ps.shards % f == 0,
+        "topology.fragments = " + std::to_string(f) + " needs a multiple of it in shards, not " +
+          std::to_string(setup.ps.shards));
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (const auto& [b, e] : fragment_ranges(models::layout_of(setup.spec), n, f))
+    for (const auto& [pb, pe] : shard_ranges(e - b, setup.ps.shards / f))
+      out.emplace_back(b + pb, b + pe);
+  return out;
+}
+
 shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
   shard_set s;
-  s.ranges = setup.ps.streaming() ? fragment_ranges(models::layout_of(setup.spec), initial.size(), setup.ps.fragments)
-                                    : shard_ranges(initial.size(), setup.ps.shards);
-  check(s.ranges.size() == static_cast<std::size_t>(setup.ps.shards),
-        "topology.fragments = " + std::to_string(setup.ps.fragments) + " needs as many shards, not " +
-          std::to_string(setup.ps.shards));
+  s.ranges = setup.ps.streaming() ? streaming_ranges(setup, initial.size()) : shard_ranges(initial.size(), setup.ps.shards);
   for (const auto& [b, e] : s.ranges)
     check(e > b, "topology.shards = " + std::to_string(setup.ps.shards) + " leaves a shard empty (the model has " +
                    std::to_string(initial.size()) + " parameters)");
