@@ -302,18 +302,18 @@ void exchange(gossip_actor* self) {
 /// out the data among them.
 void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_t>& survivors) {
   auto& st = self->state;
-  const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
-  if (redrawn(st) && generation > st.generation && me != survivors.end()) { // every graph from here on leaves them out
-    st.generation = generation;
+  if (redrawn(st)) { // every graph from here on leaves the lost out
+    if (!st.reshard_among(st.generation, generation, survivors))
+      return;
     st.gone.assign(static_cast<std::size_t>(st.cfg.world), true);
     for (auto r : survivors)
       if (r >= 0 && r < st.cfg.world)
         st.gone[static_cast<std::size_t>(r)] = false;
     st.drawn.clear();
-    st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
     try_mix(self);
     return;
   }
+  const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
   if (generation <= st.generation || me == survivors.end() || st.cfg.whole_graph.empty())
     return;
   st.generation = generation;

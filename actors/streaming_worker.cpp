@@ -18,7 +18,6 @@
 
 #include "kernels/error.hpp"
 
-#include <algorithm>
 #include <cstring>
 
 namespace gradwire::actors {
@@ -260,12 +259,7 @@ caf::behavior streaming_behavior(streaming_actor* self, worker_config cfg) {
       [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
         // A worker was lost (across processes): the shards complete their
         // versions with the survivors, who share out its data.
-        auto& s = self->state;
-        const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(s.cfg.rank));
-        if (me != survivors.end() && generation > s.generation) {
-          s.generation = generation;
-          s.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
-        }
+        self->state.reshard_among(self->state.generation, generation, survivors);
       },
     });
 }

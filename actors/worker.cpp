@@ -390,12 +390,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
       // A worker was lost: the survivors share out the data among them
       // (its shard too) from the next batch on.
-      auto& s = self->state;
-      const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(s.cfg.rank));
-      if (me != survivors.end() && generation > s.generation) {
-        s.generation = generation;
-        s.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
-      }
+      self->state.reshard_among(self->state.generation, generation, survivors);
     },
   });
 }

@@ -130,6 +130,15 @@ void worker_core::adopt_donor(const snapshot& s) {
   batches->seek(static_cast<int>(epoch), 0);
 }
 
+bool worker_core::reshard_among(int& seen, int generation, const std::vector<std::int64_t>& survivors) {
+  const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(cfg.rank));
+  if (me == survivors.end() || generation <= seen)
+    return false;
+  seen = generation;
+  reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
+  return true;
+}
+
 void worker_core::reshard(int pos, int world, int generation) {
   const int epoch = batches->epoch();
   batches = std::make_unique<models::batcher>(

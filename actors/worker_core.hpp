@@ -254,6 +254,11 @@ struct worker_core {
   void adopt_donor(const snapshot& s);
   /// Re-shards the data: this worker is `pos` of `world` from here on.
   void reshard(int pos, int world, int generation);
+  /// A reform (the workers still in the job, by rank): this worker
+  /// re-shards the data to its place among them, once per generation
+  /// (`seen`: the last one taken). False when the reform is an old one or
+  /// leaves this worker out.
+  bool reshard_among(int& seen, int generation, const std::vector<std::int64_t>& survivors);
   /// Runs one batch: gradients into trainer->gradients() (`ready` as in
   /// trainer::compute_gradients), then the emulated slowdown. Counts the
   /// time since `phase` as communication first. Throws when the shard has
