@@ -33,9 +33,9 @@ enum class gossip_rule { choco, naive };
 
 /// The consensus step gamma when none is given: CHOCO's consensus
 /// converges for gamma up to about the fraction of the change a payload
-/// carries (Koloskova et al. 2019), so 2 x ratio for top-k and random-k
-/// (a ring of 4 at top-k 10%: gamma 0.2 reaches consensus, 0.5 stalls,
-/// 1 diverges; docs/compression.md), 0.5 for sign, 1 for bf16.
+/// carries (Koloskova et al. 2019), so twice the kept ratio for top-k and
+/// random-k, a half for sign, 1 for bf16 and int8; larger steps stall or
+/// diverge (docs/compression.md measures it).
 float consensus_step(const compress_spec& spec);
 
 class compressed_gossip {

@@ -128,8 +128,7 @@ baseline baseline_of(const std::vector<group>& groups) {
 }
 
 /// A CSV field as RFC 4180 writes it: quoted, its quotes doubled, where
-/// it holds a comma, a quote or a line break (a variant named "top-k 1%,
-/// no EF" is one field).
+/// it holds a comma, a quote or a line break (variant names may).
 std::string csv_field(const std::string& v) {
   if (v.find_first_of(",\"\r\n") == std::string::npos)
     return v;

@@ -3,7 +3,6 @@
 // One worker is sync DiLoCo bit for bit; at 3 workers in lock step every
 // pseudo-gradient after the first round is N - 1 outer versions stale,
 // the same on any thread count; and with outer SGD at lr 1/N it learns.
-#include "actors/ps_shard.hpp"
 #include "topology_support.hpp"
 #include "virtual_support.hpp"
 
@@ -75,11 +74,7 @@ TEST_CASE("async DiLoCo in lock step: pseudo-gradients N - 1 outer versions stal
 
 TEST_CASE("async DiLoCo's delayed Nesterov: plain steps between, a Nesterov step on the mean every N pushes") {
   actor_env env;
-  actors::shard_config sc;
-  sc.id = 0;
-  sc.end = 64;
-  sc.workers = 1;
-  sc.ps.sync = false;
+  auto sc = one_worker_shard(0, false);
   sc.ps.local_steps = 4;
   sc.ps.outer = true;
   sc.ps.outer_lr = 0.5f;
@@ -95,13 +90,6 @@ TEST_CASE("async DiLoCo's delayed Nesterov: plain steps between, a Nesterov step
     self->request(shard, std::chrono::seconds(10), actors::push_atom::value, 0, version, version, std::int64_t{16}, g)
       .receive([](std::int64_t, std::int64_t) {}, [&](caf::error& e) { FAIL(env.sys->render(e)); });
   };
-  auto params = [&] {
-    std::vector<float> out;
-    self->request(shard, std::chrono::seconds(10), actors::fetch_atom::value)
-      .receive([&](std::int64_t, const actors::slice& p) { out = p.to_vector(); },
-               [&](caf::error& e) { FAIL(env.sys->render(e)); });
-    return out;
-  };
   // Six pushes of g_k = c_k (1, 2, ..., 64): k = 1, 2 plain, 3 Nesterov on
   // the mean of 1..3; 4, 5 plain, 6 Nesterov on the mean of 4..6 with the
   // momentum of the first.
@@ -116,7 +104,7 @@ TEST_CASE("async DiLoCo's delayed Nesterov: plain steps between, a Nesterov step
       buf = k == 2 ? mean : 0.9 * buf + mean;
       w -= 0.5 * (mean + 0.9 * buf);
     }
-    const auto p = params();
+    const auto p = fetched(self, shard).second;
     REQUIRE(p.size() == 64);
     INFO("after push " << k + 1);
     for (std::size_t i = 0; i < 64; i += 21)

@@ -79,11 +79,11 @@ TEST_CASE("compressed gossip: every mode and rule repeats bit for bit at 4 worke
 }
 
 TEST_CASE("compressed gossip: CHOCO's replicas reach consensus where naive compressed gossip's stall") {
-  // Pure averaging (lr 0) of replicas from different starts at top-k 10%:
-  // CHOCO's estimates carry what compression dropped into later steps, so
-  // its replicas reach consensus on their mean as dense D-PSGD's do, more
+  // Pure averaging (lr 0) of replicas from different starts, top-k: CHOCO's
+  // estimates carry what compression dropped into later steps, so its
+  // replicas reach consensus on their mean as dense D-PSGD's do, more
   // slowly; mixing compressed parameters stalls. The consensus step is the
-  // automatic one (0.2 here).
+  // automatic one.
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 43);
   auto setup = gossip_setup(4, "ring", compress_mode::topk, 0.1);

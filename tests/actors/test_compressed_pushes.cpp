@@ -5,7 +5,6 @@
 // counted bytes are the payload formula, and a malformed payload is
 // refused naming its rank while the shard carries on.
 #include "models/dataset.hpp"
-#include "actors/ps_shard.hpp"
 #include "models/model.hpp"
 #include "reference.hpp"
 #include "topology_support.hpp"
@@ -124,11 +123,7 @@ TEST_CASE("compressed async pushes: every push applied, and error feedback chang
 
 TEST_CASE("a shard refuses a malformed compressed push naming the rank, and carries on") {
   actor_env env;
-  actors::shard_config sc;
-  sc.id = 2;
-  sc.end = 64;
-  sc.workers = 1;
-  sc.ps.sync = true;
+  auto sc = one_worker_shard(2, true);
   sc.compress.mode = compress_mode::topk;
   sc.compress.ratio = 0.25; // 16 of 64 values: 33 words
   auto shard = actors::spawn_ps_shard(*env.sys, sc, actors::slice::zeros({64}));
@@ -154,10 +149,6 @@ TEST_CASE("a shard refuses a malformed compressed push naming the rank, and carr
   CHECK_THAT(push(actors::slice::zeros({64})), Catch::Contains("shard 2") && Catch::Contains("rank 0")); // dense: not a payload
   bad[16] = 15; // now well formed
   CHECK(push(words(bad)).empty());
-  std::int64_t version = -1;
-  self->request(shard, std::chrono::seconds(10), actors::fetch_atom::value)
-    .receive([&](std::int64_t v, const actors::slice&) { version = v; },
-             [&](caf::error& e) { FAIL(env.sys->render(e)); });
-  CHECK(version == 1); // only the well-formed push was taken
+  CHECK(fetched(self, shard).first == 1); // only the well-formed push was taken
   anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }

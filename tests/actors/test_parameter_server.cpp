@@ -19,17 +19,6 @@ using namespace gradwire::models;
 using namespace gwtest;
 using scheduler::topology_setup;
 
-namespace {
-/// A sync shard `id` of 64 floats for one worker, to drive by hand.
-actors::shard_config one_worker_sync_shard(int id) {
-  actors::shard_config sc;
-  sc.id = id;
-  sc.end = 64;
-  sc.workers = 1;
-  sc.ps.sync = true;
-  return sc;
-}
-} // namespace
 
 TEST_CASE("sync PS: N workers at batch b equal one worker at batch N*b, step by step") {
   actor_env env;
@@ -97,7 +86,7 @@ TEST_CASE("async PS: push-pull (parameters in the push's reply) trains one worke
 
 TEST_CASE("a push-pull to a sync shard is refused with an error naming the shard, which carries on") {
   actor_env env;
-  auto shard = actors::spawn_ps_shard(*env.sys, one_worker_sync_shard(3), actors::slice::zeros({64}));
+  auto shard = actors::spawn_ps_shard(*env.sys, one_worker_shard(3, true), actors::slice::zeros({64}));
   caf::scoped_actor self{*env.sys};
   std::string error;
   self->request(shard, std::chrono::seconds(10), actors::push_pull_atom::value, 0, std::int64_t{0}, std::int64_t{0},
@@ -439,7 +428,7 @@ TEST_CASE("a pinned shard version is kept until asked for however far the shard 
   // machine can be many versions later. Without the pin only the last two
   // multiples of snapshot_every_versions are kept.
   actor_env env;
-  auto sc = one_worker_sync_shard(2);
+  auto sc = one_worker_shard(2, true);
   sc.snapshot_every_versions = 2;
   auto shard = actors::spawn_ps_shard(*env.sys, sc, actors::slice::zeros({64}));
   caf::scoped_actor self{*env.sys};

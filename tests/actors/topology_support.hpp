@@ -2,6 +2,7 @@
 // What the topology tests share: an actor system per test case, a small
 // setup, and references to check topologies against.
 #include "actor_env.hpp"
+#include "actors/ps_shard.hpp"
 #include "models/batcher.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
@@ -16,6 +17,25 @@
 namespace gwtest {
 
 using namespace gradwire;
+
+/// A shard `id` of 64 floats for one worker, sync or async, to drive by hand.
+inline actors::shard_config one_worker_shard(int id, bool sync) {
+  actors::shard_config sc;
+  sc.id = id;
+  sc.end = 64;
+  sc.workers = 1;
+  sc.ps.sync = sync;
+  return sc;
+}
+
+/// A shard's version and parameters, asked for by `self`.
+inline std::pair<std::int64_t, std::vector<float>> fetched(caf::scoped_actor& self, const caf::actor& shard) {
+  std::pair<std::int64_t, std::vector<float>> out{-1, {}};
+  self->request(shard, std::chrono::seconds(10), actors::fetch_atom::value)
+    .receive([&](std::int64_t v, const actors::slice& p) { out = {v, p.to_vector()}; },
+             [&](caf::error& e) { FAIL(self->system().render(e)); });
+  return out;
+}
 
 inline scheduler::topology_setup small_setup(int workers, int shards, bool sync) {
   scheduler::topology_setup s;
