@@ -19,6 +19,7 @@
 /// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) | |
 /// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness; -1 when dropped, -2 after the last version; version) | yes: a fresh gradient |
 /// | pushpull | worker -> async shard | as push | (staleness, version, parameter slice after this push): push and the next pull in one round trip (ps-lite's ZPushPull) | yes: as push |
+/// | pace   | async DiLoCo worker -> shard 0 | rank, step of its push, its seconds per inner step over the round (topology.dynamic_local_steps) | (steps in its next round) | |
 /// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) | |
 /// | fetch  | anyone -> shard | | (version, parameter slice) | |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | | |
@@ -70,6 +71,7 @@ namespace gradwire::actors {
 using pull_atom = caf::atom_constant<caf::atom("pull")>;
 using push_atom = caf::atom_constant<caf::atom("push")>;
 using push_pull_atom = caf::atom_constant<caf::atom("pushpull")>;
+using pace_atom = caf::atom_constant<caf::atom("pace")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
@@ -113,7 +115,7 @@ struct message_kind {
 /// Every message of the vocabulary, in the order of the table above.
 inline constexpr message_kind message_table[] = {
   {pull_atom::value, false},     {push_atom::value, true},       {push_pull_atom::value, true},
-  {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
+  {pace_atom::value, false},     {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
   {metrics_atom::value, false},  {done_atom::value, false},      {eval_atom::value, false},
   {wire_atom::value, false},     {reduce_atom::value, false},    {reduced_atom::value, false},
   {ring_atom::value, true},      {gossip_atom::value, true},     {gather_atom::value, true},     {balance_atom::value, false},

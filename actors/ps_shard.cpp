@@ -330,6 +330,7 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
   s.live.assign(s.clocks.size(), true);
+  s.paces = pace_table(static_cast<int>(s.clocks.size()));
   if (cfg.compress.mode != models::compress_mode::none)
     s.decoder = std::make_unique<models::compressor>(cfg.compress, len(s));
   if (cfg.ps.delayed_nesterov())
@@ -462,6 +463,9 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
     },
     [=](push_pull_atom, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples, slice grad) {
       return on_push_pull(self, rank, base_version, step, samples, std::move(grad));
+    },
+    [=](pace_atom, int rank, std::int64_t step, double seconds_per_step) {
+      return on_pace(self->state, rank, step, seconds_per_step);
     },
     [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
       reform(self->state, generation, survivors);

@@ -3,6 +3,7 @@
 /// Inside the parameter-server shard (ps_shard.cpp, shard_replay.cpp): its
 /// state, and the steps its two files call across. Not for other actors.
 
+#include "actors/local_steps.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/shard_copies.hpp"
 #include "actors/update_record.hpp"
@@ -75,6 +76,7 @@ struct shard_state {
   /// last Nesterov step, summed, and how many.
   slice delayed;
   std::int64_t delayed_count = 0;
+  pace_table paces;                 ///< dynamic local steps (local_steps.hpp): shard 0's
   trace_ref tr;
   std::optional<shard_copies> copies; ///< for checkpoints (shard_copies.hpp)
   std::unique_ptr<record_writer> rec; ///< experiment.record: this shard's updates, in order
@@ -103,6 +105,10 @@ slice answer(shard_state& st, int rank);
 /// Takes one push: sums it (sync, average) or applies it (async, recorded).
 push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std::int64_t step, std::int64_t samples,
                        const slice& grad);
+
+/// (pace_atom): a worker's pace kept, its next round's steps answered
+/// (dynamic local steps, local_steps.hpp).
+caf::result<std::int64_t> on_pace(shard_state& st, int rank, std::int64_t step, double seconds_per_step);
 
 /// Replay: the gate for `record`, for `workers` workers.
 replay_gate open_gate(std::shared_ptr<const shard_record> record, int workers);

@@ -44,6 +44,13 @@ struct ps_options {
   /// alone), and the last is the outer optimizer's Nesterov step on the
   /// mean of all outer_delay; 0 or 1: every push a Nesterov step.
   int outer_delay = 0;
+  /// Async DiLoCo's dynamic local steps (DyLU, Liu et al. 2024): each
+  /// worker's next round is H x (the fastest worker's seconds per inner
+  /// step / its own), rounded, 1 to H, so that rounds take about the same
+  /// wall time whatever the worker's speed. Shard 0 keeps the paces the
+  /// workers report with their pushes and answers each worker's next
+  /// round length (local_steps.hpp).
+  bool dynamic_local_steps = false;
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
   /// Streaming DiLoCo (Douillard et al. 2025; sync local SGD and DiLoCo):
@@ -61,6 +68,8 @@ struct ps_options {
 
   /// Async DiLoCo: shards that apply each worker's pseudo-gradient as it comes.
   bool outer_async() const { return local_steps > 0 && outer && !sync; }
+  /// Async DiLoCo whose rounds follow the workers' speeds.
+  bool dynamic() const { return outer_async() && dynamic_local_steps; }
   /// Shards that average each round's pushes (local SGD, sync DiLoCo).
   bool local_sgd() const { return local_steps > 0 && !outer_async(); }
   /// Shards with an outer optimizer (DiLoCo, sync or async).

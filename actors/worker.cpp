@@ -1,6 +1,7 @@
 #include "actors/worker.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 
 #include <algorithm>
 #include <map>
@@ -24,6 +25,9 @@ struct worker_state : worker_core {
   /// own residual (error feedback).
   std::vector<models::compressor> squeeze;
   int generation = 0; ///< the last reform taken (a lost worker's data shared out)
+  /// Dynamic local steps (ps_options::dynamic): the step this worker's
+  /// round began at, and the steps it takes.
+  std::int64_t round_start = 0, round_len = 0;
   static inline const char* name = "worker";
 };
 
@@ -98,18 +102,29 @@ void push_failed(worker_actor* self, std::size_t i, const caf::actor& target, bo
   }
 }
 
+/// One more reply to a push came in: the step ends once every shard (and,
+/// with dynamic local steps, shard 0's answer to the pace) has answered.
+void reply_in(worker_actor* self, bool with_pull) {
+  auto& s = self->state;
+  if (with_pull) {
+    after_push_pull(self);
+    return;
+  }
+  if (--s.pending == 0) {
+    s.end_step(self);
+    begin_step(self);
+  }
+}
+
 /// A push's reply: its staleness (-1: dropped, a backup worker's push came
-/// too late); the step ends once every shard has answered.
+/// too late).
 void push_taken(worker_actor* self, std::int64_t staleness) {
   auto& s = self->state;
   if (staleness == -1)
     ++s.report.dropped;
   else if (staleness >= 0)
     s.add_staleness(staleness);
-  if (--s.pending == 0) {
-    s.end_step(self);
-    begin_step(self);
-  }
+  reply_in(self, false);
 }
 
 /// Pushes `grad` to shard i, with the next pull in the same round trip
@@ -193,6 +208,62 @@ void fill_pushes(worker_state& st, const float* from, std::vector<slice>& grads)
     compress_all(st, grads);
 }
 
+/// Local SGD and DiLoCo: whether this step begins a round (its parameters
+/// pulled), and whether it ends one (pushed). Rounds are local_steps long,
+/// or, with dynamic local steps, as long as shard 0 last said; the run's
+/// last step ends a round.
+bool round_begins(const worker_state& st) {
+  return st.cfg.ps.dynamic() ? st.step == st.round_start : st.step % st.cfg.ps.local_steps == 0;
+}
+bool round_ends(const worker_state& st) {
+  if (st.step + 1 >= st.cfg.steps)
+    return true;
+  return st.cfg.ps.dynamic() ? st.step + 1 - st.round_start >= st.round_len : (st.step + 1) % st.cfg.ps.local_steps == 0;
+}
+
+/// The pace of the round ending with this step: the lower median of its
+/// steps' compute seconds, so that a step held up once (the first one's
+/// set-up, a preemption) does not make a worker look slow.
+double round_pace(const worker_state& st) {
+  const auto& ms = st.report.step_compute_ms; // the steps before this one
+  const auto before = std::min<std::size_t>(static_cast<std::size_t>(st.step - st.round_start), ms.size());
+  std::vector<double> secs;
+  for (std::size_t k = ms.size() - before; k < ms.size(); ++k)
+    secs.push_back(ms[k] * 1e-3);
+  secs.push_back(st.report.compute_seconds - st.compute_at_step_start);
+  const auto mid = secs.begin() + static_cast<std::ptrdiff_t>((secs.size() - 1) / 2);
+  std::nth_element(secs.begin(), mid, secs.end());
+  return *mid;
+}
+
+/// Dynamic local steps, at a round's end: the round's pace to shard 0,
+/// whose answer is the next round's length (one more reply to wait for).
+void send_pace(worker_actor* self, bool with_pull) {
+  auto& st = self->state;
+  const double pace = round_pace(st);
+  st.round_start = st.step + 1;
+  ++st.pending;
+  auto failed = [=](caf::error& err) { // shard 0 lost or slow: the next round keeps this one's length
+    log::warn("{}no round length from shard 0 ({}); keeping {} steps", self->state.who(), self->system().render(err),
+              self->state.round_len);
+    reply_in(self, with_pull);
+  };
+  const auto ticket = st.requests.open(failed);
+  self->request(st.cfg.shards[0], st.request_timeout(), pace_atom::value, st.cfg.rank, st.step, pace)
+    .then(
+      [=](std::int64_t len) {
+        auto& s = self->state;
+        if (!s.requests.close(ticket))
+          return; // given up already
+        s.round_len = std::clamp<std::int64_t>(len, 1, s.cfg.ps.local_steps); // a shard's word, bounded
+        reply_in(self, with_pull);
+      },
+      [=](caf::error& err) {
+        if (self->state.requests.close(ticket))
+          failed(err);
+      });
+}
+
 /// After a batch: the local optimizer step (local SGD), then the parameters
 /// (local SGD) or gradients go to every shard. `grads`: the gradient's
 /// slices, filled already (with the offloaded batch), or empty.
@@ -204,7 +275,7 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
     st.trainer->apply();
     st.add_compute(t0); // the local optimizer step is compute, as the ring's is
   }
-  if (local && (st.step + 1) % st.cfg.ps.local_steps != 0 && st.step + 1 < st.cfg.steps) {
+  if (local && !round_ends(st)) {
     st.end_step(self); // a local step: no exchange
     self->send(self, tick_atom::value);
     return;
@@ -218,6 +289,8 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
   const bool with_pull = st.cfg.ps.uses_push_pull() && st.step + 1 < st.cfg.steps;
   for (std::size_t i = 0; i < st.cfg.shards.size(); ++i)
     push_to(self, i, std::move(grads[i]), with_pull);
+  if (st.cfg.ps.dynamic() && st.step + 1 < st.cfg.steps)
+    send_pace(self, with_pull);
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
 
@@ -309,7 +382,7 @@ void begin_step(worker_actor* self) {
   }
   if (st.hold())
     return;
-  if (st.cfg.ps.local_steps > 0 && st.step % st.cfg.ps.local_steps != 0) {
+  if (st.cfg.ps.local_steps > 0 && !round_begins(st)) {
     st.begin_comm(); // no communication in this step
     compute_and_push(self); // inside a round: keep training the local replica
     return;
@@ -363,6 +436,8 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     auto& s = self->state;
     s.base_version.assign(s.cfg.shards.size(), 0);
     s.base.assign(s.cfg.shards.size(), slice{});
+    s.round_start = s.step;
+    s.round_len = s.cfg.ps.local_steps;
     init_compression(self);
   };
   if (worker_core::offloads(cfg))

@@ -155,6 +155,24 @@ void read_gossip(reader& r, run_config& c) {
   c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr", 0, 1)); // 0: by the mode
 }
 
+/// Async DiLoCo's own keys: delayed Nesterov and dynamic local steps.
+void read_async_outer(reader& r, run_config& c) {
+  auto& ps = c.ps;
+  const auto only_async = [&](const char* key, const std::string& what) {
+    return r.loc(key) + what + " async DiLoCo's (topology.kind = \"diloco\", mode \"async\"), not " +
+           c.topology + " " + c.mode;
+  };
+  ps.outer_delay = static_cast<int>(r.integer("topology.outer_delay", 0, 1 << 20));
+  check(ps.outer_delay <= 1 || ps.outer_async(),
+        only_async("topology.outer_delay", " = " + std::to_string(ps.outer_delay) + ": delayed Nesterov is"));
+  ps.dynamic_local_steps = r.boolean("topology.dynamic_local_steps");
+  check(!ps.dynamic_local_steps || ps.outer_async(), only_async("topology.dynamic_local_steps", ": dynamic local steps are"));
+  check(!ps.dynamic_local_steps || (c.checkpoint_every == 0 && c.checkpoint_every_s == 0),
+        r.loc("topology.dynamic_local_steps") +
+          ": dynamic local steps do not checkpoint (each worker's rounds end where its speed puts them); set "
+          "train.checkpoint_every and checkpoint_every_s to 0");
+}
+
 /// Streaming DiLoCo's keys: fragments, sync_delay, merge_alpha (after
 /// topology.local_steps and the mode).
 void read_streaming(reader& r, run_config& c) {
@@ -212,10 +230,7 @@ void read_topology(reader& r, run_config& c) {
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
   ps.outer_lr = static_cast<float>(r.number("topology.outer_lr", 1e-6, 100));
   ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum", 0, 0.999999));
-  ps.outer_delay = static_cast<int>(r.integer("topology.outer_delay", 0, 1 << 20));
-  check(ps.outer_delay <= 1 || (ps.outer && c.mode == "async"),
-        r.loc("topology.outer_delay") + " = " + std::to_string(ps.outer_delay) + ": delayed Nesterov is async " +
-          "DiLoCo's (topology.kind = \"diloco\", mode \"async\"), not " + c.topology + " " + c.mode);
+  read_async_outer(r, c);
   read_streaming(r, c);
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;

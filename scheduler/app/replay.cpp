@@ -79,7 +79,8 @@ void at_full_speed(run_config& c) {
 /// itself: a replay keeps the record's.
 constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",     "topology.workers",
                                          "topology.shards",  "topology.push_pull", "topology.shard_placement",
-                                         "topology.staleness_bound", "topology.local_steps", "experiment.clock"};
+                                         "topology.staleness_bound", "topology.local_steps", "topology.dynamic_local_steps",
+                                         "experiment.clock"};
 
 } // namespace
 

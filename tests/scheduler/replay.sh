@@ -5,7 +5,8 @@
 #    process writes the run's model.safetensors bit for bit, and records
 #    the same schedule byte for byte. Twice, so two arrival orders.
 #  - Separate pulls with DC-ASGD across 3 processes, SSP in one process
-#    with 3 shards, async DiLoCo across 3 processes, top-k compressed
+#    with 3 shards, async DiLoCo across 3 processes (also with dynamic
+#    local steps, whose rounds follow measured speeds), top-k compressed
 #    pushes across 3 processes, and a run in virtual time: each replays bit
 #    for bit.
 #  - What-if: --set topology.staleness_lr=true keeps the schedule (the same
@@ -96,6 +97,9 @@ run ssp --set topology.mode=\"ssp\" --set topology.staleness_bound=1 --set topol
 run adiloco --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\" --set topology.local_steps=4 \
   --set topology.outer_lr=0.35 --set topology.outer_momentum=0.0 --set train.optimizer=\"adamw\" --set train.lr=0.002 &&
   same adiloco
+run adylu --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\" --set topology.local_steps=6 \
+  --set topology.dynamic_local_steps=true --set topology.outer_lr=0.35 --set topology.outer_momentum=0.0 \
+  --set train.optimizer=\"adamw\" --set train.lr=0.002 && same adylu
 run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
 run topk --procs 3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.05 && same topk
 
