@@ -6,9 +6,14 @@
 /// to every other one (an all-gather: (n - 1) payloads out and in, the
 /// bytes a ring all-gather moves) and every worker decodes all n in rank
 /// order. So each replica applies the same mean, bit for bit, at any
-/// process count. PowerSGD takes two such rounds a step (P, then Q), each
-/// summed in rank order.
+/// process count. PowerSGD's factors do add up element by element: its
+/// two sums a step (P, then Q) go through a ring allreduce of the workers
+/// (ring_allreduce.hpp, tags 0 and 1), 2 (n - 1) / n of a payload out and
+/// in instead of the all-gather's n - 1. The ring sums each chunk in the
+/// order of the ring's positions and its owner passes one result round,
+/// so every replica gets the same bits there too.
 
+#include "actors/ring_allreduce.hpp"
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -31,13 +36,13 @@ struct compressed_state : worker_core {
   bool in_round = false;
   clock_type::time_point round_start;
   std::vector<float> mean; ///< the decoded mean gradient
+  /// PowerSGD: the ring allreduce of P (index 0) and of Q (1).
+  std::vector<std::unique_ptr<ring_allreduce>> factor_rings;
 
   static inline const char* name = "compressed_worker";
 };
 
 using compressed_actor = caf::stateful_actor<compressed_state>;
-
-int phases(const compressed_state& st) { return st.power ? 2 : 1; }
 
 slice slice_of(const std::vector<std::uint32_t>& words) {
   auto s = slice::empty({static_cast<std::int64_t>(words.size())});
@@ -49,20 +54,6 @@ slice slice_of(const std::vector<float>& v) {
   auto s = slice::empty({static_cast<std::int64_t>(v.size())});
   std::memcpy(s.data(), v.data(), v.size() * sizeof(float));
   return s;
-}
-
-/// The rank-ordered sum of a round's float payloads (PowerSGD).
-std::vector<float> summed(const std::vector<slice>& got, std::size_t expect) {
-  std::vector<float> sum(expect, 0.f);
-  for (std::size_t r = 0; r < got.size(); ++r) {
-    check(static_cast<std::size_t>(got[r].numel()) == expect,
-          "rank " + std::to_string(r) + " sent " + std::to_string(got[r].numel()) + " floats for " +
-            std::to_string(expect));
-    const float* p = got[r].data();
-    for (std::size_t i = 0; i < expect; ++i)
-      sum[i] += p[i];
-  }
-  return sum;
 }
 
 void send_phase(compressed_actor* self, slice payload) {
@@ -93,27 +84,54 @@ void begin_step(compressed_actor* self) {
     st.round_start = st.now();
     st.phase = 0;
     const float* g = st.trainer->gradients().data();
-    send_phase(self, st.power ? slice_of(st.power->first_payload(g)) : slice_of(st.one->encode(g, st.step, st.cfg.rank)));
+    if (st.power) {
+      st.factor_rings[0]->start(self, st.step, 0, slice_of(st.power->first_payload(g)), 1.f);
+      return;
+    }
+    send_phase(self, slice_of(st.one->encode(g, st.step, st.cfg.rank)));
     try_complete(self);
   } catch (const gradwire::error& e) {
     st.finish(self, st.who() + e.what());
   }
 }
 
-/// The round's mean into st.mean, or (PowerSGD's first phase) the next round sent.
-bool decode_round(compressed_actor* self, const std::vector<slice>& got) {
+/// The step's mean gradient applied; the next step follows.
+void apply_mean(compressed_actor* self) {
+  auto& st = self->state;
+  st.in_round = false;
+  st.end_comm();
+  const auto t0 = st.now();
+  st.trainer->apply(st.mean.data());
+  st.add_compute(t0);
+  st.begin_comm();
+  st.end_step(self);
+  self->send(self, tick_atom::value);
+}
+
+/// PowerSGD: the ring's sum of P (phase 0: Q sent round next) or of Q
+/// (phase 1: the mean decoded and applied).
+void factor_summed(compressed_actor* self, int phase, ring_allreduce::done_info d) {
+  auto& st = self->state;
+  auto& ring = *st.factor_rings[static_cast<std::size_t>(phase)];
+  const auto [sent, received] = ring.take_bytes();
+  st.report.bytes_sent += sent;
+  st.report.bytes_received += received;
+  std::vector<float> sum(phase == 0 ? st.power->first_floats() : st.power->second_floats());
+  for (const auto& p : d.result) // the ring's pieces cover [0, sum.size()) once
+    std::memcpy(sum.data() + p.offset, p.data.data(), p.data.bytes());
+  if (phase == 0) {
+    st.phase = 1;
+    st.factor_rings[1]->start(self, st.step, 0, slice_of(st.power->second_payload(sum)), 1.f);
+    return;
+  }
+  st.power->finish(sum, 1.f / static_cast<float>(st.cfg.world), st.mean.data()); // writes every element
+  apply_mean(self);
+}
+
+/// The round's payloads decoded, their mean into st.mean.
+void decode_round(compressed_actor* self, const std::vector<slice>& got) {
   auto& st = self->state;
   const float scale = 1.f / static_cast<float>(got.size());
-  if (st.power && st.phase == 0) {
-    auto second = st.power->second_payload(summed(got, st.power->first_floats()));
-    st.phase = 1;
-    send_phase(self, slice_of(second));
-    return false;
-  }
-  if (st.power) { // writes every element of the mean
-    st.power->finish(summed(got, st.power->second_floats()), scale, st.mean.data());
-    return true;
-  }
   std::fill(st.mean.begin(), st.mean.end(), 0.f);
   std::vector<std::uint32_t> words;
   for (std::size_t r = 0; r < got.size(); ++r) {
@@ -125,31 +143,22 @@ bool decode_round(compressed_actor* self, const std::vector<slice>& got) {
       throw error("rank " + std::to_string(r) + " sent " + e.what());
     }
   }
-  return true;
 }
 
 void try_complete(compressed_actor* self) {
   auto& st = self->state;
-  while (st.in_round) {
-    const auto it = st.rounds.find({st.step, st.phase});
-    if (it == st.rounds.end() || it->second.size() != static_cast<std::size_t>(st.cfg.world))
+  if (!st.in_round)
+    return;
+  const auto it = st.rounds.find({st.step, 0});
+  if (it == st.rounds.end() || it->second.size() != static_cast<std::size_t>(st.cfg.world))
+    return;
+  for (const auto& p : it->second)
+    if (!p.defined())
       return;
-    for (const auto& p : it->second)
-      if (!p.defined())
-        return;
-    const auto got = std::move(it->second);
-    st.rounds.erase(it);
-    if (!decode_round(self, got))
-      continue; // the next phase may be complete already
-    st.in_round = false;
-    st.end_comm();
-    const auto t0 = st.now();
-    st.trainer->apply(st.mean.data());
-    st.add_compute(t0);
-    st.begin_comm();
-    st.end_step(self);
-    self->send(self, tick_atom::value);
-  }
+  const auto got = std::move(it->second);
+  st.rounds.erase(it);
+  decode_round(self, got);
+  apply_mean(self);
 }
 
 /// A peer's payload: checked against the protocol before it is kept.
@@ -159,7 +168,8 @@ void on_gather(compressed_actor* self, std::int64_t step, int phase, int rank, s
     const int n = st.cfg.world; // (a peer wired before this worker may send before its handles come)
     check(rank >= 0 && rank < n && rank != st.cfg.rank, "a payload from rank " + std::to_string(rank));
     const std::string from = "rank " + std::to_string(rank) + ": ";
-    check(phase >= 0 && phase < phases(st), from + "a payload of phase " + std::to_string(phase));
+    check(!st.power && phase == 0, from + "a payload of phase " + std::to_string(phase) +
+                                     (st.power ? " (PowerSGD's factors go round the ring)" : ""));
     check(step >= st.step && step <= st.step + 1, from + "a payload of step " + std::to_string(step) +
                                                     " at step " + std::to_string(st.step));
     check(payload.defined(), from + "an empty payload");
@@ -193,9 +203,17 @@ void init_compression(compressed_actor* self) {
   const auto n = st.model->size();
   auto spec = st.cfg.compress;
   spec.seed = st.cfg.seed;
-  if (spec.mode == models::compress_mode::powersgd)
+  if (spec.mode == models::compress_mode::powersgd) {
     st.power = std::make_unique<models::powersgd>(spec, models::matrix_blocks(models::layout_of(st.cfg.spec), n), n);
-  else
+    for (int phase = 0; phase < 2; ++phase) {
+      const auto len = phase == 0 ? st.power->first_floats() : st.power->second_floats();
+      auto ring = std::make_unique<ring_allreduce>(
+        st.cfg.rank, st.cfg.world, phase, std::vector<std::pair<std::size_t, std::size_t>>{{0, len}},
+        st.cfg.ring.chunk_floats, [self, phase](ring_allreduce::done_info d) { factor_summed(self, phase, std::move(d)); });
+      ring->set_clock(st.cfg.vclock.get());
+      st.factor_rings.push_back(std::move(ring));
+    }
+  } else
     st.one = std::make_unique<models::compressor>(spec, n);
   st.mean.assign(n, 0.f);
   if (st.cfg.resume)
@@ -208,8 +226,26 @@ void init_compression(compressed_actor* self) {
   };
 }
 
+/// A chunk of PowerSGD's ring (tag: 0 for P, 1 for Q).
+void on_factor_chunk(compressed_actor* self, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+  auto& st = self->state;
+  try {
+    check(st.power && (tag == 0 || tag == 1), "a ring chunk of tag " + std::to_string(tag) +
+                                                (st.power ? "" : " (only PowerSGD's factors go round the ring)"));
+    st.factor_rings[static_cast<std::size_t>(tag)]->on_chunk(self, round, bucket, chunk, hop, std::move(data));
+  } catch (const gradwire::error& e) {
+    st.finish(self, st.who() + e.what());
+  }
+}
+
 void on_beat(compressed_actor* self) {
   auto& st = self->state;
+  if (st.in_round && st.overdue(st.round_start) && st.power) {
+    st.finish(self, st.who() + "PowerSGD's sum of " + (st.phase == 0 ? "P" : "Q") + " at step " +
+                      std::to_string(st.step) + " incomplete after " + std::to_string(st.cfg.timeout.count()) +
+                      " ms: " + st.factor_rings[static_cast<std::size_t>(st.phase)]->pending());
+    return;
+  }
   if (st.in_round && st.overdue(st.round_start)) {
     std::string missing;
     const auto it = st.rounds.find({st.step, st.phase});
@@ -230,7 +266,7 @@ caf::behavior compressed_behavior(compressed_actor* self, worker_config cfg) {
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{
-      [=](wire_atom, const caf::actor&, std::vector<caf::actor> all) {
+      [=](wire_atom, const caf::actor& right, std::vector<caf::actor> all) {
         auto& s = self->state;
         if (all.size() != static_cast<std::size_t>(s.cfg.world)) {
           s.finish(self, s.who() + "a compressed exchange needs every worker's handle, got " +
@@ -238,10 +274,15 @@ caf::behavior compressed_behavior(compressed_actor* self, worker_config cfg) {
           return;
         }
         s.workers = std::move(all);
+        for (auto& ring : s.factor_rings)
+          ring->set_right(right);
         begin_step(self);
       },
       [=](gather_atom, std::int64_t step, int phase, int rank, slice payload) {
         on_gather(self, step, phase, rank, std::move(payload));
+      },
+      [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+        on_factor_chunk(self, tag, round, bucket, chunk, hop, std::move(data));
       },
       [=](beat_atom) { on_beat(self); },
     });
