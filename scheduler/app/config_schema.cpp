@@ -68,7 +68,7 @@ const std::vector<key_spec>& config_schema() {
     {"train.epochs", vt::integer, "5", {}, "passes over the training set"},
     {"train.max_steps", vt::integer, "0", {}, "stop after this many steps (0 = no limit)"},
     {"train.budget", vt::string, "\"per-worker\"", {"per-worker", "shared"},
-     "per-worker: every worker runs the same steps; shared: the same total samples, shared out by speed (async parameter server, SSP and AD-PSGD: fast workers do more steps; the others run in lock step, so it is the same)"},
+     "per-worker: every worker runs the same steps; shared: the same total samples, shared out by speed (async parameter server, SSP, AD-PSGD and async DiLoCo: fast workers do more steps; the others run in lock step, so it is the same)"},
     {"train.batch_size", vt::integer, "64", {}, "samples per step per worker"},
     {"train.optimizer", vt::string, "\"sgd\"", {"sgd", "adam", "adamw"},
      "optimizer (adamw: Adam with decoupled weight decay on weight matrices only, not biases, norms or embeddings)"},

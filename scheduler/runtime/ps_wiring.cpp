@@ -394,6 +394,10 @@ std::string diloco_describe(const topology_setup& s) {
   return fmt::format("DiLoCo, every {} steps an outer Nesterov step (lr {}, momentum {})", s.ps.local_steps,
                      s.ps.outer_lr, s.ps.outer_momentum);
 }
+/// Async DiLoCo's inner steps are each one worker's batch, taken at its own
+/// pace, so a sample budget may be shared out by speed; sync rounds are
+/// lock-step.
+bool diloco_shares_budget(const topology_setup& s) { return s.ps.outer_async(); }
 /// The first multiple of local_steps from checkpoint_versions_apart up: a
 /// checkpoint falls at the end of an averaging round.
 std::int64_t local_sgd_time_grid(const topology_setup& s) {
@@ -456,7 +460,7 @@ const topology_family diloco_family{
   /*sums_buckets=*/false,
   run_ps_wiring,
   never,
-  never,
+  diloco_shares_budget,
   always,
   local_sgd_time_grid,
   diloco_mode,

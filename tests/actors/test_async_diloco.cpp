@@ -229,3 +229,39 @@ TEST_CASE("dynamic local steps: a 3x slower worker takes rounds of 2 steps and p
   CHECK(dyn.staleness == dyn3.staleness);
   CHECK_FALSE(same_bits(dyn.params, fixed.params));
 }
+
+TEST_CASE("dynamic local steps with a shared budget: the slow worker pushes about as often as the fast ones") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 25);
+  auto setup = diloco_setup(3, false);
+  setup.ps.shards = 1;
+  setup.ps.local_steps = 6;
+  setup.steps = 400;
+  setup.budget_samples = 3 * 90 * 16; // the samples of 90 steps a worker
+  auto vs = constant_compute(1e-3, 3, 1);
+  vs.compute.assign(3, vs.compute[0]);
+  vs.compute[2].step_s = 3e-3;
+  for (bool dynamic : {false, true}) {
+    INFO((dynamic ? "dynamic local steps" : "rounds of 6"));
+    setup.ps.dynamic_local_steps = dynamic;
+    const auto out = run_virtual(setup, data, vs);
+    REQUIRE(out.budget_reached);
+    std::int64_t samples = 0;
+    for (const auto& rep : out.reports) {
+      REQUIRE(rep.error.empty());
+      samples += rep.samples;
+    }
+    CHECK(samples >= setup.budget_samples);
+    CHECK(samples <= setup.budget_samples + 3 * 16); // each finished at its next step boundary
+    const auto& fast = out.reports[0];
+    const auto& slow = out.reports[2];
+    CHECK(fast.steps > 2 * slow.steps); // the fast workers take more of the budget
+    // Pushes: with fixed rounds the slow worker pushes a third as often;
+    // with dynamic ones as often, but for its first round of H (no pace yet).
+    const auto pushes = [](const actors::worker_report& r) { return static_cast<double>(r.staleness.size()); };
+    UNSCOPED_INFO("pushes: fast " << pushes(fast) << ", slow " << pushes(slow));
+    if (dynamic)
+      CHECK(pushes(slow) >= 0.75 * pushes(fast));
+    else
+      CHECK(pushes(slow) <= 0.5 * pushes(fast));
+  }
+}

@@ -101,6 +101,13 @@ TEST_CASE("topology registry: the rows' rules for each family") {
   CHECK(local.time_grid(s) == 12); // the first multiple of H from checkpoint_versions_apart up
   CHECK_FALSE(local.lock_step(s));
   CHECK(local.describe(s) == "local SGD, average every 3 steps");
+  s.kind = topology_kind::diloco;
+  s.ps.outer = true;
+  const auto& diloco = family_of(s.kind);
+  CHECK_FALSE(diloco.shares_budget(s)); // sync rounds: lock step
+  s.ps.sync = false;                    // async DiLoCo: each worker at its own pace
+  CHECK(diloco.shares_budget(s));
+  CHECK(diloco.mode(s) == "diloco-async");
 
   s = {};
   s.kind = topology_kind::gossip;
