@@ -15,8 +15,8 @@ namespace gradwire::actors {
 // threads need. So the moderate phase is skipped: idle threads sleep until
 // an enqueue wakes them (its effect on allreduce and training is in
 // bench/RESULTS.md, "Measured effects"). A job left in a busy thread's own
-// queue is stolen at the relaxed timeout: CAF's 10 ms is kept, as 1 ms
-// and 100 us were no better at 2 processes.
+// queue is stolen at the relaxed timeout: CAF's 10 ms is kept, as shorter
+// timeouts were no better at 2 processes (the same section).
 void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   cfg.set("scheduler.max-threads", threads);
   cfg.set("work-stealing.moderate-poll-attempts", std::size_t{0});

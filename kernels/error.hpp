@@ -25,8 +25,8 @@ inline void check(bool cond, const std::string& msg) {
 
 /// check() for paths that run per message or per tensor view: the message
 /// is built only when `cond` fails. (A check() whose message concatenates
-/// strings builds them every time: in a 2-process 256 KiB allreduce,
-/// ~3% of the progress thread went to strings never shown.)
+/// strings builds them every time, a cost a per-message path notices:
+/// bench/RESULTS.md, "Figures behind the code".)
 #define GW_CHECK(cond, msg)                                                                                            \
   do {                                                                                                                 \
     if (!(cond))                                                                                                       \

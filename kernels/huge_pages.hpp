@@ -18,9 +18,9 @@
 ///
 /// Buffers that start on a 2 MiB boundary all share their address bits
 /// below 4 KiB, so an update streaming through weights, gradients and
-/// momentum at once (SGD) aliases in the L1 cache and the store buffer:
-/// with every tensor from 512 KiB on huge pages the MLP's SGD step went
-/// from ~10% to 28% of a training step. cpu_backend::allocate therefore
+/// momentum at once (SGD) aliases in the L1 cache and the store buffer,
+/// and the MLP's SGD step grew to several times its share of a training
+/// step (bench/RESULTS.md, "Figures behind the code"). cpu_backend::allocate therefore
 /// starts each large tensor at a different offset (a multiple of 320
 /// bytes), and tensors below 2 MiB stay on ordinary pages.
 

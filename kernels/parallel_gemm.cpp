@@ -11,12 +11,11 @@ void parallel_gemm(backend& be, thread_pool* pool, bool trans_a, bool trans_b, i
   const int threads = pool == nullptr ? 1 : static_cast<int>(pool->size());
   const double flops = 2.0 * m * n * k;
   // Row blocks of C are contiguous; column blocks interleave the threads'
-  // writes in every row, which hurts when C is the largest matrix (MLP dW,
-  // 256 x 784 from k = 64: serial 252 us, 2 row blocks 182, 2 column blocks
-  // 326). Otherwise split so that the larger input is partitioned rather
-  // than read by every thread (row blocks share B, column blocks share A):
-  // the MLP's first forward GEMM (B = W, 784 x 256) ran 1.32x faster on 2
-  // threads by columns, 1.13x by rows.
+  // writes in every row, which hurts when C is the largest matrix (the
+  // MLP's weight gradient). Otherwise split so that the larger input is
+  // partitioned rather than read by every thread (row blocks share B,
+  // column blocks share A). Both rules were timed on the MLP's GEMMs
+  // (bench/RESULTS.md, "Figures behind the code").
   const double size_a = 1.0 * m * k, size_b = 1.0 * k * n, size_c = 1.0 * m * n;
   const bool split_rows = (size_c >= size_a && size_c >= size_b) ? (m >= 16 * threads || m >= n) : size_a >= size_b;
   const int extent = split_rows ? m : n;

@@ -49,7 +49,7 @@ void look(std::int64_t t) {
 }
 
 /// This process's pid without a system call per ask (getpid() is one, and
-/// every waited() and ran() asks: 1.2 us a call, on a ring worker's step);
+/// every waited() and ran() asks, several times a ring worker's step);
 /// a forked child forgets its parent's (pthread_atfork) and asks once.
 std::atomic<pid_t> known_pid{0};
 

@@ -8,7 +8,8 @@
 /// Waits spin briefly (50 us), then yield the core between checks (up to
 /// 2 ms), then sleep: a step issues several fork-joins a millisecond with
 /// serial stretches between them, and a condition-variable wake-up alone
-/// cost ~23 us here.
+/// costs more than most of those stretches (bench/RESULTS.md, "Measured
+/// effects": the thread-pool hand-off).
 
 #include <atomic>
 #include <condition_variable>

@@ -71,7 +71,7 @@ public:
   /// Whether the network zeroes that whole buffer itself before each
   /// backward pass (one fill), so its layers must not zero their own
   /// gradients first: on a GPU, where each of a ResNet's 64 small fills
-  /// was a kernel launch (6% of a batch-64 step's GPU time on an H100).
+  /// would be a kernel launch of its own (bench/RESULTS.md, "Figures behind the code").
   /// On the CPU each layer zeroes what it needs, where it is about to be
   /// written (a linear layer's weight gradient needs none: its GEMM sets it).
   bool grads_zeroed_whole() const;

@@ -6,8 +6,8 @@
 ///    parallelism; gradients summed by range, then updated by range).
 ///    Gradients are scaled by 1/batch, so T replicas of b/T samples give the
 ///    same update as one replica of b. BatchNorm statistics are per replica,
-///    as in DDP without SyncBatchNorm. Best for convolutional nets: LeNet-5
-///    1.6x on 2 threads.
+///    as in DDP without SyncBatchNorm. Best for convolutional nets
+///    (bench/RESULTS.md, "Training throughput vs PyTorch").
 ///  - layer: one replica whose layers split each GEMM by output block over
 ///    the threads. Each weight gradient is written once, not once per
 ///    replica, and nothing is summed; best when the per-step cost is the

@@ -15,11 +15,9 @@ ucx_comm::ucx_comm(int rank, int size, comm_options opts) : p_(std::make_unique<
   p_->size = size;
   p_->opts = std::move(opts);
   // Eager messages up to 256 KiB across hosts: below it, UCX's
-  // rendezvous handshake costs more than the copy it saves (2 ranks over
-  // TCP: 16 KiB in 130-208 us with UCX's own threshold, 46-63 us with
-  // this one). On this host, without CMA, UCX's rendezvous falls back to
-  // a slow pipeline: every size eager (1 MiB 268-396 us, against
-  // 930-1540 us).
+  // rendezvous handshake costs more than the copy it saves. On this host,
+  // without CMA, UCX's rendezvous falls back to a slow pipeline: every
+  // size eager. Both were timed at 2 ranks (bench/RESULTS.md, "Figures behind the code").
   const std::string tls = comm_detail::without_cma(p_->opts.tls);
   ucx_options here, away;
   here.tls = p_->opts.tls.empty() ? "posix,sysv,self" : tls;

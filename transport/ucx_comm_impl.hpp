@@ -197,10 +197,9 @@ struct ucx_comm::impl {
       fail(e.what());
     }
     // Only a receive whose message has not begun waits on poll(2); a
-    // send, or a message under way, is tried again at once. Measured
-    // (4 interleaved rounds, 2 ranks over TCP): 1 KiB 12.9 us against
-    // 13.6 when every stalled lane waited on poll(2); 256 KiB 171 us
-    // against 194.
+    // send, or a message under way, is tried again at once, which was
+    // faster at every size than waiting on poll(2) for every stalled lane
+    // (bench/RESULTS.md, "Figures behind the code").
     o.blocked = !o.done && o.recv && o.msg.head_done == 0;
     return o.msg.head_done + o.msg.body_done != before;
   }
@@ -254,8 +253,7 @@ struct ucx_comm::impl {
   /// communicator. Lanes are polled for spin_us after the last progress,
   /// then slept on (poll(2) with a timeout): in a VM a sleeping CPU takes
   /// hundreds of microseconds to wake, and two ranks that sleep in turn
-  /// compound it (1 KiB over TCP swung between 13 and 520 us when ranks
-  /// slept after 256 idle polls).
+  /// compound it (bench/RESULTS.md, "Figures behind the code").
   void wait(op* ops, int count, int step) {
     auto idle_since = std::chrono::steady_clock::now();
     unsigned idle = 0;

@@ -43,9 +43,8 @@ struct ucx_options {
   /// Where the application's threads poll the link themselves while they
   /// wait (ring workers with spin_wait), the progress thread only delivers
   /// what arrives while they compute; at the workers' priority, each of its
-  /// wake-ups (one per incoming frame) preempts a worker instead. 2-process
-  /// ring, MLP: a ring worker's send of a chunk reference took ~40 us
-  /// (median) at 0, ~4 us at 19.
+  /// wake-ups (one per incoming frame) preempts a worker instead
+  /// (bench/RESULTS.md, "Measured effects": the progress thread at nice 19).
   int progress_nice = 0;
   /// false: no progress thread; the application drives the link with
   /// poll() (MPI style). Tests use it to make every delivery a polled one.

@@ -51,14 +51,14 @@ bool tls_tcp_only(const std::string& tls);
 /// The settings a link whose transports are TCP alone runs with (where the
 /// user's environment does not set them): frames up to 512 KiB go eagerly
 /// instead of by UCX's rendezvous over TCP (a request and a reply before
-/// the data), which measured 0.25-0.44 GB/s for 64 KiB frames against
-/// 0.59-0.64; from 1 MiB the rendezvous is as fast. (Larger TCP segments,
+/// the data), which is slower below that size and as fast from 1 MiB
+/// (bench/RESULTS.md, "The link over TCP alone"). (Larger TCP segments,
 /// UCX_TCP_TX/RX_SEG_SIZE, added nothing measurable on top; and UCX takes
 /// a transport's settings only from the environment: through
 /// ucp_config_modify it warns "invalid configurations".)
-/// Per context, not per peer: on shared memory eager frames are a loss (a
-/// 4 MiB frame 8.8 GB/s down to 0.2-2.2), so a context that also opens
-/// shared memory keeps UCX's choice.
+/// Per context, not per peer: on shared memory eager frames are a loss
+/// (large frames many times slower; the same section), so a context that
+/// also opens shared memory keeps UCX's choice.
 std::vector<std::pair<std::string, std::string>> tcp_only_config();
 
 /// What a rank's rendezvous address carries.

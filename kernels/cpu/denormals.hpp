@@ -4,9 +4,9 @@
 ///
 /// Why: SGD momentum for a weight whose gradient is always zero (say, an
 /// input pixel that is black in every Fashion-MNIST image) decays by mu per
-/// step into the subnormal range, where x86 arithmetic is ~100x slower;
-/// measured here, sgd_update went from 6% to 35% of a step after ~1000
-/// steps. Every thread that runs kernels calls this (it only sets the
+/// step into the subnormal range, where x86 arithmetic is two orders of
+/// magnitude slower, and sgd_update came to dominate a step after a
+/// thousand steps (bench/RESULTS.md, "Figures behind the code"). Every thread that runs kernels calls this (it only sets the
 /// thread's MXCSR register; values that small are meaningless for training).
 
 namespace gradwire::kernels {

@@ -13,7 +13,8 @@
 // The training passes are memory- and conversion-bound: compiled for
 // AVX-512 and AVX2 as well as the baseline (clones.hpp), without FMA
 // contraction (kernels/CMakeLists.txt says why). The baseline build is SSE2
-// only, and its BatchNorm was 10% of a ResNet-20 step.
+// only, which left BatchNorm a large share of a ResNet-20 step
+// (bench/RESULTS.md, "Figures behind the code").
 
 namespace gradwire::kernels {
 namespace {

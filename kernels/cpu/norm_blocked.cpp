@@ -1,8 +1,9 @@
 // Blocked activations on the CPU, [n][c/B][h*w][B] (B = 8 or 16: oneDNN's
 // nChw8c / nChw16c): the block and which convolutions take it, the layout
 // change, and batch normalisation on them, for networks
-// that keep a ResNet's stages blocked between oneDNN's convolutions (the
-// moves to NCHW and back around each one were 7-8% of a step).
+// that keep a ResNet's stages blocked between oneDNN's convolutions, so
+// that no activation moves to NCHW and back around each one
+// (bench/RESULTS.md, "Figures behind the code").
 //
 // The same statistics as norm.cpp, per channel over (N, H, W) in double:
 // here the B channels of a block are the vector's lanes, and each channel

@@ -47,8 +47,8 @@ inline scale eval_channel(int ch, const float* gamma, const float* beta, const f
 
 /// Without a mask, dy as it is; with one (relu_y), dy where relu_y > 0, else
 /// +0 (relu_backward's bits). Written as a bitwise and: as a select, GCC 12
-/// left the reduction loop scalar and the fused backward ran 2.6x slower
-/// than BatchNorm's and ReLU's apart.
+/// left the reduction loop scalar, and the fused backward lost to
+/// BatchNorm's and ReLU's apart (bench/RESULTS.md, "Figures behind the code").
 template <bool Masked>
 inline float grad_at(const float* dy, const float* relu_y, std::ptrdiff_t i) {
   if constexpr (Masked) {

@@ -158,8 +158,8 @@ struct plan {
   md x_u, w_u, y_u;
   slot x, w, y, dy, wd, dx, xw, dyw, dw;
   /// The primitives' scratch (user-managed: oneDNN's own allocated and
-  /// freed it on every call, and the kernel's page zeroing was 22% of a
-  /// ResNet-20 step), shared by the three passes, which run one by one.
+  /// freed it on every call, and the kernel zeroed its pages each time;
+  /// bench/RESULTS.md, "Figures behind the code"), shared by the three passes, which run one by one.
   std::size_t scratch_offset = 0;
   std::size_t bytes = 0;
 };

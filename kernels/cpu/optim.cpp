@@ -91,10 +91,10 @@ void sgd_sum_loop(std::size_t n, float lr, float momentum, float wd, bool nester
 /// (4 floats at a time, the same operations in the same order, so the same
 /// bits). The chunk's weights are read next by the other workers, which
 /// hold the old lines in their caches: a plain store must take each line
-/// back from them one at a time before writing it (in-process, 2 workers,
-/// MLP: a 470 KB half took 130 us that way, against 35 us when nobody else
-/// had read it); a streaming store invalidates their copies without
-/// waiting, and the readers then take the lines from memory.
+/// back from them one at a time before writing it, several times slower
+/// than a write nobody else had read (bench/RESULTS.md, "Figures behind the code"); a
+/// streaming store invalidates their copies without waiting, and the
+/// readers then take the lines from memory.
 template <bool Two>
 void sgd_sum_stream(std::size_t n, float lr, float momentum, float wd, bool nesterov, float* w,
                     const float* g0, const float* g1, float s, float* v) {

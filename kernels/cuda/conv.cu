@@ -17,11 +17,10 @@
 //  - those needing a workspace of at most max_workspace.
 // When none qualifies, the always-supported algorithms (implicit precomputed
 // GEMM forward, algorithm 1 for both backward passes) are used.
-// Measured on an H100 (bench/gpu_train_vs_torch.sh, ResNet-20, samples/s at
-// batch 64 / 256): the fixed algorithms alone 2,250 / 10,173; cuDNN's
-// heuristics' first deterministic choice 11,326 / 16,639 (one
-// weight-gradient GEMM it chose took 3.6 ms of a 15 ms step, ncu); timed
-// choice 12,778 / 17,912 (PyTorch, plain FP32: 6,766 / 17,828).
+// Timing the choice beat both the fixed algorithms and the heuristics'
+// first deterministic choice, one of whose weight-gradient GEMMs took a
+// quarter of a step (bench/gpu_train_vs_torch.sh; bench/RESULTS.md,
+// "Figures behind the code").
 // The weight gradient is then timed against gradwire's own deterministic
 // paths (wgrad.cu, wgrad_direct.cu) and the fastest of the three is kept:
 // on an H200, ResNet-20 at batch 256 went from 18,486 to 31,890 samples/s

@@ -8,10 +8,10 @@
 // variance to normalise, unbiased into the running estimate, inverse std
 // saved for backward.
 //
-// Hand-written rather than cuDNN's: cuDNN's NCHW FP32 batch norm took
-// 110 us forward and 300 us backward for ResNet-20's 256x16x32x32 tensors on
-// an H200 (16.8 MB each: 5-15 us of memory traffic), 3.8 ms of a 13.3 ms
-// step (bench/gpu_profile.sh). PyTorch calls the same cuDNN kernels.
+// Hand-written rather than cuDNN's: cuDNN's NCHW FP32 batch norm ran
+// far from the memory traffic it needs on ResNet-20's tensors, and took a
+// quarter of a step (bench/gpu_profile.sh; bench/RESULTS.md, "GPU (H200): ResNet-20's weight gradients and BatchNorm").
+// PyTorch calls the same cuDNN kernels.
 //
 // Each pass over the data is one grid of (channel, slice) blocks: a slice
 // is a fixed run of images, so every channel has blocks enough to fill the

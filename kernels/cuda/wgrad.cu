@@ -13,10 +13,9 @@
 // sums in group order into dW. A tail group is padded with zeros.
 //
 // cuDNN's deterministic weight-gradient algorithms are slow for ResNet-20's
-// few channels: 0.54 ms for 256x16x32x32 3x3 on an H200, against 0.19 ms for
-// its nondeterministic one (atomics), 25% of a step in all. conv.cu times
-// this path against cuDNN's deterministic choice per geometry and keeps the
-// faster.
+// few channels, several times its nondeterministic one (atomics), and a
+// large share of a step (bench/RESULTS.md, "GPU (H200): ResNet-20's weight gradients and BatchNorm"). conv.cu times this path against
+// cuDNN's deterministic choice per geometry and keeps the faster.
 
 namespace gradwire::kernels {
 namespace {

@@ -17,9 +17,9 @@
 // block order. A run repeats itself bit for bit.
 //
 // Why: for ResNet-20's 16-channel layers neither cuDNN's deterministic
-// algorithms (0.55 ms for 256x16x32x32, 3x3) nor im2col + cuBLAS (0.53 ms:
-// the GEMMs are 144 x 16, and cuBLAS's tiles are wider) come near the
-// 0.19 ms of cuDNN's nondeterministic one. conv.cu times this path too.
+// algorithms nor im2col + cuBLAS (the GEMMs are 144 x 16, and cuBLAS's
+// tiles are wider) come near cuDNN's nondeterministic one
+// (bench/RESULTS.md, "GPU (H200): ResNet-20's weight gradients and BatchNorm"). conv.cu times this path too.
 
 namespace gradwire::kernels {
 namespace {
