@@ -37,7 +37,7 @@ void read_experiment(reader& r, run_config& c) {
           c.name != "." && c.name != "..",
         r.loc("experiment.name") + " = \"" + c.name + "\" must be a plain name (no '/', not '.' or '..'): it names " +
           "the results folder results/<name>");
-  c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed", 0, INT64_MAX));
+  c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed"));
   c.out = r.str("experiment.out");
   c.tensorboard = r.boolean("experiment.tensorboard");
   if (c.out.empty())
@@ -59,15 +59,15 @@ void read_model_and_data(reader& r, run_config& c) {
   c.dataset = r.str("data.dataset");
   c.data_path = r.str("data.path");
   c.if_missing = r.str("data.if_missing");
-  c.train_subset = r.integer("data.train_subset", 0, INT64_MAX);
-  c.test_subset = r.integer("data.test_subset", 0, INT64_MAX);
-  c.synthetic_train = r.integer("data.synthetic_train", 1, 10'000'000);
-  c.synthetic_test = r.integer("data.synthetic_test", 1, 10'000'000);
+  c.train_subset = r.integer("data.train_subset");
+  c.test_subset = r.integer("data.test_subset");
+  c.synthetic_train = r.integer("data.synthetic_train");
+  c.synthetic_test = r.integer("data.synthetic_test");
   c.normalize = r.boolean("data.normalize");
-  c.val_fraction = r.number("data.val_fraction", 1e-6, 0.999999);
+  c.val_fraction = r.number("data.val_fraction");
   c.partition.kind = r.str("data.partition");
-  c.partition.alpha = r.number("data.dirichlet_alpha", 1e-3, 1e6);
-  c.partition.classes = static_cast<int>(r.integer("data.classes_per_worker", 1, 1'000'000));
+  c.partition.alpha = r.number("data.dirichlet_alpha");
+  c.partition.classes = static_cast<int>(r.integer("data.classes_per_worker"));
   const bool gpt = c.model.kind == "gpt", text = c.dataset == "text";
   check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\", and only it does (model.kind = \"" +
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
@@ -81,23 +81,23 @@ void read_model_and_data(reader& r, run_config& c) {
 }
 
 void read_train(reader& r, run_config& c) {
-  c.epochs = static_cast<int>(r.integer("train.epochs", 1, 100000));
-  c.max_steps = r.integer("train.max_steps", 0, INT64_MAX);
+  c.epochs = static_cast<int>(r.integer("train.epochs"));
+  c.max_steps = r.integer("train.max_steps");
   c.shared_budget = r.str("train.budget") == "shared";
   c.eval_mode = r.str("train.eval");
-  c.batch_size = static_cast<int>(r.integer("train.batch_size", 1, 1 << 20));
+  c.batch_size = static_cast<int>(r.integer("train.batch_size"));
   c.opt.kind = r.str("train.optimizer");
-  c.opt.lr = static_cast<float>(r.number("train.lr", 1e-12, 1e6));
-  c.opt.momentum = static_cast<float>(r.number("train.momentum", 0, 0.999999));
+  c.opt.lr = static_cast<float>(r.number("train.lr"));
+  c.opt.momentum = static_cast<float>(r.number("train.momentum"));
   c.opt.nesterov = r.boolean("train.nesterov");
-  c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay", 0, 1));
+  c.opt.weight_decay = static_cast<float>(r.number("train.weight_decay"));
   read_optimizer_extras(r, c);
   c.lr_schedule = r.str("train.lr_schedule");
-  c.lr_step_epochs = r.number("train.lr_step_epochs", 0, 1e6);
-  c.lr_step_factor = r.number("train.lr_step_factor", 1e-6, 1);
-  c.warmup_epochs = r.number("train.warmup_epochs", 0, 1e6);
-  c.momentum_warmup_epochs = r.number("train.momentum_warmup_epochs", 0, 1e6);
-  c.lr_base_batch = static_cast<int>(r.integer("train.lr_base_batch", 0, 1 << 24));
+  c.lr_step_epochs = r.number("train.lr_step_epochs");
+  c.lr_step_factor = r.number("train.lr_step_factor");
+  c.warmup_epochs = r.number("train.warmup_epochs");
+  c.momentum_warmup_epochs = r.number("train.momentum_warmup_epochs");
+  c.lr_base_batch = static_cast<int>(r.integer("train.lr_base_batch"));
   check(c.warmup_steps == 0 || c.warmup_epochs == 0,
         r.loc("train.warmup_steps") + ": give warmup_epochs or warmup_steps, not both");
   check(c.opt.accumulate <= c.batch_size, r.loc("train.accumulate") + ": " + std::to_string(c.opt.accumulate) +
@@ -105,8 +105,8 @@ void read_train(reader& r, run_config& c) {
                                             " samples (train.batch_size): each needs one sample at least");
   check(c.lr_schedule != "step" || c.lr_step_epochs > 0,
         r.loc("train.lr_schedule") + ": lr_schedule = \"step\" needs train.lr_step_epochs > 0");
-  c.target_accuracy = r.number("train.target_accuracy", 0, 1);
-  c.threads = static_cast<int>(r.integer("train.threads", 1, 256));
+  c.target_accuracy = r.number("train.target_accuracy");
+  c.threads = static_cast<int>(r.integer("train.threads"));
   c.parallelism = r.str("train.parallelism");
   c.device = r.str("train.device");
   c.device_where = r.loc("train.device");
@@ -115,22 +115,22 @@ void read_train(reader& r, run_config& c) {
   } catch (const error& e) {
     throw error(r.loc("train.device") + ": " + e.what());
   }
-  c.step_timeout_ms = static_cast<std::int64_t>(r.number("train.step_timeout_s", 0.1, 86400.0 * 7) * 1000.0);
-  c.stop_wait_ms = static_cast<std::int64_t>(r.number("train.stop_wait_s", 0.1, 86400.0 * 7) * 1000.0);
-  c.log_every = static_cast<int>(r.integer("train.log_every", 1, 1 << 30));
+  c.step_timeout_ms = static_cast<std::int64_t>(r.number("train.step_timeout_s") * 1000.0);
+  c.stop_wait_ms = static_cast<std::int64_t>(r.number("train.stop_wait_s") * 1000.0);
+  c.log_every = static_cast<int>(r.integer("train.log_every"));
   c.trace = r.boolean("experiment.trace");
-  c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans", 1, 10000000));
+  c.trace_spans = static_cast<int>(r.integer("experiment.trace_spans"));
   c.record = r.boolean("experiment.record");
-  c.record_max_mb = r.integer("experiment.record_max_mb", 1, std::int64_t{1} << 20);
-  c.eval_every = static_cast<int>(r.integer("train.eval_every", 1, 1 << 30));
-  c.eval_steps = r.integer("train.eval_steps", 0, std::int64_t{1} << 40);
-  c.checkpoint_every = r.integer("train.checkpoint_every", 0, std::int64_t{1} << 40);
-  c.checkpoint_every_s = r.number("train.checkpoint_every_s", 0, 1e9);
+  c.record_max_mb = r.integer("experiment.record_max_mb");
+  c.eval_every = static_cast<int>(r.integer("train.eval_every"));
+  c.eval_steps = r.integer("train.eval_steps");
+  c.checkpoint_every = r.integer("train.checkpoint_every");
+  c.checkpoint_every_s = r.number("train.checkpoint_every_s");
   check(c.checkpoint_every == 0 || c.checkpoint_every_s == 0,
         r.loc("train.checkpoint_every_s") + ": give checkpoint_every (steps) or checkpoint_every_s (seconds), not both");
-  c.keep_checkpoints = static_cast<int>(r.integer("train.keep_checkpoints", 1, 1 << 20));
-  c.min_workers = static_cast<int>(r.integer("train.min_workers", 0, 1024));
-  c.restarts = static_cast<int>(r.integer("train.restarts", 0, 1 << 20));
+  c.keep_checkpoints = static_cast<int>(r.integer("train.keep_checkpoints"));
+  c.min_workers = static_cast<int>(r.integer("train.min_workers"));
+  c.restarts = static_cast<int>(r.integer("train.restarts"));
 
 }
 
@@ -146,13 +146,13 @@ void read_gossip(reader& r, run_config& c) {
           r.loc("topology.graph") + " = \"exponential\" is D-PSGD's one-peer schedule; AD-PSGD picks its own peers "
             "(use ring, torus, random or complete)");
   }
-  c.gossip.degree = static_cast<int>(r.integer("topology.degree", 2, 1024));
-  c.gossip.graph_seed = static_cast<std::uint64_t>(r.integer("topology.graph_seed", 0, std::int64_t{1} << 40));
+  c.gossip.degree = static_cast<int>(r.integer("topology.degree"));
+  c.gossip.graph_seed = static_cast<std::uint64_t>(r.integer("topology.graph_seed"));
   check(c.gossip.graph_seed == 0 || (c.gossip.graph == "random" && c.gossip.mode == actors::gossip_mode::dpsgd),
         r.loc("topology.graph_seed") + ": graphs redrawn every step are D-PSGD's on topology.graph = \"random\" " +
           "(topology.gossip = \"dpsgd\")");
   c.gossip.rule = r.str("topology.gossip_compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
-  c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr", 0, 1)); // 0: by the mode
+  c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr")); // 0: by the mode
 }
 
 /// Async DiLoCo's own keys: delayed Nesterov and dynamic local steps.
@@ -162,7 +162,7 @@ void read_async_outer(reader& r, run_config& c) {
     return r.loc(key) + what + " async DiLoCo's (topology.kind = \"diloco\", mode \"async\"), not " +
            c.topology + " " + c.mode;
   };
-  ps.outer_delay = static_cast<int>(r.integer("topology.outer_delay", 0, 1 << 20));
+  ps.outer_delay = static_cast<int>(r.integer("topology.outer_delay"));
   check(ps.outer_delay <= 1 || ps.outer_async(),
         only_async("topology.outer_delay", " = " + std::to_string(ps.outer_delay) + ": delayed Nesterov is"));
   ps.dynamic_local_steps = r.boolean("topology.dynamic_local_steps");
@@ -177,9 +177,9 @@ void read_async_outer(reader& r, run_config& c) {
 /// topology.local_steps and the mode).
 void read_streaming(reader& r, run_config& c) {
   auto& ps = c.ps;
-  ps.fragments = static_cast<int>(r.integer("topology.fragments", 0, 4096));
-  ps.sync_delay = static_cast<int>(r.integer("topology.sync_delay", 0, 1 << 20));
-  ps.merge_alpha = static_cast<float>(r.number("topology.merge_alpha", 0, 1));
+  ps.fragments = static_cast<int>(r.integer("topology.fragments"));
+  ps.sync_delay = static_cast<int>(r.integer("topology.sync_delay"));
+  ps.merge_alpha = static_cast<float>(r.number("topology.merge_alpha"));
   check(ps.sync_delay == 0 || ps.fragments >= 1,
         r.loc("topology.sync_delay") + " = " + std::to_string(ps.sync_delay) + " overlaps a streaming exchange: set " +
           "topology.fragments (1: the whole model at once)");
@@ -211,7 +211,7 @@ void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind"); // one of the schema's names: "single" or a registry family
   c.family = find_family(c.topology);
   c.mode = r.str("topology.mode");
-  c.workers = static_cast<int>(r.integer("topology.workers", 1, 1024));
+  c.workers = static_cast<int>(r.integer("topology.workers"));
   // A worker count asked for on the command line (or a sweep's axis) that
   // a single worker would ignore: every point of a scaling sweep the same run.
   check(!c.single() || c.workers == 1 || r.overridden.count("topology.workers") == 0,
@@ -219,39 +219,39 @@ void read_topology(reader& r, run_config& c) {
           ", but topology.kind = \"single\" trains one worker: choose a topology of several workers "
           "(e.g. --set topology.kind=\"ring\")");
   auto& ps = c.ps;
-  ps.shards = static_cast<int>(r.integer("topology.shards", 1, 1024));
+  ps.shards = static_cast<int>(r.integer("topology.shards"));
   ps.sync = c.mode == "sync";
   ps.staleness_lr = r.boolean("topology.staleness_lr");
-  const auto local_steps = static_cast<int>(r.integer("topology.local_steps", 1, 1 << 20));
+  const auto local_steps = static_cast<int>(r.integer("topology.local_steps"));
   ps.local_steps = c.family && c.family->takes_local_steps ? local_steps : 0;
   ps.outer = c.family && c.family->kind == topology_kind::diloco;
   check(!ps.outer || c.mode != "ssp",
         r.loc("topology.mode") + " = \"ssp\": DiLoCo runs \"sync\" (the shards average each round) or \"async\" "
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
-  ps.outer_lr = static_cast<float>(r.number("topology.outer_lr", 1e-6, 100));
-  ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum", 0, 0.999999));
+  ps.outer_lr = static_cast<float>(r.number("topology.outer_lr"));
+  ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum"));
   read_async_outer(r, c);
   read_streaming(r, c);
-  const auto bound = static_cast<int>(r.integer("topology.staleness_bound", 0, 1 << 20));
+  const auto bound = static_cast<int>(r.integer("topology.staleness_bound"));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;
-  ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda", 0, 1e6));
+  ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda"));
   ps.push_pull = r.boolean("topology.push_pull");
-  ps.backup = static_cast<int>(r.integer("topology.backup_workers", 0, 1023));
+  ps.backup = static_cast<int>(r.integer("topology.backup_workers"));
   ps.spread_shards = r.str("topology.shard_placement") != "rank0";
   c.shards_per_host = r.str("topology.shard_placement") == "per-host";
   check(ps.backup < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(ps.backup) +
                                         " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
   auto& ring = c.ring;
-  ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.bucket_kb", 1, 1 << 22)) * 256;
-  ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.chunk_kb", 1, 1 << 22)) * 256;
+  ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.bucket_kb")) * 256;
+  ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.chunk_kb")) * 256;
   ring.overlap = r.boolean("topology.overlap");
   const auto path = r.str("topology.allreduce");
   ring.path = path == "collective" ? actors::allreduce_path::collective
               : path == "actors"   ? actors::allreduce_path::actors
                                    : actors::allreduce_path::automatic;
-  ring.balance_every = static_cast<int>(r.integer("topology.balance_every", 0, 1 << 20));
+  ring.balance_every = static_cast<int>(r.integer("topology.balance_every"));
   ring.sharded_update = r.boolean("topology.sharded_update");
-  ring.group_size = static_cast<int>(r.integer("topology.group_size", 0, 1024)); // 0: by host
+  ring.group_size = static_cast<int>(r.integer("topology.group_size")); // 0: by host
   check(ring.balance_every == 0 || (c.family && c.family->splits_batch),
         r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
                                           "(topology.kind ring or hierarchical), not " + c.topology);
@@ -443,6 +443,8 @@ std::string describe_keys() {
     os << "  " << k.key.substr(k.key.find('.') + 1) << " = " << k.default_value;
     os << std::string(k.key.size() + k.default_value.size() < 34 ? 34 - k.key.size() - k.default_value.size() : 1, ' ');
     os << "# " << k.doc;
+    if (k.range != any_value)
+      os << " [" << shown_value(k.range.first, k.type) << ", " << shown_value(k.range.second, k.type) << "]";
     if (!k.allowed.empty()) {
       os << " (";
       for (std::size_t i = 0; i < k.allowed.size(); ++i)

@@ -10,11 +10,11 @@ using config_toml::reader;
 
 void read_transformer(reader& r, run_config& c) {
   auto& m = c.model;
-  m.layers = static_cast<int>(r.integer("model.layers", 1, 1024));
-  m.heads = static_cast<int>(r.integer("model.heads", 1, 1024));
-  m.d_model = static_cast<int>(r.integer("model.d_model", 1, 65536));
-  m.context = static_cast<int>(r.integer("model.context", 1, 1 << 20));
-  m.vocab = static_cast<int>(r.integer("model.vocab", 2, 1 << 24)); // token ids are exact in a float below 2^24
+  m.layers = static_cast<int>(r.integer("model.layers"));
+  m.heads = static_cast<int>(r.integer("model.heads"));
+  m.d_model = static_cast<int>(r.integer("model.d_model"));
+  m.context = static_cast<int>(r.integer("model.context"));
+  m.vocab = static_cast<int>(r.integer("model.vocab")); // token ids are exact in a float below 2^24
   check(m.d_model % m.heads == 0, r.loc("model.heads") + " = " + std::to_string(m.heads) +
                                     " does not divide model.d_model = " + std::to_string(m.d_model) +
                                     " (each head takes d_model / heads features)");
@@ -29,10 +29,10 @@ void read_optimizer_extras(reader& r, run_config& c) {
     check(b >= 0 && b < 1, r.loc("train.betas") + ": each beta must be in [0, 1), got " + std::to_string(b));
     (i == 0 ? c.opt.beta1 : c.opt.beta2) = static_cast<float>(b);
   }
-  c.opt.eps = static_cast<float>(r.number("train.eps", 1e-30, 1));
-  c.opt.clip_norm = static_cast<float>(r.number("train.clip_norm", 0, 1e12));
-  c.opt.accumulate = static_cast<int>(r.integer("train.accumulate", 1, 1 << 20));
-  c.warmup_steps = r.integer("train.warmup_steps", 0, std::int64_t{1} << 40);
+  c.opt.eps = static_cast<float>(r.number("train.eps"));
+  c.opt.clip_norm = static_cast<float>(r.number("train.clip_norm"));
+  c.opt.accumulate = static_cast<int>(r.integer("train.accumulate"));
+  c.warmup_steps = r.integer("train.warmup_steps");
 }
 
 } // namespace gradwire::scheduler

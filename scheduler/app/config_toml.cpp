@@ -28,6 +28,20 @@ bool type_ok(const toml::node& n, value_type t) {
   return false;
 }
 
+/// An integer or number outside its key's range, refused.
+void check_range(const key_spec& spec, const toml::node& n, const std::string& loc) {
+  if (spec.range == any_value || (spec.type != value_type::integer && spec.type != value_type::number))
+    return;
+  const double v = spec.type == value_type::integer ? static_cast<double>(n.value<std::int64_t>().value_or(0))
+                                                    : n.value<double>().value_or(0);
+  const auto [lo, hi] = spec.range;
+  if (v >= lo && v <= hi)
+    return;
+  throw error(loc + ": " + spec.key + " = " + shown_value(v, spec.type) + " is out of range [" +
+              shown_value(lo, spec.type) + ", " + shown_value(hi, spec.type) + "]" +
+              (lo > 0 && v <= 0 ? ": it must be greater than 0" : ""));
+}
+
 /// Checks one leaf against the schema; `loc` prefixes every message.
 void check_leaf(const std::string& key, const toml::node& n, const std::string& loc) {
   const auto* spec = find_key(key);
@@ -39,6 +53,7 @@ void check_leaf(const std::string& key, const toml::node& n, const std::string& 
   }
   if (!type_ok(n, spec->type))
     throw error(loc + ": " + key + " must be " + to_string(spec->type));
+  check_range(*spec, n, loc);
   if (!spec->allowed.empty()) {
     const auto v = n.value<std::string>().value_or("");
     if (std::find(spec->allowed.begin(), spec->allowed.end(), v) == spec->allowed.end()) {
@@ -154,23 +169,8 @@ std::string reader::loc(const std::string& key) {
   return source + ": " + key + " (default)";
 }
 
-std::int64_t reader::integer(const std::string& key, std::int64_t lo, std::int64_t hi) {
-  auto v = get(key).value<std::int64_t>().value_or(0);
-  check(v >= lo && v <= hi, loc(key) + " = " + std::to_string(v) + " is out of range [" +
-                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
-}
+std::int64_t reader::integer(const std::string& key) { return get(key).value<std::int64_t>().value_or(0); }
 
-double reader::number(const std::string& key, double lo, double hi) {
-  auto v = get(key).value<double>().value_or(0);
-  auto shown = [](double x) { // 0.05, 1e-12, 1000000: as a user writes them
-    std::ostringstream os;
-    os << x;
-    return os.str();
-  };
-  check(v >= lo && v <= hi, loc(key) + " = " + shown(v) + " is out of range [" + shown(lo) + ", " + shown(hi) + "]" +
-                              (lo > 0 && v <= 0 ? ": it must be greater than 0" : ""));
-  return v;
-}
+double reader::number(const std::string& key) { return get(key).value<double>().value_or(0); }
 
 } // namespace gradwire::scheduler::config_toml

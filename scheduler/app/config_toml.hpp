@@ -43,9 +43,10 @@ struct reader {
   /// Where `key` came from, for messages: "--set key", "file:line: key" or "file: key (default)".
   std::string loc(const std::string& key);
   std::string str(const std::string& key) { return get(key).value<std::string>().value_or(""); }
-  /// The value of `key`, which must lie in [lo, hi] (else an error naming it).
-  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi);
-  double number(const std::string& key, double lo, double hi);
+  /// The value of `key`, within its schema range (checked where the
+  /// config was parsed).
+  std::int64_t integer(const std::string& key);
+  double number(const std::string& key);
   bool boolean(const std::string& key) { return get(key).value<bool>().value_or(false); }
 };
 

@@ -214,7 +214,7 @@ case_ sweep_variant_value '[sweep.variants]\n"a" = 3\n' 'sweep_variant_value.tom
 case_ set_unknown '[train]\nlr = 0.1\n' "--set train.lrr=0.2: unknown key 'train.lrr'.*did you mean 'train.lr'" --set train.lrr=0.2
 case_ set_noeq '' '--set train.lr: expected key=value' --set train.lr
 case_ set_type '' '--set train.epochs=two: train.epochs must be' --set train.epochs=two
-case_ set_range '' '--set train.epochs: train.epochs = 0 is out of range|--set train.epochs = 0' --set train.epochs=0
+case_ set_range '' '--set train.epochs=0: train.epochs = 0 is out of range \[1, 100000\]' --set train.epochs=0
 case_ set_enum '' '--set topology.kind=rign: topology.kind = "rign" is not one of' --set topology.kind=rign
 case_ sweep_flag '' 'KEY=V1,V2' --sweep topology.workers
 case_ procs_bad '' '--procs x: expected a number of processes' --procs x

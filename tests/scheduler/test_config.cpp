@@ -1,6 +1,9 @@
 // Config parsing: defaults, overrides, and errors that say where and what.
 #include "kernels/error.hpp"
 #include "scheduler/app/config.hpp"
+#include "scheduler/app/config_schema.hpp"
+
+#include <toml++/toml.h>
 
 #include <catch2/catch.hpp>
 
@@ -73,7 +76,10 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
                     Catch::Contains("t.toml:3") && Catch::Contains("syntax error"));
   CHECK_THROWS_WITH(parse_config("", "t.toml", {"train.lr"}), Catch::Contains("expected key=value"));
   CHECK_THROWS_WITH(parse_config("[train]\nthreads = 2\n", "t.toml", {"train.threads=0"}),
-                    Catch::Contains("--set train.threads = 0 is out of range"));
+                    Catch::Contains("--set train.threads=0: train.threads = 0 is out of range [1, 256]"));
+  // A range is checked where the value is written, whether or not this run reads it.
+  CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nouter_lr = 0\n", "t.toml"),
+                    Catch::Contains("t.toml:3: topology.outer_lr = 0 is out of range [1e-06, 100]: it must be greater than 0"));
   CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
   // Speed balancing splits a synchronous allreduce's batch: elsewhere it is refused, where it was written.
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"parameter-server\"\nbalance_every = 10\n", "t.toml"),
@@ -101,6 +107,21 @@ TEST_CASE("node groups (nodes tables): parsed, counted, and checked") {
                     Catch::Contains("slowdown must be in [1, 1000]"));
   CHECK_THROWS_WITH(parse_config(topo + "[nodes]\ncount = 4\n", "n.toml"), Catch::Contains("write [[nodes]]"));
   CHECK_THROWS_WITH(parse_config("[[nodes]]\ncount = 2\n", "n.toml"), Catch::Contains("other than \"single\""));
+}
+
+TEST_CASE("every key's default lies in its range, and gradwire keys shows the range") {
+  for (const auto& k : config_schema()) {
+    if (k.range == any_value)
+      continue;
+    INFO(k.key << " = " << k.default_value);
+    REQUIRE((k.type == value_type::integer || k.type == value_type::number));
+    const auto t = toml::parse("v = " + k.default_value);
+    const double v = k.type == value_type::integer ? static_cast<double>(t["v"].value<std::int64_t>().value_or(-1))
+                                                   : t["v"].value<double>().value_or(-1);
+    CHECK(v >= k.range.first);
+    CHECK(v <= k.range.second);
+  }
+  CHECK_THAT(describe_keys(), Catch::Contains("# number of workers (every topology.kind but \"single\", which trains one) [1, 1024]"));
 }
 
 TEST_CASE("gradwire keys lists every section") {
