@@ -1,6 +1,7 @@
 #include "actors/ring_allreduce.hpp"
 
 #include "kernels/backend.hpp"
+#include "kernels/bf16.hpp"
 #include "kernels/error.hpp"
 
 #include <algorithm>
@@ -56,6 +57,8 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
                 " floats, expected " + std::to_string(e - b));
   if (round < lowest_round_)
     throw error("ring: bucket handed over for finished round " + std::to_string(round));
+  if (bf16_ && (direct() || on_owned_))
+    throw error("ring: bf16 chunks need a flat ring that passes sums (no direct algorithm, no sharded update)");
   lowest_round_ = round; // every earlier round is complete here
   auto& a = active_[{round, bucket}];
   a.local = std::move(local);
@@ -83,7 +86,7 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
     if (direct() ? seg == pos_ : seg != pos_)
       continue;
     send_chunk(self, direct() ? direct_[static_cast<std::size_t>(seg)] : right_, round, bucket,
-               static_cast<int>(c), 0, a.local.view(cs[c].begin, {static_cast<std::int64_t>(cs[c].end - cs[c].begin)}));
+               static_cast<int>(c), 0, on_wire(a.local, cs[c].begin, cs[c].end - cs[c].begin));
   }
   trace_.since("send", t_send, round);
   auto early = std::move(a.early);
@@ -169,9 +172,60 @@ void ring_allreduce::handle_direct(caf::event_based_actor* self, std::int64_t ro
   trace_.since("reduce", t0, round);
 }
 
+std::size_t ring_allreduce::wire_len(std::size_t len) const { return bf16_ ? kernels::bf16_words(len) : len; }
+
+slice ring_allreduce::on_wire(const slice& buf, std::size_t offset, std::size_t len) const {
+  if (!bf16_)
+    return buf.view(offset, {static_cast<std::int64_t>(len)});
+  auto packed = slice::empty({static_cast<std::int64_t>(kernels::bf16_words(len))});
+  kernels::pack_bf16(buf.data() + offset, len, reinterpret_cast<std::uint32_t*>(packed.data()));
+  return packed;
+}
+
+/// The ring's hops with bf16 chunks: each partial sum added in fp32 and
+/// rounded as it leaves; the owner rounds the final sum and keeps the
+/// rounded values, and every other peer decodes the same words.
+void ring_allreduce::handle_bf16(caf::event_based_actor* self, std::int64_t round, int bucket, active& a,
+                                 const message& m) {
+  const auto t0 = now_on(clock_);
+  const auto& ci = chunks_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(m.chunk)];
+  const std::size_t len = ci.end - ci.begin;
+  if (static_cast<std::size_t>(m.data.numel()) != wire_len(len))
+    throw error("ring: bf16 chunk of " + std::to_string(m.data.numel()) + " words, expected " +
+                std::to_string(wire_len(len)));
+  const auto* words = reinterpret_cast<const std::uint32_t*>(m.data.data());
+  const std::size_t offset = buckets_[static_cast<std::size_t>(bucket)].first + ci.begin;
+  if (m.hop < size_ - 2) { // reduce-scatter: add ours, pass the rounded sum on
+    kernels::unpack_bf16<true>(words, len, a.local.data() + ci.begin);
+    send_chunk(self, right_, round, bucket, m.chunk, m.hop + 1, on_wire(a.local, ci.begin, len));
+    trace_.since("reduce", t0, round);
+    return;
+  }
+  slice fin = final_buffer(bucket, m.chunk, len);
+  if (m.hop == size_ - 2) { // the last contribution: this peer owns the chunk
+    kernels::unpack_bf16<false>(words, len, fin.data());
+    kernels::backend_for(kernels::device::cpu()).add(len, fin.data(), a.local.data() + ci.begin, fin.data(), a.scale);
+    auto sent = on_wire(fin, 0, len);
+    kernels::unpack_bf16<false>(reinterpret_cast<const std::uint32_t*>(sent.data()), len, fin.data());
+    send_chunk(self, right_, round, bucket, m.chunk, m.hop + 1, std::move(sent));
+    trace_.since("reduce", t0, round);
+  } else { // all-gather: the owner's rounded sum, decoded here and passed on as it came
+    kernels::unpack_bf16<false>(words, len, fin.data());
+    if (m.hop < 2 * size_ - 3)
+      send_chunk(self, right_, round, bucket, m.chunk, m.hop + 1, m.data);
+    trace_.since("gather", t0, round);
+  }
+  a.got.push_back({offset, fin});
+  ++a.count;
+}
+
 void ring_allreduce::handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m) {
   if (direct()) {
     handle_direct(self, round, bucket, a, m);
+    return;
+  }
+  if (bf16_) {
+    handle_bf16(self, round, bucket, a, m);
     return;
   }
   const auto t0 = now_on(clock_);

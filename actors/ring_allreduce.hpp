@@ -67,6 +67,14 @@ public:
   /// latency-bound sizes on many peers, where each ring hop waits for a
   /// peer to be scheduled (MPI picks recursive doubling there).
   void set_direct(std::vector<caf::actor> peers) { direct_ = std::move(peers); }
+  /// transport.wire_dtype = "bf16": every chunk crosses as bf16, two
+  /// values to a word (kernels/bf16.hpp), half the bytes. A hop adds the
+  /// partial sum it receives to its own values in fp32 and rounds the
+  /// result as it sends it on; a chunk's owner rounds the final sum once
+  /// and keeps the rounded values itself, so every peer holds the same
+  /// bits whatever the arrival order. Flat ring only: not with set_direct
+  /// or set_on_owned (the sharded update passes fp32 parameters).
+  void set_wire_bf16() { bf16_ = true; }
   bool direct() const { return !direct_.empty(); }
   /// Spans "send" (a bucket's own chunks), "reduce" (a chunk added and
   /// passed on) and "gather" (a final chunk passed on), arg = round.
@@ -132,8 +140,14 @@ private:
   void handle(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m);
   void handle_direct(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m);
   void finish_if_complete(std::int64_t round, int bucket);
-  /// A buffer for a chunk this peer owns, pooled across rounds.
+  /// A buffer for a chunk's final values, pooled across rounds.
   slice final_buffer(int bucket, int chunk, std::size_t len);
+  /// The floats a chunk of `len` values takes on the wire.
+  std::size_t wire_len(std::size_t len) const;
+  /// What goes on the wire for `len` values at `x`: a view of them, or
+  /// (bf16) a fresh packed copy.
+  slice on_wire(const slice& buf, std::size_t offset, std::size_t len) const;
+  void handle_bf16(caf::event_based_actor* self, std::int64_t round, int bucket, active& a, const message& m);
 
   int pos_, size_, tag_;
   std::vector<std::pair<std::size_t, std::size_t>> buckets_;
@@ -147,6 +161,7 @@ private:
   done_fn done_;
   std::map<std::pair<std::int64_t, int>, active> active_;
   std::int64_t lowest_round_ = 0; ///< rounds below this are finished
+  bool bf16_ = false;
 };
 
 } // namespace gradwire::actors

@@ -90,6 +90,8 @@ void init_peer(peer_actor* self, const ring_peer_config& cfg) {
                                              [self](ring_allreduce::done_info d) { on_group_done(self, std::move(d)); });
   s.group->set_first_round(cfg.first_round);
   s.group->set_clock(cfg.vclock.get());
+  if (cfg.wire_bf16 && !cfg.hierarchical)
+    s.group->set_wire_bf16();
   if (leader(s)) {
     s.leaders = std::make_unique<ring_allreduce>(
       cfg.group, cfg.groups, 1, cfg.buckets, cfg.chunk_floats,

@@ -42,6 +42,8 @@ struct ring_peer_config {
   /// Flat only: the direct algorithm (ring_allreduce::set_direct); the
   /// wiring's members are then every peer by rank.
   bool direct = false;
+  /// Flat only: chunks cross as bf16 (ring_allreduce::set_wire_bf16).
+  bool wire_bf16 = false;
   std::shared_ptr<tracer> trace; ///< track "ring peer <rank>"; null: none
   std::int64_t first_round = 0; ///< a resumed run's first step
   std::shared_ptr<virtual_clock> vclock; ///< virtual time: waits and spans on it (null: real time)

@@ -55,6 +55,8 @@ std::unique_ptr<ring_allreduce> make_ring(ring_worker_actor* self, int pos, int 
                                               on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
                                             });
   r->set_clock(c.vclock.get());
+  if (c.ring.wire_bf16)
+    r->set_wire_bf16();
   return r;
 }
 
@@ -260,6 +262,7 @@ void init_ring_worker(ring_worker_actor* self) {
   st.ring_world = c.world;
   check(!c.elastic || (c.ring_peer == nullptr && !c.ring.sharded_update && c.ring.balance_every == 0),
         "an elastic ring runs itself, without the sharded update or speed balancing");
+  check(!c.ring.wire_bf16 || c.ring_peer == nullptr, "bf16 chunks run on a worker's own ring, without a ring peer");
   if (c.ring_peer != nullptr)
     return;
   st.ring = make_ring(self, c.rank, c.world, 0);

@@ -108,6 +108,9 @@ struct ring_options {
   /// Flat ring without peers: each worker updates only the chunks it owns
   /// and the ring gathers parameters (the same model, bit for bit).
   bool sharded_update = true;
+  /// transport.wire_dtype = "bf16" (flat ring, no peers, no sharded
+  /// update): the chunks cross as bf16 (ring_allreduce::set_wire_bf16).
+  bool wire_bf16 = false;
   int group_size = 2; ///< hierarchical only: workers per group (the last may be smaller)
   /// Hierarchical only: every worker's group, by rank (ring_peer.hpp's
   /// ring_groups: groups of any sizes, such as hosts); set, it replaces

@@ -1,5 +1,6 @@
 #include "models/compress.hpp"
 
+#include "kernels/bf16.hpp"
 #include "models/model.hpp"
 
 #include <algorithm>
@@ -27,15 +28,8 @@ float float_of(std::uint32_t u) {
   return f;
 }
 
-/// Round to nearest, ties to even; NaN stays NaN.
-std::uint16_t to_bf16(float f) {
-  const std::uint32_t u = bits_of(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float from_bf16(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
+using kernels::from_bf16;
+using kernels::to_bf16;
 
 bool sparse(compress_mode m) { return m == compress_mode::topk || m == compress_mode::randk; }
 

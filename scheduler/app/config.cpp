@@ -386,6 +386,8 @@ run_config parse_config(const std::string& text, const std::string& source,
 }
 
 std::string actors_ring_needed(const run_config& c) {
+  if (c.ring.wire_bf16)
+    return "transport.wire_dtype = \"bf16\" (the communicator sums fp32)";
   bool equal = true;
   for (const auto& g : c.nodes)
     equal = equal && (g.batch_size > 0 ? g.batch_size : c.batch_size) == c.batch_size;

@@ -40,10 +40,27 @@ void read_compression(reader& r, run_config& c) {
                                      " with topology.balance_every > 0: a compressed ring does not balance batches");
 }
 
+/// transport.wire_dtype: bf16 chunks on a flat ring of the workers' own.
+void read_wire_dtype(reader& r, run_config& c) {
+  if (r.str("transport.wire_dtype") != "bf16")
+    return;
+  const auto at = r.loc("transport.wire_dtype") + " = \"bf16\": ";
+  check(c.family && c.family->kind == topology_kind::ring,
+        at + "bf16 on the wire is the ring's (its chunks); topology.kind = \"" + c.topology +
+          "\" takes transport.compress = \"bf16\" for its pushes or payloads, with error feedback");
+  check(c.compress.mode == models::compress_mode::none,
+        at + "a compressed ring (transport.compress) sends payloads of its own, not chunks: choose one of the two");
+  check(!c.ring.overlap, at + "bf16 chunks run on the workers' own ring, not the peers that overlap with backward: " +
+                           "set topology.overlap = false");
+  c.ring.wire_bf16 = true;
+  c.ring.sharded_update = false; // it passes fp32 parameters round the ring
+}
+
 } // namespace
 
 void read_transport(reader& r, run_config& c) {
   read_compression(r, c);
+  read_wire_dtype(r, c);
   c.transport_tls = r.str("transport.tls");
   c.spin_us = static_cast<int>(r.integer("transport.spin_us"));
   c.progress_nice = static_cast<int>(r.integer("transport.progress_nice"));

@@ -232,8 +232,9 @@ std::string ring_describe(const topology_setup& s) {
     return fmt::format("compressed all-gather of gradients: {}{}, {}", models::compress_name(z.mode), how,
                        z.error_feedback ? "error feedback" : "no error feedback");
   }
-  return fmt::format("ring allreduce, {} KiB buckets{}{}", s.ring.bucket_floats / 256,
-                     s.ring.overlap ? ", overlapped" : "", balanced_text(s.ring));
+  return fmt::format("ring allreduce, {} KiB buckets{}{}{}", s.ring.bucket_floats / 256,
+                     s.ring.overlap ? ", overlapped" : "", s.ring.wire_bf16 ? ", bf16 chunks" : "",
+                     balanced_text(s.ring));
 }
 
 std::string hierarchical_mode(const topology_setup&) { return "hierarchical"; }

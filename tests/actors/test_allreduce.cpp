@@ -2,6 +2,7 @@
 // exact sums at every N, size, bucket and chunk, across rounds.
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
+#include "kernels/bf16.hpp"
 #include "actor_env.hpp"
 
 #include <catch2/catch.hpp>
@@ -218,4 +219,72 @@ TEST_CASE("hierarchical allreduce: groups by the order of their lowest rank and 
   CHECK(actors::consecutive_groups(5, 2) == actors::ring_groups{0, 0, 1, 1, 2});
   CHECK(actors::consecutive_groups(5, 0).empty());
   CHECK_THROWS_WITH(actors::ring_peer_layout(0, 4, buckets, 5, {0, 0, 1}), Catch::Contains("3 group entries for 4 ranks"));
+}
+
+TEST_CASE("ring allreduce with bf16 chunks: every hop's sum rounded as defined, the owner's rounding for all") {
+  // Inputs of 17 significant bits, so that each rounding to bf16 shows.
+  actor_env env;
+  const std::size_t size = 301, bucket_floats = 160, chunk_floats = 7;
+  const auto buckets = actors::make_buckets(size, bucket_floats);
+  const auto round_bf16 = [](float x) { return kernels::from_bf16(kernels::to_bf16(x)); };
+  const auto value = [](int r, std::size_t k) { return 1.f + static_cast<float>((37 * r + 11 * k) % 1000) / 65536.f; };
+  for (int n : {2, 3, 5}) {
+    INFO("N = " << n);
+    std::vector<caf::actor> peers;
+    for (int r = 0; r < n; ++r) {
+      auto pc = actors::ring_peer_layout(r, n, buckets, chunk_floats, {});
+      pc.wire_bf16 = true;
+      peers.push_back(actors::spawn_ring_peer(*env.sys, pc));
+    }
+    for (int r = 0; r < n; ++r)
+      caf::anon_send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
+                     peers[static_cast<std::size_t>((r + 1) % n)], caf::actor{}, std::vector<caf::actor>{});
+    caf::scoped_actor self{*env.sys};
+    std::vector<kernels::tensor> grads;
+    for (int r = 0; r < n; ++r) {
+      grads.push_back(kernels::tensor::empty({static_cast<std::int64_t>(size)}));
+      for (std::size_t k = 0; k < size; ++k)
+        grads.back().data()[k] = value(r, k);
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
+        const auto [lo, hi] = buckets[b];
+        self->send(peers[static_cast<std::size_t>(r)], actors::reduce_atom::value, std::int64_t{0}, static_cast<int>(b),
+                   grads.back().view(lo, {static_cast<std::int64_t>(hi - lo)}), 0.5f);
+      }
+    }
+    // Element k of a bucket's segment s: peer s sends its value rounded, each
+    // next peer adds its own and rounds what it sends, and the owner (s - 1)
+    // rounds (sum x 0.5) once for everyone.
+    const auto want = [&](std::size_t k) {
+      std::size_t b = 0;
+      while (k >= buckets[b].second || k < buckets[b].first)
+        ++b;
+      const auto len = buckets[b].second - buckets[b].first, rel = k - buckets[b].first;
+      int s = 0;
+      while (rel >= len * static_cast<std::size_t>(s + 1) / static_cast<std::size_t>(n))
+        ++s;
+      float sum = round_bf16(value(s, k));
+      for (int h = 1; h < n; ++h) {
+        sum += value((s + h) % n, k);
+        sum = h < n - 1 ? round_bf16(sum) : round_bf16(sum * 0.5f);
+      }
+      return sum;
+    };
+    std::size_t replies = 0, mismatches = 0, checked = 0;
+    std::string failure;
+    while (replies < static_cast<std::size_t>(n) * buckets.size() && failure.empty())
+      self->receive(
+        [&](actors::reduced_atom, std::int64_t, int, actors::pieces ps, double) {
+          ++replies;
+          for (const auto& p : ps)
+            for (std::int64_t i = 0; i < p.data.numel(); ++i, ++checked)
+              mismatches += p.data.data()[i] != want(p.offset + static_cast<std::size_t>(i));
+        },
+        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
+        caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
+    REQUIRE(failure.empty());
+    CHECK(checked == static_cast<std::size_t>(n) * size);
+    CHECK(mismatches == 0);
+    for (const auto& p : peers)
+      self->send_exit(p, caf::exit_reason::user_shutdown);
+  }
 }

@@ -62,3 +62,55 @@ TEST_CASE("compressed ring: top-k keeping every value is the dense ring's mean, 
   setup.compress.error_feedback = false;
   CHECK(scheduler::run_topology(*env.sys, setup, data).params == out.params);
 }
+
+namespace {
+
+scheduler::topology_setup bf16_wire_setup(int workers) {
+  auto setup = small_setup(workers, 1, true);
+  setup.kind = topology_kind::ring;
+  setup.ring.sharded_update = false;
+  setup.ring.wire_bf16 = true;
+  setup.ring.bucket_floats = 4096; // several buckets, chunks of uneven length
+  setup.ring.chunk_floats = 1001;
+  return setup;
+}
+
+} // namespace
+
+TEST_CASE("a ring with bf16 chunks: the same bits on any arrival order, half the bytes, near the fp32 ring") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 31);
+  for (int workers : {3, 4}) {
+    INFO(workers << " workers");
+    auto setup = bf16_wire_setup(workers);
+    const auto first = scheduler::run_topology(*env.sys, setup, data);
+    setup.worker_delay_ms.assign(static_cast<std::size_t>(workers), 0.0);
+    setup.worker_delay_ms[0] = 3.0; // worker 0 late, then the last with jitter
+    const auto late0 = scheduler::run_topology(*env.sys, setup, data);
+    setup.worker_delay_ms[0] = 0.0;
+    setup.worker_delay_ms.back() = 3.0;
+    setup.worker_jitter_ms.assign(static_cast<std::size_t>(workers), 1.0);
+    const auto late_last = scheduler::run_topology(*env.sys, setup, data);
+    for (const auto* out : {&first, &late0, &late_last}) {
+      CHECK(out->replica_spread == 0.0); // every replica decoded the owners' words
+      for (const auto& rep : out->reports)
+        CHECK(rep.error.empty());
+    }
+    CHECK(late0.params == first.params);
+    CHECK(late_last.params == first.params);
+    // The fp32 ring on the same batches: bytes twice as many (a chunk of
+    // odd length rounds its words up), parameters within bf16's rounding.
+    auto dense = bf16_wire_setup(workers);
+    dense.ring.wire_bf16 = false;
+    const auto fp32 = scheduler::run_topology(*env.sys, dense, data);
+    CHECK_FALSE(fp32.params == first.params);
+    std::int64_t sent = 0, sent32 = 0;
+    for (std::size_t r = 0; r < first.reports.size(); ++r) {
+      sent += first.reports[r].bytes_sent;
+      sent32 += fp32.reports[r].bytes_sent;
+    }
+    CHECK(sent >= sent32 / 2);
+    CHECK(sent <= sent32 / 2 + sent32 / 200);
+    gwtest::check_close(first.params, fp32.params, 2e-2, 1e-3);
+  }
+}

@@ -8,7 +8,8 @@
 #    PowerSGD's factors go round a ring allreduce: each worker sends each
 #    segment of P and of Q once or twice, as its position says;
 #  - a dense ring's counted bytes are a ring allreduce's, 2 (n-1)/n of the
-#    gradient a step each way;
+#    gradient a step each way, and half that with bf16 chunks
+#    (transport.wire_dtype), which give the same bits across processes;
 #  - error feedback changes the result (the residual is used);
 #  - top-k pushes to a sync parameter server's shards and DiLoCo's
 #    compressed pseudo-gradients give the same bits across 3 processes, as
@@ -59,6 +60,20 @@ z=(--set topology.kind=\"gossip\" --set transport.compress=\"topk\" --set transp
 run choco "${z[@]}" && run choco.procs "${z[@]}" --procs 3 &&
   same choco choco.procs "gossip, CHOCO top-k: 3 processes give the bits of one"
 run dense
+# bf16 chunks on the dense ring (transport.wire_dtype): 3 processes give
+# the bits of one, and each worker sends half the dense ring's bytes (a
+# chunk of odd length rounds its words up).
+z=(--set transport.wire_dtype=\"bf16\")
+run wire "${z[@]}" && run wire.procs "${z[@]}" --procs 3 &&
+  same wire wire.procs "wire_dtype bf16: 3 processes give the bits of one"
+/usr/bin/python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+d, w = (json.load(open(f"{sys.argv[1]}/{k}/summary.json")) for k in ("dense", "wire"))
+ok = d["bytes_sent"] / 2 <= w["bytes_sent"] <= d["bytes_sent"] / 2 * 1.001
+print(("ok" if ok else "FAIL") + f": wire_dtype bf16 sent {w['bytes_sent']} bytes, the fp32 ring {d['bytes_sent']}",
+      file=sys.stdout if ok else sys.stderr)
+sys.exit(0 if ok else 1)
+PY
 run topk.no-ef --set transport.compress=\"topk\" --set transport.compress_ratio=0.02 --set transport.compress_ef=false
 cmp -s "$tmp/topk/model.safetensors" "$tmp/topk.no-ef/model.safetensors" &&
   bad "top-k with and without error feedback gave the same model"
