@@ -38,6 +38,12 @@ struct compressed_state : worker_core {
   std::vector<float> mean; ///< the decoded mean gradient
   /// PowerSGD: the ring allreduce of P (index 0) and of Q (1).
   std::vector<std::unique_ptr<ring_allreduce>> factor_rings;
+  /// transport.compress_warmup: the ring allreduce of the dense gradient
+  /// (tag 2) for the first steps, in the dense ring's buckets, and the
+  /// buckets summed so far this step.
+  std::unique_ptr<ring_allreduce> dense_ring;
+  std::vector<std::pair<std::size_t, std::size_t>> dense_buckets;
+  std::size_t dense_done = 0;
 
   static inline const char* name = "compressed_worker";
 };
@@ -84,6 +90,17 @@ void begin_step(compressed_actor* self) {
     st.round_start = st.now();
     st.phase = 0;
     const float* g = st.trainer->gradients().data();
+    if (st.step < st.cfg.compress.warmup) { // dense, the gradient's copy summed in place round the ring
+      auto copy = slice::empty({static_cast<std::int64_t>(st.mean.size())});
+      std::memcpy(copy.data(), g, copy.bytes());
+      st.dense_done = 0;
+      for (std::size_t b = 0; b < st.dense_buckets.size(); ++b) {
+        const auto [lo, hi] = st.dense_buckets[b];
+        st.dense_ring->start(self, st.step, static_cast<int>(b), copy.view(lo, {static_cast<std::int64_t>(hi - lo)}),
+                             1.f / static_cast<float>(st.cfg.world));
+      }
+      return;
+    }
     if (st.power) {
       st.factor_rings[0]->start(self, st.step, 0, slice_of(st.power->first_payload(g)), 1.f);
       return;
@@ -126,6 +143,18 @@ void factor_summed(compressed_actor* self, int phase, ring_allreduce::done_info 
   }
   st.power->finish(sum, 1.f / static_cast<float>(st.cfg.world), st.mean.data()); // writes every element
   apply_mean(self);
+}
+
+/// transport.compress_warmup: the dense mean gradient, applied.
+void dense_summed(compressed_actor* self, ring_allreduce::done_info d) {
+  auto& st = self->state;
+  const auto [sent, received] = st.dense_ring->take_bytes();
+  st.report.bytes_sent += sent;
+  st.report.bytes_received += received;
+  for (const auto& p : d.result) // the ring's pieces cover the bucket once
+    std::memcpy(st.mean.data() + p.offset, p.data.data(), p.data.bytes());
+  if (++st.dense_done == st.dense_buckets.size())
+    apply_mean(self);
 }
 
 /// The round's payloads decoded, their mean into st.mean.
@@ -216,6 +245,13 @@ void init_compression(compressed_actor* self) {
   } else
     st.one = std::make_unique<models::compressor>(spec, n);
   st.mean.assign(n, 0.f);
+  if (spec.warmup > 0) {
+    st.dense_buckets = st.cfg.buckets.empty() ? make_buckets(n, st.cfg.ring.bucket_floats) : st.cfg.buckets;
+    st.dense_ring = std::make_unique<ring_allreduce>(
+      st.cfg.rank, st.cfg.world, 2, st.dense_buckets, st.cfg.ring.chunk_floats,
+      [self](ring_allreduce::done_info d) { dense_summed(self, std::move(d)); });
+    st.dense_ring->set_clock(st.cfg.vclock.get());
+  }
   if (st.cfg.resume)
     restore_compression(st);
   st.save_extra = [self](snapshot& s) {
@@ -230,8 +266,12 @@ void init_compression(compressed_actor* self) {
 void on_factor_chunk(compressed_actor* self, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
   auto& st = self->state;
   try {
+    if (tag == 2 && st.dense_ring) {
+      st.dense_ring->on_chunk(self, round, bucket, chunk, hop, std::move(data));
+      return;
+    }
     check(st.power && (tag == 0 || tag == 1), "a ring chunk of tag " + std::to_string(tag) +
-                                                (st.power ? "" : " (only PowerSGD's factors go round the ring)"));
+                                                " (only PowerSGD's factors and the warm-up's gradients go round the ring)");
     st.factor_rings[static_cast<std::size_t>(tag)]->on_chunk(self, round, bucket, chunk, hop, std::move(data));
   } catch (const gradwire::error& e) {
     st.finish(self, st.who() + e.what());
@@ -240,6 +280,11 @@ void on_factor_chunk(compressed_actor* self, int tag, std::int64_t round, int bu
 
 void on_beat(compressed_actor* self) {
   auto& st = self->state;
+  if (st.in_round && st.overdue(st.round_start) && st.step < st.cfg.compress.warmup) {
+    st.finish(self, st.who() + "the dense sum at step " + std::to_string(st.step) + " incomplete after " +
+                      std::to_string(st.cfg.timeout.count()) + " ms: " + st.dense_ring->pending());
+    return;
+  }
   if (st.in_round && st.overdue(st.round_start) && st.power) {
     st.finish(self, st.who() + "PowerSGD's sum of " + (st.phase == 0 ? "P" : "Q") + " at step " +
                       std::to_string(st.step) + " incomplete after " + std::to_string(st.cfg.timeout.count()) +
@@ -276,6 +321,8 @@ caf::behavior compressed_behavior(compressed_actor* self, worker_config cfg) {
         s.workers = std::move(all);
         for (auto& ring : s.factor_rings)
           ring->set_right(right);
+        if (s.dense_ring)
+          s.dense_ring->set_right(right);
         begin_step(self);
       },
       [=](gather_atom, std::int64_t step, int phase, int rank, slice payload) {

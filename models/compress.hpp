@@ -52,6 +52,9 @@ struct compress_spec {
   int rank = 2;              ///< powersgd
   bool error_feedback = true;
   std::uint64_t seed = 1;    ///< randk's draws, powersgd's first Q
+  /// A ring's first `warmup` steps sum the dense gradient instead (with
+  /// Adam, its variance frozen from then on: optimizer_spec::freeze_variance_after).
+  std::int64_t warmup = 0;
 };
 
 /// What a payload costs on the wire for `n` values (one-round modes).

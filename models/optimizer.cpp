@@ -6,6 +6,7 @@
 #include "models/layer.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gradwire::models {
 
@@ -99,6 +100,10 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
   if (spec_.kind == "sgd") {
     be.sgd_update(n, lr, momentum_now(), spec_.weight_decay, spec_.nesterov, w + begin, g,
                   v_.defined() ? v_.data() + begin : nullptr);
+  } else if (spec_.freeze_variance_after > 0 && step_ > spec_.freeze_variance_after) {
+    if (spec_.kind == "adamw")
+      decay(w, begin, end, lr);
+    adam_frozen(n, lr, w + begin, g, m_.data() + begin, v_.data() + begin);
   } else {
     const bool decoupled = spec_.kind == "adamw";
     if (decoupled)
@@ -106,6 +111,21 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
     be.adam_update(n, lr, spec_.beta1, spec_.beta2, spec_.eps, decoupled ? 0.f : spec_.weight_decay,
                    step_ < 1 ? 1 : step_, w + begin, g, m_.data() + begin,
                    v_.data() + begin);
+  }
+}
+
+void optimizer::adam_frozen(std::size_t n, float lr, float* w, const float* g, float* m, const float* v) const {
+  check(dev_.is_cpu(), "an Adam update with its variance frozen (transport.compress_warmup) runs on the CPU, not " +
+                         kernels::to_string(dev_));
+  const double bc1 = 1.0 - std::pow(static_cast<double>(spec_.beta1), static_cast<double>(step_));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(spec_.beta2), static_cast<double>(spec_.freeze_variance_after));
+  const float step_size = static_cast<float>(lr / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float wd = spec_.kind == "adamw" ? 0.f : spec_.weight_decay, b1 = spec_.beta1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (1.f - b1) * gi;
+    w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + spec_.eps);
   }
 }
 

@@ -33,6 +33,12 @@ struct optimizer_spec {
   // (trainer::compute_gradients), in every topology alike:
   float clip_norm = 0.f; ///< > 0: scale the gradient to at most this L2 norm
   int accumulate = 1;    ///< micro-batches per step, their gradients summed
+  /// adam, adamw: > 0, the second moment stops updating after this many
+  /// steps (its bias correction with it), as 1-bit Adam (Tang et al. 2021)
+  /// freezes it once its compression starts: each later update is then
+  /// linear in the gradient, so error feedback's delayed values add up to
+  /// what was held back (transport.compress_warmup). Host memory only.
+  std::int64_t freeze_variance_after = 0;
 };
 
 /// The decayed ranges of a model's parameter buffer (optimizer_spec::decay).
@@ -79,6 +85,9 @@ public:
   void load(const saved& s);
 
 private:
+  /// Adam's step with v frozen (spec_.freeze_variance_after): m updated, v
+  /// and its bias correction as they were at the freeze.
+  void adam_frozen(std::size_t n, float lr, float* w, const float* g, float* m, const float* v) const;
   /// adamw's decoupled decay, w *= 1 - lr * weight_decay, on [begin, end)'s decayed parts.
   void decay(float* w, std::size_t begin, std::size_t end, float lr);
 

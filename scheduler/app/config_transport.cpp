@@ -15,7 +15,11 @@ void read_compression(reader& r, run_config& c) {
   z.ratio = r.number("transport.compress_ratio");
   z.rank = static_cast<int>(r.integer("transport.compress_rank"));
   z.error_feedback = r.boolean("transport.compress_ef");
+  z.warmup = r.integer("transport.compress_warmup");
   check(z.ratio > 0, r.loc("transport.compress_ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
+  check(z.warmup == 0 || z.mode != models::compress_mode::none,
+        r.loc("transport.compress_warmup") + " = " + std::to_string(z.warmup) +
+          ": a warm-up before compression needs transport.compress");
   if (z.mode == models::compress_mode::none)
     return;
   const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
@@ -26,6 +30,9 @@ void read_compression(reader& r, run_config& c) {
         r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients, the pushes to parameter-server "
           "shards or gossip's parameters; topology.kind = \"" + c.topology +
           "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
+  check(ring || z.warmup == 0,
+        r.loc("transport.compress_warmup") + ": the dense warm-up is a ring's (its workers sum dense gradients " +
+          "round a ring first); topology.kind = \"" + c.topology + "\" compresses from the first step");
   check(ring || z.mode != models::compress_mode::powersgd,
         r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
           "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk, sign or int8");

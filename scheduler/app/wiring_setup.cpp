@@ -135,6 +135,8 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
   // The learning rate: scaled to the global batch and scheduled over the
   // steps each worker runs (with a shared budget, its mean share).
   setup.opt = optimizer_for(cfg, per_epoch, setup.steps, one_batch_updates ? cfg.batch_size : global_batch);
+  if (cfg.compress.warmup > 0 && setup.opt.kind != "sgd") // 1-bit Adam: the variance as the dense steps left it
+    setup.opt.freeze_variance_after = cfg.compress.warmup;
   if (cfg.shared_budget && one_batch_updates) {
     // The samples every worker's steps would give, shared out by speed:
     // a worker may take up to all of them (epochs wrap around its shard).

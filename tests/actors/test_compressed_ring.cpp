@@ -114,3 +114,37 @@ TEST_CASE("a ring with bf16 chunks: the same bits on any arrival order, half the
     gwtest::check_close(first.params, fp32.params, 2e-2, 1e-3);
   }
 }
+
+TEST_CASE("compressed ring with a dense warm-up: warm-up steps are the dense ring's, bit for bit, then compression") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 32);
+  auto setup = compressed_setup(compress_mode::topk, 0.05);
+  setup.opt.kind = "adamw";
+  setup.opt.lr = 2e-3f;
+  setup.ring.sharded_update = false;
+  // Every step a warm-up step: the dense ring's model, bit for bit (the
+  // same buckets, the same ring order, Adam's variance never frozen).
+  auto all_dense = setup;
+  all_dense.compress.warmup = setup.steps;
+  auto dense = setup;
+  dense.compress.mode = compress_mode::none;
+  const auto warm = scheduler::run_topology(*env.sys, all_dense, data);
+  const auto ring = scheduler::run_topology(*env.sys, dense, data);
+  for (const auto& rep : warm.reports)
+    REQUIRE(rep.error.empty());
+  CHECK(warm.params == ring.params);
+  // Half the steps dense, then top-k with Adam's variance frozen: the
+  // same bits whatever order the payloads arrive in, and not the run
+  // compressed from the start.
+  auto half = setup;
+  half.compress.warmup = setup.steps / 2;
+  half.opt.freeze_variance_after = half.compress.warmup;
+  const auto first = scheduler::run_topology(*env.sys, half, data);
+  half.worker_delay_ms = {0.0, 3.0, 0.0};
+  const auto late = scheduler::run_topology(*env.sys, half, data);
+  const auto from_start = scheduler::run_topology(*env.sys, setup, data);
+  CHECK(first.replica_spread == 0.0);
+  CHECK(late.params == first.params);
+  CHECK_FALSE(first.params == from_start.params);
+  CHECK_FALSE(first.params == ring.params);
+}

@@ -127,6 +127,8 @@ case_ wire_compress '[topology]\nkind = "ring"\n[transport]\nwire_dtype = "bf16"
 case_ wire_overlap '[topology]\nkind = "ring"\noverlap = true\n[transport]\nwire_dtype = "bf16"\n' 'wire_overlap.toml:5: transport.wire_dtype = "bf16": .*set topology.overlap = false'
 case_ wire_collective '[topology]\nkind = "ring"\nallreduce = "collective"\n[transport]\nwire_dtype = "bf16"\n' 'wire_collective.toml:3: topology.allreduce = "collective" cannot serve transport.wire_dtype = "bf16"'
 case_ wire_dtype '[transport]\nwire_dtype = "fp8"\n' 'wire_dtype.toml:2: transport.wire_dtype = "fp8" is not one of: fp32, bf16'
+case_ warmup_alone '[topology]\nkind = "ring"\n[transport]\ncompress_warmup = 10\n' 'warmup_alone.toml:4: transport.compress_warmup = 10: a warm-up before compression needs transport.compress'
+case_ warmup_ps '[topology]\nkind = "parameter-server"\n[transport]\ncompress = "topk"\ncompress_warmup = 10\n' 'warmup_ps.toml:5: transport.compress_warmup: the dense warm-up is a ring.s'
 case_ dylu_sync '[topology]\nkind = "diloco"\ndynamic_local_steps = true\n' 'dylu_sync.toml:3: topology.dynamic_local_steps: dynamic local steps are async DiLoCo.s .*not diloco sync'
 case_ dylu_ps '[topology]\nkind = "parameter-server"\nmode = "async"\ndynamic_local_steps = true\n' 'dylu_ps.toml:4: topology.dynamic_local_steps: dynamic local steps are async DiLoCo.s'
 case_ dylu_ckpt '[topology]\nkind = "diloco"\nmode = "async"\ndynamic_local_steps = true\n[train]\ncheckpoint_every = 8\n' 'dylu_ckpt.toml:4: topology.dynamic_local_steps: dynamic local steps do not checkpoint'
