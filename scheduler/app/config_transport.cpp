@@ -47,14 +47,31 @@ void read_compression(reader& r, run_config& c) {
                                      " with topology.balance_every > 0: a compressed ring does not balance batches");
 }
 
-/// transport.wire_dtype: bf16 chunks on a flat ring of the workers' own.
+/// transport.wire_dtype on the parameter-server families: the pushes
+/// (gradients, or local SGD's and DiLoCo's pseudo-gradients) rounded to
+/// bf16 or int8 without error feedback, through the compressed pushes.
+void wire_dtype_pushes(const std::string& at, const std::string& w, run_config& c) {
+  check(c.compress.mode == models::compress_mode::none,
+        at + "transport.compress sets the pushes' payload too: choose one of the two");
+  c.compress.mode = w == "bf16" ? models::compress_mode::bf16 : models::compress_mode::int8;
+  c.compress.error_feedback = false;
+}
+
+/// transport.wire_dtype: bf16 chunks on a flat ring of the workers' own,
+/// or low-precision pushes to shards.
 void read_wire_dtype(reader& r, run_config& c) {
-  if (r.str("transport.wire_dtype") != "bf16")
+  const auto w = r.str("transport.wire_dtype");
+  if (w == "fp32")
     return;
-  const auto at = r.loc("transport.wire_dtype") + " = \"bf16\": ";
+  const auto at = r.loc("transport.wire_dtype") + " = \"" + w + "\": ";
+  if (c.family && c.family->has_shards) {
+    wire_dtype_pushes(at, w, c);
+    return;
+  }
   check(c.family && c.family->kind == topology_kind::ring,
-        at + "bf16 on the wire is the ring's (its chunks); topology.kind = \"" + c.topology +
-          "\" takes transport.compress = \"bf16\" for its pushes or payloads, with error feedback");
+        at + "low precision on the wire is a ring's chunks or the pushes to shards; topology.kind = \"" + c.topology +
+          "\" takes transport.compress = \"" + w + "\" for its payloads, with error feedback");
+  check(w == "bf16", at + "a ring's chunks cross as bf16 or fp32 (int8 is for pushes to shards, or transport.compress)");
   check(c.compress.mode == models::compress_mode::none,
         at + "a compressed ring (transport.compress) sends payloads of its own, not chunks: choose one of the two");
   check(!c.ring.overlap, at + "bf16 chunks run on the workers' own ring, not the peers that overlap with backward: " +

@@ -55,6 +55,22 @@ for kind in parameter-server diloco; do
   run "$kind" "${z[@]}" || continue
   run "$kind.procs" "${z[@]}" --procs 3 && same "$kind" "$kind.procs" "$kind, top-k pushes: 3 processes give the bits of one"
 done
+# Streaming DiLoCo's low-precision outer exchange (transport.wire_dtype =
+# "int8": pseudo-gradients rounded without error feedback), 2 fragments
+# on 2 shards each, across 3 processes; a quarter of the dense bytes.
+z=(--set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.fragments=2
+   --set transport.wire_dtype=\"int8\")
+run stream8 "${z[@]}" && run stream8.procs "${z[@]}" --procs 3 &&
+  same stream8 stream8.procs "streaming DiLoCo, int8 outer exchange: 3 processes give the bits of one"
+run stream32 --set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.fragments=2
+/usr/bin/python3 - "$tmp" <<'PY' || fail=1
+import json, sys
+d, w = (json.load(open(f"{sys.argv[1]}/{k}/summary.json")) for k in ("stream32", "stream8"))
+ok = 0.25 <= w["bytes_sent"] / d["bytes_sent"] <= 0.26
+print(("ok" if ok else "FAIL") + f": int8 outer exchange sent {w['bytes_sent']} bytes, fp32 {d['bytes_sent']}",
+      file=sys.stdout if ok else sys.stderr)
+sys.exit(0 if ok else 1)
+PY
 # CHOCO gossip (D-PSGD on a ring of 3, top-k payloads) across 3 processes.
 z=(--set topology.kind=\"gossip\" --set transport.compress=\"topk\" --set transport.compress_ratio=0.1)
 run choco "${z[@]}" && run choco.procs "${z[@]}" --procs 3 &&
