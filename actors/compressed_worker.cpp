@@ -35,7 +35,8 @@ struct compressed_state : worker_core {
   int phase = 0;
   bool in_round = false;
   clock_type::time_point round_start;
-  std::vector<float> mean; ///< the decoded mean gradient
+  std::vector<float> mean; ///< the decoded mean gradient (1-bit Adam: momentum)
+  std::vector<float> momentum; ///< compress.momentum: this worker's Adam momentum, sent
   /// PowerSGD: the ring allreduce of P (index 0) and of Q (1).
   std::vector<std::unique_ptr<ring_allreduce>> factor_rings;
   /// transport.compress_warmup: the ring allreduce of the dense gradient
@@ -105,6 +106,10 @@ void begin_step(compressed_actor* self) {
       st.factor_rings[0]->start(self, st.step, 0, slice_of(st.power->first_payload(g)), 1.f);
       return;
     }
+    if (st.cfg.compress.momentum) { // 1-bit Adam: this worker's momentum goes, its gradient folded in
+      st.trainer->optim().momentum_after(st.model->params().data(), g, st.momentum.data(), st.momentum.size());
+      g = st.momentum.data();
+    }
     send_phase(self, slice_of(st.one->encode(g, st.step, st.cfg.rank)));
     try_complete(self);
   } catch (const gradwire::error& e) {
@@ -118,7 +123,10 @@ void apply_mean(compressed_actor* self) {
   st.in_round = false;
   st.end_comm();
   const auto t0 = st.now();
-  st.trainer->apply(st.mean.data());
+  if (st.cfg.compress.momentum && st.step >= st.cfg.compress.warmup)
+    st.trainer->apply_momentum(st.mean.data()); // the mean is the workers' momentum
+  else
+    st.trainer->apply(st.mean.data());
   st.add_compute(t0);
   st.begin_comm();
   st.end_step(self);
@@ -245,6 +253,8 @@ void init_compression(compressed_actor* self) {
   } else
     st.one = std::make_unique<models::compressor>(spec, n);
   st.mean.assign(n, 0.f);
+  if (spec.momentum)
+    st.momentum.assign(n, 0.f);
   if (spec.warmup > 0) {
     st.dense_buckets = st.cfg.buckets.empty() ? make_buckets(n, st.cfg.ring.bucket_floats) : st.cfg.buckets;
     st.dense_ring = std::make_unique<ring_allreduce>(

@@ -55,6 +55,10 @@ struct compress_spec {
   /// A ring's first `warmup` steps sum the dense gradient instead (with
   /// Adam, its variance frozen from then on: optimizer_spec::freeze_variance_after).
   std::int64_t warmup = 0;
+  /// After the warm-up, with Adam: each worker compresses its Adam momentum
+  /// (optimizer::momentum_after) instead of its gradient, and the mean
+  /// momentum makes the step (1-bit Adam).
+  bool momentum = false;
 };
 
 /// What a payload costs on the wire for `n` values (one-round modes).

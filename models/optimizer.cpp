@@ -103,7 +103,7 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
   } else if (spec_.freeze_variance_after > 0 && step_ > spec_.freeze_variance_after) {
     if (spec_.kind == "adamw")
       decay(w, begin, end, lr);
-    adam_frozen(n, lr, w + begin, g, m_.data() + begin, v_.data() + begin);
+    adam_frozen(w, g, begin, end, lr);
   } else {
     const bool decoupled = spec_.kind == "adamw";
     if (decoupled)
@@ -114,19 +114,44 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
   }
 }
 
-void optimizer::adam_frozen(std::size_t n, float lr, float* w, const float* g, float* m, const float* v) const {
+void optimizer::frozen_step(float* w, std::size_t begin, std::size_t end, float lr) const {
   check(dev_.is_cpu(), "an Adam update with its variance frozen (transport.compress_warmup) runs on the CPU, not " +
                          kernels::to_string(dev_));
   const double bc1 = 1.0 - std::pow(static_cast<double>(spec_.beta1), static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(static_cast<double>(spec_.beta2), static_cast<double>(spec_.freeze_variance_after));
   const float step_size = static_cast<float>(lr / bc1);
   const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float wd = spec_.kind == "adamw" ? 0.f : spec_.weight_decay, b1 = spec_.beta1;
-  for (std::size_t i = 0; i < n; ++i) {
-    const float gi = g[i] + wd * w[i];
-    m[i] = b1 * m[i] + (1.f - b1) * gi;
+  const float* m = m_.data();
+  const float* v = v_.data();
+  for (std::size_t i = begin; i < end; ++i)
     w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + spec_.eps);
-  }
+}
+
+void optimizer::adam_frozen(float* w, const float* g, std::size_t begin, std::size_t end, float lr) {
+  const float wd = spec_.kind == "adamw" ? 0.f : spec_.weight_decay, b1 = spec_.beta1;
+  float* m = m_.data();
+  for (std::size_t i = begin; i < end; ++i)
+    m[i] = b1 * m[i] + (1.f - b1) * (g[i - begin] + wd * w[i]);
+  frozen_step(w, begin, end, lr);
+}
+
+void optimizer::momentum_after(const float* w, const float* g, float* out, std::size_t n) const {
+  check(m_.defined() && dev_.is_cpu() && spec_.freeze_variance_after > 0,
+        "momentum exchange: an Adam optimizer on the CPU with its variance frozen (transport.compress_warmup)");
+  const float wd = spec_.kind == "adamw" ? 0.f : spec_.weight_decay, b1 = spec_.beta1;
+  const float* m = m_.data();
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = b1 * m[i] + (1.f - b1) * (g[i] + wd * w[i]);
+}
+
+void optimizer::update_with_momentum(float* w, const float* m, std::size_t begin, std::size_t end, float lr_scale) {
+  check(step_ > spec_.freeze_variance_after, "momentum exchange before the variance is frozen (step " +
+                                               std::to_string(step_) + ")");
+  const float lr = lr_now() * lr_scale;
+  if (spec_.kind == "adamw")
+    decay(w, begin, end, lr);
+  std::copy(m + begin, m + end, m_.data() + begin);
+  frozen_step(w, begin, end, lr);
 }
 
 void optimizer::decay(float* w, std::size_t begin, std::size_t end, float lr) {

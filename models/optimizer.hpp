@@ -63,6 +63,14 @@ public:
   /// where there is no fused kernel (Adam, device memory).
   bool update_sum(float* w, const float* g0, const float* g1, float s, std::size_t begin, std::size_t end,
                   float* w_out, float lr_scale = 1.f);
+  /// 1-bit Adam's compressed stage (freeze_variance_after passed, host
+  /// memory): the momentum this optimizer would reach from gradient g on
+  /// w[0, n), into out, its state unchanged; the workers exchange these.
+  void momentum_after(const float* w, const float* g, float* out, std::size_t n) const;
+  /// Its update from the workers' mean momentum m (the new state m), with
+  /// the frozen second moment: w -= lr m / (sqrt(v) + eps), after adamw's
+  /// decay. From one worker's own momentum_after it is update()'s step.
+  void update_with_momentum(float* w, const float* m, std::size_t begin, std::size_t end, float lr_scale = 1.f);
   const optimizer_spec& spec() const { return spec_; }
   /// The learning rate and momentum of the current update (the schedule at
   /// this optimizer's step).
@@ -85,9 +93,13 @@ public:
   void load(const saved& s);
 
 private:
-  /// Adam's step with v frozen (spec_.freeze_variance_after): m updated, v
-  /// and its bias correction as they were at the freeze.
-  void adam_frozen(std::size_t n, float lr, float* w, const float* g, float* m, const float* v) const;
+  /// Adam's step with v frozen (spec_.freeze_variance_after) on
+  /// [begin, end), g pointing at element begin: m updated, then
+  /// frozen_step.
+  void adam_frozen(float* w, const float* g, std::size_t begin, std::size_t end, float lr);
+  /// w -= lr m / (sqrt(v) + eps) on [begin, end), v and its bias
+  /// correction as they were at the freeze.
+  void frozen_step(float* w, std::size_t begin, std::size_t end, float lr) const;
   /// adamw's decoupled decay, w *= 1 - lr * weight_decay, on [begin, end)'s decayed parts.
   void decay(float* w, std::size_t begin, std::size_t end, float lr);
 

@@ -178,6 +178,16 @@ void trainer::apply(const float* grads, float lr_scale) {
   });
 }
 
+void trainer::apply_momentum(const float* m) {
+  kernels::flush_denormals_on_this_thread();
+  float* w = model_.params().data();
+  opt_.begin_step();
+  pool_.run(pool_.size(), [&](std::size_t t) {
+    auto [b, e] = part(model_.size(), pool_.size(), t, 16);
+    opt_.update_with_momentum(w, m, b, e);
+  });
+}
+
 void trainer::apply_slices(const std::vector<grad_slice>& slices, float lr_scale) {
   kernels::flush_denormals_on_this_thread();
   float* w = model_.params().data();

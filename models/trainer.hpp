@@ -68,6 +68,10 @@ public:
   /// Applies the optimizer to the model from gradients() (or from `grads`,
   /// a buffer of the model's layout on its device), scaled by lr_scale.
   void apply(const float* grads = nullptr, float lr_scale = 1.f);
+  /// 1-bit Adam's compressed stage: the step from the workers' mean Adam
+  /// momentum `m` (optimizer::update_with_momentum), a buffer of the
+  /// model's layout.
+  void apply_momentum(const float* m);
   /// A gradient for [begin, end) of the parameter buffer held elsewhere
   /// (pieces of an allreduced gradient); `g` points at element `begin`.
   struct grad_slice {

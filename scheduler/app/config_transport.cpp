@@ -16,6 +16,12 @@ void read_compression(reader& r, run_config& c) {
   z.rank = static_cast<int>(r.integer("transport.compress_rank"));
   z.error_feedback = r.boolean("transport.compress_ef");
   z.warmup = r.integer("transport.compress_warmup");
+  z.momentum = r.boolean("transport.compress_momentum");
+  check(!z.momentum || (z.warmup > 0 && c.opt.kind != "sgd" && z.mode != models::compress_mode::powersgd &&
+                        z.mode != models::compress_mode::none),
+        r.loc("transport.compress_momentum") + ": 1-bit Adam compresses Adam's momentum after a dense warm-up: it " +
+          "needs train.optimizer = \"adam\" or \"adamw\", transport.compress_warmup > 0 and a one-round mode " +
+          "(bf16, topk, randk, sign, int8)");
   check(z.ratio > 0, r.loc("transport.compress_ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
   check(z.warmup == 0 || z.mode != models::compress_mode::none,
         r.loc("transport.compress_warmup") + " = " + std::to_string(z.warmup) +

@@ -148,3 +148,30 @@ TEST_CASE("compressed ring with a dense warm-up: warm-up steps are the dense rin
   CHECK_FALSE(first.params == from_start.params);
   CHECK_FALSE(first.params == ring.params);
 }
+
+TEST_CASE("1-bit Adam on the ring: momentum sent whole is the frozen-variance gradient run, to rounding; any order the same bits") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 33);
+  auto setup = compressed_setup(compress_mode::topk, 1.0); // every value sent: error feedback holds nothing
+  setup.opt.kind = "adamw";
+  setup.opt.lr = 2e-3f;
+  setup.compress.warmup = setup.steps / 3;
+  setup.opt.freeze_variance_after = setup.compress.warmup;
+  const auto grads = scheduler::run_topology(*env.sys, setup, data);
+  setup.compress.momentum = true;
+  const auto moms = scheduler::run_topology(*env.sys, setup, data);
+  for (const auto* out : {&grads, &moms})
+    for (const auto& rep : out->reports)
+      REQUIRE(rep.error.empty());
+  // The mean of the workers' momenta is the momentum of the mean gradient
+  // in exact arithmetic; in floats a different order of the same sums.
+  CHECK_FALSE(moms.params == grads.params);
+  gwtest::check_close(moms.params, grads.params, 1e-4, 1e-5);
+  // Top-k 5% of the momentum: the same bits whatever order the payloads come in.
+  setup.compress.ratio = 0.05;
+  const auto first = scheduler::run_topology(*env.sys, setup, data);
+  setup.worker_delay_ms = {3.0, 0.0, 0.0};
+  const auto late = scheduler::run_topology(*env.sys, setup, data);
+  CHECK(first.replica_spread == 0.0);
+  CHECK(late.params == first.params);
+}

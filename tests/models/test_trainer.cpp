@@ -395,3 +395,33 @@ TEST_CASE("Adam with its variance frozen after K steps: the same steps up to K, 
     }
   }
 }
+
+TEST_CASE("1-bit Adam's momentum step: a worker's own momentum_after gives update()'s frozen step, bit for bit") {
+  for (const char* kind : {"adam", "adamw"}) {
+    INFO(kind);
+    optimizer_spec spec;
+    spec.kind = kind;
+    spec.lr = 1e-2f;
+    spec.weight_decay = 0.1f;
+    spec.decay = {{0, 5}};
+    spec.freeze_variance_after = 2;
+    const std::size_t n = 9;
+    optimizer a(spec, n, kernels::device::cpu()), b(spec, n, kernels::device::cpu());
+    std::vector<float> wa(n, 0.25f), wb(n, 0.25f), g(n), m(n);
+    for (int step = 1; step <= 5; ++step) {
+      for (std::size_t i = 0; i < n; ++i)
+        g[i] = 0.05f * static_cast<float>(step) * (static_cast<float>(i) - 4.f) + 0.01f;
+      a.begin_step();
+      b.begin_step();
+      a.update(wa.data(), g.data(), 0, n);
+      if (step <= 2) { // dense steps: both the plain update
+        b.update(wb.data(), g.data(), 0, n);
+        CHECK_THROWS(b.update_with_momentum(wb.data(), g.data(), 0, n)); // not before the freeze
+        continue;
+      }
+      b.momentum_after(wb.data(), g.data(), m.data(), n);
+      b.update_with_momentum(wb.data(), m.data(), 0, n);
+      CHECK(wa == wb);
+    }
+  }
+}
