@@ -149,7 +149,7 @@ TEST_CASE("compressed ring with a dense warm-up: warm-up steps are the dense rin
   CHECK_FALSE(first.params == ring.params);
 }
 
-TEST_CASE("1-bit Adam on the ring: momentum sent whole is the frozen-variance gradient run, to rounding; any order the same bits") {
+TEST_CASE("1-bit Adam on the ring: momentum sent whole is the frozen-variance gradient run to rounding, and any order gives the same bits") {
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 33);
   auto setup = compressed_setup(compress_mode::topk, 1.0); // every value sent: error feedback holds nothing
