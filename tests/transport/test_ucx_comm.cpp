@@ -119,6 +119,8 @@ TEST_CASE("ucx comm: abort gives up a sum in progress at once, from another thre
   auto algo = GENERATE(allreduce_algo::recursive_doubling, allreduce_algo::shared_memory);
   auto net = GENERATE(comm_net::ucx, comm_net::sockets);
   INFO("algorithm " << transport::to_string(algo) << ", net " << transport::to_string(net));
+  if (algo == allreduce_algo::shared_memory && net == comm_net::sockets)
+    return; // TCP within the host as asked: no shared memory to sum through, so no sum to give up
   auto comms = make_comms(2, "posix,cma,self", 60000, net);
   std::vector<float> a(100000, 1.f);
   std::string failed;
