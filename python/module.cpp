@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,8 @@ py::tuple results_folder(const std::string& config, const std::vector<std::strin
   }
 }
 
-/// Every config key: {key: {type, default, allowed, doc}}.
+/// Every config key: {key: {type, default, allowed, doc, range}}; range is
+/// (lo, hi) for integers and numbers that have one, else None.
 py::dict schema() {
   py::dict out;
   for (const auto& k : gs::config_schema()) {
@@ -53,6 +55,13 @@ py::dict schema() {
     spec["default"] = k.default_value;
     spec["allowed"] = k.allowed;
     spec["doc"] = k.doc;
+    if (k.range == gs::any_value)
+      spec["range"] = py::none();
+    else if (k.type == gs::value_type::integer)
+      spec["range"] = py::make_tuple(static_cast<long long>(std::max(k.range.first, -9.2e18)),
+                                     static_cast<long long>(std::min(k.range.second, 9.2e18)));
+    else
+      spec["range"] = py::make_tuple(k.range.first, k.range.second);
     out[py::str(k.key)] = spec;
   }
   return out;
@@ -66,7 +75,7 @@ PYBIND11_MODULE(_gradwire, m) {
         "Runs `gradwire ARGS...` here; returns (exit status, error message)");
   m.def("results_folder", &results_folder, py::arg("config"), py::arg("overrides"),
         "The results folder of a run of CONFIG with these --set overrides: (folder, error message)");
-  m.def("schema", &schema, "Every config key with its type, default (TOML text), allowed values and doc");
+  m.def("schema", &schema, "Every config key with its type, default (TOML text), allowed values, doc and range");
   m.def("version", &gs::version);
   m.def("commit", &gs::git_commit);
   m.attr("build_exe") = GRADWIRE_BUILD_EXE; // the program beside this module in the build tree

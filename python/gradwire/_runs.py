@@ -36,7 +36,8 @@ def version():
 
 
 def keys():
-    """Every config key: {key: {"type", "default" (TOML text), "allowed", "doc"}}."""
+    """Every config key: {key: {"type", "default" (TOML text), "allowed", "doc",
+    "range" ((lo, hi) for integers and numbers that have one, else None)}}."""
     return _gradwire.schema()
 
 

@@ -43,6 +43,8 @@ def expect_error(fn, *parts):
 # keys: the schema, for listing and validating keys.
 keys = gradwire.keys()
 check("train.lr" in keys and keys["train.lr"]["doc"], "keys() lacks train.lr or its doc")
+check(keys["topology.workers"]["range"] == (1, 1024) and keys["train.lr"]["range"] == (1e-12, 1e6) and
+      keys["model.kind"]["range"] is None, "keys() gives the wrong ranges: " + str(keys["topology.workers"]))
 check(keys["topology.kind"]["allowed"] and "ring" in keys["topology.kind"]["allowed"], "topology.kind's values")
 
 # run: a path, --set values from Python values, results read back.
