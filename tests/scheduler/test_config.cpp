@@ -104,7 +104,7 @@ TEST_CASE("node groups (nodes tables): parsed, counted, and checked") {
   CHECK_THROWS_WITH(parse_config(topo + "[[nodes]]\ncount = 4\nslowness = 2\n", "n.toml"),
                     Catch::Contains("n.toml:6") && Catch::Contains("did you mean 'nodes.slowdown'"));
   CHECK_THROWS_WITH(parse_config(topo + "[[nodes]]\ncount = 4\nslowdown = 0.5\n", "n.toml"),
-                    Catch::Contains("slowdown must be in [1, 1000]"));
+                    Catch::Contains("n.toml:6: nodes.slowdown = 0.5 is out of range [1, 1000]"));
   CHECK_THROWS_WITH(parse_config(topo + "[nodes]\ncount = 4\n", "n.toml"), Catch::Contains("write [[nodes]]"));
   CHECK_THROWS_WITH(parse_config("[[nodes]]\ncount = 2\n", "n.toml"), Catch::Contains("other than \"single\""));
 }
@@ -179,7 +179,7 @@ TEST_CASE("node groups carry their device and threads, and a bad device names th
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\ndevice = \"gpu0\"\n", "n.toml"),
                     Catch::Contains("n.toml:4") && Catch::Contains("unknown device 'gpu0'"));
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nworkers = 1\n[[nodes]]\nthreads = -1\n", "n.toml"),
-                    Catch::Contains("n.toml:4: [[nodes]] #1: threads = -1 must be in [0, 256]"));
+                    Catch::Contains("n.toml:5: nodes.threads = -1 is out of range [0, 256]"));
 }
 
 TEST_CASE("topology options reach their structs whole: keys of another kind or mode stay off") {
