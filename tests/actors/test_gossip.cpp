@@ -43,6 +43,19 @@ std::pair<double, std::vector<double>> initial_spread(const topology_setup& s) {
   return {worst, mean};
 }
 
+/// Gossip among `workers` replicas from different starts, averaging only
+/// (lr 0: x <- W x, W doubly stochastic), for `steps` steps on `graph`.
+topology_setup averaging_setup(int workers, const std::string& graph, std::int64_t steps) {
+  auto setup = small_setup(workers, 1, true);
+  setup.kind = topology_kind::gossip;
+  setup.gossip.graph = graph;
+  setup.distinct_init = true;
+  setup.opt.lr = 0.f;
+  setup.opt.momentum = 0.f;
+  setup.steps = steps;
+  return setup;
+}
+
 } // namespace
 
 TEST_CASE("D-PSGD: replicas from different starts reach consensus on their mean") {
@@ -50,13 +63,7 @@ TEST_CASE("D-PSGD: replicas from different starts reach consensus on their mean"
   auto data = make_synthetic(1024, 1, 28, 28, 10, 25);
   for (const std::string graph : {"ring", "torus", "random", "complete"}) {
     INFO(graph);
-    auto setup = small_setup(6, 1, true);
-    setup.kind = topology_kind::gossip;
-    setup.gossip.graph = graph;
-    setup.distinct_init = true;
-    setup.opt.lr = 0.f; // pure averaging: x <- W x with W doubly stochastic
-    setup.opt.momentum = 0.f;
-    setup.steps = 40;
+    const auto setup = averaging_setup(6, graph, 40);
     const auto [spread0, mean0] = initial_spread(setup);
     auto out = scheduler::run_topology(*env.sys, setup, data);
     INFO("spread " << spread0 << " -> " << out.replica_spread);
@@ -95,13 +102,8 @@ TEST_CASE("AD-PSGD: pairwise averaging shrinks the spread, and it learns") {
   // is claimed in virtual time, where that schedule is fixed: one worker a
   // straggler, every run the same. In real time any schedule shrinks it.
   auto data = make_synthetic(2048, 1, 28, 28, 10, 26);
-  auto setup = small_setup(4, 1, true);
-  setup.kind = topology_kind::gossip;
+  auto setup = averaging_setup(4, "ring", 40);
   setup.gossip.mode = actors::gossip_mode::adpsgd;
-  setup.distinct_init = true;
-  setup.opt.lr = 0.f;
-  setup.opt.momentum = 0.f;
-  setup.steps = 40;
   const auto spread0 = initial_spread(setup).first;
   auto vs = constant_compute(1e-3, 4, 1);
   vs.compute[0].dist = scheduler::compute_model::shape::straggler;
@@ -165,13 +167,7 @@ TEST_CASE("D-PSGD on the one-peer exponential graph of 8 averages exactly in 3 s
   // Ying et al. 2021: one peer a step, at distance 2^(t mod 3); weights 1/2.
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 29);
-  auto setup = small_setup(8, 1, true);
-  setup.kind = topology_kind::gossip;
-  setup.gossip.graph = "exponential";
-  setup.distinct_init = true;
-  setup.opt.lr = 0.f; // pure averaging
-  setup.opt.momentum = 0.f;
-  setup.steps = 3;
+  auto setup = averaging_setup(8, "exponential", 3);
   const auto [spread0, mean0] = initial_spread(setup);
   const auto out = scheduler::run_topology(*env.sys, setup, data);
   INFO("spread " << spread0 << " -> " << out.replica_spread);
@@ -186,15 +182,9 @@ TEST_CASE("D-PSGD on the one-peer exponential graph of 8 averages exactly in 3 s
 TEST_CASE("D-PSGD on random graphs redrawn every step: consensus on the mean, the same bits whatever the arrival order") {
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 29);
-  auto setup = small_setup(6, 1, true);
-  setup.kind = topology_kind::gossip;
-  setup.gossip.graph = "random";
+  auto setup = averaging_setup(6, "random", 40);
   setup.gossip.degree = 3; // a ring plus a random edge a worker or more, redrawn every step
   setup.gossip.graph_seed = 7;
-  setup.distinct_init = true;
-  setup.opt.lr = 0.f; // pure averaging
-  setup.opt.momentum = 0.f;
-  setup.steps = 40;
   const auto [spread0, mean0] = initial_spread(setup);
   const auto redrawn = scheduler::run_topology(*env.sys, setup, data);
   INFO("spread " << spread0 << " -> " << redrawn.replica_spread);

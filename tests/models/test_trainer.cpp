@@ -349,14 +349,26 @@ TEST_CASE("learning-rate schedules: warm-up, step, cosine and momentum warm-up, 
   }
 }
 
+namespace {
+
+/// Adam or AdamW at lr 1e-2 with weight decay 0.1 (AdamW's on [0, decayed)),
+/// its variance frozen after `freeze` steps (0: never).
+optimizer_spec adam_spec(const char* kind, std::size_t decayed, std::int64_t freeze) {
+  optimizer_spec spec;
+  spec.kind = kind;
+  spec.lr = 1e-2f;
+  spec.weight_decay = 0.1f;
+  spec.decay = {{0, decayed}};
+  spec.freeze_variance_after = freeze;
+  return spec;
+}
+
+} // namespace
+
 TEST_CASE("Adam with its variance frozen after K steps: the same steps up to K, then v still and each update linear in g") {
   for (const char* kind : {"adam", "adamw"}) {
     INFO(kind);
-    optimizer_spec spec;
-    spec.kind = kind;
-    spec.lr = 1e-2f;
-    spec.weight_decay = 0.1f;
-    spec.decay = {{0, 8}};
+    const auto spec = adam_spec(kind, 8, 0);
     auto frozen_spec = spec;
     frozen_spec.freeze_variance_after = 3;
     const std::size_t n = 8;
@@ -399,12 +411,7 @@ TEST_CASE("Adam with its variance frozen after K steps: the same steps up to K, 
 TEST_CASE("1-bit Adam's momentum step: a worker's own momentum_after gives update()'s frozen step, bit for bit") {
   for (const char* kind : {"adam", "adamw"}) {
     INFO(kind);
-    optimizer_spec spec;
-    spec.kind = kind;
-    spec.lr = 1e-2f;
-    spec.weight_decay = 0.1f;
-    spec.decay = {{0, 5}};
-    spec.freeze_variance_after = 2;
+    const auto spec = adam_spec(kind, 5, 2);
     const std::size_t n = 9;
     optimizer a(spec, n, kernels::device::cpu()), b(spec, n, kernels::device::cpu());
     std::vector<float> wa(n, 0.25f), wb(n, 0.25f), g(n), m(n);
