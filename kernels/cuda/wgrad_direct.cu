@@ -42,6 +42,64 @@ direct_dims dims_for(const conv_geom& g) {
   return d;
 }
 
+/// Image img's input rows for output rows p0 on of the block's input
+/// channels into xs: zeros outside the image and past the last channel.
+template <int ST>
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, float* xs, const conv_geom& g,
+                                        const direct_dims& d, int img, int p0, int cb) {
+  const int xn = tile * d.xr * d.xw;
+  for (int i = threadIdx.x; i < xn; i += tile * tile) {
+    const int ci = i / (d.xr * d.xw), rest = i % (d.xr * d.xw);
+    const int xr = rest / d.xw, xw = rest % d.xw;
+    const int ch = cb * tile + ci, ih = p0 * ST - g.pad + xr, iw = xw - g.pad;
+    float v = 0.f;
+    if (ch < g.c && ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
+      v = x[((static_cast<std::size_t>(img) * g.c + ch) * g.h + ih) * g.w + iw];
+    xs[ci * d.xstride + xr * d.xw + xw] = v;
+  }
+}
+
+/// Image img's dy rows p0 .. p0 + rows of the block's output channels into
+/// ds: zeros past the last channel.
+__device__ __forceinline__ void stage_dy(const float* __restrict__ dy, float* ds, const conv_geom& g,
+                                         const direct_dims& d, int img, int p0, int rows, int P, int Q, int kb) {
+  const int dn = tile * rows * Q;
+  for (int i = threadIdx.x; i < dn; i += tile * tile) {
+    const int ki = i / (rows * Q), rest = i % (rows * Q);
+    const int kc = kb * tile + ki;
+    ds[ki * d.dstride + rest] = kc < g.k ? dy[((static_cast<std::size_t>(img) * g.k + kc) * P + p0) * Q + rest] : 0.f;
+  }
+}
+
+/// This thread's (k, c) sums over the staged rows: a window of S inputs
+/// slides along each input row, so a step of q loads ST new values.
+template <int R, int S, int ST>
+__device__ __forceinline__ void accumulate(float (&acc)[R][S], const float* xc, const float* dk, const direct_dims& d,
+                                           int rows, int Q) {
+  for (int tr = 0; tr < rows; ++tr) {
+    const float* drow = dk + tr * Q;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float* xrow = xc + (tr * ST + r) * d.xw;
+      float win[S];
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        win[s] = xrow[s];
+      for (int q = 0; q < Q; ++q) {
+        const float dv = drow[q];
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          acc[r][s] = fmaf(dv, win[s], acc[r][s]);
+        if (q + 1 < Q) {
+#pragma unroll
+          for (int s = 0; s < S; ++s)
+            win[s] = s + ST < S ? win[s + ST] : xrow[(q + 1) * ST + s];
+        }
+      }
+    }
+  }
+}
+
 template <int R, int S, int ST>
 __global__ void __launch_bounds__(tile* tile)
   wgrad_direct_kernel(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ part,
@@ -52,6 +110,7 @@ __global__ void __launch_bounds__(tile* tile)
   const int kk = threadIdx.x / tile, cc = threadIdx.x % tile;
   const int kb = blockIdx.y / cblocks, cb = blockIdx.y % cblocks;
   const int k = kb * tile + kk, c = cb * tile + cc;
+  const bool mine = k < g.k && c < g.c;
   float acc[R][S];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -60,65 +119,25 @@ __global__ void __launch_bounds__(tile* tile)
       acc[r][s] = 0.f;
   const int first = blockIdx.x * images_per_block;
   const int last = min(g.n, first + images_per_block);
-  for (int img = first; img < last; ++img) {
+  for (int img = first; img < last; ++img)
     for (int p0 = 0; p0 < P; p0 += rows_per_stage) {
       const int rows = min(rows_per_stage, P - p0);
       __syncthreads(); // the last stage's reads are done
-      const int xn = tile * d.xr * d.xw;
-      for (int i = threadIdx.x; i < xn; i += tile * tile) {
-        const int ci = i / (d.xr * d.xw), rest = i % (d.xr * d.xw);
-        const int xr = rest / d.xw, xw = rest % d.xw;
-        const int ch = cb * tile + ci, ih = p0 * ST - g.pad + xr, iw = xw - g.pad;
-        float v = 0.f;
-        if (ch < g.c && ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
-          v = x[((static_cast<std::size_t>(img) * g.c + ch) * g.h + ih) * g.w + iw];
-        xs[ci * d.xstride + xr * d.xw + xw] = v;
-      }
-      const int dn = tile * rows * Q;
-      for (int i = threadIdx.x; i < dn; i += tile * tile) {
-        const int ki = i / (rows * Q), rest = i % (rows * Q);
-        const int kc = kb * tile + ki;
-        ds[ki * d.dstride + rest] =
-          kc < g.k ? dy[((static_cast<std::size_t>(img) * g.k + kc) * P + p0) * Q + rest] : 0.f;
-      }
+      stage_x<ST>(x, xs, g, d, img, p0, cb);
+      stage_dy(dy, ds, g, d, img, p0, rows, P, Q, kb);
       __syncthreads();
-      if (k < g.k && c < g.c) {
-        const float* xc = xs + cc * d.xstride;
-        const float* dk = ds + kk * d.dstride;
-        for (int tr = 0; tr < rows; ++tr) {
-          const float* drow = dk + tr * Q;
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const float* xrow = xc + (tr * ST + r) * d.xw;
-            float win[S];
-#pragma unroll
-            for (int s = 0; s < S; ++s)
-              win[s] = xrow[s];
-            for (int q = 0; q < Q; ++q) {
-              const float dv = drow[q];
-#pragma unroll
-              for (int s = 0; s < S; ++s)
-                acc[r][s] = fmaf(dv, win[s], acc[r][s]);
-              if (q + 1 < Q) {
-#pragma unroll
-                for (int s = 0; s < S; ++s)
-                  win[s] = s + ST < S ? win[s + ST] : xrow[(q + 1) * ST + s];
-              }
-            }
-          }
-        }
-      }
+      if (mine)
+        accumulate<R, S, ST>(acc, xs + cc * d.xstride, ds + kk * d.dstride, d, rows, Q);
     }
-  }
-  if (k < g.k && c < g.c) {
-    float* out = part + static_cast<std::size_t>(blockIdx.x) * g.k * g.c * R * S +
-                 (static_cast<std::size_t>(k) * g.c + c) * R * S;
+  if (!mine)
+    return;
+  float* out = part + static_cast<std::size_t>(blockIdx.x) * g.k * g.c * R * S +
+               (static_cast<std::size_t>(k) * g.c + c) * R * S;
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int s = 0; s < S; ++s)
-        out[r * S + s] = acc[r][s];
-  }
+    for (int s = 0; s < S; ++s)
+      out[r * S + s] = acc[r][s];
 }
 
 } // namespace
