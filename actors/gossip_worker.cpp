@@ -1,5 +1,5 @@
 #include "actors/gossip_graph.hpp"
-#include "actors/gossip_mixer.hpp"
+#include "actors/gossip_worker_state.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -7,40 +7,12 @@
 #include "kernels/error.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <map>
-#include <mutex>
 
 namespace gradwire::actors {
+namespace gossip_detail {
 namespace {
-
-struct gossip_state : worker_core {
-  /// D-PSGD: neighbours' parameters by step (a neighbour may be one step ahead).
-  std::map<std::int64_t, std::vector<std::pair<int, slice>>> inbox;
-  bool exchanging = false;
-  std::mt19937_64 pick;
-  /// AD-PSGD: this worker's x_i and mixer; the neighbours' mixers, by rank.
-  std::shared_ptr<gossip_store> store;
-  caf::actor mixer;
-  std::map<int, caf::actor> mixers;
-  bool started = false;
-  int generation = 0; ///< the last reform taken (lost neighbours left out)
-  /// D-PSGD with transport.compress: CHOCO-SGD or naive compressed gossip.
-  std::unique_ptr<models::compressed_gossip> squeeze;
-  /// Graphs redrawn every step (gossip_options::graph_seed): the ranks
-  /// lost to the job (left out of every graph), and the graphs of the
-  /// steps at hand (this one and later ones whose messages came early: a
-  /// worker that is not this one's neighbour for a few steps may run
-  /// that many steps ahead).
-  std::vector<bool> gone;
-  std::map<std::int64_t, std::pair<std::vector<int>, std::vector<float>>> drawn;
-  static inline const char* name = "gossip_worker";
-};
-
-using gossip_actor = caf::stateful_actor<gossip_state>;
-
-bool adpsgd(const gossip_state& st) { return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.graph.empty(); }
 
 /// D-PSGD on the one-peer exponential graph (Ying et al. 2021): at step t
 /// worker i sends to i + 2^(t mod log2 n) and takes from i - 2^(t mod log2 n),
@@ -107,10 +79,14 @@ slice params_copy(const gossip_state& st) { return copy_of(st.model->params()); 
 void begin_step(gossip_actor* self);
 void exchange(gossip_actor* self);
 
+} // namespace
+
 void next_step(gossip_actor* self) {
   self->state.end_step(self);
   self->send(self, tick_atom::value); // let waiting gossip requests in between steps
 }
+
+namespace {
 
 std::vector<std::uint32_t> words_of(const slice& s) {
   std::vector<std::uint32_t> w(static_cast<std::size_t>(s.numel()));
@@ -175,71 +151,12 @@ void try_mix(gossip_actor* self) {
   next_step(self);
 }
 
-/// AD-PSGD: params <- x_i (under the store's lock).
-void load_x(gossip_state& st) {
-  std::lock_guard<std::mutex> lk(st.store->mu);
-  std::memcpy(st.model->params().data(), st.store->x.data(), st.store->x.bytes());
-}
-
-/// AD-PSGD: averages x_i with `theirs` (when given), then applies this
-/// step's gradient to x_i as it is now; the model's parameters follow.
-void mix_and_apply(gossip_state& st, const slice* theirs) {
-  std::lock_guard<std::mutex> lk(st.store->mu);
-  auto& x = st.store->x;
-  if (theirs != nullptr)
-    average_into(x, *theirs);
-  std::memcpy(st.model->params().data(), x.data(), x.bytes());
-  st.trainer->apply();
-  std::memcpy(x.data(), st.model->params().data(), x.bytes());
-}
-
 /// Reports this worker's model (AD-PSGD: x_i, closed to neighbours first).
 void finish_gossip(gossip_actor* self) {
   auto& st = self->state;
-  if (st.store) {
-    std::lock_guard<std::mutex> lk(st.store->mu);
-    st.store->closed = true;
-    std::memcpy(st.model->params().data(), st.store->x.data(), st.store->x.bytes());
-  }
+  if (st.store && !close_store(self, [self] { finish_gossip(self); }))
+    return;
   st.finish(self, {}, true);
-}
-
-/// AD-PSGD: average with one random neighbour's x_j through its mixer,
-/// which does the same on its side whatever that neighbour is doing.
-void average_with_one(gossip_actor* self) {
-  auto& st = self->state;
-  const int peer = st.cfg.graph[std::uniform_int_distribution<std::size_t>(0, st.cfg.graph.size() - 1)(st.pick)];
-  slice mine;
-  {
-    std::lock_guard<std::mutex> lk(st.store->mu);
-    mine = copy_of(st.store->x);
-  }
-  auto no_average = [=](caf::error&) { // the neighbour has finished: no average this step
-    mix_and_apply(self->state, nullptr);
-    next_step(self);
-  };
-  const auto ticket = st.requests.open(no_average);
-  st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
-  self->request(st.mixers.at(peer), st.request_timeout(), gossip_atom::value, st.cfg.rank, mine)
-    .then(
-      [=](const slice& theirs) {
-        auto& s = self->state;
-        if (!s.requests.close(ticket))
-          return; // given up already
-        s.report.bytes_received += static_cast<std::int64_t>(theirs.bytes());
-        if (theirs.numel() != s.store->x.numel()) { // a bad peer: no average this step
-          log::warn("{}AD-PSGD: rank {} replied with {} parameters, expected {}", s.who(), peer, theirs.numel(),
-                    s.store->x.numel());
-          mix_and_apply(s, nullptr);
-        } else
-          mix_and_apply(s, &theirs);
-        s.add_wait(s.since(s.phase));
-        next_step(self);
-      },
-      [=](caf::error& err) {
-        if (self->state.requests.close(ticket))
-          no_average(err);
-      });
 }
 
 void begin_step(gossip_actor* self) {
@@ -250,9 +167,9 @@ void begin_step(gossip_actor* self) {
   }
   if (st.hold())
     return;
+  if (adpsgd(st) && !read_x(self, [self] { begin_step(self); })) // the gradient is taken at this read of x_i
+    return;
   try {
-    if (adpsgd(st))
-      load_x(st); // the gradient is taken at this read of x_i
     if (st.offloads()) { // virtual time: on the simulation's threads; the mixer may average into x_i meanwhile
       st.compute_offloaded([self] { exchange(self); });
       return;
@@ -401,14 +318,13 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   });
   if (!started)
     return {};
-  if (adpsgd(st)) {
-    st.store = std::make_shared<gossip_store>();
-    st.store->x = params_copy(st);
-    auto mixer = spawn_gossip_mixer(self->system(), st.store);
-    self->attach_functor([mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
-    // Virtual time: the neighbours reach it through the link model.
-    st.mixer = st.cfg.vclock ? st.cfg.vclock->place_beside(st.cfg.rank, mixer) : mixer;
-  }
+  if (adpsgd(st))
+    try {
+      start_adpsgd(self);
+    } catch (const gradwire::error& e) {
+      st.finish(self, st.who() + e.what());
+      return {};
+    }
   st.start_heartbeats(self);
   return worker_controls(self, [=] { finish_gossip(self); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{
@@ -417,16 +333,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       s.cfg.neighbours = std::move(all);
       if (adpsgd(s)) // tell the neighbours where to average with this worker
         for (int r : s.cfg.graph)
-          self->send(s.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, s.cfg.rank, s.mixer);
-      start_when_ready(self);
-    },
-    [=](gossip_atom, int rank, caf::actor mixer) { // AD-PSGD: a neighbour's mixer
-      auto& s = self->state;
-      if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() || !mixer) {
-        log::warn("{}AD-PSGD: a mixer from rank {}, not a neighbour: ignored", s.who(), rank);
-        return;
-      }
-      s.mixers[rank] = std::move(mixer);
+          self->send(s.cfg.neighbours[static_cast<std::size_t>(r)], mixer_atom::value, s.cfg.rank, s.mixer);
       start_when_ready(self);
     },
     [=](beat_atom) { self->state.on_beat(self); },
@@ -445,10 +352,11 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       got.emplace_back(rank, std::move(theirs));
       try_mix(self);
     },
-  });
+  }).or_else(adpsgd_handlers(self, [self] { start_when_ready(self); }));
 }
 
 } // namespace
+} // namespace gossip_detail
 
 std::vector<float> metropolis_weights(const std::vector<int>& neighbours, const std::function<std::size_t(int)>& degree) {
   std::vector<float> w;
@@ -463,8 +371,8 @@ std::vector<float> metropolis_weights(const std::vector<int>& neighbours, const 
 
 caf::actor spawn_gossip_worker(caf::actor_system& sys, worker_config cfg) {
   if (cfg.vclock) // one event at a time on the simulation's scheduler: no thread of its own
-    return sys.spawn(gossip_behavior, std::move(cfg));
-  return sys.spawn<caf::detached>(gossip_behavior, std::move(cfg));
+    return sys.spawn(gossip_detail::gossip_behavior, std::move(cfg));
+  return sys.spawn<caf::detached>(gossip_detail::gossip_behavior, std::move(cfg));
 }
 
 } // namespace gradwire::actors

@@ -29,7 +29,10 @@
 /// | wire   | topology -> ring peer | right neighbour (and ring members for hierarchical) | | |
 /// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) | |
 /// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | | yes: the ring's rounds keep the sender off it |
-/// | gossip | worker -> neighbour | step, rank, parameter snapshot | D-PSGD: none; AD-PSGD: the neighbour's parameters | yes: a fresh snapshot |
+/// | gossip | D-PSGD worker -> neighbour | step, rank, parameter snapshot | | yes: a fresh snapshot |
+/// | mixer  | AD-PSGD worker -> neighbour | rank, its mixer's handle: average with it there | | |
+/// | average | AD-PSGD worker -> neighbour's mixer | rank, step, parameter snapshot | the neighbour's parameters before the average | yes: a fresh snapshot |
+/// | turn   | a gossip store -> worker or mixer | none: in a replay, the event it waits for is due (gossip_mixer.hpp) | | |
 /// | gather | compressing ring worker -> every other one | step, phase (PowerSGD: 0 for P, 1 for Q), rank, compressed payload (models/compress.hpp) | | yes: a fresh payload |
 /// | balance| ring worker -> every ring worker | round (step), rank, compute s, fixed s, samples, steps of its last window | | |
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
@@ -83,6 +86,9 @@ using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
+using mixer_atom = caf::atom_constant<caf::atom("mixer")>;
+using average_atom = caf::atom_constant<caf::atom("average")>;
+using turn_atom = caf::atom_constant<caf::atom("turn")>;
 using gather_atom = caf::atom_constant<caf::atom("gather")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using pause_atom = caf::atom_constant<caf::atom("pause")>;
@@ -118,7 +124,8 @@ inline constexpr message_kind message_table[] = {
   {pace_atom::value, false},     {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
   {metrics_atom::value, false},  {done_atom::value, false},      {eval_atom::value, false},
   {wire_atom::value, false},     {reduce_atom::value, false},    {reduced_atom::value, false},
-  {ring_atom::value, true},      {gossip_atom::value, true},     {gather_atom::value, true},     {balance_atom::value, false},
+  {ring_atom::value, true},      {gossip_atom::value, true},     {mixer_atom::value, false},
+  {average_atom::value, true},    {turn_atom::value, false},      {gather_atom::value, true},     {balance_atom::value, false},
   {beat_atom::value, false},     {stop_atom::value, false},      {lost_atom::value, false},
   {tick_atom::value, false},     {pause_atom::value, false},     {paused_atom::value, false},
   {run_to_atom::value, false},   {snapshot_at_atom::value, false}, {caf::atom("snapshot"), false},

@@ -1,13 +1,9 @@
 #include "actors/update_record.hpp"
+#include "actors/varint.hpp"
 
 #include "kernels/error.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -16,22 +12,7 @@
 namespace gradwire::actors {
 namespace {
 
-constexpr char magic[] = "GWREC001";
-constexpr std::size_t magic_len = 8;
-constexpr std::size_t block_bytes = 4096;
-
-void put_varint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-std::uint64_t zigzag(std::int64_t v) {
-  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
-}
-std::int64_t unzigzag(std::uint64_t v) { return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1); }
+constexpr char update_magic[] = "GWREC001";
 
 std::string header_text(const record_header& h) {
   std::ostringstream s;
@@ -44,101 +25,26 @@ std::string header_text(const record_header& h) {
 } // namespace
 
 record_writer::record_writer(std::string path, const record_header& h, std::int64_t max_bytes)
-    : path_(std::move(path)), last_step_(static_cast<std::size_t>(std::max(1, h.workers)), 0), max_bytes_(max_bytes) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    error_ = path_ + ": " + std::strerror(errno);
-    return;
-  }
-  const auto text = header_text(h);
-  buf_.append(magic, magic_len);
-  const auto n = static_cast<std::uint32_t>(text.size());
-  for (int i = 0; i < 4; ++i)
-    buf_.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  buf_ += text;
-  flush();
-}
-
-record_writer::~record_writer() {
-  flush();
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
-void record_writer::fail(const std::string& why) {
-  if (error_.empty())
-    error_ = path_ + ": " + why;
-  buf_.clear();
-}
+    : file_(std::move(path), update_magic, header_text(h), max_bytes), last_step_(static_cast<std::size_t>(std::max(1, h.workers)), 0) {}
 
 void record_writer::add(const record_entry& e) {
-  if (fd_ < 0 || capped_ || !error_.empty())
+  if (!file_.open())
     return;
   const auto r = static_cast<std::size_t>(e.rank);
   if (r >= last_step_.size())
     last_step_.resize(r + 1, 0);
-  const auto at = buf_.size();
-  put_varint(buf_, static_cast<std::uint64_t>(e.rank) * 2 + (e.serve ? 1 : 0));
-  put_varint(buf_, zigzag(e.step - last_step_[r]));
+  std::string out;
+  varint::put(out, static_cast<std::uint64_t>(e.rank) * 2 + (e.serve ? 1 : 0));
+  varint::put(out, varint::zigzag(e.step - last_step_[r]));
   if (!e.serve)
-    put_varint(buf_, static_cast<std::uint64_t>(std::max<std::int64_t>(0, e.staleness)));
-  if (max_bytes_ > 0 && bytes_ + static_cast<std::int64_t>(buf_.size()) > max_bytes_) {
-    buf_.resize(at); // the bound: the record ends at its last whole entry
-    capped_ = true;
-    flush();
+    varint::put(out, static_cast<std::uint64_t>(std::max<std::int64_t>(0, e.staleness)));
+  if (!file_.append(out, !e.serve))
     return;
-  }
   last_step_[r] = e.step;
   ++entries_;
-  if (!e.serve || buf_.size() >= block_bytes)
-    flush();
-}
-
-void record_writer::flush() {
-  if (fd_ < 0 || buf_.empty() || !error_.empty())
-    return;
-  std::size_t done = 0;
-  while (done < buf_.size()) {
-    const auto n = ::write(fd_, buf_.data() + done, buf_.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      fail(n < 0 ? std::strerror(errno) : "the disk took no bytes");
-      return;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  bytes_ += static_cast<std::int64_t>(buf_.size());
-  buf_.clear();
 }
 
 namespace {
-
-/// Reads entries from `data` after the header.
-class entry_reader {
-public:
-  entry_reader(const std::string& data, std::size_t pos, const std::string& path) : d_(data), pos_(pos), path_(path) {}
-  bool at_end() const { return pos_ >= d_.size(); }
-  std::size_t pos() const { return pos_; }
-  /// The next varint; false when the data ends inside it.
-  bool varint(std::uint64_t& v) {
-    v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= d_.size())
-        return false;
-      const auto b = static_cast<unsigned char>(d_[pos_++]);
-      v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0)
-        return true;
-    }
-    throw error(path_ + ": malformed record (a number of more than 64 bits at byte " + std::to_string(pos_) + ")");
-  }
-
-private:
-  const std::string& d_;
-  std::size_t pos_;
-  const std::string& path_;
-};
 
 record_header parse_header(const std::string& text, const std::string& path) {
   record_header h;
@@ -173,23 +79,19 @@ shard_record read_record(const std::string& path) {
 }
 
 shard_record record_from_bytes(const std::string& data, const std::string& path) {
-  check(data.size() >= magic_len + 4 && data.compare(0, magic_len, magic) == 0,
-        path + ": not a gradwire record (no GWREC001 header)");
-  std::uint32_t n = 0;
-  for (int i = 0; i < 4; ++i)
-    n |= static_cast<std::uint32_t>(static_cast<unsigned char>(data[magic_len + static_cast<std::size_t>(i)])) << (8 * i);
-  check(n <= 4096 && magic_len + 4 + n <= data.size(), path + ": malformed record header (length " + std::to_string(n) + ")");
+  std::size_t body = 0;
+  const auto text = record_header_text(data, update_magic, path, "gradwire record", body);
   shard_record out;
   out.path = path;
   out.bytes = static_cast<std::int64_t>(data.size());
-  out.header = parse_header(data.substr(magic_len + 4, n), path);
+  out.header = parse_header(text, path);
   std::vector<std::int64_t> last(static_cast<std::size_t>(out.header.workers), 0);
-  entry_reader in(data, magic_len + 4 + n, path);
+  varint::reader in(data, body, path);
   while (!in.at_end()) {
     const auto start = in.pos();
     std::uint64_t who = 0, dstep = 0, stale = 0;
     record_entry e;
-    if (!in.varint(who) || !in.varint(dstep)) {
+    if (!in.next(who) || !in.next(dstep)) {
       out.cut = true;
       break;
     }
@@ -199,9 +101,9 @@ shard_record record_from_bytes(const std::string& data, const std::string& path)
             std::to_string(out.header.workers));
     e.rank = static_cast<int>(who / 2);
     auto& prev = last[static_cast<std::size_t>(e.rank)];
-    e.step = prev + unzigzag(dstep);
+    e.step = prev + varint::unzigzag(dstep);
     check(e.step >= 0, path + ": entry at byte " + std::to_string(start) + " has a negative step");
-    if (!e.serve && !in.varint(stale)) {
+    if (!e.serve && !in.next(stale)) {
       out.cut = true;
       break;
     }

@@ -22,6 +22,9 @@
 /// full disk may end it inside an entry: the reader keeps every whole
 /// entry and says the file was cut.
 
+#include "actors/mix_record.hpp"
+#include "actors/record_file.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,30 +60,21 @@ public:
   /// (0: no bound): past it, entries are no longer written and capped()
   /// says so.
   record_writer(std::string path, const record_header& h, std::int64_t max_bytes);
-  ~record_writer();
-  record_writer(const record_writer&) = delete;
-  record_writer& operator=(const record_writer&) = delete;
 
   /// Adds `e`; an apply is written at once, with what is buffered.
   void add(const record_entry& e);
   /// Writes what is buffered.
-  void flush();
+  void flush() { file_.flush(); }
   std::int64_t entries() const { return entries_; }
-  std::int64_t bytes() const { return bytes_; }
-  bool capped() const { return capped_; }
-  const std::string& error() const { return error_; }
-  const std::string& path() const { return path_; }
+  std::int64_t bytes() const { return file_.bytes(); }
+  bool capped() const { return file_.capped(); }
+  const std::string& error() const { return file_.error(); }
+  const std::string& path() const { return file_.path(); }
 
 private:
-  void fail(const std::string& why);
-
-  std::string path_;
-  int fd_ = -1;
-  std::string buf_;
+  record_file file_;
   std::vector<std::int64_t> last_step_; ///< by rank
-  std::int64_t entries_ = 0, bytes_ = 0, max_bytes_ = 0;
-  bool capped_ = false;
-  std::string error_;
+  std::int64_t entries_ = 0;
 };
 
 /// A record file, read back.
@@ -106,6 +100,8 @@ shard_record record_from_bytes(const std::string& data, const std::string& path)
 struct replay_cut {
   std::vector<std::int64_t> steps; ///< by rank: the steps the replay runs
   std::vector<shard_record> shards;
+  /// AD-PSGD: each worker's store record, by rank (whole runs only).
+  std::vector<std::shared_ptr<const mix_record>> mixers;
   std::int64_t entries_left_out = 0;
   /// Of them, pushes: the updates a cut-short run's records do not all
   /// hold (the others are pulls for steps their workers never finished).

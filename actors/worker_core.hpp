@@ -8,6 +8,7 @@
 /// exchange gradients or parameters between steps.
 
 #include "actors/messages.hpp"
+#include "actors/mix_record.hpp"
 #include "actors/refuse.hpp"
 #include "actors/request_watch.hpp"
 #include "actors/snapshot.hpp"
@@ -168,6 +169,13 @@ struct worker_config {
   /// shared initialisation (studies of consensus from different starts).
   bool distinct_init = false;
   gossip_options gossip; ///< gossip's options, whole
+  /// AD-PSGD with experiment.record: the file its store's events go to
+  /// (mix_record.hpp; "": none), and its bound in bytes (0: none).
+  std::string mix_record_path;
+  std::int64_t mix_record_max_bytes = 0;
+  /// gradwire replay of AD-PSGD: its store's events as the run took them
+  /// (the store's gate follows them); null: a run of its own.
+  std::shared_ptr<const mix_record> mix_replay;
 
   /// transport.compress: what this worker's exchange compresses, and how
   /// (a ring worker with a mode other than none is a compressing worker:

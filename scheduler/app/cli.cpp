@@ -226,8 +226,9 @@ void print_replay(const cli_args& a, const run_config& cfg, const nlohmann::json
   if (rec.is_null())
     std::printf("replay: a lock-step run, deterministic without a record: its config ran again\n");
   else
-    std::printf("replay: %lld updates and pulls followed in the recorded order%s\n",
-                static_cast<long long>(rec["entries"].get<std::int64_t>()), left_out(rec).c_str());
+    std::printf("replay: %lld %s followed in the recorded order%s\n",
+                static_cast<long long>(rec["entries"].get<std::int64_t>()),
+                rec.value("mixers", 0) > 0 ? "AD-PSGD store events" : "updates and pulls", left_out(rec).c_str());
   namespace fs = std::filesystem;
   const auto theirs = (fs::path(a.replay_dir) / "model.safetensors").string();
   if (!fs::exists(theirs))

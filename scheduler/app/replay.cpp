@@ -13,17 +13,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The record files in `dir`, by shard id ("shard-<id>.gwr").
-std::map<int, fs::path> record_files(const fs::path& dir) {
+/// The record files in `dir`, by id ("<prefix><id>.gwr": shard-<id> for a
+/// shard's, mixer-<rank> for an AD-PSGD worker's store).
+std::map<int, fs::path> record_files(const fs::path& dir, const std::string& prefix = "shard-") {
   std::map<int, fs::path> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return out;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const auto name = e.path().filename().string();
-    if (name.rfind("shard-", 0) != 0 || e.path().extension() != ".gwr")
+    if (name.rfind(prefix, 0) != 0 || e.path().extension() != ".gwr")
       continue;
-    const auto id = name.substr(6, name.size() - 10);
+    const auto id = name.substr(prefix.size(), name.size() - prefix.size() - 4);
     if (!id.empty() && id.size() < 9 && std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; }))
       out[std::stoi(id)] = e.path();
   }
@@ -34,6 +35,8 @@ std::map<int, fs::path> record_files(const fs::path& dir) {
 /// false for an async parameter server, which needs one. Throws, naming
 /// `where`, for the runs that are not recorded at all.
 bool deterministic_without_record(const run_config& c, const std::string& where) {
+  if (c.family->kind == topology_kind::gossip)
+    return c.gossip.mode != actors::gossip_mode::adpsgd;
   const bool ps = c.family->has_shards && !c.ps.local_sgd();
   check(!(ps && c.ps.backups() > 0),
         where + ": backup workers' dropped pushes are not recorded: replay follows async parameter servers and "
@@ -80,6 +83,7 @@ void at_full_speed(run_config& c) {
 constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",     "topology.workers",
                                          "topology.shards",  "topology.push_pull", "topology.shard_placement",
                                          "topology.staleness_bound", "topology.local_steps", "topology.dynamic_local_steps",
+                                         "topology.gossip", "topology.graph", "topology.degree",
                                          "experiment.clock"};
 
 } // namespace
@@ -112,6 +116,25 @@ std::shared_ptr<const actors::replay_cut> cut_of(const fs::path& dir, const run_
   return std::make_shared<const actors::replay_cut>(actors::consistent_cut(std::move(records), c.workers));
 }
 
+/// An AD-PSGD run's records: every worker's store, whole.
+std::shared_ptr<const actors::replay_cut> mixers_of(const fs::path& dir, const run_config& c) {
+  const auto files = record_files(dir, "mixer-");
+  auto cut = std::make_shared<actors::replay_cut>();
+  for (int r = 0; r < c.workers; ++r) {
+    const auto it = files.find(r);
+    check(it != files.end(), dir.string() + ": no record of worker " + std::to_string(r) + "'s store (mixer-" +
+                               std::to_string(r) + ".gwr) for topology.workers = " + std::to_string(c.workers));
+    auto rec = std::make_shared<actors::mix_record>(actors::read_mix_record(it->second.string()));
+    check(rec->header.worker == r && rec->header.workers == c.workers,
+          it->second.string() + ": the record of worker " + std::to_string(rec->header.worker) + " of " +
+            std::to_string(rec->header.workers) + ", for worker " + std::to_string(r) + " of " + std::to_string(c.workers));
+    actors::check_replayable(*rec);
+    cut->steps.push_back(rec->steps());
+    cut->mixers.push_back(std::move(rec));
+  }
+  return cut;
+}
+
 nlohmann::json facts_of(const replay_request& r, const actors::replay_cut* cut) {
   nlohmann::json f = {{"of", r.run_dir}, {"overrides", r.overrides}};
   if (!cut) {
@@ -124,9 +147,11 @@ nlohmann::json facts_of(const replay_request& r, const actors::replay_cut* cut) 
     entries += static_cast<std::int64_t>(s.entries.size());
     was_cut = was_cut || s.cut;
   }
+  for (const auto& m : cut->mixers)
+    entries += static_cast<std::int64_t>(m->events.size());
   f["record"] = {{"entries", entries},      {"entries_left_out", cut->entries_left_out},
                  {"updates_left_out", cut->updates_left_out}, {"file_cut", was_cut},
-                 {"steps_per_worker", cut->steps}};
+                 {"steps_per_worker", cut->steps}, {"mixers", cut->mixers.size()}};
   return f;
 }
 
@@ -144,7 +169,9 @@ replay_source open_replay(const replay_request& r) {
   check(!c.single(), r.run_dir + ": a single worker's run is deterministic: run its config.toml again");
   check_no_losses(dir);
   const auto rec_dir = dir / "record";
-  if (record_files(rec_dir).empty())
+  if (!record_files(rec_dir, "mixer-").empty())
+    s.cut = mixers_of(rec_dir, c);
+  else if (record_files(rec_dir).empty())
     check(deterministic_without_record(c, r.run_dir),
           rec_dir.string() + ": no record (the run had experiment.record = false, or stopped before its first update)");
   else
@@ -160,7 +187,8 @@ replay_source open_replay(const replay_request& r) {
 
 nlohmann::json record_facts(const std::string& dir) {
   const auto files = record_files(dir);
-  if (files.empty())
+  const auto mixers = record_files(dir, "mixer-");
+  if (files.empty() && mixers.empty())
     return nullptr;
   std::int64_t applied = 0, pulls = 0, bytes = 0;
   bool cut = false;
@@ -171,7 +199,13 @@ nlohmann::json record_facts(const std::string& dir) {
     bytes += r.bytes;
     cut = cut || r.cut;
   }
-  return {{"files", files.size()},
+  for (const auto& [id, path] : mixers) { // AD-PSGD: an update is a worker's apply
+    const auto r = actors::read_mix_record(path.string());
+    applied += r.steps();
+    bytes += r.bytes;
+    cut = cut || r.cut || !r.closed();
+  }
+  return {{"files", files.size() + mixers.size()},
           {"updates", applied},
           {"pulls", pulls},
           {"bytes", bytes},

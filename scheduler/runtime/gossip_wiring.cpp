@@ -5,8 +5,34 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 namespace gradwire::scheduler {
+namespace {
+
+bool asynchronous(const topology_setup& s) { return s.gossip.mode == actors::gossip_mode::adpsgd; }
+
+/// AD-PSGD: worker r's store records its events (experiment.record), or,
+/// in a replay, follows the run's record of them and runs its steps.
+void mix_record_or_replay(const topology_setup& setup, actors::worker_config& wc) {
+  if (!asynchronous(setup) || wc.graph.empty())
+    return;
+  const auto r = static_cast<std::size_t>(wc.rank);
+  if (setup.replay) {
+    check(r < setup.replay->mixers.size() && setup.replay->mixers[r],
+          "replay: no AD-PSGD record of worker " + std::to_string(wc.rank) + " (" +
+            std::to_string(setup.replay->mixers.size()) + " mixer records)");
+    wc.mix_replay = setup.replay->mixers[r];
+    wc.steps = setup.replay->steps[r];
+  }
+  if (setup.record_dir.empty())
+    return;
+  std::filesystem::create_directories(setup.record_dir);
+  wc.mix_record_path = setup.record_dir + "/mixer-" + std::to_string(wc.rank) + ".gwr";
+  wc.mix_record_max_bytes = setup.record_max_bytes;
+}
+
+} // namespace
 
 topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
                                    const models::dataset& data, const progress_fn& on_progress,
@@ -20,6 +46,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     wc.mix_weights = actors::metropolis_weights(wc.graph, [&graph](int j) { return graph[static_cast<std::size_t>(j)].size(); });
     if (setup.node)
       wc.whole_graph = graph; // across processes a worker can be lost: the weights among the survivors
+    mix_record_or_replay(setup, wc);
     return wc;
   };
   if (setup.node) { // across processes: this process's worker, its neighbours' proxies
@@ -64,7 +91,6 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
 
 namespace {
 
-bool asynchronous(const topology_setup& s) { return s.gossip.mode == actors::gossip_mode::adpsgd; }
 std::string gossip_mode_name(const topology_setup& s) { return asynchronous(s) ? "adpsgd" : "dpsgd"; }
 std::string gossip_describe(const topology_setup& s) {
   return fmt::format("gossip {} on a {} graph", asynchronous(s) ? "AD-PSGD" : "D-PSGD", s.gossip.graph);

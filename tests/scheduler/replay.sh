@@ -7,8 +7,9 @@
 #  - Separate pulls with DC-ASGD across 3 processes, SSP in one process
 #    with 3 shards, async DiLoCo across 3 processes (also with dynamic
 #    local steps, whose rounds follow measured speeds), top-k compressed
-#    pushes across 3 processes, and a run in virtual time: each replays bit
-#    for bit.
+#    pushes across 3 processes, AD-PSGD across 3 processes (and a what-if
+#    with another lr on its schedule), and a run in virtual time: each
+#    replays bit for bit.
 #  - What-if: --set topology.staleness_lr=true keeps the schedule (the same
 #    record, every update at its recorded staleness) and changes the model.
 #  - A killed run (rank 0 killed at its step 25, so the job ends): the
@@ -69,10 +70,10 @@ same() {
   grep -q "holds the run's parameters, bit for bit" "$run.replay.txt" || bad "$1: gradwire says: $(tail -1 "$run.replay.txt")"
   /usr/bin/python3 "$tool" same-tensors "$run/model.safetensors" "$rep/model.safetensors" ||
     { bad "$1: the replay's model differs from the run's"; return; }
-  for f in "$run"/record/shard-*.gwr; do
+  for f in "$run"/record/*.gwr; do
     cmp -s "$f" "$rep/record/$(basename "$f")" || bad "$1: the replay's $(basename "$f") differs from the run's"
   done
-  echo "ok: $1 replays bit for bit ($(grep -o '[0-9]* updates and pulls' "$run.replay.txt"))"
+  echo "ok: $1 replays bit for bit ($(grep -o '[0-9]* [A-Za-z -]*followed' "$run.replay.txt"))"
 }
 
 # run NAME [gradwire run options...]
@@ -102,6 +103,16 @@ run adylu --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\"
   --set train.optimizer=\"adamw\" --set train.lr=0.002 && same adylu
 run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
 run topk --procs 3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.05 && same topk
+run adpsgd --procs 3 --set topology.kind=\"gossip\" --set topology.gossip=\"adpsgd\" && same adpsgd
+if [ -f "$tmp/adpsgd/record/mixer-2.gwr" ]; then
+  "$gw" replay "$tmp/adpsgd" "${q[@]}" --set train.lr=0.02 --out "$tmp/adpsgd-lr" >"$tmp/adpsgd-lr.txt" 2>&1 ||
+    bad "adpsgd what-if: the replay failed: $(tail -3 "$tmp/adpsgd-lr.txt")"
+  diff -rq "$tmp/adpsgd/record" "$tmp/adpsgd-lr/record" >/dev/null ||
+    bad "adpsgd what-if: train.lr changed the schedule (the records differ)"
+  /usr/bin/python3 "$tool" same-tensors "$tmp/adpsgd/model.safetensors" "$tmp/adpsgd-lr/model.safetensors" &&
+    bad "adpsgd what-if: train.lr left the model as it was"
+  echo "ok: AD-PSGD what-if with another lr keeps every store event and changes the model"
+fi
 
 # What-if on procs3's schedule.
 if [ -d "$tmp/procs3/record" ]; then
