@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace gradwire::actors {
@@ -134,6 +136,29 @@ void check_replayable(const mix_record& r) {
                               " was due (the worker's own events follow its steps)");
     prev = &e;
   }
+}
+
+void check_pairings(const std::vector<const mix_record*>& by_rank) {
+  std::map<std::pair<int, std::int64_t>, int> averaged; // (worker, step) -> stores that averaged with it
+  std::set<std::pair<int, std::int64_t>> sent;
+  for (const auto* r : by_rank)
+    for (const auto& e : r->events)
+      if (e.kind == mix_kind::mix)
+        ++averaged[{e.rank, e.step}];
+      else if (e.kind == mix_kind::send)
+        sent.insert({e.rank, e.step});
+  for (const auto* r : by_rank)
+    for (const auto& e : r->events)
+      if (e.kind == mix_kind::apply_mixed) {
+        const auto it = averaged.find({e.rank, e.step});
+        check(it != averaged.end(), r->path + ": " + describe(e) +
+                                      ", but no neighbour's record averages with that step (the records are not of one run)");
+      }
+  for (const auto& [at, n] : averaged)
+    check(n == 1 && sent.count(at), "worker " + std::to_string(at.first) + "'s step " + std::to_string(at.second) +
+                                      ": averaged with by " + std::to_string(n) + " neighbour(s), and " +
+                                      (sent.count(at) ? "sent" : "not sent") +
+                                      " in its own record (the records are not of one run)");
 }
 
 } // namespace gradwire::actors

@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace gradwire::actors {
@@ -93,5 +92,10 @@ mix_record mix_record_from_bytes(const std::string& data, const std::string& pat
 /// Checks that `r` can be replayed: whole (closed, not cut), the store's
 /// own events in step order (read, send, apply per step, then close).
 void check_replayable(const mix_record& r);
+
+/// Checks that a run's records (by rank) agree on their pairings: each
+/// average a store took is of a step whose send its neighbour recorded,
+/// once, and each apply after averaging had one store average with it.
+void check_pairings(const std::vector<const mix_record*>& by_rank);
 
 } // namespace gradwire::actors

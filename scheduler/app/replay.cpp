@@ -132,6 +132,10 @@ std::shared_ptr<const actors::replay_cut> mixers_of(const fs::path& dir, const r
     cut->steps.push_back(rec->steps());
     cut->mixers.push_back(std::move(rec));
   }
+  std::vector<const actors::mix_record*> all;
+  for (const auto& m : cut->mixers)
+    all.push_back(m.get());
+  actors::check_pairings(all);
   return cut;
 }
 

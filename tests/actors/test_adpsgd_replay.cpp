@@ -187,6 +187,11 @@ TEST_CASE("AD-PSGD replay: 3 workers, one slow, the same bits under other thread
     run = scheduler::run_topology(*env.sys, setup, data).params;
   }
   const auto cut = records_of(dir, 3);
+  std::vector<const mix_record*> all;
+  for (const auto& m : cut->mixers)
+    all.push_back(m.get());
+  CHECK_NOTHROW(check_pairings(all));
+  CHECK_THROWS_WITH(check_pairings({all[0], all[0], all[2]}), Catch::Contains("the records are not of one run")); // worker 0 twice, 1 missing
   std::int64_t mixes = 0;
   for (const auto& m : cut->mixers)
     mixes += std::count_if(m->events.begin(), m->events.end(), [](const mix_event& e) { return e.kind == mix_kind::mix; });

@@ -22,7 +22,8 @@
 #  - Refused, naming the file or key, without a hang: a record that
 #    diverges from the replay (a staleness changed), a missing shard's
 #    record, a file that is no record, a key that changes the schedule, a
-#    run without a record.
+#    run without a record; AD-PSGD: a worker's record that ends before its
+#    close, a missing worker's record, a graph changed.
 # Usage: replay.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$1
@@ -232,6 +233,15 @@ if [ -d "$tmp/procs3/record" ]; then
   cp -r "$tmp/procs3" "$tmp/garbage" && echo "not a record" >"$tmp/garbage/record/shard-1.gwr"
   refused not-a-record "shard-1.gwr: not a gradwire record" "$tmp/garbage"
   refused schedule-key "topology.push_pull decides how workers and shards exchange" "$tmp/procs3" --set topology.push_pull=false
+fi
+if [ -d "$tmp/adpsgd/record" ]; then
+  cp -r "$tmp/adpsgd" "$tmp/ad-cut"
+  f=$tmp/ad-cut/record/mixer-1.gwr
+  truncate -s $(($(stat -c %s "$f") - 2)) "$f" # its close and more: a worker that never finished
+  refused adpsgd-unfinished "an AD-PSGD replay follows whole runs" "$tmp/ad-cut"
+  cp -r "$tmp/adpsgd" "$tmp/ad-missing" && rm "$tmp/ad-missing/record/mixer-2.gwr"
+  refused adpsgd-missing "no record of worker 2's store" "$tmp/ad-missing"
+  refused adpsgd-graph "topology.graph decides how workers and shards exchange" "$tmp/adpsgd" --set topology.graph=\"complete\"
 fi
 run unrecorded --set experiment.record=false && refused no-record "no record (the run had experiment.record = false" "$tmp/unrecorded"
 refused no-folder "no such results folder" "$tmp/nowhere"
