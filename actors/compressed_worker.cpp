@@ -83,7 +83,7 @@ void begin_step(compressed_actor* self) {
     st.finish(self, {}, true);
     return;
   }
-  if (st.hold())
+  if (st.hold(self))
     return;
   try {
     st.compute();

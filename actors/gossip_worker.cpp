@@ -165,7 +165,7 @@ void begin_step(gossip_actor* self) {
     finish_gossip(self);
     return;
   }
-  if (st.hold())
+  if (st.hold(self))
     return;
   if (adpsgd(st) && !read_x(self, [self] { begin_step(self); })) // the gradient is taken at this read of x_i
     return;

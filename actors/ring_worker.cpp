@@ -116,7 +116,7 @@ void begin_step(ring_worker_actor* self) {
     st.finish(self, {}, true);
     return;
   }
-  if (st.hold() || st.reforming)
+  if (st.hold(self) || st.reforming)
     return;
   if (st.cfg.ring.balance_every > 0 && !apply_balance(self))
     return; // resumed by the missing (balance_atom, ...)

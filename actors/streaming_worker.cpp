@@ -205,7 +205,7 @@ void begin_step(streaming_actor* self) {
     st.finish(self);
     return;
   }
-  if (st.hold())
+  if (st.hold(self))
     return;
   if (!st.started) { // every fragment's starting values
     pull_where(self, [](std::size_t) { return true; }, [](streaming_actor* s) {

@@ -76,7 +76,7 @@ void after_push_pull(worker_actor* self) {
     s.finish(self);
     return;
   }
-  if (!s.hold())
+  if (!s.hold(self))
     compute_and_push(self);
 }
 
@@ -380,7 +380,7 @@ void begin_step(worker_actor* self) {
     st.finish(self);
     return;
   }
-  if (st.hold())
+  if (st.hold(self))
     return;
   if (st.cfg.ps.local_steps > 0 && !round_begins(st)) {
     st.begin_comm(); // no communication in this step

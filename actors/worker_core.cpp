@@ -367,6 +367,30 @@ void worker_core::end_step(caf::event_based_actor* self) {
   window_samples = window_pushes = 0;
 }
 
+bool worker_core::hold(caf::event_based_actor* self) {
+  if (cfg.killed)
+    if (const auto why = cfg.killed(); !why.empty()) {
+      die(self, why);
+      return held = true;
+    }
+  held = (hold_at >= 0 && step >= hold_at) || (wait_at >= 0 && step >= wait_at);
+  return held;
+}
+
+void worker_core::die(caf::event_based_actor* self, const std::string& why) {
+  if (finished)
+    return;
+  worker_report lost;
+  lost.rank = cfg.rank;
+  lost.steps = step;
+  lost.samples = report.samples;
+  lost.seconds = since(start);
+  lost.error = who() + why;
+  self->send(cfg.report_to, lost_atom::value, lost);
+  finished = true;
+  self->quit(caf::exit_reason::kill);
+}
+
 void worker_core::on_pause(caf::event_based_actor* self) {
   if (hold_at < 0)
     hold_at = step + 1; // the step it may be in, at most

@@ -136,6 +136,10 @@ struct worker_config {
   /// Called inside each step's computation, after its gradients and before
   /// the emulated slowdown (the runtime's mid_step faults); empty: nothing.
   std::function<void()> in_step;
+  /// Virtual time's kill faults: non-empty once a kill struck this worker
+  /// (what struck it); it then ends at its step boundary, as its process
+  /// would. Empty function: none.
+  std::function<std::string()> killed;
   /// The runtime's slow faults: a factor over `slowdown` for the step being
   /// computed now, in virtual time; empty: none.
   std::function<double()> slowdown_now;
@@ -352,11 +356,12 @@ struct worker_core {
   /// Checkpoints by time: after a pause, (snapshot_at_atom, S) has every
   /// worker snapshot step S on its way and go on (S < 0: no snapshot).
   void on_snapshot_at(caf::event_based_actor* self, std::int64_t at);
-  /// At the start of a step: true (and held) when the worker must hold here.
-  bool hold() {
-    held = (hold_at >= 0 && step >= hold_at) || (wait_at >= 0 && step >= wait_at);
-    return held;
-  }
+  /// At the start of a step: true (and held) when the worker must hold
+  /// here, or (virtual time) a kill struck it and it has ended.
+  bool hold(caf::event_based_actor* self);
+  /// A kill in virtual time: the worker ends as its process would, without
+  /// a report of its own; the coordinator hears of it as a lost worker.
+  void die(caf::event_based_actor* self, const std::string& why);
   /// Counts a finished step; every log_every steps sends the window's record.
   void end_step(caf::event_based_actor* self);
   /// Sends heartbeats from a timer (beat_atom must reach on_beat).

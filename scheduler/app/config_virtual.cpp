@@ -52,6 +52,25 @@ void read_host_bandwidth(config_toml::reader& r, run_config& c) {
   }
 }
 
+/// Why a kill cannot be simulated in `c` ("" when it can): in virtual time
+/// a killed worker ends at its step boundary and the survivors go on
+/// alone, which asynchronous parameter servers and AD-PSGD do; a
+/// lock-step topology's re-form is not simulated.
+std::string why_no_kill(const run_config& c, const fault_spec& f) {
+  if (f.back_at_step > 0)
+    return "back_at_step: a killed worker coming back is not simulated in virtual time";
+  if (c.family->kind == topology_kind::gossip)
+    return c.gossip.mode == actors::gossip_mode::adpsgd
+             ? ""
+             : "D-PSGD's neighbours wait for the killed worker's parameters (its re-form is not simulated in "
+               "virtual time; AD-PSGD goes on without it)";
+  if (c.family->has_shards && c.mode == "async")
+    return "";
+  return c.topology + " in mode " + c.mode +
+         " waits for every worker, and its re-form is not simulated in virtual time (asynchronous parameter "
+         "servers, topology.mode = \"async\", and AD-PSGD go on without a killed worker)";
+}
+
 /// What virtual time does not simulate, refused naming the key.
 void check_simulated(config_toml::reader& r, const run_config& c) {
   check(!c.single(), r.loc("experiment.clock") + " = \"virtual\" simulates workers that exchange: "
@@ -65,10 +84,16 @@ void check_simulated(config_toml::reader& r, const run_config& c) {
           g.where + ": device = \"" + g.device + "\": virtual time computes every gradient on the CPU; give the group's step_ms instead");
   check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
         r.loc("train.checkpoint_every") + ": virtual time does not write checkpoints yet");
-  for (std::size_t i = 0; i < c.faults.size(); ++i)
-    check(c.faults[i].kind == fault_kind::stall || c.faults[i].kind == fault_kind::slow,
-          c.source + ": [[faults]] #" + std::to_string(i + 1) + " kind = \"" + to_string(c.faults[i].kind) +
-            "\": virtual time injects stall and slow faults (on the virtual clock), not kills or link faults");
+  for (const auto& f : c.faults) {
+    if (f.kind == fault_kind::kill) {
+      const auto why = why_no_kill(c, f);
+      check(why.empty(), f.where + ": kind = \"kill\" in virtual time: " + why);
+      continue;
+    }
+    check(f.kind == fault_kind::stall || f.kind == fault_kind::slow,
+          f.where + ": kind = \"" + to_string(f.kind) +
+            "\": virtual time injects stall, slow and kill faults (on the virtual clock), not link faults or suspends");
+  }
 }
 
 } // namespace

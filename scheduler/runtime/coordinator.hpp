@@ -116,6 +116,9 @@ struct coordinator_options {
   /// async parameter server, which waits for no one) and listed in
   /// `lost`; false: the run fails naming it.
   bool carry_on = false;
+  /// Virtual time: a loss is dated by the lost worker's own (virtual)
+  /// clock, not this thread's.
+  bool virtual_time = false;
   /// Worker 0's snapshots (eval_atom), run on the coordinator's thread.
   std::function<void(std::int64_t, const actors::slice&, const actors::slice&)> on_eval;
   std::function<void(int rank, const std::string& why)> cut_off;

@@ -305,16 +305,24 @@ void coordinator_state::lose_elastic(actors::worker_report rep) {
 void coordinator_state::lose_and_carry_on(actors::worker_report rep) {
   const auto r = static_cast<std::size_t>(rep.rank);
   log::warn("carrying on without worker {}: {}", r, rep.error);
+  // In virtual time the lost worker's own clock dates it, and its report
+  // counts its steps: heartbeats there come at the loop's pace, not the run's.
+  const double at = virtual_time ? rep.seconds : now_s();
+  if (virtual_time) {
+    steps[r] = std::max(steps[r], rep.steps);
+    samples[r] = std::max(samples[r], rep.samples);
+  }
   if (!stopping) {
     fault_record f;
     f.origin = t0;
     f.rank = rep.rank;
     f.what = rep.error;
-    f.detected_at = f.recovered_at = now_s();
+    f.detected_at = f.recovered_at = at;
     f.at_step = steps[r];
+    f.workers_after = static_cast<int>(n - out.lost.size()) - 1;
     out.faults.push_back(f);
   }
-  mark_lost(r, std::move(rep), std::chrono::duration<double>(clock_type::now() - t0).count());
+  mark_lost(r, std::move(rep), at);
 }
 
 void coordinator_state::ask_rebuild(int rank) {

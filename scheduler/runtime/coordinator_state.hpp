@@ -38,6 +38,7 @@ struct coordinator_state {
   const metrics_fn& on_metrics;
   const eval_fn& on_eval;
   bool carry_on;
+  bool virtual_time = false; ///< coordinator_options::virtual_time
   std::function<void(int, const std::string&)> cut_off;
   clock_type::time_point t0 = clock_type::now();
   std::size_t n;

@@ -315,7 +315,12 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   std::fflush(stderr);
   switch (s.kind) {
   case fault_kind::kill:
-    ::raise(SIGKILL);           // as abrupt as kill -9: no report, no goodbye to the peers
+    if (clock_) { // virtual time: the worker ends at this boundary (worker_config::killed)
+      killed_ = "killed by [[faults]] #" + std::to_string(s.entry + 1) + " after step " + std::to_string(step) +
+                " (virtual time)";
+      break;
+    }
+    ::raise(SIGKILL); // as abrupt as kill -9: no report, no goodbye to the peers
     break;
   case fault_kind::stall:
     if (clock_) // virtual time: the worker's clock moves on, nothing sleeps

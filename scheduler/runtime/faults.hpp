@@ -24,7 +24,9 @@
 /// (transport.peer_timeout_ms) is a lost rank: rank 0 cuts it off (an
 /// elastic ring re-forms without it) and fences it, and it leaves the job
 /// when it can hear again. kill, delay, drop and partition act on
-/// processes and links: they need a job across processes.
+/// processes and links: they need a job across processes, but for a kill
+/// in virtual time, where the worker ends at its step boundary as its
+/// process would, and the survivors carry on (asynchronous topologies).
 
 #include "actors/virtual_clock.hpp"
 #include "transport/link_faults.hpp"
@@ -104,6 +106,9 @@ public:
   void in_step();
   /// The slow factor now (1: none).
   double slowdown_now() const;
+  /// Virtual time: what killed this worker (worker_config::killed), once a
+  /// kill has struck; "" until then. In real time a kill ends the process.
+  const std::string& killed() const { return killed_; }
   /// How long `work` seconds of computing, begun `begun_ago` seconds ago,
   /// take under the slow spell (worker_config::slow_spell): `factor` times
   /// as long while it lasts, full speed after it ends.
@@ -127,6 +132,7 @@ private:
   double slow_from_ = 0, slow_until_ = 0, slow_factor_ = 1;
   std::int64_t last_step_ = 0; ///< the last step after_step saw
   bool any_pending_ = false;
+  std::string killed_;
 };
 
 } // namespace gradwire::scheduler

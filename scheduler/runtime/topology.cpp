@@ -106,6 +106,8 @@ void inject_faults(actors::worker_config& wc, const topology_setup& setup, int r
   wc.in_step = [injector] { injector->in_step(); };
   wc.slowdown_now = [injector] { return injector->slowdown_now(); };
   wc.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
+  if (setup.sim)
+    wc.killed = [injector] { return injector->killed(); };
 }
 
 } // namespace
@@ -196,6 +198,8 @@ coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setu
   } stopper{sim};
   sim.start();
   o.timeout = std::chrono::hours(24 * 365); // no silence limit on the machine's clock: the loop finds stuck workers
+  o.carry_on = true; // a loss here is a kill, which the config allows only where the survivors go on alone
+  o.virtual_time = true;
   auto c = coordinate(self, workers, o);
   sim.stop(); // every worker has reported: the loop's own state may be read from here
   c.budget_reached = sim.budget_reached();
@@ -338,15 +342,29 @@ std::optional<coordination> run_worker_across(
 
 namespace {
 
+/// Whether the survivors of a kill go on alone: an asynchronous parameter
+/// server (its shards wait for no one) or AD-PSGD (a neighbour's average
+/// with the killed worker fails, and the step applies alone).
+bool survivors_go_on_alone(const topology_setup& setup) {
+  if (setup.kind == topology_kind::gossip)
+    return setup.gossip.mode == actors::gossip_mode::adpsgd;
+  return family_of(setup.kind).has_shards && !setup.ps.sync && setup.ps.bound() < 0 && setup.ps.backups() == 0;
+}
+
 /// What virtual time runs so far, and what it refuses (each names the key).
 void check_virtual(const topology_setup& setup) {
   const auto refuse = [](bool bad, const std::string& what) {
     check(!bad, "experiment.clock = \"virtual\" " + what);
   };
   refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
-  for (const auto& f : setup.faults)
-    refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow, // (a suspend would stop the simulation)
-           "injects the stall and slow [[faults]] only (#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")");
+  for (const auto& f : setup.faults) {
+    const auto which = "(#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")";
+    if (f.kind == fault_kind::kill) // the worker ends at its step boundary; a lock-step re-form is not simulated
+      refuse(!survivors_go_on_alone(setup), "simulates a kill where the survivors go on alone (an async parameter "
+                                            "server, AD-PSGD) " + which);
+    else // (a suspend would stop the simulation)
+      refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow, "injects the stall, slow and kill [[faults]] only " + which);
+  }
   refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
   for (const auto& d : setup.worker_device)
     refuse(!d.is_cpu(), "computes every gradient on the CPU (train.device, [[nodes]] device): model a GPU node's "
@@ -360,7 +378,7 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
                               const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
   for (const auto& f : setup.faults)
-    check(!needs_processes(f.kind) || setup.node,
+    check(!needs_processes(f.kind) || setup.node || (setup.sim && f.kind == fault_kind::kill),
           "[[faults]] #" + std::to_string(f.entry + 1) + " kind = \"" + to_string(f.kind) + "\" " +
             (f.kind == fault_kind::kill ? "kills a worker's process, and in one process the whole run would end"
                                         : "acts on the links between processes, and one process has none") +

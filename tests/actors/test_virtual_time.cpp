@@ -385,12 +385,13 @@ TEST_CASE("virtual time: a worker waiting for what never comes is named, with or
 TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, false);
-  scheduler::fault_strike kill;
-  kill.kind = scheduler::fault_kind::kill;
-  kill.ranks = {1};
-  kill.at_step = 2;
-  setup.faults = {kill};
-  CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("kill"));
+  scheduler::fault_strike drop;
+  drop.kind = scheduler::fault_kind::drop;
+  drop.ranks = {1};
+  drop.at_step = 2;
+  drop.seconds = 1;
+  setup.faults = {drop};
+  CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("\"drop\""));
   caf::actor_system_config cfg;
   gradwire::actors::configure_scheduler(cfg, 1);
   caf::actor_system sys{cfg};

@@ -147,7 +147,7 @@ refused "more hosts than workers" "9 hosts for topology.workers = 8" \
   --set virtual.workers_per_host=0 --set 'virtual.host_workers=[1, 1, 1, 1, 1, 1, 1, 1, 1]'
 refused "across processes" "simulates every worker in one process" --procs 2
 refused "a bad distribution" "virtual.distribution" --set virtual.distribution=gamma
-# [[faults]]: a stall costs its virtual seconds; a kill is refused, naming the entry.
+# [[faults]]: a stall costs its virtual seconds; a kill ends its worker and the async survivors go on.
 { cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "stall"\nrank = 1\nat_step = 5\nseconds = 2.0\n'; } >"$tmp/stall.toml"
 "$gw" run "$tmp/stall.toml" -q --no-report --out "$tmp/stall" >/dev/null 2>&1 || fail "a stall in virtual time"
 python3 - "$tmp/a" "$tmp/stall" <<'PY' || fail "the stall's virtual seconds"
@@ -163,10 +163,25 @@ a, b = fifth(sys.argv[1]), fifth(sys.argv[2])
 assert abs((b - a) - 2.0) < 1e-6, (a, b)
 PY
 { cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "kill"\nrank = 1\nat_step = 5\n'; } >"$tmp/kill.toml"
+# A kill: the async parameter server goes on without rank 1, the same bits on 1 and 2 threads.
+"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-1" --set virtual.threads=1 >/dev/null 2>&1 &&
+  "$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-2" --set virtual.threads=2 >/dev/null 2>&1 ||
+  fail "a kill in virtual time: the run failed"
+python3 "$src/tests/transport/same_model.py" "$tmp/kill-1" "$tmp/kill-2" || fail "a kill in virtual time: 1 and 2 threads differ"
+python3 - "$tmp/kill-1/summary.json" <<'PY' || fail "a kill in virtual time: summary.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = s["faults"]
+assert s["status"] == "completed" and s["lost_workers"] == [1], s["lost_workers"]
+assert len(f) == 1 and f[0]["rank"] == 1 and f[0]["at_step"] == 5 and f[0]["workers_after"] == 7, f
+assert "killed by [[faults]] #1 after step 5 (virtual time)" in f[0]["what"], f
+assert 0 < f[0]["detected_at"] < s["clock"]["virtual_seconds"], (f, s["clock"])
+PY
+# Where every worker waits for the others, a kill is refused, naming the entry.
 rc=0
-"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill" >"$tmp/err.txt" 2>&1 || rc=$?
-[[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1 kind = "kill": virtual time injects stall and slow' "$tmp/err.txt" ||
-  fail "a kill in virtual time: exit $rc: $(cat "$tmp/err.txt")"
+"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-sync" --set topology.mode=\"sync\" >"$tmp/err.txt" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1: kind = "kill" in virtual time: parameter-server in mode sync waits for every worker' "$tmp/err.txt" ||
+  fail "a kill in sync virtual time: exit $rc: $(cat "$tmp/err.txt")"
 # A GPT with AdamW on the async parameter server in virtual time: twice,
 # the same bits and the same staleness.
 gpt=(--set model.kind=\"gpt\" --set data.dataset=\"text\" --set model.layers=1 --set model.d_model=32

@@ -1,0 +1,95 @@
+// Faults in virtual time that end a worker: a kill strikes at a worker's
+// step boundary (or the first boundary after a virtual time), the worker
+// ends there as its process would, and an asynchronous parameter server
+// or AD-PSGD goes on without it; the same bits on 1 and 3 threads, and
+// repeated. Lock-step topologies, whose re-form is not simulated, are
+// refused.
+#include "models/dataset.hpp"
+#include "virtual_support.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace gradwire;
+using namespace gradwire::models;
+using namespace gwtest;
+
+namespace {
+
+scheduler::fault_strike kill_of(int rank, std::int64_t at_step, double at_seconds = -1) {
+  scheduler::fault_strike f;
+  f.kind = scheduler::fault_kind::kill;
+  f.ranks = {rank};
+  f.at_step = at_step;
+  f.at_seconds = at_seconds;
+  return f;
+}
+
+scheduler::topology_setup adpsgd(scheduler::topology_setup s) {
+  s.kind = scheduler::topology_kind::gossip;
+  s.gossip.mode = actors::gossip_mode::adpsgd;
+  s.gossip.graph = "complete";
+  return s;
+}
+
+scheduler::virtual_setup on_threads(int threads) {
+  auto vs = constant_compute(1e-3, 4, 1);
+  vs.threads = threads;
+  return vs;
+}
+
+} // namespace
+
+TEST_CASE("virtual time: a kill ends its worker at that step, and an async parameter server or AD-PSGD goes on, the same bits on 1 and 3 threads") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 41);
+  for (bool gossip : {false, true}) {
+    INFO((gossip ? "AD-PSGD" : "async parameter server"));
+    auto setup = tiny_async(4, 40);
+    if (gossip)
+      setup = adpsgd(setup);
+    const auto whole = run_virtual(setup, data, on_threads(1));
+    setup.faults = {kill_of(2, 10)};
+    const auto a = run_virtual(setup, data, on_threads(1));
+    const auto b = run_virtual(setup, data, on_threads(3));
+    REQUIRE(a.reports.size() == 4u);
+    CHECK(a.lost == std::vector<int>{2});
+    CHECK(a.reports[2].steps == 10);
+    CHECK_THAT(a.reports[2].error, Catch::Contains("killed by [[faults]] #1 after step 10"));
+    for (int r : {0, 1, 3}) {
+      CHECK(a.reports[static_cast<std::size_t>(r)].error.empty());
+      CHECK(a.reports[static_cast<std::size_t>(r)].steps == 40);
+    }
+    REQUIRE(a.faults.size() == 1u);
+    CHECK(a.faults[0].rank == 2);
+    CHECK(a.faults[0].at_step == 10);
+    CHECK(a.faults[0].workers_after == 3);
+    CHECK(a.faults[0].detected_at > 0);
+    CHECK(a.faults[0].detected_at < a.seconds);
+    CHECK(same_bits(a.params, b.params));
+    CHECK_FALSE(same_bits(a.params, whole.params)); // the kill changed the run
+  }
+}
+
+TEST_CASE("virtual time: a kill by time strikes at the first step boundary after it, on the virtual clock") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 42);
+  auto setup = tiny_async(3, 40);
+  setup.faults = {kill_of(1, 0, 0.0105)}; // 10.5 ms of virtual time, at 1 ms a step and little else
+  const auto a = run_virtual(setup, data, on_threads(1));
+  const auto b = run_virtual(setup, data, on_threads(2));
+  REQUIRE(a.lost == std::vector<int>{1});
+  CHECK(a.reports[1].steps >= 9);
+  CHECK(a.reports[1].steps <= 12);
+  CHECK(a.reports[1].steps == b.reports[1].steps);
+  CHECK(same_bits(a.params, b.params));
+}
+
+TEST_CASE("virtual time: a kill where every worker waits for the others is refused, naming what goes on alone") {
+  auto data = make_synthetic(256, 1, 28, 28, 10, 43);
+  auto sync = small_setup(2, 1, true);
+  sync.faults = {kill_of(1, 2)};
+  CHECK_THROWS_WITH(run_virtual(sync, data, constant_compute(1e-3, 1, 2)),
+                    Catch::Contains("simulates a kill where the survivors go on alone"));
+  auto dpsgd = small_setup(2, 1, false);
+  dpsgd.kind = scheduler::topology_kind::gossip;
+  dpsgd.faults = {kill_of(1, 2)};
+  CHECK_THROWS_WITH(run_virtual(dpsgd, data, constant_compute(1e-3, 1, 2)), Catch::Contains("AD-PSGD"));
+}
