@@ -171,6 +171,13 @@ bool try_average(mixer_actor* self, held_average& h) {
 /// The passive side of AD-PSGD: replies with x_j, then x_j = (x_j + x_i) / 2.
 caf::behavior mixer_behavior(mixer_actor* self, std::shared_ptr<gossip_store> store) {
   self->state.store = std::move(store);
+  // Ended with its worker: the requests it holds get an answer, not silence.
+  self->set_exit_handler([self](caf::exit_msg& m) {
+    for (auto& h : self->state.held)
+      h.promise.deliver(caf::make_error(caf::sec::request_receiver_down));
+    self->state.held.clear();
+    self->quit(m.reason);
+  });
   return {
     [self](average_atom, int rank, std::int64_t step, slice theirs) -> caf::result<slice> {
       const auto want = self->state.store->x.numel(); // its shape never changes: read without the lock

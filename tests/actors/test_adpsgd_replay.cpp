@@ -149,6 +149,19 @@ TEST_CASE("AD-PSGD gate: a store takes averages in the record's order, whatever 
   late.receive([&](const slice&) { error = "answered"; }, [&](caf::error& e) { error = env.sys->render(e); });
   CHECK_THAT(error, Catch::Contains("request_receiver_down"));
   caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown);
+  // A mixer that ends (its worker did) answers what it holds.
+  auto other = std::make_shared<gossip_store>();
+  other->x = filled(0.f);
+  auto rec2 = std::make_shared<mix_record>(*rec);
+  rec2->events = {ev(mix_kind::mix, 0, 1), ev(mix_kind::mix, 2, 0), ev(mix_kind::close, 1, 0)};
+  other->gate = open_mix_gate(rec2);
+  auto ending = spawn_gossip_mixer(*env.sys, other);
+  auto held = self->request(ending, timeout, average_atom::value, 2, std::int64_t{0}, filled(1.f)); // due second: held
+  self->request(ending, timeout, average_atom::value, 2, std::int64_t{1}, bad).receive([](const slice&) {}, [](caf::error&) {});
+  caf::anon_send_exit(ending, caf::exit_reason::user_shutdown);
+  error.clear();
+  held.receive([&](const slice&) { error = "answered"; }, [&](caf::error& e) { error = env.sys->render(e); });
+  CHECK_THAT(error, Catch::Contains("request_receiver_down"));
 }
 
 namespace {
