@@ -50,6 +50,11 @@ public:
   /// charged, before any other message, and `work` has run by then. Until
   /// then nothing else touches what `work` touches; it must not throw.
   virtual void offload(std::function<void()> work) = 0;
+  /// From a killed worker's handler, as it ends: the survivors (and the
+  /// parameter-server shards) are told (reform_atom, generation,
+  /// survivors) at this virtual time, as the coordinator tells them in a
+  /// real run, so that the same bits come on any thread count.
+  virtual void lose_worker(int rank) = 0;
 };
 
 /// The clock's time, or the machine's when there is none.

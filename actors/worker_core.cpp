@@ -387,6 +387,8 @@ void worker_core::die(caf::event_based_actor* self, const std::string& why) {
   lost.seconds = since(start);
   lost.error = who() + why;
   self->send(cfg.report_to, lost_atom::value, lost);
+  if (cfg.vclock)
+    cfg.vclock->lose_worker(cfg.rank);
   finished = true;
   self->quit(caf::exit_reason::kill);
 }

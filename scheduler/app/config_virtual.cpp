@@ -53,22 +53,16 @@ void read_host_bandwidth(config_toml::reader& r, run_config& c) {
 }
 
 /// Why a kill cannot be simulated in `c` ("" when it can): in virtual time
-/// a killed worker ends at its step boundary and the survivors go on
-/// alone, which asynchronous parameter servers and AD-PSGD do; a
-/// lock-step topology's re-form is not simulated.
+/// a killed worker ends at its step boundary and the loop tells the
+/// survivors at that time, as the coordinator does in a real run; a
+/// ring's re-form, a protocol with the coordinator, is not simulated.
 std::string why_no_kill(const run_config& c, const fault_spec& f) {
   if (f.back_at_step > 0)
     return "back_at_step: a killed worker coming back is not simulated in virtual time";
-  if (c.family->kind == topology_kind::gossip)
-    return c.gossip.mode == actors::gossip_mode::adpsgd
-             ? ""
-             : "D-PSGD's neighbours wait for the killed worker's parameters (its re-form is not simulated in "
-               "virtual time; AD-PSGD goes on without it)";
-  if (c.family->has_shards && c.mode == "async")
+  if (c.family->kind == topology_kind::gossip || c.family->has_shards)
     return "";
-  return c.topology + " in mode " + c.mode +
-         " waits for every worker, and its re-form is not simulated in virtual time (asynchronous parameter "
-         "servers, topology.mode = \"async\", and AD-PSGD go on without a killed worker)";
+  return c.topology + " re-forms without a lost worker through the coordinator, which is not simulated in virtual "
+                      "time (parameter servers, local SGD, DiLoCo and gossip go on without a killed worker)";
 }
 
 /// What virtual time does not simulate, refused naming the key.

@@ -26,7 +26,8 @@
 /// when it can hear again. kill, delay, drop and partition act on
 /// processes and links: they need a job across processes, but for a kill
 /// in virtual time, where the worker ends at its step boundary as its
-/// process would, and the survivors carry on (asynchronous topologies).
+/// process would and the loop tells the survivors (parameter servers,
+/// gossip; not a ring, whose re-form is the coordinator's protocol).
 
 #include "actors/virtual_clock.hpp"
 #include "transport/link_faults.hpp"

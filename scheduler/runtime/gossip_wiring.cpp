@@ -44,8 +44,8 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     wc.graph = graph[static_cast<std::size_t>(r)];
     wc.gossip = setup.gossip;
     wc.mix_weights = actors::metropolis_weights(wc.graph, [&graph](int j) { return graph[static_cast<std::size_t>(j)].size(); });
-    if (setup.node)
-      wc.whole_graph = graph; // across processes a worker can be lost: the weights among the survivors
+    if (setup.node || setup.sim)
+      wc.whole_graph = graph; // a worker can be lost (a process, or a kill in virtual time): the weights among the survivors
     mix_record_or_replay(setup, wc);
     return wc;
   };
@@ -79,6 +79,8 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     if (!setup.sim)
       guard.add(workers.back());
   }
+  if (setup.sim) // a worker killed in virtual time: its neighbours leave it out
+    setup.sim->set_reform_targets({}, workers);
   // Each worker starts once it knows every other's handle.
   for (const auto& w : workers)
     self->send(w, actors::wire_atom::value, workers);

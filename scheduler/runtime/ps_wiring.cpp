@@ -285,6 +285,8 @@ coordination run_ps_here(caf::actor_system& sys, caf::scoped_actor& self, const 
       guard.add(local_workers.back());
     handles.push_back(place_here(setup, local_workers.back(), r, true));
   }
+  if (setup.sim) // a worker killed in virtual time: the shards and survivors go on without it
+    setup.sim->set_reform_targets(shards.handles, handles);
   return coordinate_here(self, setup, handles, on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles));
 }
 

@@ -198,7 +198,7 @@ coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setu
   } stopper{sim};
   sim.start();
   o.timeout = std::chrono::hours(24 * 365); // no silence limit on the machine's clock: the loop finds stuck workers
-  o.carry_on = true; // a loss here is a kill, which the config allows only where the survivors go on alone
+  o.carry_on = true; // a loss here is a kill, whose survivors the loop tells itself (simulation::lose_worker)
   o.virtual_time = true;
   auto c = coordinate(self, workers, o);
   sim.stop(); // every worker has reported: the loop's own state may be read from here
@@ -342,13 +342,12 @@ std::optional<coordination> run_worker_across(
 
 namespace {
 
-/// Whether the survivors of a kill go on alone: an asynchronous parameter
-/// server (its shards wait for no one) or AD-PSGD (a neighbour's average
-/// with the killed worker fails, and the step applies alone).
-bool survivors_go_on_alone(const topology_setup& setup) {
-  if (setup.kind == topology_kind::gossip)
-    return setup.gossip.mode == actors::gossip_mode::adpsgd;
-  return family_of(setup.kind).has_shards && !setup.ps.sync && setup.ps.bound() < 0 && setup.ps.backups() == 0;
+/// Whether the survivors of a kill go on without it in virtual time: a
+/// parameter server's shards and workers, or gossip's neighbours, told by
+/// the loop at the kill's time (simulation::lose_worker). A ring's re-form
+/// is a protocol with the coordinator, which is not simulated.
+bool survivors_go_on(const topology_setup& setup) {
+  return setup.kind == topology_kind::gossip || family_of(setup.kind).has_shards;
 }
 
 /// What virtual time runs so far, and what it refuses (each names the key).
@@ -360,8 +359,8 @@ void check_virtual(const topology_setup& setup) {
   for (const auto& f : setup.faults) {
     const auto which = "(#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")";
     if (f.kind == fault_kind::kill) // the worker ends at its step boundary; a lock-step re-form is not simulated
-      refuse(!survivors_go_on_alone(setup), "simulates a kill where the survivors go on alone (an async parameter "
-                                            "server, AD-PSGD) " + which);
+      refuse(!survivors_go_on(setup), "simulates a kill where the survivors go on without a re-form: parameter "
+                                      "servers (local SGD and DiLoCo too) and gossip, not a ring " + which);
     else // (a suspend would stop the simulation)
       refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow, "injects the stall, slow and kill [[faults]] only " + which);
   }

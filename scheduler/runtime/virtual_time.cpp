@@ -218,6 +218,24 @@ void simulation::note_progress(int rank, std::int64_t samples) {
       caf::anon_send(p->real, actors::stop_atom::value);
 }
 
+void simulation::lose_worker(int rank) {
+  const auto n = reform_workers_.size();
+  if (rank < 0 || static_cast<std::size_t>(rank) >= n)
+    return;
+  lost_.resize(n, false);
+  lost_[static_cast<std::size_t>(rank)] = true;
+  std::vector<std::int64_t> left;
+  for (std::size_t r = 0; r < n; ++r)
+    if (!lost_[r])
+      left.push_back(static_cast<std::int64_t>(r));
+  ++generation_;
+  // Posted from the loop at the killed worker's time, in this order: every run the same events.
+  for (const auto& s : reform_shards_)
+    caf::anon_send(s, actors::reform_atom::value, generation_, left);
+  for (auto r : left)
+    caf::anon_send(reform_workers_[static_cast<std::size_t>(r)], actors::reform_atom::value, generation_, left);
+}
+
 void simulation::note_eval(std::int64_t step, double seconds) {
   std::lock_guard<std::mutex> lk(mu_);
   evals_[step] = seconds;

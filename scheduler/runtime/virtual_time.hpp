@@ -193,6 +193,13 @@ public:
   /// add up to it, in virtual-time order, every worker still running is
   /// told to finish (done_atom) at that moment. 0: none.
   void set_budget(std::int64_t samples) { budget_ = samples; }
+  /// Who hears of a killed worker (lose_worker): the shards, then every
+  /// worker by rank (placed handles). Unset: no one (only the coordinator).
+  void set_reform_targets(std::vector<caf::actor> shards, std::vector<caf::actor> workers) {
+    reform_shards_ = std::move(shards);
+    reform_workers_ = std::move(workers);
+  }
+  void lose_worker(int rank) override;
   bool budget_reached() const { return budget_hit_; }
   caf::actor place_beside(int rank, const caf::actor& spawned) override {
     return place(spawned, host_of_worker(rank));
@@ -252,6 +259,9 @@ private:
   std::int64_t budget_ = 0, budget_total_ = 0;
   std::map<int, std::int64_t> samples_; ///< by worker rank, for the budget
   bool budget_hit_ = false;
+  std::vector<caf::actor> reform_shards_, reform_workers_;
+  std::vector<bool> lost_; ///< by rank: killed (lose_worker)
+  int generation_ = 0;
 };
 
 /// An actor-system config for virtual time: CAF's deterministic test

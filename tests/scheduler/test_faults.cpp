@@ -303,6 +303,7 @@ struct stall_counter : actors::virtual_clock {
   void charge_apply(std::int64_t) override {}
   void note_progress(int, std::int64_t) override {}
   void offload(std::function<void()> work) override { work(); }
+  void lose_worker(int) override {}
 };
 } // namespace
 
