@@ -20,30 +20,58 @@
 
 namespace {
 
+/// Writes `n` units through `write` (which returns the file's bytes, or -1
+/// with the error printed), times it, and prints the cost per unit.
+template <class Write>
+int timed(const std::string& path, long n, const char* what, const char* unit, Write write) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t bytes = write();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::filesystem::remove(path);
+  if (bytes < 0)
+    return 1;
+  std::printf("%s: %ld %ss in %.3f s: %.1f ns per %s, %.2f bytes per %s\n", what, n, unit, s,
+              s * 1e9 / static_cast<double>(n), unit, static_cast<double>(bytes) / static_cast<double>(n), unit);
+  return 0;
+}
+
+/// The writer's bytes, or -1 with its error printed.
+template <class Writer>
+std::int64_t bytes_of(const Writer& rec) {
+  if (rec.error().empty())
+    return rec.bytes();
+  std::fprintf(stderr, "%s\n", rec.error().c_str());
+  return -1;
+}
+
+/// An async shard: a pull answered and a push applied per update, W workers in turn.
+int shard_updates(const std::string& path, long n, int w) {
+  return timed(path, n, "record", "update", [&] {
+    gradwire::actors::record_writer rec(path, {0, 0, 1 << 20, w}, 0);
+    for (long i = 0; i < n; ++i) {
+      const int r = static_cast<int>(i % w);
+      const std::int64_t step = i / w;
+      rec.add({true, r, step, 0});
+      rec.add({false, r, step, static_cast<std::int64_t>(i % 7)});
+    }
+    return bytes_of(rec);
+  });
+}
+
+/// An AD-PSGD worker's store: its read, send and apply, and one neighbour's average, per step.
 int mixer_steps(const std::string& path, long n, int w) {
   using k = gradwire::actors::mix_kind;
-  std::int64_t bytes = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  {
+  return timed(path, n, "mixer record", "step", [&] {
     gradwire::actors::mix_record_writer rec(path, {0, w}, 0);
     for (long i = 0; i < n; ++i) {
       rec.add({k::read, 0, i});
-      rec.add({k::mix, 1 + static_cast<int>(i % (w - 1)), i}); // a neighbour's average
+      rec.add({k::mix, 1 + static_cast<int>(i % (w - 1)), i});
       rec.add({k::send, 0, i});
       rec.add({k::apply_mixed, 0, i});
     }
     rec.add({k::close, 0, n});
-    bytes = rec.bytes();
-    if (!rec.error().empty()) {
-      std::fprintf(stderr, "%s\n", rec.error().c_str());
-      return 1;
-    }
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::filesystem::remove(path);
-  std::printf("mixer record: %ld steps of a worker of %d in %.3f s: %.1f ns per step, %.2f bytes per step\n", n, w, s,
-              s * 1e9 / static_cast<double>(n), static_cast<double>(bytes) / static_cast<double>(n));
-  return 0;
+    return bytes_of(rec);
+  });
 }
 
 } // namespace
@@ -59,25 +87,5 @@ int main(int argc, char** argv) {
   const auto path = dir + "/bench-record-" + std::to_string(::getpid()) + ".gwr";
   if (argc > 4 && std::string(argv[4]) == "mixer")
     return w >= 2 ? mixer_steps(path, n, w) : 2;
-  std::int64_t bytes = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  {
-    gradwire::actors::record_writer rec(path, {0, 0, 1 << 20, w}, 0);
-    for (long i = 0; i < n; ++i) {
-      const int r = static_cast<int>(i % w);
-      const std::int64_t step = i / w;
-      rec.add({true, r, step, 0});
-      rec.add({false, r, step, static_cast<std::int64_t>(i % 7)});
-    }
-    bytes = rec.bytes();
-    if (!rec.error().empty()) {
-      std::fprintf(stderr, "%s\n", rec.error().c_str());
-      return 1;
-    }
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::filesystem::remove(path);
-  std::printf("record: %ld updates of %d workers in %.3f s: %.1f ns per update, %.2f bytes per update\n", n, w, s,
-              s * 1e9 / static_cast<double>(n), static_cast<double>(bytes) / static_cast<double>(n));
-  return 0;
+  return shard_updates(path, n, w);
 }

@@ -1,9 +1,11 @@
 #include "scheduler/runtime/virtual_time.hpp"
 
+#include "kernels/error.hpp"
+
 #include <cmath>
 #include <cstdio>
 
-// Virtual time's cost models: a worker's step time and a message's link.
+// Virtual time's cost models: a worker's step time and a message's link, and the checks on a setup of them.
 
 namespace gradwire::scheduler {
 
@@ -64,6 +66,29 @@ std::string link_model::describe() const {
     out += b;
   }
   return out;
+}
+
+void check_virtual_setup(const virtual_setup& setup) {
+  check(!setup.compute.empty(), "virtual time: no compute model");
+  for (const auto& c : setup.compute) {
+    check(c.replay.empty() ? c.step_s > 0 && std::isfinite(c.step_s) : true, "virtual time: a step time must be > 0");
+    for (double s : c.replay)
+      check(s >= 0 && std::isfinite(s), "virtual time: a replayed step time must be >= 0");
+  }
+  check(setup.workers_per_host >= 1 && setup.hosts >= 1, "virtual time: hosts and workers_per_host must be >= 1");
+  for (std::size_t r = 0; r < setup.host_of.size(); ++r)
+    check(setup.host_of[r] >= 0 && setup.host_of[r] < setup.hosts,
+          "virtual time: worker " + std::to_string(r) + " on host " + std::to_string(setup.host_of[r]) + " of " +
+            std::to_string(setup.hosts));
+  check(setup.cores_per_host >= 0, "virtual time: cores_per_host must be >= 0");
+  check(setup.link.host_gbps.empty() || setup.link.host_gbps.size() == static_cast<std::size_t>(setup.hosts),
+        "virtual time: " + std::to_string(setup.link.host_gbps.size()) + " NIC rates for " +
+          std::to_string(setup.hosts) + " hosts");
+  for (double g : setup.link.host_gbps)
+    check(g > 0 && std::isfinite(g), "virtual time: a host's NIC rate must be > 0");
+  check(setup.apply_gbps >= 0 && std::isfinite(setup.apply_gbps), "virtual time: apply_gbps must be >= 0");
+  check(setup.copy_gbps >= 0 && std::isfinite(setup.copy_gbps), "virtual time: copy_gbps must be >= 0");
+  check(setup.link.latency_cv >= 0 && std::isfinite(setup.link.latency_cv), "virtual time: latency_cv must be >= 0");
 }
 
 } // namespace gradwire::scheduler

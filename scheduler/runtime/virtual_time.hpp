@@ -139,6 +139,10 @@ struct virtual_stats {
   std::int64_t bytes = 0;
 };
 
+/// Throws gradwire::error naming the first setting out of range (a step
+/// time, a host, a rate); simulation::make calls it.
+void check_virtual_setup(const virtual_setup& setup);
+
 /// A message for a placed actor, waiting for its time.
 struct virtual_event;
 struct placed_actor;

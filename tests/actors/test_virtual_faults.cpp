@@ -16,12 +16,7 @@ using namespace gwtest;
 namespace {
 
 scheduler::fault_strike kill_of(int rank, std::int64_t at_step, double at_seconds = -1) {
-  scheduler::fault_strike f;
-  f.kind = scheduler::fault_kind::kill;
-  f.ranks = {rank};
-  f.at_step = at_step;
-  f.at_seconds = at_seconds;
-  return f;
+  return strike(scheduler::fault_kind::kill, rank, at_step, at_seconds);
 }
 
 scheduler::topology_setup adpsgd(scheduler::topology_setup s) {
@@ -90,7 +85,7 @@ TEST_CASE("virtual time: a kill ends its worker at that step, and parameter serv
 TEST_CASE("virtual time: a kill by time strikes at the first step boundary after it, on the virtual clock") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 42);
   auto setup = tiny_async(3, 40);
-  setup.faults = {kill_of(1, 0, 0.0105)}; // 10.5 ms of virtual time, at 1 ms a step and little else
+  setup.faults = {kill_of(1, 0, 0.0105)}; // half way into its 11th step (constant_compute's 1 ms steps)
   const auto a = run_virtual(setup, data, on_threads(1));
   const auto b = run_virtual(setup, data, on_threads(2));
   REQUIRE(a.lost == std::vector<int>{1});

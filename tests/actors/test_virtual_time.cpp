@@ -303,10 +303,7 @@ TEST_CASE("virtual time: a stall and a slow spell cost their virtual seconds exa
     INFO("sync, rank 1 stalls 0.5 s after its step 3: every worker waits for it");
     auto setup = small_setup(3, 1, true);
     setup.steps = 6;
-    scheduler::fault_strike f;
-    f.kind = scheduler::fault_kind::stall;
-    f.ranks = {1};
-    f.at_step = 3;
+    auto f = strike(scheduler::fault_kind::stall, 1, 3);
     f.seconds = 0.5;
     setup.faults = {f};
     const auto out = run_virtual(setup, data, constant_compute(1e-3, 3, 1));
@@ -317,10 +314,7 @@ TEST_CASE("virtual time: a stall and a slow spell cost their virtual seconds exa
   {
     INFO("async, rank 2 computes 5x slower for 2 ms after its step 2: one step of 5 ms");
     auto setup = tiny_async(3, 6);
-    scheduler::fault_strike f;
-    f.kind = scheduler::fault_kind::slow;
-    f.ranks = {2};
-    f.at_step = 2;
+    auto f = strike(scheduler::fault_kind::slow, 2, 2);
     f.seconds = 2e-3;
     f.factor = 5;
     setup.faults = {f};
@@ -385,10 +379,7 @@ TEST_CASE("virtual time: a worker waiting for what never comes is named, with or
 TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, false);
-  scheduler::fault_strike drop;
-  drop.kind = scheduler::fault_kind::drop;
-  drop.ranks = {1};
-  drop.at_step = 2;
+  auto drop = strike(scheduler::fault_kind::drop, 1, 2);
   drop.seconds = 1;
   setup.faults = {drop};
   CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("\"drop\""));

@@ -39,6 +39,17 @@ inline scheduler::virtual_setup constant_compute(double step_s, int workers_per_
   return vs;
 }
 
+/// A [[faults]] strike of `kind` on `rank` after its step `at_step`
+/// (0: at `at_seconds` of its clock).
+inline scheduler::fault_strike strike(scheduler::fault_kind kind, int rank, std::int64_t at_step, double at_seconds = -1) {
+  scheduler::fault_strike f;
+  f.kind = kind;
+  f.ranks = {rank};
+  f.at_step = at_step;
+  f.at_seconds = at_seconds;
+  return f;
+}
+
 inline scheduler::topology_setup tiny_async(int workers, int steps) {
   auto s = small_setup(workers, 1, false);
   s.spec.hidden = {8};
