@@ -45,15 +45,18 @@
 /// | run_to | coordinator -> worker | step: run to it, snapshot, finish (a stop that keeps a checkpoint) | | |
 /// | snap_at | coordinator -> worker | step: after a pause, run to it and snapshot there (a checkpoint by time) | | |
 /// | snapshot | coordinator -> shard | version (-1: as it is) | (meta, floats): its part of a checkpoint | |
-/// | snapshot | coordinator -> worker | a generation or step: send its state to report_to (a donor for a survivor behind, or the replica lost shards are rebuilt from) | | |
+/// | snapshot | coordinator -> worker | a generation or step: send its state to report_to (a donor for a survivor behind, or the replica lost shards are rebuilt from; a ring worker's donor state goes to whoever runs the re-form) | | |
 /// | snapshot | worker, shard -> coordinator; coordinator -> ring worker | meta text, floats (actors/snapshot.hpp): a checkpoint's part, or a donor's state | | |
 /// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
-/// | abandon | coordinator -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to the coordinator | |
-/// | abandoned | ring worker -> coordinator | rank, steps done, whether a round was abandoned | | |
+/// | abandon | coordinator (virtual time: its reformer) -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to whoever runs the re-form | |
+/// | abandoned | ring worker -> coordinator or reformer | rank, steps done, whether a round was abandoned | | |
 /// | reform | coordinator -> ring worker | generation, survivors' ranks, right neighbour, every survivor: go on as a ring of the survivors | | |
 /// | reform | coordinator -> shard, PS or gossip worker | generation, survivors' ranks: go on without the lost | | |
 /// | hold_at | coordinator -> ring worker | step: hold once that many steps are done, for a lost worker coming back ([[faults]] back_at_step), until the next re-form | | |
 /// | knock | transport -> coordinator | rank: a lost worker's process asks to come back | | |
+/// | paused | ring worker -> virtual time's reformer | rank, step: it holds there ([[faults]] back_at_step) for a worker coming back | | |
+/// | reformed | virtual time's reformer -> coordinator | lost rank, step the ring goes on from, whether a round was lost, virtual seconds, workers after: the fault's recovery | | |
+/// | rejoined | virtual time's reformer -> coordinator | rank, step, virtual seconds: a lost worker's replacement is back in the ring | | |
 /// | rebuilt | coordinator -> async PS worker | shard index, shard: that shard was rebuilt on rank 0, its rank lost | | |
 /// | barrier, release, recheck, missing | ranks -> rank 0's barrier actor and back | the job's barrier (actors/barrier.hpp) | | |
 /// | computed | virtual time's loop -> worker | its offloaded gradient is done and its compute time is up (virtual_clock::offload) | | |
@@ -104,6 +107,8 @@ using abandoned_atom = caf::atom_constant<caf::atom("abandoned")>;
 using reform_atom = caf::atom_constant<caf::atom("reform")>;
 using hold_at_atom = caf::atom_constant<caf::atom("hold_at")>;
 using knock_atom = caf::atom_constant<caf::atom("knock")>;
+using reformed_atom = caf::atom_constant<caf::atom("reformed")>;
+using rejoined_atom = caf::atom_constant<caf::atom("rejoined")>;
 using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
 using computed_atom = caf::atom_constant<caf::atom("computed")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
@@ -131,6 +136,7 @@ inline constexpr message_kind message_table[] = {
   {run_to_atom::value, false},   {snapshot_at_atom::value, false}, {caf::atom("snapshot"), false},
   {pin_atom::value, false},      {abandon_atom::value, false},   {abandoned_atom::value, false},
   {reform_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
+  {reformed_atom::value, false}, {rejoined_atom::value, false},
   {rebuilt_atom::value, false},  {caf::atom("barrier"), false},  {caf::atom("release"), false},
   {caf::atom("recheck"), false}, {caf::atom("missing"), false}, {computed_atom::value, false},
 };

@@ -75,7 +75,7 @@ void on_reform(ring_worker_actor* self, int generation) {
   for (auto& r : st.results)
     r.clear();
   st.handed = st.reduced = 0;
-  self->send(st.cfg.report_to, abandoned_atom::value, st.cfg.rank, st.step, abandoned);
+  self->send(st.reformer(), abandoned_atom::value, st.cfg.rank, st.step, abandoned);
 }
 
 /// The survivors' ring: this worker's place in it, its data re-sharded; go on.
@@ -362,7 +362,9 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
         on_rewire(self, generation, survivors, std::move(right));
       },
-      [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // a donor's state for a survivor behind
+      [=](snapshot_atom, std::int64_t) { // a donor's state for a survivor behind
+        self->state.send_snapshot(self, self->state.reformer());
+      },
       [=](snapshot_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
       [=](beat_atom) { on_ring_beat(self); },
       [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {

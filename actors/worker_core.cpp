@@ -64,7 +64,7 @@ void worker_core::land_params() const {
   incoming.clear();
 }
 
-void worker_core::send_snapshot(caf::event_based_actor* self) const {
+void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& to) const {
   land_params();
   // One copy of the floats, straight into the buffer that travels (and is
   // written to disk as it is): the only work a step pays for a checkpoint.
@@ -100,7 +100,7 @@ void worker_core::send_snapshot(caf::event_based_actor* self) const {
     std::memcpy(extra, v.data(), v.size() * sizeof(float));
     extra += v.size();
   }
-  self->send(cfg.report_to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
+  self->send(to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
   tr.span("snapshot", t0, now(), step);
 }
 
@@ -373,7 +373,11 @@ bool worker_core::hold(caf::event_based_actor* self) {
       die(self, why);
       return held = true;
     }
-  held = (hold_at >= 0 && step >= hold_at) || (wait_at >= 0 && step >= wait_at);
+  const bool was = held;
+  const bool waits = wait_at >= 0 && step >= wait_at;
+  held = (hold_at >= 0 && step >= hold_at) || waits;
+  if (waits && !was && cfg.reform_to) // the reformer lets the worker back in once every survivor waits here
+    self->send(cfg.reform_to, paused_atom::value, cfg.rank, step);
   return held;
 }
 

@@ -159,6 +159,12 @@ struct worker_config {
   /// peer's state if it is a step behind, and goes on as a ring of the
   /// survivors with its data re-sharded among them.
   bool elastic = false;
+  /// Who runs an elastic ring's re-form: the ring worker's abandoned
+  /// reply, its donor state and (held at wait_at) its paused notice go
+  /// here. Null: the coordinator (report_to). Virtual time sets its
+  /// reformer (scheduler/runtime/virtual_reform.hpp), so that the
+  /// protocol's messages cross the modelled network at their virtual times.
+  caf::actor reform_to;
 
   // Gossip (gossip_worker.cpp).
   std::vector<caf::actor> neighbours; ///< every worker by rank (self too), from (wire_atom, handles)
@@ -332,7 +338,10 @@ struct worker_core {
   /// Sends this worker's part of a checkpoint at its current step to
   /// report_to: replica, BatchNorm statistics, optimizer moments, step,
   /// data position, counts, and save_extra's.
-  void send_snapshot(caf::event_based_actor* self) const;
+  void send_snapshot(caf::event_based_actor* self) const { send_snapshot(self, cfg.report_to); }
+  void send_snapshot(caf::event_based_actor* self, const caf::actor& to) const;
+  /// Who runs a ring's re-form (worker_config::reform_to, or report_to).
+  const caf::actor& reformer() const { return cfg.reform_to ? cfg.reform_to : cfg.report_to; }
   /// A stop that keeps a checkpoint (the coordinator's pause protocol):
   /// on (pause_atom) the worker finishes at most the step it is in, holds
   /// there and tells report_to that boundary (paused_atom); on

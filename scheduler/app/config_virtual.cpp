@@ -53,16 +53,17 @@ void read_host_bandwidth(config_toml::reader& r, run_config& c) {
 }
 
 /// Why a kill cannot be simulated in `c` ("" when it can): in virtual time
-/// a killed worker ends at its step boundary and the loop tells the
-/// survivors at that time, as the coordinator does in a real run; a
-/// ring's re-form, a protocol with the coordinator, is not simulated.
+/// a killed worker ends at its step boundary and the survivors hear of it
+/// at that time, as from the coordinator in a real run; a flat ring
+/// re-forms inside the simulation (and only a ring lets a worker back in).
 std::string why_no_kill(const run_config& c, const fault_spec& f) {
-  if (f.back_at_step > 0)
-    return "back_at_step: a killed worker coming back is not simulated in virtual time";
-  if (c.family->kind == topology_kind::gossip || c.family->has_shards)
+  const bool ring = c.family->kind == topology_kind::ring;
+  if (f.back_at_step > 0 && !ring)
+    return "back_at_step: only an elastic ring lets a killed worker back in";
+  if (ring || c.family->kind == topology_kind::gossip || c.family->has_shards)
     return "";
-  return c.topology + " re-forms without a lost worker through the coordinator, which is not simulated in virtual "
-                      "time (parameter servers, local SGD, DiLoCo and gossip go on without a killed worker)";
+  return c.topology + " does not re-form without a lost worker (parameter servers, local SGD, DiLoCo, gossip and a "
+                      "flat ring go on without a killed worker)";
 }
 
 /// What virtual time does not simulate, refused naming the key.

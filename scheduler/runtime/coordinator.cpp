@@ -143,6 +143,10 @@ bool receive_one(coordinator_state& st, caf::scoped_actor& self, const std::vect
                   st.on_reform_reply(rank, steps, mid_round);
                 },
                 [&](actors::knock_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
+                [&](actors::reformed_atom, int rank, std::int64_t at, bool lost_round, double at_s, int after) {
+                  st.on_reformed(rank, at, lost_round, at_s, after);
+                },
+                [&](actors::rejoined_atom, int rank, std::int64_t at, double at_s) { st.on_rejoined(rank, at, at_s); },
                 caf::after(wait) >> [&] { got = false; });
   return got;
 }

@@ -163,6 +163,35 @@ void coordinator_state::on_rejoin(int rank) {
   start_reform();
 }
 
+void coordinator_state::on_reformed(int rank, std::int64_t at, bool lost_round, double at_s, int after) {
+  if (!virtual_time)
+    return;
+  for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
+    if (it->rank == rank) {
+      it->at_step = at;
+      it->steps_lost = lost_round ? 1 : 0;
+      it->recovered_at = at_s;
+      it->workers_after = after;
+      return;
+    }
+}
+
+void coordinator_state::on_rejoined(int rank, std::int64_t at, double at_s) {
+  if (!virtual_time || !known(rank) || !lost(static_cast<std::size_t>(rank)))
+    return;
+  const auto r = static_cast<std::size_t>(rank);
+  carried[r] += out.reports[r].samples; // a new process: the old one's samples still count
+  out.lost.erase(std::find(out.lost.begin(), out.lost.end(), rank));
+  finished[r] = false;
+  --done;
+  for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
+    if (it->rank == rank) {
+      it->rejoined_at = at_s;
+      it->rejoined_step = at;
+      return;
+    }
+}
+
 void coordinator_state::readmit_worker(int rank) {
   const auto r = static_cast<std::size_t>(rank);
   elastic->readmit(rank);

@@ -194,6 +194,12 @@ struct coordinator_state {
   void take_held();
 
   void on_rejoin(int rank);
+  /// Virtual time, where the ring's re-form runs in the simulation
+  /// (virtual_reform.hpp): the ring went on without `rank` from step `at`
+  /// at virtual second `at_s`, with `after` workers.
+  void on_reformed(int rank, std::int64_t at, bool lost_round, double at_s, int after);
+  /// Virtual time: `rank`'s replacement is back in the ring from step `at`.
+  void on_rejoined(int rank, std::int64_t at, double at_s);
 
   void take_next_join();
   /// `rank` is in the run again (everywhere heard, no longer lost), the one joining.

@@ -14,6 +14,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/runtime/topology_registry.hpp"
+#include "scheduler/runtime/virtual_reform.hpp"
 
 #include <fmt/format.h>
 
@@ -53,9 +54,10 @@ struct ring_plan {
     }
   }
 
-  actors::worker_config worker(int r, const caf::actor& report_to, const caf::actor& peer) const {
+  actors::worker_config worker(int r, const caf::actor& report_to, const caf::actor& peer,
+                               bool replacement = false) const {
     const int n = setup.workers;
-    auto wc = base_worker(setup, data, r, report_to);
+    auto wc = base_worker(setup, data, r, report_to, replacement);
     wc.ring_peer = peer;
     wc.buckets = buckets;
     wc.ring = setup.ring;
@@ -162,6 +164,32 @@ topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, con
   return replicas_outcome(std::move(*c), true);
 }
 
+/// Virtual time with kills: the reformer that re-forms the ring (and lets
+/// replacements in) inside the simulation, placed on worker 0's host; null
+/// without kills. A ring that cannot re-form is refused, saying why.
+caf::actor virtual_reformer(caf::actor_system& sys, const ring_plan& p, const caf::actor& coordinator) {
+  const auto& setup = p.setup;
+  if (!setup.sim || std::none_of(setup.faults.begin(), setup.faults.end(),
+                                 [](const fault_strike& f) { return f.kind == fault_kind::kill; }))
+    return {};
+  const auto e = p.elastic();
+  check(e.on, "experiment.clock = \"virtual\" simulates a ring's kill where the ring re-forms without the lost "
+              "worker, and this one does not: " + (e.why_not.empty() ? std::string("one worker") : e.why_not));
+  virtual_reform_plan plan;
+  plan.workers = setup.workers;
+  plan.back_at_step = setup.back_at_step;
+  plan.coordinator = coordinator;
+  plan.clock = setup.sim;
+  plan.respawn = [&sys, &p, coordinator](int r, const caf::actor& reformer) {
+    auto wc = p.worker(r, coordinator, {}, true);
+    wc.reform_to = reformer;
+    return place_here(p.setup, p.spawn_worker(sys, std::move(wc)), r, true);
+  };
+  auto handle = place_here(setup, spawn_virtual_reformer(sys, std::move(plan)), 0, false);
+  setup.sim->set_reformer(handle);
+  return handle;
+}
+
 /// In one process: every worker and peer here (in virtual time each
 /// placed on its worker's host, every chunk through the link model).
 topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const models::model& initial,
@@ -181,9 +209,11 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   stop_on_throw guard(sys);
   if (!setup.sim)
     guard.add(peers);
+  const auto reformer = virtual_reformer(sys, p, self);
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r) {
     auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
+    wc.reform_to = reformer;
     if (share)
       wc.shared_params = initial.params();
     workers.push_back(place_here(setup, p.spawn_worker(sys, std::move(wc)), r, true));
@@ -193,6 +223,8 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   for (int r = 0; r < n; ++r) // the ring is complete: start
     self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
                p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
+  if (reformer)
+    self->send(reformer, actors::wire_atom::value, workers, reformer);
   auto c = coordinate_here(self, setup, workers, on_progress, on_metrics, stop, checkpoints_of(setup), p.elastic());
   end_here(self, setup, workers);
   end_here(self, setup, peers);

@@ -92,9 +92,9 @@ namespace {
 /// Worker `rank`'s hooks into the job's [[faults]]. A replacement process
 /// is outside the schedule: the kills and stalls aimed at its rank were
 /// the old process's (and its clock starts now).
-void inject_faults(actors::worker_config& wc, const topology_setup& setup, int rank) {
+void inject_faults(actors::worker_config& wc, const topology_setup& setup, int rank, bool replacing) {
   auto strikes = setup.faults;
-  if (setup.replacing)
+  if (replacing)
     strikes.erase(std::remove_if(strikes.begin(), strikes.end(),
                                  [rank](const fault_strike& s) {
                                    return (s.kind == fault_kind::kill || s.kind == fault_kind::stall) &&
@@ -113,7 +113,7 @@ void inject_faults(actors::worker_config& wc, const topology_setup& setup, int r
 } // namespace
 
 actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
-                                  const caf::actor& coordinator) {
+                                  const caf::actor& coordinator, bool replacement) {
   actors::worker_config wc;
   const auto ri = static_cast<std::size_t>(rank);
   auto at = [&](const std::vector<double>& v, double dflt) { return ri < v.size() ? v[ri] : dflt; };
@@ -138,7 +138,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.jitter_ms = at(setup.worker_jitter_ms, 0.0);
   wc.steps = setup.steps;
   wc.step_progress = setup.budget_samples > 0 || !setup.back_at_step.empty();
-  wc.joining = setup.replacing;
+  wc.joining = setup.replacing || replacement;
   wc.seed = setup.seed;
   wc.partition = setup.partition;
   wc.opt = setup.opt;
@@ -154,7 +154,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   if (setup.resume)
     wc.resume = setup.resume->part("worker " + std::to_string(rank));
   if (!setup.faults.empty())
-    inject_faults(wc, setup, rank);
+    inject_faults(wc, setup, rank, wc.joining);
   wc.timeout = setup.request_timeout();
   if (setup.sim) { // one event at a time on the simulation's clock: nothing polls or waits
     wc.vclock = setup.sim;
@@ -344,10 +344,11 @@ namespace {
 
 /// Whether the survivors of a kill go on without it in virtual time: a
 /// parameter server's shards and workers, or gossip's neighbours, told by
-/// the loop at the kill's time (simulation::lose_worker). A ring's re-form
-/// is a protocol with the coordinator, which is not simulated.
+/// the loop at the kill's time (simulation::lose_worker); a flat ring
+/// re-formed by the simulation's reformer (virtual_reform.hpp). A
+/// hierarchical ring does not re-form.
 bool survivors_go_on(const topology_setup& setup) {
-  return setup.kind == topology_kind::gossip || family_of(setup.kind).has_shards;
+  return setup.kind == topology_kind::gossip || setup.kind == topology_kind::ring || family_of(setup.kind).has_shards;
 }
 
 /// What virtual time runs so far, and what it refuses (each names the key).
@@ -359,8 +360,8 @@ void check_virtual(const topology_setup& setup) {
   for (const auto& f : setup.faults) {
     const auto which = "(#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")";
     if (f.kind == fault_kind::kill) // the worker ends at its step boundary; a lock-step re-form is not simulated
-      refuse(!survivors_go_on(setup), "simulates a kill where the survivors go on without a re-form: parameter "
-                                      "servers (local SGD and DiLoCo too) and gossip, not a ring " + which);
+      refuse(!survivors_go_on(setup), "simulates a kill where the survivors go on: parameter servers (local SGD "
+                                      "and DiLoCo too), gossip and a flat ring, not a hierarchical ring " + which);
     else // (a suspend would stop the simulation)
       refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow, "injects the stall, slow and kill [[faults]] only " + which);
   }

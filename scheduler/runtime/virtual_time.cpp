@@ -200,6 +200,10 @@ void simulation::note_progress(int rank, std::int64_t samples) {
 }
 
 void simulation::lose_worker(int rank) {
+  if (reformer_) {
+    caf::anon_send(reformer_, actors::lost_atom::value, rank);
+    return;
+  }
   const auto n = reform_workers_.size();
   if (rank < 0 || static_cast<std::size_t>(rank) >= n)
     return;

@@ -203,6 +203,9 @@ public:
     reform_shards_ = std::move(shards);
     reform_workers_ = std::move(workers);
   }
+  /// An elastic ring's re-form runs in this placed actor
+  /// (virtual_reform.hpp): a killed worker is reported to it alone.
+  void set_reformer(caf::actor reformer) { reformer_ = std::move(reformer); }
   void lose_worker(int rank) override;
   bool budget_reached() const { return budget_hit_; }
   caf::actor place_beside(int rank, const caf::actor& spawned) override {
@@ -264,6 +267,7 @@ private:
   std::map<int, std::int64_t> samples_; ///< by worker rank, for the budget
   bool budget_hit_ = false;
   std::vector<caf::actor> reform_shards_, reform_workers_;
+  caf::actor reformer_;
   std::vector<bool> lost_; ///< by rank: killed (lose_worker)
   int generation_ = 0;
 };

@@ -12,9 +12,11 @@ namespace gradwire::scheduler {
 using progress_fn = std::function<void(std::int64_t, std::int64_t)>;
 using metrics_fn = std::function<void(const actors::step_metrics&)>;
 
-/// A worker's configuration from the setup, for `rank`, reporting to `coordinator`.
+/// A worker's configuration from the setup, for `rank`, reporting to
+/// `coordinator`; `replacement`: a new process for a lost one (as
+/// setup.replacing: it joins, and the kills aimed at its rank were the old one's).
 actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
-                                  const caf::actor& coordinator);
+                                  const caf::actor& coordinator, bool replacement = false);
 
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,

@@ -2,8 +2,9 @@
 // step boundary (or the first boundary after a virtual time), the worker
 // ends there as its process would, and the loop tells the survivors at
 // that time: a parameter server (async, sync, SSP) or gossip (AD-PSGD,
-// D-PSGD) goes on without it, the same bits on 1 and 3 threads. A ring,
-// whose re-form is the coordinator's protocol, is refused.
+// D-PSGD) goes on without it, the same bits on 1 and 3 threads. An
+// elastic ring re-forms inside the simulation, and a killed worker with a
+// back_at_step comes back into it there.
 #include "models/dataset.hpp"
 #include "virtual_support.hpp"
 
@@ -95,11 +96,84 @@ TEST_CASE("virtual time: a kill by time strikes at the first step boundary after
   CHECK(same_bits(a.params, b.params));
 }
 
-TEST_CASE("virtual time: a kill in a ring, whose re-form is not simulated, is refused") {
-  auto data = make_synthetic(256, 1, 28, 28, 10, 43);
-  auto ring = small_setup(2, 1, false);
-  ring.kind = scheduler::topology_kind::ring;
+namespace {
+
+/// A flat ring that re-forms without a lost worker (train.min_workers).
+scheduler::topology_setup elastic_ring(int workers, int steps) {
+  auto s = tiny_async(workers, steps);
+  s.kind = scheduler::topology_kind::ring;
+  s.ring.sharded_update = false;
+  s.min_workers = 1;
+  return s;
+}
+
+/// Other timings: each step's compute drawn lognormal, and slow links.
+scheduler::virtual_setup jittered(int threads) {
+  auto vs = on_threads(threads);
+  vs.compute[0].dist = scheduler::compute_model::shape::lognormal;
+  vs.compute[0].cv = 0.5;
+  vs.link.intra_latency_us = 150;
+  vs.link.latency_cv = 0.3;
+  return vs;
+}
+
+} // namespace
+
+TEST_CASE("virtual time: a ring that loses a worker re-forms without it inside the simulation, the same bits on 1 and 3 threads") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 43);
+  auto setup = elastic_ring(4, 40);
+  const auto whole = run_virtual(setup, data, on_threads(1));
+  setup.faults = {kill_of(2, 10)};
+  const auto a = run_virtual(setup, data, on_threads(1));
+  const auto b = run_virtual(setup, data, on_threads(3));
+  CHECK(a.lost == std::vector<int>{2});
+  CHECK(a.reports[2].steps == 10);
+  for (int r : {0, 1, 3})
+    CHECK(a.reports[static_cast<std::size_t>(r)].steps == 40);
+  REQUIRE(a.faults.size() == 1u);
+  CHECK(a.faults[0].at_step == 10); // the survivors redo the step the kill cut short, as three
+  CHECK(a.faults[0].workers_after == 3);
+  CHECK(a.faults[0].recovered_at > a.faults[0].detected_at); // the protocol's messages take virtual time
+  CHECK(a.faults[0].rejoined_step == -1);
+  CHECK(a.replica_spread == 0.0); // every survivor holds one model
+  CHECK(same_bits(a.params, b.params));
+  CHECK_FALSE(same_bits(a.params, whole.params));
+}
+
+TEST_CASE("virtual time: kill, re-form, then rejoin at a fixed step: the replacement takes a survivor's state, and the bits do not depend on timing") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 44);
+  auto setup = elastic_ring(4, 40);
+  setup.faults = {kill_of(2, 10)};
+  const auto without = run_virtual(setup, data, on_threads(1));
+  setup.back_at_step = {{2, 25}};
+  const auto a = run_virtual(setup, data, on_threads(1));
+  const auto b = run_virtual(setup, data, jittered(3));
+  for (const auto* run : {&a, &b}) {
+    CHECK(run->lost.empty()); // back in the ring, and done with it
+    REQUIRE(run->faults.size() == 1u);
+    CHECK(run->faults[0].rank == 2);
+    CHECK(run->faults[0].at_step == 10);
+    CHECK(run->faults[0].rejoined_step == 25);
+    CHECK(run->faults[0].rejoined_at > run->faults[0].recovered_at);
+    for (const auto& rep : run->reports) {
+      CHECK(rep.error.empty());
+      CHECK(rep.steps == 40);
+    }
+    CHECK(run->replica_spread == 0.0); // the replacement's replica is the survivors'
+  }
+  CHECK(b.seconds != a.seconds);       // another timing,
+  CHECK(same_bits(a.params, b.params)); // the same re-forms at the same steps: the same model
+  CHECK_FALSE(same_bits(a.params, without.params));
+}
+
+TEST_CASE("virtual time: a kill in a ring that cannot re-form, or in a hierarchical ring, is refused saying why") {
+  auto data = make_synthetic(256, 1, 28, 28, 10, 45);
+  auto ring = elastic_ring(2, 4);
   ring.faults = {kill_of(1, 2)};
+  ring.ring.sharded_update = true;
   CHECK_THROWS_WITH(run_virtual(ring, data, constant_compute(1e-3, 1, 2)),
-                    Catch::Contains("simulates a kill where the survivors go on without a re-form"));
+                    Catch::Contains("does not: with topology.sharded_update"));
+  ring.kind = scheduler::topology_kind::hierarchical;
+  CHECK_THROWS_WITH(run_virtual(ring, data, constant_compute(1e-3, 1, 2)),
+                    Catch::Contains("not a hierarchical ring"));
 }

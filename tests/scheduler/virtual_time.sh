@@ -177,11 +177,27 @@ assert len(f) == 1 and f[0]["rank"] == 1 and f[0]["at_step"] == 5 and f[0]["work
 assert "killed by [[faults]] #1 after step 5 (virtual time)" in f[0]["what"], f
 assert 0 < f[0]["detected_at"] < s["clock"]["virtual_seconds"], (f, s["clock"])
 PY
-# A ring, whose re-form is the coordinator's protocol, is refused a kill, naming the entry.
+# A ring re-forms without rank 1 inside the simulation and lets its
+# replacement back in at step 12, the same bits on 1 and 2 threads.
+ring=(--set topology.kind=\"ring\" --set topology.sharded_update=false)
+{ cat "$tmp/kill.toml"; printf 'back_at_step = 12\n'; } >"$tmp/back.toml"
+"$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-1" "${ring[@]}" --set virtual.threads=1 >/dev/null 2>&1 &&
+  "$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-2" "${ring[@]}" --set virtual.threads=2 >/dev/null 2>&1 ||
+  fail "a ring's kill and rejoin in virtual time: the run failed"
+python3 "$src/tests/transport/same_model.py" "$tmp/back-1" "$tmp/back-2" || fail "a ring's rejoin: 1 and 2 threads differ"
+python3 - "$tmp/back-1/summary.json" <<'PY' || fail "a ring's kill and rejoin in virtual time: summary.json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+f = s["faults"]
+assert s["status"] == "completed" and s["lost_workers"] == [], s["lost_workers"]
+assert len(f) == 1 and f[0]["rank"] == 1 and f[0]["at_step"] == 5 and f[0]["workers_after"] == 7, f
+assert f[0]["rejoined_step"] == 12 and f[0]["detected_at"] < f[0]["recovered_at"] < f[0]["rejoined_at"], f
+PY
+# A hierarchical ring does not re-form: refused a kill, naming the entry.
 rc=0
-"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-ring" --set topology.kind=\"ring\" >"$tmp/err.txt" 2>&1 || rc=$?
-[[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1: kind = "kill" in virtual time: ring re-forms without a lost worker' "$tmp/err.txt" ||
-  fail "a kill in a ring in virtual time: exit $rc: $(cat "$tmp/err.txt")"
+"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-ring" --set topology.kind=\"hierarchical\" >"$tmp/err.txt" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1: kind = "kill" in virtual time: hierarchical does not re-form' "$tmp/err.txt" ||
+  fail "a kill in a hierarchical ring in virtual time: exit $rc: $(cat "$tmp/err.txt")"
 # A GPT with AdamW on the async parameter server in virtual time: twice,
 # the same bits and the same staleness.
 gpt=(--set model.kind=\"gpt\" --set data.dataset=\"text\" --set model.layers=1 --set model.d_model=32

@@ -1,0 +1,222 @@
+#include "scheduler/runtime/virtual_reform.hpp"
+
+#include "actors/messages.hpp"
+#include "actors/refuse.hpp"
+#include "actors/snapshot.hpp"
+#include "actors/virtual_clock.hpp"
+#include "kernels/log.hpp"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gradwire::scheduler {
+
+namespace {
+
+struct reformer_state {
+  virtual_reform_plan plan;
+  std::vector<caf::actor> workers; ///< placed handles, by rank (a replacement's once it is back)
+  caf::actor me;                   ///< this actor's placed handle
+  std::vector<bool> live;          ///< by rank
+  actors::virtual_clock::time_point t0;
+  int generation = 0;
+  /// The re-form in flight (members empty: none).
+  std::vector<std::int64_t> members;
+  std::map<int, std::pair<std::int64_t, bool>> replies; ///< rank -> (steps, abandoned a round)
+  std::int64_t at = -1;                                 ///< decided: the step all go on from
+  int donor = -1;
+  std::vector<int> behind;
+  std::vector<int> lost;   ///< ranks lost since the ring last re-formed
+  bool lost_round = false; ///< a survivor abandoned a round for them
+  int joining = -1;        ///< a replacement in this re-form
+  /// A replacement waited for: the survivors hold at wait_step.
+  int awaiting = -1;
+  std::int64_t wait_step = -1;
+  std::set<int> paused;
+
+  bool known(int rank) const { return rank >= 0 && static_cast<std::size_t>(rank) < live.size(); }
+  const caf::actor& at_rank(std::int64_t r) const { return workers[static_cast<std::size_t>(r)]; }
+  double seconds() const { return std::chrono::duration<double>(plan.clock->now() - t0).count(); }
+
+  static inline const char* name = "virtual_reformer";
+};
+
+using reformer_actor = caf::stateful_actor<reformer_state>;
+
+/// Asks every live worker to abandon its round and say how far it got.
+void start_reform(reformer_actor* self) {
+  auto& st = self->state;
+  st.members.clear();
+  for (std::size_t r = 0; r < st.live.size(); ++r)
+    if (st.live[r])
+      st.members.push_back(static_cast<std::int64_t>(r));
+  ++st.generation;
+  st.replies.clear();
+  st.at = -1;
+  st.donor = -1;
+  st.behind.clear();
+  for (auto r : st.members)
+    self->send(st.at_rank(r), actors::abandon_atom::value, st.generation);
+}
+
+void join(reformer_actor* self, int rank) {
+  auto& st = self->state;
+  const auto r = static_cast<std::size_t>(rank);
+  st.awaiting = -1;
+  st.plan.back_at_step.erase(rank);
+  st.workers[r] = st.plan.respawn(rank, st.me);
+  st.live[r] = true;
+  st.joining = rank;
+  log::info("worker {} comes back (a new process): re-forming the ring with it", rank);
+  self->send(st.workers[r], actors::wire_atom::value, st.workers[(r + 1) % st.workers.size()], st.workers);
+  start_reform(self);
+}
+
+/// After a re-form: the next lost worker due back (back_at_step), let in
+/// at once if the ring is at its step already, else held for there.
+void plan_rejoin(reformer_actor* self) {
+  auto& st = self->state;
+  st.awaiting = -1;
+  st.paused.clear();
+  for (const auto& [rank, step] : st.plan.back_at_step) {
+    if (!st.known(rank) || st.live[static_cast<std::size_t>(rank)])
+      continue;
+    if (step <= st.at) {
+      join(self, rank);
+      return;
+    }
+    st.awaiting = rank;
+    st.wait_step = step;
+    for (std::size_t r = 0; r < st.live.size(); ++r)
+      if (st.live[r])
+        self->send(st.workers[r], actors::hold_at_atom::value, step);
+    return;
+  }
+}
+
+/// The new ring: every member's place and right neighbour; the coordinator
+/// hears what it would have recorded.
+void rewire(reformer_actor* self) {
+  auto& st = self->state;
+  const auto m = st.members.size();
+  for (std::size_t i = 0; i < m; ++i)
+    self->send(st.at_rank(st.members[i]), actors::reform_atom::value, st.generation, st.members,
+               st.at_rank(st.members[(i + 1) % m]));
+  const double t = st.seconds();
+  for (int r : st.lost) {
+    self->send(st.plan.coordinator, actors::reformed_atom::value, r, st.at, st.lost_round, t, static_cast<int>(m));
+    log::warn("the ring goes on without worker {}: {} workers from step {} (virtual time {:.6f} s)", r, m, st.at, t);
+  }
+  if (st.joining >= 0) {
+    self->send(st.plan.coordinator, actors::rejoined_atom::value, st.joining, st.at, t);
+    log::info("worker {} is back: the ring goes on with {} workers from step {}", st.joining, m, st.at);
+  }
+  st.lost.clear();
+  st.lost_round = false;
+  st.joining = -1;
+  st.members.clear();
+  plan_rejoin(self);
+}
+
+void decide(reformer_actor* self) {
+  auto& st = self->state;
+  std::int64_t most = 0;
+  for (const auto& [r, v] : st.replies) {
+    most = std::max(most, v.first);
+    st.lost_round = st.lost_round || v.second;
+  }
+  st.at = most;
+  for (const auto& [r, v] : st.replies) {
+    if (v.first == most && st.donor < 0)
+      st.donor = r;
+    if (v.first < most)
+      st.behind.push_back(r);
+  }
+  if (st.behind.empty())
+    rewire(self);
+  else // the one behind takes the donor's state, relayed from here
+    self->send(st.at_rank(st.donor), actors::snapshot_atom::value, std::int64_t{st.generation});
+}
+
+void on_lost(reformer_actor* self, int rank) {
+  auto& st = self->state;
+  if (!st.known(rank) || !st.live[static_cast<std::size_t>(rank)])
+    return;
+  st.live[static_cast<std::size_t>(rank)] = false;
+  if (rank == st.joining)
+    st.joining = -1;
+  else
+    st.lost.push_back(rank);
+  start_reform(self); // (one in flight starts again, with the survivors of this loss too)
+}
+
+void on_reply(reformer_actor* self, int rank, std::int64_t steps, bool abandoned) {
+  auto& st = self->state;
+  if (st.members.empty() || st.at >= 0 ||
+      std::find(st.members.begin(), st.members.end(), static_cast<std::int64_t>(rank)) == st.members.end())
+    return;
+  st.replies[rank] = {steps, abandoned};
+  if (st.replies.size() == st.members.size())
+    decide(self);
+}
+
+void on_donor_state(reformer_actor* self, const std::string& meta, const actors::slice& floats) {
+  auto& st = self->state;
+  if (st.donor < 0 || st.behind.empty())
+    return;
+  actors::snapshot_frame f;
+  try {
+    f = actors::snapshot_frame::checked(meta, floats, "worker " + std::to_string(st.donor) + "'s state");
+  } catch (const std::exception& e) {
+    log::warn("virtual time's re-form: {}: dropped", e.what());
+    return;
+  }
+  if (f.who != "worker " + std::to_string(st.donor) || f.step != st.at)
+    return; // of an earlier generation's donor
+  for (int r : st.behind)
+    self->send(st.workers[static_cast<std::size_t>(r)], actors::snapshot_atom::value, meta, floats);
+  st.behind.clear();
+  rewire(self);
+}
+
+void on_paused(reformer_actor* self, int rank, std::int64_t step) {
+  auto& st = self->state;
+  if (st.awaiting < 0 || !st.members.empty() || step < st.wait_step || !st.known(rank))
+    return;
+  st.paused.insert(rank);
+  for (std::size_t r = 0; r < st.live.size(); ++r)
+    if (st.live[r] && !st.paused.count(static_cast<int>(r)))
+      return;
+  join(self, st.awaiting);
+}
+
+caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
+  auto& st = self->state;
+  st.plan = std::move(plan);
+  st.t0 = st.plan.clock->now();
+  actors::refuse_unexpected(self, "virtual time's reformer");
+  return {
+    [=](actors::wire_atom, std::vector<caf::actor> workers, caf::actor me) {
+      auto& s = self->state;
+      s.workers = std::move(workers);
+      s.me = std::move(me);
+      s.live.assign(s.workers.size(), true);
+    },
+    [=](actors::lost_atom, int rank) { on_lost(self, rank); },
+    [=](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) { on_reply(self, rank, steps, abandoned); },
+    [=](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
+      on_donor_state(self, meta, floats);
+    },
+    [=](actors::paused_atom, int rank, std::int64_t step) { on_paused(self, rank, step); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_virtual_reformer(caf::actor_system& sys, virtual_reform_plan plan) {
+  return sys.spawn(reformer, std::move(plan));
+}
+
+} // namespace gradwire::scheduler

@@ -1,0 +1,53 @@
+#pragma once
+/// @file virtual_reform.hpp
+/// An elastic ring's re-form in virtual time. In a real run the coordinator
+/// runs it (coordinator_elastic.cpp): it asks the survivors to abandon the
+/// round, takes the furthest step, has a survivor behind take a live peer's
+/// state, and rewires the ring; a worker coming back is let in the same
+/// way. The coordinator's thread is outside the simulation, so in virtual
+/// time the reformer, an actor placed on worker 0's host, runs the same
+/// protocol. Its messages cross the modelled network, so a run re-forms at
+/// the same virtual times and with the same bits on any number of threads.
+///
+/// - A kill (simulation::lose_worker) sends it (lost_atom, rank): a
+///   re-form of the live workers, with a fresh generation. A kill during a
+///   re-form starts it again with the new survivors.
+/// - A killed rank with a [[faults]] back_at_step S comes back at S: once
+///   the ring has re-formed without it, the survivors hold at S
+///   (hold_at_atom) and say so (paused_atom); then the reformer spawns the
+///   replacement (`respawn`, a new worker joining at step 0, its process's
+///   start taking no virtual time) and re-forms with it. The replacement is
+///   the one behind: it takes a survivor's state. S at or before the step
+///   the ring re-formed at: it comes back at once.
+/// - The coordinator, which only records in virtual time, is told the
+///   ring's recovery (reformed_atom) and each rejoin (rejoined_atom).
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+
+namespace gradwire::actors {
+class virtual_clock;
+}
+
+namespace gradwire::scheduler {
+
+struct virtual_reform_plan {
+  int workers = 0;
+  /// A killed rank's replacement joins at this step (each used once).
+  std::map<int, std::int64_t> back_at_step;
+  caf::actor coordinator;
+  /// Spawns and places rank's replacement, a ring worker joining
+  /// (worker_config::joining) whose re-forms go to `reformer`.
+  std::function<caf::actor(int rank, const caf::actor& reformer)> respawn;
+  std::shared_ptr<actors::virtual_clock> clock;
+};
+
+/// The reformer, not yet placed; it starts on (wire_atom, every worker's
+/// placed handle by rank, its own placed handle).
+caf::actor spawn_virtual_reformer(caf::actor_system& sys, virtual_reform_plan plan);
+
+} // namespace gradwire::scheduler
