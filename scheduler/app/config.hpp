@@ -61,6 +61,7 @@ struct virtual_config {
   double latency_cv = 0;   ///< each message's latency lognormal with this cv (0: exact)
   double apply_gbps = 0;   ///< a shard applies gradients at this many GB/s (0: instantly)
   double copy_gbps = 0;    ///< a sender copies a message's tensors in at this many GB/s (0: free)
+  double restart_s = 2;    ///< train.restarts: a killed worker's new process asks back in after this
 };
 
 struct run_config {

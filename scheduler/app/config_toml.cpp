@@ -107,8 +107,33 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
   }
 }
 
+namespace {
+
+/// `key` of an array of tables ("faults.mtbf_s": [[faults]]): sets it in
+/// every entry, so that a --set or a sweep axis reaches them; false for any
+/// other key.
+bool set_in_entries(toml::table& root, const std::string& key, const toml::node& value, const std::string& loc) {
+  const auto dot = key.find('.');
+  if (dot == std::string::npos || key.find('.', dot + 1) != std::string::npos)
+    return false;
+  const std::string array = key.substr(0, dot), leaf = key.substr(dot + 1);
+  auto* entries = root.get_as<toml::array>(array);
+  if (entries == nullptr)
+    return false;
+  check(!entries->empty(), loc + ": there is no [[" + array + "]] entry to set " + leaf + " in");
+  for (auto& e : *entries) {
+    auto* t = e.as_table();
+    check(t != nullptr, loc + ": [[" + array + "]] entries must be tables");
+    t->insert_or_assign(leaf, value);
+  }
+  return true;
+}
+
+} // namespace
+
 /// Sets dotted `key` in `root` to the value parsed from `text` (TOML syntax,
-/// or a bare word taken as a string).
+/// or a bare word taken as a string); a key of [[faults]] or [[nodes]] in
+/// every entry.
 void apply_override(toml::table& root, const std::string& arg, std::set<std::string>& overridden) {
   const auto eq = arg.find('=');
   check(eq != std::string::npos && eq > 0, "--set " + arg + ": expected key=value");
@@ -125,6 +150,10 @@ void apply_override(toml::table& root, const std::string& arg, std::set<std::str
   if (const auto* spec = find_key(key); spec && spec->type == value_type::string && !value.is_string())
     parsed.insert_or_assign("v", text);
   check_leaf(key, *parsed.get("v"), loc);
+  if (set_in_entries(root, key, *parsed.get("v"), loc)) {
+    overridden.insert(key);
+    return;
+  }
   toml::table* t = &root;
   std::size_t start = 0;
   for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {

@@ -60,6 +60,8 @@ std::string why_no_kill(const run_config& c, const fault_spec& f) {
   const bool ring = c.family->kind == topology_kind::ring;
   if (f.back_at_step > 0 && !ring)
     return "back_at_step: only an elastic ring lets a killed worker back in";
+  if (f.back_at_step > 0 && c.restarts == 0)
+    return "back_at_step brings the worker back as a new process: set train.restarts (new processes in all)";
   if (ring || c.family->kind == topology_kind::gossip || c.family->has_shards)
     return "";
   return c.topology + " does not re-form without a lost worker (parameter servers, local SGD, DiLoCo, gossip and a "
@@ -114,6 +116,7 @@ void read_virtual(config_toml::reader& r, run_config& c) {
   v.latency_cv = r.number("virtual.latency_cv");
   v.apply_gbps = r.number("virtual.apply_gbps");
   v.copy_gbps = r.number("virtual.copy_gbps");
+  v.restart_s = r.number("virtual.restart_s");
   if (hosts > 0)
     check(hosts * v.workers_per_host == c.workers,
           r.loc("virtual.hosts") + ": " + std::to_string(hosts) + " hosts x virtual.workers_per_host = " +

@@ -152,6 +152,7 @@ virtual_setup setup_of(const run_config& cfg) {
   vs.link.latency_cv = v.latency_cv;
   vs.apply_gbps = v.apply_gbps;
   vs.copy_gbps = v.copy_gbps;
+  vs.restart_s = v.restart_s;
   return vs;
 }
 

@@ -177,6 +177,8 @@ caf::actor virtual_reformer(caf::actor_system& sys, const ring_plan& p, const ca
               "worker, and this one does not: " + (e.why_not.empty() ? std::string("one worker") : e.why_not));
   virtual_reform_plan plan;
   plan.workers = setup.workers;
+  plan.restarts = setup.restarts;
+  plan.restart_s = setup.sim->setup().restart_s;
   plan.back_at_step = setup.back_at_step;
   plan.coordinator = coordinator;
   plan.clock = setup.sim;

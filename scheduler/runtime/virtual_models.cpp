@@ -88,6 +88,7 @@ void check_virtual_setup(const virtual_setup& setup) {
     check(g > 0 && std::isfinite(g), "virtual time: a host's NIC rate must be > 0");
   check(setup.apply_gbps >= 0 && std::isfinite(setup.apply_gbps), "virtual time: apply_gbps must be >= 0");
   check(setup.copy_gbps >= 0 && std::isfinite(setup.copy_gbps), "virtual time: copy_gbps must be >= 0");
+  check(setup.restart_s > 0 && setup.restart_s <= 1e6, "virtual time: restart_s must be in (0, 1e6]");
   check(setup.link.latency_cv >= 0 && std::isfinite(setup.link.latency_cv), "virtual time: latency_cv must be >= 0");
 }
 

@@ -31,6 +31,8 @@ struct reformer_state {
   std::vector<int> lost;   ///< ranks lost since the ring last re-formed
   bool lost_round = false; ///< a survivor abandoned a round for them
   int joining = -1;        ///< a replacement in this re-form
+  int restarts_left = 0;
+  std::vector<int> knocks; ///< new processes asking back in, while the ring is busy
   /// A replacement waited for: the survivors hold at wait_step.
   int awaiting = -1;
   std::int64_t wait_step = -1;
@@ -80,6 +82,14 @@ void plan_rejoin(reformer_actor* self) {
   auto& st = self->state;
   st.awaiting = -1;
   st.paused.clear();
+  while (!st.knocks.empty()) {
+    const int rank = st.knocks.front();
+    st.knocks.erase(st.knocks.begin());
+    if (!st.live[static_cast<std::size_t>(rank)]) {
+      join(self, rank);
+      return;
+    }
+  }
   for (const auto& [rank, step] : st.plan.back_at_step) {
     if (!st.known(rank) || st.live[static_cast<std::size_t>(rank)])
       continue;
@@ -140,6 +150,32 @@ void decide(reformer_actor* self) {
     self->send(st.at_rank(st.donor), actors::snapshot_atom::value, std::int64_t{st.generation});
 }
 
+/// A lost rank's new process, while train.restarts last: it asks back in
+/// restart_s from now, or comes at its back_at_step.
+void expect_back(reformer_actor* self, int rank) {
+  auto& st = self->state;
+  if (st.restarts_left <= 0) {
+    st.plan.back_at_step.erase(rank);
+    return;
+  }
+  --st.restarts_left;
+  if (!st.plan.back_at_step.count(rank))
+    self->delayed_send(self, std::chrono::nanoseconds(static_cast<std::int64_t>(st.plan.restart_s * 1e9)),
+                       actors::knock_atom::value, rank);
+}
+
+/// A new process asks back in: a re-form with it now, or once the ring is
+/// done with the one in flight (or the wait at a back_at_step).
+void on_knock(reformer_actor* self, int rank) {
+  auto& st = self->state;
+  if (!st.known(rank) || st.live[static_cast<std::size_t>(rank)])
+    return;
+  if (!st.members.empty() || st.awaiting >= 0)
+    st.knocks.push_back(rank);
+  else
+    join(self, rank);
+}
+
 void on_lost(reformer_actor* self, int rank) {
   auto& st = self->state;
   if (!st.known(rank) || !st.live[static_cast<std::size_t>(rank)])
@@ -149,6 +185,7 @@ void on_lost(reformer_actor* self, int rank) {
     st.joining = -1;
   else
     st.lost.push_back(rank);
+  expect_back(self, rank);
   start_reform(self); // (one in flight starts again, with the survivors of this loss too)
 }
 
@@ -196,6 +233,7 @@ caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
   auto& st = self->state;
   st.plan = std::move(plan);
   st.t0 = st.plan.clock->now();
+  st.restarts_left = st.plan.restarts;
   actors::refuse_unexpected(self, "virtual time's reformer");
   return {
     [=](actors::wire_atom, std::vector<caf::actor> workers, caf::actor me) {
@@ -205,6 +243,7 @@ caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
       s.live.assign(s.workers.size(), true);
     },
     [=](actors::lost_atom, int rank) { on_lost(self, rank); },
+    [=](actors::knock_atom, int rank) { on_knock(self, rank); },
     [=](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) { on_reply(self, rank, steps, abandoned); },
     [=](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
       on_donor_state(self, meta, floats);

@@ -12,13 +12,16 @@
 /// - A kill (simulation::lose_worker) sends it (lost_atom, rank): a
 ///   re-form of the live workers, with a fresh generation. A kill during a
 ///   re-form starts it again with the new survivors.
-/// - A killed rank with a [[faults]] back_at_step S comes back at S: once
-///   the ring has re-formed without it, the survivors hold at S
-///   (hold_at_atom) and say so (paused_atom); then the reformer spawns the
-///   replacement (`respawn`, a new worker joining at step 0, its process's
-///   start taking no virtual time) and re-forms with it. The replacement is
-///   the one behind: it takes a survivor's state. S at or before the step
-///   the ring re-formed at: it comes back at once.
+/// - train.restarts: a killed rank comes back as a new process while
+///   restarts are left. It asks `restart_s` after its kill (a timer in
+///   virtual time), and the ring lets it in at once, as the coordinator
+///   does a knock: a re-form with it, abandoning the round in flight. The
+///   reformer spawns and places the replacement (`respawn`, a new worker
+///   joining at step 0); it is the one behind and takes a survivor's state.
+/// - With a [[faults]] back_at_step S it comes back at S instead: once the
+///   ring has re-formed without it, the survivors hold at S (hold_at_atom)
+///   and say so (paused_atom), then it is let in (at once if the ring is
+///   at S already).
 /// - The coordinator, which only records in virtual time, is told the
 ///   ring's recovery (reformed_atom) and each rejoin (rejoined_atom).
 
@@ -37,6 +40,8 @@ namespace gradwire::scheduler {
 
 struct virtual_reform_plan {
   int workers = 0;
+  int restarts = 0;      ///< train.restarts: new processes, in all
+  double restart_s = 2;  ///< virtual seconds from a kill to its new process asking back in
   /// A killed rank's replacement joins at this step (each used once).
   std::map<int, std::int64_t> back_at_step;
   caf::actor coordinator;

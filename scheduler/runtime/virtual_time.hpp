@@ -117,6 +117,9 @@ struct virtual_setup {
   /// gradient into its push, a shard's parameters into a pull's reply), and
   /// the message leaves after (0: copies are free).
   double copy_gbps = 0;
+  /// train.restarts: a killed worker's new process asks to come back this
+  /// many seconds after the kill (virtual_reform.hpp).
+  double restart_s = 2;
   std::uint64_t seed = 1;
   double stuck_after_s = 600; ///< virtual seconds with no message in flight
   /// Threads that compute offloaded gradients, the loop's own included

@@ -146,6 +146,7 @@ TEST_CASE("virtual time: kill, re-form, then rejoin at a fixed step: the replace
   setup.faults = {kill_of(2, 10)};
   const auto without = run_virtual(setup, data, on_threads(1));
   setup.back_at_step = {{2, 25}};
+  setup.restarts = 1; // a new process for it
   const auto a = run_virtual(setup, data, on_threads(1));
   const auto b = run_virtual(setup, data, jittered(3));
   for (const auto* run : {&a, &b}) {
@@ -164,6 +165,33 @@ TEST_CASE("virtual time: kill, re-form, then rejoin at a fixed step: the replace
   CHECK(b.seconds != a.seconds);       // another timing,
   CHECK(same_bits(a.params, b.params)); // the same re-forms at the same steps: the same model
   CHECK_FALSE(same_bits(a.params, without.params));
+}
+
+TEST_CASE("virtual time: train.restarts brings a killed ring worker back restart_s after its kill, once per restart") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 46);
+  auto setup = elastic_ring(4, 40);
+  setup.faults = {kill_of(1, 8), kill_of(3, 12)};
+  setup.restarts = 1; // the first kill's process comes back, the second's does not
+  auto vs = [](int threads) {
+    auto v = on_threads(threads);
+    v.restart_s = 0.005; // five 1 ms steps
+    return v;
+  };
+  const auto a = run_virtual(setup, data, vs(1));
+  const auto b = run_virtual(setup, data, vs(3));
+  CHECK(a.lost == std::vector<int>{3});
+  REQUIRE(a.faults.size() == 2u);
+  const auto& back = a.faults[0];
+  CHECK(back.rank == 1);
+  CHECK(back.rejoined_at >= back.detected_at + 0.005);
+  CHECK(back.rejoined_at < back.detected_at + 0.005 + 0.003); // let in at once: the re-form's messages only
+  CHECK(back.rejoined_step >= 12); // about five steps on (the other kill's re-form among them)
+  CHECK(a.faults[1].rank == 3);
+  CHECK(a.faults[1].rejoined_step == -1);
+  CHECK(a.reports[1].steps == 40);
+  CHECK(a.replica_spread == 0.0);
+  CHECK(same_bits(a.params, b.params));
+  CHECK(a.faults[0].rejoined_step == b.faults[0].rejoined_step);
 }
 
 TEST_CASE("virtual time: a kill in a ring that cannot re-form, or in a hierarchical ring, is refused saying why") {

@@ -177,9 +177,21 @@ assert len(f) == 1 and f[0]["rank"] == 1 and f[0]["at_step"] == 5 and f[0]["work
 assert "killed by [[faults]] #1 after step 5 (virtual time)" in f[0]["what"], f
 assert 0 < f[0]["detected_at"] < s["clock"]["virtual_seconds"], (f, s["clock"])
 PY
+# A key of [[faults]] from --set, or as a sweep axis, reaches every entry.
+"$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-r2" --set faults.rank=2 >/dev/null 2>&1 ||
+  fail "--set faults.rank: the run failed"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['lost_workers'] == [2]" "$tmp/kill-r2/summary.json" ||
+  fail "--set faults.rank=2 did not move the kill"
+{ cat "$tmp/kill.toml"; printf '[sweep]\n"faults.at_step" = [3, 6]\n'; } >"$tmp/kill-sweep.toml"
+"$gw" run "$tmp/kill-sweep.toml" -q --no-report --out "$tmp/kill-sweep" >/dev/null 2>&1 || fail "a sweep over faults.at_step"
+python3 - "$tmp/kill-sweep" <<'PY' || fail "a sweep over faults.at_step: the points' kills"
+import json, sys, glob
+steps = sorted(json.load(open(p))["faults"][0]["at_step"] for p in glob.glob(sys.argv[1] + "/point-*/summary.json"))
+assert steps == [3, 6], steps
+PY
 # A ring re-forms without rank 1 inside the simulation and lets its
 # replacement back in at step 12, the same bits on 1 and 2 threads.
-ring=(--set topology.kind=\"ring\" --set topology.sharded_update=false)
+ring=(--set topology.kind=\"ring\" --set topology.sharded_update=false --set train.restarts=1)
 { cat "$tmp/kill.toml"; printf 'back_at_step = 12\n'; } >"$tmp/back.toml"
 "$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-1" "${ring[@]}" --set virtual.threads=1 >/dev/null 2>&1 &&
   "$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-2" "${ring[@]}" --set virtual.threads=2 >/dev/null 2>&1 ||
@@ -193,6 +205,11 @@ assert s["status"] == "completed" and s["lost_workers"] == [], s["lost_workers"]
 assert len(f) == 1 and f[0]["rank"] == 1 and f[0]["at_step"] == 5 and f[0]["workers_after"] == 7, f
 assert f[0]["rejoined_step"] == 12 and f[0]["detected_at"] < f[0]["recovered_at"] < f[0]["rejoined_at"], f
 PY
+# back_at_step brings a new process: without train.restarts it is refused, naming the entry.
+rc=0
+"$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-0" "${ring[@]}" --set train.restarts=0 >"$tmp/err.txt" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q '\[\[faults\]\] #1: kind = "kill" in virtual time: back_at_step brings the worker back as a new process: set train.restarts' "$tmp/err.txt" ||
+  fail "back_at_step without train.restarts in virtual time: exit $rc: $(cat "$tmp/err.txt")"
 # A hierarchical ring does not re-form: refused a kill, naming the entry.
 rc=0
 "$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-ring" --set topology.kind=\"hierarchical\" >"$tmp/err.txt" 2>&1 || rc=$?
