@@ -55,6 +55,12 @@ public:
   /// survivors) at this virtual time, as the coordinator tells them in a
   /// real run, so that the same bits come on any thread count.
   virtual void lose_worker(int rank) = 0;
+  /// From a worker's handler ([[faults]] delay, drop, partition): from the
+  /// running actor's time, for `seconds`, messages from the actors of
+  /// `rank`'s process to those of `peers`' arrive `delay_ms` later, or
+  /// (down) not before the window ends; one actor's messages to another
+  /// keep their order.
+  virtual void impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) = 0;
 };
 
 /// The clock's time, or the machine's when there is none.

@@ -87,9 +87,9 @@ void check_simulated(config_toml::reader& r, const run_config& c) {
       check(why.empty(), f.where + ": kind = \"kill\" in virtual time: " + why);
       continue;
     }
-    check(f.kind == fault_kind::stall || f.kind == fault_kind::slow,
-          f.where + ": kind = \"" + to_string(f.kind) +
-            "\": virtual time injects stall, slow and kill faults (on the virtual clock), not link faults or suspends");
+    check(f.kind != fault_kind::suspend,
+          f.where + ": kind = \"suspend\": virtual time injects every kind of fault but suspend (a stop of a "
+                    "host's processes); model it with a stall of each worker there");
   }
 }
 

@@ -341,7 +341,9 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   case fault_kind::delay:
   case fault_kind::drop:
   case fault_kind::partition:
-    if (links_ && !m.peers.empty())
+    if (clock_ && !m.peers.empty()) // virtual time: the link model holds the messages
+      clock_->impair_links(rank_, m.peers, s.seconds, s.delay_ms, s.kind != fault_kind::delay);
+    else if (links_ && !m.peers.empty())
       links_->impair(m.peers, s.seconds, s.delay_ms, s.kind != fault_kind::delay);
     break;
   }

@@ -24,10 +24,12 @@
 /// (transport.peer_timeout_ms) is a lost rank: rank 0 cuts it off (an
 /// elastic ring re-forms without it) and fences it, and it leaves the job
 /// when it can hear again. kill, delay, drop and partition act on
-/// processes and links: they need a job across processes, but for a kill
-/// in virtual time, where the worker ends at its step boundary as its
-/// process would and the loop tells the survivors (parameter servers,
-/// gossip; not a ring, whose re-form is the coordinator's protocol).
+/// processes and links: they need a job across processes, or virtual
+/// time, where a killed worker ends at its step boundary as its process
+/// would (virtual_reform.hpp re-forms a ring) and the link model holds or
+/// delays the messages between the actors of the processes a link fault
+/// names (simulation::impair_links). Virtual time has no liveness bound:
+/// a stall, drop or partition of any length is waited out there.
 
 #include "actors/virtual_clock.hpp"
 #include "transport/link_faults.hpp"

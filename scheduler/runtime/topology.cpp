@@ -363,7 +363,7 @@ void check_virtual(const topology_setup& setup) {
       refuse(!survivors_go_on(setup), "simulates a kill where the survivors go on: parameter servers (local SGD "
                                       "and DiLoCo too), gossip and a flat ring, not a hierarchical ring " + which);
     else // (a suspend would stop the simulation)
-      refuse(f.kind != fault_kind::stall && f.kind != fault_kind::slow, "injects the stall, slow and kill [[faults]] only " + which);
+      refuse(f.kind == fault_kind::suspend, "injects every kind of [[faults]] but suspend " + which);
   }
   refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
   for (const auto& d : setup.worker_device)
@@ -378,7 +378,7 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
                               const std::atomic<bool>* stop) {
   check(setup.workers >= 1, "topology.workers must be at least 1");
   for (const auto& f : setup.faults)
-    check(!needs_processes(f.kind) || setup.node || (setup.sim && f.kind == fault_kind::kill),
+    check(!needs_processes(f.kind) || setup.node || setup.sim,
           "[[faults]] #" + std::to_string(f.entry + 1) + " kind = \"" + to_string(f.kind) + "\" " +
             (f.kind == fault_kind::kill ? "kills a worker's process, and in one process the whole run would end"
                                         : "acts on the links between processes, and one process has none") +

@@ -31,6 +31,7 @@ struct placed_actor {
   caf::actor real, handle;
   int host = 0;
   int rank = -1; ///< a worker's rank, or -1
+  int process = -1; ///< the worker rank whose process it lives in (link faults)
   std::int64_t busy_until = 0;
   bool down = false;
   /// Its computation handed to the pool (offload), until the loop takes it.
@@ -105,7 +106,7 @@ simulation::simulation(caf::actor_system& sys, virtual_setup setup)
 
 simulation::~simulation() { stop(); }
 
-caf::actor simulation::place(const caf::actor& real, int host, int worker_rank) {
+caf::actor simulation::place(const caf::actor& real, int host, int worker_rank, int process) {
   check(!looping_ || std::this_thread::get_id() == loop_id_,
         "virtual time: actors are placed before the loop starts or from its thread");
   check(host >= 0 && host < setup_.hosts,
@@ -114,6 +115,12 @@ caf::actor simulation::place(const caf::actor& real, int host, int worker_rank) 
   p->real = real;
   p->host = host;
   p->rank = worker_rank;
+  p->process = process >= 0 ? process : worker_rank;
+  if (p->process < 0) { // a shard: in the process of the first worker on its host
+    const auto& of = setup_.host_of;
+    p->process = of.empty() ? host * setup_.workers_per_host
+                            : static_cast<int>(std::find(of.begin(), of.end(), host) - of.begin());
+  }
   caf::actor_config cfg;
   p->handle = caf::make_actor<virtual_handle, caf::actor>(sys_.next_actor_id(), sys_.node(), &sys_, cfg,
                                                           weak_from_this(), p.get());
@@ -252,6 +259,26 @@ std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int6
   return got;
 }
 
+void simulation::impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) {
+  std::vector<int> to(peers);
+  std::sort(to.begin(), to.end());
+  windows_.push_back({rank, std::move(to), cur_now_, cur_now_ + ns_of(seconds), ns_of(delay_ms * 1e-3), down});
+  ordered_ = true; // from here a message held or delayed must not be overtaken
+}
+
+std::int64_t simulation::impaired(int from, int to, std::int64_t sent, std::int64_t due) {
+  windows_.erase(std::remove_if(windows_.begin(), windows_.end(),
+                                [this](const link_window& w) { return w.end <= now_; }),
+                 windows_.end());
+  const auto transit = due - sent;
+  for (const auto& w : windows_) {
+    if (w.from != from || sent < w.begin || sent >= w.end || !std::binary_search(w.to.begin(), w.to.end(), to))
+      continue;
+    due = w.down ? std::max(due, w.end + transit) : due + w.delay;
+  }
+  return due;
+}
+
 std::int64_t simulation::latency_ns(double mean_us) {
   if (setup_.link.latency_cv <= 0 || mean_us <= 0)
     return ns_of(mean_us * 1e-6);
@@ -282,7 +309,9 @@ void simulation::post(placed_actor* to, caf::mailbox_element_ptr m) {
     if (setup_.copy_gbps > 0 && bytes > header_bytes) // the sender copies the tensors in first
       cur_now_ += ns_of(static_cast<double>(bytes - header_bytes) / (setup_.copy_gbps * 1e9));
     t = arrival(from->host, to->host, bytes, cur_now_);
-    if (setup_.link.latency_cv > 0) { // drawn latencies must not reorder one connection's messages
+    if (!windows_.empty() && from->process != to->process)
+      t = impaired(from->process, to->process, cur_now_, t);
+    if (setup_.link.latency_cv > 0 || ordered_) { // one connection's messages keep their order
       auto& last = pair_last_[{from, to}];
       t = last = std::max(t, last);
     }

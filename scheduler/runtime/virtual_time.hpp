@@ -166,7 +166,9 @@ public:
   /// message through it is delivered after the link model's delay, with its
   /// sender replaced by the sender's handle, so that replies travel too.
   /// `worker_rank` >= 0: the run is over once every worker has terminated.
-  caf::actor place(const caf::actor& real, int host, int worker_rank = -1);
+  /// Its process, for link faults: `process`, or worker_rank's, or (a
+  /// shard) the first worker's on its host.
+  caf::actor place(const caf::actor& real, int host, int worker_rank = -1, int process = -1);
   /// Called on the loop's thread, once, for each worker still running when
   /// the run is stuck.
   void on_stuck(std::function<void(int rank, const std::string& why)> f) { on_stuck_ = std::move(f); }
@@ -212,8 +214,9 @@ public:
   void lose_worker(int rank) override;
   bool budget_reached() const { return budget_hit_; }
   caf::actor place_beside(int rank, const caf::actor& spawned) override {
-    return place(spawned, host_of_worker(rank));
+    return place(spawned, host_of_worker(rank), -1, rank);
   }
+  void impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) override;
 
   /// From a placed actor's handle: `m` for `to`.
   void post(placed_actor* to, caf::mailbox_element_ptr m);
@@ -230,6 +233,9 @@ private:
   /// Pops the earliest event and delivers it (or holds it for its actor).
   void deliver_next();
   std::int64_t arrival(int from_host, int to_host, std::int64_t bytes, std::int64_t t);
+  /// A message between two processes sent at `sent`, due at `due`, under
+  /// the link faults' windows open then.
+  std::int64_t impaired(int from, int to, std::int64_t sent, std::int64_t due);
   std::int64_t latency_ns(double mean_us);
   void take_inbox();
   void report_stuck(const std::string& why);
@@ -272,6 +278,15 @@ private:
   std::vector<caf::actor> reform_shards_, reform_workers_;
   caf::actor reformer_;
   std::vector<bool> lost_; ///< by rank: killed (lose_worker)
+  /// Link faults (impair_links), in the order they landed.
+  struct link_window {
+    int from;
+    std::vector<int> to; ///< sorted
+    std::int64_t begin, end, delay;
+    bool down;
+  };
+  std::vector<link_window> windows_;
+  bool ordered_ = false; ///< a window has opened: every connection is kept in order from then on
   int generation_ = 0;
 };
 

@@ -194,6 +194,52 @@ TEST_CASE("virtual time: train.restarts brings a killed ring worker back restart
   CHECK(a.faults[0].rejoined_step == b.faults[0].rejoined_step);
 }
 
+namespace {
+
+/// A [[faults]] entry on the links of `rank` (every peer) after its step 10.
+scheduler::fault_strike on_links(scheduler::fault_kind kind, int rank, double seconds, double delay_ms = 0) {
+  auto f = strike(kind, rank, 10);
+  f.seconds = seconds;
+  f.delay_ms = delay_ms;
+  return f;
+}
+
+} // namespace
+
+TEST_CASE("virtual time: a link down, a partition or a delay holds one process's messages for its window, and a ring waits it out with the same bits") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 47);
+  auto setup = tiny_async(4, 40);
+  setup.kind = scheduler::topology_kind::ring;
+  const auto whole = run_virtual(setup, data, on_threads(1));
+  setup.faults = {on_links(scheduler::fault_kind::drop, 1, 0.02)};
+  const auto down = run_virtual(setup, data, on_threads(1));
+  auto cut = on_links(scheduler::fault_kind::partition, 0, 0.015);
+  cut.ranks = {0, 1};
+  setup.faults = {cut};
+  const auto parted = run_virtual(setup, data, on_threads(3));
+  setup.faults = {on_links(scheduler::fault_kind::delay, 1, 0.01, 3.0)};
+  const auto slow = run_virtual(setup, data, on_threads(1));
+  // The ring stops for the window, less the step's compute that overlaps it.
+  CHECK(down.seconds - whole.seconds == Approx(0.02).margin(0.0015));
+  CHECK(parted.seconds - whole.seconds == Approx(0.015).margin(0.0015));
+  CHECK(slow.seconds > whole.seconds + 0.006); // rank 1's hops of the steps in the window, 3 ms each
+  CHECK(slow.seconds < whole.seconds + 0.02);
+  for (const auto* run : {&down, &parted, &slow}) // lock step: only the timing changes
+    CHECK(same_bits(run->params, whole.params));
+}
+
+TEST_CASE("virtual time: a delayed worker of an async parameter server is staler, the same bits on 1 and 3 threads") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 48);
+  auto setup = tiny_async(4, 40);
+  const auto whole = run_virtual(setup, data, on_threads(1));
+  setup.faults = {on_links(scheduler::fault_kind::delay, 2, 0.02, 2.0)};
+  const auto a = run_virtual(setup, data, on_threads(1));
+  const auto b = run_virtual(setup, data, on_threads(3));
+  CHECK(same_bits(a.params, b.params));
+  CHECK_FALSE(same_bits(a.params, whole.params));
+  CHECK(a.reports[2].seconds > whole.reports[2].seconds + 0.01); // its round trips took 4 ms more in the window
+}
+
 TEST_CASE("virtual time: a kill in a ring that cannot re-form, or in a hierarchical ring, is refused saying why") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 45);
   auto ring = elastic_ring(2, 4);

@@ -304,6 +304,7 @@ struct stall_counter : actors::virtual_clock {
   void note_progress(int, std::int64_t) override {}
   void offload(std::function<void()> work) override { work(); }
   void lose_worker(int) override {}
+  void impair_links(int, const std::vector<int>&, double, double, bool) override {}
 };
 } // namespace
 

@@ -177,6 +177,12 @@ assert len(f) == 1 and f[0]["rank"] == 1 and f[0]["at_step"] == 5 and f[0]["work
 assert "killed by [[faults]] #1 after step 5 (virtual time)" in f[0]["what"], f
 assert 0 < f[0]["detected_at"] < s["clock"]["virtual_seconds"], (f, s["clock"])
 PY
+# A link down for 50 ms of virtual time: the run waits it out, the same bits on 1 and 2 threads.
+{ cat "$tmp/plain.toml"; printf '[[faults]]\nkind = "drop"\nrank = 2\nat_step = 4\nseconds = 0.05\n'; } >"$tmp/drop.toml"
+"$gw" run "$tmp/drop.toml" -q --no-report --out "$tmp/drop-1" --set virtual.threads=1 >/dev/null 2>&1 &&
+  "$gw" run "$tmp/drop.toml" -q --no-report --out "$tmp/drop-2" --set virtual.threads=2 >/dev/null 2>&1 ||
+  fail "a link down in virtual time: the run failed"
+python3 "$src/tests/transport/same_model.py" "$tmp/drop-1" "$tmp/drop-2" || fail "a link down in virtual time: 1 and 2 threads differ"
 # A key of [[faults]] from --set, or as a sweep axis, reaches every entry.
 "$gw" run "$tmp/kill.toml" -q --no-report --out "$tmp/kill-r2" --set faults.rank=2 >/dev/null 2>&1 ||
   fail "--set faults.rank: the run failed"
