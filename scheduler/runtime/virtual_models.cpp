@@ -2,10 +2,12 @@
 
 #include "kernels/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-// Virtual time's cost models: a worker's step time and a message's link, and the checks on a setup of them.
+// Virtual time's cost models: a worker's step time and a message's link
+// (with the link faults' windows), and the checks on a setup of them.
 
 namespace gradwire::scheduler {
 
@@ -90,6 +92,52 @@ void check_virtual_setup(const virtual_setup& setup) {
   check(setup.copy_gbps >= 0 && std::isfinite(setup.copy_gbps), "virtual time: copy_gbps must be >= 0");
   check(setup.restart_s > 0 && setup.restart_s <= 1e6, "virtual time: restart_s must be in (0, 1e6]");
   check(setup.link.latency_cv >= 0 && std::isfinite(setup.link.latency_cv), "virtual time: latency_cv must be >= 0");
+}
+
+std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int64_t t) {
+  const auto& l = setup_.link;
+  auto wire = [bytes](double gbps) { return gbps > 0 ? ns_of(static_cast<double>(bytes) * 8 / (gbps * 1e9)) : 0; };
+  if (from == to)
+    return t + latency_ns(l.intra_latency_us) + wire(l.intra_bandwidth_gbps);
+  const double gbps = l.host_gbps.empty() ? l.bandwidth_gbps
+                                          : std::min(l.host_gbps[static_cast<std::size_t>(from)],
+                                                     l.host_gbps[static_cast<std::size_t>(to)]);
+  const auto lat = latency_ns(l.latency_us), on_wire = wire(gbps);
+  if (!l.nic)
+    return t + lat + on_wire;
+  auto& tx = nic_tx_[static_cast<std::size_t>(from)];
+  auto& rx = nic_rx_[static_cast<std::size_t>(to)];
+  const auto sent = std::max(t, tx) + on_wire;
+  tx = sent;
+  const auto got = std::max(sent + lat, rx + on_wire);
+  rx = got;
+  return got;
+}
+
+void simulation::impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) {
+  std::vector<int> to(peers);
+  std::sort(to.begin(), to.end());
+  windows_.push_back({rank, std::move(to), cur_now_, cur_now_ + ns_of(seconds), ns_of(delay_ms * 1e-3), down});
+  ordered_ = true; // from here a message held or delayed must not be overtaken
+}
+
+std::int64_t simulation::impaired(int from, int to, std::int64_t sent, std::int64_t due) {
+  windows_.erase(std::remove_if(windows_.begin(), windows_.end(),
+                                [this](const link_window& w) { return w.end <= now_; }),
+                 windows_.end());
+  const auto transit = due - sent;
+  for (const auto& w : windows_) {
+    if (w.from != from || sent < w.begin || sent >= w.end || !std::binary_search(w.to.begin(), w.to.end(), to))
+      continue;
+    due = w.down ? std::max(due, w.end + transit) : due + w.delay;
+  }
+  return due;
+}
+
+std::int64_t simulation::latency_ns(double mean_us) {
+  if (setup_.link.latency_cv <= 0 || mean_us <= 0)
+    return ns_of(mean_us * 1e-6);
+  return ns_of(draw_lognormal(link_rng_, mean_us * 1e-6, setup_.link.latency_cv));
 }
 
 } // namespace gradwire::scheduler

@@ -45,7 +45,6 @@ struct placed_actor {
 
 namespace {
 
-constexpr std::int64_t ns_of(double seconds) { return static_cast<std::int64_t>(seconds * 1e9 + 0.5); }
 
 /// A placed actor's handle: its enqueue hands the message to the loop.
 class virtual_handle final : public caf::monitorable_actor {
@@ -237,52 +236,6 @@ double simulation::eval_seconds(std::int64_t step) const {
   std::lock_guard<std::mutex> lk(mu_);
   const auto it = evals_.find(step);
   return it == evals_.end() ? -1.0 : it->second;
-}
-
-std::int64_t simulation::arrival(int from, int to, std::int64_t bytes, std::int64_t t) {
-  const auto& l = setup_.link;
-  auto wire = [bytes](double gbps) { return gbps > 0 ? ns_of(static_cast<double>(bytes) * 8 / (gbps * 1e9)) : 0; };
-  if (from == to)
-    return t + latency_ns(l.intra_latency_us) + wire(l.intra_bandwidth_gbps);
-  const double gbps = l.host_gbps.empty() ? l.bandwidth_gbps
-                                          : std::min(l.host_gbps[static_cast<std::size_t>(from)],
-                                                     l.host_gbps[static_cast<std::size_t>(to)]);
-  const auto lat = latency_ns(l.latency_us), on_wire = wire(gbps);
-  if (!l.nic)
-    return t + lat + on_wire;
-  auto& tx = nic_tx_[static_cast<std::size_t>(from)];
-  auto& rx = nic_rx_[static_cast<std::size_t>(to)];
-  const auto sent = std::max(t, tx) + on_wire;
-  tx = sent;
-  const auto got = std::max(sent + lat, rx + on_wire);
-  rx = got;
-  return got;
-}
-
-void simulation::impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) {
-  std::vector<int> to(peers);
-  std::sort(to.begin(), to.end());
-  windows_.push_back({rank, std::move(to), cur_now_, cur_now_ + ns_of(seconds), ns_of(delay_ms * 1e-3), down});
-  ordered_ = true; // from here a message held or delayed must not be overtaken
-}
-
-std::int64_t simulation::impaired(int from, int to, std::int64_t sent, std::int64_t due) {
-  windows_.erase(std::remove_if(windows_.begin(), windows_.end(),
-                                [this](const link_window& w) { return w.end <= now_; }),
-                 windows_.end());
-  const auto transit = due - sent;
-  for (const auto& w : windows_) {
-    if (w.from != from || sent < w.begin || sent >= w.end || !std::binary_search(w.to.begin(), w.to.end(), to))
-      continue;
-    due = w.down ? std::max(due, w.end + transit) : due + w.delay;
-  }
-  return due;
-}
-
-std::int64_t simulation::latency_ns(double mean_us) {
-  if (setup_.link.latency_cv <= 0 || mean_us <= 0)
-    return ns_of(mean_us * 1e-6);
-  return ns_of(draw_lognormal(link_rng_, mean_us * 1e-6, setup_.link.latency_cv));
 }
 
 void simulation::push(std::int64_t t, placed_actor* to, caf::mailbox_element_ptr m, std::uint64_t computed) {

@@ -142,6 +142,9 @@ struct virtual_stats {
   std::int64_t bytes = 0;
 };
 
+/// Seconds as the loop's nanoseconds, rounded.
+constexpr std::int64_t ns_of(double seconds) { return static_cast<std::int64_t>(seconds * 1e9 + 0.5); }
+
 /// Throws gradwire::error naming the first setting out of range (a step
 /// time, a host, a rate); simulation::make calls it.
 void check_virtual_setup(const virtual_setup& setup);
