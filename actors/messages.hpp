@@ -45,7 +45,9 @@
 /// | run_to | coordinator -> worker | step: run to it, snapshot, finish (a stop that keeps a checkpoint) | | |
 /// | snap_at | coordinator -> worker | step: after a pause, run to it and snapshot there (a checkpoint by time) | | |
 /// | snapshot | coordinator -> shard | version (-1: as it is) | (meta, floats): its part of a checkpoint | |
-/// | snapshot | coordinator -> worker | a generation or step: send its state to report_to (a donor for a survivor behind, or the replica lost shards are rebuilt from; a ring worker's donor state goes to whoever runs the re-form) | | |
+/// | snapshot | coordinator -> PS worker | a generation: send its state to report_to (the replica lost shards are rebuilt from) | | |
+/// | give | coordinator or reformer -> ring worker | generation, a survivor behind: send it this worker's state (snapshot_atom, meta, floats), straight | | |
+/// | adopted | ring worker -> coordinator or reformer | rank, generation: it has taken a donor's state and is at the re-form's step | | |
 /// | snapshot | worker, shard -> coordinator; coordinator -> ring worker | meta text, floats (actors/snapshot.hpp): a checkpoint's part, or a donor's state | | |
 /// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
 /// | abandon | coordinator (virtual time: its reformer) -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to whoever runs the re-form | |
@@ -107,6 +109,8 @@ using abandoned_atom = caf::atom_constant<caf::atom("abandoned")>;
 using reform_atom = caf::atom_constant<caf::atom("reform")>;
 using hold_at_atom = caf::atom_constant<caf::atom("hold_at")>;
 using knock_atom = caf::atom_constant<caf::atom("knock")>;
+using give_atom = caf::atom_constant<caf::atom("give")>;
+using adopted_atom = caf::atom_constant<caf::atom("adopted")>;
 using reformed_atom = caf::atom_constant<caf::atom("reformed")>;
 using rejoined_atom = caf::atom_constant<caf::atom("rejoined")>;
 using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
@@ -136,6 +140,7 @@ inline constexpr message_kind message_table[] = {
   {run_to_atom::value, false},   {snapshot_at_atom::value, false}, {caf::atom("snapshot"), false},
   {pin_atom::value, false},      {abandon_atom::value, false},   {abandoned_atom::value, false},
   {reform_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
+  {give_atom::value, false},     {adopted_atom::value, false},
   {reformed_atom::value, false}, {rejoined_atom::value, false},
   {rebuilt_atom::value, false},  {caf::atom("barrier"), false},  {caf::atom("release"), false},
   {caf::atom("recheck"), false}, {caf::atom("missing"), false}, {computed_atom::value, false},

@@ -310,16 +310,21 @@ void on_chunk(ring_worker_actor* self, int tag, std::int64_t round, int bucket, 
   }
 }
 
-/// A live peer's state for this worker, a step behind after a re-form.
+/// A live peer's state for this worker, a step behind in a re-form: taken,
+/// and said so (the ring is rewired once every one behind has).
 void on_donor_state(ring_worker_actor* self, const std::string& meta, const slice& floats) {
   auto& s = self->state;
+  if (!s.reforming)
+    return; // of a re-form this worker is past
   try {
     s.adopt_donor(snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
                                        floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0,
                                        s.who() + "a donor's state"));
   } catch (const std::exception& e) {
     s.finish(self, s.who() + e.what());
+    return;
   }
+  self->send(s.reformer(), adopted_atom::value, s.cfg.rank, s.generation);
 }
 
 /// The heartbeat doubles as the watchdog of the allreduce in progress.
@@ -362,8 +367,9 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
         on_rewire(self, generation, survivors, std::move(right));
       },
-      [=](snapshot_atom, std::int64_t) { // a donor's state for a survivor behind
-        self->state.send_snapshot(self, self->state.reformer());
+      [=](give_atom, int generation, const caf::actor& to) { // this worker's state for a survivor behind
+        if (generation == self->state.generation)
+          self->state.send_snapshot(self, to);
       },
       [=](snapshot_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
       [=](beat_atom) { on_ring_beat(self); },

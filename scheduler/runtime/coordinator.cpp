@@ -136,12 +136,13 @@ bool receive_one(coordinator_state& st, caf::scoped_actor& self, const std::vect
                 [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
                 [&](actors::paused_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
                 [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-                  if (!st.on_donor_state(meta, floats) && !st.on_rebuild_state(meta, floats))
+                  if (!st.on_rebuild_state(meta, floats))
                     st.on_snapshot(self, meta, floats);
                 },
                 [&](actors::abandoned_atom, int rank, std::int64_t steps, bool mid_round) {
                   st.on_reform_reply(rank, steps, mid_round);
                 },
+                [&](actors::adopted_atom, int rank, int generation) { st.on_adopted(rank, generation); },
                 [&](actors::knock_atom, int rank) { st.on_rejoin(rank); }, // a lost worker's process asks back in
                 [&](actors::reformed_atom, int rank, std::int64_t at, bool lost_round, double at_s, int after) {
                   st.on_reformed(rank, at, lost_round, at_s, after);

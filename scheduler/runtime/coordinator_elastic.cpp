@@ -4,6 +4,7 @@
 /// parameter server or gossip goes on without it, and a worker whose
 /// process comes back is let back into the ring.
 #include "scheduler/runtime/coordinator_state.hpp"
+#include "scheduler/runtime/reform_decision.hpp"
 #include "kernels/log.hpp"
 
 #include <cstdio>
@@ -23,8 +24,7 @@ void coordinator_state::start_reform() {
   ++generation;
   reform_replies.clear();
   reform_step = -1;
-  donor = -1;
-  behind.clear();
+  adopting.clear();
   for (auto r : survivors)
     (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::abandon_atom::value, generation);
 }
@@ -48,47 +48,30 @@ void coordinator_state::on_reform_reply(int rank, std::int64_t at, bool abandone
 }
 
 void coordinator_state::decide_reform() {
-  std::int64_t most = 0, least = -1;
-  bool lost_work = false;
-  for (const auto& [r, v] : reform_replies) {
-    most = std::max(most, v.first);
-    least = least < 0 ? v.first : std::min(least, v.first);
-    lost_work = lost_work || v.second;
-  }
-  reform_step = most;
-  for (const auto& [r, v] : reform_replies) {
-    if (v.first == most && donor < 0)
-      donor = r;
-    if (v.first < most)
-      behind.push_back(r);
-  }
+  const auto d = scheduler::decide_reform(reform_replies);
+  reform_step = d.step;
   if (joining < 0 && !waited) { // a loss (a worker coming back, or the wait for one, is no fault)
     auto& f = out.faults.back();
-    f.at_step = most;
-    f.steps_lost = lost_work ? 1 : 0;
+    f.at_step = d.step;
+    f.steps_lost = d.lost_round ? 1 : 0;
   }
-  if (behind.empty())
+  // Each survivor behind takes a donor's state straight from it, the
+  // donors in turn: no state passes through this rank.
+  for (const auto& [donor, behind] : d.transfers) {
+    adopting.insert(behind);
+    (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::give_atom::value, generation,
+                  (*workers)[static_cast<std::size_t>(behind)]);
+  }
+  if (adopting.empty())
     rewire();
-  else // a survivor a step behind takes the donor's state (its snapshot comes here first)
-    (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::snapshot_atom::value, std::int64_t{generation});
 }
 
-bool coordinator_state::on_donor_state(const std::string& meta, const actors::slice& floats) {
-  if (donor < 0 || behind.empty())
-    return false;
-  actors::snapshot_frame f;
-  try {
-    f = actors::snapshot_frame::checked(meta, floats, "the donor's state");
-  } catch (const std::exception&) {
-    return false;
-  }
-  if (f.who != "worker " + std::to_string(donor) || f.step != reform_step)
-    return false;
-  for (int r : behind)
-    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::snapshot_atom::value, meta, floats);
-  behind.clear();
-  rewire();
-  return true;
+void coordinator_state::on_adopted(int rank, int of_generation) {
+  if (of_generation != generation || reform_step < 0 || adopting.erase(rank) == 0)
+    return;
+  last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
+  if (adopting.empty())
+    rewire();
 }
 
 void coordinator_state::rewire() {

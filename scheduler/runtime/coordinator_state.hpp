@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace gradwire::scheduler::detail {
 
@@ -146,8 +147,7 @@ struct coordinator_state {
   std::vector<std::int64_t> survivors;
   std::map<int, std::pair<std::int64_t, bool>> reform_replies; ///< rank -> (steps, abandoned a round)
   std::int64_t reform_step = -1; ///< the step all go on from
-  int donor = -1;
-  std::vector<int> behind;
+  std::set<int> adopting; ///< survivors behind, until each has taken a donor's state
 
   double now_s() const { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
@@ -156,8 +156,8 @@ struct coordinator_state {
 
   void on_reform_reply(int rank, std::int64_t at, bool abandoned);
 
-  /// The donor's state for the survivors behind it, then the new ring.
-  bool on_donor_state(const std::string& meta, const actors::slice& floats);
+  /// A survivor behind has taken a donor's state; once all have, the new ring.
+  void on_adopted(int rank, int of_generation);
 
   void rewire();
 

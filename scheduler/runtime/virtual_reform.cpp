@@ -2,9 +2,9 @@
 
 #include "actors/messages.hpp"
 #include "actors/refuse.hpp"
-#include "actors/snapshot.hpp"
 #include "actors/virtual_clock.hpp"
 #include "kernels/log.hpp"
+#include "scheduler/runtime/reform_decision.hpp"
 
 #include <algorithm>
 #include <set>
@@ -26,8 +26,7 @@ struct reformer_state {
   std::vector<std::int64_t> members;
   std::map<int, std::pair<std::int64_t, bool>> replies; ///< rank -> (steps, abandoned a round)
   std::int64_t at = -1;                                 ///< decided: the step all go on from
-  int donor = -1;
-  std::vector<int> behind;
+  std::set<int> adopting; ///< survivors behind, until each has taken a donor's state
   std::vector<int> lost;   ///< ranks lost since the ring last re-formed
   bool lost_round = false; ///< a survivor abandoned a round for them
   int joining = -1;        ///< a replacement in this re-form
@@ -57,8 +56,7 @@ void start_reform(reformer_actor* self) {
   ++st.generation;
   st.replies.clear();
   st.at = -1;
-  st.donor = -1;
-  st.behind.clear();
+  st.adopting.clear();
   for (auto r : st.members)
     self->send(st.at_rank(r), actors::abandon_atom::value, st.generation);
 }
@@ -132,22 +130,15 @@ void rewire(reformer_actor* self) {
 
 void decide(reformer_actor* self) {
   auto& st = self->state;
-  std::int64_t most = 0;
-  for (const auto& [r, v] : st.replies) {
-    most = std::max(most, v.first);
-    st.lost_round = st.lost_round || v.second;
+  const auto d = decide_reform(st.replies);
+  st.at = d.step;
+  st.lost_round = st.lost_round || d.lost_round;
+  for (const auto& [donor, behind] : d.transfers) { // straight from the donors, in turn
+    st.adopting.insert(behind);
+    self->send(st.at_rank(donor), actors::give_atom::value, st.generation, st.at_rank(behind));
   }
-  st.at = most;
-  for (const auto& [r, v] : st.replies) {
-    if (v.first == most && st.donor < 0)
-      st.donor = r;
-    if (v.first < most)
-      st.behind.push_back(r);
-  }
-  if (st.behind.empty())
+  if (st.adopting.empty())
     rewire(self);
-  else // the one behind takes the donor's state, relayed from here
-    self->send(st.at_rank(st.donor), actors::snapshot_atom::value, std::int64_t{st.generation});
 }
 
 /// A lost rank's new process, while train.restarts last: it asks back in
@@ -199,23 +190,12 @@ void on_reply(reformer_actor* self, int rank, std::int64_t steps, bool abandoned
     decide(self);
 }
 
-void on_donor_state(reformer_actor* self, const std::string& meta, const actors::slice& floats) {
+void on_adopted(reformer_actor* self, int rank, int generation) {
   auto& st = self->state;
-  if (st.donor < 0 || st.behind.empty())
+  if (generation != st.generation || st.at < 0 || st.adopting.erase(rank) == 0)
     return;
-  actors::snapshot_frame f;
-  try {
-    f = actors::snapshot_frame::checked(meta, floats, "worker " + std::to_string(st.donor) + "'s state");
-  } catch (const std::exception& e) {
-    log::warn("virtual time's re-form: {}: dropped", e.what());
-    return;
-  }
-  if (f.who != "worker " + std::to_string(st.donor) || f.step != st.at)
-    return; // of an earlier generation's donor
-  for (int r : st.behind)
-    self->send(st.workers[static_cast<std::size_t>(r)], actors::snapshot_atom::value, meta, floats);
-  st.behind.clear();
-  rewire(self);
+  if (st.adopting.empty())
+    rewire(self);
 }
 
 void on_paused(reformer_actor* self, int rank, std::int64_t step) {
@@ -245,9 +225,7 @@ caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
     [=](actors::lost_atom, int rank) { on_lost(self, rank); },
     [=](actors::knock_atom, int rank) { on_knock(self, rank); },
     [=](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) { on_reply(self, rank, steps, abandoned); },
-    [=](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-      on_donor_state(self, meta, floats);
-    },
+    [=](actors::adopted_atom, int rank, int generation) { on_adopted(self, rank, generation); },
     [=](actors::paused_atom, int rank, std::int64_t step) { on_paused(self, rank, step); },
   };
 }

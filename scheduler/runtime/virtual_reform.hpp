@@ -6,7 +6,8 @@
 /// state, and rewires the ring; a worker coming back is let in the same
 /// way. The coordinator's thread is outside the simulation, so in virtual
 /// time the reformer, an actor placed on worker 0's host, runs the same
-/// protocol. Its messages cross the modelled network, so a run re-forms at
+/// protocol (reform_decision.hpp: the survivors behind take their state
+/// from the donors in turn, straight). Its messages cross the modelled network, so a run re-forms at
 /// the same virtual times and with the same bits on any number of threads.
 ///
 /// - A kill (simulation::lose_worker) sends it (lost_atom, rank): a
