@@ -281,6 +281,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   const int rank = jb->launch.rank;
   setup.node = jb->node;
   setup.comm = jb->comm.get();
+  setup.rank_hosts = transport::host_numbers(jb->hosts);
   if (setup.comm && cfg.ring.path == actors::allreduce_path::automatic && one_host(*jb))
     setup.comm = nullptr; // on one host the actors' ring, which lends buffers by reference, is the faster
   if (cfg.shards_per_host)

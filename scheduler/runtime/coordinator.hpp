@@ -67,6 +67,7 @@ struct elastic_plan {
                                                         std::int64_t version, const std::vector<std::int64_t>& clocks,
                                                         const std::vector<bool>& live)>
     rebuild_shards;
+  std::vector<int> host_of; ///< a ring: each rank's host (a survivor behind takes a donor's state there); empty: unknown
   int min_workers = 1; ///< fewer survivors than this: the run fails
   std::string why_not; ///< when off: why this run cannot go on without a worker (for the error)
 };

@@ -48,7 +48,7 @@ void coordinator_state::on_reform_reply(int rank, std::int64_t at, bool abandone
 }
 
 void coordinator_state::decide_reform() {
-  const auto d = scheduler::decide_reform(reform_replies);
+  const auto d = scheduler::decide_reform(reform_replies, elastic->host_of);
   reform_step = d.step;
   if (joining < 0 && !waited) { // a loss (a worker coming back, or the wait for one, is no fault)
     auto& f = out.faults.back();

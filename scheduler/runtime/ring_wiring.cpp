@@ -106,6 +106,7 @@ struct ring_plan {
       equal = equal && b == batches.front();
     elastic_plan e;
     e.min_workers = setup.min_workers;
+    e.host_of = setup.rank_hosts;
     // Why the ring cannot re-form. With the sharded update each worker holds
     // the only optimizer state of the chunks it owns: a lost worker takes
     // its chunks' momentum with it (resume from a checkpoint instead).
@@ -177,6 +178,8 @@ caf::actor virtual_reformer(caf::actor_system& sys, const ring_plan& p, const ca
               "worker, and this one does not: " + (e.why_not.empty() ? std::string("one worker") : e.why_not));
   virtual_reform_plan plan;
   plan.workers = setup.workers;
+  for (int r = 0; r < setup.workers; ++r)
+    plan.host_of.push_back(setup.sim->host_of_worker(r));
   plan.restarts = setup.restarts;
   plan.restart_s = setup.sim->setup().restart_s;
   plan.back_at_step = setup.back_at_step;

@@ -67,6 +67,10 @@ struct topology_setup {
   /// "per-host": each host's first rank); empty: rank 0, or i mod
   /// processes with ps.spread_shards.
   std::vector<int> shard_homes;
+  /// Across processes, each rank's host number (transport::host_numbers):
+  /// a ring's re-form sends a survivor behind the state of a donor on its
+  /// own host where there is one. Empty: hosts unknown.
+  std::vector<int> rank_hosts;
   actors::ring_options ring;
   actors::gossip_options gossip;
   /// transport.compress: the ring's gradient, compressed (mode none: dense).

@@ -130,7 +130,7 @@ void rewire(reformer_actor* self) {
 
 void decide(reformer_actor* self) {
   auto& st = self->state;
-  const auto d = decide_reform(st.replies);
+  const auto d = decide_reform(st.replies, st.plan.host_of);
   st.at = d.step;
   st.lost_round = st.lost_round || d.lost_round;
   for (const auto& [donor, behind] : d.transfers) { // straight from the donors, in turn

@@ -4,6 +4,7 @@
 // down, in order, and dropped once the job gives up on their peer.
 #include "scheduler/runtime/coordinator_state.hpp"
 #include "scheduler/runtime/faults.hpp"
+#include "scheduler/runtime/reform_decision.hpp"
 #include "transport/emulated_link.hpp"
 #include "transport/inproc_link.hpp"
 
@@ -347,4 +348,26 @@ TEST_CASE("stop_actors waits 60 s for a handler or twice the step timeout where 
   set_stop_limit(std::chrono::seconds(30), std::chrono::seconds(300));
   CHECK(stop_limit() == std::chrono::seconds(300));
   set_stop_limit(std::chrono::seconds(1)); // 60 s, as the other tests found it
+}
+
+TEST_CASE("a ring's re-form: every survivor goes on from the furthest step, and each one behind takes a donor's state, on its own host where it can") {
+  using gradwire::scheduler::decide_reform;
+  // rank -> (steps done, abandoned a round): 1 and 4 finished step 7's round, the others did not.
+  const std::map<int, std::pair<std::int64_t, bool>> replies{
+    {0, {6, true}}, {1, {7, false}}, {2, {6, true}}, {3, {6, true}}, {4, {7, true}}};
+  const auto spread = decide_reform(replies);
+  CHECK(spread.step == 7);
+  CHECK(spread.lost_round);
+  // Hosts unknown: the donors in turn.
+  CHECK(spread.transfers == std::vector<std::pair<int, int>>{{1, 0}, {4, 2}, {1, 3}});
+  // Hosts {0, 1} and {2, 3, 4}: ranks 2 and 3 take 4's state beside them, rank 0 takes 1's.
+  const auto near = decide_reform(replies, {0, 0, 1, 1, 1});
+  CHECK(near.transfers == std::vector<std::pair<int, int>>{{1, 0}, {4, 2}, {4, 3}});
+  // No host holds a donor: the donors in turn again.
+  CHECK(decide_reform(replies, {0, 1, 0, 0, 1}).transfers == std::vector<std::pair<int, int>>{{1, 0}, {4, 2}, {1, 3}});
+  // Everyone at one step: nothing to send.
+  const auto even = decide_reform({{0, {3, false}}, {2, {3, false}}});
+  CHECK(even.step == 3);
+  CHECK_FALSE(even.lost_round);
+  CHECK(even.transfers.empty());
 }
