@@ -74,8 +74,9 @@ void join(reformer_actor* self, int rank) {
   start_reform(self);
 }
 
-/// After a re-form: the next lost worker due back (back_at_step), let in
-/// at once if the ring is at its step already, else held for there.
+/// After a re-form: the next new process that asked back in meanwhile,
+/// or the next lost worker due back at its back_at_step, let in at once
+/// if the ring is at that step already, else held for there.
 void plan_rejoin(reformer_actor* self) {
   auto& st = self->state;
   st.awaiting = -1;
@@ -133,7 +134,7 @@ void decide(reformer_actor* self) {
   const auto d = decide_reform(st.replies, st.plan.host_of);
   st.at = d.step;
   st.lost_round = st.lost_round || d.lost_round;
-  for (const auto& [donor, behind] : d.transfers) { // straight from the donors, in turn
+  for (const auto& [donor, behind] : d.transfers) { // straight from the donors, no state through here
     st.adopting.insert(behind);
     self->send(st.at_rank(donor), actors::give_atom::value, st.generation, st.at_rank(behind));
   }
