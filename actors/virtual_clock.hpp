@@ -61,6 +61,11 @@ public:
   /// (down) not before the window ends; one actor's messages to another
   /// keep their order.
   virtual void impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) = 0;
+  /// From worker `rank`'s handler ([[faults]] suspend): every actor on its
+  /// host stops for `seconds` from now, as a host whose processes are
+  /// stopped; what one was doing (a computation, a shard's update) ends
+  /// that much later, and a message for one waits until the end.
+  virtual void suspend_host(int rank, double seconds) = 0;
 };
 
 /// The clock's time, or the machine's when there is none.

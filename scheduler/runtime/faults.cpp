@@ -297,7 +297,7 @@ void fault_injector::in_step() {
 
 void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   const auto& s = m.s;
-  const auto job = s.kind == fault_kind::suspend ? job_processes_here() : std::vector<pid_t>{};
+  const auto job = s.kind == fault_kind::suspend && !clock_ ? job_processes_here() : std::vector<pid_t>{};
   char what[160];
   switch (s.kind) {
   case fault_kind::kill: std::snprintf(what, sizeof what, "killed"); break;
@@ -307,7 +307,9 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   case fault_kind::drop: std::snprintf(what, sizeof what, "links to %zu peer(s) down for %g s", m.peers.size(), s.seconds); break;
   case fault_kind::partition: std::snprintf(what, sizeof what, "cut from %zu peer(s) by a partition for %g s", m.peers.size(), s.seconds); break;
   case fault_kind::suspend: std::snprintf(what, sizeof what, "suspends the job (%s) for %g s",
-                                           job.size() == 1 ? "this process" : (std::to_string(job.size()) + " processes on this host").c_str(),
+                                           clock_ ? "every actor on its host"
+                                           : job.size() == 1 ? "this process"
+                                                             : (std::to_string(job.size()) + " processes on this host").c_str(),
                                            s.seconds); break;
   }
   log::info("rank {}: {} {} step {} ([[faults]] #{} kind = \"{}\", unix time {:.6f})",
@@ -336,7 +338,10 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
     slow_until_ = slow_from_ + s.seconds;
     break;
   case fault_kind::suspend:
-    suspend_job(job, s.seconds); // every thread of these processes: workers, coordinator, transport
+    if (clock_) // virtual time: every actor on its host, on the virtual clock
+      clock_->suspend_host(rank_, s.seconds);
+    else
+      suspend_job(job, s.seconds); // every thread of these processes: workers, coordinator, transport
     break;
   case fault_kind::delay:
   case fault_kind::drop:

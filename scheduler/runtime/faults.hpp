@@ -28,8 +28,10 @@
 /// time, where a killed worker ends at its step boundary as its process
 /// would (virtual_reform.hpp re-forms a ring) and the link model holds or
 /// delays the messages between the actors of the processes a link fault
-/// names (simulation::impair_links). Virtual time has no liveness bound:
-/// a stall, drop or partition of any length is waited out there.
+/// names (simulation::impair_links), and a suspend stops every actor on
+/// the struck rank's host (simulation::suspend_host). Virtual time has no
+/// liveness bound: a stall, drop or partition of any length is waited out
+/// there.
 
 #include "actors/virtual_clock.hpp"
 #include "transport/link_faults.hpp"

@@ -359,11 +359,9 @@ void check_virtual(const topology_setup& setup) {
   refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
   for (const auto& f : setup.faults) {
     const auto which = "(#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")";
-    if (f.kind == fault_kind::kill) // the worker ends at its step boundary; a lock-step re-form is not simulated
-      refuse(!survivors_go_on(setup), "simulates a kill where the survivors go on: parameter servers (local SGD "
-                                      "and DiLoCo too), gossip and a flat ring, not a hierarchical ring " + which);
-    else // (a suspend would stop the simulation)
-      refuse(f.kind == fault_kind::suspend, "injects every kind of [[faults]] but suspend " + which);
+    refuse(f.kind == fault_kind::kill && !survivors_go_on(setup),
+           "simulates a kill where the survivors go on: parameter servers (local SGD and DiLoCo too), gossip and a "
+           "flat ring, not a hierarchical ring " + which);
   }
   refuse(setup.checkpoint_every > 0 || setup.checkpoint_every_s > 0, "does not write checkpoints yet");
   for (const auto& d : setup.worker_device)

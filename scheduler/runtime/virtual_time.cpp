@@ -186,6 +186,28 @@ void simulation::settle(placed_actor* p) {
 
 void simulation::charge(double seconds) { cur_now_ += ns_of(std::max(0.0, seconds)); }
 
+void simulation::suspend_host(int rank, double seconds) {
+  const auto d = ns_of(std::max(0.0, seconds)), from = cur_now_;
+  const int host = host_of_worker(rank);
+  for (auto& p : placed_) {
+    if (p->host != host || p->down || p.get() == running_)
+      continue;
+    if (p->busy_until <= from) { // idle: it takes nothing before the end
+      p->busy_until = from + d;
+      continue;
+    }
+    p->busy_until += d; // busy: its work pauses meanwhile
+    if (p->job && p->due_posted) { // a computation in flight: due that much later (the old due is stale)
+      ++p->jobs;
+      push(p->busy_until, p.get(), nullptr, p->jobs);
+    }
+  }
+  if (setup_.cores_per_host > 0)
+    for (auto& c : core_free_[static_cast<std::size_t>(host)])
+      c = c > from ? c + d : from + d;
+  charge(seconds); // the worker that struck stops too
+}
+
 void simulation::charge_apply(std::int64_t bytes) {
   if (setup_.apply_gbps > 0)
     cur_now_ += ns_of(static_cast<double>(bytes) / (setup_.apply_gbps * 1e9));

@@ -220,6 +220,7 @@ public:
     return place(spawned, host_of_worker(rank), -1, rank);
   }
   void impair_links(int rank, const std::vector<int>& peers, double seconds, double delay_ms, bool down) override;
+  void suspend_host(int rank, double seconds) override;
 
   /// From a placed actor's handle: `m` for `to`.
   void post(placed_actor* to, caf::mailbox_element_ptr m);

@@ -240,6 +240,34 @@ TEST_CASE("virtual time: a delayed worker of an async parameter server is staler
   CHECK(a.reports[2].seconds > whole.reports[2].seconds + 0.01); // its round trips took 4 ms more in the window
 }
 
+TEST_CASE("virtual time: a suspended host stops every actor on it for its seconds: a ring waits, an async server's other workers go on") {
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 49);
+  auto two_hosts = [](int threads) {
+    auto vs = constant_compute(1e-3, 2, 2);
+    vs.threads = threads;
+    return vs;
+  };
+  auto ring = tiny_async(4, 40);
+  ring.kind = scheduler::topology_kind::ring;
+  const auto whole = run_virtual(ring, data, two_hosts(1));
+  ring.faults = {on_links(scheduler::fault_kind::suspend, 2, 0.02)}; // ranks 2 and 3's host
+  const auto held = run_virtual(ring, data, two_hosts(3));
+  CHECK(held.seconds - whole.seconds == Approx(0.02).margin(0.0015));
+  CHECK(same_bits(held.params, whole.params));
+
+  auto ps = tiny_async(4, 40); // its shard on host 0
+  const auto free = run_virtual(ps, data, two_hosts(1));
+  ps.faults = {on_links(scheduler::fault_kind::suspend, 3, 0.02)};
+  const auto a = run_virtual(ps, data, two_hosts(1));
+  const auto b = run_virtual(ps, data, two_hosts(3));
+  CHECK(same_bits(a.params, b.params));
+  for (int r : {2, 3}) // both workers of the suspended host finish 20 ms later
+    CHECK(a.reports[static_cast<std::size_t>(r)].seconds ==
+          Approx(free.reports[static_cast<std::size_t>(r)].seconds + 0.02).margin(0.002));
+  for (int r : {0, 1}) // the others do not wait for them
+    CHECK(a.reports[static_cast<std::size_t>(r)].seconds < free.reports[static_cast<std::size_t>(r)].seconds + 0.005);
+}
+
 TEST_CASE("virtual time: a kill in a ring that cannot re-form, or in a hierarchical ring, is refused saying why") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 45);
   auto ring = elastic_ring(2, 4);

@@ -379,10 +379,10 @@ TEST_CASE("virtual time: a worker waiting for what never comes is named, with or
 TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, false);
-  auto suspend = strike(scheduler::fault_kind::suspend, 1, 2);
-  suspend.seconds = 1;
-  setup.faults = {suspend};
-  CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("is suspend"));
+  setup.kind = scheduler::topology_kind::hierarchical;
+  setup.ring.group_size = 1;
+  setup.faults = {strike(scheduler::fault_kind::kill, 1, 2)};
+  CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("(#1 is kill)"));
   caf::actor_system_config cfg;
   gradwire::actors::configure_scheduler(cfg, 1);
   caf::actor_system sys{cfg};

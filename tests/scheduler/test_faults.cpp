@@ -306,6 +306,7 @@ struct stall_counter : actors::virtual_clock {
   void offload(std::function<void()> work) override { work(); }
   void lose_worker(int) override {}
   void impair_links(int, const std::vector<int>&, double, double, bool) override {}
+  void suspend_host(int, double) override {}
 };
 } // namespace
 
