@@ -48,7 +48,7 @@
 /// | snapshot | coordinator -> PS worker | a generation: send its state to report_to (the replica lost shards are rebuilt from) | | |
 /// | give | coordinator or reformer -> ring worker | generation, a survivor behind: send it this worker's state (snapshot_atom, meta, floats), straight | | |
 /// | adopted | ring worker -> coordinator or reformer | rank, generation: it has taken a donor's state and is at the re-form's step | | |
-/// | snapshot | worker, shard -> coordinator; coordinator -> ring worker | meta text, floats (actors/snapshot.hpp): a checkpoint's part, or a donor's state | | |
+/// | snapshot | worker, shard -> coordinator; donor ring worker -> ring worker behind (give) | meta text, floats (actors/snapshot.hpp): a checkpoint's part, or a donor's state | | |
 /// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
 /// | abandon | coordinator (virtual time: its reformer) -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to whoever runs the re-form | |
 /// | abandoned | ring worker -> coordinator or reformer | rank, steps done, whether a round was abandoned | | |
