@@ -208,8 +208,11 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   st.end_step(self);
   if (st.announce) {
     st.announce = false;
-    log::info("rank {}: the first step of the re-formed ring (step {}) is done (unix time {:.6f})",
-      st.cfg.rank, st.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    if (st.cfg.vclock) // (the machine's time says nothing of a simulated run)
+      log::info("rank {}: the first step of the re-formed ring (step {}) is done", st.cfg.rank, st.step);
+    else
+      log::info("rank {}: the first step of the re-formed ring (step {}) is done (unix time {:.6f})", st.cfg.rank,
+        st.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
   share_speed(self);
   self->send(self, tick_atom::value); // not begin_step(): this may run inside the ring's own call

@@ -1,4 +1,6 @@
 #include "scheduler/runtime/faults.hpp"
+
+#include <fmt/format.h>
 #include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
@@ -295,25 +297,40 @@ void fault_injector::in_step() {
     }
 }
 
+namespace {
+
+/// What a strike does, for its log line: `peers` it impairs, the `job`'s
+/// processes a suspend stops (`simulated`: every actor on a virtual host).
+std::string strike_text(const fault_strike& s, std::size_t peers, std::size_t job, bool simulated) {
+  switch (s.kind) {
+  case fault_kind::kill: return "killed";
+  case fault_kind::stall: return fmt::format("stalls for {:g} s", s.seconds);
+  case fault_kind::slow: return fmt::format("computes {:g} times slower for {:g} s", s.factor, s.seconds);
+  case fault_kind::delay: return fmt::format("links to {} peer(s) delayed by {:g} ms for {:g} s", peers, s.delay_ms, s.seconds);
+  case fault_kind::drop: return fmt::format("links to {} peer(s) down for {:g} s", peers, s.seconds);
+  case fault_kind::partition: return fmt::format("cut from {} peer(s) by a partition for {:g} s", peers, s.seconds);
+  case fault_kind::suspend:
+    return fmt::format("suspends the job ({}) for {:g} s",
+                       simulated  ? std::string("every actor on its host")
+                       : job == 1 ? std::string("this process")
+                                  : std::to_string(job) + " processes on this host",
+                       s.seconds);
+  }
+  return {};
+}
+
+} // namespace
+
 void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   const auto& s = m.s;
   const auto job = s.kind == fault_kind::suspend && !clock_ ? job_processes_here() : std::vector<pid_t>{};
-  char what[160];
-  switch (s.kind) {
-  case fault_kind::kill: std::snprintf(what, sizeof what, "killed"); break;
-  case fault_kind::stall: std::snprintf(what, sizeof what, "stalls for %g s", s.seconds); break;
-  case fault_kind::slow: std::snprintf(what, sizeof what, "computes %g times slower for %g s", s.factor, s.seconds); break;
-  case fault_kind::delay: std::snprintf(what, sizeof what, "links to %zu peer(s) delayed by %g ms for %g s", m.peers.size(), s.delay_ms, s.seconds); break;
-  case fault_kind::drop: std::snprintf(what, sizeof what, "links to %zu peer(s) down for %g s", m.peers.size(), s.seconds); break;
-  case fault_kind::partition: std::snprintf(what, sizeof what, "cut from %zu peer(s) by a partition for %g s", m.peers.size(), s.seconds); break;
-  case fault_kind::suspend: std::snprintf(what, sizeof what, "suspends the job (%s) for %g s",
-                                           clock_ ? "every actor on its host"
-                                           : job.size() == 1 ? "this process"
-                                                             : (std::to_string(job.size()) + " processes on this host").c_str(),
-                                           s.seconds); break;
-  }
-  log::info("rank {}: {} {} step {} ([[faults]] #{} kind = \"{}\", unix time {:.6f})",
-    rank_, what, inside ? "in the computation of" : "after", step, s.entry + 1, to_string(s.kind), unix_s());
+  const auto what = strike_text(s, m.peers.size(), job.size(), clock_ != nullptr);
+  if (clock_) // (the machine's time says nothing of a simulated run)
+    log::info("rank {}: {} {} step {} ([[faults]] #{} kind = \"{}\", virtual time)",
+      rank_, what, inside ? "in the computation of" : "after", step, s.entry + 1, to_string(s.kind));
+  else
+    log::info("rank {}: {} {} step {} ([[faults]] #{} kind = \"{}\", unix time {:.6f})",
+      rank_, what, inside ? "in the computation of" : "after", step, s.entry + 1, to_string(s.kind), unix_s());
   std::fflush(stderr);
   switch (s.kind) {
   case fault_kind::kill:

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/virtual_time.hpp"
+#include "scheduler/runtime/virtual_placed.hpp"
 
 #include "kernels/error.hpp"
 
@@ -6,8 +7,9 @@
 #include <cmath>
 #include <cstdio>
 
-// Virtual time's cost models: a worker's step time and a message's link
-// (with the link faults' windows), and the checks on a setup of them.
+// Virtual time's cost models: a worker's step time and a message's link,
+// the faults that act on them (link windows, a suspended host), and the
+// checks on a setup of them.
 
 namespace gradwire::scheduler {
 
@@ -138,6 +140,28 @@ std::int64_t simulation::latency_ns(double mean_us) {
   if (setup_.link.latency_cv <= 0 || mean_us <= 0)
     return ns_of(mean_us * 1e-6);
   return ns_of(draw_lognormal(link_rng_, mean_us * 1e-6, setup_.link.latency_cv));
+}
+
+void simulation::suspend_host(int rank, double seconds) {
+  const auto d = ns_of(std::max(0.0, seconds)), from = cur_now_;
+  const int host = host_of_worker(rank);
+  for (auto& p : placed_) {
+    if (p->host != host || p->down || p.get() == running_)
+      continue;
+    if (p->busy_until <= from) { // idle: it takes nothing before the end
+      p->busy_until = from + d;
+      continue;
+    }
+    p->busy_until += d; // busy: its work pauses meanwhile
+    if (p->job && p->due_posted) { // a computation in flight: due that much later (the old due is stale)
+      ++p->jobs;
+      push(p->busy_until, p.get(), nullptr, p->jobs);
+    }
+  }
+  if (setup_.cores_per_host > 0)
+    for (auto& c : core_free_[static_cast<std::size_t>(host)])
+      c = c > from ? c + d : from + d;
+  charge(seconds); // the worker that struck stops too
 }
 
 } // namespace gradwire::scheduler

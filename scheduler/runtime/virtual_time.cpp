@@ -1,4 +1,5 @@
 #include "scheduler/runtime/virtual_time.hpp"
+#include "scheduler/runtime/virtual_placed.hpp"
 
 #include "actors/messages.hpp"
 #include "kernels/cpu/denormals.hpp"
@@ -15,36 +16,7 @@
 
 namespace gradwire::scheduler {
 
-struct virtual_event {
-  std::int64_t t = 0;
-  std::uint64_t seq = 0;
-  placed_actor* to = nullptr;
-  caf::mailbox_element_ptr m;
-  /// Not 0: no message, but the time at which `to`'s offloaded computation
-  /// (its number `computed`) is due.
-  std::uint64_t computed = 0;
-  /// For the heap: the latest first out of std::pop_heap's max-heap order.
-  bool operator<(const virtual_event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
-};
-
-struct placed_actor {
-  caf::actor real, handle;
-  int host = 0;
-  int rank = -1; ///< a worker's rank, or -1
-  int process = -1; ///< the worker rank whose process it lives in (link faults)
-  std::int64_t busy_until = 0;
-  bool down = false;
-  /// Its computation handed to the pool (offload), until the loop takes it.
-  std::shared_ptr<compute_pool::task> job;
-  std::uint64_t jobs = 0;  ///< offloads so far: the number of the last
-  bool due_posted = false; ///< the job's due event is in the heap
-  /// Messages that reached it while it computed: back in the heap, as they
-  /// were, once its computation has been taken.
-  std::vector<virtual_event> deferred;
-};
-
 namespace {
-
 
 /// A placed actor's handle: its enqueue hands the message to the loop.
 class virtual_handle final : public caf::monitorable_actor {
@@ -185,28 +157,6 @@ void simulation::settle(placed_actor* p) {
 }
 
 void simulation::charge(double seconds) { cur_now_ += ns_of(std::max(0.0, seconds)); }
-
-void simulation::suspend_host(int rank, double seconds) {
-  const auto d = ns_of(std::max(0.0, seconds)), from = cur_now_;
-  const int host = host_of_worker(rank);
-  for (auto& p : placed_) {
-    if (p->host != host || p->down || p.get() == running_)
-      continue;
-    if (p->busy_until <= from) { // idle: it takes nothing before the end
-      p->busy_until = from + d;
-      continue;
-    }
-    p->busy_until += d; // busy: its work pauses meanwhile
-    if (p->job && p->due_posted) { // a computation in flight: due that much later (the old due is stale)
-      ++p->jobs;
-      push(p->busy_until, p.get(), nullptr, p->jobs);
-    }
-  }
-  if (setup_.cores_per_host > 0)
-    for (auto& c : core_free_[static_cast<std::size_t>(host)])
-      c = c > from ? c + d : from + d;
-  charge(seconds); // the worker that struck stops too
-}
 
 void simulation::charge_apply(std::int64_t bytes) {
   if (setup_.apply_gbps > 0)
