@@ -200,81 +200,103 @@ tensors reference(const conv_geom& g) {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-/// oneDNN forward, backward-data and backward-weights primitives for g; with
-/// `blocked`, on the layouts oneDNN prefers and the NCHW reorders timed apart.
-timing onednn_time(const conv_geom& g, bool blocked, int reps, const tensors& ref) {
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream s(eng);
-  const dnnl::memory::dims src{g.n, g.c, g.h, g.w}, wei{g.k, g.c, g.r, g.s},
-    dst{g.n, g.k, g.out_h(), g.out_w()}, strides{g.stride, g.stride}, pad{g.pad, g.pad};
-  const tag want = blocked ? tag::any : tag::nchw, want_w = blocked ? tag::any : tag::oihw;
-  dnnl::memory::desc src_md(src, dt::f32, want), wei_md(wei, dt::f32, want_w), dst_md(dst, dt::f32, want);
-  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                     src_md, wei_md, dst_md, strides, pad, pad);
-  dnnl::convolution_forward::primitive_desc fpd(fd, eng);
-  dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
-                                            pad, pad);
-  dnnl::convolution_backward_data::primitive_desc bdpd(bdd, eng, fpd);
-  dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
-                                               strides, pad, pad);
-  dnnl::convolution_backward_weights::primitive_desc bwpd(bwd, eng, fpd);
+/// The six NCHW buffers of one convolution's training step.
+struct conv_tensors_view {
+  float *x, *w, *y, *dy, *dx, *dw;
+};
 
-  auto t = make(g);
-  dnnl::memory u_x({src, dt::f32, tag::nchw}, eng, t.x.data()), u_w({wei, dt::f32, tag::oihw}, eng, t.w.data()),
-    u_y({dst, dt::f32, tag::nchw}, eng, t.y.data()), u_dy({dst, dt::f32, tag::nchw}, eng, t.dy.data()),
-    u_dx({src, dt::f32, tag::nchw}, eng, t.dx.data()), u_dw({wei, dt::f32, tag::oihw}, eng, t.dw.data());
-  auto as = [&](const dnnl::memory::desc& md, dnnl::memory& user) {
-    return md == user.get_desc() ? user : dnnl::memory(md, eng);
-  };
-  dnnl::memory x = as(fpd.src_desc(), u_x), w = as(fpd.weights_desc(), u_w), y = as(fpd.dst_desc(), u_y);
-  dnnl::memory dy = as(bdpd.diff_dst_desc(), u_dy), dx = as(bdpd.diff_src_desc(), u_dx),
-               wb = as(bdpd.weights_desc(), u_w);
-  dnnl::memory x_w = as(bwpd.src_desc(), u_x), dy_w = as(bwpd.diff_dst_desc(), u_dy),
-               dw = as(bwpd.diff_weights_desc(), u_dw);
-  // NCHW -> preferred, and back, for every tensor a training step moves.
+/// oneDNN forward, backward-data and backward-weights primitives for g; with
+/// `blocked`, on the layouts oneDNN prefers, the NCHW reorders timed apart.
+struct onednn_conv {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream s{eng};
+  dnnl::convolution_forward::primitive_desc fpd;
+  dnnl::convolution_backward_data::primitive_desc bdpd;
+  dnnl::convolution_backward_weights::primitive_desc bwpd;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bdata;
+  dnnl::convolution_backward_weights bw;
+  dnnl::memory x, w, y, dy, dx, wb, x_w, dy_w, dw;
+  /// NCHW -> preferred, and back, for every tensor a training step moves.
   std::vector<std::pair<dnnl::memory, dnnl::memory>> in_moves, out_moves;
-  auto move_in = [&](dnnl::memory& user, dnnl::memory& m) {
-    if (user.get(true) != m.get(true))
-      in_moves.emplace_back(user, m);
-  };
-  auto move_out = [&](dnnl::memory& m, dnnl::memory& user) {
-    if (user.get(true) != m.get(true))
-      out_moves.emplace_back(m, user);
-  };
-  move_in(u_x, x), move_in(u_w, w), move_in(u_dy, dy), move_in(u_w, wb), move_in(u_x, x_w), move_in(u_dy, dy_w);
-  move_out(y, u_y), move_out(dx, u_dx), move_out(dw, u_dw);
-  auto reorders = [&] {
+
+  onednn_conv(const conv_geom& g, bool blocked) {
+    const dnnl::memory::dims src{g.n, g.c, g.h, g.w}, wei{g.k, g.c, g.r, g.s}, dst{g.n, g.k, g.out_h(), g.out_w()},
+      strides{g.stride, g.stride}, pad{g.pad, g.pad};
+    const tag want = blocked ? tag::any : tag::nchw, want_w = blocked ? tag::any : tag::oihw;
+    dnnl::memory::desc src_md(src, dt::f32, want), wei_md(wei, dt::f32, want_w), dst_md(dst, dt::f32, want);
+    fpd = {{dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
+            pad, pad},
+           eng};
+    bdpd = {{dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides, pad, pad}, eng, fpd};
+    bwpd = {{dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides, pad, pad}, eng, fpd};
+    fwd = dnnl::convolution_forward(fpd);
+    bdata = dnnl::convolution_backward_data(bdpd);
+    bw = dnnl::convolution_backward_weights(bwpd);
+  }
+
+  /// Binds the user's NCHW tensors of `t`, through reorders where oneDNN wants another layout.
+  void bind(conv_tensors_view t, const conv_geom& g) {
+    const dnnl::memory::dims src{g.n, g.c, g.h, g.w}, wei{g.k, g.c, g.r, g.s}, dst{g.n, g.k, g.out_h(), g.out_w()};
+    dnnl::memory u_x({src, dt::f32, tag::nchw}, eng, t.x), u_w({wei, dt::f32, tag::oihw}, eng, t.w),
+      u_y({dst, dt::f32, tag::nchw}, eng, t.y), u_dy({dst, dt::f32, tag::nchw}, eng, t.dy),
+      u_dx({src, dt::f32, tag::nchw}, eng, t.dx), u_dw({wei, dt::f32, tag::oihw}, eng, t.dw);
+    auto as = [&](const dnnl::memory::desc& md, dnnl::memory& user) {
+      return md == user.get_desc() ? user : dnnl::memory(md, eng);
+    };
+    x = as(fpd.src_desc(), u_x), w = as(fpd.weights_desc(), u_w), y = as(fpd.dst_desc(), u_y);
+    dy = as(bdpd.diff_dst_desc(), u_dy), dx = as(bdpd.diff_src_desc(), u_dx), wb = as(bdpd.weights_desc(), u_w);
+    x_w = as(bwpd.src_desc(), u_x), dy_w = as(bwpd.diff_dst_desc(), u_dy), dw = as(bwpd.diff_weights_desc(), u_dw);
+    auto move_in = [&](dnnl::memory& user, dnnl::memory& m) {
+      if (user.get(true) != m.get(true))
+        in_moves.emplace_back(user, m);
+    };
+    auto move_out = [&](dnnl::memory& m, dnnl::memory& user) {
+      if (user.get(true) != m.get(true))
+        out_moves.emplace_back(m, user);
+    };
+    move_in(u_x, x), move_in(u_w, w), move_in(u_dy, dy), move_in(u_w, wb), move_in(u_x, x_w), move_in(u_dy, dy_w);
+    move_out(y, u_y), move_out(dx, u_dx), move_out(dw, u_dw);
+  }
+
+  void reorders() {
     for (auto& [a, b] : in_moves)
       dnnl::reorder(a, b).execute(s, a, b);
     for (auto& [a, b] : out_moves)
       dnnl::reorder(a, b).execute(s, a, b);
     s.wait();
-  };
-  dnnl::convolution_forward fwd(fpd);
-  dnnl::convolution_backward_data bdata(bdpd);
-  dnnl::convolution_backward_weights bw(bwpd);
-  auto run_fwd = [&] { fwd.execute(s, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}}); s.wait(); };
-  auto run_bd = [&] {
+  }
+  void run_fwd() {
+    fwd.execute(s, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
+    s.wait();
+  }
+  void run_bd() {
     bdata.execute(s, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, wb}, {DNNL_ARG_DIFF_SRC, dx}});
     s.wait();
-  };
-  auto run_bw = [&] {
+  }
+  void run_bw() {
     bw.execute(s, {{DNNL_ARG_SRC, x_w}, {DNNL_ARG_DIFF_DST, dy_w}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
     s.wait();
-  };
-  reorders();
-  run_fwd(), run_bd(), run_bw();
-  reorders();
+  }
+};
+
+timing onednn_time(const conv_geom& g, bool blocked, int reps, const tensors& ref) {
+  onednn_conv c(g, blocked);
+  auto t = make(g);
+  c.bind({t.x.data(), t.w.data(), t.y.data(), t.dy.data(), t.dx.data(), t.dw.data()}, g);
+  c.reorders();
+  c.run_fwd(), c.run_bd(), c.run_bw();
+  c.reorders();
   const double e = std::max({max_rel_err(t.y, ref.y), max_rel_err(t.dx, ref.dx), max_rel_err(t.dw, ref.dw)});
   if (e > 1e-4) {
     std::fprintf(stderr, "oneDNN%s: relative error %.2g against im2col\n", blocked ? " blocked" : "", e);
     std::exit(1);
   }
   timing tm;
-  tm.fwd = time_best(run_fwd, reps);
-  tm.bwd_data = time_best(run_bd, reps);
-  tm.bwd_w = time_best(run_bw, reps);
-  tm.reorder = in_moves.empty() && out_moves.empty() ? 0 : time_best(reorders, reps);
+  tm.fwd = time_best([&] { c.run_fwd(); }, reps);
+  tm.bwd_data = time_best([&] { c.run_bd(); }, reps);
+  tm.bwd_w = time_best([&] { c.run_bw(); }, reps);
+  tm.reorder = c.in_moves.empty() && c.out_moves.empty() ? 0 : time_best([&] { c.reorders(); }, reps);
   return tm;
 }
 #endif
@@ -285,6 +307,43 @@ std::string cell(double seconds, const conv_geom& g) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f", flops(g) / seconds / 1e9);
   return b;
+}
+
+constexpr int impls = 5;
+
+/// One layer's rows (forward, input and weight gradient, oneDNN's
+/// reorders), and its time added to its model's step, by implementation.
+template <class Layer>
+void time_layer(const Layer& l, int reps, std::vector<std::vector<double>>& step) {
+  const char* names[impls] = {"direct rows", "im2col", "gradwire", "oneDNN nchw", "oneDNN blocked"};
+  const auto& g = l.g;
+  const auto ref = reference(g);
+  std::vector<timing> t(impls);
+  t[0] = gradwire_time(g, path::rows, reps, ref, true);
+  t[1] = gradwire_time(g, path::im2col, reps, ref, true);
+  t[2] = gradwire_time(g, path::chosen, reps, ref, true);
+#ifdef GRADWIRE_HAVE_DNNL
+  t[3] = onednn_time(g, false, reps, ref);
+  t[4] = onednn_time(g, true, reps, ref);
+#endif
+  const bool resnet = std::string(l.name).rfind("resnet", 0) == 0;
+  for (int i = 0; i < impls; ++i)
+    step[resnet][i] += count_in_model(l.name) * (t[i].total() >= 0 ? t[i] : t[1]).total();
+  auto row = [&](const char* pass, double timing::*f) {
+    int best = -1;
+    for (int i = 0; i < impls; ++i)
+      if (t[i].*f >= 0 && (best < 0 || t[i].*f < t[best].*f))
+        best = i;
+    std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.name, pass, cell(t[0].*f, g).c_str(),
+                cell(t[1].*f, g).c_str(), cell(t[2].*f, g).c_str(), cell(t[3].*f, g).c_str(), cell(t[4].*f, g).c_str(),
+                names[best]);
+  };
+  row("forward", &timing::fwd);
+  row("input grad", &timing::bwd_data);
+  row("weight grad", &timing::bwd_w);
+  if (t[4].reorder >= 0)
+    std::printf("| %s | NCHW reorders for oneDNN blocked | | | | | %.2f ms | |\n", l.name, t[4].reorder * 1e3);
+  std::fflush(stdout);
 }
 
 } // namespace
@@ -308,44 +367,10 @@ int main(int argc, char** argv) {
               gradwire::kernels::direct_conv::available() ? gradwire::kernels::direct_conv::isa_name() : "none");
   std::printf("| layer (batch 64) | pass | direct, row wgrad | im2col | gradwire's choice | oneDNN nchw | oneDNN blocked | best |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  constexpr int impls = 5;
-  const char* names[impls] = {"direct rows", "im2col", "gradwire", "oneDNN nchw", "oneDNN blocked"};
   std::vector<std::vector<double>> step(2, std::vector<double>(impls, 0.0)); // [model][impl]
-  for (const auto& l : layers()) {
-    if (!only.empty() && std::string(l.name).find(only) == std::string::npos)
-      continue;
-    const auto& g = l.g;
-    const auto ref = reference(g);
-    std::vector<timing> t(impls);
-    t[0] = gradwire_time(g, path::rows, reps, ref, true);
-    t[1] = gradwire_time(g, path::im2col, reps, ref, true);
-    t[2] = gradwire_time(g, path::chosen, reps, ref, true);
-#ifdef GRADWIRE_HAVE_DNNL
-    t[3] = onednn_time(g, false, reps, ref);
-    t[4] = onednn_time(g, true, reps, ref);
-#endif
-    const bool resnet = std::string(l.name).rfind("resnet", 0) == 0;
-    for (int i = 0; i < impls; ++i)
-      if (t[i].total() >= 0)
-        step[resnet][i] += count_in_model(l.name) * t[i].total();
-      else
-        step[resnet][i] += count_in_model(l.name) * t[1].total();
-    auto row = [&](const char* pass, double timing::*f) {
-      int best = -1;
-      for (int i = 0; i < impls; ++i)
-        if (t[i].*f >= 0 && (best < 0 || t[i].*f < t[best].*f))
-          best = i;
-      std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", l.name, pass, cell(t[0].*f, g).c_str(),
-                  cell(t[1].*f, g).c_str(), cell(t[2].*f, g).c_str(), cell(t[3].*f, g).c_str(),
-                  cell(t[4].*f, g).c_str(), names[best]);
-    };
-    row("forward", &timing::fwd);
-    row("input grad", &timing::bwd_data);
-    row("weight grad", &timing::bwd_w);
-    if (t[4].reorder >= 0)
-      std::printf("| %s | NCHW reorders for oneDNN blocked | | | | | %.2f ms | |\n", l.name, t[4].reorder * 1e3);
-    std::fflush(stdout);
-  }
+  for (const auto& l : layers())
+    if (only.empty() || std::string(l.name).find(only) != std::string::npos)
+      time_layer(l, reps, step);
   if (only.empty())
     for (int m = 0; m < 2; ++m)
       std::printf("%s convolutions per step, ms (direct rows, im2col, gradwire's choice, oneDNN nchw, oneDNN "

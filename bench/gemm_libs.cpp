@@ -121,6 +121,73 @@ double seconds_per_call(const gemm_fn& f, const shape& s, const float* a, const 
   return best;
 }
 
+using library_list = std::vector<std::pair<std::string, gemm_fn>>;
+
+library_list libraries() {
+  library_list libs = {{"OpenBLAS", openblas}, {"BLIS", blis()}, {"oneDNN", onednn()}};
+#ifdef GRADWIRE_HAVE_LIBXSMM
+  libs.emplace_back("libxsmm", xsmm());
+#else
+  libs.emplace_back("libxsmm", gemm_fn{});
+#endif
+  return libs;
+}
+
+void print_header(const library_list& libs, int reps) {
+  std::printf("# GFLOP/s, one thread, best of 5 rounds of %d calls (MLP 784-256-128-10, batch 64; \"-\": library "
+              "missing, \"n/a\": it makes no kernel for this shape)\n",
+              reps);
+  std::printf("| GEMM | m x n x k | op |");
+  for (const auto& [name, f] : libs)
+    std::printf(" %s |", name.c_str());
+  std::printf(" best / OpenBLAS |\n|---|---|---|");
+  for (std::size_t i = 0; i <= libs.size(); ++i)
+    std::printf("---|");
+  std::printf("\n");
+}
+
+/// One shape's row: each library checked against OpenBLAS, then timed
+/// (a wrong result is never timed). Returns OpenBLAS's and the best GFLOP/s.
+std::pair<double, double> time_shape(const shape& s, const library_list& libs, std::mt19937& rng, int reps, int& bad) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> a(static_cast<std::size_t>(s.m) * s.k), b(static_cast<std::size_t>(s.k) * s.n),
+    ref(static_cast<std::size_t>(s.m) * s.n), c(ref.size());
+  for (auto& x : a)
+    x = u(rng);
+  for (auto& x : b)
+    x = u(rng);
+  openblas(s, a.data(), b.data(), ref.data());
+  const double flop = 2.0 * s.m * s.n * s.k;
+  std::printf("| %s | %dx%dx%d | %s%s |", s.name, s.m, s.n, s.k, s.ta ? "T" : "N", s.tb ? "T" : "N");
+  double base = 0, best = 0;
+  for (const auto& [name, f] : libs) {
+    if (!f) {
+      std::printf(" - |");
+      continue;
+    }
+    std::fill(c.begin(), c.end(), std::nanf(""));
+    if (!f(s, a.data(), b.data(), c.data())) {
+      std::printf(" n/a |");
+      continue;
+    }
+    double err = 0;
+    for (std::size_t i = 0; i < c.size(); ++i)
+      err = std::max(err, static_cast<double>(std::fabs(c[i] - ref[i])) / (1.0 + std::fabs(ref[i])));
+    if (!(err < 1e-4)) { // NaN included
+      std::printf(" WRONG (%.1e) |", err);
+      ++bad;
+      continue;
+    }
+    const double gf = flop / seconds_per_call(f, s, a.data(), b.data(), c.data(), reps) / 1e9;
+    std::printf(" %.1f |", gf);
+    if (name == "OpenBLAS")
+      base = gf;
+    best = std::max(best, gf);
+  }
+  std::printf(" %.2fx |\n", base > 0 ? best / base : 0.0);
+  return {base, best};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -137,64 +204,16 @@ int main(int argc, char** argv) {
     {"fc2 dx", 64, 256, 128, false, false},      {"fc3 forward", 64, 10, 128, false, true},
     {"fc3 dW", 10, 128, 64, true, false},        {"fc3 dx", 64, 128, 10, false, false},
   };
-  std::vector<std::pair<std::string, gemm_fn>> libs = {{"OpenBLAS", openblas}, {"BLIS", blis()}, {"oneDNN", onednn()}};
-#ifdef GRADWIRE_HAVE_LIBXSMM
-  libs.emplace_back("libxsmm", xsmm());
-#else
-  libs.emplace_back("libxsmm", gemm_fn{});
-#endif
+  const auto libs = libraries();
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::printf("# GFLOP/s, one thread, best of 5 rounds of %d calls (MLP 784-256-128-10, batch 64; \"-\": library "
-              "missing, \"n/a\": it makes no kernel for this shape)\n",
-              reps);
-  std::printf("| GEMM | m x n x k | op |");
-  for (const auto& [name, f] : libs)
-    std::printf(" %s |", name.c_str());
-  std::printf(" best / OpenBLAS |\n|---|---|---|");
-  for (std::size_t i = 0; i <= libs.size(); ++i)
-    std::printf("---|");
-  std::printf("\n");
+  print_header(libs, reps);
   double total_flop = 0, total_openblas = 0, total_best = 0;
   int bad = 0;
   for (const auto& s : shapes) {
-    std::vector<float> a(static_cast<std::size_t>(s.m) * s.k), b(static_cast<std::size_t>(s.k) * s.n),
-      ref(static_cast<std::size_t>(s.m) * s.n), c(ref.size());
-    for (auto& x : a)
-      x = u(rng);
-    for (auto& x : b)
-      x = u(rng);
-    openblas(s, a.data(), b.data(), ref.data());
-    const double flop = 2.0 * s.m * s.n * s.k;
-    std::printf("| %s | %dx%dx%d | %s%s |", s.name, s.m, s.n, s.k, s.ta ? "T" : "N", s.tb ? "T" : "N");
-    double base = 0, best = 0;
-    for (const auto& [name, f] : libs) {
-      if (!f) {
-        std::printf(" - |");
-        continue;
-      }
-      std::fill(c.begin(), c.end(), std::nanf(""));
-      if (!f(s, a.data(), b.data(), c.data())) {
-        std::printf(" n/a |");
-        continue;
-      }
-      double err = 0;
-      for (std::size_t i = 0; i < c.size(); ++i)
-        err = std::max(err, static_cast<double>(std::fabs(c[i] - ref[i])) / (1.0 + std::fabs(ref[i])));
-      if (!(err < 1e-4)) { // NaN included: a wrong result is never timed
-        std::printf(" WRONG (%.1e) |", err);
-        ++bad;
-        continue;
-      }
-      const double gf = flop / seconds_per_call(f, s, a.data(), b.data(), c.data(), reps) / 1e9;
-      std::printf(" %.1f |", gf);
-      if (name == "OpenBLAS")
-        base = gf;
-      best = std::max(best, gf);
-    }
-    std::printf(" %.2fx |\n", base > 0 ? best / base : 0.0);
+    const auto [base, best] = time_shape(s, libs, rng, reps, bad);
     if (s.alternative)
       continue;
+    const double flop = 2.0 * s.m * s.n * s.k;
     total_flop += flop;
     total_openblas += base > 0 ? flop / base : 0;
     total_best += best > 0 ? flop / best : 0;

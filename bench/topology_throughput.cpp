@@ -126,6 +126,56 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+/// Every variant's runs, by (name, workers): rate, overhead, imbalance, exchange.
+struct measured {
+  std::map<std::pair<std::string, int>, std::vector<double>> rate, overhead, imbalance, exchange;
+};
+
+std::vector<variant> variants_named(const std::string& only) {
+  std::vector<variant> variants = {
+    {"independent", gs::topology_kind::local_sgd, true, 1 << 30},
+    {"ring", gs::topology_kind::ring, true, 0},
+    {"ring-full-update", gs::topology_kind::ring, true, 0, false}, // every worker applies the whole update
+    {"ring-balanced", gs::topology_kind::ring, true, 0, true, 20}, // batches follow each worker's speed
+    {"hierarchical", gs::topology_kind::hierarchical, true, 0},
+    {"ps-sync", gs::topology_kind::parameter_server, true, 0},
+    {"ps-async", gs::topology_kind::parameter_server, false, 0},
+    {"local-sgd-8", gs::topology_kind::local_sgd, true, 8},
+    {"gossip-dpsgd", gs::topology_kind::gossip, true, 0},
+  };
+  variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                [&](const variant& v) {
+                                  return !only.empty() && v.name != "independent" &&
+                                         v.name.find(only) == std::string::npos;
+                                }),
+                 variants.end());
+  return variants;
+}
+
+void print_table(const std::vector<variant>& variants, const std::vector<int>& counts, const measured& m,
+                 std::int64_t steps, int rounds) {
+  fmt::print("# in-process, MLP 784-256-128-10, batch 64 per worker, 1 thread per worker, {} steps per worker, "
+             "median of {} interleaved rounds\n",
+             steps, rounds);
+  fmt::print("{:<16} {:>7} {:>10} {:>8} {:>11} {:>14} {:>9} {:>10} {:>9}\n", "topology", "workers", "samples/s",
+             "speedup", "efficiency", "vs_independent", "overhead", "imbalance", "exchange");
+  for (const auto& v : variants)
+    for (int n : counts) {
+      const double r = median(m.rate.at({v.name, n}));
+      const double r1 = m.rate.count({v.name, 1}) ? median(m.rate.at({v.name, 1})) : 0;
+      const double ind = m.rate.count({"independent", n}) ? median(m.rate.at({"independent", n})) : 0;
+      const double imb = median(m.imbalance.at({v.name, n})), exch = median(m.exchange.at({v.name, n}));
+      auto pct = [](double x) { return x < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * x); };
+      fmt::print("{:<16} {:>7} {:>10.0f} {:>8.2f} {:>10.1f}% {:>14.2f} {:>8.1f}% {:>10} {:>9}\n", v.name, n, r,
+                 r1 > 0 ? r / r1 : 0, r1 > 0 ? 100 * r / n / r1 : 0, ind > 0 ? r / ind : 0,
+                 100 * median(m.overhead.at({v.name, n})), pct(imb), pct(exch));
+    }
+  fmt::print("# efficiency = (samples/s with n workers / n) / samples/s with 1; vs_independent = samples/s over n "
+             "workers that never exchange (the machine's limit for n workers); overhead = 1 - compute/wall per "
+             "worker = imbalance (waiting for a slower worker's compute, summed per step) + exchange (the step time "
+             "left once the slowest worker has computed: the runtime's cost), lockstep topologies only\n");
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -144,55 +194,18 @@ int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   gradwire::actors::configure_scheduler(cfg, 2);
   caf::actor_system sys{cfg};
-
-  std::vector<variant> variants = {
-    {"independent", gs::topology_kind::local_sgd, true, 1 << 30},
-    {"ring", gs::topology_kind::ring, true, 0},
-    {"ring-full-update", gs::topology_kind::ring, true, 0, false}, // every worker applies the whole update
-    {"ring-balanced", gs::topology_kind::ring, true, 0, true, 20}, // batches follow each worker's speed
-    {"hierarchical", gs::topology_kind::hierarchical, true, 0},
-    {"ps-sync", gs::topology_kind::parameter_server, true, 0},
-    {"ps-async", gs::topology_kind::parameter_server, false, 0},
-    {"local-sgd-8", gs::topology_kind::local_sgd, true, 8},
-    {"gossip-dpsgd", gs::topology_kind::gossip, true, 0},
-  };
-  variants.erase(std::remove_if(variants.begin(), variants.end(),
-                                [&](const variant& v) {
-                                  return !only.empty() && v.name != "independent" &&
-                                         v.name.find(only) == std::string::npos;
-                                }),
-                 variants.end());
-  std::map<std::pair<std::string, int>, std::vector<double>> rate, overhead, imbalance, exchange;
+  const auto variants = variants_named(only);
+  measured m;
   for (int round = 0; round < rounds; ++round)
     for (const auto& v : variants)
       for (int n : counts) {
-        auto m = run_once(sys, v, n, steps, data);
-        rate[{v.name, n}].push_back(m.samples_per_sec);
-        overhead[{v.name, n}].push_back(m.overhead);
-        imbalance[{v.name, n}].push_back(m.imbalance);
-        exchange[{v.name, n}].push_back(m.exchange);
+        const auto one = run_once(sys, v, n, steps, data);
+        m.rate[{v.name, n}].push_back(one.samples_per_sec);
+        m.overhead[{v.name, n}].push_back(one.overhead);
+        m.imbalance[{v.name, n}].push_back(one.imbalance);
+        m.exchange[{v.name, n}].push_back(one.exchange);
       }
-
-  fmt::print("# in-process, MLP 784-256-128-10, batch 64 per worker, 1 thread per worker, {} steps per worker, "
-             "median of {} interleaved rounds\n",
-             steps, rounds);
-  fmt::print("{:<16} {:>7} {:>10} {:>8} {:>11} {:>14} {:>9} {:>10} {:>9}\n", "topology", "workers", "samples/s",
-             "speedup", "efficiency", "vs_independent", "overhead", "imbalance", "exchange");
-  for (const auto& v : variants)
-    for (int n : counts) {
-      const double r = median(rate[{v.name, n}]);
-      const double r1 = median(rate[{v.name, 1}]);
-      const double ind = median(rate[{"independent", n}]);
-      const double imb = median(imbalance[{v.name, n}]), exch = median(exchange[{v.name, n}]);
-      auto pct = [](double x) { return x < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * x); };
-      fmt::print("{:<16} {:>7} {:>10.0f} {:>8.2f} {:>10.1f}% {:>14.2f} {:>8.1f}% {:>10} {:>9}\n", v.name, n, r,
-                 r1 > 0 ? r / r1 : 0, r1 > 0 ? 100 * r / n / r1 : 0, ind > 0 ? r / ind : 0,
-                 100 * median(overhead[{v.name, n}]), pct(imb), pct(exch));
-    }
-  fmt::print("# efficiency = (samples/s with n workers / n) / samples/s with 1; vs_independent = samples/s over n "
-             "workers that never exchange (the machine's limit for n workers); overhead = 1 - compute/wall per "
-             "worker = imbalance (waiting for a slower worker's compute, summed per step) + exchange (the step time "
-             "left once the slowest worker has computed: the runtime's cost), lockstep topologies only\n");
+  print_table(variants, counts, m, steps, rounds);
   fmt::print("actor messages/s (request-reply ping-pong, 2 scheduler threads): {:.0f}\n",
              messages_per_second(sys, 200000));
   return 0;
