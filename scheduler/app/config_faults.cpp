@@ -52,6 +52,10 @@ struct fault_reader {
     check(!t.contains("at_seconds") || f.at_seconds >= 0, f.where + ": at_seconds must be 0 or more");
     f.mtbf_s = t["mtbf_s"].value_or(0.0);
     check(!t.contains("mtbf_s") || f.mtbf_s > 0, f.where + ": mtbf_s must be more than 0 (seconds)");
+    f.mtbf_per_worker = t["mtbf_per_worker"].value_or(false);
+    check(!f.mtbf_per_worker || (f.mtbf_s > 0 && f.kind != fault_kind::partition),
+          f.where + ": mtbf_per_worker makes mtbf_s each struck worker's: give mtbf_s, and a kind that strikes one "
+                    "worker (not a partition)");
   }
 
   /// Who: rank, or ranks (a partition's set, or mtbf_s's candidates).
@@ -156,6 +160,8 @@ toml::array faults_toml(const run_config& c) {
       t.insert("at_step", f.at_step);
     else if (f.mtbf_s > 0)
       t.insert("mtbf_s", f.mtbf_s);
+    if (f.mtbf_per_worker)
+      t.insert("mtbf_per_worker", true);
     else
       t.insert("at_seconds", f.at_seconds);
     if ((f.kind == fault_kind::delay || f.kind == fault_kind::drop) && f.peer >= 0)

@@ -175,6 +175,7 @@ const std::vector<key_spec>& config_schema() {
     {"faults.at_step", vt::integer, "0", {}, "[[faults]]: when: after the struck worker's step at_step (deterministic; a partition: each rank after its own step at_step)"},
     {"faults.at_seconds", vt::number, "-1.0", {}, "[[faults]]: or when: at the struck worker's first step boundary at_seconds after it started"},
     {"faults.mtbf_s", vt::number, "0.0", {}, "[[faults]]: or again and again, at exponential gaps of this mean (seconds), drawn from experiment.seed"},
+    {"faults.mtbf_per_worker", vt::boolean, "false", {}, "[[faults]] with mtbf_s: mtbf_s is each worker's mean time between failures, so the job's gaps shrink with the workers that may be struck (a kill's survivors: fewer of them, longer gaps), as when each node fails on its own; false: mtbf_s is the job's"},
     {"faults.seconds", vt::number, "0.0", {}, "[[faults]]: every kind but kill: how long it lasts"},
     {"faults.factor", vt::number, "1.0", {}, "[[faults]]: slow: the compute-time multiplier (> 1)"},
     {"faults.delay_ms", vt::number, "0.0", {}, "[[faults]]: delay: added to every frame on the link, both ways (ms)"},

@@ -140,6 +140,52 @@ bool needs_processes(fault_kind k) {
 
 bool lasts(fault_kind k) { return k != fault_kind::kill; }
 
+namespace {
+
+/// An mtbf_s entry's strikes (entry `i`, its first strike `s`), each on a
+/// rank drawn from its candidates; a kill never strikes a rank in `killed`.
+void draw_strikes(const fault_spec& f, std::size_t i, fault_strike s, int workers, std::uint64_t seed,
+                  std::vector<bool>& killed, std::vector<fault_strike>& out) {
+  const bool everyone = f.kind == fault_kind::partition; // no rank drawn
+  std::vector<int> candidates = everyone ? std::vector<int>{} : f.ranks;
+  if (!everyone && candidates.empty()) {
+    if (f.rank >= 0)
+      candidates.push_back(f.rank);
+    else
+      for (int r = 1; r < workers; ++r)
+        candidates.push_back(r);
+  }
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 0x5bd1e995ULL * (i + 1));
+  std::exponential_distribution<double> gap(1.0 / f.mtbf_s);
+  double t = 0;
+  for (int n = 0; n < max_strikes_per_entry; ++n) {
+    if (f.kind == fault_kind::kill)
+      candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                      [&](int r) { return r < 0 || r >= workers || killed[static_cast<std::size_t>(r)]; }),
+                       candidates.end());
+    if (!everyone && candidates.empty())
+      break;
+    // Per worker: the first of k workers that each fail at rate 1/mtbf_s fails at rate k/mtbf_s.
+    t += f.mtbf_per_worker ? std::exponential_distribution<double>(static_cast<double>(candidates.size()) / f.mtbf_s)(rng)
+                           : gap(rng);
+    s.at_step = 0;
+    s.at_seconds = t;
+    if (everyone)
+      s.ranks = f.ranks;
+    else {
+      const int r = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng)];
+      s.ranks = {r};
+      if (f.kind == fault_kind::kill)
+        killed[static_cast<std::size_t>(r)] = true;
+    }
+    out.push_back(s);
+    if (!everyone && f.kind != fault_kind::kill && s.peer == s.ranks.front())
+      out.pop_back(); // a link to itself: no strike
+  }
+}
+
+} // namespace
+
 std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, int workers, std::uint64_t seed) {
   std::vector<fault_strike> out;
   std::vector<bool> killed(static_cast<std::size_t>(std::max(workers, 0)), false);
@@ -153,49 +199,16 @@ std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, i
     s.factor = f.factor;
     s.delay_ms = f.delay_ms;
     s.mid_step = f.mid_step;
-    if (f.mtbf_s <= 0) {
-      s.at_step = f.at_step;
-      s.at_seconds = f.at_step > 0 ? -1 : f.at_seconds;
-      s.ranks = f.kind == fault_kind::partition ? f.ranks : std::vector<int>{f.rank};
-      if (f.kind == fault_kind::kill && f.rank >= 0 && f.rank < workers)
-        killed[static_cast<std::size_t>(f.rank)] = true;
-      out.push_back(s);
+    if (f.mtbf_s > 0) {
+      draw_strikes(f, i, s, workers, seed, killed, out);
       continue;
     }
-    const bool everyone = f.kind == fault_kind::partition; // no rank drawn
-    std::vector<int> candidates = everyone ? std::vector<int>{} : f.ranks;
-    if (!everyone && candidates.empty()) {
-      if (f.rank >= 0)
-        candidates.push_back(f.rank);
-      else
-        for (int r = 1; r < workers; ++r)
-          candidates.push_back(r);
-    }
-    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 0x5bd1e995ULL * (i + 1));
-    std::exponential_distribution<double> gap(1.0 / f.mtbf_s);
-    double t = 0;
-    for (int n = 0; n < max_strikes_per_entry; ++n) {
-      t += gap(rng);
-      if (f.kind == fault_kind::kill)
-        candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
-                                        [&](int r) { return r < 0 || r >= workers || killed[static_cast<std::size_t>(r)]; }),
-                         candidates.end());
-      if (!everyone && candidates.empty())
-        break;
-      s.at_step = 0;
-      s.at_seconds = t;
-      if (everyone)
-        s.ranks = f.ranks;
-      else {
-        const int r = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng)];
-        s.ranks = {r};
-        if (f.kind == fault_kind::kill)
-          killed[static_cast<std::size_t>(r)] = true;
-      }
-      out.push_back(s);
-      if (!everyone && f.kind != fault_kind::kill && s.peer == s.ranks.front())
-        out.pop_back(); // a link to itself: no strike
-    }
+    s.at_step = f.at_step;
+    s.at_seconds = f.at_step > 0 ? -1 : f.at_seconds;
+    s.ranks = f.kind == fault_kind::partition ? f.ranks : std::vector<int>{f.rank};
+    if (f.kind == fault_kind::kill && f.rank >= 0 && f.rank < workers)
+      killed[static_cast<std::size_t>(f.rank)] = true;
+    out.push_back(s);
   }
   return out;
 }

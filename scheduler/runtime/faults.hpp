@@ -62,6 +62,7 @@ struct fault_spec {
   std::int64_t at_step = 0; ///< after that worker's step at_step (0: by time)
   double at_seconds = -1;   ///< at the struck worker's first step boundary this long after it started
   double mtbf_s = 0;        ///< again and again: exponential gaps of this mean, drawn from the run's seed
+  bool mtbf_per_worker = false; ///< mtbf_s is each candidate's: the job's gaps have mean mtbf_s / candidates left
   double seconds = 0;       ///< how long (stall, slow, delay, drop, partition)
   double factor = 1;        ///< slow: compute time multiplied by this
   double delay_ms = 0;      ///< delay: added to every frame on the link

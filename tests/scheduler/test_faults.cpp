@@ -372,3 +372,27 @@ TEST_CASE("a ring's re-form: every survivor goes on from the furthest step, and 
   CHECK_FALSE(even.lost_round);
   CHECK(even.transfers.empty());
 }
+
+TEST_CASE("mtbf_per_worker: the job's gaps have mean mtbf_s over the workers that may be struck, fewer as kills take them") {
+  auto each = mtbf(fault_kind::stall, 7.0);
+  each.mtbf_per_worker = true;
+  const auto per_worker = fault_schedule({each}, 8, 5); // ranks 1 to 7: 7 candidates
+  const auto job = fault_schedule({mtbf(fault_kind::stall, 1.0)}, 8, 5);
+  REQUIRE(per_worker.size() == job.size());
+  for (std::size_t i = 0; i < job.size(); ++i) { // 7 workers of 7 s each: the job's 1 s, draw for draw
+    CHECK(per_worker[i].at_seconds == job[i].at_seconds);
+    CHECK(per_worker[i].ranks == job[i].ranks);
+  }
+  auto kills = mtbf(fault_kind::kill, 1.0);
+  kills.mtbf_per_worker = true;
+  double first = 0, last = 0;
+  constexpr int seeds = 2000;
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
+    const auto s = fault_schedule({kills}, 5, seed); // 4 candidates, each killed once
+    REQUIRE(s.size() == 4u);
+    first += s[0].at_seconds;
+    last += s[3].at_seconds - s[2].at_seconds;
+  }
+  CHECK(first / seeds == Approx(0.25).epsilon(0.1)); // the first of 4
+  CHECK(last / seeds == Approx(1.0).epsilon(0.1));   // the last one alone
+}
