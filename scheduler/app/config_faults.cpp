@@ -160,10 +160,10 @@ toml::array faults_toml(const run_config& c) {
       t.insert("at_step", f.at_step);
     else if (f.mtbf_s > 0)
       t.insert("mtbf_s", f.mtbf_s);
-    if (f.mtbf_per_worker)
-      t.insert("mtbf_per_worker", true);
     else
       t.insert("at_seconds", f.at_seconds);
+    if (f.mtbf_per_worker)
+      t.insert("mtbf_per_worker", true);
     if ((f.kind == fault_kind::delay || f.kind == fault_kind::drop) && f.peer >= 0)
       t.insert("peer", f.peer);
     if (lasts(f.kind))

@@ -48,6 +48,19 @@ TEST_CASE("the resolved config parses back to the same settings") {
   CHECK(again.opt.lr == Approx(0.2));
   CHECK(again.threads == 2);
   CHECK(again.out == c.out);
+  // [[faults]] entries, each with its own "when", read back as given.
+  const auto f = parse_config("[topology]\nkind = \"ring\"\nworkers = 4\n"
+                              "[[faults]]\nkind = \"kill\"\nrank = 1\nat_step = 3\n"
+                              "[[faults]]\nkind = \"stall\"\nrank = 2\nat_seconds = 0.5\nseconds = 1.0\n"
+                              "[[faults]]\nkind = \"kill\"\nmtbf_s = 2.0\nmtbf_per_worker = true\n",
+                              "f.toml");
+  const auto back = parse_config(f.resolved_toml, "resolved.toml");
+  REQUIRE(back.faults.size() == 3u);
+  CHECK(back.faults[0].at_step == 3);
+  CHECK(back.faults[1].at_seconds == Approx(0.5));
+  CHECK(back.faults[2].mtbf_s == Approx(2.0));
+  CHECK(back.faults[2].mtbf_per_worker);
+  CHECK_FALSE(back.faults[0].mtbf_per_worker);
 }
 
 TEST_CASE("unknown keys name file, line and the nearest valid key") {
