@@ -10,6 +10,9 @@ namespace gradwire::scheduler::config_toml {
 
 namespace {
 
+/// The sections written as arrays of tables, one entry each.
+bool entry_section(const std::string& key) { return key == "nodes" || key == "faults"; }
+
 /// `n` is an array whose every element satisfies `is`.
 template <class Pred> bool array_of(const toml::node& n, Pred is) {
   const auto* arr = n.as_array();
@@ -94,7 +97,7 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
                     (near.empty() ? "" : " (did you mean [" + near + "]?)"));
       }
       walk(*sub, key, source);
-    } else if (const auto* arr = v.as_array(); arr && (key == "nodes" || key == "faults")) {
+    } else if (const auto* arr = v.as_array(); arr && entry_section(key)) {
       // [[nodes]], [[faults]]: arrays of tables, each checked against nodes.* / faults.*
       for (const auto& elem : *arr) {
         const auto* group = elem.as_table();
@@ -117,10 +120,10 @@ bool set_in_entries(toml::table& root, const std::string& key, const toml::node&
   if (dot == std::string::npos || key.find('.', dot + 1) != std::string::npos)
     return false;
   const std::string array = key.substr(0, dot), leaf = key.substr(dot + 1);
-  auto* entries = root.get_as<toml::array>(array);
-  if (entries == nullptr)
+  if (!entry_section(array))
     return false;
-  check(!entries->empty(), loc + ": there is no [[" + array + "]] entry to set " + leaf + " in");
+  auto* entries = root.get_as<toml::array>(array);
+  check(entries != nullptr && !entries->empty(), loc + ": there is no [[" + array + "]] entry to set " + leaf + " in");
   for (auto& e : *entries) {
     auto* t = e.as_table();
     check(t != nullptr, loc + ": [[" + array + "]] entries must be tables");

@@ -177,7 +177,6 @@ caf::actor virtual_reformer(caf::actor_system& sys, const ring_plan& p, const ca
   check(e.on, "experiment.clock = \"virtual\" simulates a ring's kill where the ring re-forms without the lost "
               "worker, and this one does not: " + (e.why_not.empty() ? std::string("one worker") : e.why_not));
   virtual_reform_plan plan;
-  plan.workers = setup.workers;
   for (int r = 0; r < setup.workers; ++r)
     plan.host_of.push_back(setup.sim->host_of_worker(r));
   plan.restarts = setup.restarts;

@@ -40,7 +40,6 @@ class virtual_clock;
 namespace gradwire::scheduler {
 
 struct virtual_reform_plan {
-  int workers = 0;
   std::vector<int> host_of; ///< each rank's host (a survivor behind takes its state from a donor there if it can)
   int restarts = 0;      ///< train.restarts: new processes, in all
   double restart_s = 2;  ///< virtual seconds from a kill to its new process asking back in

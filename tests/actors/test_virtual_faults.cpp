@@ -174,7 +174,7 @@ TEST_CASE("virtual time: train.restarts brings a killed ring worker back restart
   setup.restarts = 1; // the first kill's process comes back, the second's does not
   auto vs = [](int threads) {
     auto v = on_threads(threads);
-    v.restart_s = 0.005; // five 1 ms steps
+    v.restart_s = 0.005; // a few of on_threads' steps
     return v;
   };
   const auto a = run_virtual(setup, data, vs(1));
@@ -222,7 +222,7 @@ TEST_CASE("virtual time: a link down, a partition or a delay holds one process's
   // The ring stops for the window, less the step's compute that overlaps it.
   CHECK(down.seconds - whole.seconds == Approx(0.02).margin(0.0015));
   CHECK(parted.seconds - whole.seconds == Approx(0.015).margin(0.0015));
-  CHECK(slow.seconds > whole.seconds + 0.006); // rank 1's hops of the steps in the window, 3 ms each
+  CHECK(slow.seconds > whole.seconds + 0.006); // each of rank 1's hops in the window takes the delay more
   CHECK(slow.seconds < whole.seconds + 0.02);
   for (const auto* run : {&down, &parted, &slow}) // lock step: only the timing changes
     CHECK(same_bits(run->params, whole.params));
@@ -237,7 +237,7 @@ TEST_CASE("virtual time: a delayed worker of an async parameter server is staler
   const auto b = run_virtual(setup, data, on_threads(3));
   CHECK(same_bits(a.params, b.params));
   CHECK_FALSE(same_bits(a.params, whole.params));
-  CHECK(a.reports[2].seconds > whole.reports[2].seconds + 0.01); // its round trips took 4 ms more in the window
+  CHECK(a.reports[2].seconds > whole.reports[2].seconds + 0.01); // each round trip in the window takes twice the delay more
 }
 
 TEST_CASE("virtual time: a suspended host stops every actor on it for its seconds: a ring waits, an async server's other workers go on") {
@@ -261,7 +261,7 @@ TEST_CASE("virtual time: a suspended host stops every actor on it for its second
   const auto a = run_virtual(ps, data, two_hosts(1));
   const auto b = run_virtual(ps, data, two_hosts(3));
   CHECK(same_bits(a.params, b.params));
-  for (int r : {2, 3}) // both workers of the suspended host finish 20 ms later
+  for (int r : {2, 3}) // both workers of the suspended host finish the suspend's seconds later
     CHECK(a.reports[static_cast<std::size_t>(r)].seconds ==
           Approx(free.reports[static_cast<std::size_t>(r)].seconds + 0.02).margin(0.002));
   for (int r : {0, 1}) // the others do not wait for them

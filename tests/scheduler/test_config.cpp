@@ -61,6 +61,13 @@ TEST_CASE("the resolved config parses back to the same settings") {
   CHECK(back.faults[2].mtbf_s == Approx(2.0));
   CHECK(back.faults[2].mtbf_per_worker);
   CHECK_FALSE(back.faults[0].mtbf_per_worker);
+  // A key of [[faults]] from --set reaches every entry, and needs one.
+  const auto moved = parse_config("[topology]\nkind = \"ring\"\nworkers = 4\n"
+                                  "[[faults]]\nkind = \"kill\"\nrank = 1\nat_step = 3\n",
+                                  "m.toml", {"faults.rank=2"});
+  CHECK(moved.faults.at(0).rank == 2);
+  CHECK_THROWS_WITH(parse_config("", "n.toml", {"faults.mtbf_s=1"}),
+                    Catch::Contains("--set faults.mtbf_s=1: there is no [[faults]] entry to set mtbf_s in"));
 }
 
 TEST_CASE("unknown keys name file, line and the nearest valid key") {
