@@ -65,7 +65,8 @@
 ///
 /// One atom, one meaning: what a message asks is never chosen by a flag or
 /// by an integer's width. Every actor refuses a message it has no handler
-/// for, and logs it (refuse_unexpected).
+/// for, and logs it (refuse_unexpected). The shard's rows are also a typed
+/// interface (shard_protocol.hpp), which the compiler checks at both ends.
 
 #include "kernels/tensor.hpp"
 

@@ -366,7 +366,7 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
 
 /// (snapshot_atom, version): the shard's part of a checkpoint at
 /// `version`, kept or awaited; -1: as it is now.
-caf::result<std::string, slice> on_snapshot_request(shard_actor* self, std::int64_t version) {
+caf::result<std::string, slice> on_snapshot_request(shard_self self, std::int64_t version) {
   auto& st = self->state;
   if (version < 0) {
     auto [m, f] = shard_copies::as_reply(take_snapshot(st));
@@ -386,7 +386,7 @@ caf::result<std::string, slice> on_snapshot_request(shard_actor* self, std::int6
 }
 
 /// A pull, answered now or once the version and the slowest clock allow.
-caf::result<std::int64_t, slice, double> on_pull(shard_actor* self, int rank, std::int64_t min_version,
+caf::result<std::int64_t, slice, double> on_pull(shard_self self, int rank, std::int64_t min_version,
                                                  std::int64_t min_clock) {
   auto& st = self->state;
   if (rank < 0 || static_cast<std::size_t>(rank) >= st.clocks.size())
@@ -406,7 +406,7 @@ caf::result<std::int64_t, slice, double> on_pull(shard_actor* self, int rank, st
 }
 
 /// A replay's push, answered when the record says it was applied.
-caf::response_promise held_push(shard_actor* self, held_message::what kind, int rank, std::int64_t base_version,
+caf::response_promise held_push(shard_self self, held_message::what kind, int rank, std::int64_t base_version,
                                 std::int64_t step, std::int64_t samples, slice grad) {
   held_message m{kind, base_version, step, samples, 0, 0, std::move(grad), self->make_response_promise()};
   auto rp = m.promise;
@@ -415,7 +415,7 @@ caf::response_promise held_push(shard_actor* self, held_message::what kind, int 
 }
 
 /// A push whose reply carries the parameters after it (async shards only).
-caf::result<std::int64_t, std::int64_t, slice> on_push_pull(shard_actor* self, int rank, std::int64_t base_version,
+caf::result<std::int64_t, std::int64_t, slice> on_push_pull(shard_self self, int rank, std::int64_t base_version,
                                                             std::int64_t step, std::int64_t samples, slice grad) {
   auto& st = self->state;
   if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
@@ -431,7 +431,7 @@ caf::result<std::int64_t, std::int64_t, slice> on_push_pull(shard_actor* self, i
 }
 
 /// A push: applied, summed or held for its turn (a replay).
-caf::result<std::int64_t, std::int64_t> on_push(shard_actor* self, int rank, std::int64_t base_version,
+caf::result<std::int64_t, std::int64_t> on_push(shard_self self, int rank, std::int64_t base_version,
                                                 std::int64_t step, std::int64_t samples, slice grad) {
   if (self->state.gate)
     return held_push(self, held_message::what::push, rank, base_version, step, samples, std::move(grad));
@@ -441,13 +441,13 @@ caf::result<std::int64_t, std::int64_t> on_push(shard_actor* self, int rank, std
   return {out.staleness, self->state.version};
 }
 
-caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial) {
+shard_actor::behavior_type shard_behavior(shard_self self, shard_config cfg, slice initial) {
   refuse_unexpected(self, "shard " + std::to_string(cfg.id));
   try {
     init_shard(self->state, cfg, std::move(initial));
   } catch (const std::exception& e) {
     self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));
-    return {};
+    return {shard_actor::behavior_type::unsafe_init{}, caf::behavior{}}; // it has quit: no handler runs
   }
   return {
     [=](snapshot_atom, std::int64_t version) { return on_snapshot_request(self, version); },
@@ -483,7 +483,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_config cfg, slice initial)
 
 } // namespace shard_detail
 
-caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial) {
+shard_actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial) {
   return sys.spawn(shard_detail::shard_behavior, cfg, std::move(initial));
 }
 

@@ -30,6 +30,7 @@
 ///        the version advances. No optimizer runs here.
 
 #include "actors/messages.hpp"
+#include "actors/shard_protocol.hpp"
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
@@ -93,12 +94,7 @@ struct shard_config {
   std::shared_ptr<const shard_record> replay;
 };
 
-/// (snapshot_atom, version) -> (meta, floats): the shard's part of a
-/// checkpoint (snapshot.hpp) at `version`, kept or awaited; version -1: now.
-/// (pin_atom, version): keep `version` (a checkpoint by time will ask for
-/// it): its copy is kept until asked for, however late the ask.
-
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).
-caf::actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial);
+shard_actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial);
 
 } // namespace gradwire::actors

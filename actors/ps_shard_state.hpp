@@ -85,7 +85,8 @@ struct shard_state {
   static inline const char* name = "ps_shard";
 };
 
-using shard_actor = caf::stateful_actor<shard_state>;
+/// The shard itself, inside its handlers.
+using shard_self = shard_actor::stateful_pointer<shard_state>;
 
 /// What a push came to: the error text (nothing changed), or the staleness
 /// to answer with (-1: dropped, -2: after the last version).
@@ -115,6 +116,6 @@ replay_gate open_gate(std::shared_ptr<const shard_record> record, int workers);
 /// Replay: holds `m` from `rank` until its entry is due, then takes every
 /// message whose entry is due. A message the record does not expect next
 /// from its rank is refused naming the entry (the replay diverged).
-void hold_for_turn(shard_actor* self, int rank, held_message m);
+void hold_for_turn(shard_self self, int rank, held_message m);
 
 } // namespace gradwire::actors::shard_detail

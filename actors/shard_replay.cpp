@@ -113,7 +113,7 @@ replay_gate open_gate(std::shared_ptr<const shard_record> record, int workers) {
   return g;
 }
 
-void hold_for_turn(shard_actor* self, int rank, held_message m) {
+void hold_for_turn(shard_self self, int rank, held_message m) {
   auto& st = self->state;
   auto& g = *st.gate;
   if (rank < 0 || static_cast<std::size_t>(rank) >= g.held.size())

@@ -85,7 +85,7 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push);
 /// A push to shard i failed. Where shards may move (an async parameter
 /// server that rebuilds a lost rank's shards), the gradient is lost with
 /// it and the pull waits for the rebuilt shard; else the worker fails.
-void push_failed(worker_actor* self, std::size_t i, const caf::actor& target, bool with_pull, caf::error& err) {
+void push_failed(worker_actor* self, std::size_t i, const shard_actor& target, bool with_pull, caf::error& err) {
   auto& s = self->state;
   if (!s.cfg.shards_may_move) {
     s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
@@ -131,7 +131,7 @@ void push_taken(worker_actor* self, std::int64_t staleness) {
 /// where `with_pull`.
 void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
   auto& st = self->state;
-  const caf::actor target = st.cfg.shards[i];
+  const shard_actor target = st.cfg.shards[i];
   auto failed = [=](caf::error& err) { push_failed(self, i, target, with_pull, err); };
   const auto ticket = st.requests.open(failed);
   auto given_up = [=](caf::error& err) {
@@ -332,7 +332,7 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
   auto& st = self->state;
   const std::int64_t min_clock =
     !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
-  const caf::actor target = st.cfg.shards[i];
+  const shard_actor target = st.cfg.shards[i];
   auto failed = [=](caf::error& err) {
     auto& s = self->state;
     if (s.cfg.shards_may_move) { // its rank is lost: pull again from the shard rebuilt on rank 0
@@ -455,7 +455,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
       if (!s.cfg.shards_may_move || index < 0 || static_cast<std::size_t>(index) >= s.cfg.shards.size() || !shard)
         return;
       const auto i = static_cast<std::size_t>(index);
-      s.cfg.shards[i] = std::move(shard);
+      s.cfg.shards[i] = as_shard(shard);
       if (const auto it = s.parked.find(i); it != s.parked.end()) {
         const bool after_push = it->second;
         s.parked.erase(it);

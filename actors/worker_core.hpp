@@ -11,6 +11,7 @@
 #include "actors/mix_record.hpp"
 #include "actors/refuse.hpp"
 #include "actors/request_watch.hpp"
+#include "actors/shard_protocol.hpp"
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
@@ -81,7 +82,7 @@ struct worker_config {
   std::shared_ptr<tracer> trace;
 
   // Parameter server (worker.cpp).
-  std::vector<caf::actor> shards;
+  std::vector<shard_actor> shards; ///< typed: each request and reply handler is checked (shard_protocol.hpp)
   /// Async, shards spread over ranks, elastic: a shard whose rank is lost
   /// is rebuilt on rank 0; its pushes are dropped and its pulls wait.
   bool shards_may_move = false;

@@ -43,7 +43,7 @@ public:
   /// Checkpoints by time (plan.every_seconds): whether one is due now.
   bool due() const;
   /// Shard i lives elsewhere now (rebuilt after its rank was lost).
-  void replace_shard(std::size_t i, caf::actor shard) {
+  void replace_shard(std::size_t i, actors::shard_actor shard) {
     if (i < plan_.shards.size())
       plan_.shards[i] = std::move(shard);
   }

@@ -7,6 +7,7 @@
 /// boundary, so the parameters so far are kept.
 
 #include "actors/messages.hpp"
+#include "actors/shard_protocol.hpp"
 #include "actors/snapshot.hpp"
 
 #include <caf/all.hpp>
@@ -56,14 +57,14 @@ struct elastic_plan {
   /// Rank -> the step before which it is not let back in ([[faults]]
   /// back_at_step); a rank's entry is used once.
   std::map<int, std::int64_t> back_at_step;
-  std::vector<caf::actor> shards;
+  std::vector<actors::shard_actor> shards;
   /// An async parameter server whose shards are spread over ranks: whether
   /// a lost rank held shards, and their rebuild on rank 0 from a survivor's
   /// replica (`params`, the whole buffer) at `version`, with the workers'
   /// clocks and live flags; returns (shard index, new shard) for each.
   /// Null: a lost rank's shards end the run.
   std::function<bool(int rank)> holds_shards;
-  std::function<std::vector<std::pair<int, caf::actor>>(int rank, const std::vector<float>& params,
+  std::function<std::vector<std::pair<int, actors::shard_actor>>(int rank, const std::vector<float>& params,
                                                         std::int64_t version, const std::vector<std::int64_t>& clocks,
                                                         const std::vector<bool>& live)>
     rebuild_shards;
@@ -95,7 +96,7 @@ struct checkpoint_plan {
   /// go on. 0: none.
   double every_seconds = 0;
   std::int64_t align = 1;
-  std::vector<caf::actor> shards;
+  std::vector<actors::shard_actor> shards;
   std::function<std::int64_t(std::int64_t step)> shard_version;
   std::function<void(std::int64_t step, std::vector<actors::snapshot_frame> parts)> on_checkpoint;
 };

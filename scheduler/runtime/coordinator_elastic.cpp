@@ -381,7 +381,7 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
       gather->replace_shard(static_cast<std::size_t>(i), shard);
       for (std::size_t r = 0; r < n; ++r)
         if (!finished[r])
-          (*self)->send((*workers)[r], actors::rebuilt_atom::value, i, shard);
+          (*self)->send((*workers)[r], actors::rebuilt_atom::value, i, caf::actor_cast<caf::actor>(shard));
     }
     log::warn("{} shard(s) of lost rank {} rebuilt on rank 0 from worker {}'s replica (version {}); their optimizer "
       "state starts afresh", moved.size(), rank, rebuild_from, version);

@@ -25,8 +25,8 @@ namespace {
 /// Every shard of the job: this process's own actors and a handle to each.
 struct shard_set {
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  std::vector<caf::actor> own;     ///< spawned here
-  std::vector<caf::actor> handles; ///< every shard, by id (a proxy where it lives elsewhere)
+  std::vector<caf::actor> own;              ///< spawned here (to stop them)
+  std::vector<actors::shard_actor> handles; ///< every shard, by id (a proxy where it lives elsewhere)
 };
 
 /// A lock-step shard's versions per checkpoint (sync: one a step; local
@@ -41,7 +41,7 @@ std::int64_t snapshot_versions(const topology_setup& setup) {
 }
 
 /// The coordinator's plan: every shard asked for the version of a checkpoint's step.
-checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector<caf::actor>& shards) {
+checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector<actors::shard_actor>& shards) {
   const auto per = snapshot_versions(setup);
   const auto every = checkpoint_grid(setup);
   const auto local = setup.ps.local_steps;
@@ -79,7 +79,7 @@ std::shared_ptr<const actors::shard_record> replay_of(const topology_setup& setu
   return {setup.replay, &setup.replay->shards[static_cast<std::size_t>(i)]};
 }
 
-caf::actor spawn_one(caf::actor_system& sys, const actors::shard_config& sc, const float* params) {
+actors::shard_actor spawn_one(caf::actor_system& sys, const actors::shard_config& sc, const float* params) {
   auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
   std::memcpy(slice0.data(), params + sc.begin, (sc.end - sc.begin) * sizeof(float));
   return actors::spawn_ps_shard(sys, sc, slice0);
@@ -110,13 +110,13 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
   s.handles.resize(static_cast<std::size_t>(setup.ps.shards));
   for (int i = 0; i < setup.ps.shards; ++i) {
     if (home_of(setup, i) != rank) {
-      s.handles[static_cast<std::size_t>(i)] = nd->remote(home_of(setup, i), transport::slots::shard(i));
+      s.handles[static_cast<std::size_t>(i)] = actors::as_shard(nd->remote(home_of(setup, i), transport::slots::shard(i)));
       continue;
     }
     if (records(setup))
       std::filesystem::create_directories(setup.record_dir);
-    s.own.push_back(spawn_one(sys, shard_config_of(setup, s, i), initial.params().data()));
-    s.handles[static_cast<std::size_t>(i)] = s.own.back();
+    s.handles[static_cast<std::size_t>(i)] = spawn_one(sys, shard_config_of(setup, s, i), initial.params().data());
+    s.own.push_back(caf::actor_cast<caf::actor>(s.handles[static_cast<std::size_t>(i)]));
     if (nd)
       nd->publish(transport::slots::shard(i), s.own.back());
   }
@@ -164,7 +164,7 @@ void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_se
   };
   e.rebuild_shards = [&sys, &setup, &shards](int rank, const std::vector<float>& params, std::int64_t version,
                                               const std::vector<std::int64_t>& clocks, const std::vector<bool>& live) {
-    std::vector<std::pair<int, caf::actor>> moved;
+    std::vector<std::pair<int, actors::shard_actor>> moved;
     for (int i = 0; i < setup.ps.shards; ++i) {
       if (home_of(setup, i) != rank || params.size() < shards.ranges[static_cast<std::size_t>(i)].second)
         continue;
@@ -174,9 +174,9 @@ void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_se
       sc.first_version = version;
       sc.first_clocks = clocks;
       sc.first_live = live;
-      shards.own.push_back(spawn_one(sys, sc, params.data()));
-      shards.handles[static_cast<std::size_t>(i)] = shards.own.back();
-      moved.emplace_back(i, shards.own.back());
+      shards.handles[static_cast<std::size_t>(i)] = spawn_one(sys, sc, params.data());
+      shards.own.push_back(caf::actor_cast<caf::actor>(shards.handles[static_cast<std::size_t>(i)]));
+      moved.emplace_back(i, shards.handles[static_cast<std::size_t>(i)]);
     }
     return moved;
   };
@@ -276,8 +276,8 @@ coordination run_ps_here(caf::actor_system& sys, caf::scoped_actor& self, const 
                          const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
   if (setup.sim) // virtual time: the shards on host 0, or shard i on host i mod hosts ("spread")
     for (std::size_t i = 0; i < shards.handles.size(); ++i)
-      shards.handles[i] = setup.sim->place(
-        shards.handles[i], setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0);
+      shards.handles[i] = actors::as_shard(setup.sim->place(caf::actor_cast<caf::actor>(shards.handles[i]),
+                                                            setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0));
   std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
   for (int r = 0; r < setup.workers; ++r) {
     local_workers.push_back(spawn_ps_worker(sys, ps_worker(setup, data, shards, r, self)));

@@ -69,7 +69,7 @@ std::int64_t checkpoint_grid(const topology_setup& setup) {
   return family_of(setup.kind).time_grid(setup);
 }
 
-checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards,
+checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<actors::shard_actor> shards,
                                std::function<std::int64_t(std::int64_t)> shard_version) {
   checkpoint_plan p;
   p.every = setup.on_checkpoint ? setup.checkpoint_every : 0;

@@ -30,6 +30,7 @@
 ///   (or nothing at all) while workers still run: each is reported to
 ///   `on_stuck`, and the run fails naming them.
 
+#include "actors/shard_protocol.hpp"
 #include "actors/virtual_clock.hpp"
 #include "scheduler/runtime/compute_pool.hpp"
 #include "transport/buffer_pool.hpp"
@@ -207,7 +208,7 @@ public:
   void set_budget(std::int64_t samples) { budget_ = samples; }
   /// Who hears of a killed worker (lose_worker): the shards, then every
   /// worker by rank (placed handles). Unset: no one (only the coordinator).
-  void set_reform_targets(std::vector<caf::actor> shards, std::vector<caf::actor> workers) {
+  void set_reform_targets(std::vector<actors::shard_actor> shards, std::vector<caf::actor> workers) {
     reform_shards_ = std::move(shards);
     reform_workers_ = std::move(workers);
   }
@@ -279,7 +280,8 @@ private:
   std::int64_t budget_ = 0, budget_total_ = 0;
   std::map<int, std::int64_t> samples_; ///< by worker rank, for the budget
   bool budget_hit_ = false;
-  std::vector<caf::actor> reform_shards_, reform_workers_;
+  std::vector<actors::shard_actor> reform_shards_;
+  std::vector<caf::actor> reform_workers_;
   caf::actor reformer_;
   std::vector<bool> lost_; ///< by rank: killed (lose_worker)
   /// Link faults (impair_links), in the order they landed.

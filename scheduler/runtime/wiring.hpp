@@ -41,7 +41,7 @@ std::int64_t checkpoint_grid(const topology_setup& setup);
 
 /// The coordinator's checkpoint plan from the setup: `shards` asked at
 /// shard_version(step) (-1: as they are).
-checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<caf::actor> shards = {},
+checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<actors::shard_actor> shards = {},
                                std::function<std::int64_t(std::int64_t)> shard_version = {});
 
 /// Across processes: throws unless every process runs one worker.

@@ -160,7 +160,7 @@ TEST_CASE("dynamic local steps in a replay: each round as long as the record's p
 TEST_CASE("dynamic local steps: shard 0 answers paces, and refuses them when off or from an unknown rank") {
   actor_env env;
   caf::scoped_actor self{*env.sys};
-  auto ask = [&](const caf::actor& shard, int rank, double pace) {
+  auto ask = [&](const actors::shard_actor& shard, int rank, double pace) {
     std::int64_t len = -1;
     self->request(shard, std::chrono::seconds(10), actors::pace_atom::value, rank, std::int64_t{5}, pace)
       .receive([&](std::int64_t n) { len = n; }, [&](caf::error&) { len = -2; });

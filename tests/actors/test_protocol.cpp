@@ -50,13 +50,16 @@ TEST_CASE("protocol: a shard refuses a message of the wrong signature, tells the
   gwtest::stderr_capture cap("protocol-refused");
   auto shard = actors::spawn_ps_shard(*env.sys, small_shard(), actors::slice::zeros({64}));
   caf::scoped_actor self{*env.sys};
+  // Through an untyped handle, as a peer's frames reach it: the typed one
+  // would not compile these (protocol_misuse.sh).
+  const auto wire = caf::actor_cast<caf::actor>(shard);
   caf::error got;
   // A reform's integer of the wrong width; then the pin as it was once sent, a flag choosing its meaning.
-  self->request(shard, std::chrono::seconds(10), actors::reform_atom::value, std::int64_t{1})
+  self->request(wire, std::chrono::seconds(10), actors::reform_atom::value, std::int64_t{1})
     .receive([] { FAIL("a message of the wrong signature was handled"); }, [&](caf::error& e) { got = e; });
   CHECK(got == caf::sec::unexpected_message);
   got = caf::error{};
-  self->request(shard, std::chrono::seconds(10), actors::snapshot_atom::value, std::int64_t{2}, true)
+  self->request(wire, std::chrono::seconds(10), actors::snapshot_atom::value, std::int64_t{2}, true)
     .receive([] { FAIL("(snapshot, version, bool) was taken for a pin"); }, [&](caf::error& e) { got = e; });
   CHECK(got == caf::sec::unexpected_message);
   // The shard goes on: it answers a good request.
@@ -75,8 +78,9 @@ TEST_CASE("protocol: a flood of stray messages is refused in full but logged onl
   gwtest::stderr_capture cap("protocol-flood");
   auto shard = actors::spawn_ps_shard(*env.sys, small_shard(), actors::slice::zeros({64}));
   caf::scoped_actor self{*env.sys};
+  const auto wire = caf::actor_cast<caf::actor>(shard); // as a peer's frames reach it
   for (int i = 0; i < 50; ++i)
-    self->send(shard, actors::hold_at_atom::value, std::int64_t{i}); // a ring worker's message
+    self->send(wire, actors::hold_at_atom::value, std::int64_t{i}); // a ring worker's message
   bool answered = false; // the mailbox is in order: every stray one was handled before this
   self->request(shard, std::chrono::seconds(10), actors::fetch_atom::value)
     .receive([&](std::int64_t, const actors::slice&) { answered = true; }, [&](caf::error& e) { FAIL(env.sys->render(e)); });

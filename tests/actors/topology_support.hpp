@@ -29,7 +29,7 @@ inline actors::shard_config one_worker_shard(int id, bool sync) {
 }
 
 /// A shard's version and parameters, asked for by `self`.
-inline std::pair<std::int64_t, std::vector<float>> fetched(caf::scoped_actor& self, const caf::actor& shard) {
+inline std::pair<std::int64_t, std::vector<float>> fetched(caf::scoped_actor& self, const actors::shard_actor& shard) {
   std::pair<std::int64_t, std::vector<float>> out{-1, {}};
   self->request(shard, std::chrono::seconds(10), actors::fetch_atom::value)
     .receive([&](std::int64_t v, const actors::slice& p) { out = {v, p.to_vector()}; },

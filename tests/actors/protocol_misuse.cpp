@@ -1,0 +1,43 @@
+// Compiled by protocol_misuse.sh, never linked. With MISUSE = 0 it holds
+// correct uses of the shard's typed protocol and must compile; each other
+// value is one wrong use that the compiler must refuse.
+#include "actors/shard_protocol.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+using namespace gradwire::actors;
+
+void use(caf::event_based_actor* self, const shard_actor& shard) {
+  const std::chrono::seconds t{1};
+  const std::int64_t zero = 0, samples = 16;
+#if MISUSE == 0
+  self->request(shard, t, pull_atom::value, 0, zero, zero).then([](std::int64_t, slice, double) {});
+  self->request(shard, t, push_atom::value, 0, zero, zero, samples, slice{}).then([](std::int64_t, std::int64_t) {});
+  self->send(shard, pin_atom::value, zero);
+  self->send(shard, reform_atom::value, 1, std::vector<std::int64_t>{0, 2});
+#elif MISUSE == 1 // a reform's generation as a 64-bit integer
+  self->send(shard, reform_atom::value, zero, std::vector<std::int64_t>{0, 2});
+#elif MISUSE == 2 // a pin sent as a snapshot with a flag
+  self->send(shard, snapshot_atom::value, zero, true);
+#elif MISUSE == 3 // a push's samples as an int
+  self->request(shard, t, push_atom::value, 0, zero, zero, 16, slice{}).then([](std::int64_t, std::int64_t) {});
+#elif MISUSE == 4 // a ring worker's message sent to a shard
+  self->send(shard, hold_at_atom::value, zero);
+#elif MISUSE == 5 // a push's reply taken as a push-pull's
+  self->request(shard, t, push_atom::value, 0, zero, zero, samples, slice{})
+    .then([](std::int64_t, std::int64_t, slice) {});
+#elif MISUSE == 6 // a pull's reply without the seconds it was held
+  self->request(shard, t, pull_atom::value, 0, zero, zero).then([](std::int64_t, slice) {});
+#endif
+}
+
+#if MISUSE == 7 // a shard that forgets a message of its protocol
+shard_actor::behavior_type incomplete() {
+  return {
+    [](pin_atom, std::int64_t) {},
+  };
+}
+#endif

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The shard's typed protocol is checked by the compiler: protocol_misuse.cpp
+# compiles with its correct uses (MISUSE=0), and each wrong use (a message
+# the shard does not take, a reply handler of the wrong shape, a shard that
+# forgets a handler) fails to compile with CAF's diagnostic for it.
+# Usage: protocol_misuse.sh CXX SOURCE_DIR CAF_INCLUDE_DIR
+set -u
+cxx=$1
+src=$2
+caf=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+compile() {
+  "$cxx" -std=c++17 -fsyntax-only -I"$src" -I"$caf" -DMISUSE="$1" "$src/tests/actors/protocol_misuse.cpp" >"$tmp/out.txt" 2>&1
+}
+if compile 0; then
+  echo "ok: the correct uses compile"
+else
+  echo "FAIL: the correct uses do not compile:"
+  head -20 "$tmp/out.txt"
+  fail=1
+fi
+expect() { # MISUSE, what it is, the diagnostic
+  if compile "$1"; then
+    echo "FAIL: $2: compiled"
+    fail=1
+  elif grep -q "$3" "$tmp/out.txt"; then
+    echo "ok: refused by the compiler: $2"
+  else
+    echo "FAIL: $2: failed to compile, but not with \"$3\":"
+    grep -m3 "error" "$tmp/out.txt"
+    fail=1
+  fi
+}
+expect 1 "a reform's generation as a 64-bit integer" "receiver does not accept given message"
+expect 2 "a pin sent as a snapshot with a flag" "receiver does not accept given message"
+expect 3 "a push's samples as an int" "no matching function for call to.*request"
+expect 4 "a ring worker's message sent to a shard" "receiver does not accept given message"
+expect 5 "a push's reply taken as a push-pull's" "wrong functor signature"
+expect 6 "a pull's reply without the seconds it was held" "wrong functor signature"
+expect 7 "a shard that forgets a message of its protocol" "not enough message handlers"
+exit $fail
