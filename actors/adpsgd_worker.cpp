@@ -101,14 +101,15 @@ void start_adpsgd(gossip_actor* self) {
   auto& st = self->state;
   st.store = std::make_shared<gossip_store>();
   st.store->x = copy_of(st.model->params());
-  if (!st.cfg.mix_record_path.empty()) {
-    st.store->rec = std::make_unique<mix_record_writer>(st.cfg.mix_record_path, mix_header{st.cfg.rank, st.cfg.world},
-                                                        st.cfg.mix_record_max_bytes);
+  if (!st.cfg.gossip.record_path.empty()) {
+    const auto& g = st.cfg.gossip;
+    st.store->rec =
+      std::make_unique<mix_record_writer>(g.record_path, mix_header{st.cfg.rank, st.cfg.world}, g.record_max_bytes);
     if (!st.store->rec->error().empty())
       log::warn("{}no record: {}", st.who(), st.store->rec->error());
   }
-  if (st.cfg.mix_replay)
-    st.store->gate = open_mix_gate(st.cfg.mix_replay);
+  if (st.cfg.gossip.replay)
+    st.store->gate = open_mix_gate(st.cfg.gossip.replay);
   auto mixer = spawn_gossip_mixer(self->system(), st.store);
   self->attach_functor([mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
   // Virtual time: the neighbours reach it through the link model.
@@ -121,7 +122,7 @@ bool read_x(gossip_actor* self, std::function<void()> again) {
 
 void average_with_one(gossip_actor* self) {
   auto& st = self->state;
-  st.peer = st.cfg.graph[std::uniform_int_distribution<std::size_t>(0, st.cfg.graph.size() - 1)(st.pick)];
+  st.peer = st.cfg.gossip.links[std::uniform_int_distribution<std::size_t>(0, st.cfg.gossip.links.size() - 1)(st.pick)];
   send_x(self);
 }
 
@@ -138,7 +139,7 @@ caf::message_handler adpsgd_handlers(gossip_actor* self, std::function<void()> s
   return {
     [self, start](mixer_atom, int rank, caf::actor mixer) { // a neighbour's mixer
       auto& s = self->state;
-      if (std::find(s.cfg.graph.begin(), s.cfg.graph.end(), rank) == s.cfg.graph.end() || !mixer) {
+      if (std::find(s.cfg.gossip.links.begin(), s.cfg.gossip.links.end(), rank) == s.cfg.gossip.links.end() || !mixer) {
         log::warn("{}AD-PSGD: a mixer from rank {}, not a neighbour: ignored", s.who(), rank);
         return;
       }

@@ -5,7 +5,7 @@
 /// their measured speed, so that a fast worker does not wait at every
 /// allreduce for a slow one (LB-BSP, Chen et al. 2020; the "dynamic batch
 /// sizing" of heterogeneous data-parallel training). Each worker's gradient
-/// is weighted by its share (worker_config::grad_weight = b_i N / G), so
+/// is weighted by its share (ring_worker_options::grad_weight = b_i N / G), so
 /// the step is still the mean over the same G samples.
 ///
 /// Every worker evaluates the same rule on the same numbers (each worker's

@@ -18,12 +18,14 @@ struct collective_state {
   static inline const char* name = "collective_peer";
 };
 
-using collective_actor = caf::stateful_actor<collective_state>;
+using collective_actor = reducer_actor::stateful_base<collective_state>;
 
 /// Sums one bucket and hands it back to the worker, scaled (the mean).
 void reduce(collective_actor* self, std::int64_t round, int bucket, slice view, float scale) {
   auto& st = self->state;
   auto worker = caf::actor_cast<caf::actor>(self->current_sender());
+  // The worker is dynamically typed: a typed actor answers it as itself, untyped.
+  const auto me = caf::actor_cast<caf::actor>(self);
   try {
     check(bucket >= 0 && static_cast<std::size_t>(bucket) < st.cfg.buckets.size(),
           "ring peer " + std::to_string(st.cfg.rank) + ": bucket " + std::to_string(bucket) + " of " +
@@ -37,13 +39,13 @@ void reduce(collective_actor* self, std::int64_t round, int bucket, slice view, 
     if (scale != 1.f)
       kernels::backend_for(kernels::device::cpu()).scale(e - b, scale, view.data());
     st.tr.since("allreduce (arg: bucket)", t0, bucket);
-    self->send(worker, reduced_atom::value, round, bucket, pieces{piece{b, std::move(view)}}, 0.0);
+    caf::send_as(me, worker, reduced_atom::value, round, bucket, pieces{piece{b, std::move(view)}}, 0.0);
   } catch (const std::exception& ex) {
-    self->send(worker, reduced_atom::value, round, std::string(ex.what()));
+    caf::send_as(me, worker, reduced_atom::value, round, std::string(ex.what()));
   }
 }
 
-caf::behavior collective_behavior(collective_actor* self, collective_peer_config cfg) {
+reducer_actor::behavior_type collective_behavior(collective_actor* self, collective_peer_config cfg) {
   refuse_unexpected(self, "ring peer " + std::to_string(cfg.rank));
   self->state.tr = trace_ref::open(cfg.trace, "ring peer " + std::to_string(cfg.rank));
   self->state.cfg = std::move(cfg);
@@ -57,7 +59,7 @@ caf::behavior collective_behavior(collective_actor* self, collective_peer_config
 
 } // namespace
 
-caf::actor spawn_collective_peer(caf::actor_system& sys, collective_peer_config cfg) {
+reducer_actor spawn_collective_peer(caf::actor_system& sys, collective_peer_config cfg) {
   return sys.spawn<caf::detached>(collective_behavior, std::move(cfg));
 }
 

@@ -17,6 +17,7 @@
 /// (a + b either way) and differ from it in the last bits at 3 or more.
 
 #include "actors/messages.hpp"
+#include "actors/reduce_protocol.hpp"
 #include "actors/trace.hpp"
 
 #include <caf/all.hpp>
@@ -39,6 +40,6 @@ struct collective_peer_config {
   std::shared_ptr<tracer> trace; ///< track "ring peer <rank>": one span per bucket
 };
 
-caf::actor spawn_collective_peer(caf::actor_system& sys, collective_peer_config cfg);
+reducer_actor spawn_collective_peer(caf::actor_system& sys, collective_peer_config cfg);
 
 } // namespace gradwire::actors

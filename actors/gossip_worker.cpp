@@ -26,7 +26,7 @@ int hop_of(const gossip_state& st) {
   return 1 << static_cast<int>(st.step % std::max(1, hops));
 }
 
-bool redrawn(const gossip_state& st) { return st.cfg.gossip.graph_seed != 0 && !st.cfg.graph.empty(); }
+bool redrawn(const gossip_state& st) { return st.cfg.gossip.graph_seed != 0 && !st.cfg.gossip.links.empty(); }
 
 /// A redrawn graph's neighbours of this rank at `step` (lost ranks left
 /// out) and their Metropolis weights on that step's graph, then its own.
@@ -54,23 +54,24 @@ const std::pair<std::vector<int>, std::vector<float>>& graph_at(gossip_state& st
 std::vector<int> send_to(gossip_state& st) {
   if (redrawn(st))
     return graph_at(st, st.step).first;
-  return one_peer(st) ? std::vector<int>{(st.cfg.rank + hop_of(st)) % st.cfg.world} : st.cfg.graph;
+  return one_peer(st) ? std::vector<int>{(st.cfg.rank + hop_of(st)) % st.cfg.world} : st.cfg.gossip.links;
 }
 std::vector<int> take_from(gossip_state& st) {
   if (redrawn(st))
     return graph_at(st, st.step).first;
-  return one_peer(st) ? std::vector<int>{(st.cfg.rank - hop_of(st) + st.cfg.world) % st.cfg.world} : st.cfg.graph;
+  const int w = st.cfg.world;
+  return one_peer(st) ? std::vector<int>{(st.cfg.rank - hop_of(st) + w) % w} : st.cfg.gossip.links;
 }
 /// Their weights, then this worker's own.
 std::vector<float> weights_of(gossip_state& st) {
   if (redrawn(st))
     return graph_at(st, st.step).second;
-  return one_peer(st) ? std::vector<float>{0.5f, 0.5f} : st.cfg.mix_weights;
+  return one_peer(st) ? std::vector<float>{0.5f, 0.5f} : st.cfg.gossip.mix_weights;
 }
 
 /// Whether `rank` is a neighbour at `step`.
 bool neighbour_at(gossip_state& st, std::int64_t step, int rank) {
-  const auto& peers = redrawn(st) ? graph_at(st, step).first : st.cfg.graph;
+  const auto& peers = redrawn(st) ? graph_at(st, step).first : st.cfg.gossip.links;
   return std::find(peers.begin(), peers.end(), rank) != peers.end();
 }
 
@@ -195,7 +196,7 @@ slice payload_of(gossip_state& st) {
 void exchange(gossip_actor* self) {
   auto& st = self->state;
   const bool async = adpsgd(st);
-  if (st.cfg.graph.empty()) {
+  if (st.cfg.gossip.links.empty()) {
     st.trainer->apply();
     next_step(self);
     return;
@@ -207,7 +208,7 @@ void exchange(gossip_actor* self) {
   st.trainer->apply(); // D-PSGD
   auto mine = st.squeeze ? payload_of(st) : params_copy(st); // one read-only snapshot shared by all neighbours
   for (int r : send_to(st)) {
-    self->send(st.cfg.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
+    self->send(st.cfg.gossip.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
     st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
   }
   st.exchanging = true;
@@ -231,18 +232,18 @@ void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_
     return;
   }
   const auto me = std::find(survivors.begin(), survivors.end(), static_cast<std::int64_t>(st.cfg.rank));
-  if (generation <= st.generation || me == survivors.end() || st.cfg.whole_graph.empty())
+  if (generation <= st.generation || me == survivors.end() || st.cfg.gossip.whole_graph.empty())
     return;
   st.generation = generation;
   const auto alive = [&](int r) { return std::find(survivors.begin(), survivors.end(), r) != survivors.end(); };
   const auto degree = [&](int j) {
     std::size_t d = 0;
-    for (int k : st.cfg.whole_graph[static_cast<std::size_t>(j)])
+    for (int k : st.cfg.gossip.whole_graph[static_cast<std::size_t>(j)])
       d += alive(k) ? 1 : 0;
     return d;
   };
   std::vector<int> graph;
-  for (int j : st.cfg.graph)
+  for (int j : st.cfg.gossip.links)
     if (alive(j))
       graph.push_back(j);
     else {
@@ -250,8 +251,8 @@ void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_
       if (st.squeeze)
         st.squeeze->drop(j);
     }
-  st.cfg.mix_weights = metropolis_weights(graph, degree);
-  st.cfg.graph = std::move(graph);
+  st.cfg.gossip.mix_weights = metropolis_weights(graph, degree);
+  st.cfg.gossip.links = std::move(graph);
   st.reshard(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()), generation);
   if (!adpsgd(st))
     try_mix(self); // a step waiting for the lost neighbour completes
@@ -260,10 +261,10 @@ void on_reform(gossip_actor* self, int generation, const std::vector<std::int64_
 /// AD-PSGD: starts stepping once every neighbour's mixer is known.
 void start_when_ready(gossip_actor* self) {
   auto& st = self->state;
-  if (st.started || st.cfg.neighbours.empty())
+  if (st.started || st.cfg.gossip.neighbours.empty())
     return;
   if (adpsgd(st))
-    for (int r : st.cfg.graph)
+    for (int r : st.cfg.gossip.links)
       if (st.mixers.count(r) == 0)
         return;
   st.started = true;
@@ -274,12 +275,12 @@ void start_when_ready(gossip_actor* self) {
 /// and into the next.
 void init_compression(gossip_actor* self) {
   auto& st = self->state;
-  if (st.cfg.compress.mode == models::compress_mode::none || adpsgd(st) || st.cfg.graph.empty())
+  if (st.cfg.compress.mode == models::compress_mode::none || adpsgd(st) || st.cfg.gossip.links.empty())
     return;
   auto spec = st.cfg.compress;
   spec.seed = st.cfg.seed;
   st.squeeze = std::make_unique<models::compressed_gossip>(spec, st.cfg.gossip.rule, st.cfg.gossip.consensus_lr,
-                                                           st.model->size(), st.cfg.graph);
+                                                           st.model->size(), st.cfg.gossip.links);
   if (st.cfg.resume)
     st.squeeze->restore(st.cfg.resume->f("gossip_estimates"));
   st.save_extra = [self](snapshot& s) { s.put("gossip_estimates", self->state.squeeze->saved()); };
@@ -312,7 +313,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
   auto& st = self->state;
   const bool started = start_worker(self, std::move(cfg), [self] {
     auto& s = self->state;
-    check(s.cfg.mix_weights.size() == s.cfg.graph.size() + 1, "gossip weights do not match the graph");
+    check(s.cfg.gossip.mix_weights.size() == s.cfg.gossip.links.size() + 1, "gossip weights do not match the graph");
     s.pick.seed(s.cfg.seed * 104729 + static_cast<std::uint64_t>(s.cfg.rank));
     init_compression(self);
   });
@@ -330,10 +331,10 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
     .or_else(caf::message_handler{
     [=](wire_atom, std::vector<caf::actor> all) { // every worker's handle, by rank: start
       auto& s = self->state;
-      s.cfg.neighbours = std::move(all);
+      s.cfg.gossip.neighbours = std::move(all);
       if (adpsgd(s)) // tell the neighbours where to average with this worker
-        for (int r : s.cfg.graph)
-          self->send(s.cfg.neighbours[static_cast<std::size_t>(r)], mixer_atom::value, s.cfg.rank, s.mixer);
+        for (int r : s.cfg.gossip.links)
+          self->send(s.cfg.gossip.neighbours[static_cast<std::size_t>(r)], mixer_atom::value, s.cfg.rank, s.mixer);
       start_when_ready(self);
     },
     [=](beat_atom) { self->state.on_beat(self); },

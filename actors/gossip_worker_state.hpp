@@ -50,7 +50,7 @@ struct gossip_state : worker_core {
 using gossip_actor = caf::stateful_actor<gossip_state>;
 
 inline bool adpsgd(const gossip_state& st) {
-  return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.graph.empty();
+  return st.cfg.gossip.mode == gossip_mode::adpsgd && !st.cfg.gossip.links.empty();
 }
 
 /// Ends the step and lets waiting messages in before the next (gossip_worker.cpp).

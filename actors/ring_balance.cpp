@@ -56,7 +56,7 @@ bool apply_balance(ring_worker_actor* self) {
   const int mine = b.batches[static_cast<std::size_t>(st.cfg.rank)];
   st.cfg.batch_size = mine;
   st.batches->set_batch_size(mine);
-  st.cfg.grad_weight = static_cast<float>(static_cast<double>(mine) * st.cfg.world / static_cast<double>(b.total));
+  st.cfg.ring.grad_weight = static_cast<float>(static_cast<double>(mine) * st.cfg.world / static_cast<double>(b.total));
   st.apply_grad_weight();
   return true;
 }
@@ -66,7 +66,7 @@ bool apply_balance(ring_worker_actor* self) {
 void init_balancing(ring_worker_state& st) {
   const auto& c = st.cfg;
   auto& b = st.bal;
-  b.batches = c.balance_batches;
+  b.batches = c.ring.balance_batches;
   check(static_cast<int>(b.batches.size()) == c.world &&
           (c.resume != nullptr || b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size),
         "speed balancing: " + std::to_string(b.batches.size()) + " starting batches for " +
@@ -90,7 +90,8 @@ void init_balancing(ring_worker_state& st) {
     check(sum == b.total && b.batches[static_cast<std::size_t>(c.rank)] == c.batch_size,
           "speed balancing: the checkpoint's split sums to " + std::to_string(sum) + ", the global batch is " +
             std::to_string(b.total) + ", or does not hold this worker's batch");
-    st.cfg.grad_weight = static_cast<float>(static_cast<double>(st.cfg.batch_size) * c.world / static_cast<double>(b.total));
+    st.cfg.ring.grad_weight =
+      static_cast<float>(static_cast<double>(st.cfg.batch_size) * c.world / static_cast<double>(b.total));
     st.apply_grad_weight();
   }
   b.resumed_at = st.step;

@@ -27,13 +27,13 @@ void hand_over(ring_worker_actor* self, std::size_t from) {
   const float scale = 1.f / static_cast<float>(st.ring_world);
   if (st.sharded && st.handed == 0)
     st.trainer->begin_update(); // this round's optimizer step, applied chunk by chunk as the ring owns them
-  for (; st.handed < st.cfg.buckets.size() && st.cfg.buckets[st.handed].first >= from; ++st.handed) {
-    const auto [b, e] = st.cfg.buckets[st.handed];
+  for (; st.handed < st.cfg.ring.buckets.size() && st.cfg.ring.buckets[st.handed].first >= from; ++st.handed) {
+    const auto [b, e] = st.cfg.ring.buckets[st.handed];
     auto view = grads.view(b, {static_cast<std::int64_t>(e - b)});
     if (st.ring)
       st.ring->start(self, st.step, static_cast<int>(st.handed), view, scale);
     else
-      self->send(st.cfg.ring_peer, reduce_atom::value, st.step, static_cast<int>(st.handed), view, scale);
+      self->send(st.cfg.ring.peer, reduce_atom::value, st.step, static_cast<int>(st.handed), view, scale);
   }
 }
 
@@ -50,7 +50,7 @@ void await_mail(ring_worker_actor* self) {
 
 std::unique_ptr<ring_allreduce> make_ring(ring_worker_actor* self, int pos, int world, int tag) {
   const auto& c = self->state.cfg;
-  auto r = std::make_unique<ring_allreduce>(pos, world, tag, c.buckets, c.ring.chunk_floats,
+  auto r = std::make_unique<ring_allreduce>(pos, world, tag, c.ring.buckets, c.ring.chunk_floats,
                                             [self](ring_allreduce::done_info d) {
                                               on_reduced(self, d.round, d.bucket, std::move(d.result), d.wait_seconds);
                                             });
@@ -63,7 +63,7 @@ std::unique_ptr<ring_allreduce> make_ring(ring_worker_actor* self, int pos, int 
 /// A peer is lost: abandons the round in flight and says how far it got.
 void on_reform(ring_worker_actor* self, int generation) {
   auto& st = self->state;
-  if (!st.cfg.elastic || generation <= st.generation) {
+  if (!st.cfg.ring.elastic || generation <= st.generation) {
     st.finish(self, st.who() + "a peer is lost and this ring is not elastic (generation " + std::to_string(generation) + ")");
     return;
   }
@@ -177,7 +177,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
   }
   st.results[static_cast<std::size_t>(bucket)] = std::move(result);
   st.round_wait = std::max(st.round_wait, wait);
-  if (++st.reduced < st.cfg.buckets.size())
+  if (++st.reduced < st.cfg.ring.buckets.size())
     return;
   st.in_round = false;
   st.end_comm();
@@ -254,7 +254,7 @@ void init_sharded_update(ring_worker_actor* self) {
 void init_ring_worker(ring_worker_actor* self) {
   auto& st = self->state;
   const auto& c = st.cfg;
-  st.results.resize(c.buckets.size());
+  st.results.resize(c.ring.buckets.size());
   if (c.ring.balance_every > 0)
     init_balancing(st);
   st.save_extra = [self](snapshot& s) {
@@ -263,10 +263,10 @@ void init_ring_worker(ring_worker_actor* self) {
       s.put("balance_batches", std::vector<std::int64_t>(bb.begin(), bb.end()));
   };
   st.ring_world = c.world;
-  check(!c.elastic || (c.ring_peer == nullptr && !c.ring.sharded_update && c.ring.balance_every == 0),
+  check(!c.ring.elastic || (c.ring.peer == nullptr && !c.ring.sharded_update && c.ring.balance_every == 0),
         "an elastic ring runs itself, without the sharded update or speed balancing");
-  check(!c.ring.wire_bf16 || c.ring_peer == nullptr, "bf16 chunks run on a worker's own ring, without a ring peer");
-  if (c.ring_peer != nullptr)
+  check(!c.ring.wire_bf16 || c.ring.peer == nullptr, "bf16 chunks run on a worker's own ring, without a ring peer");
+  if (c.ring.peer != nullptr)
     return;
   st.ring = make_ring(self, c.rank, c.world, 0);
   st.ring->set_first_round(st.step); // a resumed run's first step
@@ -346,7 +346,7 @@ void on_ring_beat(ring_worker_actor* self) {
   if (s.in_round && s.overdue(s.round_start)) {
     s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
                      std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
-                     std::to_string(s.cfg.buckets.size()) + " buckets back from its ring peer)");
+                     std::to_string(s.cfg.ring.buckets.size()) + " buckets back from its ring peer)");
     return;
   }
   s.on_beat(self);

@@ -42,7 +42,7 @@ void after_pulls(streaming_actor* self);
 /// Fragments, and the shards each is spread over (fragment p's are
 /// p x pieces ... p x pieces + pieces - 1).
 std::size_t fragments(const streaming_state& st) { return static_cast<std::size_t>(st.cfg.ps.fragments); }
-std::size_t pieces(const streaming_state& st) { return st.cfg.ranges.size() / fragments(st); }
+std::size_t pieces(const streaming_state& st) { return st.cfg.ps.ranges.size() / fragments(st); }
 std::int64_t done_steps(const streaming_state& st) { return st.step + 1; }
 bool last_step(const streaming_state& st) { return done_steps(st) >= st.cfg.steps; }
 
@@ -56,7 +56,7 @@ bool push_due(const streaming_state& st, std::size_t p, std::int64_t s) {
 /// progress; they are the base of its next pseudo-gradient.
 bool take_fragment(streaming_actor* self, std::size_t i, const slice& global) {
   auto& st = self->state;
-  const auto [b, e] = st.cfg.ranges[i];
+  const auto [b, e] = st.cfg.ps.ranges[i];
   if (static_cast<std::size_t>(global.numel()) != e - b) {
     st.finish(self, st.who() + "shard " + std::to_string(i) + " of fragment " + std::to_string(i / pieces(st)) +
                       " came back with " + std::to_string(global.numel()) + " values for " + std::to_string(e - b));
@@ -81,7 +81,7 @@ void pull(streaming_actor* self, std::size_t i, void (*then)(streaming_actor*)) 
                                " from shard " + std::to_string(i) + " (" + self->system().render(err) + ")");
   };
   const auto ticket = st.requests.open(failed);
-  self->request(st.cfg.shards[i], st.request_timeout(), pull_atom::value, st.cfg.rank, st.pushes[i / pieces(st)],
+  self->request(st.cfg.ps.handles[i], st.request_timeout(), pull_atom::value, st.cfg.rank, st.pushes[i / pieces(st)],
                 std::int64_t{0})
     .then(
       [=](std::int64_t, slice global, double held) {
@@ -121,7 +121,7 @@ void pull_where(streaming_actor* self, Which which, void (*then)(streaming_actor
 /// What shard i is sent: its range's parameters (the shard averages them),
 /// or, compressed, its pseudo-gradient (base - x) as a payload.
 slice outgoing(streaming_state& st, std::size_t i) {
-  const auto [b, e] = st.cfg.ranges[i];
+  const auto [b, e] = st.cfg.ps.ranges[i];
   auto out = slice::empty({static_cast<std::int64_t>(e - b)});
   std::memcpy(out.data(), st.model->params().data() + b, (e - b) * sizeof(float));
   if (st.squeeze.empty())
@@ -147,7 +147,7 @@ void push(streaming_actor* self, std::size_t p) {
     const auto ticket = st.requests.open(failed);
     auto sent = outgoing(st, i);
     st.report.bytes_sent += static_cast<std::int64_t>(sent.bytes());
-    self->request(st.cfg.shards[i], st.request_timeout(), push_atom::value, st.cfg.rank, st.pushes[p], st.step,
+    self->request(st.cfg.ps.handles[i], st.request_timeout(), push_atom::value, st.cfg.rank, st.pushes[p], st.step,
                   static_cast<std::int64_t>(st.bt.size), std::move(sent))
       .then([=](std::int64_t, std::int64_t) { self->state.requests.close(ticket); },
             [=](caf::error& err) {
@@ -231,17 +231,18 @@ void begin_step(streaming_actor* self) {
 void init_fragments(streaming_state& st) {
   const auto n = fragments(st);
   check(!st.cfg.resume, "streaming DiLoCo does not resume from a checkpoint");
-  check(n >= 1 && st.cfg.ranges.size() % n == 0 && st.cfg.ranges.size() == st.cfg.shards.size(),
-        "streaming: " + std::to_string(st.cfg.ranges.size()) + " shard ranges for " + std::to_string(n) + " fragments");
-  st.base.assign(st.cfg.ranges.size(), slice{});
+  check(n >= 1 && st.cfg.ps.ranges.size() % n == 0 && st.cfg.ps.ranges.size() == st.cfg.ps.handles.size(),
+        "streaming: " + std::to_string(st.cfg.ps.ranges.size()) + " shard ranges for " + std::to_string(n) +
+          " fragments");
+  st.base.assign(st.cfg.ps.ranges.size(), slice{});
   st.pushes.assign(n, 0);
   st.pushed_at.assign(n, -1);
   if (st.cfg.compress.mode == models::compress_mode::none)
     return;
-  for (std::size_t i = 0; i < st.cfg.ranges.size(); ++i) {
+  for (std::size_t i = 0; i < st.cfg.ps.ranges.size(); ++i) {
     auto spec = st.cfg.compress;
     spec.seed = st.cfg.seed + 7919ULL * i;
-    st.squeeze.emplace_back(spec, st.cfg.ranges[i].second - st.cfg.ranges[i].first);
+    st.squeeze.emplace_back(spec, st.cfg.ps.ranges[i].second - st.cfg.ps.ranges[i].first);
   }
 }
 

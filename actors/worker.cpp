@@ -47,7 +47,7 @@ void begin_step(worker_actor* self);
 /// false (and the worker stopped with the error) when it has the wrong size.
 bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const slice& params) {
   auto& st = self->state;
-  const auto [b, e] = st.cfg.ranges[i];
+  const auto [b, e] = st.cfg.ps.ranges[i];
   if (static_cast<std::size_t>(params.numel()) != e - b) {
     st.finish(self, st.who() + "shard " + std::to_string(i) + " sent " + std::to_string(params.numel()) +
                       " parameters for its slice of " + std::to_string(e - b));
@@ -87,12 +87,12 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push);
 /// it and the pull waits for the rebuilt shard; else the worker fails.
 void push_failed(worker_actor* self, std::size_t i, const shard_actor& target, bool with_pull, caf::error& err) {
   auto& s = self->state;
-  if (!s.cfg.shards_may_move) {
+  if (!s.cfg.ps.may_move) {
     s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
     return;
   }
   ++s.report.dropped;
-  if (with_pull && s.cfg.shards[i] != target) // rebuilt already
+  if (with_pull && s.cfg.ps.handles[i] != target) // rebuilt already
     pull_from(self, i, true);
   else if (with_pull)
     s.parked[i] = true;
@@ -131,7 +131,7 @@ void push_taken(worker_actor* self, std::int64_t staleness) {
 /// where `with_pull`.
 void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
   auto& st = self->state;
-  const shard_actor target = st.cfg.shards[i];
+  const shard_actor target = st.cfg.ps.handles[i];
   auto failed = [=](caf::error& err) { push_failed(self, i, target, with_pull, err); };
   const auto ticket = st.requests.open(failed);
   auto given_up = [=](caf::error& err) {
@@ -169,7 +169,7 @@ void push_to(worker_actor* self, std::size_t i, slice grad, bool with_pull) {
 /// written again once sent).
 std::vector<slice> gradient_slices(const worker_state& st) {
   std::vector<slice> out;
-  for (const auto& [b, e] : st.cfg.ranges)
+  for (const auto& [b, e] : st.cfg.ps.ranges)
     out.push_back(slice::empty({static_cast<std::int64_t>(e - b)}));
   return out;
 }
@@ -201,7 +201,7 @@ void compress_all(worker_state& st, std::vector<slice>& grads) {
 /// pseudo-gradients, compressed.
 void fill_pushes(worker_state& st, const float* from, std::vector<slice>& grads) {
   for (std::size_t i = 0; i < grads.size(); ++i)
-    std::memcpy(grads[i].data(), from + st.cfg.ranges[i].first, grads[i].bytes());
+    std::memcpy(grads[i].data(), from + st.cfg.ps.ranges[i].first, grads[i].bytes());
   if (pushes_pseudo(st))
     to_pseudo_gradients(st, grads);
   if (!st.squeeze.empty())
@@ -249,7 +249,7 @@ void send_pace(worker_actor* self, bool with_pull) {
     reply_in(self, with_pull);
   };
   const auto ticket = st.requests.open(failed);
-  self->request(st.cfg.shards[0], st.request_timeout(), pace_atom::value, st.cfg.rank, st.step, pace)
+  self->request(st.cfg.ps.handles[0], st.request_timeout(), pace_atom::value, st.cfg.rank, st.step, pace)
     .then(
       [=](std::int64_t len) {
         auto& s = self->state;
@@ -284,10 +284,10 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
     grads = gradient_slices(st);
     fill_pushes(st, local ? st.model->params().data() : st.trainer->gradients().data(), grads);
   }
-  st.pending = st.cfg.shards.size();
+  st.pending = st.cfg.ps.handles.size();
   // The last step's push needs no parameters back.
   const bool with_pull = st.cfg.ps.uses_push_pull() && st.step + 1 < st.cfg.steps;
-  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i)
+  for (std::size_t i = 0; i < st.cfg.ps.handles.size(); ++i)
     push_to(self, i, std::move(grads[i]), with_pull);
   if (st.cfg.ps.dynamic() && st.step + 1 < st.cfg.steps)
     send_pace(self, with_pull);
@@ -332,11 +332,11 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
   auto& st = self->state;
   const std::int64_t min_clock =
     !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
-  const shard_actor target = st.cfg.shards[i];
+  const shard_actor target = st.cfg.ps.handles[i];
   auto failed = [=](caf::error& err) {
     auto& s = self->state;
-    if (s.cfg.shards_may_move) { // its rank is lost: pull again from the shard rebuilt on rank 0
-      if (s.cfg.shards[i] != target)
+    if (s.cfg.ps.may_move) { // its rank is lost: pull again from the shard rebuilt on rank 0
+      if (s.cfg.ps.handles[i] != target)
         pull_from(self, i, after_push); // rebuilt already
       else
         s.parked[i] = after_push;
@@ -390,8 +390,8 @@ void begin_step(worker_actor* self) {
   // The exchange runs from the end of the last computation (the pushes and
   // their replies) to the start of the next (the pulls): no begin_comm()
   // here, which would drop the pushes' round trip from comm_seconds.
-  st.pending = st.cfg.shards.size();
-  for (std::size_t i = 0; i < st.cfg.shards.size(); ++i)
+  st.pending = st.cfg.ps.handles.size();
+  for (std::size_t i = 0; i < st.cfg.ps.handles.size(); ++i)
     pull_from(self, i, false);
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
@@ -404,10 +404,10 @@ void init_compression(worker_actor* self) {
   if (st.cfg.compress.mode == models::compress_mode::none)
     return;
   std::size_t n = 0;
-  for (std::size_t i = 0; i < st.cfg.ranges.size(); ++i) {
+  for (std::size_t i = 0; i < st.cfg.ps.ranges.size(); ++i) {
     auto spec = st.cfg.compress;
     spec.seed = st.cfg.seed + 7919ULL * i;
-    const auto [b, e] = st.cfg.ranges[i];
+    const auto [b, e] = st.cfg.ps.ranges[i];
     st.squeeze.emplace_back(spec, e - b);
     n += e - b;
   }
@@ -434,8 +434,8 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   auto& st = self->state;
   auto init_kind = [self] {
     auto& s = self->state;
-    s.base_version.assign(s.cfg.shards.size(), 0);
-    s.base.assign(s.cfg.shards.size(), slice{});
+    s.base_version.assign(s.cfg.ps.handles.size(), 0);
+    s.base.assign(s.cfg.ps.handles.size(), slice{});
     s.round_start = s.step;
     s.round_len = s.cfg.ps.local_steps;
     init_compression(self);
@@ -452,10 +452,10 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     [=](snapshot_atom, std::int64_t) { self->state.send_snapshot(self); }, // its replica, to rebuild lost shards from
     [=](rebuilt_atom, int index, caf::actor shard) { // shard `index` rebuilt on rank 0: its rank was lost
       auto& s = self->state;
-      if (!s.cfg.shards_may_move || index < 0 || static_cast<std::size_t>(index) >= s.cfg.shards.size() || !shard)
+      if (!s.cfg.ps.may_move || index < 0 || static_cast<std::size_t>(index) >= s.cfg.ps.handles.size() || !shard)
         return;
       const auto i = static_cast<std::size_t>(index);
-      s.cfg.shards[i] = as_shard(shard);
+      s.cfg.ps.handles[i] = as_shard(shard);
       if (const auto it = s.parked.find(i); it != s.parked.end()) {
         const bool after_push = it->second;
         s.parked.erase(it);

@@ -38,10 +38,10 @@ void worker_core::keep_config(worker_config c) {
 }
 
 void worker_core::build() {
-  model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(),
-                                          cfg.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed);
-  if (cfg.shared_params.defined())
-    model->share_params(cfg.shared_params); // before the trainer binds its replicas
+  const auto seed = cfg.gossip.distinct_init ? cfg.seed + 1000003ULL * static_cast<std::uint64_t>(cfg.rank) : cfg.seed;
+  model = std::make_unique<models::model>(cfg.spec, kernels::device::cpu(), seed);
+  if (cfg.ring.shared_params.defined())
+    model->share_params(cfg.ring.shared_params); // before the trainer binds its replicas
   trainer = std::make_unique<models::trainer>(*model, cfg.opt, cfg.threads, cfg.how);
   if (!cfg.device.is_cpu() || cfg.separate_compute) {
     compute_model = std::make_unique<models::model>(cfg.spec, cfg.device, 0);
@@ -161,9 +161,9 @@ void worker_core::restore(const snapshot& s) {
 }
 
 void worker_core::apply_grad_weight() {
-  trainer->set_loss_scale(cfg.grad_weight);
+  trainer->set_loss_scale(cfg.ring.grad_weight);
   if (compute_trainer)
-    compute_trainer->set_loss_scale(cfg.grad_weight);
+    compute_trainer->set_loss_scale(cfg.ring.grad_weight);
 }
 
 void worker_core::next_batch() {
@@ -246,13 +246,13 @@ void worker_core::count_loss(const models::step_result& r) {
 }
 
 void worker_core::take_time(clock_type::time_point t0, double real_seconds) {
-  if (cfg.in_step)
-    cfg.in_step();
+  if (cfg.faults.in_step)
+    cfg.faults.in_step();
   double extra = cfg.delay_ms * 1e-3;
   if (cfg.jitter_ms > 0)
     extra += std::uniform_real_distribution<double>(0, cfg.jitter_ms * 1e-3)(jitter_rng);
   if (cfg.vclock) { // the compute model's time, not the machine's; nothing sleeps
-    const double slowdown = cfg.slowdown * (cfg.slowdown_now ? cfg.slowdown_now() : 1.0);
+    const double slowdown = cfg.slowdown * (cfg.faults.slowdown_now ? cfg.faults.slowdown_now() : 1.0);
     const double in_batches = model_batch > 0 ? static_cast<double>(bt.size) / model_batch : 1.0;
     cfg.vclock->charge_compute(cfg.rank, step, slowdown * in_batches, extra, real_seconds);
   } else {
@@ -262,8 +262,8 @@ void worker_core::take_time(clock_type::time_point t0, double real_seconds) {
     // slows only the work inside it, however large its factor.
     const double ran = ran_since(t0);
     double busy = cfg.slowdown * ran;
-    if (cfg.slow_spell)
-      busy = cfg.slow_spell(busy, since(t0));
+    if (cfg.faults.slow_spell)
+      busy = cfg.faults.slow_spell(busy, since(t0));
     extra += std::max(0.0, busy - ran);
     if (extra > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(extra));
@@ -330,8 +330,8 @@ void worker_core::end_step(caf::event_based_actor* self) {
   compute_at_step_start = report.compute_seconds;
   ++step;
   ++window.steps;
-  if (cfg.after_step)
-    cfg.after_step(step);
+  if (cfg.faults.after_step)
+    cfg.faults.after_step(step);
   const bool asked = snapshot_steps.erase(step) > 0;
   if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && step < cfg.steps) || asked)
     send_snapshot(self);
@@ -368,16 +368,16 @@ void worker_core::end_step(caf::event_based_actor* self) {
 }
 
 bool worker_core::hold(caf::event_based_actor* self) {
-  if (cfg.killed)
-    if (const auto why = cfg.killed(); !why.empty()) {
+  if (cfg.faults.killed)
+    if (const auto why = cfg.faults.killed(); !why.empty()) {
       die(self, why);
       return held = true;
     }
   const bool was = held;
   const bool waits = wait_at >= 0 && step >= wait_at;
   held = (hold_at >= 0 && step >= hold_at) || waits;
-  if (waits && !was && cfg.reform_to) // the reformer lets the worker back in once every survivor waits here
-    self->send(cfg.reform_to, paused_atom::value, cfg.rank, step);
+  if (waits && !was && cfg.ring.reform_to) // the reformer lets the worker back in once every survivor waits here
+    self->send(cfg.ring.reform_to, paused_atom::value, cfg.rank, step);
   return held;
 }
 

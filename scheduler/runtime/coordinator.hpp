@@ -39,7 +39,7 @@ struct fault_record {
 };
 
 /// Jobs that survive a lost worker: lock-step rings that re-form
-/// (worker_config::elastic), and parameter servers whose shards and
+/// (ring_worker_options::elastic), and parameter servers whose shards and
 /// workers go on with the survivors.
 struct elastic_plan {
   bool on = false;

@@ -347,7 +347,7 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
   std::fflush(stderr);
   switch (s.kind) {
   case fault_kind::kill:
-    if (clock_) { // virtual time: the worker ends at this boundary (worker_config::killed)
+    if (clock_) { // virtual time: the worker ends at this boundary (fault_hooks::killed)
       killed_ = "killed by [[faults]] #" + std::to_string(s.entry + 1) + " after step " + std::to_string(step) +
                 " (virtual time)";
       break;

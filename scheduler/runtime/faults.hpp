@@ -94,8 +94,8 @@ constexpr int max_strikes_per_entry = 4096;
 std::vector<fault_strike> fault_schedule(const std::vector<fault_spec>& specs, int workers, std::uint64_t seed);
 
 /// The strikes that concern one worker's process, applied at its step
-/// boundaries (worker_config::after_step) and in its compute
-/// (worker_config::slowdown_now).
+/// boundaries (fault_hooks::after_step) and in its compute
+/// (fault_hooks::slowdown_now).
 class fault_injector {
 public:
   /// `links`: this process's link faults (across processes; null in one process).
@@ -112,11 +112,11 @@ public:
   void in_step();
   /// The slow factor now (1: none).
   double slowdown_now() const;
-  /// Virtual time: what killed this worker (worker_config::killed), once a
+  /// Virtual time: what killed this worker (fault_hooks::killed), once a
   /// kill has struck; "" until then. In real time a kill ends the process.
   const std::string& killed() const { return killed_; }
   /// How long `work` seconds of computing, begun `begun_ago` seconds ago,
-  /// take under the slow spell (worker_config::slow_spell): `factor` times
+  /// take under the slow spell (fault_hooks::slow_spell): `factor` times
   /// as long while it lasts, full speed after it ends.
   double slowed(double work, double begun_ago) const;
 

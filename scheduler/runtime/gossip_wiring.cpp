@@ -15,21 +15,21 @@ bool asynchronous(const topology_setup& s) { return s.gossip.mode == actors::gos
 /// AD-PSGD: worker r's store records its events (experiment.record), or,
 /// in a replay, follows the run's record of them and runs its steps.
 void mix_record_or_replay(const topology_setup& setup, actors::worker_config& wc) {
-  if (!asynchronous(setup) || wc.graph.empty())
+  if (!asynchronous(setup) || wc.gossip.links.empty())
     return;
   const auto r = static_cast<std::size_t>(wc.rank);
   if (setup.replay) {
     check(r < setup.replay->mixers.size() && setup.replay->mixers[r],
           "replay: no AD-PSGD record of worker " + std::to_string(wc.rank) + " (" +
             std::to_string(setup.replay->mixers.size()) + " mixer records)");
-    wc.mix_replay = setup.replay->mixers[r];
+    wc.gossip.replay = setup.replay->mixers[r];
     wc.steps = setup.replay->steps[r];
   }
   if (setup.record_dir.empty())
     return;
   std::filesystem::create_directories(setup.record_dir);
-  wc.mix_record_path = setup.record_dir + "/mixer-" + std::to_string(wc.rank) + ".gwr";
-  wc.mix_record_max_bytes = setup.record_max_bytes;
+  wc.gossip.record_path = setup.record_dir + "/mixer-" + std::to_string(wc.rank) + ".gwr";
+  wc.gossip.record_max_bytes = setup.record_max_bytes;
 }
 
 } // namespace
@@ -41,11 +41,12 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   const auto graph = gossip_graph(setup.gossip.graph, n, setup.gossip.degree, setup.seed);
   auto config_of = [&](int r, const caf::actor& report_to) {
     auto wc = base_worker(setup, data, r, report_to);
-    wc.graph = graph[static_cast<std::size_t>(r)];
-    wc.gossip = setup.gossip;
-    wc.mix_weights = actors::metropolis_weights(wc.graph, [&graph](int j) { return graph[static_cast<std::size_t>(j)].size(); });
+    wc.gossip = setup.gossip; // the options; the links and weights below
+    wc.gossip.links = graph[static_cast<std::size_t>(r)];
+    wc.gossip.mix_weights = actors::metropolis_weights(
+      wc.gossip.links, [&graph](int j) { return graph[static_cast<std::size_t>(j)].size(); });
     if (setup.node || setup.sim)
-      wc.whole_graph = graph; // a worker can be lost (a process, or a kill in virtual time): the weights among the survivors
+      wc.gossip.whole_graph = graph; // a worker can be lost (a process, or a kill in virtual time): reweigh without it
     mix_record_or_replay(setup, wc);
     return wc;
   };

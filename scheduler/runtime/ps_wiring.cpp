@@ -185,12 +185,12 @@ void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_se
 actors::worker_config ps_worker(const topology_setup& setup, const models::dataset& data, const shard_set& s, int r,
                                 const caf::actor& report_to) {
   auto wc = base_worker(setup, data, r, report_to);
-  wc.shards = s.handles;
-  wc.shards_may_move = shards_may_move(setup) && setup.min_workers > 0;
+  wc.ps = setup.ps; // the options; the handles and ranges below
+  wc.ps.handles = s.handles;
+  wc.ps.may_move = shards_may_move(setup) && setup.min_workers > 0;
   // Then the coordinator knows each worker's pushes (a rebuilt shard's clocks, for SSP) to the step.
-  wc.step_progress = wc.step_progress || wc.shards_may_move;
-  wc.ranges = s.ranges;
-  wc.ps = setup.ps;
+  wc.step_progress = wc.step_progress || wc.ps.may_move;
+  wc.ps.ranges = s.ranges;
   if (setup.replay && static_cast<std::size_t>(r) < setup.replay->steps.size())
     wc.steps = setup.replay->steps[static_cast<std::size_t>(r)];
   return wc;

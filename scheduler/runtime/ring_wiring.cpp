@@ -58,16 +58,16 @@ struct ring_plan {
                                bool replacement = false) const {
     const int n = setup.workers;
     auto wc = base_worker(setup, data, r, report_to, replacement);
-    wc.ring_peer = peer;
-    wc.buckets = buckets;
     wc.ring = setup.ring;
-    wc.elastic = elastic().on;
+    wc.ring.peer = actors::as_reducer(peer);
+    wc.ring.buckets = buckets;
+    wc.ring.elastic = elastic().on;
     // Sample-weighted mean: worker r's gradient counts batch_r / mean batch.
-    wc.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
+    wc.ring.grad_weight = static_cast<float>(wc.batch_size * n / total_batch);
     if (n == 1)
       wc.ring.balance_every = 0; // no one to balance with
     if (wc.ring.balance_every > 0)
-      wc.balance_batches = batches;
+      wc.ring.balance_batches = batches;
     return wc;
   }
 
@@ -88,7 +88,7 @@ struct ring_plan {
       cc.buckets = buckets;
       cc.trace = setup.trace;
       cc.allreduce = [comm = setup.comm](float* buf, std::size_t n) { comm->allreduce(buf, n); };
-      return actors::spawn_collective_peer(sys, std::move(cc));
+      return caf::actor_cast<caf::actor>(actors::spawn_collective_peer(sys, std::move(cc)));
     }
     auto pc = actors::ring_peer_layout(nd.rank(), setup.workers, buckets, setup.ring.chunk_floats, groups);
     pc.trace = setup.trace;
@@ -186,7 +186,7 @@ caf::actor virtual_reformer(caf::actor_system& sys, const ring_plan& p, const ca
   plan.clock = setup.sim;
   plan.respawn = [&sys, &p, coordinator](int r, const caf::actor& reformer) {
     auto wc = p.worker(r, coordinator, {}, true);
-    wc.reform_to = reformer;
+    wc.ring.reform_to = reformer;
     return place_here(p.setup, p.spawn_worker(sys, std::move(wc)), r, true);
   };
   auto handle = place_here(setup, spawn_virtual_reformer(sys, std::move(plan)), 0, false);
@@ -207,7 +207,7 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
                                      setup.resume ? setup.resume->step : 0, setup.sim,
                                      [&setup](const caf::actor& a, int r) { return place_here(setup, a, r, false); });
   // The sharded update in one process: the replicas share one weight buffer
-  // (worker_config::shared_params), which starts as every replica would.
+  // (ring_worker_options::shared_params), which starts as every replica would.
   const bool share = setup.ring.sharded_update && !p.use_peers && !p.compressed && n > 1 && !setup.distinct_init;
   caf::scoped_actor self{sys};
   stop_on_throw guard(sys);
@@ -217,9 +217,9 @@ topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const
   std::vector<caf::actor> workers;
   for (int r = 0; r < n; ++r) {
     auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
-    wc.reform_to = reformer;
+    wc.ring.reform_to = reformer;
     if (share)
-      wc.shared_params = initial.params();
+      wc.ring.shared_params = initial.params();
     workers.push_back(place_here(setup, p.spawn_worker(sys, std::move(wc)), r, true));
     if (!setup.sim)
       guard.add(workers.back());

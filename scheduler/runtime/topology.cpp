@@ -102,12 +102,12 @@ void inject_faults(actors::worker_config& wc, const topology_setup& setup, int r
                                  }),
                   strikes.end());
   auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults, setup.sim);
-  wc.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
-  wc.in_step = [injector] { injector->in_step(); };
-  wc.slowdown_now = [injector] { return injector->slowdown_now(); };
-  wc.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
+  wc.faults.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
+  wc.faults.in_step = [injector] { injector->in_step(); };
+  wc.faults.slowdown_now = [injector] { return injector->slowdown_now(); };
+  wc.faults.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
   if (setup.sim)
-    wc.killed = [injector] { return injector->killed(); };
+    wc.faults.killed = [injector] { return injector->killed(); };
 }
 
 } // namespace
@@ -147,7 +147,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.data = &data;
   wc.log_every = setup.log_every;
   wc.report_to = coordinator;
-  wc.distinct_init = setup.distinct_init;
+  wc.gossip.distinct_init = setup.distinct_init;
   wc.trace = setup.trace;
   wc.eval_every = setup.eval_every;
   wc.checkpoint_every = setup.checkpoint_every; // across processes rank 0 collects them
