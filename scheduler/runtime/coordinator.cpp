@@ -81,14 +81,14 @@ void stop_all(caf::scoped_actor& self, const std::vector<caf::actor>& workers) {
 void begin_stop(coordinator_state& st, caf::scoped_actor& self, const std::vector<caf::actor>& workers,
                 const coordinator_options& o) {
   st.gather->cancel(); // the stop's own pause takes over
-  st.out.interrupted = st.stopping = true;
-  st.stop_sent = clock_type::now();
+  st.out.interrupted = st.stop.requested = true;
+  st.stop.sent = clock_type::now();
   if (!o.checkpoints.on_checkpoint) {
     stop_all(self, workers);
     return;
   }
-  st.pausing = true;
-  st.boundary.assign(st.n, -1);
+  st.stop.pausing = true;
+  st.stop.boundary.assign(st.n, -1);
   for (std::size_t r = 0; r < st.n; ++r)
     if (!st.finished[r])
       self->send(workers[r], actors::pause_atom::value);
@@ -99,28 +99,28 @@ void begin_stop(coordinator_state& st, caf::scoped_actor& self, const std::vecto
 /// were told to stop long enough ago that waiting longer is pointless.
 bool drive(coordinator_state& st, caf::scoped_actor& self, const std::vector<caf::actor>& workers,
            const coordinator_options& o) {
-  if (!st.stopping) { // checkpoints by time
+  if (!st.stop.requested) { // checkpoints by time
     if (st.gather->due())
       st.gather->start(self, workers, st.finished);
     else if (st.gather->pausing()) // a worker lost meanwhile no longer counts; a pause too long is given up
       st.gather->release(self, workers, st.finished, st.gather->pause_too_long());
   }
-  if (!st.stopping && o.stop != nullptr && o.stop->load())
+  if (!st.stop.requested && o.stop != nullptr && o.stop->load())
     begin_stop(st, self, workers, o);
-  if (st.pausing && kernels::waited_longer(st.stop_sent, stop_pause_bound)) {
+  if (st.stop.pausing && kernels::waited_longer(st.stop.sent, stop_pause_bound)) {
     log::warn("the workers did not reach a common step within {} s: stopping without a checkpoint",
               stop_pause_bound.count());
-    st.pausing = false;
-    st.stop_sent = clock_type::now();
+    st.stop.pausing = false;
+    st.stop.sent = clock_type::now();
     stop_all(self, workers);
   }
-  if (!st.stopping && o.budget_samples > 0 && st.total_samples >= o.budget_samples) {
-    st.out.budget_reached = st.stopping = true; // each worker finishes its step and reports
-    st.stop_sent = clock_type::now();
+  if (!st.stop.requested && o.budget_samples > 0 && st.total_samples >= o.budget_samples) {
+    st.out.budget_reached = st.stop.requested = true; // each worker finishes its step and reports
+    st.stop.sent = clock_type::now();
     stop_all(self, workers);
   }
-  return !(st.stopping && !st.pausing &&
-           kernels::waited_longer(st.stop_sent, std::min<std::chrono::milliseconds>(o.timeout, stop_pause_bound)));
+  return !(st.stop.requested && !st.stop.pausing &&
+           kernels::waited_longer(st.stop.sent, std::min<std::chrono::milliseconds>(o.timeout, stop_pause_bound)));
 }
 
 /// One message from the workers (or the transport), or none within `wait`.
@@ -157,9 +157,9 @@ bool receive_one(coordinator_state& st, caf::scoped_actor& self, const std::vect
 /// (cut_off set) each rank's transport says so.
 void note_process_stop(coordinator_state& st, const coordinator_options& o) {
   const auto stopped = kernels::last_stop_end();
-  if (stopped == st.stop_seen)
+  if (stopped == st.stop.seen)
     return;
-  st.stop_seen = stopped;
+  st.stop.seen = stopped;
   if (!o.cut_off)
     log::warn("this process did not run for {:.2f} s (stopped: suspended, Ctrl-Z, a debugger); every worker gets "
               "a fresh {:.2f} s timeout before any is judged silent",
@@ -175,7 +175,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
   st.plan = &o.checkpoints;
   st.gather.emplace(o.checkpoints, st.n, o.timeout);
   st.elastic = &o.elastic;
-  st.back_at = o.elastic.back_at_step;
+  st.reform.back_at = o.elastic.back_at_step;
   st.carried.assign(st.n, 0);
   st.workers = &workers;
   st.self = &self;

@@ -12,45 +12,45 @@
 namespace gradwire::scheduler::detail {
 
 void coordinator_state::start_reform() {
-  survivors.clear();
+  reform.survivors.clear();
   for (std::size_t r = 0; r < n; ++r)
     if (!finished[r])
-      survivors.push_back(static_cast<std::int64_t>(r));
-  if (static_cast<int>(survivors.size()) < std::max(1, elastic->min_workers)) {
-    out.failure = out.faults.back().what + " (" + std::to_string(survivors.size()) +
+      reform.survivors.push_back(static_cast<std::int64_t>(r));
+  if (static_cast<int>(reform.survivors.size()) < std::max(1, elastic->min_workers)) {
+    out.failure = out.faults.back().what + " (" + std::to_string(reform.survivors.size()) +
                   " worker(s) left, train.min_workers = " + std::to_string(elastic->min_workers) + ")";
     return;
   }
-  ++generation;
-  reform_replies.clear();
-  reform_step = -1;
-  adopting.clear();
-  for (auto r : survivors)
-    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::abandon_atom::value, generation);
+  ++reform.generation;
+  reform.replies.clear();
+  reform.step = -1;
+  reform.adopting.clear();
+  for (auto r : reform.survivors)
+    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::abandon_atom::value, reform.generation);
 }
 
 void coordinator_state::on_reform_reply(int rank, std::int64_t at, bool abandoned) {
-  if (!known(rank) || survivors.empty() || reform_step >= 0)
+  if (!known(rank) || reform.survivors.empty() || reform.step >= 0)
     return;
-  reform_replies[rank] = {at, abandoned};
-  if (rank == joining && at == 0 && carried.size() == n) // a new process: the old one's samples still count
+  reform.replies[rank] = {at, abandoned};
+  if (rank == reform.joining && at == 0 && carried.size() == n) // a new process: the old one's samples still count
     carried[static_cast<std::size_t>(rank)] += out.reports[static_cast<std::size_t>(rank)].samples;
-  last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
-  for (auto r : survivors)
-    if (!reform_replies.count(static_cast<int>(r)))
+  live.last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
+  for (auto r : reform.survivors)
+    if (!reform.replies.count(static_cast<int>(r)))
       return;
-  if (awaiting >= 0 && joining != awaiting) { // held at back_at_step: the ring waits for it here
-    if (parked_since == clock_type::time_point{})
-      parked_since = clock_type::now();
+  if (reform.awaiting >= 0 && reform.joining != reform.awaiting) { // held at back_at_step: the ring waits for it here
+    if (reform.parked_since == clock_type::time_point{})
+      reform.parked_since = clock_type::now();
     return;
   }
   decide_reform();
 }
 
 void coordinator_state::decide_reform() {
-  const auto d = scheduler::decide_reform(reform_replies, elastic->host_of);
-  reform_step = d.step;
-  if (joining < 0 && !waited) { // a loss (a worker coming back, or the wait for one, is no fault)
+  const auto d = scheduler::decide_reform(reform.replies, elastic->host_of);
+  reform.step = d.step;
+  if (reform.joining < 0 && !reform.waited) { // a loss (a worker coming back, or the wait for one, is no fault)
     auto& f = out.faults.back();
     f.at_step = d.step;
     f.steps_lost = d.lost_round ? 1 : 0;
@@ -58,54 +58,55 @@ void coordinator_state::decide_reform() {
   // Each survivor behind takes a donor's state straight from it, the
   // donors in turn: no state passes through this rank.
   for (const auto& [donor, behind] : d.transfers) {
-    adopting.insert(behind);
-    (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::give_atom::value, generation,
+    reform.adopting.insert(behind);
+    (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::give_atom::value, reform.generation,
                   (*workers)[static_cast<std::size_t>(behind)]);
   }
-  if (adopting.empty())
+  if (reform.adopting.empty())
     rewire();
 }
 
 void coordinator_state::on_adopted(int rank, int of_generation) {
-  if (of_generation != generation || reform_step < 0 || adopting.erase(rank) == 0)
+  if (of_generation != reform.generation || reform.step < 0 || reform.adopting.erase(rank) == 0)
     return;
-  last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
-  if (adopting.empty())
+  live.last_seen[static_cast<std::size_t>(rank)] = clock_type::now();
+  if (reform.adopting.empty())
     rewire();
 }
 
 void coordinator_state::rewire() {
-  const auto m = survivors.size();
+  const auto m = reform.survivors.size();
+  const auto& ring = reform.survivors;
   for (std::size_t i = 0; i < m; ++i)
-    (*self)->send((*workers)[static_cast<std::size_t>(survivors[i])], actors::reform_atom::value, generation, survivors,
-                  (*workers)[static_cast<std::size_t>(survivors[(i + 1) % m])]);
+    (*self)->send((*workers)[static_cast<std::size_t>(ring[i])], actors::reform_atom::value, reform.generation, ring,
+                  (*workers)[static_cast<std::size_t>(ring[(i + 1) % m])]);
   // [[faults]] back_at_step of a lost worker: the ring holds at that step
-  // for it. Seen from here the workers are a step or two behind where they
-  // are, and a wait begun on their reports re-formed at 61 for a 60 once.
-  for (const auto& [rank, at] : back_at)
-    if (lost(static_cast<std::size_t>(rank)) && at >= reform_step)
-      for (auto r : survivors)
+  // for it. The workers hold there themselves: their reports reach this
+  // thread a step or two late, so a wait begun here would overshoot it.
+  for (const auto& [rank, at] : reform.back_at)
+    if (lost(static_cast<std::size_t>(rank)) && at >= reform.step)
+      for (auto r : reform.survivors)
         (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::hold_at_atom::value, at);
-  if (joining >= 0) { // a lost worker came back: its fault says when
+  if (reform.joining >= 0) { // a lost worker came back: its fault says when
     for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
-      if (it->rank == joining) {
+      if (it->rank == reform.joining) {
         it->rejoined_at = now_s();
-        it->rejoined_step = reform_step;
+        it->rejoined_step = reform.step;
         break;
       }
-    log::info("worker {} is back: the ring goes on with {} workers from step {}", joining, m, reform_step);
-    joining = -1;
-    awaiting = -1;
-    parked_since = {};
-    waited = false;
-    survivors.clear();
+    log::info("worker {} is back: the ring goes on with {} workers from step {}", reform.joining, m, reform.step);
+    reform.joining = -1;
+    reform.awaiting = -1;
+    reform.parked_since = {};
+    reform.waited = false;
+    reform.survivors.clear();
     take_next_join();
     return;
   }
-  if (waited) { // waited for a worker that did not come
-    log::info("the ring goes on with {} workers from step {}", m, reform_step);
-    waited = false;
-    survivors.clear();
+  if (reform.waited) { // waited for a worker that did not come
+    log::info("the ring goes on with {} workers from step {}", m, reform.step);
+    reform.waited = false;
+    reform.survivors.clear();
     take_next_join();
     return;
   }
@@ -113,33 +114,33 @@ void coordinator_state::rewire() {
   f.recovered_at = now_s();
   f.workers_after = static_cast<int>(m);
   log::warn("the ring goes on without worker {}: {} workers from step {} ({:.2f} s after the loss was detected)",
-    f.rank, m, reform_step, f.recovered_at - f.detected_at);
-  survivors.clear();
+    f.rank, m, reform.step, f.recovered_at - f.detected_at);
+  reform.survivors.clear();
   take_next_join();
 }
 
 void coordinator_state::on_rejoin(int rank) {
-  if (!known(rank) || elastic == nullptr || !elastic->on || !elastic->readmit || stopping || !out.failure.empty())
+  if (!known(rank) || elastic == nullptr || !elastic->on || !elastic->readmit || stop.requested || !out.failure.empty())
     return;
-  if (std::find(out.lost.begin(), out.lost.end(), rank) == out.lost.end() || rank == joining)
+  if (std::find(out.lost.begin(), out.lost.end(), rank) == out.lost.end() || rank == reform.joining)
     return;
-  if (rank == awaiting && !survivors.empty() && reform_step < 0 && joining < 0) { // the ring waits for it
+  if (rank == reform.awaiting && !reform.survivors.empty() && reform.step < 0 && reform.joining < 0) { // the ring waits
     readmit_worker(rank);
-    survivors.insert(std::upper_bound(survivors.begin(), survivors.end(), static_cast<std::int64_t>(rank)),
-                     static_cast<std::int64_t>(rank));
-    (*self)->send((*workers)[static_cast<std::size_t>(rank)], actors::abandon_atom::value, generation);
+    auto& ring = reform.survivors;
+    ring.insert(std::upper_bound(ring.begin(), ring.end(), static_cast<std::int64_t>(rank)), static_cast<std::int64_t>(rank));
+    (*self)->send((*workers)[static_cast<std::size_t>(rank)], actors::abandon_atom::value, reform.generation);
     return;
   }
-  if (const auto hold = back_at.find(rank); hold != back_at.end()) { // [[faults]] back_at_step: not before it
-    if (std::find(held.begin(), held.end(), rank) == held.end()) {
-      held.push_back(rank);
+  if (const auto hold = reform.back_at.find(rank); hold != reform.back_at.end()) { // [[faults]] back_at_step: not before
+    if (std::find(reform.held.begin(), reform.held.end(), rank) == reform.held.end()) {
+      reform.held.push_back(rank);
       log::info("worker {} asks to come back: the ring takes it in at step {} (back_at_step)", rank, hold->second);
     }
     return;
   }
-  if (!survivors.empty() || joining >= 0) { // after the re-form in flight
-    if (std::find(joins.begin(), joins.end(), rank) == joins.end())
-      joins.push_back(rank);
+  if (!reform.survivors.empty() || reform.joining >= 0) { // after the re-form in flight
+    if (std::find(reform.joins.begin(), reform.joins.end(), rank) == reform.joins.end())
+      reform.joins.push_back(rank);
     return;
   }
   readmit_worker(rank);
@@ -181,8 +182,8 @@ void coordinator_state::readmit_worker(int rank) {
   out.lost.erase(std::find(out.lost.begin(), out.lost.end(), rank));
   finished[r] = false;
   --done;
-  last_seen[r] = clock_type::now();
-  joining = rank;
+  live.last_seen[r] = clock_type::now();
+  reform.joining = rank;
   log::info("worker {} asks to come back: re-forming the ring with it", rank);
 }
 
@@ -195,36 +196,36 @@ std::int64_t coordinator_state::furthest_step() const {
 }
 
 void coordinator_state::take_held() {
-  if (awaiting >= 0) { // parked: the awaited worker has not come within the bound
-    if (parked_since != clock_type::time_point{} && kernels::waited_longer(parked_since, park_bound())) {
+  if (reform.awaiting >= 0) { // parked: the awaited worker has not come within the bound
+    if (reform.parked_since != clock_type::time_point{} && kernels::waited_longer(reform.parked_since, park_bound())) {
       log::warn("worker {} did not come back within {} ms: the ring goes on without it",
-        awaiting, park_bound().count());
-      awaiting = -1;
-      parked_since = {};
+        reform.awaiting, park_bound().count());
+      reform.awaiting = -1;
+      reform.parked_since = {};
       decide_reform();
     }
     return;
   }
-  if (back_at.empty() || !survivors.empty() || joining >= 0)
+  if (reform.back_at.empty() || !reform.survivors.empty() || reform.joining >= 0)
     return;
   const auto at = furthest_step();
-  for (auto it = back_at.begin(); it != back_at.end(); ++it)
+  for (auto it = reform.back_at.begin(); it != reform.back_at.end(); ++it)
     if (at >= it->second && lost(static_cast<std::size_t>(it->first))) {
       // The ring stops at this step (a re-form) and waits for the worker.
-      awaiting = it->first;
-      waited = true;
-      held.erase(std::remove(held.begin(), held.end(), awaiting), held.end());
-      back_at.erase(it); // once: a later loss of it is a new fault
-      log::info("step {}: the ring waits for worker {} (back_at_step)", at, awaiting);
+      reform.awaiting = it->first;
+      reform.waited = true;
+      reform.held.erase(std::remove(reform.held.begin(), reform.held.end(), reform.awaiting), reform.held.end());
+      reform.back_at.erase(it); // once: a later loss of it is a new fault
+      log::info("step {}: the ring waits for worker {} (back_at_step)", at, reform.awaiting);
       start_reform();
       return;
     }
 }
 
 void coordinator_state::take_next_join() {
-  while (!joins.empty() && joining < 0 && survivors.empty()) {
-    const int r = joins.front();
-    joins.erase(joins.begin());
+  while (!reform.joins.empty() && reform.joining < 0 && reform.survivors.empty()) {
+    const int r = reform.joins.front();
+    reform.joins.erase(reform.joins.begin());
     on_rejoin(r);
   }
 }
@@ -240,11 +241,11 @@ void coordinator_state::go_on_without() {
                   std::to_string(elastic->min_workers) + ")";
     return;
   }
-  ++generation;
+  ++reform.generation;
   for (const auto& s : elastic->shards)
-    (*self)->send(s, actors::reform_atom::value, generation, left);
+    (*self)->send(s, actors::reform_atom::value, reform.generation, left);
   for (auto r : left)
-    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, generation, left);
+    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, reform.generation, left);
   std::int64_t most = 0;
   for (auto r : left)
     most = std::max(most, steps[static_cast<std::size_t>(r)]);
@@ -266,13 +267,13 @@ void coordinator_state::on_lost(actors::worker_report rep) {
     return;
   // Reported by another rank (it lost contact), the lost rank may still
   // be running: it is cut off and told so, and leaves the job.
-  if (cut_off && rep.rank != 0 && !stopping && (carry_on || (elastic != nullptr && elastic->on)))
+  if (cut_off && rep.rank != 0 && !stop.requested && (carry_on || (elastic != nullptr && elastic->on)))
     cut_off(rep.rank, rep.error);
-  if (elastic != nullptr && elastic->on && !stopping) {
+  if (elastic != nullptr && elastic->on && !stop.requested) {
     lose_elastic(std::move(rep));
     return;
   }
-  if (!carry_on && !stopping) {
+  if (!carry_on && !stop.requested) {
     out.failure = rep.error;
     if (elastic != nullptr && !elastic->why_not.empty())
       out.failure += " (" + elastic->why_not + ")";
@@ -294,9 +295,9 @@ void coordinator_state::mark_lost(std::size_t r, actors::worker_report rep, doub
 void coordinator_state::lose_elastic(actors::worker_report rep) {
   const auto r = static_cast<std::size_t>(rep.rank);
   const int rank = rep.rank;
-  if (rank == joining) // lost again while coming back
-    joining = -1;
-  waited = false; // the re-form from here is this loss's
+  if (rank == reform.joining) // lost again while coming back
+    reform.joining = -1;
+  reform.waited = false; // the re-form from here is this loss's
   log::warn("lost worker {}: {}", r, rep.error);
   fault_record f;
   f.origin = t0;
@@ -324,7 +325,7 @@ void coordinator_state::lose_and_carry_on(actors::worker_report rep) {
     steps[r] = std::max(steps[r], rep.steps);
     samples[r] = std::max(samples[r], rep.samples);
   }
-  if (!stopping) {
+  if (!stop.requested) {
     fault_record f;
     f.origin = t0;
     f.rank = rep.rank;
@@ -338,32 +339,32 @@ void coordinator_state::lose_and_carry_on(actors::worker_report rep) {
 }
 
 void coordinator_state::ask_rebuild(int rank) {
-  rebuilding.push_back(rank);
-  if (rebuild_from >= 0)
+  rebuild.ranks.push_back(rank);
+  if (rebuild.from >= 0)
     return; // the replica asked for rebuilds them all
-  for (std::size_t r = 0; r < n && rebuild_from < 0; ++r)
+  for (std::size_t r = 0; r < n && rebuild.from < 0; ++r)
     if (!finished[r] && !lost(r))
-      rebuild_from = static_cast<int>(r);
-  if (rebuild_from < 0) {
+      rebuild.from = static_cast<int>(r);
+  if (rebuild.from < 0) {
     out.failure = "rank " + std::to_string(rank) + " held parameter-server shards and was lost after every other "
                   "worker had finished: no replica is left to rebuild them from (resume from a checkpoint)";
     return;
   }
-  (*self)->send((*workers)[static_cast<std::size_t>(rebuild_from)], actors::snapshot_atom::value,
-                std::int64_t{generation});
+  (*self)->send((*workers)[static_cast<std::size_t>(rebuild.from)], actors::snapshot_atom::value,
+                std::int64_t{reform.generation});
 }
 
 bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::slice& floats) {
-  if (rebuild_from < 0)
+  if (rebuild.from < 0)
     return false;
   std::vector<float> params;
   try {
     const auto f = actors::snapshot_frame::checked(meta, floats, "a replica to rebuild shards from");
-    if (f.who != "worker " + std::to_string(rebuild_from))
+    if (f.who != "worker " + std::to_string(rebuild.from))
       return false;
     params = actors::snapshot::from_parts(meta, floats.defined() ? floats.data() : nullptr,
                                           floats.defined() ? static_cast<std::size_t>(floats.numel()) : 0,
-                                          "worker " + std::to_string(rebuild_from))
+                                          "worker " + std::to_string(rebuild.from))
                .f("params");
   } catch (const std::exception&) {
     return false;
@@ -375,7 +376,7 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
     version += steps[r];
     live[r] = !lost(r);
   }
-  for (int rank : rebuilding) {
+  for (int rank : rebuild.ranks) {
     const auto moved = elastic->rebuild_shards(rank, params, version, steps, live);
     for (const auto& [i, shard] : moved) {
       gather->replace_shard(static_cast<std::size_t>(i), shard);
@@ -384,10 +385,10 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
           (*self)->send((*workers)[r], actors::rebuilt_atom::value, i, caf::actor_cast<caf::actor>(shard));
     }
     log::warn("{} shard(s) of lost rank {} rebuilt on rank 0 from worker {}'s replica (version {}); their optimizer "
-      "state starts afresh", moved.size(), rank, rebuild_from, version);
+      "state starts afresh", moved.size(), rank, rebuild.from, version);
   }
-  rebuilding.clear();
-  rebuild_from = -1;
+  rebuild.ranks.clear();
+  rebuild.from = -1;
   heard_all();
   return true;
 }

@@ -19,8 +19,70 @@ namespace gradwire::scheduler::detail {
 
 using clock_type = std::chrono::steady_clock;
 
-/// The coordinator's state through one run: who finished, who was heard
-/// from when, and the reports so far. A message naming a rank that is not
+/// Who was heard from when: a worker silent for longer than the timeout
+/// (train.step_timeout_s) is lost, or fails the run.
+struct liveness {
+  liveness(std::size_t n, std::chrono::milliseconds t) : timeout(t), last_seen(n, clock_type::now()), heard(n, false) {}
+  std::chrono::milliseconds timeout;
+  std::vector<clock_type::time_point> last_seen;
+  std::vector<bool> heard; ///< a step or a metrics window has come from this rank
+  void saw(std::size_t r) {
+    last_seen[r] = clock_type::now();
+    heard[r] = true;
+  }
+  /// This thread was busy elsewhere (shards asked, an evaluation): no
+  /// worker's silence counts for that time.
+  void excuse_all() {
+    for (auto& t : last_seen)
+      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
+  }
+  /// Unheard for longer than the timeout while this process ran (a stop of
+  /// the whole job is no worker's silence).
+  bool silent(std::size_t r) const { return kernels::waited_longer(last_seen[r], timeout); }
+};
+
+/// The run's end: a stop asked for, and a stop that keeps a checkpoint
+/// (the workers' boundaries as they answer paused_atom, then the step all
+/// run to).
+struct stop_state {
+  bool requested = false;
+  clock_type::time_point sent;
+  clock_type::time_point seen = kernels::last_stop_end(); ///< the end of this process's last stop, as last seen
+  bool pausing = false;
+  std::vector<std::int64_t> boundary;
+  std::int64_t final_step = -1;
+};
+
+/// An elastic ring's re-form in flight, and lost workers coming back.
+struct reform_state {
+  int generation = 0;
+  std::vector<std::int64_t> survivors;
+  std::map<int, std::pair<std::int64_t, bool>> replies; ///< rank -> (steps, abandoned a round)
+  std::int64_t step = -1; ///< the step all go on from
+  std::set<int> adopting; ///< survivors behind, until each has taken a donor's state
+  /// A lost worker whose process asks to come back (a stall or partition
+  /// that outlasted the liveness bound): let back in, then a ring re-form
+  /// with it, where it is the one behind and takes a live peer's state.
+  int joining = -1;
+  std::vector<int> joins; ///< asked while a re-form was in flight
+  std::vector<int> held; ///< asked before their [[faults]] back_at_step
+  /// back_at_step reached: the survivors have re-formed (paused) and the
+  /// ring waits for this worker, up to park_bound(), before it goes on.
+  int awaiting = -1;
+  clock_type::time_point parked_since{};
+  bool waited = false; ///< this re-form is the wait for `awaiting` (no loss)
+  std::map<int, std::int64_t> back_at; ///< elastic_plan::back_at_step, each used once
+};
+
+/// Lost ranks whose shards wait to be rebuilt on rank 0 (an async
+/// parameter server with spread shards), from worker `from`'s replica.
+struct rebuild_state {
+  std::vector<int> ranks;
+  int from = -1;
+};
+
+/// The coordinator's state through one run: who finished, the reports so
+/// far, and each concern's own state above. A message naming a rank that is not
 /// a worker of this run is ignored (a bad peer cannot index past them).
 struct coordinator_state {
   using progress_fn = std::function<void(std::int64_t, std::int64_t)>;
@@ -29,8 +91,8 @@ struct coordinator_state {
 
   coordinator_state(std::size_t worker_count, std::chrono::milliseconds t, const progress_fn& p, const metrics_fn& m,
                     const eval_fn& e, bool carry)
-      : timeout(t), on_progress(p), on_metrics(m), on_eval(e), carry_on(carry), n(worker_count),
-        last_seen(n, clock_type::now()), steps(n, 0), samples(n, 0), finished(n, false), heard(n, false) {
+      : timeout(t), on_progress(p), on_metrics(m), on_eval(e), carry_on(carry), n(worker_count), live(n, t),
+        steps(n, 0), samples(n, 0), finished(n, false) {
     out.reports.resize(n);
   }
 
@@ -44,14 +106,13 @@ struct coordinator_state {
   clock_type::time_point t0 = clock_type::now();
   std::size_t n;
   coordination out;
-  std::vector<clock_type::time_point> last_seen;
+  liveness live;
   std::vector<std::int64_t> steps, samples;
   std::vector<bool> finished;
-  std::vector<bool> heard; ///< a step or a metrics window has come from this rank
   std::size_t done = 0;
-  bool stopping = false;
-  clock_type::time_point stop_sent;
-  clock_type::time_point stop_seen = kernels::last_stop_end(); ///< the end of this process's last stop, as last seen
+  stop_state stop;
+  reform_state reform;
+  rebuild_state rebuild;
 
   bool known(int rank) const { return rank >= 0 && static_cast<std::size_t>(rank) < n; }
 
@@ -59,11 +120,6 @@ struct coordinator_state {
 
   /// Checkpoints being collected: step -> parts by worker rank.
   const checkpoint_plan* plan = nullptr;
-  /// A stop that keeps a checkpoint: the workers' boundaries as they answer
-  /// (paused_atom), then the step all run to (final_step).
-  bool pausing = false;
-  std::vector<std::int64_t> boundary;
-  std::int64_t final_step = -1;
 
   void on_paused(caf::scoped_actor& me, const std::vector<caf::actor>& all, int rank, std::int64_t at) {
     if (gather->pausing() && known(rank)) { // a checkpoint by time
@@ -71,21 +127,21 @@ struct coordinator_state {
       gather->release(me, all, finished, false);
       return;
     }
-    if (!pausing || !known(rank) || final_step >= 0)
+    if (!stop.pausing || !known(rank) || stop.final_step >= 0)
       return;
-    boundary[static_cast<std::size_t>(rank)] = at;
+    stop.boundary[static_cast<std::size_t>(rank)] = at;
     std::int64_t last = 0;
     for (std::size_t r = 0; r < n; ++r) {
-      if (!finished[r] && boundary[r] < 0)
+      if (!finished[r] && stop.boundary[r] < 0)
         return;
-      last = std::max(last, boundary[r]);
+      last = std::max(last, stop.boundary[r]);
     }
-    final_step = last;
+    stop.final_step = last;
     for (std::size_t r = 0; r < n; ++r)
       if (!finished[r])
         me->send(all[r], actors::run_to_atom::value, last);
-    pausing = false; // from here as any stop: the workers finish within the stop's bound
-    stop_sent = clock_type::now();
+    stop.pausing = false; // from here as any stop: the workers finish within the stop's bound
+    stop.sent = clock_type::now();
   }
   /// The checkpoints' parts, gathered (and the pauses of checkpoints by time).
   std::optional<checkpoint_gather> gather;
@@ -95,18 +151,15 @@ struct coordinator_state {
   }
 
   /// Asking the shards for their parts kept this thread from hearing the workers.
-  void heard_all() {
-    for (auto& t : last_seen)
-      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
-  }
+  void heard_all() { live.excuse_all(); }
 
   void on_snapshot(caf::scoped_actor& me, const std::string& meta, const actors::slice& floats) {
-    if (gather->on_part(me, meta, floats, final_step, [this](std::size_t r) { return lost(r); }))
+    if (gather->on_part(me, meta, floats, stop.final_step, [this](std::size_t r) { return lost(r); }))
       heard_all();
   }
 
   void complete_pending(caf::scoped_actor& me) {
-    if (gather->complete_pending(me, final_step, [this](std::size_t r) { return lost(r); }))
+    if (gather->complete_pending(me, stop.final_step, [this](std::size_t r) { return lost(r); }))
       heard_all();
   }
 
@@ -127,7 +180,7 @@ struct coordinator_state {
     const auto r = static_cast<std::size_t>(rep.rank);
     // One failed worker stalls the others: stop at once (not when stopping,
     // where a neighbour that has gone is expected).
-    if (!rep.error.empty() && !stopping)
+    if (!rep.error.empty() && !stop.requested)
       out.failure = rep.error;
     if (r < carried.size())
       rep.samples += carried[r];
@@ -143,11 +196,6 @@ struct coordinator_state {
   const elastic_plan* elastic = nullptr;
   const std::vector<caf::actor>* workers = nullptr;
   caf::scoped_actor* self = nullptr;
-  int generation = 0;
-  std::vector<std::int64_t> survivors;
-  std::map<int, std::pair<std::int64_t, bool>> reform_replies; ///< rank -> (steps, abandoned a round)
-  std::int64_t reform_step = -1; ///< the step all go on from
-  std::set<int> adopting; ///< survivors behind, until each has taken a donor's state
 
   double now_s() const { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
@@ -161,28 +209,13 @@ struct coordinator_state {
 
   void rewire();
 
-  /// A lost worker whose process asks to come back (a stall or partition
-  /// that outlasted the liveness bound): let back in, then a ring re-form
-  /// with it, where it is the one behind and takes a live peer's state.
-  int joining = -1;
-  std::vector<int> joins; ///< asked while a re-form was in flight
-  std::vector<int> held; ///< asked before their [[faults]] back_at_step
-  /// back_at_step reached: the survivors have re-formed (paused) and the
-  /// ring waits for this worker, up to park_bound(), before it goes on.
-  int awaiting = -1;
-  clock_type::time_point parked_since{};
-  bool waited = false; ///< this re-form is the wait for `awaiting` (no loss)
   std::chrono::milliseconds park_bound() const {
     return std::min<std::chrono::milliseconds>(timeout / 2, std::chrono::seconds(30));
   }
   /// Every survivor has said how far it got: the step to go on from, who
   /// gives its state to whom, then the new ring.
   void decide_reform();
-  std::map<int, std::int64_t> back_at; ///< elastic_plan::back_at_step, each used once
   std::vector<std::int64_t> carried; ///< by rank: samples of processes since replaced
-  /// Lost ranks whose shards wait to be rebuilt, from worker `rebuild_from`'s replica.
-  std::vector<int> rebuilding;
-  int rebuild_from = -1;
   /// A lost rank held shards: a survivor's replica is asked for.
   void ask_rebuild(int rank);
   /// That replica: the shards rebuilt on rank 0, every worker told. False: not it.
@@ -223,8 +256,7 @@ struct coordinator_state {
     if (!known(rank))
       return;
     const auto r = static_cast<std::size_t>(rank);
-    last_seen[r] = clock_type::now();
-    heard[r] = true;
+    live.saw(r);
     steps[r] = step;
     samples[r] = sample_count;
     totals();
@@ -232,24 +264,21 @@ struct coordinator_state {
   }
 
   void on_eval_snapshot(std::int64_t step, const actors::slice& params, const actors::slice& state) {
-    if (on_eval && !stopping)
+    if (on_eval && !stop.requested)
       on_eval(step, params, state);
-    for (auto& t : last_seen) // evaluating kept this thread from hearing the workers
-      t = std::max(t, clock_type::now() - std::chrono::milliseconds(50));
+    live.excuse_all(); // evaluating kept this thread from hearing the workers
   }
 
   void on_window(const actors::step_metrics& m) {
     if (!known(m.rank))
       return;
-    last_seen[static_cast<std::size_t>(m.rank)] = clock_type::now();
-    heard[static_cast<std::size_t>(m.rank)] = true;
+    live.saw(static_cast<std::size_t>(m.rank));
     if (on_metrics)
       on_metrics(m);
   }
 
-  /// Worker r, not finished, unheard for longer than the timeout while
-  /// this process ran (a stop of the whole job is no worker's silence).
-  bool silent(std::size_t r) const { return !finished[r] && kernels::waited_longer(last_seen[r], timeout); }
+  /// Worker r, not finished, unheard for longer than the timeout.
+  bool silent(std::size_t r) const { return !finished[r] && live.silent(r); }
   bool any_silent() const {
     for (std::size_t r = 0; r < n; ++r)
       if (silent(r))
@@ -258,19 +287,19 @@ struct coordinator_state {
   }
 
   void check_silence() {
-    for (std::size_t r = 0; r < n && out.failure.empty() && !stopping; ++r) {
+    for (std::size_t r = 0; r < n && out.failure.empty() && !stop.requested; ++r) {
       if (!silent(r))
         continue;
       const auto why = "worker rank " + std::to_string(r) + " silent for " + std::to_string(timeout.count()) +
                        " ms (" +
-                       (heard[r] ? "last heard at step " + std::to_string(steps[r])
+                       (live.heard[r] ? "last heard at step " + std::to_string(steps[r])
                                  : std::string("nothing heard from it since the run began")) +
                        "; train.step_timeout_s)";
       if (!carry_on && !(elastic != nullptr && elastic->on)) {
         out.failure = why;
         continue;
       }
-      last_seen[r] = clock_type::now(); // asked once per timeout
+      live.last_seen[r] = clock_type::now(); // asked once per timeout
       if (cut_off && r != 0) { // its loss comes back as a lost report (worker 0 shares rank 0's process: no cutting)
         cut_off(static_cast<int>(r), why);
         continue;
