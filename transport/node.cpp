@@ -103,34 +103,10 @@ private:
 } // namespace
 
 node::node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& token)
-    : sys_(sys), link_(std::move(l)), unit_(std::make_unique<inline_unit>(&sys)) {
+    : sys_(sys), link_(std::move(l)), unit_(std::make_unique<inline_unit>(&sys)), budget_(link_->size()) {
   ctx_.token = token_hash(token);
   ctx_.rank = link_->rank();
   cut_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(link_->size())); // all false
-  held_ = std::shared_ptr<std::atomic<std::int64_t>[]>(new std::atomic<std::int64_t>[static_cast<std::size_t>(link_->size())]());
-}
-
-std::int64_t node::held_bytes(int r) const {
-  return r >= 0 && r < size() ? held_[static_cast<std::size_t>(r)].load() : 0;
-}
-
-/// Whose bytes a received frame's data are, once decoding has said.
-struct node::held_tag {
-  std::shared_ptr<std::atomic<std::int64_t>[]> held;
-  int src = -1; ///< set after decoding; -1: not counted
-  std::int64_t bytes = 0;
-};
-
-kernels::tensor node::count_held(const kernels::tensor& data, const std::shared_ptr<held_tag>& tag) {
-  // The same memory under a storage of its own, whose last release gives
-  // the bytes back: every tensor decoded from the frame is a view of it.
-  const auto& orig = data.shared_storage();
-  auto st = std::make_shared<kernels::storage>(orig->data(), orig->bytes(), orig->dev(), [keep = orig, tag](void*) mutable {
-    if (tag->src >= 0)
-      tag->held[static_cast<std::size_t>(tag->src)] -= tag->bytes;
-    keep.reset();
-  });
-  return kernels::tensor(std::move(st), data.offset(), data.shape(), data.type());
 }
 
 node::~node() { close(1000); }
@@ -357,12 +333,8 @@ void node::answer(const pending_request& p, caf::message content) {
 
 void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data) {
   try {
-    std::shared_ptr<held_tag> tag;
-    if (peer_budget_ > 0 && data.defined() && data.bytes() > 0) {
-      tag = std::make_shared<held_tag>();
-      tag->held = held_;
-      data = count_held(data, tag);
-    }
+    std::shared_ptr<peer_budget::ticket> ticket;
+    data = budget_.track(data, ticket);
     auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
     if (f.src < 0 || f.src >= size() || f.src == rank())
       throw frame_error("frame claims to come from rank " + std::to_string(f.src));
@@ -371,13 +343,11 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
     if (is_cut_off(f.src)) // nothing it sends is acted on (a failed peer's last frames still are)
       return;
     heard_[static_cast<std::size_t>(f.src)] = now_ms();
-    if (tag) { // counted from here on, given back when the last view of the data goes
-      tag->bytes = static_cast<std::int64_t>(data.bytes());
-      tag->src = f.src;
-      const auto now = held_[static_cast<std::size_t>(f.src)] += tag->bytes;
-      if (now > static_cast<std::int64_t>(peer_budget_)) {
+    if (ticket) { // counted from here on, given back when the last view of the data goes
+      const auto now = budget_.charge(*ticket, f.src, static_cast<std::int64_t>(data.bytes()));
+      if (now > static_cast<std::int64_t>(budget_.limit())) {
         cut_off(f.src, "its frames hold " + std::to_string(now >> 10) + " KiB here that no actor has handled yet, over "
-                         "the budget of " + std::to_string(peer_budget_ >> 10) + " KiB per peer");
+                         "the budget of " + std::to_string(budget_.limit() >> 10) + " KiB per peer");
         return;
       }
     }

@@ -21,6 +21,7 @@
 
 #include "transport/codec.hpp"
 #include "transport/link.hpp"
+#include "transport/peer_budget.hpp"
 #include "transport/slots.hpp"
 
 #include <caf/all.hpp>
@@ -126,9 +127,9 @@ public:
   /// frame from it that local actors have not yet let go of (queued in a
   /// mailbox, or kept). A peer over `bytes` is cut off (cut_off), naming
   /// the figure. 0 (default): unbounded. Set before start().
-  void set_peer_budget(std::size_t bytes) { peer_budget_ = bytes; }
+  void set_peer_budget(std::size_t bytes) { budget_.set_limit(bytes); }
   /// Bytes of `rank`'s frames held here now (0 when no budget is set).
-  std::int64_t held_bytes(int rank) const;
+  std::int64_t held_bytes(int rank) const { return budget_.held(rank); }
   /// Frames refused so far (bad, oversized, wrong token, unknown slot).
   std::int64_t rejected() const { return rejected_.load(); }
   /// Waits for sends in flight, then stops the link and the proxies.
@@ -188,12 +189,7 @@ private:
   /// Cut off: its frames are dropped (read, without a lock, for every frame).
   std::unique_ptr<std::atomic<bool>[]> cut_;
   std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
-  std::size_t peer_budget_ = 0;
-  /// Per rank: bytes of its frames' data still held; shared with the
-  /// tensors that give them back, which may outlive the node.
-  std::shared_ptr<std::atomic<std::int64_t>[]> held_;
-  struct held_tag;
-  kernels::tensor count_held(const kernels::tensor& data, const std::shared_ptr<held_tag>& tag);
+  peer_budget budget_; ///< per rank: its frames' bytes still held here (peer_budget.hpp)
   std::thread beat_;
   std::atomic<bool> stop_beat_{false};
   /// The heartbeat thread's loop (node_liveness.cpp).

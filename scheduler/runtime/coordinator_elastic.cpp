@@ -371,13 +371,13 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
   }
   // An async shard moves a version per push: the pushes so far.
   std::int64_t version = 0;
-  std::vector<bool> live(n);
+  std::vector<bool> in_run(n);
   for (std::size_t r = 0; r < n; ++r) {
     version += steps[r];
-    live[r] = !lost(r);
+    in_run[r] = !lost(r);
   }
   for (int rank : rebuild.ranks) {
-    const auto moved = elastic->rebuild_shards(rank, params, version, steps, live);
+    const auto moved = elastic->rebuild_shards(rank, params, version, steps, in_run);
     for (const auto& [i, shard] : moved) {
       gather->replace_shard(static_cast<std::size_t>(i), shard);
       for (std::size_t r = 0; r < n; ++r)
