@@ -1,6 +1,8 @@
 // Compiled by protocol_misuse.sh, never linked. With MISUSE = 0 it holds
-// correct uses of the shard's typed protocol and must compile; each other
-// value is one wrong use that the compiler must refuse.
+// correct uses of the typed protocols (the shard's, the allreduce peer's)
+// and must compile; each other value is one wrong use that the compiler
+// must refuse.
+#include "actors/reduce_protocol.hpp"
 #include "actors/shard_protocol.hpp"
 
 #include <caf/all.hpp>
@@ -10,7 +12,7 @@
 
 using namespace gradwire::actors;
 
-void use(caf::event_based_actor* self, const shard_actor& shard) {
+void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_actor& peer) {
   const std::chrono::seconds t{1};
   const std::int64_t zero = 0, samples = 16;
 #if MISUSE == 0
@@ -18,6 +20,7 @@ void use(caf::event_based_actor* self, const shard_actor& shard) {
   self->request(shard, t, push_atom::value, 0, zero, zero, samples, slice{}).then([](std::int64_t, std::int64_t) {});
   self->send(shard, pin_atom::value, zero);
   self->send(shard, reform_atom::value, 1, std::vector<std::int64_t>{0, 2});
+  self->send(peer, reduce_atom::value, zero, 0, slice{}, 1.f);
 #elif MISUSE == 1 // a reform's generation as a 64-bit integer
   self->send(shard, reform_atom::value, zero, std::vector<std::int64_t>{0, 2});
 #elif MISUSE == 2 // a pin sent as a snapshot with a flag
@@ -31,6 +34,10 @@ void use(caf::event_based_actor* self, const shard_actor& shard) {
     .then([](std::int64_t, std::int64_t, slice) {});
 #elif MISUSE == 6 // a pull's reply without the seconds it was held
   self->request(shard, t, pull_atom::value, 0, zero, zero).then([](std::int64_t, slice) {});
+#elif MISUSE == 8 // a bucket's scale as a double
+  self->send(peer, reduce_atom::value, zero, 0, slice{}, 1.0);
+#elif MISUSE == 9 // a shard's message sent to an allreduce peer
+  self->send(peer, pin_atom::value, zero);
 #endif
 }
 

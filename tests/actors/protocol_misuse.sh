@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shard's typed protocol is checked by the compiler: protocol_misuse.cpp
+# The typed protocols are checked by the compiler: protocol_misuse.cpp
 # compiles with its correct uses (MISUSE=0), and each wrong use (a message
 # the shard does not take, a reply handler of the wrong shape, a shard that
 # forgets a handler) fails to compile with CAF's diagnostic for it.
@@ -40,4 +40,6 @@ expect 4 "a ring worker's message sent to a shard" "receiver does not accept giv
 expect 5 "a push's reply taken as a push-pull's" "wrong functor signature"
 expect 6 "a pull's reply without the seconds it was held" "wrong functor signature"
 expect 7 "a shard that forgets a message of its protocol" "not enough message handlers"
+expect 8 "a bucket's scale as a double" "receiver does not accept given message"
+expect 9 "a shard's message sent to an allreduce peer" "receiver does not accept given message"
 exit $fail
