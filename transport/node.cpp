@@ -11,6 +11,10 @@ namespace gradwire::transport {
 
 namespace {
 
+/// The liveness thread's heartbeat frame (peer_watch.hpp): it says nothing
+/// but that its sender runs.
+using heartbeat_atom = caf::atom_constant<caf::atom("gwbeat")>;
+
 /// A handle to an actor in another process. Its enqueue encodes and sends
 /// on the sender's own thread: no mailbox, no scheduling hop (as CAF's own
 /// forwarding proxies do for its network layer).
@@ -103,7 +107,8 @@ private:
 } // namespace
 
 node::node(caf::actor_system& sys, std::unique_ptr<link> l, const std::string& token)
-    : sys_(sys), link_(std::move(l)), unit_(std::make_unique<inline_unit>(&sys)), budget_(link_->size()) {
+    : sys_(sys), link_(std::move(l)), unit_(std::make_unique<inline_unit>(&sys)), budget_(link_->size()),
+      watch_(link_->size(), link_->rank()) {
   ctx_.token = token_hash(token);
   ctx_.rank = link_->rank();
   cut_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(link_->size())); // all false
@@ -182,9 +187,6 @@ void node::peer_down(int peer, const std::string& what) {
 void node::start(down_fn on_down, liveness live) {
   on_down_ = std::move(on_down);
   down_.assign(static_cast<std::size_t>(size()), false);
-  heard_ = std::make_unique<std::atomic<std::int64_t>[]>(static_cast<std::size_t>(size()));
-  for (int r = 0; r < size(); ++r)
-    heard_[static_cast<std::size_t>(r)] = now_ms();
   link::handlers h;
   h.receive = [this](const void* header, std::size_t bytes, kernels::tensor data) {
     on_frame(header, bytes, std::move(data));
@@ -194,7 +196,28 @@ void node::start(down_fn on_down, liveness live) {
   link_->start(std::move(h));
   if (size() == 1)
     return;
-  beat_ = std::thread([this, live] { watch(live); });
+  watch_.start(live, watch_hooks());
+}
+
+peer_watch::hooks node::watch_hooks() {
+  peer_watch::hooks h;
+  h.down = [this](int r) {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    return static_cast<bool>(down_[static_cast<std::size_t>(r)]);
+  };
+  h.silent = [this](int r, const std::string& why) {
+    // Down for good: if it was only silent and comes back, it is not heard again.
+    cut_[static_cast<std::size_t>(r)].store(true, std::memory_order_release);
+    peer_down(r, why);
+  };
+  h.beat = [this, beat = caf::make_message(heartbeat_atom::value)](int r) {
+    try {
+      forward(r, slots::heartbeat, nullptr, beat);
+    } catch (const std::exception& e) {
+      reject(e.what());
+    }
+  };
+  return h;
 }
 
 void node::note_failure(const std::string& what) { reject(what); }
@@ -342,7 +365,7 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
       return; // a knock or a readmission: heard even from (and by) a rank cut off
     if (is_cut_off(f.src)) // nothing it sends is acted on (a failed peer's last frames still are)
       return;
-    heard_[static_cast<std::size_t>(f.src)] = now_ms();
+    watch_.heard(f.src);
     if (ticket) { // counted from here on, given back when the last view of the data goes
       const auto now = budget_.charge(*ticket, f.src, static_cast<std::int64_t>(data.bytes()));
       if (now > static_cast<std::int64_t>(budget_.limit())) {
@@ -433,9 +456,7 @@ void node::close(int timeout_ms) {
       return;
     closed_ = true;
   }
-  stop_beat_ = true;
-  if (beat_.joinable())
-    beat_.join();
+  watch_.stop();
   link_->close(timeout_ms);
   std::lock_guard<std::mutex> lk(mu_);
   proxies_.clear();

@@ -22,6 +22,7 @@
 #include "transport/codec.hpp"
 #include "transport/link.hpp"
 #include "transport/peer_budget.hpp"
+#include "transport/peer_watch.hpp"
 #include "transport/slots.hpp"
 
 #include <caf/all.hpp>
@@ -37,17 +38,6 @@
 #include <vector>
 
 namespace gradwire::transport {
-
-/// Liveness: every process sends a heartbeat frame to every peer each
-/// `heartbeat_ms`; a peer silent for `peer_timeout_ms` is reported down,
-/// for good: if it was only stalled (or behind a link that was down) and
-/// comes back, its frames are dropped. Rank 0 sends every peer it reports
-/// down a fence frame; a rank that receives one reports rank 0 down (and
-/// so leaves the job) instead of waiting for peers that went on without it.
-struct liveness {
-  int heartbeat_ms = 200;
-  int peer_timeout_ms = 5000;
-};
 
 class node : public std::enable_shared_from_this<node> {
 public:
@@ -188,12 +178,10 @@ private:
   std::vector<bool> down_;                          ///< reported already
   /// Cut off: its frames are dropped (read, without a lock, for every frame).
   std::unique_ptr<std::atomic<bool>[]> cut_;
-  std::unique_ptr<std::atomic<std::int64_t>[]> heard_; ///< per rank: ms of the last frame
   peer_budget budget_; ///< per rank: its frames' bytes still held here (peer_budget.hpp)
-  std::thread beat_;
-  std::atomic<bool> stop_beat_{false};
-  /// The heartbeat thread's loop (node_liveness.cpp).
-  void watch(liveness live);
+  peer_watch watch_;   ///< heartbeats, and peers silent for too long (peer_watch.hpp)
+  /// What the watch's thread does with a peer (start()).
+  peer_watch::hooks watch_hooks();
   void peer_down(int peer, const std::string& what);
   /// Steady-clock milliseconds (heartbeats, knocks).
   static std::int64_t now_ms() {

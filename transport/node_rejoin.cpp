@@ -138,7 +138,7 @@ void node::dismiss_cut_off(const std::string& why) {
 void node::readmit(int peer) {
   if (peer < 0 || peer >= size() || peer == rank())
     return;
-  heard_[static_cast<std::size_t>(peer)] = now_ms();
+  watch_.heard(peer);
   {
     std::lock_guard<std::mutex> lk(down_mu_);
     down_[static_cast<std::size_t>(peer)] = false;
