@@ -1,5 +1,6 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
+#include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/topology_registry.hpp"
 
 #include <fmt/format.h>
@@ -50,46 +51,31 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     mix_record_or_replay(setup, wc);
     return wc;
   };
-  if (setup.node) { // across processes: this process's worker, its neighbours' proxies
-    // A lost worker: its neighbours leave it out and re-weigh, the
-    // survivors share out its data (no round to abandon: nothing is redone).
-    elastic_plan elastic;
-    elastic.tell_survivors = true;
-    elastic.min_workers = setup.min_workers;
-    elastic.why_not = setup.gossip.graph == "exponential" ? "topology.graph = \"exponential\" (its one-peer schedule needs every worker)"
-                      : setup.min_workers == 0                ? "train.min_workers = 0"
-                                                              : "";
-    elastic.on = elastic.why_not.empty() && n > 1;
-    auto c = run_worker_across(
-      sys, setup, [&](const caf::actor& to) { return actors::spawn_gossip_worker(sys, config_of(setup.node->rank(), to)); },
-      [](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
-        self->send(local, actors::wire_atom::value, all);
-      },
-      on_progress, on_metrics, stop, false, checkpoints_of(setup), elastic);
-    if (!c)
-      return {};
-    if (!c->failure.empty())
-      throw error("gossip across processes: " + c->failure);
-    return replicas_outcome(std::move(*c), false);
-  }
-  caf::scoped_actor self{sys};
-  stop_on_throw guard(sys);
-  std::vector<caf::actor> workers;
-  for (int r = 0; r < n; ++r) {
-    workers.push_back(place_here(setup, actors::spawn_gossip_worker(sys, config_of(r, self)), r, true));
-    if (!setup.sim)
-      guard.add(workers.back());
-  }
-  if (setup.sim) // a worker killed in virtual time: its neighbours leave it out
-    setup.sim->set_reform_targets({}, workers);
+  // A lost worker (a process): its neighbours leave it out and re-weigh,
+  // the survivors share out its data (no round to abandon: nothing is
+  // redone). In virtual time the loop tells them of a kill.
+  elastic_plan elastic;
+  elastic.tell_survivors = true;
+  elastic.min_workers = setup.min_workers;
+  elastic.why_not = setup.gossip.graph == "exponential"
+                      ? "topology.graph = \"exponential\" (its one-peer schedule needs every worker)"
+                    : setup.min_workers == 0 ? "train.min_workers = 0"
+                                             : "";
+  elastic.on = elastic.why_not.empty() && n > 1 && setup.node != nullptr;
+  execution ex(sys, setup);
+  for (int r : ex.ranks())
+    ex.add_worker(r, actors::spawn_gossip_worker(sys, config_of(r, ex.report_to())));
+  ex.tell_on_kill();
   // Each worker starts once it knows every other's handle.
-  for (const auto& w : workers)
-    self->send(w, actors::wire_atom::value, workers);
-  auto c = coordinate_here(self, setup, workers, on_progress, on_metrics, stop, checkpoints_of(setup));
-  end_here(self, setup, workers);
-  if (!c.failure.empty())
-    throw error("gossip: " + c.failure);
-  return replicas_outcome(std::move(c), false);
+  ex.wire([](caf::scoped_actor& self, const caf::actor& mine, const std::vector<caf::actor>& all) {
+    self->send(mine, actors::wire_atom::value, all);
+  });
+  auto c = ex.coordinate(on_progress, on_metrics, stop, checkpoints_of(setup), elastic);
+  if (!c)
+    return {};
+  if (!c->failure.empty())
+    throw error("gossip" + std::string(setup.node ? " across processes" : "") + ": " + c->failure);
+  return replicas_outcome(std::move(*c), false);
 }
 
 namespace {
