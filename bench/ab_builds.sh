@@ -19,16 +19,20 @@ ROUNDS=${3:-5}
 PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Each run writes a fresh results folder; a run that fails prints FAILED
+# (a figure is never read from an earlier run's summary).
 ring() { # bin procs -> samples/s
   local args=(run examples/ring.toml -q --no-report --set train.max_steps=600 --set train.eval_every=1000
               --set topology.workers=$2 --out "$tmp/r")
   [[ $2 -gt 1 ]] && args+=(--procs $2)
-  "$1" "${args[@]}" >/dev/null
+  rm -rf "$tmp/r"
+  "$1" "${args[@]}" >/dev/null || { echo FAILED; return; }
   $PY -c "import json; print(round(json.load(open('$tmp/r/summary.json'))['samples_per_sec']))"
 }
 ps() { # bin -> updates/s
+  rm -rf "$tmp/p"
   "$1" run examples/ps-async.toml --procs 2 -q --no-report --set topology.workers=2 --set topology.shards=1 \
-    --set train.max_steps=1000 --out "$tmp/p" >/dev/null
+    --set train.max_steps=1000 --out "$tmp/p" >/dev/null || { echo FAILED; return; }
   $PY -c "import json; s=json.load(open('$tmp/p/summary.json')); print(round(sum(w['steps'] for w in s['per_worker']) / s['train_seconds']))"
 }
 allreduce() { # bin -> busbw at 256K 1M 4M
