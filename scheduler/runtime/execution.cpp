@@ -102,12 +102,41 @@ const std::vector<caf::actor>& execution::workers() {
 
 void execution::wire(const wire_fn& wire) {
   const auto& all = workers();
-  if (setup_.node) {
-    wire(self_, mine_.front(), all);
-    return;
-  }
-  for (const auto& w : all)
-    wire(self_, w, all);
+  for (int r : ranks())
+    wire(self_, r, all);
+}
+
+caf::actor execution::add_actor(int rank, std::uint32_t slot, const caf::actor& spawned) {
+  others_mine_.push_back(spawned);
+  if (!setup_.sim)
+    guard_.add(spawned);
+  if (setup_.node)
+    setup_.node->publish(slot, spawned);
+  auto handle = setup_.node ? spawned : place_here(setup_, spawned, rank, false);
+  others_[{rank, slot}] = handle;
+  return handle;
+}
+
+caf::actor execution::actor_of(int rank, std::uint32_t slot) {
+  if (rank < 0)
+    return {};
+  if (const auto it = others_.find({rank, slot}); it != others_.end())
+    return it->second;
+  check(setup_.node != nullptr && rank < setup_.workers,
+        "execution: no actor of rank " + std::to_string(rank) + " in slot " + std::to_string(slot));
+  return setup_.node->remote(rank, slot);
+}
+
+void execution::finish() {
+  auto all = std::move(others_mine_);
+  if (!setup_.node) // across processes the worker has ended already
+    all.insert(all.end(), mine_.begin(), mine_.end());
+  if (setup_.node)
+    stop_actors(self_, all);
+  else
+    end_here(self_, setup_, all);
+  others_mine_.clear();
+  mine_.clear();
 }
 
 void execution::tell_on_kill(std::vector<actors::shard_actor> shards) {
@@ -118,11 +147,8 @@ void execution::tell_on_kill(std::vector<actors::shard_actor> shards) {
 std::optional<coordination> execution::coordinate(const progress_fn& on_progress, const metrics_fn& on_metrics,
                                                   const std::atomic<bool>* stop, const checkpoint_plan& checkpoints,
                                                   const elastic_plan& elastic, bool carry_on) {
-  if (!setup_.node) {
-    auto c = coordinate_here(self_, setup_, workers(), on_progress, on_metrics, stop, checkpoints, elastic);
-    end_here(self_, setup_, workers_);
-    return c;
-  }
+  if (!setup_.node)
+    return coordinate_here(self_, setup_, workers(), on_progress, on_metrics, stop, checkpoints, elastic);
   if (setup_.node->rank() != 0) {
     await_worker(self_, mine_.front(), stop);
     return std::nullopt;
@@ -149,17 +175,6 @@ std::optional<coordination> execution::coordinate_across(coordinator_options o, 
     nd.dismiss_cut_off("rank 0 ended the job before letting this rank back in");
   stop_actors(self_, mine_);
   return c;
-}
-
-std::optional<coordination> run_worker_across(
-  caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
-  const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
-  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on,
-  const checkpoint_plan& checkpoints, const elastic_plan& elastic) {
-  execution ex(sys, setup);
-  ex.add_worker(setup.node->rank(), spawn(ex.report_to()));
-  ex.wire(wire);
-  return ex.coordinate(on_progress, on_metrics, stop, checkpoints, elastic, carry_on);
 }
 
 } // namespace gradwire::scheduler

@@ -67,10 +67,11 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     ex.add_worker(r, actors::spawn_gossip_worker(sys, config_of(r, ex.report_to())));
   ex.tell_on_kill();
   // Each worker starts once it knows every other's handle.
-  ex.wire([](caf::scoped_actor& self, const caf::actor& mine, const std::vector<caf::actor>& all) {
-    self->send(mine, actors::wire_atom::value, all);
+  ex.wire([](caf::scoped_actor& self, int r, const std::vector<caf::actor>& all) {
+    self->send(all[static_cast<std::size_t>(r)], actors::wire_atom::value, all);
   });
   auto c = ex.coordinate(on_progress, on_metrics, stop, checkpoints_of(setup), elastic);
+  ex.finish();
   if (!c)
     return {};
   if (!c->failure.empty())

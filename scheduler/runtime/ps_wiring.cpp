@@ -10,6 +10,7 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
+#include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/topology_registry.hpp"
 
 #include <fmt/format.h>
@@ -269,25 +270,13 @@ elastic_plan ps_elastic(caf::actor_system& sys, const topology_setup& setup, sha
   return elastic;
 }
 
-/// In one process (or virtual time): every worker here, `local_workers`.
-coordination run_ps_here(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
-                         const models::dataset& data, shard_set& shards, stop_on_throw& guard,
-                         std::vector<caf::actor>& local_workers, const progress_fn& on_progress,
-                         const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
-  if (setup.sim) // virtual time: the shards on host 0, or shard i on host i mod hosts ("spread")
-    for (std::size_t i = 0; i < shards.handles.size(); ++i)
-      shards.handles[i] = actors::as_shard(setup.sim->place(caf::actor_cast<caf::actor>(shards.handles[i]),
-                                                            setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0));
-  std::vector<caf::actor> handles; // what the coordinator holds: the workers, or their placed handles
-  for (int r = 0; r < setup.workers; ++r) {
-    local_workers.push_back(spawn_ps_worker(sys, ps_worker(setup, data, shards, r, self)));
-    if (!setup.sim)
-      guard.add(local_workers.back());
-    handles.push_back(place_here(setup, local_workers.back(), r, true));
+/// Virtual time: the shards on host 0, or shard i on host i mod hosts
+/// ("spread").
+void place_shards(const topology_setup& setup, shard_set& shards) {
+  for (std::size_t i = 0; i < shards.handles.size(); ++i) {
+    const int host = setup.ps.spread_shards ? static_cast<int>(i) % setup.sim->setup().hosts : 0;
+    shards.handles[i] = actors::as_shard(setup.sim->place(caf::actor_cast<caf::actor>(shards.handles[i]), host));
   }
-  if (setup.sim) // a worker killed in virtual time: the shards and survivors go on without it
-    setup.sim->set_reform_targets(shards.handles, handles);
-  return coordinate_here(self, setup, handles, on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles));
 }
 
 } // namespace
@@ -303,35 +292,31 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   check(setup.ps.backup >= 0 && setup.ps.backup < setup.workers,
         "topology.backup_workers = " + std::to_string(setup.ps.backup) + " must be below topology.workers = " +
           std::to_string(setup.workers));
-  if (setup.node)
-    check_one_worker_per_process(setup);
+  execution ex(sys, setup);
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   auto shards = spawn_shards(sys, setup, initial);
   stop_on_throw guard(sys);
   if (!setup.sim)
     guard.add(shards.own);
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> local_workers;
-  coordination c;
-  if (setup.node) {
-    // An async parameter server waits for no worker: it carries on without one whose process failed.
-    const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
-    const int rank = setup.node->rank();
-    auto got = run_worker_across(
-      sys, setup, [&](const caf::actor& to) { return spawn_ps_worker(sys, ps_worker(setup, data, shards, rank, to)); },
-      [](caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&) {}, // workers start on their own
-      on_progress, on_metrics, stop, carry_on, shard_checkpoints(setup, shards.handles), ps_elastic(sys, setup, shards));
-    if (!got) { // not rank 0: its worker is done
-      if (waits_for_fetch(setup))
-        setup.sync_ranks(shards_fetched);
-      stop_actors(self, shards.own);
-      return {};
-    }
-    c = std::move(*got);
-  } else
-    c = run_ps_here(sys, self, setup, data, shards, guard, local_workers, on_progress, on_metrics, stop);
-  if (!setup.sim) // in virtual time they are done, and every actor ends with the shards below
-    stop_actors(self, local_workers);
+  else
+    place_shards(setup, shards);
+  for (int r : ex.ranks())
+    ex.add_worker(r, spawn_ps_worker(sys, ps_worker(setup, data, shards, r, ex.report_to())));
+  ex.tell_on_kill(shards.handles); // a worker killed in virtual time: the shards and survivors go on without it
+  ex.wire([](caf::scoped_actor&, int, const std::vector<caf::actor>&) {}); // workers start on their own
+  // Across processes an async parameter server waits for no worker: it
+  // carries on without one whose process failed.
+  const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
+  auto& self = ex.self();
+  auto got = ex.coordinate(on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles),
+                           setup.node ? ps_elastic(sys, setup, shards) : elastic_plan{}, carry_on);
+  if (!got) { // not rank 0: its worker is done
+    if (waits_for_fetch(setup))
+      setup.sync_ranks(shards_fetched);
+    stop_actors(self, shards.own);
+    return {};
+  }
+  auto c = std::move(*got);
   if (!c.failure.empty()) {
     end_here(self, setup, shards.own);
     throw error("parameter server: " + c.failure); // the other ranks stop with rank 0
@@ -341,6 +326,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   if (waits_for_fetch(setup))
     setup.sync_ranks(shards_fetched); // the other ranks may let their shards go
   end_here(self, setup, shards.own);
+  ex.finish();
   check(failure.empty(), "parameter server: " + failure);
   out.interrupted = c.interrupted;
   out.budget_reached = c.budget_reached;

@@ -13,6 +13,7 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
+#include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/topology_registry.hpp"
 #include "scheduler/runtime/virtual_reform.hpp"
 
@@ -79,25 +80,6 @@ struct ring_plan {
     return compressed ? actors::spawn_compressed_worker(sys, std::move(wc)) : actors::spawn_ring_worker(sys, std::move(wc));
   }
 
-  /// Across processes: this rank's peer, published for its neighbours (a
-  /// ring peer), or summing through the communicator (a collective peer).
-  caf::actor spawn_peer(caf::actor_system& sys, transport::node& nd) const {
-    if (collective) {
-      actors::collective_peer_config cc;
-      cc.rank = nd.rank();
-      cc.buckets = buckets;
-      cc.trace = setup.trace;
-      cc.allreduce = [comm = setup.comm](float* buf, std::size_t n) { comm->allreduce(buf, n); };
-      return caf::actor_cast<caf::actor>(actors::spawn_collective_peer(sys, std::move(cc)));
-    }
-    auto pc = actors::ring_peer_layout(nd.rank(), setup.workers, buckets, setup.ring.chunk_floats, groups);
-    pc.trace = setup.trace;
-    pc.first_round = setup.resume ? setup.resume->step : 0;
-    auto peer = actors::spawn_ring_peer(sys, pc);
-    nd.publish(transport::slots::ring_peer, peer);
-    return peer;
-  }
-
   /// A flat ring of workers that run it themselves, all at one batch:
   /// survives lost workers (setup.min_workers > 0).
   elastic_plan elastic() const {
@@ -124,46 +106,6 @@ struct ring_plan {
     return e;
   }
 };
-
-/// Across processes: this process's worker (and its peer).
-topology_outcome run_ring_across(caf::actor_system& sys, const ring_plan& p, const progress_fn& on_progress,
-                                 const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
-  const auto& setup = p.setup;
-  auto& nd = *setup.node;
-  const int n = setup.workers;
-  caf::actor peer;
-  stop_on_throw guard(sys);
-  if (p.use_peers) {
-    peer = p.spawn_peer(sys, nd);
-    guard.add(peer);
-  }
-  auto wire = [&](caf::scoped_actor& self, const caf::actor& local, const std::vector<caf::actor>& all) {
-    if (p.use_peers && !p.collective) {
-      auto w = actors::ring_peer_wiring(nd.rank(), n, p.groups);
-      auto at = [&](int r) { return r < 0 ? caf::actor{} : nd.remote(r, transport::slots::ring_peer); };
-      std::vector<caf::actor> members;
-      for (int m : w.members)
-        members.push_back(at(m));
-      self->send(peer, actors::wire_atom::value, at(w.right), at(w.leader_right), members);
-    }
-    self->send(local, actors::wire_atom::value,
-               p.use_peers ? caf::actor{} : all[static_cast<std::size_t>((nd.rank() + 1) % n)], all);
-  };
-  auto c = run_worker_across(
-    sys, setup, [&](const caf::actor& to) { return p.spawn_worker(sys, p.worker(nd.rank(), to, peer)); },
-    wire, on_progress, on_metrics, stop, false, checkpoints_of(setup), p.elastic());
-  if (peer) {
-    if (p.collective) // a peer inside a sum waits for no one now (a rank lost, the run failed)
-      setup.comm->abort("the run is over on rank " + std::to_string(nd.rank()));
-    caf::scoped_actor self{sys};
-    stop_actors(self, {peer});
-  }
-  if (!c)
-    return {};
-  if (!c->failure.empty())
-    throw error(p.name() + " across processes: " + c->failure);
-  return replicas_outcome(std::move(*c), true);
-}
 
 /// Virtual time with kills: the reformer that re-forms the ring (and lets
 /// replacements in) inside the simulation, placed on worker 0's host; null
@@ -194,47 +136,77 @@ caf::actor virtual_reformer(caf::actor_system& sys, const ring_plan& p, const ca
   return handle;
 }
 
-/// In one process: every worker and peer here (in virtual time each
-/// placed on its worker's host, every chunk through the link model).
-topology_outcome run_ring_here(caf::actor_system& sys, const ring_plan& p, const models::model& initial,
-                               const progress_fn& on_progress, const metrics_fn& on_metrics,
-                               const std::atomic<bool>* stop) {
+/// Rank r's peer, spawned here: a ring peer (in virtual time on r's
+/// clock), or across processes with a communicator, a collective peer.
+caf::actor spawn_peer(caf::actor_system& sys, const ring_plan& p, int r) {
+  const auto& setup = p.setup;
+  if (p.collective) {
+    actors::collective_peer_config cc;
+    cc.rank = r;
+    cc.buckets = p.buckets;
+    cc.trace = setup.trace;
+    cc.allreduce = [comm = setup.comm](float* buf, std::size_t n) { comm->allreduce(buf, n); };
+    return caf::actor_cast<caf::actor>(actors::spawn_collective_peer(sys, std::move(cc)));
+  }
+  auto pc = actors::ring_peer_layout(r, setup.workers, p.buckets, setup.ring.chunk_floats, p.groups);
+  pc.trace = setup.trace;
+  pc.first_round = setup.resume ? setup.resume->step : 0;
+  pc.vclock = setup.sim;
+  return actors::spawn_ring_peer(sys, pc);
+}
+
+/// Tells ring peer r its neighbours: its right, its leader's right and
+/// its group's members, as the others reach them.
+void wire_peer(caf::scoped_actor& self, const ring_plan& p, execution& ex, int r) {
+  const auto w = actors::ring_peer_wiring(r, p.setup.workers, p.groups);
+  const auto at = [&ex](int m) { return ex.actor_of(m, transport::slots::ring_peer); };
+  std::vector<caf::actor> members;
+  for (int m : w.members)
+    members.push_back(at(m));
+  self->send(at(r), actors::wire_atom::value, at(w.right), at(w.leader_right), members);
+}
+
+/// Every worker of the ring (and its peer) that runs in this process: all
+/// of them in one process (in virtual time each placed on its worker's
+/// host, every chunk through the link model), one across processes.
+topology_outcome run_ring(caf::actor_system& sys, const ring_plan& p, const models::model& initial,
+                          const progress_fn& on_progress, const metrics_fn& on_metrics,
+                          const std::atomic<bool>* stop) {
   const auto& setup = p.setup;
   const int n = setup.workers;
-  std::vector<caf::actor> peers;
+  execution ex(sys, setup);
   if (p.use_peers)
-    peers = actors::spawn_ring_peers(sys, n, p.buckets, setup.ring.chunk_floats, p.groups, setup.trace, false,
-                                     setup.resume ? setup.resume->step : 0, setup.sim,
-                                     [&setup](const caf::actor& a, int r) { return place_here(setup, a, r, false); });
+    for (int r : ex.ranks())
+      ex.add_actor(r, transport::slots::ring_peer, spawn_peer(sys, p, r));
   // The sharded update in one process: the replicas share one weight buffer
   // (ring_worker_options::shared_params), which starts as every replica would.
-  const bool share = setup.ring.sharded_update && !p.use_peers && !p.compressed && n > 1 && !setup.distinct_init;
-  caf::scoped_actor self{sys};
-  stop_on_throw guard(sys);
-  if (!setup.sim)
-    guard.add(peers);
-  const auto reformer = virtual_reformer(sys, p, self);
-  std::vector<caf::actor> workers;
-  for (int r = 0; r < n; ++r) {
-    auto wc = p.worker(r, self, p.use_peers ? peers[static_cast<std::size_t>(r)] : caf::actor{});
+  const bool share = setup.ring.sharded_update && !p.use_peers && !p.compressed && n > 1 && !setup.distinct_init &&
+                     !setup.node;
+  const auto reformer = virtual_reformer(sys, p, ex.report_to());
+  for (int r : ex.ranks()) {
+    auto wc = p.worker(r, ex.report_to(), p.use_peers ? ex.actor_of(r, transport::slots::ring_peer) : caf::actor{});
     wc.ring.reform_to = reformer;
     if (share)
       wc.ring.shared_params = initial.params();
-    workers.push_back(place_here(setup, p.spawn_worker(sys, std::move(wc)), r, true));
-    if (!setup.sim)
-      guard.add(workers.back());
+    ex.add_worker(r, p.spawn_worker(sys, std::move(wc)));
   }
-  for (int r = 0; r < n; ++r) // the ring is complete: start
-    self->send(workers[static_cast<std::size_t>(r)], actors::wire_atom::value,
-               p.use_peers ? caf::actor{} : workers[static_cast<std::size_t>((r + 1) % n)], workers);
+  ex.wire([&](caf::scoped_actor& self, int r, const std::vector<caf::actor>& all) {
+    if (p.use_peers && !p.collective)
+      wire_peer(self, p, ex, r);
+    self->send(all[static_cast<std::size_t>(r)], actors::wire_atom::value,
+               p.use_peers ? caf::actor{} : all[static_cast<std::size_t>((r + 1) % n)], all);
+  });
   if (reformer)
-    self->send(reformer, actors::wire_atom::value, workers, reformer);
-  auto c = coordinate_here(self, setup, workers, on_progress, on_metrics, stop, checkpoints_of(setup), p.elastic());
-  end_here(self, setup, workers);
-  end_here(self, setup, peers);
-  if (!c.failure.empty())
-    throw error(p.name() + ": " + c.failure);
-  return replicas_outcome(std::move(c), true);
+    ex.self()->send(reformer, actors::wire_atom::value, ex.workers(), reformer);
+  auto c = ex.coordinate(on_progress, on_metrics, stop, checkpoints_of(setup), p.elastic());
+  if (p.collective) // a peer inside a sum waits for no one now (a rank lost, the run failed)
+    setup.comm->abort("the run is over on rank " + std::to_string(setup.node->rank()));
+  ex.finish();
+  if (!c)
+    return {};
+  if (!c->failure.empty())
+    throw error(p.name() + (setup.node ? " across processes: " : ": ") + c->failure);
+  return replicas_outcome(std::move(*c), true);
 }
 
 } // namespace
@@ -247,8 +219,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   check(setup.ring.chunk_floats > 0 && setup.ring.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   const ring_plan plan(setup, data, initial.size());
-  return setup.node ? run_ring_across(sys, plan, on_progress, on_metrics, stop)
-                    : run_ring_here(sys, plan, initial, on_progress, on_metrics, stop);
+  return run_ring(sys, plan, initial, on_progress, on_metrics, stop);
 }
 
 namespace {

@@ -47,19 +47,6 @@ checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<actors::
 /// Across processes: throws unless every process runs one worker.
 void check_one_worker_per_process(const topology_setup& setup);
 
-/// Across processes (setup.node set), the part every wiring shares: this
-/// process runs worker `rank` only. `spawn(report_to)` spawns it (and
-/// whatever it owns); it is published in slots::worker; once every rank has
-/// published, `wire(local, workers)` starts it, workers[r] being rank r's
-/// worker (a proxy unless local). Rank 0 coordinates every worker and
-/// returns the coordination; the others wait for their worker to finish
-/// and return nothing.
-std::optional<coordination> run_worker_across(
-  caf::actor_system& sys, const topology_setup& setup, const std::function<caf::actor(const caf::actor&)>& spawn,
-  const std::function<void(caf::scoped_actor&, const caf::actor&, const std::vector<caf::actor>&)>& wire,
-  const progress_fn& on_progress, const metrics_fn& on_metrics, const std::atomic<bool>* stop, bool carry_on = false,
-  const checkpoint_plan& checkpoints = {}, const elastic_plan& elastic = {});
-
 /// In one process: the handle the wiring hands out for `spawned`, which
 /// belongs to worker `rank` (its worker, `worker`; or its ring peer). In
 /// virtual time the actor placed on that worker's host; else itself.
