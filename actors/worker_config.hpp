@@ -194,8 +194,8 @@ struct worker_config {
 
   /// A ring worker running the ring itself (a neighbour's chunk) and a
   /// parameter-server worker (the shards' replies) wait by polling the
-  /// mailbox (busy ~50 us, then yielding, up to ~2 ms) instead of
-  /// sleeping on CAF's condition variable. Only when the worker threads
+  /// mailbox (kernels/poll_wait.hpp: busy, then yielding, then giving up)
+  /// instead of sleeping on CAF's condition variable. Only when the worker threads
   /// of this process fit its cores, or a poller would take a core from a
   /// computing worker.
   bool spin_wait = false;

@@ -379,7 +379,8 @@ TEST_CASE("mtbf_per_worker: the job's gaps have mean mtbf_s over the workers tha
   const auto per_worker = fault_schedule({each}, 8, 5); // ranks 1 to 7: 7 candidates
   const auto job = fault_schedule({mtbf(fault_kind::stall, 1.0)}, 8, 5);
   REQUIRE(per_worker.size() == job.size());
-  for (std::size_t i = 0; i < job.size(); ++i) { // 7 workers of 7 s each: the job's 1 s, draw for draw
+  // Each candidate's MTBF divided by the candidates is the job's MTBF: the same draws.
+  for (std::size_t i = 0; i < job.size(); ++i) {
     CHECK(per_worker[i].at_seconds == job[i].at_seconds);
     CHECK(per_worker[i].ranks == job[i].ranks);
   }
