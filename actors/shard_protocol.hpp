@@ -39,17 +39,5 @@ using shard_actor = caf::typed_actor<
 /// actor in virtual time, a handle from a message): the cast is unchecked,
 /// so a proxy's far end must be a shard (transport::slots::shard).
 inline shard_actor as_shard(const caf::actor& a) { return caf::actor_cast<shard_actor>(a); }
-inline std::vector<shard_actor> as_shards(const std::vector<caf::actor>& as) {
-  std::vector<shard_actor> out;
-  for (const auto& a : as)
-    out.push_back(as_shard(a));
-  return out;
-}
-inline std::vector<caf::actor> untyped(const std::vector<shard_actor>& shards) {
-  std::vector<caf::actor> out;
-  for (const auto& s : shards)
-    out.push_back(caf::actor_cast<caf::actor>(s));
-  return out;
-}
 
 } // namespace gradwire::actors

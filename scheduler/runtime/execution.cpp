@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <optional>
+#include <utility>
 
 namespace gradwire::scheduler {
 
@@ -128,15 +129,14 @@ caf::actor execution::actor_of(int rank, std::uint32_t slot) {
 }
 
 void execution::finish() {
-  auto all = std::move(others_mine_);
-  if (!setup_.node) // across processes the worker has ended already
-    all.insert(all.end(), mine_.begin(), mine_.end());
-  if (setup_.node)
+  auto all = std::exchange(others_mine_, {});
+  if (setup_.node) { // the worker has ended already (coordinate_across, or on its own)
     stop_actors(self_, all);
-  else
-    end_here(self_, setup_, all);
-  others_mine_.clear();
+    return;
+  }
+  all.insert(all.end(), mine_.begin(), mine_.end());
   mine_.clear();
+  end_here(self_, setup_, all);
 }
 
 void execution::tell_on_kill(std::vector<actors::shard_actor> shards) {
