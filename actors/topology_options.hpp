@@ -138,4 +138,13 @@ struct gossip_options {
   float consensus_lr = 0.f;
 };
 
+/// Every family's options, one member each: the config (run_config) and
+/// the runtime's topology_setup both extend it, so a new family's options
+/// are one struct above and one member here, and reach the wiring whole.
+struct family_options {
+  ps_options ps;
+  ring_options ring;
+  gossip_options gossip;
+};
+
 } // namespace gradwire::actors

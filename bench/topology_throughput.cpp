@@ -23,6 +23,9 @@
 #include "models/dataset.hpp"
 #include "scheduler/app/step_breakdown.hpp"
 #include "scheduler/runtime/topology.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -42,7 +45,7 @@ namespace {
 
 struct variant {
   std::string name;
-  gs::topology_kind kind;
+  const gs::topology_family* kind;
   bool sync = true;
   int local_steps = 0;
   bool sharded_update = true; ///< ring: each worker updates only its chunks
@@ -57,7 +60,7 @@ struct measure {
 
 measure run_once(caf::actor_system& sys, const variant& v, int workers, std::int64_t steps, const gm::dataset& data) {
   gs::topology_setup s;
-  s.kind = v.kind;
+  s.family = v.kind;
   s.workers = workers;
   s.ps.shards = 1;
   s.ps.sync = v.sync;
@@ -133,15 +136,15 @@ struct measured {
 
 std::vector<variant> variants_named(const std::string& only) {
   std::vector<variant> variants = {
-    {"independent", gs::topology_kind::local_sgd, true, 1 << 30},
-    {"ring", gs::topology_kind::ring, true, 0},
-    {"ring-full-update", gs::topology_kind::ring, true, 0, false}, // every worker applies the whole update
-    {"ring-balanced", gs::topology_kind::ring, true, 0, true, 20}, // batches follow each worker's speed
-    {"hierarchical", gs::topology_kind::hierarchical, true, 0},
-    {"ps-sync", gs::topology_kind::parameter_server, true, 0},
-    {"ps-async", gs::topology_kind::parameter_server, false, 0},
-    {"local-sgd-8", gs::topology_kind::local_sgd, true, 8},
-    {"gossip-dpsgd", gs::topology_kind::gossip, true, 0},
+    {"independent", &gs::local_sgd_family, true, 1 << 30},
+    {"ring", &gs::ring_family, true, 0},
+    {"ring-full-update", &gs::ring_family, true, 0, false}, // every worker applies the whole update
+    {"ring-balanced", &gs::ring_family, true, 0, true, 20}, // batches follow each worker's speed
+    {"hierarchical", &gs::hierarchical_family, true, 0},
+    {"ps-sync", &gs::parameter_server_family, true, 0},
+    {"ps-async", &gs::parameter_server_family, false, 0},
+    {"local-sgd-8", &gs::local_sgd_family, true, 8},
+    {"gossip-dpsgd", &gs::gossip_family, true, 0},
   };
   variants.erase(std::remove_if(variants.begin(), variants.end(),
                                 [&](const variant& v) {

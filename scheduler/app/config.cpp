@@ -11,6 +11,8 @@
 #include "scheduler/app/config_toml.hpp"
 #include "scheduler/app/config_transport.hpp"
 #include "scheduler/app/config_virtual.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
 
 #include <toml++/toml.h>
 
@@ -138,7 +140,7 @@ void read_train(reader& r, run_config& c) {
 void read_gossip(reader& r, run_config& c) {
   c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
   c.gossip.graph = r.str("topology.graph");
-  if (c.gossip.graph == "exponential" && c.family && c.family->kind == topology_kind::gossip) {
+  if (c.gossip.graph == "exponential" && c.family == &gossip_family) {
     check(c.workers >= 2 && (c.workers & (c.workers - 1)) == 0,
           r.loc("topology.graph") + " = \"exponential\" needs a power of 2 of workers, and topology.workers = " +
             std::to_string(c.workers));
@@ -224,7 +226,7 @@ void read_topology(reader& r, run_config& c) {
   ps.staleness_lr = r.boolean("topology.staleness_lr");
   const auto local_steps = static_cast<int>(r.integer("topology.local_steps"));
   ps.local_steps = c.family && c.family->takes_local_steps ? local_steps : 0;
-  ps.outer = c.family && c.family->kind == topology_kind::diloco;
+  ps.outer = c.family == &diloco_family;
   check(!ps.outer || c.mode != "ssp",
         r.loc("topology.mode") + " = \"ssp\": DiLoCo runs \"sync\" (the shards average each round) or \"async\" "
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");

@@ -64,7 +64,12 @@ struct virtual_config {
   double restart_s = 2;    ///< train.restarts: a killed worker's new process asks back in after this
 };
 
-struct run_config {
+/// A run as its config gives it. The families' options (ps, ring, gossip)
+/// are the base's, read into the structs that reach the actors whole
+/// (actors/topology_options.hpp). Keys of another kind keep their
+/// defaults: ps.local_steps is 0 unless topology.kind is local-sgd,
+/// ps.staleness_bound -1 unless topology.mode is ssp.
+struct run_config : actors::family_options {
   std::string source; ///< file the config came from (for messages)
 
   std::string name = "default";
@@ -104,16 +109,9 @@ struct run_config {
   bool single() const { return family == nullptr; }
   std::string mode = "sync"; ///< topology.mode as written: sync | async | ssp
   int workers = 2;
-  /// The topology's options, read into the structs that reach its actors
-  /// whole (actors/topology_options.hpp). Keys of another kind keep their
-  /// defaults: ps.local_steps is 0 unless topology.kind is local-sgd,
-  /// ps.staleness_bound -1 unless topology.mode is ssp.
-  actors::ps_options ps;
   /// topology.shard_placement = "per-host": one shard on each host's first
   /// rank; ps.shards is set from the hosts once they are known.
   bool shards_per_host = false;
-  actors::ring_options ring;
-  actors::gossip_options gossip;
   bool same_init = true;
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
   models::compress_spec compress; ///< transport.compress*: the ring's gradient, compressed

@@ -1,6 +1,8 @@
 #include "scheduler/app/config_transport.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 namespace gradwire::scheduler {
 
@@ -29,9 +31,9 @@ void read_compression(reader& r, run_config& c) {
   if (z.mode == models::compress_mode::none)
     return;
   const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
-  const bool ring = c.family && c.family->kind == topology_kind::ring;
+  const bool ring = c.family == &ring_family;
   const bool pushes = c.family && c.family->has_shards;
-  const bool gossip = c.family && c.family->kind == topology_kind::gossip;
+  const bool gossip = c.family == &gossip_family;
   check(ring || pushes || gossip,
         r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients, the pushes to parameter-server "
           "shards or gossip's parameters; topology.kind = \"" + c.topology +
@@ -74,7 +76,7 @@ void read_wire_dtype(reader& r, run_config& c) {
     wire_dtype_pushes(at, w, c);
     return;
   }
-  check(c.family && c.family->kind == topology_kind::ring,
+  check(c.family == &ring_family,
         at + "low precision on the wire is a ring's chunks or the pushes to shards; topology.kind = \"" + c.topology +
           "\" takes transport.compress = \"" + w + "\" for its payloads, with error feedback");
   check(w == "bf16", at + "a ring's chunks cross as bf16 or fp32 (int8 is for pushes to shards, or transport.compress)");

@@ -1,6 +1,7 @@
 #include "scheduler/app/config_virtual.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <algorithm>
 
@@ -57,12 +58,12 @@ void read_host_bandwidth(config_toml::reader& r, run_config& c) {
 /// at that time, as from the coordinator in a real run; a flat ring
 /// re-forms inside the simulation (and only a ring lets a worker back in).
 std::string why_no_kill(const run_config& c, const fault_spec& f) {
-  const bool ring = c.family->kind == topology_kind::ring;
+  const bool ring = c.family == &ring_family;
   if (f.back_at_step > 0 && !ring)
     return "back_at_step: only an elastic ring lets a killed worker back in";
   if (f.back_at_step > 0 && c.restarts == 0)
     return "back_at_step brings the worker back as a new process: set train.restarts (new processes in all)";
-  if (ring || c.family->kind == topology_kind::gossip || c.family->has_shards)
+  if (c.family->survives_kill)
     return "";
   return c.topology + " does not re-form without a lost worker (parameter servers, local SGD, DiLoCo, gossip and a "
                       "flat ring go on without a killed worker)";

@@ -119,7 +119,7 @@ namespace {
 /// communicator (topology.allreduce; config.cpp refuses "collective" where
 /// the actors' ring is needed).
 bool sums_by_collective(const run_config& cfg, const topology_setup& setup) {
-  if (!family_of(setup.kind).sums_buckets || setup.workers < 2 || cfg.ring.path == actors::allreduce_path::actors ||
+  if (!setup.family->sums_buckets || setup.workers < 2 || cfg.ring.path == actors::allreduce_path::actors ||
       !actors_ring_needed(cfg).empty())
     return false;
   // A rendezvous on the loopback (--procs) is one host, where the actors'
@@ -286,14 +286,14 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
     setup.comm = nullptr; // on one host the actors' ring, which lends buffers by reference, is the faster
   if (cfg.shards_per_host)
     place_shards_per_host(setup, *jb);
-  if (setup.by_host && family_of(setup.kind).has_groups)
+  if (setup.by_host && setup.family->has_groups)
     group_by_host(setup, *jb);
   setup.sync_ranks = [&sys, &jb, &setup](int epoch) { barrier(sys, *jb, epoch, static_cast<int>(setup.timeout.count())); };
   publish_barrier(sys, *jb);
   // How long a rank knocks after rank 0 last answered: a stalled one as
   // the config says, a replacement process (train.restarts) 30 s by default.
   const double rejoin_s = !setup.rejoin ? 0 : cfg.rejoin_s > 0 ? cfg.rejoin_s : setup.replacing ? 30 : 0;
-  const peer_failure on_failure{jb->node,  rank, resume_hint_of(cfg), family_of(setup.kind).peers_talk,
+  const peer_failure on_failure{jb->node,  rank, resume_hint_of(cfg), setup.family->peers_talk,
                                 std::make_shared<rejoining>(), rejoin_s, setup.comm};
   const bool replacing = setup.replacing;
   setup.on_published = [&sys, &jb, rank, on_failure, replacing] {

@@ -1,6 +1,7 @@
 #include "scheduler/app/replay.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -35,7 +36,7 @@ std::map<int, fs::path> record_files(const fs::path& dir, const std::string& pre
 /// false for an async parameter server, which needs one. Throws, naming
 /// `where`, for the runs that are not recorded at all.
 bool deterministic_without_record(const run_config& c, const std::string& where) {
-  if (c.family->kind == topology_kind::gossip)
+  if (c.family == &gossip_family)
     return c.gossip.mode != actors::gossip_mode::adpsgd;
   const bool ps = c.family->has_shards && !c.ps.local_sgd();
   check(!(ps && c.ps.backups() > 0),

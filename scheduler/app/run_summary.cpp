@@ -203,7 +203,7 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
 nlohmann::json summary_of(const run_facts& f) {
   const auto& cfg = f.cfg;
   const auto& res = f.res;
-  const auto& family = family_of(f.setup.kind);
+  const auto& family = *f.setup.family;
   return {
     {"name", cfg.name},
     {"status", res.interrupted ? "interrupted" : "completed"},

@@ -6,7 +6,7 @@
 
 namespace gradwire::scheduler {
 
-bool lockstep(const topology_setup& s) { return family_of(s.kind).lock_step(s); }
+bool lockstep(const topology_setup& s) { return s.family->lock_step(s); }
 
 step_breakdown breakdown_of(const std::vector<actors::worker_report>& reports) {
   if (reports.empty())

@@ -143,7 +143,7 @@ void start_virtual(caf::actor_system& sys, const run_config& cfg, const models::
 /// The run's first line.
 std::string banner(const run_config& cfg, const topology_setup& setup) {
   return fmt::format("gradwire: {} | {}{} | {} worker(s) x {} thread(s) | {} | {} | results in {}", cfg.name,
-                     family_of(setup.kind).describe(setup), cfg.virt.on ? " | virtual clock" : "", cfg.workers,
+                     setup.family->describe(setup), cfg.virt.on ? " | virtual clock" : "", cfg.workers,
                      setup.threads, cfg.model.kind,
                      setup.budget_samples > 0
                        ? fmt::format("{} samples shared out by speed (train.budget)", setup.budget_samples)
@@ -200,7 +200,7 @@ void write_failure(results_writer& out, const run_config& cfg, const topology_se
                      {"status", "failed"},
                      {"error", what},
                      {"topology", cfg.topology},
-                     {"description", family_of(setup.kind).describe(setup)},
+                     {"description", setup.family->describe(setup)},
                      {"workers", cfg.workers},
                      {"processes", jb ? jb->launch.size : 1},
                      {"launch", jb ? jb->launch.source : "single process"},

@@ -15,21 +15,19 @@ namespace {
 void set_topology(topology_setup& setup, const run_config& cfg) {
   check(!cfg.single(), cfg.source + ": topology.kind = \"single\" trains one worker without actors (run_single); "
                       "a wiring needs one of: " + family_names());
-  setup.kind = cfg.family->kind;
+  setup.family = cfg.family;
   setup.by_host = cfg.family->has_shards ? cfg.shards_per_host : cfg.family->has_groups && cfg.ring.group_size == 0;
   setup.spec = cfg.model;
   setup.opt = cfg.opt;
   setup.workers = cfg.workers;
-  setup.ps = cfg.ps;
+  static_cast<actors::family_options&>(setup) = cfg; // every family's options, whole
   if (cfg.shards_per_host) // one host in one process; across processes join_across counts them
     setup.ps.shards = cfg.virt.on ? cfg.virt.hosts : 1;
-  setup.ring = cfg.ring;
   if (setup.ring.group_size == 0) { // by host: one host in one process; across processes join_across decides
     setup.ring.group_size = cfg.virt.on ? cfg.virt.workers_per_host : cfg.workers;
     if (cfg.virt.on && !cfg.virt.host_workers.empty())
       setup.ring.group_of = cfg.virt.host_of(); // hosts of different sizes
   }
-  setup.gossip = cfg.gossip;
   setup.compress = cfg.compress;
   setup.distinct_init = !cfg.same_init;
   setup.faults = fault_schedule(cfg.faults, cfg.workers, cfg.seed);
@@ -81,7 +79,7 @@ void set_workers(topology_setup& setup, const run_config& cfg) {
       setup.worker_lr_scale.push_back(g.lr_scale);
     }
   for (const auto& g : cfg.nodes) // where replicas must stay equal, every worker applies the same update
-    check(g.lr_scale == 1.0 || family_of(setup.kind).per_worker_lr(setup),
+    check(g.lr_scale == 1.0 || setup.family->per_worker_lr(setup),
           g.where + " (group '" + g.name + "'): lr_scale works where a worker's updates are its own (async or SSP "
                     "parameter server, local SGD, gossip); topology " + cfg.topology +
             " keeps every replica equal");
@@ -131,7 +129,7 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     global_batch += b;
     smallest = std::min(smallest, b);
   }
-  const bool one_batch_updates = family_of(setup.kind).shares_budget(setup); // each update is one worker's batch
+  const bool one_batch_updates = setup.family->shares_budget(setup); // each update is one worker's batch
   // The learning rate: scaled to the global batch and scheduled over the
   // steps each worker runs (with a shared budget, its mean share).
   setup.opt = optimizer_for(cfg, per_epoch, setup.steps, one_batch_updates ? cfg.batch_size : global_batch);

@@ -1,7 +1,7 @@
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/runtime/execution.hpp"
-#include "scheduler/runtime/topology_registry.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
 
 #include <fmt/format.h>
 
@@ -88,10 +88,9 @@ std::string gossip_describe(const topology_setup& s) {
 
 } // namespace
 
-extern const topology_family gossip_family;
 const topology_family gossip_family{
-  topology_kind::gossip,
   "gossip",
+  /*order=*/5,
   "decentralised averaging with neighbours on a graph (topology.gossip dpsgd or adpsgd)",
   /*has_shards=*/false,
   /*peers_talk=*/true,
@@ -99,6 +98,7 @@ const topology_family gossip_family{
   /*takes_local_steps=*/false,
   /*splits_batch=*/false,
   /*sums_buckets=*/false,
+  /*survives_kill=*/true,
   run_gossip_wiring,
   never,
   asynchronous,
@@ -107,5 +107,6 @@ const topology_family gossip_family{
   gossip_mode_name,
   gossip_describe,
 };
+GRADWIRE_REGISTER_FAMILY(gossip_family);
 
 } // namespace gradwire::scheduler

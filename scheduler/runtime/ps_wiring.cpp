@@ -11,7 +11,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/runtime/execution.hpp"
-#include "scheduler/runtime/topology_registry.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
 
 #include <fmt/format.h>
 
@@ -284,10 +284,10 @@ void place_shards(const topology_setup& setup, shard_set& shards) {
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
                                const std::atomic<bool>* stop) {
-  check(family_of(setup.kind).takes_local_steps == (setup.ps.local_steps > 0),
+  check((*setup.family).takes_local_steps == (setup.ps.local_steps > 0),
         setup.ps.local_steps > 0 ? "ps_options::local_steps > 0 is local SGD: topology.kind must be local-sgd or diloco"
                              : "local SGD and DiLoCo need topology.local_steps of 1 or more");
-  check(setup.ps.outer == (setup.kind == topology_kind::diloco),
+  check(setup.ps.outer == (setup.family == &diloco_family),
         "ps_options::outer (DiLoCo's outer step) goes with topology.kind = \"diloco\" and only with it");
   check(setup.ps.backup >= 0 && setup.ps.backup < setup.workers,
         "topology.backup_workers = " + std::to_string(setup.ps.backup) + " must be below topology.workers = " +
@@ -395,10 +395,9 @@ std::int64_t local_sgd_time_grid(const topology_setup& s) {
 
 } // namespace
 
-extern const topology_family parameter_server_family;
 const topology_family parameter_server_family{
-  topology_kind::parameter_server,
   "parameter-server",
+  /*order=*/0,
   "workers pull parameter slices from shards and push gradient slices (topology.mode sync, async or ssp)",
   /*has_shards=*/true,
   /*peers_talk=*/false,
@@ -406,6 +405,7 @@ const topology_family parameter_server_family{
   /*takes_local_steps=*/false,
   /*splits_batch=*/false,
   /*sums_buckets=*/false,
+  /*survives_kill=*/true,
   run_ps_wiring,
   ps_lock_step,
   ps_shares_budget,
@@ -414,11 +414,11 @@ const topology_family parameter_server_family{
   ps_mode,
   ps_describe,
 };
+GRADWIRE_REGISTER_FAMILY(parameter_server_family);
 
-extern const topology_family local_sgd_family;
 const topology_family local_sgd_family{
-  topology_kind::local_sgd,
   "local-sgd",
+  /*order=*/1,
   "workers step on their own and their parameters are averaged by shards every topology.local_steps",
   /*has_shards=*/true,
   /*peers_talk=*/false,
@@ -426,6 +426,7 @@ const topology_family local_sgd_family{
   /*takes_local_steps=*/true,
   /*splits_batch=*/false,
   /*sums_buckets=*/false,
+  /*survives_kill=*/true,
   run_ps_wiring,
   never,
   never,
@@ -434,11 +435,11 @@ const topology_family local_sgd_family{
   local_sgd_mode,
   local_sgd_describe,
 };
+GRADWIRE_REGISTER_FAMILY(local_sgd_family);
 
-extern const topology_family diloco_family;
 const topology_family diloco_family{
-  topology_kind::diloco,
   "diloco",
+  /*order=*/2,
   "local SGD whose shards apply the workers' average every topology.local_steps as an outer SGD step with Nesterov momentum (topology.outer_lr, topology.outer_momentum)",
   /*has_shards=*/true,
   /*peers_talk=*/false,
@@ -446,6 +447,7 @@ const topology_family diloco_family{
   /*takes_local_steps=*/true,
   /*splits_batch=*/false,
   /*sums_buckets=*/false,
+  /*survives_kill=*/true,
   run_ps_wiring,
   never,
   diloco_shares_budget,
@@ -454,5 +456,6 @@ const topology_family diloco_family{
   diloco_mode,
   diloco_describe,
 };
+GRADWIRE_REGISTER_FAMILY(diloco_family);
 
 } // namespace gradwire::scheduler

@@ -14,7 +14,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/runtime/execution.hpp"
-#include "scheduler/runtime/topology_registry.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 #include "scheduler/runtime/virtual_reform.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +41,7 @@ struct ring_plan {
   double total_batch = 0;
 
   ring_plan(const topology_setup& s, const models::dataset& d, std::size_t size)
-      : setup(s), data(d), hier(s.kind == topology_kind::hierarchical),
+      : setup(s), data(d), hier(s.family == &hierarchical_family),
         use_peers(s.compress.mode == models::compress_mode::none && (hier || s.ring.overlap || (s.node && s.comm))),
         collective(use_peers && s.node && s.comm), compressed(s.compress.mode != models::compress_mode::none),
         groups(!hier                      ? actors::ring_groups{}
@@ -214,7 +214,7 @@ topology_outcome run_ring(caf::actor_system& sys, const ring_plan& p, const mode
 topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                  const progress_fn& on_progress, const metrics_fn& on_metrics,
                                  const std::atomic<bool>* stop) {
-  check(setup.kind != topology_kind::hierarchical || setup.ring.group_size >= 1 || !setup.ring.group_of.empty(),
+  check(setup.family != &hierarchical_family || setup.ring.group_size >= 1 || !setup.ring.group_of.empty(),
         "topology.group_size must be at least 1");
   check(setup.ring.chunk_floats > 0 && setup.ring.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
@@ -252,10 +252,9 @@ std::string hierarchical_describe(const topology_setup& s) {
 
 } // namespace
 
-extern const topology_family ring_family;
 const topology_family ring_family{
-  topology_kind::ring,
   "ring",
+  /*order=*/3,
   "ring allreduce of gradient buckets",
   /*has_shards=*/false,
   /*peers_talk=*/true,
@@ -263,6 +262,7 @@ const topology_family ring_family{
   /*takes_local_steps=*/false,
   /*splits_batch=*/true,
   /*sums_buckets=*/true,
+  /*survives_kill=*/true,
   run_ring_wiring,
   always,
   never,
@@ -271,11 +271,11 @@ const topology_family ring_family{
   ring_mode,
   ring_describe,
 };
+GRADWIRE_REGISTER_FAMILY(ring_family);
 
-extern const topology_family hierarchical_family;
 const topology_family hierarchical_family{
-  topology_kind::hierarchical,
   "hierarchical",
+  /*order=*/4,
   "ring allreduce within groups (topology.group_size, or by host), then across the group leaders",
   /*has_shards=*/false,
   /*peers_talk=*/true,
@@ -283,6 +283,7 @@ const topology_family hierarchical_family{
   /*takes_local_steps=*/false,
   /*splits_batch=*/true,
   /*sums_buckets=*/true,
+  /*survives_kill=*/false,
   run_ring_wiring,
   always,
   never,
@@ -291,5 +292,6 @@ const topology_family hierarchical_family{
   hierarchical_mode,
   hierarchical_describe,
 };
+GRADWIRE_REGISTER_FAMILY(hierarchical_family);
 
 } // namespace gradwire::scheduler

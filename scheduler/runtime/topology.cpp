@@ -66,7 +66,7 @@ std::int64_t checkpoint_grid(const topology_setup& setup) {
     return setup.checkpoint_every;
   if (setup.checkpoint_every_s <= 0)
     return 0;
-  return family_of(setup.kind).time_grid(setup);
+  return setup.family->time_grid(setup);
 }
 
 checkpoint_plan checkpoints_of(const topology_setup& setup, std::vector<actors::shard_actor> shards,
@@ -257,15 +257,6 @@ void check_one_worker_per_process(const topology_setup& setup) {
 
 namespace {
 
-/// Whether the survivors of a kill go on without it in virtual time: a
-/// parameter server's shards and workers, or gossip's neighbours, told by
-/// the loop at the kill's time (simulation::lose_worker); a flat ring
-/// re-formed by the simulation's reformer (virtual_reform.hpp). A
-/// hierarchical ring does not re-form.
-bool survivors_go_on(const topology_setup& setup) {
-  return setup.kind == topology_kind::gossip || setup.kind == topology_kind::ring || family_of(setup.kind).has_shards;
-}
-
 /// What virtual time runs so far, and what it refuses (each names the key).
 void check_virtual(const topology_setup& setup) {
   const auto refuse = [](bool bad, const std::string& what) {
@@ -274,7 +265,7 @@ void check_virtual(const topology_setup& setup) {
   refuse(setup.node != nullptr, "simulates every worker in one process: run it without --procs or a launcher");
   for (const auto& f : setup.faults) {
     const auto which = "(#" + std::to_string(f.entry + 1) + " is " + to_string(f.kind) + ")";
-    refuse(f.kind == fault_kind::kill && !survivors_go_on(setup),
+    refuse(f.kind == fault_kind::kill && !setup.family->survives_kill,
            "simulates a kill where the survivors go on: parameter servers (local SGD and DiLoCo too), gossip and a "
            "flat ring, not a hierarchical ring " + which);
   }
@@ -296,7 +287,8 @@ topology_outcome run_topology(caf::actor_system& sys, const topology_setup& setu
             (f.kind == fault_kind::kill ? "kills a worker's process, and in one process the whole run would end"
                                         : "acts on the links between processes, and one process has none") +
             ": run the job across processes (--procs N)");
-  const auto& family = family_of(setup.kind);
+  check(setup.family != nullptr, "topology_setup::family is null: give a family's row");
+  const auto& family = *setup.family;
   if (setup.resume) { // every part there before any actor is spawned
     const int shards = family.has_shards ? setup.ps.shards : 0;
     for (int r = 0; r < setup.workers; ++r)

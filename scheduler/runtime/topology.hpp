@@ -51,18 +51,20 @@ struct resume_point {
   std::shared_ptr<const actors::snapshot> part(const std::string& who) const;
 };
 
-/// A family of wirings; its row in topology_registry.hpp says everything
+/// A family of wirings: its row (topology_registry.hpp) says everything
 /// that depends on it.
-enum class topology_kind { parameter_server, local_sgd, diloco, ring, hierarchical, gossip };
+struct topology_family;
+/// The parameter server's row (ps_wiring.hpp), the setup's default.
+extern const topology_family parameter_server_family;
 
-struct topology_setup {
-  topology_kind kind = topology_kind::parameter_server;
+/// A job as the runtime wires it. The families' own options (ps, ring,
+/// gossip) are the base's, whole (actors/topology_options.hpp).
+struct topology_setup : actors::family_options {
+  /// Never null: run_topology reads the wiring and its rules from the row.
+  const topology_family* family = &parameter_server_family;
   models::model_spec spec;
   models::optimizer_spec opt;
   int workers = 2;
-  /// The topology's own options, whole (actors/topology_options.hpp): the
-  /// parameter server's and local SGD's, the rings', gossip's.
-  actors::ps_options ps;
   /// Across processes, shard i's rank (topology.shard_placement =
   /// "per-host": each host's first rank); empty: rank 0, or i mod
   /// processes with ps.spread_shards.
@@ -71,8 +73,6 @@ struct topology_setup {
   /// a ring's re-form sends a survivor behind the state of a donor on its
   /// own host where there is one. Empty: hosts unknown.
   std::vector<int> rank_hosts;
-  actors::ring_options ring;
-  actors::gossip_options gossip;
   /// transport.compress: the ring's gradient, compressed (mode none: dense).
   models::compress_spec compress;
   /// The parameter shards (topology.shard_placement = "per-host") or the

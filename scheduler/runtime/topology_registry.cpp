@@ -2,29 +2,26 @@
 
 #include "kernels/error.hpp"
 
+#include <algorithm>
+
 namespace gradwire::scheduler {
 
-// Each row lives beside its wiring.
-extern const topology_family parameter_server_family;
-extern const topology_family local_sgd_family;
-extern const topology_family diloco_family;
-extern const topology_family ring_family;
-extern const topology_family hierarchical_family;
-extern const topology_family gossip_family;
+namespace {
 
-const std::vector<const topology_family*>& topology_families() {
-  static const std::vector<const topology_family*> rows = {
-    &parameter_server_family, &local_sgd_family, &diloco_family, &ring_family, &hierarchical_family, &gossip_family,
-  };
+std::vector<const topology_family*>& registered() {
+  static std::vector<const topology_family*> rows;
   return rows;
 }
 
-const topology_family& family_of(topology_kind kind) {
-  for (const auto* f : topology_families())
-    if (f->kind == kind)
-      return *f;
-  throw error("topology kind " + std::to_string(static_cast<int>(kind)) + " has no row in the topology registry");
+} // namespace
+
+family_registration::family_registration(const topology_family& row) {
+  auto& rows = registered();
+  const auto at = std::find_if(rows.begin(), rows.end(), [&](const auto* f) { return f->order > row.order; });
+  rows.insert(at, &row);
 }
+
+const std::vector<const topology_family*>& topology_families() { return registered(); }
 
 const topology_family* find_family(std::string_view name) {
   for (const auto* f : topology_families())

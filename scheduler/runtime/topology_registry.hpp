@@ -6,7 +6,9 @@
 /// fall, what the summary calls its mode, how a run describes it) is read
 /// from its row; nothing else switches on the kind. Each family's row is
 /// defined beside its wiring (ps_wiring.cpp, ring_wiring.cpp,
-/// gossip_wiring.cpp) and listed once in topology_registry.cpp.
+/// gossip_wiring.cpp) and registers itself there
+/// (GRADWIRE_REGISTER_FAMILY), so a new family edits no list. Its wiring
+/// header declares the row for code that names it (`&ring_family`).
 /// docs/extending.md walks through adding a family.
 
 #include "scheduler/runtime/wiring.hpp"
@@ -23,8 +25,10 @@ using setup_predicate = bool (*)(const topology_setup&);
 using setup_text = std::string (*)(const topology_setup&);
 
 struct topology_family {
-  topology_kind kind;
   const char* name; ///< topology.kind in a config
+  /// Its place in listings (`gradwire keys`, the known kinds of an error):
+  /// rows register in no fixed order, so they are sorted by this.
+  int order;
   const char* doc;  ///< what it is, for `gradwire keys`
   /// It spawns parameter shards: a checkpoint holds a part per shard, and
   /// topology.shards and topology.shard_placement apply.
@@ -43,6 +47,10 @@ struct topology_family {
   /// processes through the job's collective communicator or a ring of
   /// actors: topology.allreduce applies.
   bool sums_buckets;
+  /// A killed worker's survivors go on without it (its shards and the
+  /// other workers, or its neighbours, are told; a flat ring re-forms):
+  /// virtual time simulates a kill only where they do.
+  bool survives_kill;
   wiring_fn run;
   /// Every worker's step s ends together: a step lasts at least its
   /// slowest worker's compute (the summary's step breakdown applies).
@@ -60,10 +68,8 @@ struct topology_family {
   setup_text describe; ///< one line for the run's banner and summary
 };
 
-/// Every family, in the order `gradwire keys` lists them.
+/// Every registered family, in their `order`.
 const std::vector<const topology_family*>& topology_families();
-/// The row of `kind`.
-const topology_family& family_of(topology_kind kind);
 /// The row named `name` (topology.kind), or null.
 const topology_family* find_family(std::string_view name);
 /// The row named `name`; throws gradwire::error naming every known family.
@@ -75,5 +81,18 @@ std::string family_names();
 bool always(const topology_setup&);
 bool never(const topology_setup&);
 std::int64_t every_step(const topology_setup&);
+
+/// Adds a row to the registry while the program starts (one static object
+/// per row; the registry's list is a function-local static, so the order in
+/// which files initialise does not matter).
+struct family_registration {
+  explicit family_registration(const topology_family& row);
+};
+
+/// Registers `row` (a topology_family defined at namespace scope in the
+/// same file). The wiring files are linked whole (scheduler/CMakeLists.txt),
+/// so a row that nothing else names still registers.
+#define GRADWIRE_REGISTER_FAMILY(row) \
+  static const ::gradwire::scheduler::family_registration row##_registration { row }
 
 } // namespace gradwire::scheduler

@@ -1,6 +1,7 @@
 #pragma once
 /// @file wiring.hpp
-/// The wirings behind run_topology (one file each) and what they share.
+/// What the wirings behind run_topology (one file each, with its header)
+/// share.
 
 #include "scheduler/runtime/coordinator.hpp"
 #include "scheduler/runtime/topology.hpp"
@@ -17,16 +18,6 @@ using metrics_fn = std::function<void(const actors::step_metrics&)>;
 /// setup.replacing: it joins, and the kills aimed at its rank were the old one's).
 actors::worker_config base_worker(const topology_setup& setup, const models::dataset& data, int rank,
                                   const caf::actor& coordinator, bool replacement = false);
-
-topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
-                               const progress_fn& on_progress, const metrics_fn& on_metrics,
-                               const std::atomic<bool>* stop);
-topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
-                                 const progress_fn& on_progress, const metrics_fn& on_metrics,
-                                 const std::atomic<bool>* stop);
-topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
-                                   const models::dataset& data, const progress_fn& on_progress,
-                                   const metrics_fn& on_metrics, const std::atomic<bool>* stop);
 
 /// Where shards keep a copy of the version a checkpoint will ask for (a
 /// sync parameter server, local SGD), time-based checkpoints fall at most

@@ -11,6 +11,7 @@
 #include "models/dataset.hpp"
 #include "temp_dir.hpp"
 #include "topology_support.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -169,7 +170,7 @@ namespace {
 /// A 3-worker AD-PSGD run of a small MLP, one worker slow.
 scheduler::topology_setup adpsgd_setup() {
   auto s = small_setup(3, 1, false);
-  s.kind = scheduler::topology_kind::gossip;
+  s.family = &scheduler::gossip_family;
   s.gossip.mode = gossip_mode::adpsgd;
   s.steps = 30;
   s.worker_delay_ms = {0.0, 0.0, 3.0};

@@ -6,6 +6,7 @@
 #include "actors/local_steps.hpp"
 #include "topology_support.hpp"
 #include "virtual_support.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,7 +22,7 @@ namespace {
 
 topology_setup diloco_setup(int workers, bool sync) {
   auto s = small_setup(workers, 2, sync);
-  s.kind = scheduler::topology_kind::diloco;
+  s.family = &scheduler::diloco_family;
   s.ps.local_steps = 4;
   s.ps.outer = true;
   s.ps.outer_lr = 0.7f;

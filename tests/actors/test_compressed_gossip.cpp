@@ -7,19 +7,19 @@
 #include "models/model.hpp"
 #include "reference.hpp"
 #include "topology_support.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace gradwire;
 using namespace gradwire::models;
 using namespace gwtest;
-using scheduler::topology_kind;
 
 namespace {
 
 scheduler::topology_setup gossip_setup(int workers, const std::string& graph, compress_mode mode, double ratio) {
   auto setup = small_setup(workers, 1, true);
-  setup.kind = topology_kind::gossip;
+  setup.family = &scheduler::gossip_family;
   setup.gossip.graph = graph;
   setup.compress.mode = mode;
   setup.compress.ratio = ratio;

@@ -8,6 +8,7 @@
 #include "models/model.hpp"
 #include "reference.hpp"
 #include "topology_support.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,19 +17,18 @@
 using namespace gradwire;
 using namespace gradwire::models;
 using namespace gwtest;
-using scheduler::topology_kind;
 
 namespace {
 
 /// 3 workers, 2 shards; kind: the parameter server (sync or async), local
 /// SGD or DiLoCo (both every 2 steps).
-scheduler::topology_setup pushes_setup(topology_kind kind, compress_mode mode, double ratio) {
+scheduler::topology_setup pushes_setup(const scheduler::topology_family* kind, compress_mode mode, double ratio) {
   auto setup = small_setup(3, 2, true); // sync: DiLoCo in lock step, not async DiLoCo
-  setup.kind = kind;
+  setup.family = kind;
   setup.steps = 12;
-  if (kind != topology_kind::parameter_server)
+  if (kind != &scheduler::parameter_server_family)
     setup.ps.local_steps = 2;
-  if (kind == topology_kind::diloco) {
+  if (kind == &scheduler::diloco_family) {
     setup.ps.outer = true;
     setup.ps.outer_lr = 0.7f;
     setup.ps.outer_momentum = 0.9f;
@@ -38,8 +38,8 @@ scheduler::topology_setup pushes_setup(topology_kind kind, compress_mode mode, d
   return setup;
 }
 
-const char* kind_name(topology_kind k) {
-  return k == topology_kind::parameter_server ? "sync PS" : k == topology_kind::local_sgd ? "local SGD" : "DiLoCo";
+const char* kind_name(const scheduler::topology_family* k) {
+  return k == &scheduler::parameter_server_family ? "sync PS" : k == &scheduler::local_sgd_family ? "local SGD" : "DiLoCo";
 }
 
 /// What one worker pushes to every shard once: the shards' payloads' bytes.
@@ -56,7 +56,7 @@ std::int64_t push_bytes(const scheduler::topology_setup& setup) {
 TEST_CASE("compressed pushes: sync PS, local SGD and DiLoCo at 3 workers repeat bit for bit, pushes in any order") {
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 31);
-  for (auto kind : {topology_kind::parameter_server, topology_kind::local_sgd, topology_kind::diloco})
+  for (auto kind : {&scheduler::parameter_server_family, &scheduler::local_sgd_family, &scheduler::diloco_family})
     for (auto mode : {compress_mode::bf16, compress_mode::topk, compress_mode::randk, compress_mode::sign,
                       compress_mode::int8}) {
       INFO(kind_name(kind) << ", " << compress_name(mode));
@@ -67,7 +67,7 @@ TEST_CASE("compressed pushes: sync PS, local SGD and DiLoCo at 3 workers repeat 
         if (slow >= 0) // its pushes arrive last, round after round
           setup.worker_delay_ms[static_cast<std::size_t>(slow)] = 3.0;
         const auto out = scheduler::run_topology(*env.sys, setup, data);
-        const std::int64_t pushes = kind == topology_kind::parameter_server ? setup.steps : setup.steps / 2;
+        const std::int64_t pushes = kind == &scheduler::parameter_server_family ? setup.steps : setup.steps / 2;
         for (const auto& rep : out.reports) {
           CHECK(rep.error.empty());
           CHECK(rep.steps == setup.steps);
@@ -88,14 +88,14 @@ TEST_CASE("compressed pushes keeping every value are the dense exchange, to roun
   // w - mean(w - w_i), which is the dense average mean(w_i) to rounding.
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 32);
-  for (auto kind : {topology_kind::parameter_server, topology_kind::local_sgd}) {
+  for (auto kind : {&scheduler::parameter_server_family, &scheduler::local_sgd_family}) {
     INFO(kind_name(kind));
     auto dense = pushes_setup(kind, compress_mode::none, 0.01);
     auto all = pushes_setup(kind, compress_mode::topk, 1.0);
     const auto a = scheduler::run_topology(*env.sys, dense, data);
     const auto b = scheduler::run_topology(*env.sys, all, data);
     gwtest::check_close(b.params, a.params, 1e-4, 1e-5);
-    if (kind == topology_kind::local_sgd)
+    if (kind == &scheduler::local_sgd_family)
       CHECK(a.params != b.params); // pseudo-gradients, not parameters: not the same code path
   }
 }

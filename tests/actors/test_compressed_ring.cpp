@@ -4,19 +4,19 @@
 #include "models/dataset.hpp"
 #include "reference.hpp"
 #include "topology_support.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace gradwire;
 using namespace gradwire::models;
 using namespace gwtest;
-using scheduler::topology_kind;
 
 namespace {
 
 scheduler::topology_setup compressed_setup(compress_mode mode, double ratio) {
   auto setup = small_setup(3, 1, true);
-  setup.kind = topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.compress.mode = mode;
   setup.compress.ratio = ratio;
   return setup;
@@ -67,7 +67,7 @@ namespace {
 
 scheduler::topology_setup bf16_wire_setup(int workers) {
   auto setup = small_setup(workers, 1, true);
-  setup.kind = topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.ring.sharded_update = false;
   setup.ring.wire_bf16 = true;
   setup.ring.bucket_floats = 4096; // several buckets, chunks of uneven length

@@ -6,6 +6,7 @@
 #include "reference.hpp"
 #include "topology_support.hpp"
 #include "virtual_support.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,7 +15,6 @@
 using namespace gradwire;
 using namespace gradwire::models;
 using namespace gwtest;
-using scheduler::topology_kind;
 using scheduler::topology_setup;
 
 namespace {
@@ -47,7 +47,7 @@ std::pair<double, std::vector<double>> initial_spread(const topology_setup& s) {
 /// (lr 0: x <- W x, W doubly stochastic), for `steps` steps on `graph`.
 topology_setup averaging_setup(int workers, const std::string& graph, std::int64_t steps) {
   auto setup = small_setup(workers, 1, true);
-  setup.kind = topology_kind::gossip;
+  setup.family = &scheduler::gossip_family;
   setup.gossip.graph = graph;
   setup.distinct_init = true;
   setup.opt.lr = 0.f;
@@ -80,7 +80,7 @@ TEST_CASE("D-PSGD on a complete graph of 4 gives the same model bit for bit what
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 27);
   auto setup = small_setup(4, 1, true);
-  setup.kind = topology_kind::gossip;
+  setup.family = &scheduler::gossip_family;
   setup.gossip.graph = "complete";
   setup.steps = 12;
   std::vector<std::vector<float>> models;
@@ -135,7 +135,7 @@ TEST_CASE("AD-PSGD: a slow worker holds up no one, the fast finish while it is o
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 27);
   auto setup = small_setup(3, 1, true);
-  setup.kind = topology_kind::gossip;
+  setup.family = &scheduler::gossip_family;
   setup.gossip.mode = actors::gossip_mode::adpsgd;
   setup.steps = 40;
   setup.log_every = 1;

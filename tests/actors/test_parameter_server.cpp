@@ -7,6 +7,7 @@
 #include "models/model.hpp"
 #include "reference.hpp"
 #include "topology_support.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -124,7 +125,7 @@ TEST_CASE("sync PS and local SGD at 3, 4 and 5 workers give the same model bit f
       INFO(workers << " workers, " << (local ? "local SGD (H = 1)" : "sync PS"));
       auto setup = small_setup(workers, 2, !local);
       if (local) {
-        setup.kind = scheduler::topology_kind::local_sgd;
+        setup.family = &scheduler::local_sgd_family;
         setup.ps.local_steps = 1;
       }
       std::vector<std::vector<float>> models;
@@ -223,7 +224,7 @@ TEST_CASE("local SGD averaging every step equals synchronous SGD (momentum inclu
   auto data = make_synthetic(512, 1, 28, 28, 10, 8);
   auto sync = small_setup(3, 2, true);
   auto local = sync;
-  local.kind = scheduler::topology_kind::local_sgd;
+  local.family = &scheduler::local_sgd_family;
   local.ps.local_steps = 1;
   auto a = scheduler::run_topology(*env.sys, sync, data);
   auto b = scheduler::run_topology(*env.sys, local, data);
@@ -234,7 +235,7 @@ TEST_CASE("local SGD with H = 4: parameters exchanged every 4 steps, and it lear
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, true);
-  setup.kind = scheduler::topology_kind::local_sgd;
+  setup.family = &scheduler::local_sgd_family;
   setup.ps.local_steps = 4;
   setup.steps = 18; // 4 full rounds and a partial one of 2
   setup.opt.lr = 0.02f;
@@ -256,14 +257,14 @@ TEST_CASE("DiLoCo with outer lr 1 and no momentum is local SGD, to rounding, aft
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 12);
   auto local = small_setup(3, 2, true);
-  local.kind = scheduler::topology_kind::local_sgd;
+  local.family = &scheduler::local_sgd_family;
   local.ps.local_steps = 8;
   local.steps = 240;
   local.opt.kind = "adamw";
   local.opt.lr = 1e-3f;
   local.opt.weight_decay = 0.01f;
   auto diloco = local;
-  diloco.kind = scheduler::topology_kind::diloco;
+  diloco.family = &scheduler::diloco_family;
   diloco.ps.outer = true;
   diloco.ps.outer_lr = 1.f;
   diloco.ps.outer_momentum = 0.f;
@@ -290,7 +291,7 @@ TEST_CASE("DiLoCo's outer step needs topology kind diloco, and local SGD's avera
   actor_env env;
   auto data = make_synthetic(256, 1, 28, 28, 10, 13);
   auto setup = small_setup(2, 1, true);
-  setup.kind = scheduler::topology_kind::local_sgd;
+  setup.family = &scheduler::local_sgd_family;
   setup.ps.local_steps = 2;
   setup.ps.outer = true;
   CHECK_THROWS_WITH(scheduler::run_topology(*env.sys, setup, data), Catch::Contains("topology.kind = \"diloco\""));

@@ -7,19 +7,19 @@
 #include "models/model.hpp"
 #include "reference.hpp"
 #include "topology_support.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace gradwire;
 using namespace gradwire::models;
 using namespace gwtest;
-using scheduler::topology_kind;
 
 namespace {
 
 scheduler::topology_setup streaming_setup(int fragments, int delay) {
   auto setup = small_setup(3, std::max(1, fragments), true);
-  setup.kind = topology_kind::diloco;
+  setup.family = &scheduler::diloco_family;
   setup.ps.local_steps = 6;
   setup.ps.outer = true;
   setup.ps.outer_lr = 0.7f;

@@ -7,6 +7,9 @@
 #include "scheduler/app/step_breakdown.hpp"
 #include "topology_support.hpp"
 #include "virtual_support.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,7 +21,6 @@
 using namespace gradwire;
 using namespace gradwire::models;
 using namespace gwtest;
-using scheduler::topology_kind;
 using scheduler::topology_setup;
 
 
@@ -26,18 +28,18 @@ TEST_CASE("sync ring: N workers at batch b equal one worker at batch N*b, step b
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 21);
   struct variant {
-    topology_kind kind;
+    const scheduler::topology_family* kind;
     int workers;
     bool overlap;
     int group;
   };
-  for (const auto& v : {variant{topology_kind::ring, 1, false, 0}, variant{topology_kind::ring, 2, false, 0},
-                        variant{topology_kind::ring, 3, false, 0}, variant{topology_kind::ring, 3, true, 0},
-                        variant{topology_kind::hierarchical, 4, false, 2},
-                        variant{topology_kind::hierarchical, 5, true, 2}}) {
+  for (const auto& v : {variant{&scheduler::ring_family, 1, false, 0}, variant{&scheduler::ring_family, 2, false, 0},
+                        variant{&scheduler::ring_family, 3, false, 0}, variant{&scheduler::ring_family, 3, true, 0},
+                        variant{&scheduler::hierarchical_family, 4, false, 2},
+                        variant{&scheduler::hierarchical_family, 5, true, 2}}) {
     INFO("workers " << v.workers << (v.overlap ? ", overlap" : "") << (v.group ? ", hierarchical" : ""));
     auto setup = small_setup(v.workers, 1, true);
-    setup.kind = v.kind;
+    setup.family = v.kind;
     setup.ring.overlap = v.overlap;
     setup.ring.group_size = v.group;
     setup.ring.bucket_floats = 4000; // several buckets (the model has 25,450 parameters) ...
@@ -55,7 +57,7 @@ TEST_CASE("sync ring: N workers at batch b equal one worker at batch N*b, step b
 TEST_CASE("sync ring with unequal batch sizes equals one batch of all their samples") {
   actor_env env;
   auto setup = small_setup(3, 1, true);
-  setup.kind = topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.worker_batch = {8, 16, 24};
   // 1,024 samples, then 200: shards of 66-67, so the batch of 24 meets the
   // end of its epoch at step 3 (a partial batch of 18 skipped) and the
@@ -72,16 +74,16 @@ TEST_CASE("speed balancing: the slow worker's share shrinks, the global batch st
   actor_env env;
   auto data = make_synthetic(2048, 1, 28, 28, 10, 24);
   struct variant {
-    topology_kind kind;
+    const scheduler::topology_family* kind;
     int workers;
     bool overlap;
   };
-  for (const auto& v : {variant{topology_kind::ring, 2, false}, variant{topology_kind::ring, 3, true},
-                        variant{topology_kind::hierarchical, 4, false}}) {
+  for (const auto& v : {variant{&scheduler::ring_family, 2, false}, variant{&scheduler::ring_family, 3, true},
+                        variant{&scheduler::hierarchical_family, 4, false}}) {
     INFO("workers " << v.workers << (v.overlap ? ", overlap" : "")
-                    << (v.kind == topology_kind::hierarchical ? ", hierarchical" : ""));
+                    << (v.kind == &scheduler::hierarchical_family ? ", hierarchical" : ""));
     auto setup = small_setup(v.workers, 1, true);
-    setup.kind = v.kind;
+    setup.family = v.kind;
     setup.ring.overlap = v.overlap;
     setup.ring.group_size = 2;
     setup.steps = 16;
@@ -127,10 +129,10 @@ TEST_CASE("speed balancing: the slow worker's share shrinks, the global batch st
 TEST_CASE("step breakdown: a worker 8 ms slower per step shows as imbalance in sync ring and sync PS") {
   actor_env env;
   auto data = make_synthetic(1024, 1, 28, 28, 10, 25);
-  for (const auto kind : {topology_kind::ring, topology_kind::parameter_server}) {
-    INFO((kind == topology_kind::ring ? "ring" : "sync PS"));
+  for (const auto kind : {&scheduler::ring_family, &scheduler::parameter_server_family}) {
+    INFO((kind == &scheduler::ring_family ? "ring" : "sync PS"));
     auto setup = small_setup(2, 1, true);
-    setup.kind = kind;
+    setup.family = kind;
     setup.steps = 12;
     setup.worker_delay_ms = {0.0, 8.0};
     auto out = scheduler::run_topology(*env.sys, setup, data);
@@ -225,26 +227,26 @@ TEST_CASE("every topology learns Fashion-MNIST: loss falls and accuracy passes 7
   const auto test = load_mnist_dir(fashion_mnist_default_dir, false, "fashion-mnist");
   struct variant {
     const char* name;
-    topology_kind kind;
+    const scheduler::topology_family* kind;
     bool sync;
     float momentum;
   };
-  for (const auto& v : {variant{"sync PS, 1 backup", topology_kind::parameter_server, true, 0.9f},
-                        variant{"async PS, DC-ASGD", topology_kind::parameter_server, false, 0.f},
-                        variant{"local SGD", topology_kind::local_sgd, true, 0.9f},
-                        variant{"ring", topology_kind::ring, true, 0.9f},
-                        variant{"hierarchical", topology_kind::hierarchical, true, 0.9f},
-                        variant{"D-PSGD", topology_kind::gossip, true, 0.9f}}) {
+  for (const auto& v : {variant{"sync PS, 1 backup", &scheduler::parameter_server_family, true, 0.9f},
+                        variant{"async PS, DC-ASGD", &scheduler::parameter_server_family, false, 0.f},
+                        variant{"local SGD", &scheduler::local_sgd_family, true, 0.9f},
+                        variant{"ring", &scheduler::ring_family, true, 0.9f},
+                        variant{"hierarchical", &scheduler::hierarchical_family, true, 0.9f},
+                        variant{"D-PSGD", &scheduler::gossip_family, true, 0.9f}}) {
     INFO(v.name);
     auto setup = small_setup(4, 2, v.sync);
-    setup.kind = v.kind;
+    setup.family = v.kind;
     setup.spec.hidden = {128};
     setup.opt.momentum = v.momentum;
     setup.batch_size = 32;
     setup.steps = 200; // 25,600 samples in all (150 left async PS at 0.77-0.80 under load: too close)
     setup.ps.backup = 1;
     setup.ps.dc_lambda = 0.04f;
-    setup.ps.local_steps = v.kind == topology_kind::local_sgd ? 4 : 0; // local SGD is ps_options with local_steps
+    setup.ps.local_steps = v.kind == &scheduler::local_sgd_family ? 4 : 0; // local SGD is ps_options with local_steps
     setup.ring.group_size = 2;
     auto out = scheduler::run_topology(*env.sys, setup, train);
     model m(setup.spec, kernels::device::cpu(), setup.seed);
@@ -261,9 +263,9 @@ TEST_CASE("every topology learns Fashion-MNIST: loss falls and accuracy passes 7
 TEST_CASE("BatchNorm statistics come back with every worker's report, as trained") {
   actor_env env;
   auto data = make_synthetic(128, 3, 32, 32, 10, 5);
-  for (auto kind : {topology_kind::ring, topology_kind::parameter_server}) {
+  for (auto kind : {&scheduler::ring_family, &scheduler::parameter_server_family}) {
     auto setup = small_setup(2, 1, true);
-    setup.kind = kind;
+    setup.family = kind;
     setup.spec.kind = "resnet20";
     setup.spec.channels = 3;
     setup.spec.height = setup.spec.width = 32;
@@ -285,10 +287,10 @@ TEST_CASE("BatchNorm statistics come back with every worker's report, as trained
 TEST_CASE("a worker computing on its own second replica (a GPU worker's path) gives the same model") {
   actor_env env;
   auto data = make_synthetic(512, 1, 28, 28, 10, 3);
-  for (auto kind : {topology_kind::ring, topology_kind::parameter_server, topology_kind::gossip}) {
-    INFO(static_cast<int>(kind));
+  for (auto kind : {&scheduler::ring_family, &scheduler::parameter_server_family, &scheduler::gossip_family}) {
+    INFO(kind->name);
     auto setup = small_setup(2, 1, true);
-    setup.kind = kind;
+    setup.family = kind;
     setup.steps = 6;
     auto direct = scheduler::run_topology(*env.sys, setup, data);
     setup.separate_compute = true; // parameters up, gradients down, every batch
@@ -297,7 +299,7 @@ TEST_CASE("a worker computing on its own second replica (a GPU worker's path) gi
   }
   // With BatchNorm the statistics come down too.
   auto setup = small_setup(2, 1, true);
-  setup.kind = topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.spec.kind = "resnet20";
   setup.spec.channels = 3;
   setup.spec.height = setup.spec.width = 32;
@@ -318,7 +320,7 @@ TEST_CASE("sharded update: owners update their chunks and the ring gathers param
   for (int n : {1, 2, 3, 5}) {
     INFO(n << " workers");
     auto setup = small_setup(n, 1, true);
-    setup.kind = topology_kind::ring;
+    setup.family = &scheduler::ring_family;
     setup.steps = 12;
     setup.ring.bucket_floats = 4096; // many buckets and chunks, sizes not divisible by n
     setup.ring.chunk_floats = 1000;

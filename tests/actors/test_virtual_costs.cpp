@@ -5,6 +5,7 @@
 // each connection in order, and a host's cores taken in turn.
 #include "models/model.hpp"
 #include "virtual_support.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -127,7 +128,7 @@ TEST_CASE("virtual time: drawn latencies repeat themselves and keep each connect
   // A ring is lock step: whatever the latencies, its model is the real
   // run's, bit for bit, as long as no chunk overtakes an earlier one.
   auto ring = small_setup(4, 1, true);
-  ring.kind = scheduler::topology_kind::ring;
+  ring.family = &scheduler::ring_family;
   ring.ring.bucket_floats = 4096;
   ring.ring.chunk_floats = 1024;
   ring.steps = 6;
@@ -182,7 +183,7 @@ TEST_CASE("virtual time: a ring step takes 2(N-1) hops of alpha plus S/N over be
   for (int n : {3, 4, 8}) {
     INFO(n << " workers, one per host");
     auto setup = small_setup(n, 1, true);
-    setup.kind = scheduler::topology_kind::ring;
+    setup.family = &scheduler::ring_family;
     setup.spec.hidden = {64};
     setup.batch_size = 8;
     setup.steps = 4;

@@ -7,6 +7,8 @@
 // back_at_step comes back into it there.
 #include "models/dataset.hpp"
 #include "virtual_support.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,7 +23,7 @@ scheduler::fault_strike kill_of(int rank, std::int64_t at_step, double at_second
 }
 
 scheduler::topology_setup adpsgd(scheduler::topology_setup s) {
-  s.kind = scheduler::topology_kind::gossip;
+  s.family = &scheduler::gossip_family;
   s.gossip.mode = actors::gossip_mode::adpsgd;
   s.gossip.graph = "complete";
   return s;
@@ -101,7 +103,7 @@ namespace {
 /// A flat ring that re-forms without a lost worker (train.min_workers).
 scheduler::topology_setup elastic_ring(int workers, int steps) {
   auto s = tiny_async(workers, steps);
-  s.kind = scheduler::topology_kind::ring;
+  s.family = &scheduler::ring_family;
   s.ring.sharded_update = false;
   s.min_workers = 1;
   return s;
@@ -209,7 +211,7 @@ scheduler::fault_strike on_links(scheduler::fault_kind kind, int rank, double se
 TEST_CASE("virtual time: a link down, a partition or a delay holds one process's messages for its window, and a ring waits it out with the same bits") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 47);
   auto setup = tiny_async(4, 40);
-  setup.kind = scheduler::topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   const auto whole = run_virtual(setup, data, on_threads(1));
   setup.faults = {on_links(scheduler::fault_kind::drop, 1, 0.02)};
   const auto down = run_virtual(setup, data, on_threads(1));
@@ -248,7 +250,7 @@ TEST_CASE("virtual time: a suspended host stops every actor on it for its second
     return vs;
   };
   auto ring = tiny_async(4, 40);
-  ring.kind = scheduler::topology_kind::ring;
+  ring.family = &scheduler::ring_family;
   const auto whole = run_virtual(ring, data, two_hosts(1));
   ring.faults = {on_links(scheduler::fault_kind::suspend, 2, 0.02)}; // ranks 2 and 3's host
   const auto held = run_virtual(ring, data, two_hosts(3));
@@ -275,7 +277,7 @@ TEST_CASE("virtual time: a kill in a ring that cannot re-form, or in a hierarchi
   ring.ring.sharded_update = true;
   CHECK_THROWS_WITH(run_virtual(ring, data, constant_compute(1e-3, 1, 2)),
                     Catch::Contains("does not: with topology.sharded_update"));
-  ring.kind = scheduler::topology_kind::hierarchical;
+  ring.family = &scheduler::hierarchical_family;
   CHECK_THROWS_WITH(run_virtual(ring, data, constant_compute(1e-3, 1, 2)),
                     Catch::Contains("not a hierarchical ring"));
 }

@@ -6,6 +6,9 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "virtual_support.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -134,13 +137,13 @@ void same_model_as_real(const scheduler::topology_setup& setup, const models::da
 
 TEST_CASE("virtual time: a ring trains the same model bit for bit as in real time, on 1 and 3 threads") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 10);
-  for (auto kind : {scheduler::topology_kind::ring, scheduler::topology_kind::hierarchical}) {
+  for (auto kind : {&scheduler::ring_family, &scheduler::hierarchical_family}) {
     for (bool overlap : {false, true}) {
-      if (kind == scheduler::topology_kind::hierarchical && overlap)
+      if (kind == &scheduler::hierarchical_family && overlap)
         continue;
-      INFO((kind == scheduler::topology_kind::ring ? "ring" : "hierarchical") << (overlap ? " with overlap" : ""));
+      INFO((kind == &scheduler::ring_family ? "ring" : "hierarchical") << (overlap ? " with overlap" : ""));
       auto setup = small_setup(4, 1, true);
-      setup.kind = kind;
+      setup.family = kind;
       setup.ring.group_size = 2;
       setup.ring.overlap = overlap;
       setup.ring.bucket_floats = 4096; // several buckets, several chunks each
@@ -154,7 +157,7 @@ TEST_CASE("virtual time: a ring trains the same model bit for bit as in real tim
 TEST_CASE("virtual time: hosts of different sizes place each worker on its host and group a hierarchical ring by host") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 10);
   auto setup = small_setup(5, 1, true);
-  setup.kind = scheduler::topology_kind::hierarchical;
+  setup.family = &scheduler::hierarchical_family;
   setup.ring.group_of = {0, 0, 1, 1, 1}; // a host of 2 workers, one of 3
   setup.ring.bucket_floats = 4096;
   setup.ring.chunk_floats = 1024;
@@ -175,7 +178,7 @@ TEST_CASE("virtual time: hosts of different sizes place each worker on its host 
 TEST_CASE("virtual time: D-PSGD gives the real run's model and AD-PSGD repeats itself bit for bit, on 1 and 3 threads") {
   auto data = make_synthetic(1024, 1, 28, 28, 10, 12);
   auto setup = small_setup(5, 1, true);
-  setup.kind = scheduler::topology_kind::gossip;
+  setup.family = &scheduler::gossip_family;
   setup.gossip.graph = "ring";
   setup.steps = 6;
   auto vs = constant_compute(1e-3, 2, 3);
@@ -220,9 +223,9 @@ TEST_CASE("virtual time: every parameter-server variant and local SGD run and re
     {"async, staleness lr", [](topology_setup& s) { s.ps.sync = false; s.ps.staleness_lr = true; }},
     {"async, DC-ASGD", [](topology_setup& s) { s.ps.sync = false; s.ps.dc_lambda = 0.04f; }},
     {"async, separate pulls", [](topology_setup& s) { s.ps.sync = false; s.ps.push_pull = false; }},
-    {"local SGD H=3", [](topology_setup& s) { s.kind = scheduler::topology_kind::local_sgd; s.ps.local_steps = 3; }},
+    {"local SGD H=3", [](topology_setup& s) { s.family = &scheduler::local_sgd_family; s.ps.local_steps = 3; }},
     {"DiLoCo H=3", [](topology_setup& s) {
-       s.kind = scheduler::topology_kind::diloco;
+       s.family = &scheduler::diloco_family;
        s.ps.local_steps = 3;
        s.ps.outer = true;
      }},
@@ -283,7 +286,7 @@ TEST_CASE("virtual time: heartbeats due while a gradient computes on another thr
 TEST_CASE("virtual time: speed balancing moves the global batch toward the workers' speeds") {
   auto data = make_synthetic(4096, 1, 28, 28, 10, 16);
   auto setup = small_setup(2, 1, true);
-  setup.kind = scheduler::topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.ring.balance_every = 5;
   setup.worker_slowdown = {1, 3};
   setup.steps = 60;
@@ -379,7 +382,7 @@ TEST_CASE("virtual time: a worker waiting for what never comes is named, with or
 TEST_CASE("virtual time: refuses what it does not simulate, naming the key") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 9);
   auto setup = small_setup(2, 1, false);
-  setup.kind = scheduler::topology_kind::hierarchical;
+  setup.family = &scheduler::hierarchical_family;
   setup.ring.group_size = 1;
   setup.faults = {strike(scheduler::fault_kind::kill, 1, 2)};
   CHECK_THROWS_WITH(run_virtual(setup, data, constant_compute(1e-3, 1, 2)), Catch::Contains("(#1 is kill)"));

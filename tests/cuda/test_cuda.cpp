@@ -9,6 +9,7 @@
 #include "actor_env.hpp"
 #include "reference.hpp"
 #include "scheduler/runtime/topology.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -370,7 +371,7 @@ TEST_CASE("CPU and GPU workers in one sync ring follow the all-CPU ring") {
   gwtest::actor_env env;
   auto data = models::load_mnist_dir(models::fashion_mnist_default_dir, true, "fashion-mnist").head(4096);
   scheduler::topology_setup setup;
-  setup.kind = scheduler::topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.workers = 2;
   setup.batch_size = 32;
   setup.steps = 20;
@@ -388,7 +389,7 @@ TEST_CASE("two GPU workers sharing cuda:0 in a sync ring follow the all-CPU ring
   gwtest::actor_env env;
   auto data = models::load_mnist_dir(models::fashion_mnist_default_dir, true, "fashion-mnist").head(4096);
   scheduler::topology_setup setup;
-  setup.kind = scheduler::topology_kind::ring;
+  setup.family = &scheduler::ring_family;
   setup.spec.kind = "lenet5";
   setup.workers = 2;
   setup.batch_size = 32;

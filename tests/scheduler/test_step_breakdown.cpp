@@ -1,6 +1,9 @@
 // The split of a lockstep topology's step time into compute, imbalance
 // (waiting for a slower worker's compute) and exchange.
 #include "scheduler/app/step_breakdown.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -51,19 +54,18 @@ TEST_CASE("step breakdown: steps beyond the shortest record are not compared, em
 }
 
 TEST_CASE("lockstep: ring, hierarchical and the sync parameter server without backups, nothing else") {
-  auto with = [](scheduler::topology_kind k, bool sync, int backup = 0) {
+  auto with = [](const scheduler::topology_family* k, bool sync, int backup = 0) {
     scheduler::topology_setup s;
-    s.kind = k;
+    s.family = k;
     s.ps.sync = sync;
     s.ps.backup = backup;
     return scheduler::lockstep(s);
   };
-  using k = scheduler::topology_kind;
-  CHECK(with(k::ring, true));
-  CHECK(with(k::hierarchical, true));
-  CHECK(with(k::parameter_server, true));
-  CHECK_FALSE(with(k::parameter_server, true, 1)); // backups: the slowest worker's step is dropped
-  CHECK_FALSE(with(k::parameter_server, false));   // async and SSP
-  CHECK_FALSE(with(k::gossip, true));              // neighbours only
-  CHECK_FALSE(with(k::local_sgd, true));           // every H steps
+  CHECK(with(&scheduler::ring_family, true));
+  CHECK(with(&scheduler::hierarchical_family, true));
+  CHECK(with(&scheduler::parameter_server_family, true));
+  CHECK_FALSE(with(&scheduler::parameter_server_family, true, 1)); // backups: the slowest worker's step is dropped
+  CHECK_FALSE(with(&scheduler::parameter_server_family, false));   // async and SSP
+  CHECK_FALSE(with(&scheduler::gossip_family, true));              // neighbours only
+  CHECK_FALSE(with(&scheduler::local_sgd_family, true));           // every H steps
 }

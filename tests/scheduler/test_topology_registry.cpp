@@ -5,6 +5,9 @@
 #include "scheduler/app/config.hpp"
 #include "scheduler/app/config_schema.hpp"
 #include "scheduler/runtime/topology_registry.hpp"
+#include "scheduler/runtime/gossip_wiring.hpp"
+#include "scheduler/runtime/ps_wiring.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,14 +16,16 @@
 using namespace gradwire;
 using namespace gradwire::scheduler;
 
-TEST_CASE("topology registry: every row is found by its name and its kind, and names are unique") {
+TEST_CASE("topology registry: every row registers itself once, in its order, and is found by its name") {
   std::set<std::string> names;
-  std::set<topology_kind> kinds;
+  std::set<const topology_family*> rows;
+  int order = -1;
   for (const auto* f : topology_families()) {
     INFO(f->name);
     CHECK(names.insert(f->name).second);
-    CHECK(kinds.insert(f->kind).second);
-    CHECK(&family_of(f->kind) == f);
+    CHECK(rows.insert(f).second);
+    CHECK(f->order > order);
+    order = f->order;
     CHECK(find_family(f->name) == f);
     CHECK(&family_named(f->name) == f);
     CHECK(f->run != nullptr);
@@ -31,7 +36,9 @@ TEST_CASE("topology registry: every row is found by its name and its kind, and n
     CHECK(f->mode != nullptr);
     CHECK(f->describe != nullptr);
   }
-  CHECK(names.size() == 6); // parameter-server, local-sgd, diloco, ring, hierarchical, gossip
+  CHECK(names.size() == 6);
+  CHECK(topology_families().front() == &parameter_server_family); // the default first
+  CHECK(family_names() == "parameter-server, local-sgd, diloco, ring, hierarchical, gossip");
 }
 
 TEST_CASE("topology registry: an unknown kind is refused, naming every known one") {
@@ -72,9 +79,9 @@ TEST_CASE("topology registry: the config's topology.kind accepts exactly single 
 
 TEST_CASE("topology registry: the rows' rules for each family") {
   topology_setup s;
-  s.kind = topology_kind::parameter_server;
+  s.family = &parameter_server_family;
   s.ps.sync = true;
-  const auto& ps = family_of(s.kind);
+  const auto& ps = *s.family;
   CHECK(ps.lock_step(s));
   CHECK_FALSE(ps.shares_budget(s));
   CHECK(ps.time_grid(s) == checkpoint_versions_apart);
@@ -95,24 +102,24 @@ TEST_CASE("topology registry: the rows' rules for each family") {
   CHECK(ps.describe(s) == "parameter server, ssp, a shard per host");
 
   s = {};
-  s.kind = topology_kind::local_sgd;
+  s.family = &local_sgd_family;
   s.ps.local_steps = 3;
-  const auto& local = family_of(s.kind);
+  const auto& local = *s.family;
   CHECK(local.time_grid(s) == 12); // the first multiple of H from checkpoint_versions_apart up
   CHECK_FALSE(local.lock_step(s));
   CHECK(local.describe(s) == "local SGD, average every 3 steps");
-  s.kind = topology_kind::diloco;
+  s.family = &diloco_family;
   s.ps.outer = true;
-  const auto& diloco = family_of(s.kind);
+  const auto& diloco = *s.family;
   CHECK_FALSE(diloco.shares_budget(s)); // sync rounds: lock step
   s.ps.sync = false;                    // async DiLoCo: each worker at its own pace
   CHECK(diloco.shares_budget(s));
   CHECK(diloco.mode(s) == "diloco-async");
 
   s = {};
-  s.kind = topology_kind::gossip;
+  s.family = &gossip_family;
   s.gossip.mode = actors::gossip_mode::adpsgd;
-  const auto& gossip = family_of(s.kind);
+  const auto& gossip = *s.family;
   CHECK(gossip.shares_budget(s));
   CHECK(gossip.mode(s) == "adpsgd");
   s.gossip.mode = actors::gossip_mode::dpsgd;
@@ -120,9 +127,9 @@ TEST_CASE("topology registry: the rows' rules for each family") {
   CHECK(gossip.describe(s) == "gossip D-PSGD on a ring graph");
 
   s = {};
-  s.kind = topology_kind::hierarchical;
+  s.family = &hierarchical_family;
   s.ring.group_size = 4;
-  const auto& hier = family_of(s.kind);
+  const auto& hier = *s.family;
   CHECK(hier.lock_step(s));
   CHECK_FALSE(hier.per_worker_lr(s));
   CHECK(hier.describe(s) == "hierarchical allreduce, groups of 4");
