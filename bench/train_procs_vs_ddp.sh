@@ -16,12 +16,16 @@
 # one process has a spare CPU for it). A fourth line runs gradwire's
 # 2 processes over TCP only (transport.tls = "tcp", every byte copied, no
 # shared-memory references): the path DDP's gloo takes, its TCP over
-# loopback. A fifth sums the 2 processes' buckets through the collective
-# communicator (topology.allreduce = "collective") instead of the ring of
-# actors that "auto" takes on one host.
+# loopback; "auto" sums there through the collective communicator's own
+# TCP lanes, and a fifth line runs the same over the ring of actors
+# (topology.allreduce = "actors", UCX's TCP) for the ratio. A sixth sums
+# the 2 processes' buckets through the communicator on shared memory
+# (topology.allreduce = "collective") instead of the ring of actors that
+# "auto" takes on one host.
 #
 #   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
 set -euo pipefail
+shopt -s inherit_errexit # a run that fails inside $(...) stops the script
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 GW=${BUILD_DIR:-build}/gradwire
@@ -33,22 +37,25 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 gw_run() { # procs [tag] -> samples/s (training only, from summary.json); tag "tcp": TCP only; "coll": the communicator
+  local out
+  out=$(mktemp -d -p "$tmp") # a fresh folder each run: gradwire never overwrites one
   local args=(run examples/ring.toml -q --set train.max_steps=$STEPS --set train.eval_every=1000
-              --set topology.workers=$1 --out "$tmp/gw$1${2:-}")
+              --set topology.workers=$1 --out "$out")
   [[ $1 -gt 1 ]] && args+=(--procs $1)
-  [[ ${2:-} == tcp ]] && args+=(--set 'transport.tls="tcp"' --set transport.shm_refs=false)
+  [[ ${2:-} == tcp* ]] && args+=(--set 'transport.tls="tcp"' --set transport.shm_refs=false)
+  [[ ${2:-} == tcpact ]] && args+=(--set 'topology.allreduce="actors"')
   [[ ${2:-} == coll ]] && args+=(--set 'topology.allreduce="collective"')
   "$GW" "${args[@]}" >/dev/null
-  $PY -c "import json; print(json.load(open('$tmp/gw$1${2:-}/summary.json'))['samples_per_sec'])"
+  $PY -c "import json; print(json.load(open('$out/summary.json'))['samples_per_sec'])"
 }
 gw_pair() { # two independent 1-worker processes at once -> their aggregate samples/s
-  gw_run 1 pa >/dev/null &
-  gw_run 1 pb >/dev/null
+  gw_run 1 >"$tmp/pa" &
+  gw_run 1 >"$tmp/pb"
   wait $!
-  $PY -c "import json; print(sum(json.load(open('$tmp/gw1'+d+'/summary.json'))['samples_per_sec'] for d in ('pa', 'pb')))"
+  echo "$(cat "$tmp/pa") + $(cat "$tmp/pb")" | bc -l
 }
 declare -A G T
-I= C= K=
+I= C= K= A=
 for r in $(seq "$ROUNDS"); do
   for p in 1 2; do
     G[$p]+="$(gw_run $p) "
@@ -56,6 +63,7 @@ for r in $(seq "$ROUNDS"); do
   done
   I+="$(gw_pair) "
   C+="$(gw_run 2 tcp) "
+  A+="$(gw_run 2 tcpact) "
   K+="$(gw_run 2 coll) "
   echo "round $r/$ROUNDS done" >&2
 done
@@ -69,8 +77,11 @@ m1=$(echo ${G[1]} | tr ' ' '\n' | median); mi=$(echo $I | tr ' ' '\n' | median)
 printf "%-10s %12.0f %12.0f %11.1f%%   (2 independent 1-worker processes at once: this machine's ceiling)\n" \
   independent "$m1" "$mi" "$(echo "$mi / 2 / $m1 * 100" | bc -l)"
 mc=$(echo $C | tr ' ' '\n' | median)
-printf "%-10s %12.0f %12.0f %11.1f%%   (gradwire's ring over TCP only, every byte copied: gloo's path)\n" \
+printf "%-10s %12.0f %12.0f %11.1f%%   (gradwire over TCP only, every byte copied: gloo's path; auto: the communicator's lanes)\n" \
   "gw tcp" "$m1" "$mc" "$(echo "$mc / 2 / $m1 * 100" | bc -l)"
+ma=$(echo $A | tr ' ' '\n' | median)
+printf "%-10s %12.0f %12.0f %11.1f%%   (the same over the ring of actors, UCX's TCP: lanes / actors %.2f)\n" \
+  "gw tcp act" "$m1" "$ma" "$(echo "$ma / 2 / $m1 * 100" | bc -l)" "$(echo "$mc / $ma" | bc -l)"
 mk=$(echo $K | tr ' ' '\n' | median); mg=$(echo ${G[2]} | tr ' ' '\n' | median)
 printf "%-10s %12.0f %12.0f %11.1f%%   (buckets summed by the collective communicator, shared memory: actors' ring / it %.2f)\n" \
   "gw coll" "$m1" "$mk" "$(echo "$mk / 2 / $m1 * 100" | bc -l)" "$(echo "$mg / $mk" | bc -l)"

@@ -152,14 +152,22 @@ void node::fence_all(const std::string& why) {
       fence(r, why);
 }
 
+void node::finished(int peer) {
+  std::lock_guard<std::mutex> lk(down_mu_);
+  if (peer >= 0 && static_cast<std::size_t>(peer) < finished_.size())
+    finished_[static_cast<std::size_t>(peer)] = true;
+}
+
 void node::peer_down(int peer, const std::string& what) {
+  bool expected = ending_;
   {
     std::lock_guard<std::mutex> lk(down_mu_);
     if (down_[static_cast<std::size_t>(peer)])
       return;
     down_[static_cast<std::size_t>(peer)] = true;
+    expected = expected || finished_[static_cast<std::size_t>(peer)];
   }
-  if (!ending_)
+  if (!expected)
     log::warn("rank {}: peer rank {} is gone: {}", rank(), peer, what);
   link_->forget(peer); // what is held for it is not sent after all
   // Rank 0 tells a peer it has given up on (the fence): one that was only
@@ -187,6 +195,7 @@ void node::peer_down(int peer, const std::string& what) {
 void node::start(down_fn on_down, liveness live) {
   on_down_ = std::move(on_down);
   down_.assign(static_cast<std::size_t>(size()), false);
+  finished_.assign(static_cast<std::size_t>(size()), false);
   link::handlers h;
   h.receive = [this](const void* header, std::size_t bytes, kernels::tensor data) {
     on_frame(header, bytes, std::move(data));

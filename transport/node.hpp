@@ -127,6 +127,9 @@ public:
   /// The job is ending: a peer that leaves from now on is still marked
   /// down, but not reported as lost (its last frames may race its exit).
   void ending() { ending_ = true; }
+  /// `peer` has done its part (its worker's final report is in): when it
+  /// leaves it is marked down as any peer, but not reported as lost.
+  void finished(int peer);
 
   /// A send that could not go out (logged, counted with rejected()).
   void note_failure(const std::string& what);
@@ -176,6 +179,7 @@ private:
   down_fn on_down_;
   std::mutex down_mu_;
   std::vector<bool> down_;                          ///< reported already
+  std::vector<bool> finished_;                      ///< done: leaving is expected
   /// Cut off: its frames are dropped (read, without a lock, for every frame).
   std::unique_ptr<std::atomic<bool>[]> cut_;
   peer_budget budget_; ///< per rank: its frames' bytes still held here (peer_budget.hpp)

@@ -142,6 +142,7 @@ void node::readmit(int peer) {
   {
     std::lock_guard<std::mutex> lk(down_mu_);
     down_[static_cast<std::size_t>(peer)] = false;
+    finished_[static_cast<std::size_t>(peer)] = false; // a new process
   }
   cut_[static_cast<std::size_t>(peer)].store(false, std::memory_order_release);
 }

@@ -4,6 +4,7 @@
 #include "actors/messages.hpp"
 #include "models/model.hpp"
 #include "transport/shm_arena.hpp"
+#include "transport/ucx_setup.hpp"
 #include "transport/ucx_link.hpp"
 
 #include <fmt/format.h>
@@ -115,6 +116,15 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
 
 namespace {
 
+/// Whether the job's link carries frames by TCP alone (transport.tls, or
+/// UCX_TLS): no shared memory to lend the actors' ring its chunks.
+bool tcp_only(const run_config& cfg) {
+  const char* env_tls = std::getenv("UCX_TLS");
+  return transport::ucx_setup::tls_tcp_only(!cfg.transport_tls.empty() ? cfg.transport_tls
+                                            : env_tls != nullptr        ? env_tls
+                                                                        : "");
+}
+
 /// Whether this job's workers sum their buckets through the collective
 /// communicator (topology.allreduce; config.cpp refuses "collective" where
 /// the actors' ring is needed).
@@ -123,11 +133,14 @@ bool sums_by_collective(const run_config& cfg, const topology_setup& setup) {
       !actors_ring_needed(cfg).empty())
     return false;
   // A rendezvous on the loopback (--procs) is one host, where the actors'
-  // ring is the faster: no communicator to open. Elsewhere the hosts are
-  // known only once every rank has joined (one_host).
+  // ring, lending chunks through shared memory, is the faster: no
+  // communicator to open. Over TCP alone the communicator's own lanes are
+  // the faster (bench/RESULTS.md, "Training's ring through the collective
+  // communicator"). Elsewhere the hosts are known only once every rank has
+  // joined (one_host).
   const auto& at = transport::detect_launch().rendezvous.host;
   const bool loopback = at == "127.0.0.1" || at == "localhost" || at == "::1";
-  return cfg.ring.path == actors::allreduce_path::collective || !loopback;
+  return cfg.ring.path == actors::allreduce_path::collective || !loopback || tcp_only(cfg);
 }
 
 /// Whether every rank of the job is on this host.
@@ -282,7 +295,7 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   setup.node = jb->node;
   setup.comm = jb->comm.get();
   setup.rank_hosts = transport::host_numbers(jb->hosts);
-  if (setup.comm && cfg.ring.path == actors::allreduce_path::automatic && one_host(*jb))
+  if (setup.comm && cfg.ring.path == actors::allreduce_path::automatic && one_host(*jb) && !tcp_only(cfg))
     setup.comm = nullptr; // on one host the actors' ring, which lends buffers by reference, is the faster
   if (cfg.shards_per_host)
     place_shards_per_host(setup, *jb);

@@ -180,6 +180,7 @@ coordination coordinate(caf::scoped_actor& self, const std::vector<caf::actor>& 
   st.workers = &workers;
   st.self = &self;
   st.cut_off = o.cut_off;
+  st.on_finished = o.on_finished;
   st.virtual_time = o.virtual_time;
   while (st.done < st.n && st.out.failure.empty()) {
     if (!drive(st, self, workers, o))

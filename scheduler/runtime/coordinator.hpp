@@ -124,6 +124,9 @@ struct coordinator_options {
   /// Worker 0's snapshots (eval_atom), run on the coordinator's thread.
   std::function<void(std::int64_t, const actors::slice&, const actors::slice&)> on_eval;
   std::function<void(int rank, const std::string& why)> cut_off;
+  /// A worker's final report without an error is in (across processes:
+  /// its process may leave now, and the node does not report it lost).
+  std::function<void(int rank)> on_finished;
   /// > 0: once the workers' samples add up to it, every worker is told to
   /// finish at its next step (workers send step_atom each step:
   /// worker_config::step_progress).

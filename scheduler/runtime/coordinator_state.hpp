@@ -103,6 +103,7 @@ struct coordinator_state {
   bool carry_on;
   bool virtual_time = false; ///< coordinator_options::virtual_time
   std::function<void(int, const std::string&)> cut_off;
+  std::function<void(int)> on_finished; ///< coordinator_options::on_finished
   clock_type::time_point t0 = clock_type::now();
   std::size_t n;
   coordination out;
@@ -188,6 +189,8 @@ struct coordinator_state {
     samples[r] = rep.samples;
     finished[r] = true;
     ++done;
+    if (on_finished && rep.error.empty())
+      on_finished(rep.rank);
     out.reports[r] = std::move(rep);
     totals();
   }

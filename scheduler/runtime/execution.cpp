@@ -151,6 +151,7 @@ std::optional<coordination> execution::coordinate(const progress_fn& on_progress
     return coordinate_here(self_, setup_, workers(), on_progress, on_metrics, stop, checkpoints, elastic);
   if (setup_.node->rank() != 0) {
     await_worker(self_, mine_.front(), stop);
+    setup_.node->ending(); // this rank's part is done: the others leave as they finish
     return std::nullopt;
   }
   coordinator_options o;
@@ -168,6 +169,7 @@ std::optional<coordination> execution::coordinate(const progress_fn& on_progress
 std::optional<coordination> execution::coordinate_across(coordinator_options o, const elastic_plan& elastic) {
   auto& nd = *setup_.node;
   o.cut_off = [&nd](int r, const std::string& why) { nd.cut_off(r, why); };
+  o.on_finished = [&nd](int r) { nd.finished(r); };
   o.elastic = rejoin_plan(self_, setup_, elastic);
   auto c = scheduler::coordinate(self_, workers(), o);
   nd.set_on_knock({});

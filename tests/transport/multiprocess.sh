@@ -81,18 +81,26 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 # 11.3 -> 6.9 s).
 small=(--set data.train_subset=12000 --set data.test_subset=1000)
 common=(--set train.max_steps=40 --set train.log_every=10 -q "${small[@]}")
-topo() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['final_test_loss'], s['processes'], s['replica_spread'])" "$1"; }
-for case in "2 posix,cma" "3 tcp"; do
+topo() { /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['final_test_loss'], s['processes'], s['replica_spread'], s['allreduce'])" "$1"; }
+# Over TCP alone "auto" sums through the communicator's lanes; "actors"
+# keeps the ring of actors over UCX's TCP.
+for case in "2 posix,cma auto" "3 tcp auto" "3 tcp actors"; do
   set -- $case
-  "$GW" run "$src/examples/ring.toml" --set topology.workers=$1 "${common[@]}" --out "$work/in_$1" >"$work/in_$1.txt" 2>&1 ||
+  "$GW" run "$src/examples/ring.toml" --set topology.workers=$1 "${common[@]}" --out "$work/in_$1" --force >"$work/in_$1.txt" 2>&1 ||
     { bad "in-process ring of $1 failed"; cat "$work/in_$1.txt"; }
   timeout 120 "$GW" run "$src/examples/ring.toml" --procs $1 --set topology.workers=$1 --set transport.tls=\"$2\" \
-    "${common[@]}" --out "$work/mp_$1" >"$work/mp_$1.txt" 2>&1 || { bad "ring across $1 processes failed"; cat "$work/mp_$1.txt"; }
+    --set topology.allreduce=\"$3\" "${common[@]}" --out "$work/mp_$1" --force >"$work/mp_$1.txt" 2>&1 ||
+    { bad "ring across $1 processes ($2, $3) failed"; cat "$work/mp_$1.txt"; }
+  read -r _ _ _ path <<<"$(topo "$work/mp_$1/summary.json")"
+  [ $3 = actors ] && [ "$path" != actors ] && bad "topology.allreduce = \"actors\" ran through $path"
+  [ $2 = tcp ] && [ $3 = auto ] && [ "$path" != collective ] && bad "auto over TCP alone ran through $path, not the communicator"
+
   a=$(topo "$work/in_$1/summary.json" | cut -d' ' -f1)
-  read -r b procs spread <<<"$(topo "$work/mp_$1/summary.json")"
+  read -r b procs spread _ <<<"$(topo "$work/mp_$1/summary.json")"
   [ "$a" = "$b" ] || bad "ring of $1: test loss $a in one process, $b across processes"
   [ "$procs" = "$1" ] || bad "summary.json says processes=$procs, expected $1"
   [ "$spread" = "0.0" ] || bad "replicas across processes differ (spread $spread)"
+  ! grep -q "is gone" "$work/mp_$1.txt" || bad "a completed run across $1 processes reported a peer lost"
   grep -qE '"worker":1[,}]' "$work/mp_$1/metrics.jsonl" || bad "rank 0's metrics.jsonl lacks worker 1's records"
   # trace.json: rank 0 merged every rank's spans (one process row each) and removed the parts.
   /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(sorted({e['pid'] for e in d['traceEvents'] if e['name']=='compute'}) != list(range(int(sys.argv[2]))))" \
@@ -146,7 +154,7 @@ timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 "${coll[@]}" --set top
 same "$work/in_2" "$work/c2o" || bad "collective ring of 2 with overlap and 256 KiB buckets differs from the ring in one process"
 timeout 120 "$GW" run "$src/examples/ring.toml" --procs 3 --set topology.workers=3 "${coll[@]}" "${common[@]}" --out "$work/c3" \
   >"$work/c3.txt" 2>&1 || { bad "collective ring across 3 processes failed"; cat "$work/c3.txt"; }
-read -r l3 procs3 spread3 <<<"$(topo "$work/c3/summary.json")"
+read -r l3 procs3 spread3 _ <<<"$(topo "$work/c3/summary.json")"
 [ "$procs3" = 3 ] && [ "$spread3" = "0.0" ] || bad "collective ring of 3: processes $procs3, replica spread $spread3"
 /usr/bin/python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 0.01 else 1)" \
   "$l3" "$(topo "$work/in_3/summary.json" | cut -d' ' -f1)" || bad "collective ring of 3: test loss $l3, far from the ring of actors'"
