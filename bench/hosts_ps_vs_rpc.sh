@@ -12,6 +12,7 @@
 #
 #   sudo bench/hosts_ps_vs_rpc.sh [ROUNDS]   (root; python3-torch; a build in build/)
 set -euo pipefail
+shopt -s inherit_errexit # a run that fails inside $(...) stops the script
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 source bench/hosts_peer.sh
