@@ -256,7 +256,7 @@ void init_compression(compressed_actor* self) {
   if (spec.momentum)
     st.momentum.assign(n, 0.f);
   if (spec.warmup > 0) {
-    st.dense_buckets = st.cfg.ring.buckets.empty() ? make_buckets(n, st.cfg.ring.bucket_floats) : st.cfg.ring.buckets;
+    st.dense_buckets = st.cfg.ring.buckets.empty() ? make_buckets(n, st.cfg.ring.bucket_floats_for(false)) : st.cfg.ring.buckets;
     st.dense_ring = std::make_unique<ring_allreduce>(
       st.cfg.rank, st.cfg.world, 2, st.dense_buckets, st.cfg.ring.chunk_floats,
       [self](ring_allreduce::done_info d) { dense_summed(self, std::move(d)); });

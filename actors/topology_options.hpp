@@ -99,7 +99,8 @@ enum class allreduce_path { automatic, actors, collective };
 /// Ring and hierarchical allreduce.
 struct ring_options {
   allreduce_path path = allreduce_path::automatic;
-  std::size_t bucket_floats = 1 << 20; ///< gradient bucket size
+  /// Gradient bucket size; 0: by path (bucket_floats_for).
+  std::size_t bucket_floats = 0;
   std::size_t chunk_floats = 1 << 18;  ///< largest message
   bool overlap = false;                ///< start a bucket's allreduce during backward (peer actors)
   /// Every balance_every steps the split of the global batch follows the
@@ -116,6 +117,21 @@ struct ring_options {
   /// ring_groups: groups of any sizes, such as hosts); set, it replaces
   /// group_size's consecutive groups.
   std::vector<int> group_of;
+
+  /// The ring of actors lends whole buckets by reference on a host, and
+  /// each hop's message costs the same whatever its size: few large
+  /// buckets (bench/RESULTS.md, "Bucket sizes by path").
+  static constexpr std::size_t actors_bucket_floats = std::size_t{1} << 20; // 4 MiB
+  /// Through the collective communicator buckets of this size sum faster
+  /// than one large bucket (the same bench/RESULTS.md section): at 2 ranks
+  /// each is one exchange (recursive doubling), and a large bucket summed
+  /// by recursive doubling still ran slower.
+  static constexpr std::size_t collective_bucket_floats = std::size_t{1} << 16; // 256 KiB
+  /// The bucket size the ring runs with: bucket_floats when set, else the
+  /// path's own (through the communicator or not).
+  std::size_t bucket_floats_for(bool communicator) const {
+    return bucket_floats > 0 ? bucket_floats : communicator ? collective_bucket_floats : actors_bucket_floats;
+  }
 };
 
 enum class gossip_mode { dpsgd, adpsgd };

@@ -115,7 +115,7 @@ const std::vector<key_spec>& config_schema() {
     {"topology.dc_lambda", vt::number, "0.0", {}, "async: DC-ASGD delay compensation g + lambda*g*g*(w - w_read) (0 = off; try 0.04)", in(0, 1e6)},
     {"topology.push_pull", vt::boolean, "true", {}, "async parameter-server: a push's reply carries the shard's parameters after it, so each step is one round trip (ps-lite's ZPushPull); false: a separate pull before each step"},
     {"topology.backup_workers", vt::integer, "0", {}, "sync parameter-server: apply the first workers - b gradients of each step, drop the b slowest", in(0, 1023)},
-    {"topology.bucket_kb", vt::integer, "4096", {}, "ring, hierarchical: gradient bucket size in KiB (buckets are allreduced separately)", in(1, 1 << 22)},
+    {"topology.bucket_kb", vt::integer, "0", {}, "ring, hierarchical: gradient bucket size in KiB (buckets are allreduced separately); 0: by path, 4096 on the ring of actors (whole buckets lent by reference), 256 through the collective communicator (where smaller buckets sum faster: bench/RESULTS.md)", in(0, 1 << 22)},
     {"topology.chunk_kb", vt::integer, "1024", {}, "ring, hierarchical: largest message in KiB (a bucket's segments are cut into chunks that pipeline)", in(1, 1 << 22)},
     {"topology.shard_placement", vt::string, "\"rank0\"", {"rank0", "spread", "per-host"},
      "parameter-server shards: all on rank 0 (with the coordinator); spread, shard i on rank i mod processes; or per-host, one shard on the first rank of each host (topology.shards is then the number of hosts: across processes by host identity, in virtual time virtual.hosts, in one process 1)"},

@@ -47,7 +47,7 @@ struct ring_plan {
         groups(!hier                      ? actors::ring_groups{}
                : !s.ring.group_of.empty() ? s.ring.group_of
                                           : actors::consecutive_groups(s.workers, s.ring.group_size)),
-        buckets(actors::make_buckets(size, s.ring.bucket_floats)) {
+        buckets(actors::make_buckets(size, s.ring.bucket_floats_for(s.comm != nullptr))) {
     for (int r = 0; r < s.workers; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       batches.push_back(ri < s.worker_batch.size() ? s.worker_batch[ri] : s.batch_size);
@@ -216,7 +216,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
                                  const std::atomic<bool>* stop) {
   check(setup.family != &hierarchical_family || setup.ring.group_size >= 1 || !setup.ring.group_of.empty(),
         "topology.group_size must be at least 1");
-  check(setup.ring.chunk_floats > 0 && setup.ring.bucket_floats > 0, "topology.bucket_kb and topology.chunk_kb must be positive");
+  check(setup.ring.chunk_floats > 0, "topology.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   const ring_plan plan(setup, data, initial.size());
   return run_ring(sys, plan, initial, on_progress, on_metrics, stop);
@@ -239,7 +239,7 @@ std::string ring_describe(const topology_setup& s) {
     return fmt::format("compressed all-gather of gradients: {}{}, {}", models::compress_name(z.mode), how,
                        z.error_feedback ? "error feedback" : "no error feedback");
   }
-  return fmt::format("ring allreduce, {} KiB buckets{}{}{}", s.ring.bucket_floats / 256,
+  return fmt::format("ring allreduce, {} KiB buckets{}{}{}", s.ring.bucket_floats_for(s.comm != nullptr) / 256,
                      s.ring.overlap ? ", overlapped" : "", s.ring.wire_bf16 ? ", bf16 chunks" : "",
                      balanced_text(s.ring));
 }

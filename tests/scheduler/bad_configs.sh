@@ -96,7 +96,7 @@ case_ local_steps '[topology]\nkind = "local-sgd"\nlocal_steps = 0\n' 'local_ste
 case_ bound '[topology]\nkind = "parameter-server"\nmode = "ssp"\nstaleness_bound = -1\n' 'bound.toml:4: topology.staleness_bound = -1'
 case_ backups '[topology]\nkind = "parameter-server"\nworkers = 2\nbackup_workers = 2\n' 'backups.toml:4: topology.backup_workers: 2 backup workers'
 case_ dc_lambda '[topology]\nkind = "parameter-server"\nmode = "async"\ndc_lambda = -1.0\n' 'dc_lambda.toml:4: topology.dc_lambda = -1'
-case_ bucket '[topology]\nkind = "ring"\nbucket_kb = 0\n' 'bucket.toml:3: topology.bucket_kb = 0'
+case_ bucket '[topology]\nkind = "ring"\nbucket_kb = -1\n' 'bucket.toml:3: topology.bucket_kb = -1'
 case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.chunk_kb = 0'
 # language models
 case_ gpt_heads '[model]\nkind = "gpt"\nheads = 3\nd_model = 128\n[data]\ndataset = "text"\n' 'gpt_heads.toml:3: model.heads = 3 does not divide model.d_model = 128'
