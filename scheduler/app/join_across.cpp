@@ -119,10 +119,9 @@ namespace {
 /// Whether the job's link carries frames by TCP alone (transport.tls, or
 /// UCX_TLS): no shared memory to lend the actors' ring its chunks.
 bool tcp_only(const run_config& cfg) {
-  const char* env_tls = std::getenv("UCX_TLS");
-  return transport::ucx_setup::tls_tcp_only(!cfg.transport_tls.empty() ? cfg.transport_tls
-                                            : env_tls != nullptr        ? env_tls
-                                                                        : "");
+  transport::ucx_options link;
+  link.tls = cfg.transport_tls;
+  return transport::ucx_setup::tls_tcp_only(transport::ucx_setup::effective_tls(link));
 }
 
 /// Whether this job's workers sum their buckets through the collective

@@ -33,8 +33,6 @@ void mix_record_or_replay(const topology_setup& setup, actors::worker_config& wc
   wc.gossip.record_max_bytes = setup.record_max_bytes;
 }
 
-} // namespace
-
 topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,
                                    const models::dataset& data, const progress_fn& on_progress,
                                    const metrics_fn& on_metrics, const std::atomic<bool>* stop) {
@@ -78,8 +76,6 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
     throw error("gossip" + std::string(setup.node ? " across processes" : "") + ": " + c->failure);
   return replicas_outcome(std::move(*c), false);
 }
-
-namespace {
 
 std::string gossip_mode_name(const topology_setup& s) { return asynchronous(s) ? "adpsgd" : "dpsgd"; }
 std::string gossip_describe(const topology_setup& s) {

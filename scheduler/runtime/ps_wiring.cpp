@@ -247,10 +247,6 @@ bool waits_for_fetch(const topology_setup& setup) {
   return setup.node && setup.ps.spread_shards && setup.sync_ranks;
 }
 
-} // namespace
-
-namespace {
-
 /// Across processes every mode goes on without a lost worker: its shards
 /// complete versions (sync, local SGD) and clocks (SSP) with the
 /// survivors; an async server also rebuilds a lost rank's shards.
@@ -278,8 +274,6 @@ void place_shards(const topology_setup& setup, shard_set& shards) {
     shards.handles[i] = actors::as_shard(setup.sim->place(caf::actor_cast<caf::actor>(shards.handles[i]), host));
   }
 }
-
-} // namespace
 
 topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                const progress_fn& on_progress, const metrics_fn& on_metrics,
@@ -335,8 +329,6 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   out.reports = std::move(c.reports);
   return out;
 }
-
-namespace {
 
 std::string ps_mode(const topology_setup& s) {
   return s.ps.sync ? "sync" : s.ps.staleness_bound >= 0 ? "ssp" : "async";

@@ -209,8 +209,6 @@ topology_outcome run_ring(caf::actor_system& sys, const ring_plan& p, const mode
   return replicas_outcome(std::move(*c), true);
 }
 
-} // namespace
-
 topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                  const progress_fn& on_progress, const metrics_fn& on_metrics,
                                  const std::atomic<bool>* stop) {
@@ -221,8 +219,6 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
   const ring_plan plan(setup, data, initial.size());
   return run_ring(sys, plan, initial, on_progress, on_metrics, stop);
 }
-
-namespace {
 
 std::string balanced_text(const actors::ring_options& ring) {
   return ring.balance_every > 0 ? fmt::format(", batches balanced every {} steps", ring.balance_every) : "";
