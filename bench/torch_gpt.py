@@ -12,7 +12,10 @@ softmax, as nanoGPT's fallback path.
 As a benchmark: trains on windows of the fortunes corpus with AdamW
 (lr 3e-4, betas 0.9/0.95, weight decay 0.1 on weight matrices) and
 clipping at 1, as gradwire-bench-train --model gpt does, and prints one
-key=value line with tokens_per_sec.
+key=value line with tokens_per_sec. On a GPU (`--device cuda`, for
+bench/gpu_gpt_vs_torch.sh): `--sdpa` takes PyTorch 2's fused
+scaled_dot_product_attention, `--bf16` autocasts the step to bf16, and
+the line adds peak_mib (torch.cuda.max_memory_allocated).
 """
 import argparse
 import math
@@ -31,10 +34,15 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(d, d)
         self.heads = heads
 
+    fused = False  # set by --sdpa: PyTorch 2's scaled_dot_product_attention
+
     def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        if CausalSelfAttention.fused:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
@@ -122,20 +130,29 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sdpa", action="store_true", help="fused scaled_dot_product_attention (PyTorch 2)")
+    ap.add_argument("--bf16", action="store_true", help="autocast the forward and backward to bf16")
     a = ap.parse_args()
+    if a.sdpa and not hasattr(F, "scaled_dot_product_attention"):
+        raise SystemExit(f"--sdpa: PyTorch {torch.__version__} has no scaled_dot_product_attention")
+    CausalSelfAttention.fused = a.sdpa
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     c = dict(layers=a.layers, heads=a.heads, d_model=a.d_model, context=a.context, vocab=256)
-    model = GPT(c)
+    model = GPT(c).to(dev)
     opt = adamw(model, 3e-4, (0.9, 0.95), 1e-8, 0.1)
     data = corpus()
     g = torch.Generator().manual_seed(1)
 
     def step():
         at = torch.randint(0, len(data) - a.context - 1, (a.batch,), generator=g)
-        x = torch.stack([data[i:i + a.context] for i in at])
-        y = torch.stack([data[i + 1:i + 1 + a.context] for i in at])
-        loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1))
+        x = torch.stack([data[i:i + a.context] for i in at]).to(dev)
+        y = torch.stack([data[i + 1:i + 1 + a.context] for i in at]).to(dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.bf16):
+            loss = F.cross_entropy(model(x).view(-1, 256), y.view(-1))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -143,13 +160,19 @@ def main():
 
     for _ in range(a.warmup):
         step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         step()
+    if cuda:
+        torch.cuda.synchronize()
     secs = time.perf_counter() - t0
+    peak = f" peak_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}" if cuda else ""
     print(f"model=gpt threads={a.threads} batch={a.batch} context={a.context} "
           f"tokens_per_sec={a.steps * a.batch * a.context / secs:.0f} step_ms={secs / a.steps * 1e3:.2f} "
-          f"omp_wait_policy={os.environ.get('OMP_WAIT_POLICY', 'default')}")
+          f"omp_wait_policy={os.environ.get('OMP_WAIT_POLICY', 'default')}{peak}")
 
 
 if __name__ == "__main__":

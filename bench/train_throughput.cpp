@@ -177,6 +177,7 @@ std::pair<double, double> time_steps(gm::trainer& tr, gm::batcher& b, int batch,
   }
   auto& be = gradwire::kernels::backend_for(dev);
   be.synchronize();
+  be.reset_peak_bytes(); // the peak of the timed steps, as PyTorch's reset_peak_memory_stats
   double data_s = 0;
   auto t0 = clk::now();
   for (int i = 0; i < steps; ++i) {
@@ -238,11 +239,12 @@ int main(int argc, char** argv) {
   gm::batcher b(ds, gm::shard_indices(ds.size(), 0, 1, 1), batch, 1);
   const auto [s, data_s] = time_steps(tr, b, batch, warmup, steps, dev);
   const double flops = m.train_flops_per_sample();
+  const double peak_mib = static_cast<double>(gradwire::kernels::backend_for(dev).peak_bytes()) / (1 << 20);
   std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s samples_per_sec=%.0f "
-              "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f tokens_per_sec=%.0f\n",
+              "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f tokens_per_sec=%.0f peak_mib=%.0f\n",
               model_kind.c_str(), threads, tr.strategy() == gm::parallelism::layer ? "layer" : "batch",
               batch, device.c_str(),
               static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops,
-              static_cast<double>(steps) * batch * (lm ? spec.context : 1) / s);
+              static_cast<double>(steps) * batch * (lm ? spec.context : 1) / s, peak_mib);
   return 0;
 }

@@ -57,6 +57,12 @@ public:
   virtual void fill(float* x, std::size_t n, float value) = 0;
   /// Waits until every kernel issued so far has finished.
   virtual void synchronize() = 0;
+  /// The most device memory this backend's allocations (tensors and its
+  /// own scratch) held at once since the last reset_peak_bytes(), in
+  /// bytes; 0 where it is not tracked (the CPU).
+  virtual std::size_t peak_bytes() const { return 0; }
+  /// Starts the peak over from what is held now.
+  virtual void reset_peak_bytes() {}
 
   // --- dense algebra ----------------------------------------------------------
   /// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major.
@@ -173,9 +179,10 @@ public:
   /// gradwire::error naming it.
   virtual void embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch,
                                  int time, int d, int vocab);
-  /// dwte[tokens[b, t]] += dh[b, t] and dwpe[t] += dh[b, t] (accumulate).
+  /// dwte[tokens[b, t]] += dh[b, t] and dwpe[t] += dh[b, t] (accumulate);
+  /// the tokens were checked against `vocab` by the forward pass.
   virtual void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch,
-                                  int time, int d);
+                                  int time, int d, int vocab);
   /// Causal multi-head self-attention. qkv is [batch, time, 3d]: q, k and v
   /// side by side, each `heads` heads of d / heads (nanoGPT's c_attn
   /// output). y [batch, time, d] = softmax(q k^T / sqrt(d / heads), causal) v

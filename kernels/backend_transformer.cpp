@@ -24,7 +24,7 @@ void backend::gelu_backward(const float*, const float*, float*, std::size_t) { m
 void backend::embedding_forward(const float*, const float*, const float*, float*, int, int, int, int) {
   missing(*this, "embedding_forward");
 }
-void backend::embedding_backward(const float*, const float*, float*, float*, int, int, int) {
+void backend::embedding_backward(const float*, const float*, float*, float*, int, int, int, int) {
   missing(*this, "embedding_backward");
 }
 void backend::attention_forward(const float*, float*, float*, int, int, int, int) {

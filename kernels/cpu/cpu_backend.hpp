@@ -78,7 +78,7 @@ public:
   void embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch, int time,
                          int d, int vocab) override;
   void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch, int time,
-                          int d) override;
+                          int d, int vocab) override;
   void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) override;
   void attention_backward(const float* qkv, const float* y, const float* dy, const float* lse, float* dqkv,
                           int batch, int time, int heads, int d) override;

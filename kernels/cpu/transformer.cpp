@@ -127,7 +127,7 @@ void cpu_backend::embedding_forward(const float* tokens, const float* wte, const
 }
 
 void cpu_backend::embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch,
-                                     int time, int d) {
+                                     int time, int d, int) {
   for (int b = 0; b < batch; ++b)
     for (int t = 0; t < time; ++t) {
       const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(b) * time + t;

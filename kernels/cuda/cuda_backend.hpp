@@ -1,7 +1,7 @@
 #pragma once
 /// @file cuda_backend.hpp
-/// The CUDA backend: cuBLAS for GEMM, cuDNN for convolution and batch norm,
-/// small kernels for the rest. All work goes to one stream per device;
+/// The CUDA backend: cuBLAS for GEMM, cuDNN for convolution, hand-written
+/// kernels for the rest (batch norm, the transformer's passes, attention). All work goes to one stream per device;
 /// results read back by the host (loss, sums) synchronise that stream.
 /// One backend serves every worker on its device, from their own threads
 /// (several workers may share a GPU): kernel launches and cuBLAS calls are
@@ -17,6 +17,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,14 @@ struct conv_plan {
   conv_plan& operator=(const conv_plan&) = delete;
 };
 
+/// Device bytes held by a backend's allocations, now and at most. Shared
+/// with the deleters of the tensors it allocated, which may outlive it.
+struct held_bytes {
+  std::atomic<std::size_t> now{0}, peak{0};
+  void add(std::size_t n);
+  void sub(std::size_t n) { now.fetch_sub(n); }
+};
+
 class cuda_backend final : public backend {
 public:
   explicit cuda_backend(int index);
@@ -73,6 +82,8 @@ public:
                   std::size_t bytes) override;
   void fill(float* x, std::size_t n, float value) override;
   void synchronize() override;
+  std::size_t peak_bytes() const override { return held_->peak.load(); }
+  void reset_peak_bytes() override { held_->peak.store(held_->now.load()); }
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override;
@@ -110,6 +121,20 @@ public:
   void batchnorm_backward(const float* x, const float* dy, float* dx, int n, int c, int hw,
                           const float* gamma, const float* save_mean, const float* save_invstd,
                           float* dgamma, float* dbeta, const float* relu_y = nullptr) override;
+
+  void layernorm_forward(const float* x, float* y, float* mean, float* rstd, const float* w, const float* b,
+                         int rows, int cols, float eps) override;
+  void layernorm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* w,
+                          float* dx, float* dw, float* db, int rows, int cols) override;
+  void gelu_forward(const float* x, float* y, std::size_t n) override;
+  void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) override;
+  void embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch, int time,
+                         int d, int vocab) override;
+  void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch, int time,
+                          int d, int vocab) override;
+  void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) override;
+  void attention_backward(const float* qkv, const float* y, const float* dy, const float* lse, float* dqkv,
+                          int batch, int time, int heads, int d) override;
 
   xent_result softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes,
                            float* dlogits, float grad_scale) override;
@@ -153,6 +178,7 @@ private:
   std::mutex host_mu_; ///< cuDNN calls, scratch_ and its read-backs, plans_
   std::map<std::array<int, 9>, std::unique_ptr<conv_plan>> plans_;
   op_timer timer_; ///< GRADWIRE_CUDA_PROFILE=1: GPU time per operation
+  std::shared_ptr<held_bytes> held_ = std::make_shared<held_bytes>();
 };
 
 } // namespace gradwire::kernels

@@ -38,10 +38,19 @@ std::shared_ptr<storage> cuda_backend::allocate(std::size_t bytes) {
   if (bytes > 0)
     GW_CUDA(cudaMalloc(&p, bytes));
   const int idx = index_;
-  return std::make_shared<storage>(p, bytes, dev(), [idx](void* q) {
+  held_->add(bytes);
+  return std::make_shared<storage>(p, bytes, dev(), [idx, bytes, held = held_](void* q) {
     cudaSetDevice(idx);
     cudaFree(q);
+    held->sub(bytes);
   });
+}
+
+void held_bytes::add(std::size_t n) {
+  const std::size_t after = now.fetch_add(n) + n;
+  std::size_t seen = peak.load();
+  while (after > seen && !peak.compare_exchange_weak(seen, after)) {
+  }
 }
 
 void cuda_backend::copy_bytes(void* dst, device dst_dev, const void* src, device src_dev,
@@ -79,9 +88,12 @@ void* cuda_backend::scratch(std::size_t bytes) {
     GW_CUDA(cudaStreamSynchronize(stream_));
     if (scratch_ != nullptr)
       GW_CUDA(cudaFree(scratch_));
+    held_->sub(scratch_bytes_);
     scratch_ = nullptr;
+    scratch_bytes_ = 0;
     GW_CUDA(cudaMalloc(&scratch_, bytes));
     scratch_bytes_ = bytes;
+    held_->add(bytes);
   }
   return scratch_;
 }

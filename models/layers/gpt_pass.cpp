@@ -116,7 +116,7 @@ const tensor& gpt::backward(const tensor& dlogits, bool) {
   for (std::size_t l = blocks_.size(); l-- > 0;)
     block_backward(l, dh_);
   be().fill(wpe_.grad.data(), floats(wpe_.grad), 0.f);
-  be().embedding_backward(x_.data(), dh_.data(), wte_.grad.data(), wpe_.grad.data(), n_, t_, d);
+  be().embedding_backward(x_.data(), dh_.data(), wte_.grad.data(), wpe_.grad.data(), n_, t_, d, s_.vocab);
   return none_;
 }
 

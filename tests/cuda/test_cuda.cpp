@@ -8,6 +8,7 @@
 #include "models/trainer.hpp"
 #include "actor_env.hpp"
 #include "reference.hpp"
+#include "cuda/device_buffers.hpp"
 #include "scheduler/runtime/topology.hpp"
 #include "scheduler/runtime/ring_wiring.hpp"
 
@@ -24,33 +25,13 @@ using namespace gradwire;
 using namespace gradwire::kernels;
 using gwtest::check_close;
 using gwtest::random_vec;
+using gwtest::dbuf;
+using gwtest::ibuf;
 
 namespace {
 
 backend& cpu() { return backend_for(device::cpu()); }
 backend& gpu() { return backend_for(device::cuda(0)); }
-
-/// A device copy of host values; `host()` reads it back.
-struct dbuf {
-  tensor t;
-  explicit dbuf(const std::vector<float>& v) : t(tensor::empty({static_cast<std::int64_t>(v.size())}, device::cuda(0))) {
-    copy(tensor::from(v, {static_cast<std::int64_t>(v.size())}), t);
-  }
-  explicit dbuf(std::size_t n) : dbuf(std::vector<float>(n, 0.f)) {}
-  float* p() const { return t.data(); }
-  std::vector<float> host() const { return t.to_vector(); }
-};
-
-struct ibuf {
-  tensor t;
-  explicit ibuf(const std::vector<std::int32_t>& v)
-    : t(tensor::empty({static_cast<std::int64_t>(v.size())}, device::cuda(0), dtype::i32)) {
-    auto h = tensor::empty({static_cast<std::int64_t>(v.size())}, device::cpu(), dtype::i32);
-    std::copy(v.begin(), v.end(), h.data_i32());
-    copy(h, t);
-  }
-  std::int32_t* p() const { return t.data_i32(); }
-};
 
 /// Batch norm forward (training), backward and eval on the GPU against the
 /// CPU reference, for n images of c channels of hw values.

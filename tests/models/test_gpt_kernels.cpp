@@ -165,7 +165,7 @@ TEST_CASE("Embeddings gather token and position rows, scatter their gradients ba
       for (int j = 0; j < d; ++j)
         CHECK(h[(b * T + t) * d + j] == wte[static_cast<int>(tok[b * T + t]) * d + j] + wpe[t * d + j]);
   std::vector<float> dh(h.size(), 1.f), dwte(wte.size(), 0.f), dwpe(wpe.size(), 0.f);
-  cpu().embedding_backward(tok.data(), dh.data(), dwte.data(), dwpe.data(), B, T, d);
+  cpu().embedding_backward(tok.data(), dh.data(), dwte.data(), dwpe.data(), B, T, d, V);
   CHECK(dwte[4 * d] == 2.f); // token 4 twice
   CHECK(dwte[3 * d] == 0.f); // token 3 never
   CHECK(dwpe[0] == 2.f);     // each position once per sequence

@@ -1,0 +1,151 @@
+// The transformer's CUDA kernels against the CPU reference, pass by pass
+// (contexts that are not a multiple of a tile included), then GPT training
+// steps on cuda:0 against the same steps on the CPU. Part of test_cuda,
+// whose main skips without a GPU.
+#include "cuda/device_buffers.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/error.hpp"
+#include "models/model.hpp"
+#include "models/trainer.hpp"
+#include "reference.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace gradwire;
+using namespace gradwire::kernels;
+using gwtest::check_close;
+using gwtest::dbuf;
+using gwtest::random_vec;
+
+namespace {
+
+backend& cpu() { return backend_for(device::cpu()); }
+backend& gpu() { return backend_for(device::cuda(0)); }
+
+std::vector<float> tokens(std::size_t n, int vocab, std::uint64_t seed) {
+  auto r = random_vec(n, seed, 0.f, static_cast<float>(vocab) - 0.01f);
+  for (auto& v : r)
+    v = std::floor(v);
+  return r;
+}
+
+/// Attention forward and backward at one geometry, GPU against CPU.
+void check_attention(int batch, int time, int heads, int d) {
+  INFO("attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
+  const auto rows = static_cast<std::size_t>(batch) * time, lse_n = rows * heads;
+  const auto qkv = random_vec(rows * 3 * d, 11, -2.f, 2.f), dy = random_vec(rows * d, 12);
+  std::vector<float> y(rows * d), lse(lse_n), dqkv(rows * 3 * d);
+  cpu().attention_forward(qkv.data(), y.data(), lse.data(), batch, time, heads, d);
+  cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), batch, time, heads, d);
+  dbuf gq(qkv), gy(rows * d), gl(lse_n), gdy(dy), gdq(rows * 3 * d);
+  gpu().attention_forward(gq.p(), gy.p(), gl.p(), batch, time, heads, d);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq.p(), batch, time, heads, d);
+  check_close(gy.host(), y, 1e-4, 1e-5);
+  check_close(gl.host(), lse, 1e-5, 1e-5);
+  check_close(gdq.host(), dqkv, 1e-3, 1e-4);
+  // No atomics: the same inputs give the same bits.
+  dbuf gdq2(rows * 3 * d);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq2.p(), batch, time, heads, d);
+  CHECK(gdq2.host() == gdq.host());
+}
+
+} // namespace
+
+TEST_CASE("cuda attention matches CPU, forward and backward, at any context and head size", "[gpt]") {
+  check_attention(2, 37, 2, 32);   // head 16, one partial tile
+  check_attention(1, 1, 1, 16);    // a single position
+  check_attention(2, 100, 4, 128); // head 32, a full tile and a partial one
+  check_attention(1, 130, 2, 128); // head 64, three tiles
+  check_attention(1, 70, 1, 96);   // head 96, under the 128 bound
+  check_attention(1, 65, 2, 256);  // head 128, tiles of 32
+}
+
+TEST_CASE("cuda attention refuses a head over 128 values and heads that do not divide d", "[gpt]") {
+  dbuf q(3 * 256), y(256), l(1), dq(3 * 256);
+  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 1, 256), Catch::Contains("128"));
+  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 3, 256), Catch::Contains("divide"));
+}
+
+TEST_CASE("cuda LayerNorm matches CPU, forward and backward, with dx over dy", "[gpt]") {
+  for (int cols : {72, 256}) {
+    const int rows = 37;
+    const auto n = static_cast<std::size_t>(rows) * cols;
+    const auto x = random_vec(n, 21, -3.f, 3.f), w = random_vec(cols, 22, 0.5f, 1.5f);
+    const auto b = random_vec(cols, 23), dy = random_vec(n, 24);
+    auto dw = random_vec(cols, 25), db = random_vec(cols, 26); // accumulated onto
+    std::vector<float> y(n), mean(rows), rstd(rows), dx = dy;
+    cpu().layernorm_forward(x.data(), y.data(), mean.data(), rstd.data(), w.data(), b.data(), rows, cols, 1e-5f);
+    dbuf gx(x), gy(n), gm(rows), gr(rows), gw(w), gb(b), gdx(dy), gdw(dw), gdb(db);
+    gpu().layernorm_forward(gx.p(), gy.p(), gm.p(), gr.p(), gw.p(), gb.p(), rows, cols, 1e-5f);
+    check_close(gy.host(), y, 1e-5, 1e-5);
+    check_close(gm.host(), mean, 1e-6, 1e-6);
+    check_close(gr.host(), rstd, 1e-6, 1e-6);
+    cpu().layernorm_backward(x.data(), dx.data(), mean.data(), rstd.data(), w.data(), dx.data(), dw.data(),
+                             db.data(), rows, cols);
+    gpu().layernorm_backward(gx.p(), gdx.p(), gm.p(), gr.p(), gw.p(), gdx.p(), gdw.p(), gdb.p(), rows, cols);
+    check_close(gdx.host(), dx, 1e-4, 1e-5);
+    check_close(gdw.host(), dw, 1e-4, 1e-5);
+    check_close(gdb.host(), db, 1e-5, 1e-5);
+  }
+}
+
+TEST_CASE("cuda GELU matches CPU, forward and backward", "[gpt]") {
+  const std::size_t n = 5003;
+  const auto x = random_vec(n, 31, -6.f, 6.f), dy = random_vec(n, 32);
+  std::vector<float> y(n), dx(n);
+  cpu().gelu_forward(x.data(), y.data(), n);
+  cpu().gelu_backward(x.data(), dy.data(), dx.data(), n);
+  dbuf gx(x), gy(n), gdy(dy);
+  gpu().gelu_forward(gx.p(), gy.p(), n);
+  gpu().gelu_backward(gx.p(), gdy.p(), gdy.p(), n); // dx over dy, as the GPT calls it
+  check_close(gy.host(), y, 1e-5, 1e-6);
+  check_close(gdy.host(), dx, 1e-5, 1e-6);
+}
+
+TEST_CASE("cuda embeddings gather and scatter as the CPU does, bit for bit, and refuse bad tokens", "[gpt]") {
+  const int batch = 3, time = 50, d = 40, vocab = 256;
+  const auto rows = static_cast<std::size_t>(batch) * time;
+  const auto tok = tokens(rows, 20, 41); // few distinct tokens: each one at many positions
+  const auto wte = random_vec(static_cast<std::size_t>(vocab) * d, 42), wpe = random_vec(time * d, 43);
+  const auto dh = random_vec(rows * d, 44);
+  auto dwte = random_vec(wte.size(), 45), dwpe = random_vec(wpe.size(), 46);
+  std::vector<float> h(rows * d);
+  dbuf gt(tok), gwte(wte), gwpe(wpe), gh(rows * d), gdh(dh), gdwte(dwte), gdwpe(dwpe);
+  cpu().embedding_forward(tok.data(), wte.data(), wpe.data(), h.data(), batch, time, d, vocab);
+  gpu().embedding_forward(gt.p(), gwte.p(), gwpe.p(), gh.p(), batch, time, d, vocab);
+  CHECK(gh.host() == h);
+  cpu().embedding_backward(tok.data(), dh.data(), dwte.data(), dwpe.data(), batch, time, d, vocab);
+  gpu().embedding_backward(gt.p(), gdh.p(), gdwte.p(), gdwpe.p(), batch, time, d, vocab);
+  CHECK(gdwte.host() == dwte); // the CPU's order of adds
+  CHECK(gdwpe.host() == dwpe);
+  auto bad = tok;
+  bad[77] = 256.f;
+  dbuf gbad(bad);
+  CHECK_THROWS_WITH(gpu().embedding_forward(gbad.p(), gwte.p(), gwpe.p(), gh.p(), batch, time, d, vocab),
+                    Catch::Contains("token 256") && Catch::Contains("position 77"));
+}
+
+TEST_CASE("GPT training with AdamW and clipping on cuda:0 follows the CPU run", "[gpt]") {
+  models::model_spec spec;
+  spec.kind = "gpt";
+  spec.layers = 2, spec.heads = 4, spec.d_model = 64, spec.context = 40, spec.vocab = 256;
+  spec.channels = spec.height = 1, spec.width = spec.context, spec.classes = spec.vocab;
+  models::optimizer_spec opt;
+  opt.kind = "adamw", opt.lr = 1e-3f, opt.weight_decay = 0.1f, opt.clip_norm = 1.f;
+  models::model mc(spec, device::cpu(), 1), mg(spec, device::cuda(0), 1);
+  models::trainer tc(mc, opt, 1), tg(mg, opt, 1);
+  const int n = 8;
+  for (int step = 0; step < 10; ++step) {
+    const auto x = tokens(static_cast<std::size_t>(n) * spec.context, 64, 100 + step);
+    std::vector<std::int32_t> y(x.size());
+    for (std::size_t i = 0; i < y.size(); ++i)
+      y[i] = static_cast<std::int32_t>(x[(i + 1) % x.size()]);
+    const double lc = tc.step(x.data(), y.data(), n).mean_loss();
+    const double lg = tg.step(x.data(), y.data(), n).mean_loss();
+    CHECK(lg == Approx(lc).epsilon(1e-4));
+  }
+  check_close(mg.params().to_vector(), mc.params().to_vector(), 1e-3, 1e-4);
+}
