@@ -4,12 +4,14 @@
 # driver, CUDA and PyTorch but none of Debian's packages (CAF, Cap'n Proto,
 # OpenBLAS): the binaries, the shared libraries they need from this machine
 # (not glibc's, not CUDA's; xz-packed: OpenBLAS alone is 36 MB), Fashion-MNIST
-# (the CUDA tests train on it), and env.sh, which unpacks the libraries,
+# (the CUDA tests train on it), the fortunes corpus (the GPT benchmark reads
+# it), and env.sh, which unpacks the libraries,
 # points the loader at them and at the GPU machine's own cuBLAS and cuDNN
 # (PyTorch's wheels first, so that both sides of a comparison use the same
-# cuDNN), and, where the machine has no Fashion-MNIST and we are root, links
-# the bundle's copy where the tests look (/usr/share/datasets/fashion-mnist).
-# About 50 MB in all.
+# cuDNN), and, where the machine has no Fashion-MNIST or fortunes and we are
+# root, links the bundle's copies where the programs look
+# (/usr/share/datasets/fashion-mnist, /usr/share/games/fortunes).
+# About 50 MB in all. scripts/gpu_check.sh runs everything there at once.
 #
 #   scripts/gpu_bundle.sh [DIR] [BUILD]      (default .gpu and build)
 # then, on the GPU machine, from the repository root:
@@ -25,10 +27,12 @@ done
 # The CUDA kernels are a module beside the programs, loaded on first use.
 module=$build/libgradwire_cuda.so
 [[ -f $module ]] || { echo "gpu_bundle.sh: $build was built without CUDA (no $module; see 'gradwire info')" >&2; exit 1; }
-rm -rf "$dir" && mkdir -p "$dir/lib" "$dir/fashion-mnist"
+rm -rf "$dir" && mkdir -p "$dir/lib" "$dir/fashion-mnist" "$dir/fortunes"
 cp "${bins[@]}" "$module" "$dir/"
 cp /usr/share/datasets/fashion-mnist/*.gz "$dir/fashion-mnist/" 2>/dev/null ||
   echo "gpu_bundle.sh: no Fashion-MNIST here (dataset-fashion-mnist): the CUDA tests that train will fail there" >&2
+cp -a /usr/share/games/fortunes/. "$dir/fortunes/" 2>/dev/null || # links kept: readers skip them
+  echo "gpu_bundle.sh: no fortunes here: the GPT benchmark will fail there" >&2
 # Everything the binaries load from Debian's folders, but glibc, libstdc++
 # and libgcc (newer on the GPU machine) and CUDA's own (the GPU machine's).
 ldd "${bins[@]}" "$module" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
@@ -43,6 +47,9 @@ _gw_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [[ -d $_gw_dir/lib ]] || tar -C "$_gw_dir" -xJf "$_gw_dir/lib.tar.xz"
 if [[ ! -e /usr/share/datasets/fashion-mnist && $(id -u) -eq 0 ]] && ls "$_gw_dir"/fashion-mnist/*.gz >/dev/null 2>&1; then
   mkdir -p /usr/share/datasets && ln -s "$_gw_dir/fashion-mnist" /usr/share/datasets/fashion-mnist
+fi
+if [[ ! -e /usr/share/games/fortunes && $(id -u) -eq 0 ]] && [[ -n $(ls -A "$_gw_dir/fortunes" 2>/dev/null) ]]; then
+  mkdir -p /usr/share/games && ln -s "$_gw_dir/fortunes" /usr/share/games/fortunes
 fi
 _gw_nv=$(python3 -c 'import os, sys
 import nvidia
