@@ -88,8 +88,10 @@ public:
   virtual void scale(std::size_t n, float a, float* x) = 0;
   /// y = (x0 + x1) * s (may alias)
   virtual void add(std::size_t n, const float* x0, const float* x1, float* y, float s = 1.f) = 0;
-  /// sum of x
+  /// sum of x, in double, in an order fixed by n: a run repeats itself
   virtual double sum(const float* x, std::size_t n) = 0;
+  /// sum of x * x, likewise (the global norm that clipping reads)
+  virtual double sum_squares(const float* x, std::size_t n) = 0;
 
   // --- convolution and pooling ---------------------------------------------
   /// Bytes of scratch memory conv2d_forward/backward need for `g`.

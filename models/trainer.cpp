@@ -149,12 +149,7 @@ std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int 
 
 double trainer::clip() {
   const tensor& g = replicas_[0]->grads;
-  const std::vector<float> host = g.dev().is_cpu() ? std::vector<float>() : g.to_vector();
-  const float* p = g.dev().is_cpu() ? g.data() : host.data();
-  double ss = 0;
-  for (std::size_t i = 0; i < model_.size(); ++i)
-    ss += static_cast<double>(p[i]) * p[i];
-  const double norm = std::sqrt(ss);
+  const double norm = std::sqrt(kernels::backend_for(g.dev()).sum_squares(g.data(), model_.size()));
   // PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   const double coef = static_cast<double>(opt_.spec().clip_norm) / (norm + 1e-6);
   if (coef < 1.0)

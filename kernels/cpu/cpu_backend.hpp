@@ -32,6 +32,7 @@ public:
   void scale(std::size_t n, float a, float* x) override;
   void add(std::size_t n, const float* x0, const float* x1, float* y, float s = 1.f) override;
   double sum(const float* x, std::size_t n) override;
+  double sum_squares(const float* x, std::size_t n) override;
 
   std::size_t conv2d_workspace_bytes(const conv_geom& g) override;
   void conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,

@@ -67,4 +67,11 @@ double cpu_backend::sum(const float* x, std::size_t n) {
   return s;
 }
 
+double cpu_backend::sum_squares(const float* x, std::size_t n) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
 } // namespace gradwire::kernels

@@ -98,6 +98,7 @@ public:
   void scale(std::size_t n, float a, float* x) override;
   void add(std::size_t n, const float* x0, const float* x1, float* y, float s = 1.f) override;
   double sum(const float* x, std::size_t n) override;
+  double sum_squares(const float* x, std::size_t n) override;
 
   std::size_t conv2d_workspace_bytes(const conv_geom& g) override;
   void conv2d_forward(const conv_geom& g, const float* x, const float* w, float* y,
@@ -163,6 +164,9 @@ private:
   /// dw += the weight gradient of `g` computed directly (wgrad_direct.cu);
   /// only where wgrad_direct_fits(g); host_mu_ held.
   void wgrad_direct(const conv_geom& g, const float* x, const float* dy, float* dw);
+  /// sum of x (squared: of x * x) in double: fixed blocks' partial sums,
+  /// added in order; host_mu_ taken here.
+  double reduce(const float* x, std::size_t n, bool squared);
   /// dw[j] += the sum of part[i][j] over i < count, in order of i.
   void add_partials(const float* part, int count, std::size_t len, float* dw);
   /// The best of three timed runs, ms, of wgrad_gemm shaped by `ws` or,

@@ -23,19 +23,32 @@ __global__ void scale_kernel(std::size_t n, float a, float* x) { GW_GRID_STRIDE(
 __global__ void add_kernel(std::size_t n, const float* x0, const float* x1, float* y, float s) {
   GW_GRID_STRIDE(i, n) y[i] = (x0[i] + x1[i]) * s;
 }
-__global__ void sum_kernel(const float* x, std::size_t n, double* out) {
-  __shared__ double part[threads_per_block];
-  double s = 0;
-  GW_GRID_STRIDE(i, n) s += x[i];
-  part[threadIdx.x] = s;
+/// Blocks of a sum: a fixed count, so each block's share of x, and the
+/// order its values are added in, depend on n alone.
+constexpr unsigned sum_blocks = 256;
+
+/// Block b's partial sum of x (of x * x when squared) into part[b].
+__global__ void partial_sums(const float* x, std::size_t n, bool squared, double* part) {
+  __shared__ double s[threads_per_block];
+  double a = 0;
+  GW_GRID_STRIDE(i, n) a += squared ? static_cast<double>(x[i]) * x[i] : x[i];
+  s[threadIdx.x] = a;
   __syncthreads();
   for (int step = blockDim.x / 2; step > 0; step /= 2) {
     if (threadIdx.x < step)
-      part[threadIdx.x] += part[threadIdx.x + step];
+      s[threadIdx.x] += s[threadIdx.x + step];
     __syncthreads();
   }
   if (threadIdx.x == 0)
-    atomicAdd(out, part[0]);
+    part[blockIdx.x] = s[0];
+}
+
+/// out = the partial sums added in block order.
+__global__ void add_partial_sums(const double* part, unsigned count, double* out) {
+  double a = 0;
+  for (unsigned b = 0; b < count; ++b)
+    a += part[b];
+  *out = a;
 }
 
 } // namespace
@@ -65,17 +78,22 @@ void cuda_backend::add(std::size_t n, const float* x0, const float* x1, float* y
   add_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(n, x0, x1, y, s);
   GW_CUDA_LAUNCHED();
 }
-double cuda_backend::sum(const float* x, std::size_t n) {
+double cuda_backend::reduce(const float* x, std::size_t n, bool squared) {
   std::lock_guard<std::mutex> lock(host_mu_);
-  const auto gw_timed = timer_.time(stream_, "sum");
-  auto* out = static_cast<double*>(scratch(sizeof(double)));
-  GW_CUDA(cudaMemsetAsync(out, 0, sizeof(double), stream_));
-  sum_kernel<<<blocks_for(n), threads_per_block, 0, stream_>>>(x, n, out);
+  const auto gw_timed = timer_.time(stream_, squared ? "sum of squares" : "sum");
+  auto* part = static_cast<double*>(scratch(sizeof(double) * (sum_blocks + 1)));
+  partial_sums<<<sum_blocks, threads_per_block, 0, stream_>>>(x, n, squared, part);
+  GW_CUDA_LAUNCHED();
+  add_partial_sums<<<1, 1, 0, stream_>>>(part, sum_blocks, part + sum_blocks);
   GW_CUDA_LAUNCHED();
   double host = 0;
-  GW_CUDA(cudaMemcpyAsync(&host, out, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  GW_CUDA(cudaMemcpyAsync(&host, part + sum_blocks, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   GW_CUDA(cudaStreamSynchronize(stream_));
   return host;
 }
+
+double cuda_backend::sum(const float* x, std::size_t n) { return reduce(x, n, false); }
+
+double cuda_backend::sum_squares(const float* x, std::size_t n) { return reduce(x, n, true); }
 
 } // namespace gradwire::kernels

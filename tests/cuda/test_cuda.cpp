@@ -94,6 +94,11 @@ TEST_CASE("cuda elementwise, bias, sum, loss and optimizers match CPU") {
   gpu().relu_backward(dout.p(), dy_.p(), ddx.p(), n);
   check_close(ddx.host(), dx, 0, 0);
   CHECK(gpu().sum(dx_.p(), n) == Approx(cpu().sum(x.data(), n)).margin(1e-3));
+  CHECK(gpu().sum_squares(dx_.p(), n) == Approx(cpu().sum_squares(x.data(), n)).epsilon(1e-12));
+  CHECK(gpu().sum(dx_.p(), n) == gpu().sum(dx_.p(), n)); // a fixed order of adds
+  const std::size_t big = (1u << 20) + 7; // every block of the sum busy, a ragged end
+  dbuf dbig(random_vec(big, 8));
+  CHECK(gpu().sum_squares(dbig.p(), big) == Approx(cpu().sum_squares(random_vec(big, 8).data(), big)).epsilon(1e-12));
 
   const int rows = 13, cols = 21;
   auto yb = random_vec(rows * cols, 6), bias = random_vec(cols, 7);
