@@ -8,7 +8,7 @@
 // row sums in double, exact GELU (erf), the token and position embeddings.
 // Every sum runs in a fixed order, with no atomics, so a run repeats itself
 // bit for bit: a row's statistics by one warp, a column's parameter
-// gradients by one thread walking the rows in order (the CPU's order).
+// gradients by fixed slices of rows, then the slices in order.
 
 namespace gradwire::kernels {
 namespace {
@@ -52,23 +52,42 @@ __global__ void layernorm_fwd(const float* x, float* y, float* mean, float* rstd
   }
 }
 
-/// dw[j] += sum over rows of dy * xhat, db[j] += sum of dy: one thread per
-/// column, rows in order. Runs before layernorm_bwd_rows, which may
-/// overwrite dy with dx.
-__global__ void layernorm_bwd_params(const float* x, const float* dy, const float* mean, const float* rstd,
-                                     float* dw, float* db, int rows, int cols) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+/// Row slices of LayerNorm's parameter gradients: enough blocks to fill a
+/// GPU at any width, each slice a fixed run of rows.
+constexpr int ln_slices = 64;
+
+/// Slice s's sums of dy * xhat and of dy for column j, rows in order, into
+/// part[s][j] and part[ln_slices + s][j]. Runs before layernorm_bwd_rows,
+/// which may overwrite dy with dx.
+__global__ void layernorm_bwd_partials(const float* x, const float* dy, const float* mean, const float* rstd,
+                                       float* part, int rows, int cols) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
   if (j >= cols)
     return;
-  float gw = dw[j], gb = db[j];
-  for (int i = 0; i < rows; ++i) {
+  const int per = (rows + ln_slices - 1) / ln_slices, end = min(rows, (s + 1) * per);
+  float gw = 0.f, gb = 0.f;
+  for (int i = s * per; i < end; ++i) {
     const std::size_t o = static_cast<std::size_t>(i) * cols + j;
     const float xhat = (x[o] - mean[i]) * rstd[i];
     gw += dy[o] * xhat;
     gb += dy[o];
   }
-  dw[j] = gw;
-  db[j] = gb;
+  part[static_cast<std::size_t>(s) * cols + j] = gw;
+  part[static_cast<std::size_t>(ln_slices + s) * cols + j] = gb;
+}
+
+/// dw[j] and db[j] += their slices' sums, in slice order.
+__global__ void layernorm_bwd_params(const float* part, float* dw, float* db, int cols) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= cols)
+    return;
+  float gw = 0.f, gb = 0.f;
+  for (int s = 0; s < ln_slices; ++s) {
+    gw += part[static_cast<std::size_t>(s) * cols + j];
+    gb += part[static_cast<std::size_t>(ln_slices + s) * cols + j];
+  }
+  dw[j] += gw;
+  db[j] += gb;
 }
 
 /// dx = rstd * (dy w - mean(dy w) - xhat mean(dy w xhat)), one warp per row
@@ -162,9 +181,14 @@ void cuda_backend::layernorm_forward(const float* x, float* y, float* mean, floa
 
 void cuda_backend::layernorm_backward(const float* x, const float* dy, const float* mean, const float* rstd,
                                       const float* w, float* dx, float* dw, float* db, int rows, int cols) {
+  std::lock_guard<std::mutex> lock(host_mu_);
   const auto gw_timed = timer_.time(stream_, "layernorm bwd");
   const int tpb = 128;
-  layernorm_bwd_params<<<(cols + tpb - 1) / tpb, tpb, 0, stream_>>>(x, dy, mean, rstd, dw, db, rows, cols);
+  const auto col_blocks = static_cast<unsigned>((cols + tpb - 1) / tpb);
+  auto* part = static_cast<float*>(scratch(sizeof(float) * 2 * ln_slices * static_cast<std::size_t>(cols)));
+  layernorm_bwd_partials<<<dim3(col_blocks, ln_slices), tpb, 0, stream_>>>(x, dy, mean, rstd, part, rows, cols);
+  GW_CUDA_LAUNCHED();
+  layernorm_bwd_params<<<col_blocks, tpb, 0, stream_>>>(part, dw, db, cols);
   GW_CUDA_LAUNCHED();
   layernorm_bwd_rows<<<row_blocks(rows), threads_per_block, 0, stream_>>>(x, dy, mean, rstd, w, dx, rows, cols);
   GW_CUDA_LAUNCHED();
