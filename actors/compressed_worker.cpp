@@ -37,6 +37,7 @@ struct compressed_state : worker_core {
   clock_type::time_point round_start;
   std::vector<float> mean; ///< the decoded mean gradient (1-bit Adam: momentum)
   std::vector<float> momentum; ///< compress.momentum: this worker's Adam momentum, sent
+  std::vector<float> own_step; ///< compress.update: the change this worker's own optimizer step makes, sent
   /// PowerSGD: the ring allreduce of P (index 0) and of Q (1).
   std::vector<std::unique_ptr<ring_allreduce>> factor_rings;
   /// transport.compress_warmup: the ring allreduce of the dense gradient
@@ -77,6 +78,20 @@ void send_phase(compressed_actor* self, slice payload) {
 
 void try_complete(compressed_actor* self);
 
+/// compress.update: the change this worker's own optimizer step would make
+/// to the parameters, from its own gradient and its own optimizer state.
+const float* own_step(compressed_state& st, const float* g) {
+  const std::size_t n = st.own_step.size();
+  const float* w = st.model->params().data();
+  std::memcpy(st.own_step.data(), w, n * sizeof(float));
+  auto& opt = st.trainer->optim();
+  opt.begin_step();
+  opt.update(st.own_step.data(), g, 0, n);
+  for (std::size_t i = 0; i < n; ++i)
+    st.own_step[i] -= w[i];
+  return st.own_step.data();
+}
+
 void begin_step(compressed_actor* self) {
   auto& st = self->state;
   if (st.step >= st.cfg.steps) {
@@ -91,6 +106,8 @@ void begin_step(compressed_actor* self) {
     st.round_start = st.now();
     st.phase = 0;
     const float* g = st.trainer->gradients().data();
+    if (st.cfg.compress.update)
+      g = own_step(st, g);
     if (st.step < st.cfg.compress.warmup) { // dense, the gradient's copy summed in place round the ring
       auto copy = slice::empty({static_cast<std::int64_t>(st.mean.size())});
       std::memcpy(copy.data(), g, copy.bytes());
@@ -123,7 +140,11 @@ void apply_mean(compressed_actor* self) {
   st.in_round = false;
   st.end_comm();
   const auto t0 = st.now();
-  if (st.cfg.compress.momentum && st.step >= st.cfg.compress.warmup)
+  if (st.cfg.compress.update) { // the mean is the workers' steps
+    float* w = st.model->params().data();
+    for (std::size_t i = 0; i < st.mean.size(); ++i)
+      w[i] += st.mean[i];
+  } else if (st.cfg.compress.momentum && st.step >= st.cfg.compress.warmup)
     st.trainer->apply_momentum(st.mean.data()); // the mean is the workers' momentum
   else
     st.trainer->apply(st.mean.data());
@@ -255,6 +276,8 @@ void init_compression(compressed_actor* self) {
   st.mean.assign(n, 0.f);
   if (spec.momentum)
     st.momentum.assign(n, 0.f);
+  if (spec.update)
+    st.own_step.assign(n, 0.f);
   if (spec.warmup > 0) {
     st.dense_buckets = st.cfg.ring.buckets.empty() ? make_buckets(n, st.cfg.ring.bucket_floats_for(false)) : st.cfg.ring.buckets;
     st.dense_ring = std::make_unique<ring_allreduce>(

@@ -59,6 +59,12 @@ struct compress_spec {
   /// (optimizer::momentum_after) instead of its gradient, and the mean
   /// momentum makes the step (1-bit Adam).
   bool momentum = false;
+  /// Each worker takes its own optimizer step on its own gradient (its
+  /// optimizer state its own) and compresses that step, the change to its
+  /// parameters, with error feedback; the mean step is added to every
+  /// replica. What error feedback holds back is then parameter movement,
+  /// which adds up linearly whatever the optimizer is.
+  bool update = false;
 };
 
 /// What a payload costs on the wire for `n` values (one-round modes).

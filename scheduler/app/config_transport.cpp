@@ -24,6 +24,10 @@ void read_compression(reader& r, run_config& c) {
         r.loc("transport.compress_momentum") + ": 1-bit Adam compresses Adam's momentum after a dense warm-up: it " +
           "needs train.optimizer = \"adam\" or \"adamw\", transport.compress_warmup > 0 and a one-round mode " +
           "(bf16, topk, randk, sign, int8)");
+  z.update = r.boolean("transport.compress_update");
+  check(!z.update || (z.mode != models::compress_mode::none && z.warmup == 0 && !z.momentum),
+        r.loc("transport.compress_update") + ": compressing each worker's own optimizer step needs transport.compress, "
+          "and takes no transport.compress_warmup or transport.compress_momentum (those share one optimizer state)");
   check(z.ratio > 0, r.loc("transport.compress_ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
   check(z.warmup == 0 || z.mode != models::compress_mode::none,
         r.loc("transport.compress_warmup") + " = " + std::to_string(z.warmup) +
@@ -41,6 +45,8 @@ void read_compression(reader& r, run_config& c) {
   check(ring || z.warmup == 0,
         r.loc("transport.compress_warmup") + ": the dense warm-up is a ring's (its workers sum dense gradients " +
           "round a ring first); topology.kind = \"" + c.topology + "\" compresses from the first step");
+  check(ring || !z.update, r.loc("transport.compress_update") + ": each worker's own step goes round a ring; " +
+                            "topology.kind = \"" + c.topology + "\" compresses what it exchanges as it is");
   check(ring || z.mode != models::compress_mode::powersgd,
         r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
           "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk, sign or int8");

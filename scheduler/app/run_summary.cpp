@@ -22,6 +22,9 @@ nlohmann::json compress_summary(const models::compress_spec& z) {
     j["ratio"] = z.ratio;
   if (z.mode == models::compress_mode::powersgd)
     j["rank"] = z.rank;
+  if (z.warmup > 0)
+    j["warmup"] = z.warmup;
+  j["sent"] = z.update ? "optimizer step" : z.momentum ? "momentum" : "gradient";
   return j;
 }
 

@@ -22,6 +22,19 @@ scheduler::topology_setup compressed_setup(compress_mode mode, double ratio) {
   return setup;
 }
 
+/// Runs `setup`, then again with worker `late` 3 ms behind each step: the
+/// replicas agree and the second run holds the first's bits. Returns the first.
+scheduler::topology_outcome same_bits_when_late(actor_env& env, scheduler::topology_setup setup,
+                                                const dataset& data, int late) {
+  const auto first = scheduler::run_topology(*env.sys, setup, data);
+  setup.worker_delay_ms.assign(static_cast<std::size_t>(setup.workers), 0.0);
+  setup.worker_delay_ms[static_cast<std::size_t>(late)] = 3.0;
+  const auto again = scheduler::run_topology(*env.sys, setup, data);
+  CHECK(first.replica_spread == 0.0);
+  CHECK(again.params == first.params);
+  return first;
+}
+
 } // namespace
 
 TEST_CASE("compressed ring: every mode repeats bit for bit with the payloads' arrival order varied") {
@@ -169,9 +182,25 @@ TEST_CASE("1-bit Adam on the ring: momentum sent whole is the frozen-variance gr
   gwtest::check_close(moms.params, grads.params, 1e-4, 1e-5);
   // Top-k 5% of the momentum: the same bits whatever order the payloads come in.
   setup.compress.ratio = 0.05;
-  const auto first = scheduler::run_topology(*env.sys, setup, data);
-  setup.worker_delay_ms = {3.0, 0.0, 0.0};
-  const auto late = scheduler::run_topology(*env.sys, setup, data);
-  CHECK(first.replica_spread == 0.0);
-  CHECK(late.params == first.params);
+  same_bits_when_late(env, setup, data, 0);
+}
+
+TEST_CASE("compressed ring sending each worker's own optimizer step: SGD's is the dense ring's to rounding, and Adam's repeats bit for bit in any order") {
+  actor_env env;
+  auto data = make_synthetic(1024, 1, 28, 28, 10, 35);
+  auto setup = compressed_setup(compress_mode::topk, 1.0); // every value sent: error feedback holds nothing
+  setup.compress.update = true;
+  // SGD with momentum is linear in the gradient: the mean of the workers'
+  // own steps is the step of the mean gradient, in another order of adds.
+  const auto sgd = scheduler::run_topology(*env.sys, setup, data);
+  for (const auto& rep : sgd.reports)
+    REQUIRE(rep.error.empty());
+  gwtest::check_close(sgd.params, joint_batch_reference(setup, data), 1e-4, 1e-5);
+  // AdamW: each worker's state is its own; top-k 5% of its steps.
+  setup.opt.kind = "adamw";
+  setup.opt.lr = 2e-3f;
+  setup.compress.ratio = 0.05;
+  const auto first = same_bits_when_late(env, setup, data, 1);
+  setup.compress.update = false; // the gradient compressed instead: another run
+  CHECK_FALSE(scheduler::run_topology(*env.sys, setup, data).params == first.params);
 }
