@@ -146,6 +146,18 @@ void node::control(int peer, const caf::message& msg) {
 
 void node::fence(int peer, const std::string& why) { control(peer, caf::make_message(why)); }
 
+void node::readmit(int peer) {
+  if (peer < 0 || peer >= size() || peer == rank())
+    return;
+  watch_.heard(peer);
+  {
+    std::lock_guard<std::mutex> lk(down_mu_);
+    down_[static_cast<std::size_t>(peer)] = false;
+    finished_[static_cast<std::size_t>(peer)] = false; // a new process
+  }
+  cut_[static_cast<std::size_t>(peer)].store(false, std::memory_order_release);
+}
+
 void node::fence_all(const std::string& why) {
   for (int r = 0; r < size(); ++r)
     if (r != rank() && !is_down(r))
@@ -370,7 +382,7 @@ void node::on_frame(const void* header, std::size_t bytes, kernels::tensor data)
     auto f = decode(header, bytes, data, ctx_, -1, [this](actor_ref r) { return resolve(r); });
     if (f.src < 0 || f.src >= size() || f.src == rank())
       throw frame_error("frame claims to come from rank " + std::to_string(f.src));
-    if (f.dst == slots::fence && on_control(f.src, f.msg))
+    if (f.dst == slots::fence && rejoin_.on_control(f.src, f.msg))
       return; // a knock or a readmission: heard even from (and by) a rank cut off
     if (is_cut_off(f.src)) // nothing it sends is acted on (a failed peer's last frames still are)
       return;

@@ -23,6 +23,7 @@
 #include "transport/link.hpp"
 #include "transport/peer_budget.hpp"
 #include "transport/peer_watch.hpp"
+#include "transport/rejoin.hpp"
 #include "transport/slots.hpp"
 
 #include <caf/all.hpp>
@@ -71,45 +72,8 @@ public:
   void cut_off(int rank, const std::string& why);
   /// Rank `rank` was cut off (its frames are dropped) and not let back in.
   bool is_cut_off(int rank) const;
-  /// Rejoining after a cut (a stall or a partition that outlasted the
-  /// liveness bound, when the process itself is fine): the cut-off rank
-  /// knock()s at rank 0 (a frame heard even from a rank cut off), rank 0's
-  /// `on_knock` decides; readmit_everywhere(r) has every rank hear r again
-  /// and r hear everyone again (r's `on_readmitted` runs). Frames dropped
-  /// meanwhile stay dropped: the job's protocol (a ring's re-form) brings
-  /// r's state up to date.
-  void knock();
-  /// When rank 0 last answered a knock (steady ms; 0: never): it holds the
-  /// request (a ring lets a worker back in at a step boundary it chooses).
-  std::int64_t knock_heard_ms() const { return knock_heard_ms_.load(); }
-  void readmit_everywhere(int peer);
-  /// Rank 0, a replacement process for `peer` (lost) at the rendezvous:
-  /// its frames go to the new process from here on, here and (told by
-  /// rank 0, in order before anything else it sends them) on every live
-  /// rank. Its knock then readmits it as above.
-  void admit_process(int peer, const std::vector<std::uint8_t>& address);
-  /// The largest address a replaced process may have (the rendezvous's bound).
-  static constexpr std::size_t max_address_bytes = std::size_t{1} << 20;
-  void set_on_knock(std::function<void(int rank)> f) {
-    std::lock_guard<std::mutex> lk(down_mu_);
-    on_knock_ = std::move(f);
-  }
-  /// Someone decides on knocks here (rank 0 of a job that lets ranks back in).
-  bool hears_knocks() {
-    std::lock_guard<std::mutex> lk(down_mu_);
-    return static_cast<bool>(on_knock_);
-  }
-  /// Rank 0 at the job's end: every rank it cut off that may be knocking
-  /// hears that it will not be let back in (its on_dismissed runs).
-  void dismiss_cut_off(const std::string& why);
-  void set_on_dismissed(std::function<void(const std::string&)> f) {
-    std::lock_guard<std::mutex> lk(down_mu_);
-    on_dismissed_ = std::move(f);
-  }
-  void set_on_readmitted(std::function<void()> f) {
-    std::lock_guard<std::mutex> lk(down_mu_);
-    on_readmitted_ = std::move(f);
-  }
+  /// Coming back after a cut, and replacing a lost process (rejoin.hpp).
+  rejoin_protocol& rejoin() { return rejoin_; }
   /// Rank 0 ending the job early (an error): tells every live peer, which
   /// then leaves with `why` instead of waiting out the liveness bound.
   void fence_all(const std::string& why);
@@ -143,6 +107,7 @@ public:
   void send_reply(int rank, std::uint64_t id, const caf::message& reply);
 
 private:
+  friend class rejoin_protocol; // sends control frames, readmits, reconnects
   actor_ref ref_of(const caf::actor& a);
   actor_ref ref_of(const caf::strong_actor_ptr& p);
   caf::actor resolve(actor_ref r);
@@ -193,23 +158,12 @@ private:
       .count();
   }
   /// A frame on the fence slot to `peer`: a fence (`why`), or a rejoin
-  /// control frame (node_rejoin.cpp). Not once closed; a failed link is no error.
+  /// control frame (rejoin.hpp). Not once closed; a failed link is no error.
   void control(int peer, const caf::message& msg);
   void fence(int peer, const std::string& why);
   /// Hears `peer` again (no longer down or cut off).
   void readmit(int peer);
-  /// A fence-slot control frame (knock, readmit); false: not one.
-  bool on_control(int src, const caf::message& msg);
-  /// on_control's messages: a lost rank's knock (rank 0), a readmission,
-  /// a dismissal, a replaced process's new address.
-  void on_knock(int src);
-  void on_dismiss(int src, const std::string& why);
-  void on_readmit(int src, int r);
-  void on_new_address(int src, int r, const std::vector<std::int64_t>& packed);
-  std::function<void(int)> on_knock_;
-  std::function<void()> on_readmitted_;
-  std::function<void(const std::string&)> on_dismissed_;
-  std::atomic<std::int64_t> knock_heard_ms_{0};
+  rejoin_protocol rejoin_{*this};
 };
 
 } // namespace gradwire::transport

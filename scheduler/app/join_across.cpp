@@ -95,7 +95,7 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
       auto nd = weak.lock();
       if (!nd)
         return; // the job is over
-      const auto heard = std::chrono::steady_clock::time_point(std::chrono::milliseconds(nd->knock_heard_ms()));
+      const auto heard = std::chrono::steady_clock::time_point(std::chrono::milliseconds(nd->rejoin().knock_heard_ms()));
       if (std::chrono::steady_clock::now() > std::max(since, heard) + window)
         break;
       if (rj->back) {
@@ -103,7 +103,7 @@ void knock_until_back(std::weak_ptr<transport::node> weak, int rank, double seco
         log::info("rank {}: let back in", rank);
         return;
       }
-      nd->knock();
+      nd->rejoin().knock();
       nd.reset();
       std::this_thread::sleep_for(std::chrono::milliseconds(200)); // a knock's pace, not a wait for an event
     }
@@ -310,8 +310,8 @@ void join_across(caf::actor_system& sys, const run_config& cfg, topology_setup& 
   const bool replacing = setup.replacing;
   setup.on_published = [&sys, &jb, rank, on_failure, replacing] {
     if (on_failure.rejoin_s > 0) {
-      jb->node->set_on_readmitted([rj = on_failure.rj] { rj->back = true; });
-      jb->node->set_on_dismissed([rank](const std::string& why) {
+      jb->node->rejoin().set_on_readmitted([rj = on_failure.rj] { rj->back = true; });
+      jb->node->rejoin().set_on_dismissed([rank](const std::string& why) {
         log::warn("rank {}: leaving the job: {}", rank, why);
         leave_now(0); // the job is over: nothing for a launcher to restart
       });

@@ -39,9 +39,9 @@ elastic_plan rejoin_plan(caf::scoped_actor& self, const topology_setup& setup, c
   auto& nd = *setup.node;
   auto plan = elastic;
   if (setup.rejoin && plan.on && !plan.tell_survivors) {
-    plan.readmit = [&nd](int r) { nd.readmit_everywhere(r); };
+    plan.readmit = [&nd](int r) { nd.rejoin().readmit_everywhere(r); };
     plan.back_at_step = setup.back_at_step;
-    nd.set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
+    nd.rejoin().set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
       caf::anon_send(coordinator, actors::knock_atom::value, r);
     });
   } else if (setup.rejoin)
@@ -172,9 +172,9 @@ std::optional<coordination> execution::coordinate_across(coordinator_options o, 
   o.on_finished = [&nd](int r) { nd.finished(r); };
   o.elastic = rejoin_plan(self_, setup_, elastic);
   auto c = scheduler::coordinate(self_, workers(), o);
-  nd.set_on_knock({});
+  nd.rejoin().set_on_knock({});
   if (o.elastic.readmit) // whoever still knocks (a new process held for a step the run did not reach) leaves now
-    nd.dismiss_cut_off("rank 0 ended the job before letting this rank back in");
+    nd.rejoin().dismiss_cut_off("rank 0 ended the job before letting this rank back in");
   stop_actors(self_, mine_);
   return c;
 }

@@ -67,7 +67,7 @@ void hear_replacements(job& j, int listener, transport::rendezvous_options rv, i
       auto nd = weak.lock();
       if (!nd)
         return "the job is over";
-      if (!nd->hears_knocks())
+      if (!nd->rejoin().hears_knocks())
         return "later: this job lets no one back in yet (only an elastic ring does, once it runs)";
       if (!nd->is_cut_off(r)) // the launcher's word of its death may still be on its way
         return "later: rank " + std::to_string(r) + " is still in the job";
@@ -75,7 +75,7 @@ void hear_replacements(job& j, int listener, transport::rendezvous_options rv, i
         return "rank " + std::to_string(r) + ": " + std::to_string(most) +
                " process(es) were replaced already (train.restarts)";
       ++*admitted;
-      nd->admit_process(r, address);
+      nd->rejoin().admit_process(r, address);
       log::info("rank 0: a new process for rank {} joined ({} of train.restarts = {})", r, *admitted, most);
       return "";
     });

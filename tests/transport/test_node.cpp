@@ -390,8 +390,8 @@ TEST_CASE("a rank cut off while alive knocks and is let back in: each side hears
   job_of_threads job(3);
   std::atomic<int> knocked{-1};
   std::atomic<bool> back{false};
-  job.nodes[0]->set_on_knock([&](int r) { knocked = r; });
-  job.nodes[2]->set_on_readmitted([&] { back = true; });
+  job.nodes[0]->rejoin().set_on_knock([&](int r) { knocked = r; });
+  job.nodes[2]->rejoin().set_on_readmitted([&] { back = true; });
   for (auto& nd : job.nodes)
     nd->start({}, liveness{50, 60000});
   job.nodes[0]->cut_off(2, "the test");        // rank 0 gives up on rank 2 (and fences it)
@@ -399,18 +399,18 @@ TEST_CASE("a rank cut off while alive knocks and is let back in: each side hears
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(job.nodes[2]->is_down(0));
   for (int i = 0; i < 200 && knocked.load() < 0; ++i) {
-    job.nodes[2]->knock(); // heard by rank 0 although it is cut off
+    job.nodes[2]->rejoin().knock(); // heard by rank 0 although it is cut off
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   REQUIRE(knocked.load() == 2);
-  job.nodes[0]->readmit_everywhere(2);
+  job.nodes[0]->rejoin().readmit_everywhere(2);
   for (int i = 0; i < 200 && !back.load(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(back.load());
   CHECK_FALSE(job.nodes[0]->is_down(2));
   CHECK_FALSE(job.nodes[2]->is_down(0));
   knocked = -1;
-  job.nodes[2]->knock(); // no longer cut off: a knock is no news
+  job.nodes[2]->rejoin().knock(); // no longer cut off: a knock is no news
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(knocked.load() == -1);
 }

@@ -1,6 +1,6 @@
-// A rank cut off while its process is alive (a stall or a partition that
-// outlasted the liveness bound) asks rank 0 to be let back in; rank 0
-// decides, and tells every rank to hear it again. See node.hpp.
+// The node's rejoin protocol (rejoin.hpp).
+#include "transport/rejoin.hpp"
+
 #include "transport/node.hpp"
 
 #include <chrono>
@@ -41,7 +41,7 @@ std::vector<std::uint8_t> unpacked(const std::vector<std::int64_t>& words, std::
 }
 } // namespace
 
-bool node::on_control(int src, const caf::message& msg) {
+bool rejoin_protocol::on_control(int src, const caf::message& msg) {
   const auto leads = [&msg](caf::atom_value a) {
     return msg.size() >= 1 && msg.match_element<caf::atom_value>(0) && msg.get_as<caf::atom_value>(0) == a;
   };
@@ -49,7 +49,7 @@ bool node::on_control(int src, const caf::message& msg) {
     on_knock(src);
   else if (msg.size() == 1 && leads(heard_atom::value)) {
     if (src == 0)
-      knock_heard_ms_ = now_ms();
+      knock_heard_ms_ = node::now_ms();
   } else if (msg.size() == 2 && leads(dismiss_atom::value) && msg.match_element<std::string>(1))
     on_dismiss(src, msg.get_as<std::string>(1));
   else if (msg.size() == 2 && leads(readmit_atom::value) && msg.match_element<int>(1))
@@ -62,100 +62,109 @@ bool node::on_control(int src, const caf::message& msg) {
   return true;
 }
 
-void node::on_knock(int src) {
-  if (rank() != 0 || !is_cut_off(src)) // anyone else's knock is no news
+void rejoin_protocol::on_knock(int src) {
+  if (node_.rank() != 0 || !node_.is_cut_off(src)) // anyone else's knock is no news
     return;
   std::function<void(int)> cb;
   {
-    std::lock_guard<std::mutex> lk(down_mu_);
+    std::lock_guard<std::mutex> lk(mu_);
     cb = on_knock_;
   }
   if (cb) {
     cb(src);
-    control(src, caf::make_message(heard_atom::value));
+    node_.control(src, caf::make_message(heard_atom::value));
   }
 }
 
-void node::on_dismiss(int src, const std::string& why) {
+void rejoin_protocol::on_dismiss(int src, const std::string& why) {
   std::function<void(const std::string&)> cb;
   {
-    std::lock_guard<std::mutex> lk(down_mu_);
+    std::lock_guard<std::mutex> lk(mu_);
     cb = on_dismissed_;
   }
   if (src == 0 && cb)
     cb(why.substr(0, 1024));
 }
 
-void node::on_readmit(int src, int r) {
-  if (src != 0 || r < 0 || r >= size())
+void rejoin_protocol::on_readmit(int src, int r) {
+  if (src != 0 || r < 0 || r >= node_.size())
     return; // only rank 0 readmits, and only ranks of this job
-  if (r != rank()) {
-    readmit(r);
+  if (r != node_.rank()) {
+    node_.readmit(r);
     return;
   }
-  for (int p = 0; p < size(); ++p) // this rank is back in: it hears everyone again
-    if (p != rank())
-      readmit(p);
+  for (int p = 0; p < node_.size(); ++p) // this rank is back in: it hears everyone again
+    if (p != node_.rank())
+      node_.readmit(p);
   std::function<void()> cb;
   {
-    std::lock_guard<std::mutex> lk(down_mu_);
+    std::lock_guard<std::mutex> lk(mu_);
     cb = on_readmitted_;
   }
   if (cb)
     cb();
 }
 
-void node::on_new_address(int src, int r, const std::vector<std::int64_t>& packed) {
+void rejoin_protocol::on_new_address(int src, int r, const std::vector<std::int64_t>& packed) {
   const auto address = unpacked(packed, max_address_bytes);
-  if (src != 0 || r <= 0 || r >= size() || r == rank() || address.empty()) {
-    reject("frame refused: a replaced process's address from rank " + std::to_string(src) + " (only rank 0 "
+  if (src != 0 || r <= 0 || r >= node_.size() || r == node_.rank() || address.empty()) {
+    node_.reject("frame refused: a replaced process's address from rank " + std::to_string(src) + " (only rank 0 "
            "announces one, for another rank, of 1 to " + std::to_string(max_address_bytes) + " bytes)");
     return;
   }
   try {
-    link_->reconnect(r, address);
+    node_.link_->reconnect(r, address);
   } catch (const std::exception& e) {
-    reject("rank " + std::to_string(r) + "'s new process cannot be reached: " + e.what());
+    node_.reject("rank " + std::to_string(r) + "'s new process cannot be reached: " + e.what());
   }
 }
 
-void node::admit_process(int peer, const std::vector<std::uint8_t>& address) {
-  check(rank() == 0 && peer > 0 && peer < size(), "node::admit_process: rank 0 admits ranks 1.." +
-                                                     std::to_string(size() - 1) + ", not " + std::to_string(peer));
-  link_->reconnect(peer, address);
+void rejoin_protocol::admit_process(int peer, const std::vector<std::uint8_t>& address) {
+  const int n = node_.size();
+  check(node_.rank() == 0 && peer > 0 && peer < n,
+        "admit_process: rank 0 admits ranks 1.." + std::to_string(n - 1) + ", not " + std::to_string(peer));
+  node_.link_->reconnect(peer, address);
   const auto words = packed(address);
-  for (int r = 1; r < size(); ++r)
-    if (r != peer && !is_down(r))
-      control(r, caf::make_message(address_atom::value, peer, words));
+  for (int r = 1; r < n; ++r)
+    if (r != peer && !node_.is_down(r))
+      node_.control(r, caf::make_message(address_atom::value, peer, words));
 }
 
-void node::dismiss_cut_off(const std::string& why) {
-  for (int r = 1; r < size(); ++r)
-    if (is_cut_off(r))
-      control(r, caf::make_message(dismiss_atom::value, why));
+void rejoin_protocol::dismiss_cut_off(const std::string& why) {
+  for (int r = 1; r < node_.size(); ++r)
+    if (node_.is_cut_off(r))
+      node_.control(r, caf::make_message(dismiss_atom::value, why));
 }
 
-void node::readmit(int peer) {
-  if (peer < 0 || peer >= size() || peer == rank())
-    return;
-  watch_.heard(peer);
-  {
-    std::lock_guard<std::mutex> lk(down_mu_);
-    down_[static_cast<std::size_t>(peer)] = false;
-    finished_[static_cast<std::size_t>(peer)] = false; // a new process
-  }
-  cut_[static_cast<std::size_t>(peer)].store(false, std::memory_order_release);
-}
+void rejoin_protocol::knock() { node_.control(0, caf::make_message(knock_atom::value)); }
 
-void node::knock() { control(0, caf::make_message(knock_atom::value)); }
-
-void node::readmit_everywhere(int peer) {
-  readmit(peer);
+void rejoin_protocol::readmit_everywhere(int peer) {
+  node_.readmit(peer);
   const auto msg = caf::make_message(readmit_atom::value, peer);
-  for (int r = 1; r < size(); ++r) // the others first: each hears `peer` again before it is told to go on
-    if (r != peer && !is_down(r))
-      control(r, msg);
-  control(peer, msg);
+  for (int r = 1; r < node_.size(); ++r) // the others first: each hears `peer` again before it is told to go on
+    if (r != peer && !node_.is_down(r))
+      node_.control(r, msg);
+  node_.control(peer, msg);
+}
+
+void rejoin_protocol::set_on_knock(std::function<void(int)> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  on_knock_ = std::move(f);
+}
+
+bool rejoin_protocol::hears_knocks() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return static_cast<bool>(on_knock_);
+}
+
+void rejoin_protocol::set_on_readmitted(std::function<void()> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  on_readmitted_ = std::move(f);
+}
+
+void rejoin_protocol::set_on_dismissed(std::function<void(const std::string&)> f) {
+  std::lock_guard<std::mutex> lk(mu_);
+  on_dismissed_ = std::move(f);
 }
 
 } // namespace gradwire::transport
