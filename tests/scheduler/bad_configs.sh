@@ -131,6 +131,8 @@ case_ wire_collective '[topology]\nkind = "ring"\nallreduce = "collective"\n[tra
 case_ wire_dtype '[transport]\nwire_dtype = "fp8"\n' 'wire_dtype.toml:2: transport.wire_dtype = "fp8" is not one of: fp32, bf16, int8'
 case_ warmup_alone '[topology]\nkind = "ring"\n[transport]\ncompress_warmup = 10\n' 'warmup_alone.toml:4: transport.compress_warmup = 10: a warm-up before compression needs transport.compress'
 case_ warmup_ps '[topology]\nkind = "parameter-server"\n[transport]\ncompress = "topk"\ncompress_warmup = 10\n' 'warmup_ps.toml:5: transport.compress_warmup: the dense warm-up is a ring.s'
+case_ update_alone '[topology]\nkind = "ring"\n[transport]\ncompress_update = true\n' 'update_alone.toml:4: transport.compress_update: compressing each worker.s own optimizer step needs transport.compress'
+case_ update_ps '[topology]\nkind = "parameter-server"\n[transport]\ncompress = "topk"\ncompress_update = true\n' 'update_ps.toml:5: transport.compress_update: each worker.s own step goes round a ring'
 case_ momentum_sgd '[topology]\nkind = "ring"\n[transport]\ncompress = "sign"\ncompress_warmup = 8\ncompress_momentum = true\n' 'momentum_sgd.toml:6: transport.compress_momentum: 1-bit Adam compresses Adam.s momentum after a dense warm-up'
 case_ dylu_sync '[topology]\nkind = "diloco"\ndynamic_local_steps = true\n' 'dylu_sync.toml:3: topology.dynamic_local_steps: dynamic local steps are async DiLoCo.s .*not diloco sync'
 case_ dylu_ps '[topology]\nkind = "parameter-server"\nmode = "async"\ndynamic_local_steps = true\n' 'dylu_ps.toml:4: topology.dynamic_local_steps: dynamic local steps are async DiLoCo.s'
