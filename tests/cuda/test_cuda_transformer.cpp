@@ -2,15 +2,19 @@
 // (contexts that are not a multiple of a tile included), then GPT training
 // steps on cuda:0 against the same steps on the CPU. Part of test_cuda,
 // whose main skips without a GPU.
+#include "actor_env.hpp"
 #include "cuda/device_buffers.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
 #include "reference.hpp"
+#include "scheduler/runtime/ring_wiring.hpp"
+#include "scheduler/runtime/topology.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -148,4 +152,27 @@ TEST_CASE("GPT training with AdamW and clipping on cuda:0 follows the CPU run", 
     CHECK(lg == Approx(lc).epsilon(1e-4));
   }
   check_close(mg.params().to_vector(), mc.params().to_vector(), 1e-3, 1e-4);
+}
+
+TEST_CASE("a GPT ring with one worker on cuda:0 follows the all-CPU ring", "[gpt]") {
+  gwtest::actor_env env;
+  const auto text = models::load_text(models::fortunes_default_dir, 32, 0.1, 1);
+  scheduler::topology_setup setup;
+  setup.family = &scheduler::ring_family;
+  setup.spec.kind = "gpt";
+  setup.spec.layers = 2, setup.spec.heads = 2, setup.spec.d_model = 64, setup.spec.context = 32;
+  setup.spec.vocab = 256, setup.spec.classes = 256;
+  setup.spec.channels = setup.spec.height = 1, setup.spec.width = 32;
+  setup.opt.kind = "adamw", setup.opt.lr = 1e-3f, setup.opt.clip_norm = 1.f;
+  setup.workers = 2;
+  setup.batch_size = 8;
+  setup.steps = 10;
+  setup.timeout = std::chrono::milliseconds(60000);
+  const auto cpu_only = scheduler::run_topology(*env.sys, setup, text.train);
+  setup.worker_device = {device::cpu(), device::cuda(0)};
+  const auto mixed = scheduler::run_topology(*env.sys, setup, text.train);
+  for (const auto& rep : mixed.reports)
+    REQUIRE(rep.error.empty());
+  check_close(mixed.params, cpu_only.params, 1e-2, 1e-4);
+  CHECK(mixed.replica_spread == 0.0);
 }
