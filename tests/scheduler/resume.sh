@@ -70,6 +70,7 @@ exact dpsgd gossip-dpsgd.toml 20 --set topology.workers=3
 # Compressed rings: the error-feedback residual (and PowerSGD's Q) resume too.
 exact ring-topk ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\"
 exact ring-powersgd ring.toml 20 --set topology.workers=3 --set transport.compress=\"powersgd\"
+exact ring-own-step ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\" --set transport.compress_update=true --set train.optimizer=\"adamw\" --set train.lr=0.002
 exact diloco local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\"
 exact dpsgd-choco gossip-dpsgd.toml 20 --set topology.workers=3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.1
 # Compressed pushes: each worker's residuals, one per shard, resume too.
