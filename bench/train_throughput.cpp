@@ -10,6 +10,7 @@
 // Prints one line: key=value pairs (samples_per_sec, step_ms, ...).
 #include "kernels/backend.hpp"
 #include "kernels/cpu/onednn_gemm.hpp"
+#include "kernels/log.hpp"
 #include "models/batcher.hpp"
 #include "models/dataset.hpp"
 #include "models/model.hpp"
@@ -192,7 +193,9 @@ std::pair<double, double> time_steps(gm::trainer& tr, gm::batcher& b, int batch,
 
 } // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int bench_main(int argc, char** argv) {
   CLI::App app{"gradwire training-throughput benchmark"};
   std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu", parallel = "auto";
   int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512, ab_rounds = 0;
@@ -247,4 +250,15 @@ int main(int argc, char** argv) {
               static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops,
               static_cast<double>(steps) * batch * (lm ? spec.context : 1) / s, peak_mib);
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return bench_main(argc, argv);
+  } catch (const std::exception& e) { // a device that is not there, a corpus that is missing: said, no abort
+    gradwire::log::error("gradwire-bench-train: {}", e.what());
+    return 2;
+  }
 }

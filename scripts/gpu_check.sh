@@ -28,6 +28,10 @@ stage() { # name, command...: runs it, its output to the terminal and to LOGS/na
   [[ $s -eq 0 ]] || rc=1
 }
 stage test_cuda timeout 400 "$bundle/test_cuda" --durations yes
+if grep -q "no CUDA device visible" "$logs/test_cuda.txt"; then
+  echo "gpu_check.sh: this machine shows no GPU to the bundle (see above): nothing to measure" >&2
+  exit 1
+fi
 BUILD_DIR=$bundle stage gpt_vs_torch timeout 300 bench/gpu_gpt_vs_torch.sh 1
 BUILD_DIR=$bundle MODELS="mlp resnet20" BATCHES=256 stage train_vs_torch timeout 240 bench/gpu_train_vs_torch.sh 1
 exit $rc
