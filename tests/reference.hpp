@@ -22,6 +22,14 @@ inline std::vector<float> random_vec(std::size_t n, std::uint64_t seed, float lo
   return v;
 }
 
+/// n token ids drawn from [0, vocab) by `seed`, as floats (a GPT's input).
+inline std::vector<float> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
+  auto v = random_vec(n, seed, 0.f, static_cast<float>(vocab) - 0.01f);
+  for (auto& x : v)
+    x = std::floor(x);
+  return v;
+}
+
 /// Checks |a - b| <= atol + rtol * |b| elementwise, reporting the first miss.
 inline void check_close(const std::vector<float>& a, const std::vector<double>& b, double rtol,
                         double atol) {

@@ -1,5 +1,6 @@
 #pragma once
-// Device copies of host values for the CUDA tests.
+// The backends and device copies of host values for the CUDA tests.
+#include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 namespace gwtest {
 
 namespace gk = gradwire::kernels;
+
+inline gk::backend& cpu() { return gk::backend_for(gk::device::cpu()); }
+inline gk::backend& gpu() { return gk::backend_for(gk::device::cuda(0)); }
 
 /// A copy of host floats on cuda:0; `host()` reads it back.
 struct dbuf {

@@ -25,13 +25,12 @@ using namespace gradwire;
 using namespace gradwire::kernels;
 using gwtest::check_close;
 using gwtest::random_vec;
+using gwtest::cpu;
 using gwtest::dbuf;
+using gwtest::gpu;
 using gwtest::ibuf;
 
 namespace {
-
-backend& cpu() { return backend_for(device::cpu()); }
-backend& gpu() { return backend_for(device::cuda(0)); }
 
 /// Batch norm forward (training), backward and eval on the GPU against the
 /// CPU reference, for n images of c channels of hw values.

@@ -22,19 +22,12 @@ using namespace gradwire;
 using namespace gradwire::kernels;
 using gwtest::check_close;
 using gwtest::dbuf;
+using gwtest::cpu;
+using gwtest::gpu;
+using gwtest::random_tokens;
 using gwtest::random_vec;
 
 namespace {
-
-backend& cpu() { return backend_for(device::cpu()); }
-backend& gpu() { return backend_for(device::cuda(0)); }
-
-std::vector<float> tokens(std::size_t n, int vocab, std::uint64_t seed) {
-  auto r = random_vec(n, seed, 0.f, static_cast<float>(vocab) - 0.01f);
-  for (auto& v : r)
-    v = std::floor(v);
-  return r;
-}
 
 /// Attention forward and backward at one geometry, GPU against CPU.
 void check_attention(int batch, int time, int heads, int d) {
@@ -112,7 +105,7 @@ TEST_CASE("cuda GELU matches CPU, forward and backward", "[gpt]") {
 TEST_CASE("cuda embeddings gather and scatter as the CPU does, bit for bit, and refuse bad tokens", "[gpt]") {
   const int batch = 3, time = 50, d = 40, vocab = 256;
   const auto rows = static_cast<std::size_t>(batch) * time;
-  const auto tok = tokens(rows, 20, 41); // few distinct tokens: each one at many positions
+  const auto tok = random_tokens(rows, 20, 41); // few distinct tokens: each one at many positions
   const auto wte = random_vec(static_cast<std::size_t>(vocab) * d, 42), wpe = random_vec(time * d, 43);
   const auto dh = random_vec(rows * d, 44);
   auto dwte = random_vec(wte.size(), 45), dwpe = random_vec(wpe.size(), 46);
@@ -143,7 +136,7 @@ TEST_CASE("GPT training with AdamW and clipping on cuda:0 follows the CPU run", 
   models::trainer tc(mc, opt, 1), tg(mg, opt, 1);
   const int n = 8;
   for (int step = 0; step < 10; ++step) {
-    const auto x = tokens(static_cast<std::size_t>(n) * spec.context, 64, 100 + step);
+    const auto x = random_tokens(static_cast<std::size_t>(n) * spec.context, 64, 100 + step);
     std::vector<std::int32_t> y(x.size());
     for (std::size_t i = 0; i < y.size(); ++i)
       y[i] = static_cast<std::int32_t>(x[(i + 1) % x.size()]);

@@ -173,9 +173,7 @@ TEST_CASE("CUDA GELU and embedding kernels on the host match their definitions, 
   CHECK(max_diff(d, rd) < 1e-5);
 
   const int batch = 3, time = 10, dim = 6, vocab = 7, rows = batch * time;
-  auto tok = random_vec(rows, 41, 0.f, vocab - 0.01f);
-  for (auto& t : tok)
-    t = std::floor(t);
+  auto tok = gwtest::random_tokens(rows, vocab, 41);
   const auto wte = random_vec(vocab * dim, 42), wpe = random_vec(time * dim, 43), dh = random_vec(rows * dim, 44);
   std::vector<float> h(rows * dim), dwte(wte.size(), 0.f), dwpe(wpe.size(), 0.f);
   int bad = 0x7fffffff;

@@ -18,6 +18,7 @@
 using namespace gradwire;
 using namespace gradwire::models;
 using gwtest::objective;
+using gwtest::random_tokens;
 using gwtest::random_vec;
 
 namespace {
@@ -29,14 +30,6 @@ model_spec tiny_gpt(int context = 5, int vocab = 7) {
   s.channels = s.height = 1, s.width = context, s.classes = vocab;
   return s;
 }
-
-std::vector<float> tokens(int n, int t, int vocab, std::uint64_t seed) {
-  auto r = random_vec(static_cast<std::size_t>(n * t), seed, 0.f, static_cast<float>(vocab) - 0.01f);
-  for (auto& v : r)
-    v = std::floor(v);
-  return r;
-}
-
 
 void write(const std::filesystem::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;
@@ -54,7 +47,7 @@ TEST_CASE("GPT gradients match central differences in every kind of parameter", 
   std::copy(w0.begin(), w0.end(), m.params().data());
   auto rep = m.make_replica(true);
   const int n = 2;
-  const auto x = tensor::from(tokens(n, spec.context, spec.vocab, 4), {n, 1, 1, spec.context});
+  const auto x = tensor::from(random_tokens(static_cast<std::size_t>(n) * spec.context, spec.vocab, 4), {n, 1, 1, spec.context});
   const auto rows = n * spec.context;
   const auto r = random_vec(static_cast<std::size_t>(rows * spec.vocab), 5);
   objective(rep->net, x, r);
@@ -126,7 +119,7 @@ TEST_CASE("AdamW decays the given ranges only, in a shard's own indices too", "[
 TEST_CASE("Accumulated micro-batches give the whole batch's gradient, and clipping bounds its norm", "[gpt]") {
   const auto spec = tiny_gpt();
   const int n = 6;
-  const auto x = tokens(n, spec.context, spec.vocab, 8);
+  const auto x = random_tokens(static_cast<std::size_t>(n) * spec.context, spec.vocab, 8);
   std::vector<std::int32_t> y(x.size());
   for (std::size_t i = 0; i < y.size(); ++i)
     y[i] = static_cast<std::int32_t>(x[(i + 1) % x.size()]);
