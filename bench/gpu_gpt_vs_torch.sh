@@ -5,13 +5,14 @@
 # nanoGPT's character-level shape (6 layers, 6 heads, d_model 384,
 # vocabulary 256) on windows of the fortunes corpus, AdamW with clipping at
 # 1, batches copied from host memory every step on both sides, at context
-# 256 (batch 64) and 1024 (batch 16). The headline compares like with
-# like: fp32 on both sides, PyTorch with its fused attention
-# (scaled_dot_product_attention, causal) and TF32 off, its default for
-# matmuls. PyTorch at bf16 (autocast, its flash attention) is printed
-# beside it for reference: gradwire computes in fp32 only
-# (docs/language-models.md). The sides alternate over ROUNDS rounds and
-# medians are compared.
+# 256 (batch 64) and 1024 (batch 16). Two headlines, each like with
+# like, PyTorch with its fused attention (scaled_dot_product_attention,
+# causal):
+#  - fp32 on both sides, TF32 off (PyTorch's default for matmuls);
+#  - bf16: gradwire's train.precision = "bf16" (GEMMs and attention on
+#    the Tensor Cores, the rest fp32) against PyTorch's autocast to bf16 (its GEMMs
+#    and its flash attention in bf16).
+# The sides alternate over ROUNDS rounds and medians are compared.
 #
 #   bench/gpu_gpt_vs_torch.sh [ROUNDS]   (needs a GPU, a CUDA build in build/,
 #                                         and a Python whose PyTorch 2 sees the GPU)
@@ -34,27 +35,36 @@ $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" ||
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-declare -A GW GM TF TM TB BM
+declare -A GW GM GB GBM TF TM TB BM
 for round in $(seq 1 "$ROUNDS"); do
   for shape in $SHAPES; do
     ctx=${shape%%:*} b=${shape##*:}
     args=("${MODEL[@]}" --context "$ctx" --batch "$b" --steps 30 --warmup 5)
     g=$($BIN --model gpt "${args[@]}" --device "$DEVICE")
+    gb=$($BIN --model gpt "${args[@]}" --device "$DEVICE" --precision bf16)
     f=$($PY bench/torch_gpt.py "${args[@]}" --device "$DEVICE" --sdpa)
     h=$($PY bench/torch_gpt.py "${args[@]}" --device "$DEVICE" --sdpa --bf16)
     GW[$shape]+="$(echo "$g" | field tokens_per_sec) " GM[$shape]+="$(echo "$g" | field peak_mib) "
+    GB[$shape]+="$(echo "$gb" | field tokens_per_sec) " GBM[$shape]+="$(echo "$gb" | field peak_mib) "
     TF[$shape]+="$(echo "$f" | field tokens_per_sec) " TM[$shape]+="$(echo "$f" | field peak_mib) "
     TB[$shape]+="$(echo "$h" | field tokens_per_sec) " BM[$shape]+="$(echo "$h" | field peak_mib) "
-    echo "round $round context $ctx: gradwire $(echo "$g" | field tokens_per_sec)," \
-         "torch fp32 $(echo "$f" | field tokens_per_sec), torch bf16 $(echo "$h" | field tokens_per_sec)" >&2
+    echo "round $round context $ctx: gradwire fp32 $(echo "$g" | field tokens_per_sec)," \
+         "bf16 $(echo "$gb" | field tokens_per_sec); torch fp32 $(echo "$f" | field tokens_per_sec)," \
+         "bf16 $(echo "$h" | field tokens_per_sec)" >&2
   done
 done
 
 m() { echo "$1" | tr ' ' '\n' | median; }
-printf "\n%-12s %14s %14s %7s %14s %22s\n" ctx:batch "gradwire fp32" "torch fp32" ratio "torch bf16" "peak MiB gw/fp32/bf16"
-for shape in $SHAPES; do
-  g=$(m "${GW[$shape]}") f=$(m "${TF[$shape]}") h=$(m "${TB[$shape]}")
-  printf "%-12s %14.0f %14.0f %6.2fx %14.0f %8.0f/%.0f/%.0f\n" "$shape" "$g" "$f" "$(echo "$g / $f" | bc -l)" "$h" \
-    "$(m "${GM[$shape]}")" "$(m "${TM[$shape]}")" "$(m "${BM[$shape]}")"
+row() { # shape, gradwire's and torch's tokens/s and peak MiB lists
+  local g f
+  g=$(m "$2") f=$(m "$3")
+  printf "%-12s %14.0f %14.0f %6.2fx %10.0f %10.0f\n" "$1" "$g" "$f" "$(echo "$g / $f" | bc -l)" "$(m "$4")" "$(m "$5")"
+}
+for prec in fp32 bf16; do
+  printf "\n%s\n%-12s %14s %14s %7s %10s %10s\n" "$prec" ctx:batch gradwire torch ratio "gw MiB" "torch MiB"
+  for shape in $SHAPES; do
+    if [[ $prec == fp32 ]]; then row "$shape" "${GW[$shape]}" "${TF[$shape]}" "${GM[$shape]}" "${TM[$shape]}"
+    else row "$shape" "${GB[$shape]}" "${TB[$shape]}" "${GBM[$shape]}" "${BM[$shape]}"; fi
+  done
 done
-echo "(tokens/s, medians of $ROUNDS rounds; ratio: gradwire over PyTorch fp32 with fused attention)"
+echo "(tokens/s and peak device memory, medians of $ROUNDS rounds; ratio: gradwire over PyTorch with fused attention)"

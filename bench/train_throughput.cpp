@@ -197,7 +197,7 @@ namespace {
 
 int bench_main(int argc, char** argv) {
   CLI::App app{"gradwire training-throughput benchmark"};
-  std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu", parallel = "auto";
+  std::string model_kind = "mlp", data = "fashion-mnist", device = "cpu", parallel = "auto", precision = "fp32";
   int threads = 1, batch = 64, steps = 2000, warmup = 200, sgemm_n = 512, ab_rounds = 0;
   bool sgemm = false;
   app.add_option("--model", model_kind, "mlp | lenet5 | resnet20 | gpt");
@@ -213,6 +213,8 @@ int bench_main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--data", data, "fashion-mnist | synthetic");
   app.add_option("--device", device, "cpu | cuda:N");
+  app.add_option("--precision", precision, "fp32 | bf16 (what the GEMMs and attention compute in; bf16 on a GPU)")
+    ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--sgemm", sgemm, "measure sgemm GFLOP/s in OpenBLAS and oneDNN instead (the GEMM limit: the better)");
   app.add_option("--sgemm-n", sgemm_n, "sgemm size");
   app.add_option("--ab-layouts", ab_rounds, "rounds of blocked activations against NCHW (medians, ratio)");
@@ -234,6 +236,8 @@ int bench_main(int argc, char** argv) {
   spec.width = ds.width;
   spec.classes = lm ? gpt.vocab : ds.classes;
   const auto dev = gradwire::kernels::parse_device(device);
+  gradwire::kernels::backend_for(dev).set_gemm_math(precision == "bf16" ? gradwire::kernels::gemm_math::bf16
+                                                                         : gradwire::kernels::gemm_math::fp32);
   const gm::optimizer_spec opt = bench_optimizer(spec);
   if (ab_rounds > 0)
     return ab_layouts(ds, spec, dev, opt, threads, parallel, batch, steps, warmup, ab_rounds);
@@ -243,10 +247,10 @@ int bench_main(int argc, char** argv) {
   const auto [s, data_s] = time_steps(tr, b, batch, warmup, steps, dev);
   const double flops = m.train_flops_per_sample();
   const double peak_mib = static_cast<double>(gradwire::kernels::backend_for(dev).peak_bytes()) / (1 << 20);
-  std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s samples_per_sec=%.0f "
+  std::printf("model=%s threads=%d parallelism=%s batch=%d device=%s precision=%s samples_per_sec=%.0f "
               "step_ms=%.4f data_ms=%.4f train_flops_per_sample=%.0f tokens_per_sec=%.0f peak_mib=%.0f\n",
               model_kind.c_str(), threads, tr.strategy() == gm::parallelism::layer ? "layer" : "batch",
-              batch, device.c_str(),
+              batch, device.c_str(), precision.c_str(),
               static_cast<double>(steps) * batch / s, s / steps * 1e3, data_s / steps * 1e3, flops,
               static_cast<double>(steps) * batch * (lm ? spec.context : 1) / s, peak_mib);
   return 0;

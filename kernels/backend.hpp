@@ -44,6 +44,13 @@ struct xent_result {
   std::int64_t correct = 0;
 };
 
+/// What a backend's GEMMs and attention compute in (train.precision):
+/// fp32, or bf16 on a GPU's Tensor Cores, where the inputs are rounded to
+/// bfloat16 and the products summed in fp32; operands and results stay
+/// fp32 in memory, so master weights and optimizer state are fp32 either
+/// way.
+enum class gemm_math { fp32, bf16 };
+
 class backend {
 public:
   virtual ~backend() = default;
@@ -65,6 +72,10 @@ public:
   virtual void reset_peak_bytes() {}
 
   // --- dense algebra ----------------------------------------------------------
+  /// How later gemm and attention calls compute. Throws gradwire::error
+  /// where this device cannot (bf16 on the CPU).
+  virtual void set_gemm_math(gemm_math m);
+  virtual gemm_math current_gemm_math() const { return gemm_math::fp32; }
   /// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, row-major.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                     const float* a, int lda, const float* b, int ldb, float beta,

@@ -1,5 +1,8 @@
-// Causal attention's launches (the kernels: attention_kernels.cuh).
+// Causal attention's launches: in fp32 (attention_kernels.cuh), or on the
+// Tensor Cores in bf16 when the GEMMs compute in bf16 (train.precision;
+// attention_tc_kernels.cuh).
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/attention_tc_kernels.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend.hpp"
 
@@ -39,14 +42,24 @@ dim3 grid_of(const geometry& g) {
   return dim3(static_cast<unsigned>((g.time + R - 1) / R), static_cast<unsigned>(g.batch * g.heads));
 }
 
+template <int HD>
+dim3 grid_tc(const geometry& g) {
+  constexpr int R = tc_tile<HD>::rows;
+  return dim3(static_cast<unsigned>((g.time + R - 1) / R), static_cast<unsigned>(g.batch * g.heads));
+}
+
 } // namespace
 
 void cuda_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) {
   const geometry g = geometry_of(batch, time, heads, d);
   const auto gw_timed = timer_.time(stream_, "attention fwd");
+  const bool tc = math_.load() == gemm_math::bf16;
   with_head_bound(g.hd, [&](auto bound) {
     constexpr int HD = decltype(bound)::value;
-    attention_fwd<HD><<<grid_of<HD>(g), tile_of<HD>::rows, 0, stream_>>>(qkv, y, lse, g);
+    if (tc)
+      attention_fwd_tc<HD><<<grid_tc<HD>(g), tc_tile<HD>::threads, 0, stream_>>>(qkv, y, lse, g);
+    else
+      attention_fwd<HD><<<grid_of<HD>(g), tile_of<HD>::rows, 0, stream_>>>(qkv, y, lse, g);
   });
   GW_CUDA_LAUNCHED();
 }
@@ -61,8 +74,15 @@ void cuda_backend::attention_backward(const float* qkv, const float* y, const fl
   attention_di<<<cuda_detail::blocks_for(rows * heads), cuda_detail::threads_per_block, 0, stream_>>>(
     y, dy, di, static_cast<int>(rows), heads, d, time);
   GW_CUDA_LAUNCHED();
+  const bool tc = math_.load() == gemm_math::bf16;
   with_head_bound(g.hd, [&](auto bound) {
     constexpr int HD = decltype(bound)::value;
+    if (tc) {
+      attention_bwd_dq_tc<HD><<<grid_tc<HD>(g), tc_tile<HD>::threads, 0, stream_>>>(qkv, dy, lse, di, dqkv, g);
+      GW_CUDA_LAUNCHED();
+      attention_bwd_dkv_tc<HD><<<grid_tc<HD>(g), tc_tile<HD>::threads, 0, stream_>>>(qkv, dy, lse, di, dqkv, g);
+      return;
+    }
     attention_bwd_dq<HD><<<grid_of<HD>(g), tile_of<HD>::rows, 0, stream_>>>(qkv, dy, lse, di, dqkv, g);
     GW_CUDA_LAUNCHED();
     attention_bwd_dkv<HD><<<grid_of<HD>(g), tile_of<HD>::rows, 0, stream_>>>(qkv, dy, lse, di, dqkv, g);

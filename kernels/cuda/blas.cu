@@ -61,8 +61,15 @@ void cuda_backend::gemm(bool trans_a, bool trans_b, int m, int n, int k, float a
   if (m == 0 || n == 0)
     return;
   const auto gw_timed = timer_.time(stream_, "gemm");
-  GW_CUBLAS(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+  const auto op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (math_.load() == gemm_math::fp32) {
+    GW_CUBLAS(cublasSgemm(blas_, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+    return;
+  }
+  // fp32 in memory, bf16 on the Tensor Cores: cuBLAS rounds the operands
+  // itself, so this backend keeps no bf16 copy of weights or activations.
+  GW_CUBLAS(cublasGemmEx(blas_, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+                         CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
 }
 
 void cuda_backend::bias_add_rows(float* y, const float* bias, int rows, int cols) {

@@ -85,6 +85,8 @@ public:
   std::size_t peak_bytes() const override { return held_->peak.load(); }
   void reset_peak_bytes() override { held_->peak.store(held_->now.load()); }
 
+  void set_gemm_math(gemm_math m) override { math_.store(m); }
+  gemm_math current_gemm_math() const override { return math_.load(); }
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
             const float* b, int ldb, float beta, float* c, int ldc) override;
   void bias_add_rows(float* y, const float* bias, int rows, int cols) override;
@@ -174,6 +176,7 @@ private:
   float time_wgrad(const conv_geom& g, const wgrad_shape* ws);
 
   int index_;
+  std::atomic<gemm_math> math_{gemm_math::fp32};
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;

@@ -13,3 +13,11 @@
 #else
 #define GW_UNROLL
 #endif
+
+/// A function both sides call: host code (sizes in constant expressions)
+/// and device code.
+#ifdef __CUDACC__
+#define GW_HOST_DEVICE __host__ __device__
+#else
+#define GW_HOST_DEVICE
+#endif

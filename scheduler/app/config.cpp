@@ -117,6 +117,8 @@ void read_train(reader& r, run_config& c) {
   } catch (const error& e) {
     throw error(r.loc("train.device") + ": " + e.what());
   }
+  c.precision = r.str("train.precision");
+  c.precision_where = r.loc("train.precision");
   c.step_timeout_ms = static_cast<std::int64_t>(r.number("train.step_timeout_s") * 1000.0);
   c.stop_wait_ms = static_cast<std::int64_t>(r.number("train.stop_wait_s") * 1000.0);
   c.log_every = static_cast<int>(r.integer("train.log_every"));
@@ -302,6 +304,20 @@ void read_nodes(const toml::table& root, const std::string& source, run_config& 
   }
 }
 
+/// bf16 compute is a GPU's: every worker's device must be a cuda one.
+void check_precision(const run_config& c) {
+  if (c.precision != "bf16")
+    return;
+  const auto on_gpu = [](const std::string& d) { return !kernels::parse_device(d).is_cpu(); };
+  const std::string why = c.precision_where + " = \"bf16\" computes on a GPU's Tensor Cores (CPU workers compute in fp32)";
+  if (c.nodes.empty())
+    check(on_gpu(c.device), why + ", but " + c.device_where + " = \"" + c.device + "\"");
+  for (const auto& g : c.nodes) {
+    const auto& d = g.device.empty() ? c.device : g.device;
+    check(on_gpu(d), why + ", but " + g.where + " (group '" + g.name + "') runs on \"" + d + "\"");
+  }
+}
+
 /// Every schema key with its effective value, as config.toml records it.
 std::string resolved_toml(reader& r, const run_config& c) {
   // Resolved config: every schema key with its effective value.
@@ -363,6 +379,7 @@ run_config parse_config(const std::string& text, const std::string& source,
           std::to_string(c.ps.local_steps));
   read_transport(r, c);
   read_nodes(root, source, c);
+  check_precision(c);
   read_faults(root, source, c);
   read_virtual(r, c);
   if (c.family && c.family->sums_buckets && c.ring.path == actors::allreduce_path::collective) {

@@ -103,6 +103,8 @@ struct run_config : actors::family_options {
   std::string parallelism = "auto";
   std::string device = "cpu";
   std::string device_where; ///< where train.device was set ("file:line: train.device"), for messages
+  std::string precision = "fp32"; ///< train.precision: what the GEMMs and attention compute in
+  std::string precision_where;
   std::string topology = "single"; ///< topology.kind as written
   /// Its row in the topology registry; null: "single" (one worker, no actors).
   const topology_family* family = nullptr;

@@ -97,6 +97,8 @@ const std::vector<key_spec>& config_schema() {
     {"train.parallelism", vt::string, "\"auto\"", {"auto", "batch", "layer"},
      "how a worker uses its threads: batch = micro-batch replicas, layer = split GEMMs; auto = layer for MLPs, batch for conv nets"},
     {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
+    {"train.precision", vt::string, "\"fp32\"", {"fp32", "bf16"},
+     "what the GEMMs and attention compute in: fp32, or bf16 on a GPU's Tensor Cores (inputs rounded to bfloat16, sums in fp32); weights, activations, gradients and optimizer state stay fp32. bf16 needs every worker on a cuda device"},
     {"topology.kind", vt::string, "\"single\"", topology_kind_names(), topology_kind_doc()},
     {"topology.local_steps", vt::integer, "8", {}, "local-sgd, diloco: steps each worker takes on its own between averages (H)", in(1, 1 << 20)},
     {"topology.outer_lr", vt::number, "0.7", {}, "diloco: the outer SGD's learning rate on the pseudo-gradient (1 with outer_momentum 0 is local SGD)", in(1e-6, 100)},

@@ -227,6 +227,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"parameters", f.parameters},
     {"dataset", cfg.dataset},
     {"partition", partition_facts(cfg.partition)},
+    {"precision", cfg.precision},
     {"threads_per_worker", cfg.threads},
     {"batch_size", cfg.batch_size},
     {"optimizer", cfg.opt.kind},

@@ -284,6 +284,7 @@ private:
       {"parameters", model_.parameter_count()},
       {"dataset", cfg_.dataset},
       {"device", cfg_.device},
+      {"precision", cfg_.precision},
       {"threads", trainer_.threads()},
       {"parallelism", trainer_.strategy() == models::parallelism::layer ? "layer" : "batch"},
       {"batch_size", cfg_.batch_size},
@@ -348,7 +349,7 @@ private:
 } // namespace
 
 nlohmann::json run_single(run_config cfg, const run_options& opts) {
-  checked_device(cfg.device, cfg.device_where); // before the data is loaded
+  use_precision(cfg, checked_device(cfg.device, cfg.device_where)); // before the data is loaded
   return single_run(std::move(cfg), opts).run();
 }
 

@@ -59,6 +59,10 @@ kernels::device checked_device(const std::string& text, const std::string& where
   return d;
 }
 
+void use_precision(const run_config& cfg, const kernels::device& d) {
+  kernels::backend_for(d).set_gemm_math(cfg.precision == "bf16" ? kernels::gemm_math::bf16 : kernels::gemm_math::fp32);
+}
+
 namespace {
 
 /// Devices: train.device for every worker, or each [[nodes]] group's own
@@ -78,6 +82,8 @@ void set_workers(topology_setup& setup, const run_config& cfg) {
       setup.worker_jitter_ms.push_back(g.jitter_ms);
       setup.worker_lr_scale.push_back(g.lr_scale);
     }
+  for (const auto& d : setup.worker_device)
+    use_precision(cfg, d);
   for (const auto& g : cfg.nodes) // where replicas must stay equal, every worker applies the same update
     check(g.lr_scale == 1.0 || setup.family->per_worker_lr(setup),
           g.where + " (group '" + g.name + "'): lr_scale works where a worker's updates are its own (async or SSP "

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <cstdio>
@@ -79,6 +80,26 @@ TEST_CASE("cuda gemm matches CPU for all transposes") {
       gpu().gemm(ta, tb, m, n, k, 0.5f, da.p(), ta ? m : k, db.p(), tb ? k : n, 1.5f, dc.p(), n);
       check_close(dc.host(), c, 1e-4, 1e-4);
     }
+}
+
+TEST_CASE("bf16 GEMMs on cuda:0 stay within bf16 rounding of fp32, and fp32 comes back bit for bit") {
+  const int m = 64, n = 48, k = 256;
+  const auto a = random_vec(m * k, 4), b = random_vec(k * n, 5);
+  const auto exact = gwtest::ref_gemm(false, true, m, n, k, 1.0, a, b, 0.0, std::vector<float>(m * n, 0.f));
+  dbuf da(a), db(b), c32(static_cast<std::size_t>(m) * n), c16(static_cast<std::size_t>(m) * n),
+    again(static_cast<std::size_t>(m) * n);
+  gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, c32.p(), n);
+  gpu().set_gemm_math(gemm_math::bf16);
+  gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, c16.p(), n);
+  gpu().set_gemm_math(gemm_math::fp32);
+  gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, again.p(), n);
+  // Each product carries up to 2^-8 of relative rounding; k of them of
+  // size up to 1 add to at most k * 2^-8 in the worst case, about sqrt(k)
+  // times less in practice.
+  check_close(c16.host(), exact, 0.0, 8.0 * std::sqrt(static_cast<double>(k)) / 256.0);
+  check_close(c32.host(), exact, 1e-4, 1e-4);
+  CHECK(c16.host() != c32.host()); // the rounding took effect
+  CHECK(again.host() == c32.host());
 }
 
 TEST_CASE("cuda elementwise, bias, sum, loss and optimizers match CPU") {

@@ -5,6 +5,7 @@
 #include "actor_env.hpp"
 #include "cuda/device_buffers.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/bf16.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
@@ -14,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -49,6 +51,38 @@ void check_attention(int batch, int time, int heads, int d) {
   CHECK(gdq2.host() == gdq.host());
 }
 
+/// Attention on the Tensor Cores (bf16) against the CPU's fp32, on inputs
+/// bf16 holds exactly: what differs is the rounding of P and dS to bf16.
+void check_attention_bf16(int batch, int time, int heads, int d) {
+  INFO("bf16 attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
+  const auto rows = static_cast<std::size_t>(batch) * time, lse_n = rows * heads;
+  auto qkv = random_vec(rows * 3 * d, 13, -2.f, 2.f), dy = random_vec(rows * d, 14);
+  for (auto* v : {&qkv, &dy})
+    for (auto& x : *v)
+      x = from_bf16(to_bf16(x));
+  std::vector<float> y(rows * d), lse(lse_n), dqkv(rows * 3 * d);
+  cpu().attention_forward(qkv.data(), y.data(), lse.data(), batch, time, heads, d);
+  cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), batch, time, heads, d);
+  dbuf gq(qkv), gy(rows * d), gl(lse_n), gdy(dy), gdq(rows * 3 * d), gdq2(rows * 3 * d);
+  struct fp32_after { ~fp32_after() { gpu().set_gemm_math(gemm_math::fp32); } } restore;
+  gpu().set_gemm_math(gemm_math::bf16);
+  gpu().attention_forward(gq.p(), gy.p(), gl.p(), batch, time, heads, d);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq.p(), batch, time, heads, d);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq2.p(), batch, time, heads, d);
+  const auto off = [](const std::vector<float>& got, const std::vector<float>& want) { // relative to the largest
+    double diff = 0, top = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::abs(got[i] - want[i])));
+      top = std::max(top, static_cast<double>(std::abs(want[i])));
+    }
+    return top > 0 ? diff / top : diff;
+  };
+  CHECK(off(gy.host(), y) < 5e-3);
+  check_close(gl.host(), lse, 1e-5, 1e-5);
+  CHECK(off(gdq.host(), dqkv) < 1e-2);
+  CHECK(gdq2.host() == gdq.host()); // no atomics: the same bits again
+}
+
 } // namespace
 
 TEST_CASE("cuda attention matches CPU, forward and backward, at any context and head size", "[gpt]") {
@@ -58,6 +92,16 @@ TEST_CASE("cuda attention matches CPU, forward and backward, at any context and 
   check_attention(1, 130, 2, 128); // head 64, three tiles
   check_attention(1, 70, 1, 96);   // head 96, under the 128 bound
   check_attention(1, 65, 2, 256);  // head 128, tiles of 32
+}
+
+TEST_CASE("cuda bf16 attention on the Tensor Cores stays within bf16 rounding of the CPU", "[gpt]") {
+  check_attention_bf16(2, 37, 2, 32);
+  check_attention_bf16(1, 1, 1, 16);
+  check_attention_bf16(2, 100, 4, 128);
+  check_attention_bf16(1, 130, 2, 128);
+  check_attention_bf16(1, 70, 1, 96);
+  check_attention_bf16(1, 65, 2, 256);
+  check_attention_bf16(2, 1024, 6, 384); // the benchmark's long context
 }
 
 TEST_CASE("cuda attention refuses a head over 128 values and heads that do not divide d", "[gpt]") {
@@ -145,6 +189,33 @@ TEST_CASE("GPT training with AdamW and clipping on cuda:0 follows the CPU run", 
     CHECK(lg == Approx(lc).epsilon(1e-4));
   }
   check_close(mg.params().to_vector(), mc.params().to_vector(), 1e-3, 1e-4);
+}
+
+TEST_CASE("GPT training with bf16 GEMMs on cuda:0 stays near the fp32 CPU run", "[gpt]") {
+  models::model_spec spec;
+  spec.kind = "gpt";
+  spec.layers = 2, spec.heads = 4, spec.d_model = 64, spec.context = 40, spec.vocab = 256;
+  spec.channels = spec.height = 1, spec.width = spec.context, spec.classes = spec.vocab;
+  models::optimizer_spec opt;
+  opt.kind = "adamw", opt.lr = 1e-3f, opt.weight_decay = 0.1f, opt.clip_norm = 1.f;
+  models::model mc(spec, device::cpu(), 1), mg(spec, device::cuda(0), 1);
+  models::trainer tc(mc, opt, 1), tg(mg, opt, 1);
+  struct fp32_after { ~fp32_after() { gpu().set_gemm_math(gemm_math::fp32); } } restore;
+  gpu().set_gemm_math(gemm_math::bf16);
+  const int n = 8;
+  double worst = 0;
+  for (int step = 0; step < 10; ++step) {
+    const auto x = random_tokens(static_cast<std::size_t>(n) * spec.context, 64, 100 + step);
+    std::vector<std::int32_t> y(x.size());
+    for (std::size_t i = 0; i < y.size(); ++i)
+      y[i] = static_cast<std::int32_t>(x[(i + 1) % x.size()]);
+    const double lc = tc.step(x.data(), y.data(), n).mean_loss();
+    const double lg = tg.step(x.data(), y.data(), n).mean_loss();
+    worst = std::max(worst, std::abs(lg - lc) / lc);
+  }
+  INFO("largest relative loss difference " << worst);
+  CHECK(worst < 2e-2);
+  check_close(mg.params().to_vector(), mc.params().to_vector(), 5e-2, 5e-3);
 }
 
 TEST_CASE("a GPT ring with one worker on cuda:0 follows the all-CPU ring", "[gpt]") {

@@ -8,12 +8,19 @@
 // and the next block reuses. `__syncthreads()` is a barrier of the block's
 // threads, and a warp shuffle goes through a slot per thread between two
 // such barriers, so every thread of the block must shuffle together (true
-// where whole warps take whole rows and none returns early). Timing,
+// where whole warps take whole rows and none returns early). The warp
+// tiles of kernels/cuda/mma_tile.cuh are emulated: each thread holds a
+// whole 16 x 16 tile, multiplies it in fp32 in order of k, and a warp's
+// lane 0 stores it; gw_syncwarp() is then a barrier of the whole block, so
+// every warp of a block must reach it together, as with shuffles. Timing,
 // occupancy and floating-point contraction are the GPU's own: the results
 // agree with it to rounding, not bit for bit.
 
+#include "kernels/bf16.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -83,6 +90,7 @@ void launch(dim3 grid, int threads, F kernel) {
 #define __global__
 #define __device__
 #define __shared__ static
+#define __align__(n) alignas(n)
 #define threadIdx (gwsim::thread_idx)
 #define blockIdx (gwsim::block_idx)
 #define blockDim (gwsim::block_dim)
@@ -100,9 +108,75 @@ inline double __shfl_xor_sync(unsigned, double v, int lane_mask) {
   return other;
 }
 
+inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+  return static_cast<float>(__shfl_xor_sync(mask, static_cast<double>(v), lane_mask));
+}
+
 inline int atomicMin(int* at, int v) {
   std::lock_guard<std::mutex> lk(gwsim::atomic_mu);
   const int old = *at;
   *at = std::min(old, v);
   return old;
 }
+
+// The warp tiles of kernels/cuda/mma_tile.cuh.
+namespace gradwire::kernels::cuda_kernels {
+
+struct gw_bf16 {
+  std::uint16_t bits = 0;
+};
+inline gw_bf16 gw_to_bf16(float x) { return {to_bf16(x)}; }
+inline float gw_from_bf16(gw_bf16 x) { return from_bf16(x.bits); }
+inline void gw_syncwarp() { __syncthreads(); }
+
+namespace mma {
+/// A whole 16 x 16 tile, element (r, c) at v[16 r + c], in every thread.
+struct tile {
+  float v[256];
+};
+struct frag_a : tile {};
+struct frag_b_row : tile {};
+struct frag_b_col : tile {};
+struct frag_acc : tile {};
+
+inline void load(frag_a& f, const gw_bf16* p, int ld) {
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c)
+      f.v[16 * r + c] = gw_from_bf16(p[r * ld + c]);
+}
+inline void load(frag_b_row& f, const gw_bf16* p, int ld) {
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 16; ++n)
+      f.v[16 * k + n] = gw_from_bf16(p[k * ld + n]);
+}
+inline void load(frag_b_col& f, const gw_bf16* p, int ld) {
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 16; ++n)
+      f.v[16 * k + n] = gw_from_bf16(p[n * ld + k]);
+}
+inline void load(frag_acc& f, const float* p, int ld) {
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c)
+      f.v[16 * r + c] = p[r * ld + c];
+}
+inline void store(float* p, const frag_acc& f, int ld) {
+  if (threadIdx.x % 32 != 0)
+    return;
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c)
+      p[r * ld + c] = f.v[16 * r + c];
+}
+inline void zero(frag_acc& f) { std::fill(std::begin(f.v), std::end(f.v), 0.f); }
+template <typename B>
+void mma(frag_acc& d, const frag_a& a, const B& b) {
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 16; ++n) {
+      float s = d.v[16 * r + n];
+      for (int k = 0; k < 16; ++k)
+        s += a.v[16 * r + k] * b.v[16 * k + n];
+      d.v[16 * r + n] = s;
+    }
+}
+} // namespace mma
+
+} // namespace gradwire::kernels::cuda_kernels

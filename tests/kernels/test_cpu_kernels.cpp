@@ -57,6 +57,14 @@ TEST_CASE("gemm: oneDNN is found where the machine has it") {
   }
 }
 
+TEST_CASE("the CPU refuses bf16 GEMMs, naming the key, and keeps computing in fp32") {
+  auto& be = backend_for(device::cpu());
+  CHECK_THROWS_WITH(be.set_gemm_math(gemm_math::bf16),
+                    Catch::Contains("train.precision = \"bf16\"") && Catch::Contains("cpu computes in fp32 only"));
+  CHECK(be.current_gemm_math() == gemm_math::fp32);
+  CHECK_NOTHROW(be.set_gemm_math(gemm_math::fp32));
+}
+
 TEST_CASE("gemm with leading dimensions past the matrices writes only its own block") {
   const int m = 70, n = 66, k = 80, pad = 5; // every dimension 64 or more: oneDNN where present
   for (bool ta : {false, true})

@@ -5,6 +5,7 @@
 #include "kernels/host_sim.hpp"
 
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/attention_tc_kernels.cuh"
 #include "kernels/cuda/transformer_kernels.cuh"
 
 #include "reference.hpp"
@@ -104,7 +105,61 @@ void check_attention(int batch, int time, int heads, int d) {
   CHECK(max_diff(dqkv, ref.dqkv) < 1e-5);
 }
 
+template <int HD>
+void run_attention_tc(const geometry& g, const std::vector<float>& qkv, const std::vector<float>& dy,
+                      std::vector<float>& y, std::vector<float>& lse, std::vector<float>& dqkv) {
+  using T = tc_tile<HD>;
+  const dim3 grid(static_cast<unsigned>((g.time + T::rows - 1) / T::rows), static_cast<unsigned>(g.batch * g.heads));
+  std::vector<float> di(lse.size());
+  gwsim::launch(grid, T::threads, [&] { attention_fwd_tc<HD>(qkv.data(), y.data(), lse.data(), g); });
+  gwsim::launch(dim3(2), 64, [&] { attention_di(y.data(), dy.data(), di.data(), g.batch * g.time, g.heads, g.d, g.time); });
+  gwsim::launch(grid, T::threads,
+                [&] { attention_bwd_dq_tc<HD>(qkv.data(), dy.data(), lse.data(), di.data(), dqkv.data(), g); });
+  gwsim::launch(grid, T::threads,
+                [&] { attention_bwd_dkv_tc<HD>(qkv.data(), dy.data(), lse.data(), di.data(), dqkv.data(), g); });
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v)
+    m = std::max(m, std::abs(x));
+  return m;
+}
+
+/// The Tensor-Core kernels on inputs that bf16 holds exactly, so what is
+/// left to differ is their own rounding of P and dS to bf16 and their fp32
+/// sums.
+template <int HD>
+void check_attention_tc(int batch, int time, int heads, int d) {
+  INFO("bf16 attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
+  const int hd = d / heads;
+  const geometry g{batch, time, heads, d, hd, 1.f / std::sqrt(static_cast<float>(hd))};
+  const auto rows = static_cast<std::size_t>(batch) * time;
+  auto qkv = random_vec(rows * 3 * d, 11, -2.f, 2.f), dy = random_vec(rows * d, 12);
+  for (auto* v : {&qkv, &dy})
+    for (auto& x : *v)
+      x = gradwire::kernels::from_bf16(gradwire::kernels::to_bf16(x));
+  std::vector<float> y(rows * d, 1e9f), lse(rows * heads, 1e9f), dqkv(qkv.size(), 1e9f); // every element written
+  run_attention_tc<HD>(g, qkv, dy, y, lse, dqkv);
+  const auto ref = naive_attention(qkv, dy, batch, time, heads, d);
+  const double ey = max_diff(y, ref.y) / max_abs(ref.y), el = max_diff(lse, ref.lse),
+               eg = max_diff(dqkv, ref.dqkv) / max_abs(ref.dqkv);
+  INFO("relative errors: y " << ey << ", lse " << el << " (absolute), dqkv " << eg);
+  CHECK(ey < 5e-3);
+  CHECK(el < 1e-5);
+  CHECK(eg < 1e-2);
+}
+
 } // namespace
+
+TEST_CASE("CUDA bf16 attention kernels on the host match softmax attention to bf16's rounding, at any context") {
+  check_attention_tc<16>(2, 37, 2, 32);   // a partial query block, key tiles of 32
+  check_attention_tc<16>(1, 1, 1, 16);    // a single position
+  check_attention_tc<32>(2, 100, 4, 128); // blocks of 64 and a partial one
+  check_attention_tc<64>(1, 130, 2, 128); // three blocks, the last of 2 positions
+  check_attention_tc<128>(1, 70, 1, 96);  // a head under its bound: zero columns
+  check_attention_tc<128>(1, 65, 2, 256); // blocks of 32 positions (two warps)
+}
 
 TEST_CASE("CUDA attention kernels on the host match softmax attention, forward and backward, at any context") {
   check_attention<16>(2, 37, 2, 32);   // one partial tile
