@@ -102,6 +102,36 @@ __device__ void tile_times_rows(mma::frag_acc* acc, const gw_bf16* p, const gw_b
   }
 }
 
+/// One key tile of the online softmax for this lane's half of row r
+/// (query i): S scaled and masked, the row's maximum m and sum l moved on,
+/// P in bf16 into `prow`, and the row's running output `orow` rescaled.
+template <int K>
+__device__ void softmax_tile(const float* srow, gw_bf16* prow, float* orow, int hd_bound, const geometry& g, int i,
+                             int j0, float& m, float& l) {
+  const int half = threadIdx.x % 2;
+  float s[K / 2], top = -INFINITY;
+  GW_UNROLL
+  for (int c = 0; c < K / 2; ++c) {
+    const int col = half * (K / 2) + c;
+    s[c] = i < g.time && j0 + col <= i ? srow[col] * g.scale : -INFINITY;
+    top = fmaxf(top, s[c]);
+  }
+  top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+  const float mt = fmaxf(m, top), corr = mt == -INFINITY ? 1.f : expf(m - mt);
+  float sum = 0.f;
+  GW_UNROLL
+  for (int c = 0; c < K / 2; ++c) {
+    const float p = mt == -INFINITY ? 0.f : expf(s[c] - mt);
+    prow[half * (K / 2) + c] = gw_to_bf16(p);
+    sum += p;
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  l = l * corr + sum;
+  m = mt;
+  for (int c = half; c < hd_bound; c += 2)
+    orow[c] *= corr;
+}
+
 template <int HD>
 __global__ void attention_fwd_tc(const float* qkv, float* y, float* lse, geometry g) {
   using T = tc_tile<HD>;
@@ -127,27 +157,7 @@ __global__ void attention_fwd_tc(const float* qkv, float* y, float* lse, geometr
     __syncthreads();
     rows_times_rows<HD>(ss + warp * 16 * K, K, qs + warp * 16 * HD, ks, K / 16);
     gw_syncwarp();
-    float s[K / 2], top = -INFINITY;
-    GW_UNROLL
-    for (int c = 0; c < K / 2; ++c) {
-      const int col = half * (K / 2) + c;
-      s[c] = i < g.time && j0 + col <= i ? ss[r * K + col] * g.scale : -INFINITY;
-      top = fmaxf(top, s[c]);
-    }
-    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-    const float mt = fmaxf(m, top), corr = mt == -INFINITY ? 1.f : expf(m - mt);
-    float sum = 0.f;
-    GW_UNROLL
-    for (int c = 0; c < K / 2; ++c) {
-      const float p = mt == -INFINITY ? 0.f : expf(s[c] - mt);
-      ps[r * K + half * (K / 2) + c] = gw_to_bf16(p);
-      sum += p;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * corr + sum;
-    m = mt;
-    for (int c = half; c < HD; c += 2)
-      os[r * HD + c] *= corr;
+    softmax_tile<K>(ss + r * K, ps + r * K, os + r * HD, HD, g, i, j0, m, l);
     gw_syncwarp();
     mma::frag_acc acc[HD / 16];
     GW_UNROLL
