@@ -181,8 +181,10 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
   const auto t0 = now(), wall0 = std::chrono::steady_clock::now();
   next_batch();
   models::step_result r;
+  const auto key = models::dropout_key(cfg.seed, cfg.rank, step);
   if (compute_model) { // the batch runs on the device replica
     kernels::copy(model->params(), compute_model->params());
+    compute_trainer->set_dropout_key(key);
     r = compute_trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
     kernels::copy(compute_trainer->gradients(), trainer->gradients());
     if (model->state().numel() > 0)
@@ -190,6 +192,7 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
     if (ready)
       ready(0); // every gradient is final at once
   } else {
+    trainer->set_dropout_key(key);
     r = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size, ready);
   }
   count_loss(r);
@@ -202,8 +205,9 @@ void worker_core::compute_offloaded(std::function<void()> then, std::function<vo
   const auto t0 = now();
   next_batch();
   take_time(t0, 0); // the compute model's time; the simulation counts the real seconds where they run
-  offload([this, also = std::move(also)] {
+  offload([this, also = std::move(also), key = models::dropout_key(cfg.seed, cfg.rank, step)] {
       land_params();
+      trainer->set_dropout_key(key);
       offloaded = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
       if (also)
         also();

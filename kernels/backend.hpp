@@ -196,6 +196,11 @@ public:
   /// the tokens were checked against `vocab` by the forward pass.
   virtual void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch,
                                   int time, int d, int vocab);
+  /// Dropout of x [rows, cols] in place (kernels/dropout_mask.hpp): element
+  /// (row, col) is element (first_row + row) x cols + col of the mask under
+  /// `key`; kept values are scaled by 1 / (1 - p). The same call on a
+  /// gradient applies the same mask (backward).
+  virtual void dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row);
   /// Causal multi-head self-attention. qkv is [batch, time, 3d]: q, k and v
   /// side by side, each `heads` heads of d / heads (nanoGPT's c_attn
   /// output). y [batch, time, d] = softmax(q k^T / sqrt(d / heads), causal) v

@@ -19,6 +19,7 @@ void backend::layernorm_backward(const float*, const float*, const float*, const
                                  float*, float*, int, int) {
   missing(*this, "layernorm_backward");
 }
+void backend::dropout(float*, int, int, float, std::uint64_t, std::int64_t) { missing(*this, "dropout"); }
 void backend::gelu_forward(const float*, float*, std::size_t) { missing(*this, "gelu_forward"); }
 void backend::gelu_backward(const float*, const float*, float*, std::size_t) { missing(*this, "gelu_backward"); }
 void backend::embedding_forward(const float*, const float*, const float*, float*, int, int, int, int) {

@@ -119,6 +119,10 @@ public:
   }
   virtual const tensor& forward(const tensor& x, bool train) = 0;
   virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
+  /// The next training forward's dropout masks: `key` for the step, its
+  /// input's first sample `first_sample` of the step's batch (a layer
+  /// without dropout ignores it).
+  virtual void set_dropout_stream(std::uint64_t key, std::int64_t first_sample) { (void)key, (void)first_sample; }
   /// Floating-point operations of one forward pass for one sample of shape `in`.
   virtual double forward_flops(const shape_t& in) const { (void)in; return 0; }
   /// FLOPs of forward and backward: the forward's again for the weight

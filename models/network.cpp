@@ -74,6 +74,11 @@ const tensor& network::move(const tensor& x, int from, int to, tensor& out, scra
   return out;
 }
 
+void network::set_dropout_stream(std::uint64_t key, std::int64_t first_sample) {
+  for (auto& l : layers_)
+    l->set_dropout_stream(key, first_sample);
+}
+
 const tensor& network::forward(const tensor& x, bool train) {
   const tensor* h = &x;
   int cur = 0;
@@ -222,7 +227,7 @@ network make_network(const model_spec& spec) {
     return network(build_lenet5(spec));
   if (spec.kind == "gpt") {
     std::vector<std::unique_ptr<layer>> l;
-    l.push_back(std::make_unique<gpt>(gpt_shape{spec.layers, spec.heads, spec.d_model, spec.context, spec.vocab}));
+    l.push_back(std::make_unique<gpt>(gpt_shape{spec.layers, spec.heads, spec.d_model, spec.context, spec.vocab, spec.dropout}));
     return network(std::move(l));
   }
   for (int depth : {20, 32, 44, 56})

@@ -20,6 +20,7 @@ struct model_spec {
   /// gpt: blocks, attention heads, residual width, context and vocabulary
   /// (its input is [1, 1, context] token ids, its classes the vocabulary).
   int layers = 4, heads = 4, d_model = 128, context = 128, vocab = 256;
+  float dropout = 0.f; ///< gpt: the probability of dropping an element of the residual branches and embeddings
   int channels = 1, height = 28, width = 28;
   int classes = 10;
 };
@@ -36,6 +37,9 @@ public:
   void bind(param_binder& b);
   /// Logits [N, classes] for x [N, C, H, W] (or [N, features]).
   const tensor& forward(const tensor& x, bool train);
+  /// Every layer's dropout masks for the next training forward
+  /// (layer::set_dropout_stream).
+  void set_dropout_stream(std::uint64_t key, std::int64_t first_sample);
   /// Back-propagates dL/dlogits, writing every parameter gradient. Returns
   /// dL/dx when `input_grad` (otherwise an undefined tensor, and the layers
   /// below the first trainable one are skipped).

@@ -2,6 +2,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/denormals.hpp"
+#include "kernels/dropout_mask.hpp"
 #include "kernels/error.hpp"
 
 #include <algorithm>
@@ -59,6 +60,11 @@ trainer::trainer(model& m, const optimizer_spec& opt, int threads, parallelism h
   label_width_ = static_cast<int>(std::max<std::int64_t>(1, out[0]));
 }
 
+std::uint64_t dropout_key(std::uint64_t seed, int rank, std::int64_t step) {
+  return kernels::splitmix64(kernels::splitmix64(seed ^ 0x6a09e667f3bcc909ull) + static_cast<std::uint64_t>(rank)) ^
+         kernels::splitmix64(static_cast<std::uint64_t>(step));
+}
+
 step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n,
                                        const std::function<void(std::size_t)>& ready) {
   check(n > 0, "empty batch");
@@ -101,6 +107,7 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
   }
   if (k > 1)
     kernels::copy(acc_, replicas_[0]->grads);
+  ++dropout_key_;
   if (spec.clip_norm > 0.f)
     total.grad_norm = clip();
   if ((parts > 1 || after) && ready)
@@ -118,6 +125,7 @@ std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int 
     auto [pb, pe] = part(static_cast<std::size_t>(n), parts, r);
     const std::size_t b = static_cast<std::size_t>(b0) + pb, rows = pe - pb;
     auto& rep = *replicas_[r];
+    rep.net.set_dropout_stream(dropout_key_, static_cast<std::int64_t>(b));
     const tensor& logits = rep.net.forward(xt.rows(static_cast<std::int64_t>(b), static_cast<std::int64_t>(rows)), true);
     auto& dl = rep_dlogits_[r];
     if (!dl.defined() || dl.numel() < logits.numel())

@@ -47,6 +47,11 @@ enum class parallelism { automatic, batch, layer };
 /// "auto" | "batch" | "layer" (throws gradwire::error otherwise).
 parallelism parse_parallelism(const std::string& text);
 
+/// A step's dropout key for worker `rank` of a run seeded `seed`: masks
+/// differ from step to step and worker to worker, and a resumed run draws
+/// the ones it would have drawn.
+std::uint64_t dropout_key(std::uint64_t seed, int rank, std::int64_t step);
+
 class trainer {
 public:
   /// automatic picks layer for MLPs and batch for convolutional networks.
@@ -65,6 +70,11 @@ public:
   /// Later gradients are of the mean loss times `s` (folded into the loss
   /// gradient, so weighting a worker's gradient costs no pass over it).
   void set_loss_scale(float s) { loss_scale_ = s; }
+  /// The next compute_gradients' dropout masks (model.dropout): a key for
+  /// the step (dropout_key); each later call takes the key after it unless
+  /// set again. Sample i of the step's batch gets the same mask however
+  /// the batch is split over threads and micro-batches.
+  void set_dropout_key(std::uint64_t key) { dropout_key_ = key; }
   /// Applies the optimizer to the model from gradients() (or from `grads`,
   /// a buffer of the model's layout on its device), scaled by lr_scale.
   void apply(const float* grads = nullptr, float lr_scale = 1.f);
@@ -118,6 +128,7 @@ private:
   double clip();
 
   float loss_scale_ = 1.f;
+  std::uint64_t dropout_key_ = 0;
   int label_width_ = 1; ///< labels per sample: the network's output rows per input row
   model& model_;
   optimizer opt_;

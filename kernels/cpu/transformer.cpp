@@ -4,6 +4,7 @@
 // double, in a fixed order, so a run repeats itself bit for bit.
 #include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/dropout_mask.hpp"
 #include "kernels/cpu/fast_math.hpp"
 #include "kernels/error.hpp"
 
@@ -107,6 +108,15 @@ void cpu_backend::layernorm_backward(const float* x, const float* dy, const floa
     const std::ptrdiff_t o = static_cast<std::ptrdiff_t>(i) * cols;
     layernorm_row_backward(x + o, dy + o, mean[i], rstd[i], w, dx + o, dw, db, cols);
   }
+}
+
+void cpu_backend::dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row) {
+  const std::uint32_t threshold = dropout_threshold(p);
+  const float keep_scale = 1.f / (1.f - p);
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  const auto first = static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(cols);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = dropout_keeps(key, first + i, threshold) ? x[i] * keep_scale : 0.f;
 }
 
 void cpu_backend::gelu_forward(const float* x, float* y, std::size_t n) { gelu_fwd(x, y, n); }

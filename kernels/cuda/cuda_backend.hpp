@@ -129,6 +129,7 @@ public:
                          int rows, int cols, float eps) override;
   void layernorm_backward(const float* x, const float* dy, const float* mean, const float* rstd, const float* w,
                           float* dx, float* dw, float* db, int rows, int cols) override;
+  void dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row) override;
   void gelu_forward(const float* x, float* y, std::size_t n) override;
   void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) override;
   void embedding_forward(const float* tokens, const float* wte, const float* wpe, float* h, int batch, int time,

@@ -39,6 +39,15 @@ void cuda_backend::layernorm_backward(const float* x, const float* dy, const flo
   GW_CUDA_LAUNCHED();
 }
 
+void cuda_backend::dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row) {
+  const auto gw_timed = timer_.time(stream_, "dropout");
+  const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  dropout_apply<<<blocks_for(n), threads_per_block, 0, stream_>>>(
+    x, n, key, static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(cols), dropout_threshold(p),
+    1.f / (1.f - p)); // the scale computed here, as the CPU computes it
+  GW_CUDA_LAUNCHED();
+}
+
 void cuda_backend::gelu_forward(const float* x, float* y, std::size_t n) {
   const auto gw_timed = timer_.time(stream_, "gelu fwd");
   gelu_fwd<<<blocks_for(n), threads_per_block, 0, stream_>>>(x, y, n);

@@ -8,12 +8,14 @@
 ///
 /// The transformer passes besides attention, as the CPU reference defines
 /// them (kernels/cpu/transformer.cpp): LayerNorm with biased variance and
-/// row sums in double, exact GELU (erf), the token and position embeddings.
+/// row sums in double, exact GELU (erf), the token and position embeddings,
+/// dropout.
 /// Every sum runs in a fixed order, with no atomics, so a run repeats itself
 /// bit for bit: a row's statistics by one warp, a column's parameter
 /// gradients by fixed slices of rows, then the slices in order.
 
 #include "kernels/cuda/device_code.cuh"
+#include "kernels/dropout_mask.hpp"
 
 namespace gradwire::kernels::cuda_kernels {
 namespace { // each file that includes these has its own copy
@@ -115,6 +117,14 @@ __global__ void layernorm_bwd_rows(const float* x, const float* dy, const float*
     const float xhat = (x[o + j] - mu) * r;
     dx[o + j] = r * (dy[o + j] * w[j] - m1 - xhat * m2);
   }
+}
+
+/// Dropout in place: element i of x is element first + i of the mask
+/// (kernels/dropout_mask.hpp); kept values times keep_scale = 1 / (1 - p).
+__global__ void dropout_apply(float* x, std::size_t n, std::uint64_t key, std::uint64_t first, std::uint32_t threshold,
+                              float keep_scale) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    x[i] = dropout_keeps(key, first + i, threshold) ? x[i] * keep_scale : 0.f;
 }
 
 __global__ void gelu_fwd(const float* x, float* y, std::size_t n) {

@@ -14,6 +14,7 @@ constexpr float gpt_init_std = 0.02f;
 gpt::gpt(gpt_shape s) : s_(s) {
   check(s.layers > 0 && s.heads > 0 && s.d > 0 && s.context > 0 && s.vocab > 0,
         "gpt: layers, heads, d_model, context and vocab must be positive");
+  check(s.dropout >= 0.f && s.dropout < 1.f, "gpt: model.dropout = " + std::to_string(s.dropout) + " is not in [0, 1)");
   check(s.d % s.heads == 0, "gpt: model.heads = " + std::to_string(s.heads) + " does not divide model.d_model = " +
                               std::to_string(s.d) + " (each head takes d_model / heads features)");
 }

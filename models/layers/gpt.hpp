@@ -18,6 +18,10 @@ namespace gradwire::models {
 
 struct gpt_shape {
   int layers = 4, heads = 4, d = 128, context = 128, vocab = 256;
+  /// Dropped in training, as nanoGPT drops them: the embeddings' sum and
+  /// each block's two residual branches (after c_proj), each element with
+  /// this probability. Attention's probabilities are not dropped.
+  float dropout = 0.f;
 };
 
 class gpt final : public layer {
@@ -34,6 +38,9 @@ public:
   void bind(param_binder& b) override;
   const tensor& forward(const tensor& x, bool train) override;
   const tensor& backward(const tensor& dy, bool need_dx) override;
+  void set_dropout_stream(std::uint64_t key, std::int64_t first_sample) override {
+    drop_key_ = key, first_sample_ = first_sample;
+  }
   double forward_flops(const shape_t& in) const override;
   /// 3x forward even as the first layer: every block's input gradient is computed.
   double train_flops(const shape_t& in, bool) const override { return 3 * forward_flops(in); }
@@ -60,15 +67,25 @@ private:
   /// dh (the gradient of the block's output) becomes that of its input.
   void block_backward(std::size_t l, tensor& dh);
   int rows() const { return n_ * t_; }
+  /// Dropout at `site` (0: the embeddings, 1 + 2 l and 2 + 2 l: block l's
+  /// attention and MLP branches) on x [rows, d], in training only; the same
+  /// call on a gradient is its backward.
+  void drop(float* x, std::uint64_t site) const;
+  /// dh as the gradient of a residual branch's output: dh itself, or with
+  /// dropout its masked copy in branch_.
+  const float* branch(const tensor& dh, std::uint64_t site);
 
   gpt_shape s_;
   param_binder::bound wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<block_params> blocks_;
   std::vector<block_acts> acts_;
   int n_ = 0, t_ = 0;
-  tensor x_, h_, logits_, dh_, tmp_, wide_;
+  bool train_ = false;
+  std::uint64_t drop_key_ = 0;
+  std::int64_t first_sample_ = 0;
+  tensor x_, h_, logits_, dh_, tmp_, wide_, branch_;
   norm_acts lnf_;
-  scratch h_buf_[2], logits_buf_, dh_buf_, tmp_buf_, wide_buf_;
+  scratch h_buf_[2], logits_buf_, dh_buf_, tmp_buf_, wide_buf_, branch_buf_;
   tensor none_;
 };
 

@@ -4,6 +4,7 @@
 // 16 d floats per token per block, the time x time scores never.
 #include "models/layers/gpt.hpp"
 
+#include "kernels/dropout_mask.hpp"
 #include "kernels/error.hpp"
 #include "kernels/parallel_gemm.hpp"
 
@@ -41,16 +42,24 @@ void layernorm_bwd(kernels::backend& be, const tensor& x, float* dy_dx, const te
 
 } // namespace
 
-const tensor& gpt::forward(const tensor& x, bool) {
+void gpt::drop(float* x, std::uint64_t site) const {
+  if (!train_ || s_.dropout <= 0.f)
+    return;
+  be().dropout(x, rows(), s_.d, s_.dropout, kernels::dropout_site(drop_key_, site), first_sample_ * t_);
+}
+
+const tensor& gpt::forward(const tensor& x, bool train) {
   const auto out_shape = output_shape(x.shape());
   const auto dev = x.dev();
   n_ = static_cast<int>(x.dim(0));
   t_ = static_cast<int>(x.dim(3));
   x_ = x;
+  train_ = train;
   const int r = rows(), d = s_.d;
   auto& first = acts_[0];
   first.in = first.buf[0].get({r, d}, dev);
   be().embedding_forward(x.data(), wte_.value.data(), wpe_.value.data(), first.in.data(), n_, t_, d, s_.vocab);
+  drop(first.in.data(), 0);
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
     tensor out;
     if (l + 1 < blocks_.size())
@@ -89,6 +98,7 @@ void gpt::block_forward(std::size_t l, tensor& out) {
   be().attention_forward(a.qkv.data(), a.att.data(), a.lse.data(), n_, t_, s_.heads, d);
   a.mid = a.buf[4].get({r, d}, dev);
   linear_fwd(be(), pool_, a.att.data(), p.proj_w, p.proj_b, a.mid.data(), r, d, d);
+  drop(a.mid.data(), 1 + 2 * l);
   be().axpy(floats(a.mid), 1.f, a.in.data(), a.mid.data());
   norm_forward(a.mid, a.ln2, p.ln2_w, p.ln2_b);
   a.f = a.buf[5].get({r, 4 * d}, dev);
@@ -96,6 +106,7 @@ void gpt::block_forward(std::size_t l, tensor& out) {
   a.g = a.buf[6].get({r, 4 * d}, dev);
   be().gelu_forward(a.f.data(), a.g.data(), floats(a.g));
   linear_fwd(be(), pool_, a.g.data(), p.mlp_w, p.mlp_b, out.data(), r, 4 * d, d);
+  drop(out.data(), 2 + 2 * l);
   be().axpy(floats(out), 1.f, a.mid.data(), out.data());
 }
 
@@ -113,11 +124,22 @@ const tensor& gpt::backward(const tensor& dlogits, bool) {
   layernorm_bwd(be(), h_, dh_.data(), lnf_.mean, lnf_.rstd, lnf_w_, lnf_b_, r, d);
   tmp_ = tmp_buf_.get({r, d}, dev);
   wide_ = wide_buf_.get({r, 4 * d}, dev);
+  if (train_ && s_.dropout > 0.f)
+    branch_ = branch_buf_.get({r, d}, dev);
   for (std::size_t l = blocks_.size(); l-- > 0;)
     block_backward(l, dh_);
+  drop(dh_.data(), 0);
   be().fill(wpe_.grad.data(), floats(wpe_.grad), 0.f);
   be().embedding_backward(x_.data(), dh_.data(), wte_.grad.data(), wpe_.grad.data(), n_, t_, d, s_.vocab);
   return none_;
+}
+
+const float* gpt::branch(const tensor& dh, std::uint64_t site) {
+  if (!train_ || s_.dropout <= 0.f)
+    return dh.data();
+  kernels::copy(dh, branch_);
+  drop(branch_.data(), site);
+  return branch_.data();
 }
 
 void gpt::block_backward(std::size_t l, tensor& dh) {
@@ -126,14 +148,14 @@ void gpt::block_backward(std::size_t l, tensor& dh) {
   const int r = rows(), d = s_.d;
   float* wide = wide_.data();
   float* tmp = tmp_.data();
-  // out = mid + mlp(ln_2(mid))
-  linear_bwd(be(), pool_, a.g.data(), dh.data(), p.mlp_w, p.mlp_b, wide, r, 4 * d, d);
+  // out = mid + dropout(mlp(ln_2(mid)))
+  linear_bwd(be(), pool_, a.g.data(), branch(dh, 2 + 2 * l), p.mlp_w, p.mlp_b, wide, r, 4 * d, d);
   be().gelu_backward(a.f.data(), wide, wide, floats(a.f));
   linear_bwd(be(), pool_, a.ln2.y.data(), wide, p.fc_w, p.fc_b, tmp, r, d, 4 * d);
   layernorm_bwd(be(), a.mid, tmp, a.ln2.mean, a.ln2.rstd, p.ln2_w, p.ln2_b, r, d);
   be().axpy(floats(dh), 1.f, tmp, dh.data());
-  // mid = in + c_proj(attention(c_attn(ln_1(in))))
-  linear_bwd(be(), pool_, a.att.data(), dh.data(), p.proj_w, p.proj_b, tmp, r, d, d);
+  // mid = in + dropout(c_proj(attention(c_attn(ln_1(in)))))
+  linear_bwd(be(), pool_, a.att.data(), branch(dh, 1 + 2 * l), p.proj_w, p.proj_b, tmp, r, d, d);
   be().attention_backward(a.qkv.data(), a.att.data(), tmp, a.lse.data(), wide, n_, t_, s_.heads, d);
   linear_bwd(be(), pool_, a.ln1.y.data(), wide, p.attn_w, p.attn_b, tmp, r, d, 3 * d);
   layernorm_bwd(be(), a.in, tmp, a.ln1.mean, a.ln1.rstd, p.ln1_w, p.ln1_b, r, d);

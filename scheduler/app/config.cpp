@@ -73,6 +73,8 @@ void read_model_and_data(reader& r, run_config& c) {
   const bool gpt = c.model.kind == "gpt", text = c.dataset == "text";
   check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\", and only it does (model.kind = \"" +
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
+  check(gpt || c.model.dropout == 0.f, r.loc("model.dropout") + ": dropout is the GPT's (model.kind = \"gpt\"), not " +
+                                         c.model.kind + "'s");
   check(c.partition.kind == "iid" || c.partition.kind == "contiguous" || !text,
         r.loc("data.partition") + " = \"" + c.partition.kind +
           "\" splits by class label; text windows have none (use \"iid\" or \"contiguous\")");

@@ -15,6 +15,8 @@ void read_transformer(reader& r, run_config& c) {
   m.d_model = static_cast<int>(r.integer("model.d_model"));
   m.context = static_cast<int>(r.integer("model.context"));
   m.vocab = static_cast<int>(r.integer("model.vocab")); // token ids are exact in a float below 2^24
+  m.dropout = static_cast<float>(r.number("model.dropout"));
+  check(m.dropout < 1.f, r.loc("model.dropout") + " = 1 drops everything: give a probability below 1");
   check(m.d_model % m.heads == 0, r.loc("model.heads") + " = " + std::to_string(m.heads) +
                                     " does not divide model.d_model = " + std::to_string(m.d_model) +
                                     " (each head takes d_model / heads features)");

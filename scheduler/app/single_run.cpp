@@ -195,6 +195,7 @@ private:
       if (!batches_.next(b, &trainer_.pool()))
         break;
       const auto t1 = clock_type::now();
+      trainer_.set_dropout_key(models::dropout_key(cfg_.seed, 0, step_));
       auto r = trainer_.step(b.x.data(), b.y.data(), b.size);
       if (!dev_.is_cpu())
         kernels::backend_for(dev_).synchronize();

@@ -133,6 +133,16 @@ TEST_CASE("cuda LayerNorm matches CPU, forward and backward, with dx over dy", "
   }
 }
 
+TEST_CASE("cuda dropout draws the CPU's mask bit for bit", "[gpt]") {
+  const int rows = 300, cols = 96;
+  const auto x = random_vec(static_cast<std::size_t>(rows) * cols, 15);
+  auto want = x;
+  cpu().dropout(want.data(), rows, cols, 0.1f, 77, 12);
+  dbuf g(x);
+  gpu().dropout(g.p(), rows, cols, 0.1f, 77, 12);
+  CHECK(g.host() == want);
+}
+
 TEST_CASE("cuda GELU matches CPU, forward and backward", "[gpt]") {
   const std::size_t n = 5003;
   const auto x = random_vec(n, 31, -6.f, 6.f), dy = random_vec(n, 32);

@@ -8,6 +8,7 @@
 #include "kernels/cuda/attention_tc_kernels.cuh"
 #include "kernels/cuda/transformer_kernels.cuh"
 
+#include "kernels/backend.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
@@ -255,4 +256,17 @@ TEST_CASE("CUDA GELU and embedding kernels on the host match their definitions, 
     embedding_fwd(tok.data(), wte.data(), wpe.data(), h.data(), rows, time, dim, vocab, &bad);
   });
   CHECK(bad == 17);
+}
+
+TEST_CASE("CUDA dropout kernel on the host draws the CPU's mask, bit for bit") {
+  const int rows = 37, cols = 48;
+  const float p = 0.3f;
+  const auto x = random_vec(static_cast<std::size_t>(rows) * cols, 51);
+  auto want = x, got = x;
+  gradwire::kernels::backend_for(gradwire::kernels::device::cpu()).dropout(want.data(), rows, cols, p, 99, 5);
+  gwsim::launch(dim3(3), 64, [&] {
+    dropout_apply(got.data(), got.size(), 99, 5 * cols, gradwire::kernels::dropout_threshold(p), 1.f / (1.f - p));
+  });
+  CHECK(got == want);
+  CHECK(got != x);
 }

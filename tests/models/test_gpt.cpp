@@ -37,8 +37,14 @@ void write(const std::filesystem::path& p, const std::string& text) {
 
 } // namespace
 
-TEST_CASE("GPT gradients match central differences in every kind of parameter", "[gpt]") {
-  const auto spec = tiny_gpt();
+namespace {
+
+/// Central differences against backward for three elements of every
+/// parameter tensor, with dropout `dropout` (its masks fixed by one key).
+void check_gpt_gradients(float dropout) {
+  INFO("dropout " << dropout);
+  auto spec = tiny_gpt();
+  spec.dropout = dropout;
   model m(spec, kernels::device::cpu(), 3);
   // Weights of order 1, not GPT-2's 0.02: with a residual stream that
   // small, a finite step of 1e-2 moves LayerNorm's statistics as much as
@@ -46,6 +52,7 @@ TEST_CASE("GPT gradients match central differences in every kind of parameter", 
   const auto w0 = random_vec(m.size(), 6, -0.5f, 0.5f);
   std::copy(w0.begin(), w0.end(), m.params().data());
   auto rep = m.make_replica(true);
+  rep->net.set_dropout_stream(12345, 3);
   const int n = 2;
   const auto x = tensor::from(random_tokens(static_cast<std::size_t>(n) * spec.context, spec.vocab, 4), {n, 1, 1, spec.context});
   const auto rows = n * spec.context;
@@ -74,6 +81,53 @@ TEST_CASE("GPT gradients match central differences in every kind of parameter", 
     }
   }
   CHECK(checked == 3 * static_cast<int>(m.param_specs().size()));
+}
+
+} // namespace
+
+TEST_CASE("GPT gradients match central differences in every kind of parameter, with and without dropout", "[gpt]") {
+  check_gpt_gradients(0.f);
+  check_gpt_gradients(0.3f);
+}
+
+TEST_CASE("GPT dropout: each sample's mask whatever the split, new masks each step, none in evaluation", "[gpt]") {
+  auto spec = tiny_gpt();
+  spec.dropout = 0.25f;
+  const int n = 6;
+  const auto x = random_tokens(static_cast<std::size_t>(n) * spec.context, spec.vocab, 9);
+  std::vector<std::int32_t> y(x.size());
+  for (std::size_t i = 0; i < y.size(); ++i)
+    y[i] = static_cast<std::int32_t>(x[(i + 1) % x.size()]);
+  auto grads_with = [&](float p, int accumulate, int threads, std::uint64_t key) {
+    auto s = spec;
+    s.dropout = p;
+    model m(s, kernels::device::cpu(), 2);
+    optimizer_spec o;
+    o.accumulate = accumulate;
+    trainer t(m, o, threads, parallelism::batch);
+    t.set_dropout_key(key);
+    t.compute_gradients(x.data(), y.data(), n);
+    return t.gradients().to_vector();
+  };
+  const auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+    return worst;
+  };
+  const auto whole = grads_with(0.25f, 1, 1, 4);
+  CHECK(max_diff(grads_with(0.25f, 3, 1, 4), whole) < 1e-6); // micro-batches of 2 samples
+  CHECK(max_diff(grads_with(0.25f, 1, 3, 4), whole) < 1e-6); // 3 replicas of 2 samples
+  CHECK(max_diff(grads_with(0.25f, 1, 1, 5), whole) > 1e-3); // another step's masks
+  CHECK(max_diff(grads_with(0.f, 1, 1, 4), whole) > 1e-3);   // dropout does something
+  // Evaluation keeps every value: the logits of the model without dropout.
+  model with(spec, kernels::device::cpu(), 2), without(tiny_gpt(), kernels::device::cpu(), 2);
+  auto rw = with.make_replica(true), ro = without.make_replica(true);
+  rw->net.set_dropout_stream(4, 0);
+  const auto xt = tensor::from(x, {n, 1, 1, spec.context});
+  const auto plain = ro->net.forward(xt, false).to_vector();
+  CHECK(rw->net.forward(xt, false).to_vector() == plain);
+  CHECK(rw->net.forward(xt, true).to_vector() != plain);
 }
 
 TEST_CASE("GPT parameters carry nanoGPT's names and shapes, GPT-2's init, and decay only on weight matrices",

@@ -173,3 +173,37 @@ TEST_CASE("Embeddings gather token and position rows, scatter their gradients ba
   CHECK_THROWS_WITH(cpu().embedding_forward(tok.data(), wte.data(), wpe.data(), h.data(), B, T, d, V),
                     Catch::Contains("token 5") && Catch::Contains("position 3"));
 }
+
+TEST_CASE("Dropout drops its fraction, scales what it keeps, and gives each element its mask however the rows are split",
+          "[gpt]") {
+  auto& cpu = kernels::backend_for(kernels::device::cpu());
+  const int rows = 400, cols = 250;
+  const float p = 0.2f;
+  const auto x = random_vec(static_cast<std::size_t>(rows) * cols, 61, 0.5f, 1.5f); // no zeros of its own
+  auto whole = x;
+  cpu.dropout(whole.data(), rows, cols, p, 7, 0);
+  std::size_t dropped = 0, misscaled = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (whole[i] == 0.f)
+      ++dropped;
+    else if (whole[i] != x[i] * (1.f / (1.f - p)))
+      ++misscaled;
+  }
+  CHECK(misscaled == 0);
+  // 100,000 draws: the fraction within 4 standard deviations (0.0051) of p.
+  CHECK(std::abs(static_cast<double>(dropped) / static_cast<double>(x.size()) - p) < 0.0051);
+  // Rows [150, 400) on their own, from row 150: the same mask.
+  auto tail = std::vector<float>(x.begin() + 150 * cols, x.end());
+  cpu.dropout(tail.data(), rows - 150, cols, p, 7, 150);
+  CHECK(tail == std::vector<float>(whole.begin() + 150 * cols, whole.end()));
+  // Another key, another mask; the same key, the same one.
+  auto other = x, again = x;
+  cpu.dropout(other.data(), rows, cols, p, 8, 0);
+  cpu.dropout(again.data(), rows, cols, p, 7, 0);
+  CHECK(other != whole);
+  CHECK(again == whole);
+  // p = 0 keeps every value as it is.
+  auto none = x;
+  cpu.dropout(none.data(), rows, cols, 0.f, 7, 0);
+  CHECK(none == x);
+}

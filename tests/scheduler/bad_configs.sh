@@ -172,6 +172,9 @@ case_ name_slash '[experiment]\nname = "../x"\n' 'name_slash.toml:2: experiment.
 case_ name_dotdot '[experiment]\nname = ".."\n' 'name_dotdot.toml:2: experiment.name = ".." must be a plain name'
 case_ device_bad '[train]\ndevice = "tpu"\n' 'device_bad.toml:2: train.device'
 case_ device_gpu_missing '[train]\ndevice = "cuda:7"\n' 'device_gpu_missing.toml:2: train.device = "cuda:7".*(CUDA device\(s\) are visible|built without CUDA)'
+case_ dropout_one '[model]\nkind = "gpt"\ndropout = 1.0\n[data]\ndataset = "text"\n' 'dropout_one.toml:3: model.dropout = 1 drops everything'
+case_ dropout_mlp '[model]\ndropout = 0.1\n' 'dropout_mlp.toml:2: model.dropout: dropout is the GPT.s'
+case_ dropout_negative '[model]\nkind = "gpt"\ndropout = -0.1\n[data]\ndataset = "text"\n' 'dropout_negative.toml:3: model.dropout = -0.1 is out of range'
 case_ precision_bad '[train]\nprecision = "fp16"\n' 'precision_bad.toml:2: train.precision = "fp16"'
 case_ precision_cpu '[train]\nprecision = "bf16"\n' 'precision_cpu.toml:2: train.precision = "bf16" computes on a GPU.*train.device.* = "cpu"'
 case_ precision_node_cpu '[topology]\nkind = "ring"\nworkers = 2\n[train]\ndevice = "cuda:0"\nprecision = "bf16"\n[[nodes]]\ncount = 1\n[[nodes]]\ncount = 1\ndevice = "cpu"\n' "precision_node_cpu.toml:6: train.precision = \"bf16\".*nodes\\]\\] #2 \\(group 'group1'\\) runs on \"cpu\""

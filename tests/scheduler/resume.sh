@@ -80,6 +80,8 @@ exact diloco-topk local-sgd.toml 16 --set topology.workers=3 --set train.checkpo
 gpt=(--set model.layers=1 --set model.d_model=32 --set model.context=32 --set train.max_steps=40 --set train.threads=1)
 exact gpt-single lm.toml 20 "${gpt[@]}"
 exact gpt-ring lm.toml 20 "${gpt[@]}" --set topology.kind=\"ring\" --set topology.workers=3
+exact gpt-ring-dropout lm.toml 20 "${gpt[@]}" --set topology.kind=\"ring\" --set topology.workers=3 --set model.dropout=0.2
+exact gpt-single-dropout lm.toml 20 "${gpt[@]}" --set model.dropout=0.2
 exact gpt-ps-sync lm.toml 20 "${gpt[@]}" --set topology.kind=\"parameter-server\" --set topology.workers=3 --set topology.shards=2
 
 # Across processes, and at another process count.
