@@ -9,11 +9,6 @@
 
 namespace gradwire::kernels {
 
-void backend::set_gemm_math(gemm_math m) {
-  check(m == gemm_math::fp32, "bf16 compute (train.precision = \"bf16\") runs on a GPU's Tensor Cores; " +
-                                to_string(dev()) + " computes in fp32 only");
-}
-
 bool built_with_cuda() { return cuda_factory::built(); }
 
 std::string cuda_unavailable() { return cuda_factory::unavailable(); }
