@@ -3,6 +3,7 @@
 // small helpers shared by the tests.
 
 #include "kernels/backend.hpp"
+#include "kernels/bf16.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -28,6 +29,13 @@ inline std::vector<float> random_tokens(std::size_t n, int vocab, std::uint64_t 
   for (auto& x : v)
     x = std::floor(x);
   return v;
+}
+
+/// Every value rounded to bf16, so that a kernel computing in bf16 takes
+/// it exactly.
+inline void round_to_bf16(std::vector<float>& v) {
+  for (auto& x : v)
+    x = gradwire::kernels::from_bf16(gradwire::kernels::to_bf16(x));
 }
 
 /// Checks |a - b| <= atol + rtol * |b| elementwise, reporting the first miss.

@@ -14,6 +14,14 @@ namespace gk = gradwire::kernels;
 inline gk::backend& cpu() { return gk::backend_for(gk::device::cpu()); }
 inline gk::backend& gpu() { return gk::backend_for(gk::device::cuda(0)); }
 
+/// cuda:0's GEMMs and attention in bf16 while this lives, fp32 after.
+struct bf16_on_gpu {
+  bf16_on_gpu() { gpu().set_gemm_math(gk::gemm_math::bf16); }
+  ~bf16_on_gpu() { gpu().set_gemm_math(gk::gemm_math::fp32); }
+  bf16_on_gpu(const bf16_on_gpu&) = delete;
+  bf16_on_gpu& operator=(const bf16_on_gpu&) = delete;
+};
+
 /// A copy of host floats on cuda:0; `host()` reads it back.
 struct dbuf {
   gk::tensor t;

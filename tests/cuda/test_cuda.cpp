@@ -89,9 +89,10 @@ TEST_CASE("bf16 GEMMs on cuda:0 stay within bf16 rounding of fp32, and fp32 come
   dbuf da(a), db(b), c32(static_cast<std::size_t>(m) * n), c16(static_cast<std::size_t>(m) * n),
     again(static_cast<std::size_t>(m) * n);
   gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, c32.p(), n);
-  gpu().set_gemm_math(gemm_math::bf16);
-  gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, c16.p(), n);
-  gpu().set_gemm_math(gemm_math::fp32);
+  {
+    const gwtest::bf16_on_gpu bf16;
+    gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, c16.p(), n);
+  }
   gpu().gemm(false, true, m, n, k, 1.f, da.p(), k, db.p(), k, 0.f, again.p(), n);
   // Each product carries up to 2^-8 of relative rounding; k of them of
   // size up to 1 add to at most k * 2^-8 in the worst case, about sqrt(k)

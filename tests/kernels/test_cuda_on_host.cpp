@@ -137,9 +137,8 @@ void check_attention_tc(int batch, int time, int heads, int d) {
   const geometry g{batch, time, heads, d, hd, 1.f / std::sqrt(static_cast<float>(hd))};
   const auto rows = static_cast<std::size_t>(batch) * time;
   auto qkv = random_vec(rows * 3 * d, 11, -2.f, 2.f), dy = random_vec(rows * d, 12);
-  for (auto* v : {&qkv, &dy})
-    for (auto& x : *v)
-      x = gradwire::kernels::from_bf16(gradwire::kernels::to_bf16(x));
+  gwtest::round_to_bf16(qkv);
+  gwtest::round_to_bf16(dy);
   std::vector<float> y(rows * d, 1e9f), lse(rows * heads, 1e9f), dqkv(qkv.size(), 1e9f); // every element written
   run_attention_tc<HD>(g, qkv, dy, y, lse, dqkv);
   const auto ref = naive_attention(qkv, dy, batch, time, heads, d);
