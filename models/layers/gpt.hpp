@@ -67,6 +67,8 @@ private:
   /// dh (the gradient of the block's output) becomes that of its input.
   void block_backward(std::size_t l, tensor& dh);
   int rows() const { return n_ * t_; }
+  /// Whether the last forward trained with dropout (its backward then masks too).
+  bool dropping() const { return train_ && s_.dropout > 0.f; }
   /// Dropout at `site` (0: the embeddings, 1 + 2 l and 2 + 2 l: block l's
   /// attention and MLP branches) on x [rows, d], in training only; the same
   /// call on a gradient is its backward.

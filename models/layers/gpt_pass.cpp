@@ -43,7 +43,7 @@ void layernorm_bwd(kernels::backend& be, const tensor& x, float* dy_dx, const te
 } // namespace
 
 void gpt::drop(float* x, std::uint64_t site) const {
-  if (!train_ || s_.dropout <= 0.f)
+  if (!dropping())
     return;
   be().dropout(x, rows(), s_.d, s_.dropout, kernels::dropout_site(drop_key_, site), first_sample_ * t_);
 }
@@ -124,7 +124,7 @@ const tensor& gpt::backward(const tensor& dlogits, bool) {
   layernorm_bwd(be(), h_, dh_.data(), lnf_.mean, lnf_.rstd, lnf_w_, lnf_b_, r, d);
   tmp_ = tmp_buf_.get({r, d}, dev);
   wide_ = wide_buf_.get({r, 4 * d}, dev);
-  if (train_ && s_.dropout > 0.f)
+  if (dropping())
     branch_ = branch_buf_.get({r, d}, dev);
   for (std::size_t l = blocks_.size(); l-- > 0;)
     block_backward(l, dh_);
@@ -135,7 +135,7 @@ const tensor& gpt::backward(const tensor& dlogits, bool) {
 }
 
 const float* gpt::branch(const tensor& dh, std::uint64_t site) {
-  if (!train_ || s_.dropout <= 0.f)
+  if (!dropping())
     return dh.data();
   kernels::copy(dh, branch_);
   drop(branch_.data(), site);

@@ -26,7 +26,7 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train);
 /// that is not there is an error naming `who` ("file:line: key").
 kernels::device checked_device(const std::string& text, const std::string& who);
 
-/// Sets what the GEMMs on `d` compute in: cfg's train.precision.
+/// Sets what the GEMMs and attention on `d` compute in: cfg's train.precision.
 void use_precision(const run_config& cfg, const kernels::device& d);
 
 } // namespace gradwire::scheduler
