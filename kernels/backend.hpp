@@ -51,6 +51,17 @@ struct xent_result {
 /// way.
 enum class gemm_math { fp32, bf16 };
 
+/// Dropout of attention's probabilities (model.dropout), with the mask of
+/// kernels/dropout_mask.hpp (attention_mask): each probability dropped
+/// with probability p (0: none) under `key`, the rest scaled by
+/// 1 / (1 - p). Sample b of a call is sample first_sample + b of the step's
+/// batch, so a batch split over calls draws the whole batch's mask.
+struct attention_dropout {
+  float p = 0.f;
+  std::uint64_t key = 0;
+  std::int64_t first_sample = 0;
+};
+
 class backend {
 public:
   virtual ~backend() = default;
@@ -203,16 +214,18 @@ public:
   virtual void dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row);
   /// Causal multi-head self-attention. qkv is [batch, time, 3d]: q, k and v
   /// side by side, each `heads` heads of d / heads (nanoGPT's c_attn
-  /// output). y [batch, time, d] = softmax(q k^T / sqrt(d / heads), causal) v
-  /// per head; lse [batch, heads, time] keeps each row's log-sum-exp for
-  /// backward. The time x time scores are never stored: keys are taken in
-  /// tiles with an online softmax (FlashAttention).
-  virtual void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads,
-                                 int d);
+  /// output). y [batch, time, d] = dropout(softmax(q k^T / sqrt(d / heads),
+  /// causal)) v per head; lse [batch, heads, time] keeps each row's
+  /// log-sum-exp (of the probabilities before dropout) for backward. The
+  /// time x time scores are never stored: keys are taken in tiles with an
+  /// online softmax (FlashAttention), and the dropout mask is drawn again
+  /// where it is needed.
+  virtual void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d,
+                                 const attention_dropout& drop);
   /// dqkv [batch, time, 3d] is overwritten from dy, recomputing the scores
-  /// from qkv and lse (FlashAttention-2's backward).
+  /// from qkv and lse and the mask from `drop` (FlashAttention-2's backward).
   virtual void attention_backward(const float* qkv, const float* y, const float* dy, const float* lse,
-                                  float* dqkv, int batch, int time, int heads, int d);
+                                  float* dqkv, int batch, int time, int heads, int d, const attention_dropout& drop);
 
   // --- loss -----------------------------------------------------------------
   /// Softmax cross-entropy over rows of `logits` [n, classes]. Writes

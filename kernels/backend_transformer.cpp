@@ -28,11 +28,11 @@ void backend::embedding_forward(const float*, const float*, const float*, float*
 void backend::embedding_backward(const float*, const float*, float*, float*, int, int, int, int) {
   missing(*this, "embedding_backward");
 }
-void backend::attention_forward(const float*, float*, float*, int, int, int, int) {
+void backend::attention_forward(const float*, float*, float*, int, int, int, int, const attention_dropout&) {
   missing(*this, "attention_forward");
 }
 void backend::attention_backward(const float*, const float*, const float*, const float*, float*, int, int, int,
-                                 int) {
+                                 int, const attention_dropout&) {
   missing(*this, "attention_backward");
 }
 

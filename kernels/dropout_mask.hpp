@@ -9,6 +9,10 @@
 /// Element `index` under `key` is kept when the top 32 bits of
 /// splitmix64(key + index x golden) are at or above p x 2^32; a kept value
 /// is scaled by 1 / (1 - p).
+///
+/// Attention's probabilities (attention_mask) index the element (query i,
+/// key j) of head h of sample b as ((b x heads + h) x time + i) x time + j,
+/// with b counted in the step's whole batch.
 
 #include <cstdint>
 
@@ -40,6 +44,34 @@ GW_DROPOUT_FN std::uint32_t dropout_threshold(float p) {
 
 GW_DROPOUT_FN bool dropout_keeps(std::uint64_t key, std::uint64_t index, std::uint32_t threshold) {
   return static_cast<std::uint32_t>(splitmix64(key + index * 0x9e3779b97f4a7c15ull) >> 32) >= threshold;
+}
+
+/// Which of attention's probabilities dropout keeps, under one key.
+struct attention_mask {
+  std::uint64_t key = 0;
+  std::uint32_t threshold = 0;
+  float keep_scale = 1.f;
+  bool on = false; ///< false: every probability is kept, unscaled
+
+  /// `head_row` = sample x heads + head. 0 for a dropped probability, else
+  /// keep_scale.
+  GW_DROPOUT_FN float scale(std::uint64_t head_row, int time, int i, int j) const {
+    const auto t = static_cast<std::uint64_t>(time);
+    const std::uint64_t index = (head_row * t + static_cast<std::uint64_t>(i)) * t + static_cast<std::uint64_t>(j);
+    return dropout_keeps(key, index, threshold) ? keep_scale : 0.f;
+  }
+};
+
+/// The mask of probability p (0: none) under `key`.
+GW_DROPOUT_FN attention_mask make_attention_mask(float p, std::uint64_t key) {
+  attention_mask m;
+  if (p > 0.f) {
+    m.key = key;
+    m.threshold = dropout_threshold(p);
+    m.keep_scale = 1.f / (1.f - p);
+    m.on = true;
+  }
+  return m;
 }
 
 } // namespace gradwire::kernels

@@ -20,7 +20,7 @@ struct model_spec {
   /// gpt: blocks, attention heads, residual width, context and vocabulary
   /// (its input is [1, 1, context] token ids, its classes the vocabulary).
   int layers = 4, heads = 4, d_model = 128, context = 128, vocab = 256;
-  float dropout = 0.f; ///< gpt: the probability of dropping an element of the residual branches and embeddings
+  float dropout = 0.f; ///< gpt: the probability of dropping an element of the embeddings, attention's probabilities and the residual branches
   int channels = 1, height = 28, width = 28;
   int classes = 10;
 };

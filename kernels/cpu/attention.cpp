@@ -5,10 +5,14 @@
 // accumulated so far. So the time x time score matrix is never stored, only
 // one tile x tile block of it. Backward recomputes each block's
 // probabilities from q, k and the row's log-sum-exp (FlashAttention-2),
-// with D_i = dy_i . y_i, in five GEMMs per block.
+// with D_i = dy_i . y_i, in five GEMMs per block. Dropout of the
+// probabilities (kernels/dropout_mask.hpp) draws each block's mask again
+// where it is needed: forward scales P before P V and leaves the row sums
+// whole, backward uses the masked P for dv and masks dP.
 #include "kernels/cpu/clones.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/fast_math.hpp"
+#include "kernels/dropout_mask.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -45,9 +49,19 @@ GW_CLONES float exp_row(const float* s, float* p, int valid, int cols, float m) 
   return sum;
 }
 
-/// One head's geometry: row strides and where its q, k, v columns start.
+/// One head's geometry: row strides and where its q, k, v columns start;
+/// and its dropout mask (head_row: the sample in the step's batch x heads
+/// + the head).
 struct head_view {
   int d, hd, h;
+  int time = 0;
+  attention_mask drop{};
+  std::uint64_t head_row = 0;
+  /// p[c] (keys j0 + c, c < valid, of query i) times its mask's scale.
+  void drop_row(float* p, int i, int j0, int valid) const {
+    for (int c = 0; c < valid; ++c)
+      p[c] *= drop.scale(head_row, time, i, j0 + c);
+  }
   std::ptrdiff_t qkv(std::ptrdiff_t row, int part) const {
     return row * 3 * d + static_cast<std::ptrdiff_t>(part) * d + static_cast<std::ptrdiff_t>(h) * hd;
   }
@@ -81,6 +95,8 @@ void forward_query_tile(cpu_backend& be, const float* qkv, float* y, float* lse,
       const float corr = w.m[r] == neg_inf ? 0.f : fast_exp(w.m[r] - mt);
       w.l[r] = w.l[r] * corr + exp_row(s, w.p.data() + r * tile, valid, cols, mt);
       w.m[r] = mt;
+      if (hv.drop.on)
+        hv.drop_row(w.p.data() + r * tile, i0 + r, j0, valid);
       for (int c = 0; c < hd; ++c)
         w.o[static_cast<std::size_t>(r) * hd + c] *= corr;
     }
@@ -97,9 +113,20 @@ void forward_query_tile(cpu_backend& be, const float* qkv, float* y, float* lse,
 }
 
 struct backward_tiles {
-  std::vector<float> s, p, dp, di;
-  explicit backward_tiles(int time) : s(tile * tile), p(tile * tile), dp(tile * tile), di(time) {}
+  std::vector<float> s, p, dp, di, pz, z; // pz, z: the masked P and the mask's scales, with dropout
+  explicit backward_tiles(int time)
+    : s(tile * tile), p(tile * tile), dp(tile * tile), di(time), pz(tile * tile), z(tile * tile) {}
 };
+
+/// With dropout, w.z holds the block's scales and w.pz the masked P.
+void mask_block(const head_view& hv, int i0, int rows, int j0, int cols, backward_tiles& w) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int at = r * tile + c;
+      w.z[at] = hv.drop.scale(hv.head_row, hv.time, i0 + r, j0 + c);
+      w.pz[at] = w.p[at] * w.z[at];
+    }
+}
 
 /// The five GEMMs of query tile [i0, i1) against key tile [j0, j0 + cols).
 void backward_block(cpu_backend& be, const float* qkv, const float* dy, const float* lse, float* dqkv,
@@ -113,12 +140,21 @@ void backward_block(cpu_backend& be, const float* qkv, const float* dy, const fl
   be.gemm(false, true, rows, cols, hd, scale, q, ld, k, ld, 0.f, w.s.data(), tile);
   for (int r = 0; r < rows; ++r)
     exp_row(w.s.data() + r * tile, w.p.data() + r * tile, std::min(cols, i0 + r - j0 + 1), cols, lse[i0 + r]);
-  be.gemm(true, false, cols, hd, rows, 1.f, w.p.data(), tile, g, hv.d, 1.f, dqkv + hv.qkv(row0 + j0, 2), ld);
+  if (hv.drop.on)
+    mask_block(hv, i0, rows, j0, cols, w);
+  be.gemm(true, false, cols, hd, rows, 1.f, (hv.drop.on ? w.pz : w.p).data(), tile, g, hv.d, 1.f,
+          dqkv + hv.qkv(row0 + j0, 2), ld);
   be.gemm(false, true, rows, cols, hd, 1.f, g, hv.d, v, ld, 0.f, w.dp.data(), tile);
   for (int r = 0; r < rows; ++r) {
     float* ds = w.dp.data() + r * tile;
     const float* p = w.p.data() + r * tile;
     const float di = w.di[static_cast<std::size_t>(i0 + r)];
+    if (hv.drop.on) {
+      const float* z = w.z.data() + r * tile;
+      for (int c = 0; c < cols; ++c)
+        ds[c] = p[c] * (ds[c] * z[c] - di) * scale;
+      continue;
+    }
     for (int c = 0; c < cols; ++c)
       ds[c] = p[c] * (ds[c] - di) * scale;
   }
@@ -145,24 +181,34 @@ void backward_head(cpu_backend& be, const float* qkv, const float* y, const floa
   }
 }
 
+/// Head h of sample b (in this call) of a call of `heads` heads.
+head_view view_of(int d, int heads, int time, int b, int h, const attention_dropout& drop) {
+  const auto sample = static_cast<std::uint64_t>(drop.first_sample + b);
+  return {d, d / heads, h, time, make_attention_mask(drop.p, drop.key),
+          sample * static_cast<std::uint64_t>(heads) + static_cast<std::uint64_t>(h)};
+}
+
 } // namespace
 
-void cpu_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) {
+void cpu_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d,
+                                    const attention_dropout& drop) {
   forward_tiles w(d / heads);
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
       for (int i0 = 0; i0 < time; i0 += tile)
         forward_query_tile(*this, qkv, y, lse + (static_cast<std::ptrdiff_t>(b) * heads + h) * time,
-                           static_cast<std::ptrdiff_t>(b) * time, i0, std::min(time, i0 + tile), {d, d / heads, h}, w);
+                           static_cast<std::ptrdiff_t>(b) * time, i0, std::min(time, i0 + tile),
+                           view_of(d, heads, time, b, h, drop), w);
 }
 
 void cpu_backend::attention_backward(const float* qkv, const float* y, const float* dy, const float* lse,
-                                     float* dqkv, int batch, int time, int heads, int d) {
+                                     float* dqkv, int batch, int time, int heads, int d,
+                                     const attention_dropout& drop) {
   backward_tiles w(time);
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
       backward_head(*this, qkv, y, dy, lse + (static_cast<std::ptrdiff_t>(b) * heads + h) * time, dqkv,
-                    static_cast<std::ptrdiff_t>(b) * time, time, {d, d / heads, h}, w);
+                    static_cast<std::ptrdiff_t>(b) * time, time, view_of(d, heads, time, b, h, drop), w);
 }
 
 } // namespace gradwire::kernels

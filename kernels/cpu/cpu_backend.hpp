@@ -81,9 +81,10 @@ public:
                          int d, int vocab) override;
   void embedding_backward(const float* tokens, const float* dh, float* dwte, float* dwpe, int batch, int time,
                           int d, int vocab) override;
-  void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) override;
+  void attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d,
+                         const attention_dropout& drop) override;
   void attention_backward(const float* qkv, const float* y, const float* dy, const float* lse, float* dqkv,
-                          int batch, int time, int heads, int d) override;
+                          int batch, int time, int heads, int d, const attention_dropout& drop) override;
   xent_result softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes,
                            float* dlogits, float grad_scale) override;
 

@@ -13,14 +13,21 @@ namespace {
 
 using namespace cuda_kernels;
 
-geometry geometry_of(int batch, int time, int heads, int d) {
+geometry geometry_of(int batch, int time, int heads, int d, const attention_dropout& drop) {
   if (heads <= 0 || d % heads != 0)
     throw error("attention: " + std::to_string(heads) + " heads do not divide d_model " + std::to_string(d));
   const int hd = d / heads;
   if (hd > 128)
     throw error("attention on CUDA: a head of " + std::to_string(hd) +
                 " values is over the 128 these kernels hold (model.heads: more heads)");
-  return {batch, time, heads, d, hd, 1.f / sqrtf(static_cast<float>(hd))};
+  return {batch,
+          time,
+          heads,
+          d,
+          hd,
+          1.f / sqrtf(static_cast<float>(hd)),
+          make_attention_mask(drop.p, drop.key),
+          static_cast<std::uint64_t>(drop.first_sample) * static_cast<std::uint64_t>(heads)};
 }
 
 /// Calls f with the head-size bound as a compile-time constant.
@@ -50,8 +57,9 @@ dim3 grid_tc(const geometry& g) {
 
 } // namespace
 
-void cuda_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d) {
-  const geometry g = geometry_of(batch, time, heads, d);
+void cuda_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d,
+                                     const attention_dropout& drop) {
+  const geometry g = geometry_of(batch, time, heads, d, drop);
   const auto gw_timed = timer_.time(stream_, "attention fwd");
   const bool tc = math_.load() == gemm_math::bf16;
   with_head_bound(g.hd, [&](auto bound) {
@@ -65,8 +73,9 @@ void cuda_backend::attention_forward(const float* qkv, float* y, float* lse, int
 }
 
 void cuda_backend::attention_backward(const float* qkv, const float* y, const float* dy, const float* lse,
-                                      float* dqkv, int batch, int time, int heads, int d) {
-  const geometry g = geometry_of(batch, time, heads, d);
+                                      float* dqkv, int batch, int time, int heads, int d,
+                                      const attention_dropout& drop) {
+  const geometry g = geometry_of(batch, time, heads, d, drop);
   const auto rows = static_cast<std::size_t>(batch) * time;
   std::lock_guard<std::mutex> lock(host_mu_);
   const auto gw_timed = timer_.time(stream_, "attention bwd");

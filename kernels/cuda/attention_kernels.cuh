@@ -19,8 +19,12 @@
 ///   run repeats itself bit for bit.
 /// Head sizes up to 128 run; the head size is a template bound (16, 32, 64
 /// or 128, the next at or above it), the loops stop at the real one.
+/// Dropout of the probabilities draws each one's mask where it is used
+/// (kernels/dropout_mask.hpp): forward scales p before it meets v and keeps
+/// the row sums whole; backward masks dp and takes the masked p for dv.
 
 #include "kernels/cuda/device_code.cuh"
+#include "kernels/dropout_mask.hpp"
 
 namespace gradwire::kernels::cuda_kernels {
 namespace { // each file that includes these has its own copy
@@ -34,6 +38,8 @@ struct tile_of {
 struct geometry {
   int batch, time, heads, d, hd;
   float scale;
+  attention_mask drop{};
+  std::uint64_t first_head_row = 0; ///< the call's first sample in the step's batch x heads
   /// Block (x, y): positions [x * rows, ...) of sequence y / heads, head y % heads.
   __device__ std::size_t row0() const { return static_cast<std::size_t>(blockIdx.y / heads) * time; }
   __device__ int head() const { return blockIdx.y % heads; }
@@ -42,6 +48,10 @@ struct geometry {
   }
   __device__ std::size_t y(int t) const { return (row0() + t) * d + static_cast<std::size_t>(head()) * hd; }
   __device__ std::size_t lse(int t) const { return static_cast<std::size_t>(blockIdx.y) * time + t; }
+  /// The dropout scale of query i's probability of key j: 1 without dropout.
+  __device__ float drop_scale(int i, int j) const {
+    return drop.on ? drop.scale(first_head_row + blockIdx.y, time, i, j) : 1.f;
+  }
 };
 
 /// Copies rows [from, from + n) of part `part` (or of y-shaped `src` when
@@ -90,11 +100,11 @@ __global__ void attention_fwd(const float* qkv, float* y, float* lse, geometry g
       for (int e = 0; e < HD; ++e)
         s += q[e] * ks[c * HD + e];
       const float mt = fmaxf(m, s);
-      const float corr = expf(m - mt), p = expf(s - mt);
+      const float corr = expf(m - mt), p = expf(s - mt), pz = p * g.drop_scale(i, j0 + c);
       l = l * corr + p;
       GW_UNROLL
       for (int e = 0; e < HD; ++e)
-        o[e] = o[e] * corr + p * vs[c * HD + e];
+        o[e] = o[e] * corr + pz * vs[c * HD + e];
       m = mt;
     }
   }
@@ -125,8 +135,9 @@ __global__ void attention_di(const float* y, const float* dy, float* di, int row
   }
 }
 
-/// dq[i] = scale * sum over keys j <= i of p_ij (dp_ij - di_i) k_j,
-/// p_ij = exp(scale q_i.k_j - lse_i), dp_ij = dy_i . v_j.
+/// dq[i] = scale * sum over keys j <= i of p_ij (z_ij dp_ij - di_i) k_j,
+/// p_ij = exp(scale q_i.k_j - lse_i), dp_ij = dy_i . v_j, z_ij the dropout
+/// scale.
 template <int HD>
 __global__ void attention_bwd_dq(const float* qkv, const float* dy, const float* lse, const float* di, float* dqkv,
                                  geometry g) {
@@ -153,7 +164,7 @@ __global__ void attention_bwd_dq(const float* qkv, const float* dy, const float*
         s += q[e] * ks[c * HD + e];
         dp += gy[e] * vs[c * HD + e];
       }
-      const float ds = expf(s - li) * (dp - dii) * g.scale;
+      const float ds = expf(s - li) * (dp * g.drop_scale(i, j0 + c) - dii) * g.scale;
       GW_UNROLL
       for (int e = 0; e < HD; ++e)
         dq[e] += ds * ks[c * HD + e];
@@ -167,8 +178,8 @@ __global__ void attention_bwd_dq(const float* qkv, const float* dy, const float*
       dqkv[g.qkv(i, 0) + c] = dq[c];
 }
 
-/// For key j: dv_j = sum over queries i >= j of p_ij dy_i, and
-/// dk_j = scale * sum of p_ij (dp_ij - di_i) q_i.
+/// For key j: dv_j = sum over queries i >= j of z_ij p_ij dy_i, and
+/// dk_j = scale * sum of p_ij (z_ij dp_ij - di_i) q_i.
 template <int HD>
 __global__ void attention_bwd_dkv(const float* qkv, const float* dy, const float* lse, const float* di, float* dqkv,
                                   geometry g) {
@@ -202,11 +213,11 @@ __global__ void attention_bwd_dkv(const float* qkv, const float* dy, const float
         s += qs[r * HD + e] * k[e];
         dp += gs[r * HD + e] * v[e];
       }
-      const float p = expf(s * g.scale - ls[r]);
-      const float ds = p * (dp - ds_[r]) * g.scale;
+      const float p = expf(s * g.scale - ls[r]), z = g.drop_scale(q0 + r, j);
+      const float ds = p * (dp * z - ds_[r]) * g.scale, pz = p * z;
       GW_UNROLL
       for (int e = 0; e < HD; ++e) {
-        dv[e] += p * gs[r * HD + e];
+        dv[e] += pz * gs[r * HD + e];
         dk[e] += ds * qs[r * HD + e];
       }
     }

@@ -14,6 +14,8 @@
 ///   tiles. Each kernel writes only its own rows: no atomics, and a run
 ///   repeats itself bit for bit.
 /// q, k, v, P, dy and dS enter the products as bf16; every sum is fp32.
+/// Dropout masks P where it meets v or dy (P V, P^T dy) and dP, as the
+/// fp32 kernels do.
 /// Plain CUDA C++ that calls no runtime: the CPU suite runs it on the host
 /// too (tests/kernels/host_sim.hpp).
 
@@ -104,7 +106,8 @@ __device__ void tile_times_rows(mma::frag_acc* acc, const gw_bf16* p, const gw_b
 
 /// One key tile of the online softmax for this lane's half of row r
 /// (query i): S scaled and masked, the row's maximum m and sum l moved on,
-/// P in bf16 into `prow`, and the row's running output `orow` rescaled.
+/// P (times its dropout scale) in bf16 into `prow`, and the row's running
+/// output `orow` rescaled.
 template <int K>
 __device__ void softmax_tile(const float* srow, gw_bf16* prow, float* orow, int hd_bound, const geometry& g, int i,
                              int j0, float& m, float& l) {
@@ -121,8 +124,9 @@ __device__ void softmax_tile(const float* srow, gw_bf16* prow, float* orow, int 
   float sum = 0.f;
   GW_UNROLL
   for (int c = 0; c < K / 2; ++c) {
+    const int col = half * (K / 2) + c;
     const float p = mt == -INFINITY ? 0.f : expf(s[c] - mt);
-    prow[half * (K / 2) + c] = gw_to_bf16(p);
+    prow[col] = gw_to_bf16(p * g.drop_scale(i, j0 + col));
     sum += p;
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -215,7 +219,7 @@ struct bwd_smem {
   __device__ float* out() const { return reinterpret_cast<float*>(a); }
 };
 
-/// dq[i] = scale * sum over keys j <= i of p_ij (dp_ij - di_i) k_j, by
+/// dq[i] = scale * sum over keys j <= i of p_ij (z_ij dp_ij - di_i) k_j, by
 /// query blocks: S and dP = dy V^T by tiles, dS in fp32 from P in bf16.
 template <int HD>
 __global__ void attention_bwd_dq_tc(const float* qkv, const float* dy, const float* lse, const float* di, float* dqkv,
@@ -248,7 +252,8 @@ __global__ void attention_bwd_dq_tc(const float* qkv, const float* dy, const flo
     rows_times_rows<HD>(sm.s + warp * 16 * K, K, sm.b + warp * 16 * HD, sm.d, K / 16);
     gw_syncwarp();
     for (int c = half * (K / 2); c < (half + 1) * (K / 2); ++c)
-      sm.ds[r * K + c] = gw_to_bf16(gw_from_bf16(sm.p[r * K + c]) * (sm.s[r * K + c] - dii) * g.scale);
+      sm.ds[r * K + c] =
+        gw_to_bf16(gw_from_bf16(sm.p[r * K + c]) * (sm.s[r * K + c] * g.drop_scale(i, j0 + c) - dii) * g.scale);
     gw_syncwarp();
     tile_times_rows<HD, K>(dq, sm.ds + warp * 16 * K, sm.c);
   }
@@ -256,9 +261,10 @@ __global__ void attention_bwd_dq_tc(const float* qkv, const float* dy, const flo
   write_rows<HD>(sm.out(), dq, dqkv, g, i0, 0);
 }
 
-/// For key j: dv_j = sum over queries i >= j of p_ij dy_i, and dk_j =
-/// scale * sum of p_ij (dp_ij - di_i) q_i, by key blocks: P^T = exp(K Q^T
-/// - lse) and dP^T = V dy^T by tiles.
+/// For key j: dv_j = sum over queries i >= j of z_ij p_ij dy_i, and dk_j =
+/// scale * sum of p_ij (z_ij dp_ij - di_i) q_i, by key blocks: P^T =
+/// exp(K Q^T - lse) and dP^T = V dy^T by tiles. P^T times its dropout
+/// scale goes to sm.p for dv; P^T itself waits in sm.ds for dS.
 template <int HD>
 __global__ void attention_bwd_dkv_tc(const float* qkv, const float* dy, const float* lse, const float* di,
                                      float* dqkv, geometry g) {
@@ -289,14 +295,17 @@ __global__ void attention_bwd_dkv_tc(const float* qkv, const float* dy, const fl
     gw_syncwarp();
     for (int c = half * (K / 2); c < (half + 1) * (K / 2); ++c) {
       const int q = q0 + c; // query q sees key j when j <= q
-      sm.p[r * K + c] = gw_to_bf16(j < g.time && j <= q && q < g.time ? expf(sm.s[r * K + c] * g.scale - sm.ls[c]) : 0.f);
+      const float p = j < g.time && j <= q && q < g.time ? expf(sm.s[r * K + c] * g.scale - sm.ls[c]) : 0.f;
+      sm.ds[r * K + c] = gw_to_bf16(p);
+      sm.p[r * K + c] = gw_to_bf16(p * g.drop_scale(q, j));
     }
     gw_syncwarp();
     tile_times_rows<HD, K>(dv, sm.p + warp * 16 * K, sm.d);
     rows_times_rows<HD>(sm.s + warp * 16 * K, K, sm.b + warp * 16 * HD, sm.d, K / 16);
     gw_syncwarp();
     for (int c = half * (K / 2); c < (half + 1) * (K / 2); ++c)
-      sm.ds[r * K + c] = gw_to_bf16(gw_from_bf16(sm.p[r * K + c]) * (sm.s[r * K + c] - sm.dis[c]) * g.scale);
+      sm.ds[r * K + c] = gw_to_bf16(gw_from_bf16(sm.ds[r * K + c]) *
+                                    (sm.s[r * K + c] * g.drop_scale(q0 + c, j) - sm.dis[c]) * g.scale);
     gw_syncwarp();
     tile_times_rows<HD, K>(dk, sm.ds + warp * 16 * K, sm.c);
   }

@@ -18,9 +18,9 @@ namespace gradwire::models {
 
 struct gpt_shape {
   int layers = 4, heads = 4, d = 128, context = 128, vocab = 256;
-  /// Dropped in training, as nanoGPT drops them: the embeddings' sum and
-  /// each block's two residual branches (after c_proj), each element with
-  /// this probability. Attention's probabilities are not dropped.
+  /// Dropped in training, as nanoGPT drops them: the embeddings' sum,
+  /// attention's probabilities and each block's two residual branches
+  /// (after c_proj), each element with this probability.
   float dropout = 0.f;
 };
 
@@ -73,6 +73,9 @@ private:
   /// attention and MLP branches) on x [rows, d], in training only; the same
   /// call on a gradient is its backward.
   void drop(float* x, std::uint64_t site) const;
+  /// Block l's dropout of attention's probabilities (site 1 + 2 layers + l;
+  /// none outside training).
+  kernels::attention_dropout attention_drop(std::size_t l) const;
   /// dh as the gradient of a residual branch's output: dh itself, or with
   /// dropout its masked copy in branch_.
   const float* branch(const tensor& dh, std::uint64_t site);

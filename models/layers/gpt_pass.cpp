@@ -42,6 +42,13 @@ void layernorm_bwd(kernels::backend& be, const tensor& x, float* dy_dx, const te
 
 } // namespace
 
+kernels::attention_dropout gpt::attention_drop(std::size_t l) const {
+  if (!dropping())
+    return {};
+  const auto site = 1 + 2 * static_cast<std::uint64_t>(blocks_.size()) + l;
+  return {s_.dropout, kernels::dropout_site(drop_key_, site), first_sample_};
+}
+
 void gpt::drop(float* x, std::uint64_t site) const {
   if (!dropping())
     return;
@@ -95,7 +102,7 @@ void gpt::block_forward(std::size_t l, tensor& out) {
   linear_fwd(be(), pool_, a.ln1.y.data(), p.attn_w, p.attn_b, a.qkv.data(), r, d, 3 * d);
   a.att = a.buf[2].get({r, d}, dev);
   a.lse = a.buf[3].get({n_, s_.heads, t_}, dev);
-  be().attention_forward(a.qkv.data(), a.att.data(), a.lse.data(), n_, t_, s_.heads, d);
+  be().attention_forward(a.qkv.data(), a.att.data(), a.lse.data(), n_, t_, s_.heads, d, attention_drop(l));
   a.mid = a.buf[4].get({r, d}, dev);
   linear_fwd(be(), pool_, a.att.data(), p.proj_w, p.proj_b, a.mid.data(), r, d, d);
   drop(a.mid.data(), 1 + 2 * l);
@@ -156,7 +163,8 @@ void gpt::block_backward(std::size_t l, tensor& dh) {
   be().axpy(floats(dh), 1.f, tmp, dh.data());
   // mid = in + dropout(c_proj(attention(c_attn(ln_1(in)))))
   linear_bwd(be(), pool_, a.att.data(), branch(dh, 1 + 2 * l), p.proj_w, p.proj_b, tmp, r, d, d);
-  be().attention_backward(a.qkv.data(), a.att.data(), tmp, a.lse.data(), wide, n_, t_, s_.heads, d);
+  be().attention_backward(a.qkv.data(), a.att.data(), tmp, a.lse.data(), wide, n_, t_, s_.heads, d,
+                          attention_drop(l));
   linear_bwd(be(), pool_, a.ln1.y.data(), wide, p.attn_w, p.attn_b, tmp, r, d, 3 * d);
   layernorm_bwd(be(), a.in, tmp, a.ln1.mean, a.ln1.rstd, p.ln1_w, p.ln1_b, r, d);
   be().axpy(floats(dh), 1.f, tmp, dh.data());

@@ -50,7 +50,7 @@ const std::vector<key_spec>& config_schema() {
     {"model.d_model", vt::integer, "128", {}, "gpt: width of the residual stream (the MLP is 4x this)", in(1, 65536)},
     {"model.context", vt::integer, "128", {}, "gpt: tokens per sequence (a text window is this plus the byte it predicts last)", in(1, 1 << 20)},
     {"model.vocab", vt::integer, "256", {}, "gpt: vocabulary size; text data is bytes, so 256", in(2, 1 << 24)},
-    {"model.dropout", vt::number, "0.0", {}, "gpt: in training, drop each element of the embeddings' sum and of each block's two residual branches with this probability, in [0, 1) (nanoGPT's dropout, but attention's probabilities are kept); masks follow the seed, the worker and the step", in(0, 1)},
+    {"model.dropout", vt::number, "0.0", {}, "gpt: in training, drop each element of the embeddings' sum, of attention's probabilities and of each block's two residual branches with this probability, in [0, 1) (nanoGPT's dropout); masks follow the seed, the worker and the step", in(0, 1)},
 
     {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar", "text"},
      "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3); text: the bytes of data.path, for model.kind = \"gpt\""},

@@ -32,23 +32,25 @@ using gwtest::random_vec;
 
 namespace {
 
-/// Attention forward and backward at one geometry, GPU against CPU.
-void check_attention(int batch, int time, int heads, int d) {
-  INFO("attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
+/// Attention forward and backward at one geometry, GPU against CPU, with
+/// the probabilities dropped as `drop` says.
+void check_attention(int batch, int time, int heads, int d, const attention_dropout& drop = {}) {
+  INFO("attention batch " << batch << " time " << time << " heads " << heads << " d " << d << " dropout "
+                          << drop.p);
   const auto rows = static_cast<std::size_t>(batch) * time, lse_n = rows * heads;
   const auto qkv = random_vec(rows * 3 * d, 11, -2.f, 2.f), dy = random_vec(rows * d, 12);
   std::vector<float> y(rows * d), lse(lse_n), dqkv(rows * 3 * d);
-  cpu().attention_forward(qkv.data(), y.data(), lse.data(), batch, time, heads, d);
-  cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), batch, time, heads, d);
+  cpu().attention_forward(qkv.data(), y.data(), lse.data(), batch, time, heads, d, drop);
+  cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), batch, time, heads, d, drop);
   dbuf gq(qkv), gy(rows * d), gl(lse_n), gdy(dy), gdq(rows * 3 * d);
-  gpu().attention_forward(gq.p(), gy.p(), gl.p(), batch, time, heads, d);
-  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq.p(), batch, time, heads, d);
+  gpu().attention_forward(gq.p(), gy.p(), gl.p(), batch, time, heads, d, drop);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq.p(), batch, time, heads, d, drop);
   check_close(gy.host(), y, 1e-4, 1e-5);
   check_close(gl.host(), lse, 1e-5, 1e-5);
   check_close(gdq.host(), dqkv, 1e-3, 1e-4);
   // No atomics: the same inputs give the same bits.
   dbuf gdq2(rows * 3 * d);
-  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq2.p(), batch, time, heads, d);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq2.p(), batch, time, heads, d, drop);
   CHECK(gdq2.host() == gdq.host());
 }
 
@@ -89,20 +91,21 @@ side_by_side train_cpu_and_gpu(gemm_math math) {
 
 /// Attention on the Tensor Cores (bf16) against the CPU's fp32, on inputs
 /// bf16 holds exactly: what differs is the rounding of P and dS to bf16.
-void check_attention_bf16(int batch, int time, int heads, int d) {
-  INFO("bf16 attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
+void check_attention_bf16(int batch, int time, int heads, int d, const attention_dropout& drop = {}) {
+  INFO("bf16 attention batch " << batch << " time " << time << " heads " << heads << " d " << d << " dropout "
+                               << drop.p);
   const auto rows = static_cast<std::size_t>(batch) * time, lse_n = rows * heads;
   auto qkv = random_vec(rows * 3 * d, 13, -2.f, 2.f), dy = random_vec(rows * d, 14);
   gwtest::round_to_bf16(qkv);
   gwtest::round_to_bf16(dy);
   std::vector<float> y(rows * d), lse(lse_n), dqkv(rows * 3 * d);
-  cpu().attention_forward(qkv.data(), y.data(), lse.data(), batch, time, heads, d);
-  cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), batch, time, heads, d);
+  cpu().attention_forward(qkv.data(), y.data(), lse.data(), batch, time, heads, d, drop);
+  cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), batch, time, heads, d, drop);
   dbuf gq(qkv), gy(rows * d), gl(lse_n), gdy(dy), gdq(rows * 3 * d), gdq2(rows * 3 * d);
   const bf16_on_gpu bf16;
-  gpu().attention_forward(gq.p(), gy.p(), gl.p(), batch, time, heads, d);
-  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq.p(), batch, time, heads, d);
-  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq2.p(), batch, time, heads, d);
+  gpu().attention_forward(gq.p(), gy.p(), gl.p(), batch, time, heads, d, drop);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq.p(), batch, time, heads, d, drop);
+  gpu().attention_backward(gq.p(), gy.p(), gdy.p(), gl.p(), gdq2.p(), batch, time, heads, d, drop);
   const auto off = [](const std::vector<float>& got, const std::vector<float>& want) { // relative to the largest
     double diff = 0, top = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -138,10 +141,19 @@ TEST_CASE("cuda bf16 attention on the Tensor Cores stays within bf16 rounding of
   check_attention_bf16(2, 1024, 6, 384); // the benchmark's long context
 }
 
+TEST_CASE("cuda attention drops the probabilities the CPU drops, in fp32 and on the Tensor Cores", "[gpt]") {
+  const attention_dropout drop{0.2f, 0xd20b0u, 5};
+  check_attention(2, 37, 2, 32, drop);
+  check_attention(1, 130, 2, 128, drop);
+  check_attention(1, 65, 2, 256, drop);
+  check_attention_bf16(2, 100, 4, 128, drop);
+  check_attention_bf16(2, 1024, 6, 384, drop);
+}
+
 TEST_CASE("cuda attention refuses a head over 128 values and heads that do not divide d", "[gpt]") {
   dbuf q(3 * 256), y(256), l(1), dq(3 * 256);
-  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 1, 256), Catch::Contains("128"));
-  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 3, 256), Catch::Contains("divide"));
+  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 1, 256, {}), Catch::Contains("128"));
+  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 3, 256, {}), Catch::Contains("divide"));
 }
 
 TEST_CASE("cuda LayerNorm matches CPU, forward and backward, with dx over dy", "[gpt]") {

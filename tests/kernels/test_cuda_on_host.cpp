@@ -33,10 +33,12 @@ struct attention_reference {
 };
 
 /// Softmax attention over keys j <= i, each head on its own, in double:
-/// y, the log-sum-exp and the gradient of <dy, y> with respect to qkv.
+/// y, the log-sum-exp and the gradient of <dy, y> with respect to qkv,
+/// with the probabilities dropped as `drop` says.
 attention_reference naive_attention(const std::vector<float>& qkv, const std::vector<float>& dy, int batch,
-                                    int time, int heads, int d) {
+                                    int time, int heads, int d, const gradwire::kernels::attention_dropout& drop = {}) {
   const int hd = d / heads;
+  const auto mask = gradwire::kernels::make_attention_mask(drop.p, drop.key);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   attention_reference r{std::vector<double>(dy.size()), std::vector<double>(static_cast<std::size_t>(batch * heads * time)),
                         std::vector<double>(qkv.size())};
@@ -59,11 +61,15 @@ attention_reference naive_attention(const std::vector<float>& qkv, const std::ve
         for (auto& v : p)
           z += (v = std::exp(v - m));
         r.lse[(static_cast<std::size_t>(b) * heads + h) * time + i] = m + std::log(z);
+        const auto head_row = static_cast<std::uint64_t>(drop.first_sample + b) * heads + h;
+        std::vector<double> keep(p.size(), 1.0);
         for (int j = 0; j <= i; ++j) {
           p[j] /= z;
+          if (mask.on)
+            keep[j] = mask.scale(head_row, time, i, j);
           for (int c = 0; c < hd; ++c) {
-            r.y[yat(i, c)] += p[j] * qkv[at(j, 2, c)];
-            dp[j] += dy[yat(i, c)] * static_cast<double>(qkv[at(j, 2, c)]);
+            r.y[yat(i, c)] += keep[j] * p[j] * qkv[at(j, 2, c)];
+            dp[j] += keep[j] * dy[yat(i, c)] * static_cast<double>(qkv[at(j, 2, c)]);
           }
           di += p[j] * dp[j];
         }
@@ -72,7 +78,7 @@ attention_reference naive_attention(const std::vector<float>& qkv, const std::ve
             const double ds = p[j] * (dp[j] - di) * scale;
             r.dqkv[at(i, 0, c)] += ds * qkv[at(j, 1, c)];
             r.dqkv[at(j, 1, c)] += ds * qkv[at(i, 0, c)];
-            r.dqkv[at(j, 2, c)] += p[j] * dy[yat(i, c)];
+            r.dqkv[at(j, 2, c)] += keep[j] * p[j] * dy[yat(i, c)];
           }
       }
     }
@@ -91,16 +97,29 @@ void run_attention(const geometry& g, const std::vector<float>& qkv, const std::
   gwsim::launch(grid, R, [&] { attention_bwd_dkv<HD>(qkv.data(), dy.data(), lse.data(), di.data(), dqkv.data(), g); });
 }
 
-template <int HD>
-void check_attention(int batch, int time, int heads, int d) {
-  INFO("attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
+/// The kernels' geometry, with attention's dropout as the backend sets it.
+geometry geometry_for(int batch, int time, int heads, int d, const gradwire::kernels::attention_dropout& drop) {
   const int hd = d / heads;
-  const geometry g{batch, time, heads, d, hd, 1.f / std::sqrt(static_cast<float>(hd))};
+  return {batch,
+          time,
+          heads,
+          d,
+          hd,
+          1.f / std::sqrt(static_cast<float>(hd)),
+          gradwire::kernels::make_attention_mask(drop.p, drop.key),
+          static_cast<std::uint64_t>(drop.first_sample) * static_cast<std::uint64_t>(heads)};
+}
+
+template <int HD>
+void check_attention(int batch, int time, int heads, int d, const gradwire::kernels::attention_dropout& drop = {}) {
+  INFO("attention batch " << batch << " time " << time << " heads " << heads << " d " << d << " dropout "
+                          << drop.p);
+  const geometry g = geometry_for(batch, time, heads, d, drop);
   const auto rows = static_cast<std::size_t>(batch) * time;
   const auto qkv = random_vec(rows * 3 * d, 11, -2.f, 2.f), dy = random_vec(rows * d, 12);
   std::vector<float> y(rows * d), lse(rows * heads), dqkv(qkv.size(), 1e9f); // every element must be written
   run_attention<HD>(g, qkv, dy, y, lse, dqkv);
-  const auto ref = naive_attention(qkv, dy, batch, time, heads, d);
+  const auto ref = naive_attention(qkv, dy, batch, time, heads, d, drop);
   CHECK(max_diff(y, ref.y) < 1e-5);
   CHECK(max_diff(lse, ref.lse) < 1e-5);
   CHECK(max_diff(dqkv, ref.dqkv) < 1e-5);
@@ -131,17 +150,17 @@ double max_abs(const std::vector<double>& v) {
 /// left to differ is their own rounding of P and dS to bf16 and their fp32
 /// sums.
 template <int HD>
-void check_attention_tc(int batch, int time, int heads, int d) {
-  INFO("bf16 attention batch " << batch << " time " << time << " heads " << heads << " d " << d);
-  const int hd = d / heads;
-  const geometry g{batch, time, heads, d, hd, 1.f / std::sqrt(static_cast<float>(hd))};
+void check_attention_tc(int batch, int time, int heads, int d, const gradwire::kernels::attention_dropout& drop = {}) {
+  INFO("bf16 attention batch " << batch << " time " << time << " heads " << heads << " d " << d << " dropout "
+                               << drop.p);
+  const geometry g = geometry_for(batch, time, heads, d, drop);
   const auto rows = static_cast<std::size_t>(batch) * time;
   auto qkv = random_vec(rows * 3 * d, 11, -2.f, 2.f), dy = random_vec(rows * d, 12);
   gwtest::round_to_bf16(qkv);
   gwtest::round_to_bf16(dy);
   std::vector<float> y(rows * d, 1e9f), lse(rows * heads, 1e9f), dqkv(qkv.size(), 1e9f); // every element written
   run_attention_tc<HD>(g, qkv, dy, y, lse, dqkv);
-  const auto ref = naive_attention(qkv, dy, batch, time, heads, d);
+  const auto ref = naive_attention(qkv, dy, batch, time, heads, d, drop);
   const double ey = max_diff(y, ref.y) / max_abs(ref.y), el = max_diff(lse, ref.lse),
                eg = max_diff(dqkv, ref.dqkv) / max_abs(ref.dqkv);
   INFO("relative errors: y " << ey << ", lse " << el << " (absolute), dqkv " << eg);
@@ -168,6 +187,16 @@ TEST_CASE("CUDA attention kernels on the host match softmax attention, forward a
   check_attention<64>(1, 130, 2, 128); // three tiles
   check_attention<128>(1, 70, 1, 96);  // a head under its bound
   check_attention<128>(1, 65, 2, 256); // tiles of 32
+}
+
+TEST_CASE("CUDA attention kernels on the host drop the probabilities that the shared mask names, in fp32 and bf16") {
+  const gradwire::kernels::attention_dropout drop{0.25f, 0xa77e47ull, 3}; // samples 3 and 4 of the step's batch
+  check_attention<16>(2, 37, 2, 32, drop);
+  check_attention<32>(2, 100, 4, 128, drop);
+  check_attention<128>(1, 65, 2, 256, drop);
+  check_attention_tc<16>(2, 37, 2, 32, drop);
+  check_attention_tc<64>(1, 130, 2, 128, drop);
+  check_attention_tc<128>(1, 65, 2, 256, drop);
 }
 
 TEST_CASE("CUDA LayerNorm kernels on the host match LayerNorm, forward and backward, with dx over dy") {

@@ -2,11 +2,13 @@
 // forward and backward, including context lengths that are not a multiple
 // of the attention's key tile (64).
 #include "kernels/backend.hpp"
+#include "kernels/dropout_mask.hpp"
 #include "kernels/error.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -31,14 +33,23 @@ void require_close(const std::vector<float>& got, const std::vector<double>& wan
   CHECK(worst <= tol);
 }
 
-/// Naive causal attention in double: y, and the gradients of sum(y * dy).
+double max_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+/// Naive causal attention in double: y, and the gradients of sum(y * dy),
+/// with the probabilities dropped as `drop` says (kernels/dropout_mask.hpp).
 struct attention_ref {
   std::vector<double> y, dqkv;
 };
 
 attention_ref naive_attention(const std::vector<float>& qkv, const std::vector<float>& dy, int B, int T, int H,
-                              int D) {
+                              int D, const kernels::attention_dropout& drop = {}) {
   const int hd = D / H;
+  const auto mask = kernels::make_attention_mask(drop.p, drop.key);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   attention_ref r{std::vector<double>(static_cast<std::size_t>(B) * T * D, 0.0),
                   std::vector<double>(qkv.size(), 0.0)};
@@ -63,14 +74,17 @@ attention_ref naive_attention(const std::vector<float>& qkv, const std::vector<f
           sum += (v = std::exp(v - mx));
         for (auto& v : p)
           v /= sum;
-        // y_i = sum_j p_j v_j; dP_j = dy_i . v_j; dS_j = p_j (dP_j - sum_k p_k dP_k).
+        // With z_j the dropout scale: y_i = sum_j z_j p_j v_j;
+        // dP_j = z_j dy_i . v_j; dS_j = p_j (dP_j - sum_k p_k dP_k).
         std::vector<double> dp(p.size());
         double dot = 0;
+        const auto head_row = static_cast<std::uint64_t>(drop.first_sample + b) * H + h;
         for (int j = 0; j <= i; ++j) {
+          const double z = mask.on ? mask.scale(head_row, T, i, j) : 1.0, pz = p[static_cast<std::size_t>(j)] * z;
           for (int c = 0; c < hd; ++c) {
-            r.y[yat(b, i, h, c)] += p[static_cast<std::size_t>(j)] * qkv[at(b, j, 2, h, c)];
-            dp[static_cast<std::size_t>(j)] += static_cast<double>(dy[yat(b, i, h, c)]) * qkv[at(b, j, 2, h, c)];
-            r.dqkv[at(b, j, 2, h, c)] += p[static_cast<std::size_t>(j)] * dy[yat(b, i, h, c)];
+            r.y[yat(b, i, h, c)] += pz * qkv[at(b, j, 2, h, c)];
+            dp[static_cast<std::size_t>(j)] += z * dy[yat(b, i, h, c)] * qkv[at(b, j, 2, h, c)];
+            r.dqkv[at(b, j, 2, h, c)] += pz * dy[yat(b, i, h, c)];
           }
           dot += p[static_cast<std::size_t>(j)] * dp[static_cast<std::size_t>(j)];
         }
@@ -93,12 +107,41 @@ TEST_CASE("Causal attention matches a naive softmax attention, forward and backw
     auto qkv = random_vec(static_cast<std::size_t>(B) * T * 3 * D, 11 + T, -2.f, 2.f);
     auto dy = random_vec(static_cast<std::size_t>(B) * T * D, 23 + T);
     std::vector<float> y(dy.size()), lse(static_cast<std::size_t>(B) * H * T), dqkv(qkv.size(), 7.f);
-    cpu().attention_forward(qkv.data(), y.data(), lse.data(), B, T, H, D);
-    cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), B, T, H, D);
+    cpu().attention_forward(qkv.data(), y.data(), lse.data(), B, T, H, D, {});
+    cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), B, T, H, D, {});
     const auto ref = naive_attention(qkv, dy, B, T, H, D);
     INFO("context " << T);
     require_close(y, ref.y, 2e-5, "y");
     require_close(dqkv, ref.dqkv, 5e-5, "dqkv");
+  }
+}
+
+TEST_CASE("Attention's dropout drops the probabilities its mask names, forward and backward, and a batch split "
+          "over calls draws the whole batch's mask",
+          "[gpt]") {
+  const int B = 3, H = 2, D = 16;
+  const kernels::attention_dropout drop{0.3f, 0x5eedull, 4}; // the call's samples are 4-6 of the step's batch
+  for (int T : {5, 65, 130}) {
+    INFO("context " << T);
+    const auto rows = static_cast<std::size_t>(B) * T;
+    auto qkv = random_vec(rows * 3 * D, 31 + T, -2.f, 2.f);
+    auto dy = random_vec(rows * D, 37 + T);
+    std::vector<float> y(dy.size()), lse(static_cast<std::size_t>(B) * H * T), dqkv(qkv.size(), 7.f);
+    cpu().attention_forward(qkv.data(), y.data(), lse.data(), B, T, H, D, drop);
+    cpu().attention_backward(qkv.data(), y.data(), dy.data(), lse.data(), dqkv.data(), B, T, H, D, drop);
+    const auto ref = naive_attention(qkv, dy, B, T, H, D, drop);
+    require_close(y, ref.y, 2e-5, "y");
+    require_close(dqkv, ref.dqkv, 5e-5, "dqkv");
+    // Without dropout, or under another step's key, the outputs differ.
+    const auto whole = naive_attention(qkv, dy, B, T, H, D);
+    const auto other = naive_attention(qkv, dy, B, T, H, D, {0.3f, 0x5eedull + 1, 4});
+    CHECK(max_diff(y, whole.y) > 1e-2);
+    CHECK(max_diff(y, other.y) > 1e-2);
+    // The last sample alone, as sample 6 of the step: the same rows.
+    const auto last = rows - static_cast<std::size_t>(T);
+    std::vector<float> y1(static_cast<std::size_t>(T) * D), lse1(static_cast<std::size_t>(H) * T);
+    cpu().attention_forward(qkv.data() + last * 3 * D, y1.data(), lse1.data(), 1, T, H, D, {0.3f, 0x5eedull, 6});
+    CHECK(std::equal(y1.begin(), y1.end(), y.begin() + static_cast<std::ptrdiff_t>(last * D)));
   }
 }
 
