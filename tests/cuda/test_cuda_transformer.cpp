@@ -60,10 +60,12 @@ struct side_by_side {
 };
 
 /// Ten steps of AdamW with clipping on a small GPT, from the same start on
-/// the same batches, on the CPU and on cuda:0 computing in `math`.
-side_by_side train_cpu_and_gpu(gemm_math math) {
+/// the same batches with the same dropout masks, on the CPU and on cuda:0
+/// computing in `math`.
+side_by_side train_cpu_and_gpu(gemm_math math, float dropout = 0.f) {
   models::model_spec spec;
   spec.kind = "gpt";
+  spec.dropout = dropout;
   spec.layers = 2, spec.heads = 4, spec.d_model = 64, spec.context = 40, spec.vocab = 256;
   spec.channels = spec.height = 1, spec.width = spec.context, spec.classes = spec.vocab;
   models::optimizer_spec opt;
@@ -80,6 +82,8 @@ side_by_side train_cpu_and_gpu(gemm_math math) {
     std::vector<std::int32_t> y(x.size());
     for (std::size_t i = 0; i < y.size(); ++i)
       y[i] = static_cast<std::int32_t>(x[(i + 1) % x.size()]);
+    tc.set_dropout_key(models::dropout_key(7, 0, step));
+    tg.set_dropout_key(models::dropout_key(7, 0, step));
     const double lc = tc.step(x.data(), y.data(), n).mean_loss();
     const double lg = tg.step(x.data(), y.data(), n).mean_loss();
     r.worst = std::max(r.worst, std::abs(lg - lc) / lc);
@@ -227,6 +231,13 @@ TEST_CASE("cuda embeddings gather and scatter as the CPU does, bit for bit, and 
 
 TEST_CASE("GPT training with AdamW and clipping on cuda:0 follows the CPU run", "[gpt]") {
   const auto r = train_cpu_and_gpu(gemm_math::fp32);
+  INFO("largest relative loss difference " << r.worst);
+  CHECK(r.worst < 1e-4);
+  check_close(r.gpu_params, r.cpu_params, 1e-3, 1e-4);
+}
+
+TEST_CASE("GPT training with dropout on cuda:0 draws the CPU's masks and follows the CPU run", "[gpt]") {
+  const auto r = train_cpu_and_gpu(gemm_math::fp32, 0.2f);
   INFO("largest relative loss difference " << r.worst);
   CHECK(r.worst < 1e-4);
   check_close(r.gpu_params, r.cpu_params, 1e-3, 1e-4);
