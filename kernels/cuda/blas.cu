@@ -1,3 +1,4 @@
+#include "kernels/cuda/bias_kernels.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend.hpp"
 
@@ -11,17 +12,6 @@ __global__ void bias_add_rows_kernel(float* y, const float* b, int rows, int col
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     y[i] += b[i % cols];
-}
-
-// One thread per column; rows are walked serially (rows = batch size).
-__global__ void bias_grad_rows_kernel(const float* dy, float* db, int rows, int cols) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= cols)
-    return;
-  float s = 0;
-  for (int r = 0; r < rows; ++r)
-    s += dy[static_cast<std::size_t>(r) * cols + j];
-  db[j] += s;
 }
 
 __global__ void bias_add_nchw_kernel(float* y, const float* b, int n, int c, int hw) {
@@ -80,10 +70,18 @@ void cuda_backend::bias_add_rows(float* y, const float* bias, int rows, int cols
 }
 
 void cuda_backend::bias_grad_rows(const float* dy, float* dbias, int rows, int cols) {
+  using namespace cuda_kernels;
+  std::lock_guard<std::mutex> lock(host_mu_);
   const auto gw_timed = timer_.time(stream_, "bias grad rows");
-  bias_grad_rows_kernel<<<blocks_for(static_cast<std::size_t>(cols)), threads_per_block, 0, stream_>>>(
-    dy, dbias, rows, cols);
+  const int tpb = 128;
+  const auto col_blocks = static_cast<unsigned>((cols + tpb - 1) / tpb);
+  auto* part = static_cast<float*>(scratch(sizeof(float) * bias_slices * static_cast<std::size_t>(cols)));
+  bias_grad_partials<<<dim3(col_blocks, bias_slices), tpb, 0, stream_>>>(dy, part, rows, cols);
   GW_CUDA_LAUNCHED();
+  bias_grad_sum<<<col_blocks, tpb, 0, stream_>>>(part, dbias, cols);
+  GW_CUDA_LAUNCHED();
+  // part stays in the scratch buffer: its next user is queued on the same
+  // stream, after these kernels, and growing it synchronises first.
 }
 
 void cuda_backend::bias_add_nchw(float* y, const float* bias, int n, int c, int hw) {

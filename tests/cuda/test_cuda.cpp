@@ -131,6 +131,14 @@ TEST_CASE("cuda elementwise, bias, sum, loss and optimizers match CPU") {
   cpu().bias_grad_rows(yb.data(), gb.data(), rows, cols);
   gpu().bias_grad_rows(dyb.p(), dgb.p(), rows, cols);
   check_close(dgb.host(), gb, 1e-5, 1e-5);
+  // A transformer's shape: many rows (tokens), few columns, onto a gradient already there.
+  const int trows = 16384, tcols = 384;
+  const auto tdy = random_vec(static_cast<std::size_t>(trows) * tcols, 9);
+  auto tgb = random_vec(tcols, 10);
+  dbuf dtdy(tdy), dtgb(tgb);
+  cpu().bias_grad_rows(tdy.data(), tgb.data(), trows, tcols);
+  gpu().bias_grad_rows(dtdy.p(), dtgb.p(), trows, tcols);
+  check_close(dtgb.host(), tgb, 1e-4, 1e-3);
   std::vector<float> gc(3, 0.f);
   dbuf dgc(3);
   cpu().bias_grad_nchw(yb.data(), gc.data(), 7, 3, 13);

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_tc_kernels.cuh"
+#include "kernels/cuda/bias_kernels.cuh"
 #include "kernels/cuda/transformer_kernels.cuh"
 
 #include "kernels/backend.hpp"
@@ -197,6 +198,22 @@ TEST_CASE("CUDA attention kernels on the host drop the probabilities that the sh
   check_attention_tc<16>(2, 37, 2, 32, drop);
   check_attention_tc<64>(1, 130, 2, 128, drop);
   check_attention_tc<128>(1, 65, 2, 256, drop);
+}
+
+TEST_CASE("CUDA bias gradient kernels on the host sum every row of every column, at many rows or few") {
+  for (const auto& [rows, cols] : {std::pair{1000, 130}, std::pair{37, 5}, std::pair{3, 300}}) {
+    INFO(rows << " rows, " << cols << " columns");
+    const auto dy = random_vec(static_cast<std::size_t>(rows) * cols, 31 + rows);
+    std::vector<float> db = random_vec(static_cast<std::size_t>(cols), 32), part(bias_slices * cols, 1e9f);
+    std::vector<double> want(db.begin(), db.end()); // accumulated onto
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j)
+        want[static_cast<std::size_t>(j)] += dy[static_cast<std::size_t>(r) * cols + j];
+    const dim3 grid(static_cast<unsigned>((cols + 63) / 64), bias_slices);
+    gwsim::launch(grid, 64, [&] { bias_grad_partials(dy.data(), part.data(), rows, cols); });
+    gwsim::launch(grid.x, 64, [&] { bias_grad_sum(part.data(), db.data(), cols); });
+    CHECK(max_diff(db, want) < 1e-4);
+  }
 }
 
 TEST_CASE("CUDA LayerNorm kernels on the host match LayerNorm, forward and backward, with dx over dy") {
