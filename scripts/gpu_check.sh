@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU machine is lent for, in one run, in order of importance:
 # the whole CUDA test suite first, then the GPT and the image models against
-# PyTorch (one round each). Runs from the repository root of a copy that
+# PyTorch (one round each), with the GPT's bf16 step broken down by operation. Runs from the repository root of a copy that
 # holds a bundle made here by scripts/gpu_bundle.sh (default .gpu), on a
 # machine whose Python has PyTorch 2 with CUDA. Each stage's output goes to
 # LOGS (default $OUT where the device tool sets it, else .gpu/logs) as it
@@ -33,5 +33,9 @@ if grep -q "no CUDA device visible" "$logs/test_cuda.txt"; then
   exit 1
 fi
 BUILD_DIR=$bundle stage gpt_vs_torch timeout 300 bench/gpu_gpt_vs_torch.sh 1
+# Where a bf16 GPT step's GPU time goes, by backend operation (op_timer.hpp),
+# at the benchmark's long context: what to tune next.
+GRADWIRE_CUDA_PROFILE=1 stage gpt_profile timeout 120 "$bundle/gradwire-bench-train" --model gpt --layers 6 \
+  --heads 6 --d-model 384 --context 1024 --batch 16 --steps 30 --warmup 5 --device cuda:0 --precision bf16
 BUILD_DIR=$bundle MODELS="mlp resnet20" BATCHES=256 stage train_vs_torch timeout 240 bench/gpu_train_vs_torch.sh 1
 exit $rc
