@@ -28,25 +28,53 @@ using cpu::fast_exp;
 constexpr int tile = 64;
 constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-/// p[c] = exp(s[c] - m) for c < valid, 0 after; returns their sum.
+/// Lanes c0 .. c0 + 7 of a row, as a mask of those below `valid`.
+__attribute__((always_inline)) inline cpu::v8i lanes_below(int c0, int valid) {
+  const cpu::v8i lane = cpu::v8i{0, 1, 2, 3, 4, 5, 6, 7} + c0;
+  return lane < valid;
+}
+
+/// p[c] = exp(s[c] - m) for c < valid, 0 after (to cols); returns their
+/// sum. A row's last partial group of 8 is computed whole and its lanes at
+/// or past `valid` set to 0, whatever s holds there: a score row is `tile`
+/// floats, so the group stays inside it.
 GW_CLONES float exp_row(const float* s, float* p, int valid, int cols, float m) {
   int c = 0;
-  float sum = 0.f;
   cpu::v8f acc{};
   for (; c + 8 <= valid; c += 8) {
     const cpu::v8f e = cpu::fast_exp8(cpu::load8(s + c) - m);
     cpu::store8(p + c, e);
     acc += e;
   }
+  if (c < valid) {
+    const cpu::v8f e = lanes_below(c, valid) ? cpu::fast_exp8(cpu::load8(s + c) - m) : cpu::v8f{};
+    cpu::store8(p + c, e);
+    acc += e;
+    c += 8;
+  }
+  float sum = 0.f;
   for (int j = 0; j < 8; ++j)
     sum += acc[j];
-  for (; c < valid; ++c) {
-    p[c] = fast_exp(s[c] - m);
-    sum += p[c];
-  }
   for (c = std::max(valid, 0); c < cols; ++c)
     p[c] = 0.f;
   return sum;
+}
+
+/// max(m, s[c] for c < valid), eight at a time as exp_row reads them.
+GW_CLONES float row_max(const float* s, int valid, float m) {
+  cpu::v8f top = cpu::v8f{} + m;
+  int c = 0;
+  for (; c + 8 <= valid; c += 8) {
+    const cpu::v8f v = cpu::load8(s + c);
+    top = v > top ? v : top;
+  }
+  if (c < valid) {
+    const cpu::v8f v = lanes_below(c, valid) ? cpu::load8(s + c) : cpu::v8f{} + neg_inf;
+    top = v > top ? v : top;
+  }
+  for (int j = 0; j < 8; ++j)
+    m = std::max(m, top[j]);
+  return m;
 }
 
 /// One head's geometry: row strides and where its q, k, v columns start;
@@ -89,9 +117,7 @@ void forward_query_tile(cpu_backend& be, const float* qkv, float* y, float* lse,
     for (int r = 0; r < rows; ++r) {
       const int valid = std::min(cols, i0 + r - j0 + 1); // keys j <= i only
       const float* s = w.s.data() + r * tile;
-      float mt = w.m[r];
-      for (int c = 0; c < valid; ++c)
-        mt = std::max(mt, s[c]);
+      const float mt = row_max(s, valid, w.m[r]);
       const float corr = w.m[r] == neg_inf ? 0.f : fast_exp(w.m[r] - mt);
       w.l[r] = w.l[r] * corr + exp_row(s, w.p.data() + r * tile, valid, cols, mt);
       w.m[r] = mt;
