@@ -8,6 +8,7 @@
 /// weight is [K, C, R, S]; a linear weight is [out, in].
 
 #include "kernels/device.hpp"
+#include "kernels/error.hpp"
 #include "kernels/tensor.hpp"
 
 #include <cstddef>
@@ -61,6 +62,12 @@ struct attention_dropout {
   std::uint64_t key = 0;
   std::int64_t first_sample = 0;
 };
+
+/// Throws gradwire::error naming `what` unless dropout's probability p is
+/// in [0, 1) (1 would drop everything and scale by infinity).
+inline void check_dropout(float p, const char* what) {
+  GW_CHECK(p >= 0.f && p < 1.f, std::string(what) + ": dropout probability " + std::to_string(p) + " is not in [0, 1)");
+}
 
 class backend {
 public:

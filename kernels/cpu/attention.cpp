@@ -218,6 +218,7 @@ head_view view_of(int d, int heads, int time, int b, int h, const attention_drop
 
 void cpu_backend::attention_forward(const float* qkv, float* y, float* lse, int batch, int time, int heads, int d,
                                     const attention_dropout& drop) {
+  check_dropout(drop.p, "attention");
   forward_tiles w(d / heads);
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)
@@ -230,6 +231,7 @@ void cpu_backend::attention_forward(const float* qkv, float* y, float* lse, int 
 void cpu_backend::attention_backward(const float* qkv, const float* y, const float* dy, const float* lse,
                                      float* dqkv, int batch, int time, int heads, int d,
                                      const attention_dropout& drop) {
+  check_dropout(drop.p, "attention");
   backward_tiles w(time);
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h)

@@ -111,6 +111,7 @@ void cpu_backend::layernorm_backward(const float* x, const float* dy, const floa
 }
 
 void cpu_backend::dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row) {
+  check_dropout(p, "dropout");
   const std::uint32_t threshold = dropout_threshold(p);
   const float keep_scale = 1.f / (1.f - p);
   const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);

@@ -14,6 +14,7 @@ namespace {
 using namespace cuda_kernels;
 
 geometry geometry_of(int batch, int time, int heads, int d, const attention_dropout& drop) {
+  check_dropout(drop.p, "attention");
   if (heads <= 0 || d % heads != 0)
     throw error("attention: " + std::to_string(heads) + " heads do not divide d_model " + std::to_string(d));
   const int hd = d / heads;

@@ -40,6 +40,7 @@ void cuda_backend::layernorm_backward(const float* x, const float* dy, const flo
 }
 
 void cuda_backend::dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row) {
+  check_dropout(p, "dropout");
   const auto gw_timed = timer_.time(stream_, "dropout");
   const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   dropout_apply<<<blocks_for(n), threads_per_block, 0, stream_>>>(

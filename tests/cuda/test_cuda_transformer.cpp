@@ -154,10 +154,12 @@ TEST_CASE("cuda attention drops the probabilities the CPU drops, in fp32 and on 
   check_attention_bf16(2, 1024, 6, 384, drop);
 }
 
-TEST_CASE("cuda attention refuses a head over 128 values and heads that do not divide d", "[gpt]") {
+TEST_CASE("cuda attention refuses a head over 128 values, heads that do not divide d and a dropout of 1", "[gpt]") {
   dbuf q(3 * 256), y(256), l(1), dq(3 * 256);
   CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 1, 256, {}), Catch::Contains("128"));
   CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 3, 256, {}), Catch::Contains("divide"));
+  CHECK_THROWS_WITH(gpu().attention_forward(q.p(), y.p(), l.p(), 1, 1, 2, 256, {1.f, 1, 0}),
+                    Catch::Contains("dropout probability"));
 }
 
 TEST_CASE("cuda LayerNorm matches CPU, forward and backward, with dx over dy", "[gpt]") {

@@ -143,6 +143,17 @@ TEST_CASE("Attention's dropout drops the probabilities its mask names, forward a
     cpu().attention_forward(qkv.data() + last * 3 * D, y1.data(), lse1.data(), 1, T, H, D, {0.3f, 0x5eedull, 6});
     CHECK(std::equal(y1.begin(), y1.end(), y.begin() + static_cast<std::ptrdiff_t>(last * D)));
   }
+  // A probability outside [0, 1) is refused, naming the kernel.
+  std::vector<float> qkv(3 * D), y(D), lse(H), dqkv(3 * D);
+  for (float p : {1.f, -0.1f, std::nanf("")}) {
+    INFO("p " << p);
+    CHECK_THROWS_WITH(cpu().attention_forward(qkv.data(), y.data(), lse.data(), 1, 1, H, D, {p, 1, 0}),
+                      Catch::Contains("attention: dropout probability"));
+    CHECK_THROWS_WITH(cpu().attention_backward(qkv.data(), y.data(), y.data(), lse.data(), dqkv.data(), 1, 1, H, D,
+                                               {p, 1, 0}),
+                      Catch::Contains("not in [0, 1)"));
+    CHECK_THROWS_WITH(cpu().dropout(y.data(), 1, D, p, 1, 0), Catch::Contains("dropout: dropout probability"));
+  }
 }
 
 TEST_CASE("LayerNorm matches its definition, forward and backward", "[gpt]") {
