@@ -22,6 +22,7 @@
 #include "scheduler/runtime/coordinator.hpp"
 #include "scheduler/runtime/launch.hpp"
 #include "transport/launch_env.hpp"
+#include "transport/shm_arena.hpp"
 
 #include <fmt/format.h>
 
@@ -437,6 +438,7 @@ int cli_main(int argc, char** argv, cli_embedding* embed) {
   }
   if (actors_abandoned()) { // (its actor system is left running: no exit() through it)
     std::fflush(nullptr);
+    transport::unlink_arenas(); // no destructors run from here: nothing of this process stays in /dev/shm
     std::_Exit(rc == 0 ? 2 : rc);
   }
   return rc;
