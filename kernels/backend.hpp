@@ -53,7 +53,7 @@ struct xent_result {
 enum class gemm_math { fp32, bf16 };
 
 /// Dropout of attention's probabilities (model.dropout), with the mask of
-/// kernels/dropout_mask.hpp (attention_mask): each probability dropped
+/// kernels/dropout_mask.hpp (attention_index): each probability dropped
 /// with probability p (0: none) under `key`, the rest scaled by
 /// 1 / (1 - p). Sample b of a call is sample first_sample + b of the step's
 /// batch, so a batch split over calls draws the whole batch's mask.

@@ -10,8 +10,8 @@
 /// splitmix64(key + index x golden) are at or above p x 2^32; a kept value
 /// is scaled by 1 / (1 - p).
 ///
-/// Attention's probabilities (attention_mask) index the element (query i,
-/// key j) of head h of sample b as ((b x heads + h) x time + i) x time + j,
+/// Attention's probabilities index the element (query i, key j) of head h
+/// of sample b as ((b x heads + h) x time + i) x time + j (attention_index),
 /// with b counted in the step's whole batch.
 
 #include <cstdint>
@@ -46,25 +46,23 @@ GW_DROPOUT_FN bool dropout_keeps(std::uint64_t key, std::uint64_t index, std::ui
   return static_cast<std::uint32_t>(splitmix64(key + index * 0x9e3779b97f4a7c15ull) >> 32) >= threshold;
 }
 
-/// Which of attention's probabilities dropout keeps, under one key.
-struct attention_mask {
+/// The mask of one dropout site: which elements it keeps, and the scale of
+/// those it keeps. Every backend builds it with make_dropout_mask, so they
+/// scale by the same float.
+struct dropout_mask {
   std::uint64_t key = 0;
   std::uint32_t threshold = 0;
   float keep_scale = 1.f;
-  bool on = false; ///< false: every probability is kept, unscaled
+  bool on = false; ///< false: every element is kept, unscaled
 
-  /// `head_row` = sample x heads + head. 0 for a dropped probability, else
-  /// keep_scale.
-  GW_DROPOUT_FN float scale(std::uint64_t head_row, int time, int i, int j) const {
-    const auto t = static_cast<std::uint64_t>(time);
-    const std::uint64_t index = (head_row * t + static_cast<std::uint64_t>(i)) * t + static_cast<std::uint64_t>(j);
-    return dropout_keeps(key, index, threshold) ? keep_scale : 0.f;
-  }
+  GW_DROPOUT_FN bool keeps(std::uint64_t index) const { return dropout_keeps(key, index, threshold); }
+  /// 0 for a dropped element, else keep_scale.
+  GW_DROPOUT_FN float scale(std::uint64_t index) const { return keeps(index) ? keep_scale : 0.f; }
 };
 
 /// The mask of probability p (0: none) under `key`.
-GW_DROPOUT_FN attention_mask make_attention_mask(float p, std::uint64_t key) {
-  attention_mask m;
+GW_DROPOUT_FN dropout_mask make_dropout_mask(float p, std::uint64_t key) {
+  dropout_mask m;
   if (p > 0.f) {
     m.key = key;
     m.threshold = dropout_threshold(p);
@@ -72,6 +70,13 @@ GW_DROPOUT_FN attention_mask make_attention_mask(float p, std::uint64_t key) {
     m.on = true;
   }
   return m;
+}
+
+/// The mask index of attention's probability (query i, key j) in the head
+/// `head_row` = sample x heads + head, of sequences of `time` positions.
+GW_DROPOUT_FN std::uint64_t attention_index(std::uint64_t head_row, int time, int i, int j) {
+  const auto t = static_cast<std::uint64_t>(time);
+  return (head_row * t + static_cast<std::uint64_t>(i)) * t + static_cast<std::uint64_t>(j);
 }
 
 } // namespace gradwire::kernels

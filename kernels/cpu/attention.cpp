@@ -83,12 +83,12 @@ GW_CLONES float row_max(const float* s, int valid, float m) {
 struct head_view {
   int d, hd, h;
   int time = 0;
-  attention_mask drop{};
+  dropout_mask drop{};
   std::uint64_t head_row = 0;
   /// p[c] (keys j0 + c, c < valid, of query i) times its mask's scale.
   void drop_row(float* p, int i, int j0, int valid) const {
     for (int c = 0; c < valid; ++c)
-      p[c] *= drop.scale(head_row, time, i, j0 + c);
+      p[c] *= drop.scale(attention_index(head_row, time, i, j0 + c));
   }
   std::ptrdiff_t qkv(std::ptrdiff_t row, int part) const {
     return row * 3 * d + static_cast<std::ptrdiff_t>(part) * d + static_cast<std::ptrdiff_t>(h) * hd;
@@ -149,7 +149,7 @@ void mask_block(const head_view& hv, int i0, int rows, int j0, int cols, backwar
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const int at = r * tile + c;
-      w.z[at] = hv.drop.scale(hv.head_row, hv.time, i0 + r, j0 + c);
+      w.z[at] = hv.drop.scale(attention_index(hv.head_row, hv.time, i0 + r, j0 + c));
       w.pz[at] = w.p[at] * w.z[at];
     }
 }
@@ -210,7 +210,7 @@ void backward_head(cpu_backend& be, const float* qkv, const float* y, const floa
 /// Head h of sample b (in this call) of a call of `heads` heads.
 head_view view_of(int d, int heads, int time, int b, int h, const attention_dropout& drop) {
   const auto sample = static_cast<std::uint64_t>(drop.first_sample + b);
-  return {d, d / heads, h, time, make_attention_mask(drop.p, drop.key),
+  return {d, d / heads, h, time, make_dropout_mask(drop.p, drop.key),
           sample * static_cast<std::uint64_t>(heads) + static_cast<std::uint64_t>(h)};
 }
 

@@ -112,12 +112,11 @@ void cpu_backend::layernorm_backward(const float* x, const float* dy, const floa
 
 void cpu_backend::dropout(float* x, int rows, int cols, float p, std::uint64_t key, std::int64_t first_row) {
   check_dropout(p, "dropout");
-  const std::uint32_t threshold = dropout_threshold(p);
-  const float keep_scale = 1.f / (1.f - p);
+  const dropout_mask mask = make_dropout_mask(p, key);
   const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   const auto first = static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(cols);
   for (std::size_t i = 0; i < n; ++i)
-    x[i] = dropout_keeps(key, first + i, threshold) ? x[i] * keep_scale : 0.f;
+    x[i] = mask.keeps(first + i) ? x[i] * mask.keep_scale : 0.f;
 }
 
 void cpu_backend::gelu_forward(const float* x, float* y, std::size_t n) { gelu_fwd(x, y, n); }

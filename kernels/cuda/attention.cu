@@ -27,7 +27,7 @@ geometry geometry_of(int batch, int time, int heads, int d, const attention_drop
           d,
           hd,
           1.f / sqrtf(static_cast<float>(hd)),
-          make_attention_mask(drop.p, drop.key),
+          make_dropout_mask(drop.p, drop.key),
           static_cast<std::uint64_t>(drop.first_sample) * static_cast<std::uint64_t>(heads)};
 }
 

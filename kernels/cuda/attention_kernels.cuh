@@ -38,7 +38,7 @@ struct tile_of {
 struct geometry {
   int batch, time, heads, d, hd;
   float scale;
-  attention_mask drop{};
+  dropout_mask drop{};
   std::uint64_t first_head_row = 0; ///< the call's first sample in the step's batch x heads
   /// Block (x, y): positions [x * rows, ...) of sequence y / heads, head y % heads.
   __device__ std::size_t row0() const { return static_cast<std::size_t>(blockIdx.y / heads) * time; }
@@ -50,7 +50,7 @@ struct geometry {
   __device__ std::size_t lse(int t) const { return static_cast<std::size_t>(blockIdx.y) * time + t; }
   /// The dropout scale of query i's probability of key j: 1 without dropout.
   __device__ float drop_scale(int i, int j) const {
-    return drop.on ? drop.scale(first_head_row + blockIdx.y, time, i, j) : 1.f;
+    return drop.on ? drop.scale(attention_index(first_head_row + blockIdx.y, time, i, j)) : 1.f;
   }
 };
 

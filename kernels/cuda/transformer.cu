@@ -44,8 +44,7 @@ void cuda_backend::dropout(float* x, int rows, int cols, float p, std::uint64_t 
   const auto gw_timed = timer_.time(stream_, "dropout");
   const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   dropout_apply<<<blocks_for(n), threads_per_block, 0, stream_>>>(
-    x, n, key, static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(cols), dropout_threshold(p),
-    1.f / (1.f - p)); // the scale computed here, as the CPU computes it
+    x, n, make_dropout_mask(p, key), static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(cols));
   GW_CUDA_LAUNCHED();
 }
 

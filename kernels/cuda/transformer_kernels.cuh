@@ -120,11 +120,10 @@ __global__ void layernorm_bwd_rows(const float* x, const float* dy, const float*
 }
 
 /// Dropout in place: element i of x is element first + i of the mask
-/// (kernels/dropout_mask.hpp); kept values times keep_scale = 1 / (1 - p).
-__global__ void dropout_apply(float* x, std::size_t n, std::uint64_t key, std::uint64_t first, std::uint32_t threshold,
-                              float keep_scale) {
+/// (kernels/dropout_mask.hpp); kept values times its keep_scale.
+__global__ void dropout_apply(float* x, std::size_t n, dropout_mask mask, std::uint64_t first) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    x[i] = dropout_keeps(key, first + i, threshold) ? x[i] * keep_scale : 0.f;
+    x[i] = mask.keeps(first + i) ? x[i] * mask.keep_scale : 0.f;
 }
 
 __global__ void gelu_fwd(const float* x, float* y, std::size_t n) {

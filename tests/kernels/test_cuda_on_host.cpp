@@ -39,7 +39,7 @@ struct attention_reference {
 attention_reference naive_attention(const std::vector<float>& qkv, const std::vector<float>& dy, int batch,
                                     int time, int heads, int d, const gradwire::kernels::attention_dropout& drop = {}) {
   const int hd = d / heads;
-  const auto mask = gradwire::kernels::make_attention_mask(drop.p, drop.key);
+  const auto mask = gradwire::kernels::make_dropout_mask(drop.p, drop.key);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   attention_reference r{std::vector<double>(dy.size()), std::vector<double>(static_cast<std::size_t>(batch * heads * time)),
                         std::vector<double>(qkv.size())};
@@ -67,7 +67,7 @@ attention_reference naive_attention(const std::vector<float>& qkv, const std::ve
         for (int j = 0; j <= i; ++j) {
           p[j] /= z;
           if (mask.on)
-            keep[j] = mask.scale(head_row, time, i, j);
+            keep[j] = mask.scale(gradwire::kernels::attention_index(head_row, time, i, j));
           for (int c = 0; c < hd; ++c) {
             r.y[yat(i, c)] += keep[j] * p[j] * qkv[at(j, 2, c)];
             dp[j] += keep[j] * dy[yat(i, c)] * static_cast<double>(qkv[at(j, 2, c)]);
@@ -107,7 +107,7 @@ geometry geometry_for(int batch, int time, int heads, int d, const gradwire::ker
           d,
           hd,
           1.f / std::sqrt(static_cast<float>(hd)),
-          gradwire::kernels::make_attention_mask(drop.p, drop.key),
+          gradwire::kernels::make_dropout_mask(drop.p, drop.key),
           static_cast<std::uint64_t>(drop.first_sample) * static_cast<std::uint64_t>(heads)};
 }
 
@@ -310,7 +310,7 @@ TEST_CASE("CUDA dropout kernel on the host draws the CPU's mask, bit for bit") {
   auto want = x, got = x;
   gradwire::kernels::backend_for(gradwire::kernels::device::cpu()).dropout(want.data(), rows, cols, p, 99, 5);
   gwsim::launch(dim3(3), 64, [&] {
-    dropout_apply(got.data(), got.size(), 99, 5 * cols, gradwire::kernels::dropout_threshold(p), 1.f / (1.f - p));
+    dropout_apply(got.data(), got.size(), gradwire::kernels::make_dropout_mask(p, 99), 5 * cols);
   });
   CHECK(got == want);
   CHECK(got != x);

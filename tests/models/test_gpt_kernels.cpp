@@ -49,7 +49,7 @@ struct attention_ref {
 attention_ref naive_attention(const std::vector<float>& qkv, const std::vector<float>& dy, int B, int T, int H,
                               int D, const kernels::attention_dropout& drop = {}) {
   const int hd = D / H;
-  const auto mask = kernels::make_attention_mask(drop.p, drop.key);
+  const auto mask = kernels::make_dropout_mask(drop.p, drop.key);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   attention_ref r{std::vector<double>(static_cast<std::size_t>(B) * T * D, 0.0),
                   std::vector<double>(qkv.size(), 0.0)};
@@ -80,7 +80,7 @@ attention_ref naive_attention(const std::vector<float>& qkv, const std::vector<f
         double dot = 0;
         const auto head_row = static_cast<std::uint64_t>(drop.first_sample + b) * H + h;
         for (int j = 0; j <= i; ++j) {
-          const double z = mask.on ? mask.scale(head_row, T, i, j) : 1.0, pz = p[static_cast<std::size_t>(j)] * z;
+          const double z = mask.on ? mask.scale(kernels::attention_index(head_row, T, i, j)) : 1.0, pz = p[static_cast<std::size_t>(j)] * z;
           for (int c = 0; c < hd; ++c) {
             r.y[yat(b, i, h, c)] += pz * qkv[at(b, j, 2, h, c)];
             dp[static_cast<std::size_t>(j)] += z * dy[yat(b, i, h, c)] * qkv[at(b, j, 2, h, c)];
