@@ -48,6 +48,11 @@ std::string find_gnuplot() {
 
 namespace {
 
+/// Whether (x, y) can be drawn on p's axes (finite; positive on a log axis).
+bool drawable(const plot_spec& p, double x, double y) {
+  return std::isfinite(x) && std::isfinite(y) && (!p.log_y || y > 0) && (!p.log_x || x > 0);
+}
+
 /// Each series of `p` as a data block in `gp` (numbered from `block`) and
 /// the plot clause that draws it; empty where no point can be drawn.
 std::vector<std::string> data_blocks(const plot_spec& p, std::string& gp, int& block) {
@@ -56,7 +61,7 @@ std::vector<std::string> data_blocks(const plot_spec& p, std::string& gp, int& b
   for (const auto& s : p.series) {
     std::size_t finite = 0;
     for (const auto& [x, y] : s.xy)
-      finite += std::isfinite(x) && std::isfinite(y) && (!p.log_y || y > 0);
+      finite += drawable(p, x, y);
     if (finite == 0)
       continue;
     const bool banded = s.band.size() == s.xy.size();
@@ -64,7 +69,7 @@ std::vector<std::string> data_blocks(const plot_spec& p, std::string& gp, int& b
     gp += name + " << EOD\n";
     for (std::size_t i = 0; i < s.xy.size(); ++i) {
       const auto [x, y] = s.xy[i];
-      if (std::isfinite(x) && std::isfinite(y) && (!p.log_y || y > 0))
+      if (drawable(p, x, y))
         gp += banded ? fmt::format("{:.9g} {:.9g} {:.9g} {:.9g}\n", x, y, s.band[i].first, s.band[i].second)
                      : fmt::format("{:.9g} {:.9g}\n", x, y);
     }
@@ -94,6 +99,8 @@ std::string plot_settings(const plot_spec& p, const std::string& file) {
   gp += "set title " + quoted(p.title) + "\nset xlabel " + quoted(p.xlabel) + "\nset ylabel " + quoted(p.ylabel) + "\n";
   if (p.log_y)
     gp += "set logscale y\n";
+  if (p.log_x)
+    gp += "set logscale x\n";
   if (p.x_tic > 0)
     gp += fmt::format("set xtics {}\n", p.x_tic);
   if (p.y_min != 0 || p.y_max != 0)

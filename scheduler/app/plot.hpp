@@ -24,6 +24,7 @@ struct plot_spec {
   std::vector<plot_series> series;
   enum class style { lines, linespoints, points, boxes } how = style::lines;
   bool log_y = false;
+  bool log_x = false; ///< points at x <= 0 are left out
   bool ideal_diagonal = false; ///< adds y = x (perfect speedup)
   double y_min = 0, y_max = 0; ///< both 0: automatic (boxes: from 0)
   bool x_from = false;         ///< the x axis starts at x_min

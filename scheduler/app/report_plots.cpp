@@ -78,6 +78,38 @@ plot_series loss_bytes_curve(const std::vector<json>& records, const std::string
   return out;
 }
 
+} // namespace
+
+plot_series validation_loss_bytes(const std::vector<json>& records, const std::string& label) {
+  std::vector<std::pair<double, double>> sent{{0.0, 0.0}}; // (step, MB), worker 0's
+  for (const auto& r : records)
+    if (r.value("type", std::string()) == "step" && r.value("worker", 0) == 0 && r.contains("bytes_sent"))
+      sent.emplace_back(json_number(r, "step"), json_number(r, "bytes_sent") / 1e6);
+  std::sort(sent.begin(), sent.end());
+  plot_series out{label.empty() ? "validation loss" : label, {}};
+  if (sent.back().second <= 0)
+    return out;
+  for (const auto& r : records) {
+    if (r.value("type", std::string()) != "eval" || !r.contains("test_loss"))
+      continue;
+    const double step = json_number(r, "step");
+    const auto hi = std::lower_bound(sent.begin(), sent.end(), std::make_pair(step, -1.0));
+    double mb;
+    if (hi == sent.end()) // past the last record: at its rate
+      mb = sent.back().first > 0 ? sent.back().second * step / sent.back().first : 0;
+    else if (hi->first == step || hi == sent.begin())
+      mb = hi->second;
+    else {
+      const auto lo = std::prev(hi);
+      mb = lo->second + (hi->second - lo->second) * (step - lo->first) / (hi->first - lo->first);
+    }
+    out.xy.emplace_back(mb, json_number(r, "test_loss"));
+  }
+  return out;
+}
+
+namespace {
+
 /// Tokens per sample of a language model's run (summary.json's tokens over
 /// its samples); 0 for other models.
 double tokens_per_sample(const json& summary) {
@@ -275,6 +307,9 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
     p.push_back({"test_loss_time", "validation loss " + against, secs, "loss (nats per token)",
                  {test_loss_curve(records, "")}, st::linespoints});
     p.back().marks = at_time;
+    if (auto vb = validation_loss_bytes(records, ""); !vb.xy.empty())
+      p.push_back({"test_loss_bytes", "validation loss against bytes sent (worker 0)", "MB sent by worker 0",
+                   "loss (nats per token)", {vb}, st::linespoints});
   } else {
     p.push_back({"loss_samples", "training loss against samples", "samples (per worker)", "loss", values_of(loss_n, 16),
                  st::lines});
@@ -342,7 +377,7 @@ void add_scaling(const std::map<int, std::vector<double>>& thr_by_workers, std::
 /// what the sweep's plots gather from each point.
 struct sweep_curves {
   std::vector<std::string> order;
-  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by, test_loss_by, bytes_by;
+  std::map<std::string, std::vector<plot_series>> at_by, as_by, loss_by, test_loss_by, bytes_by, test_bytes_by;
   marks lost_at, lost_step; ///< each point's lost workers (a few)
   std::map<int, std::vector<double>> thr_by_workers;
 
@@ -362,8 +397,11 @@ struct sweep_curves {
     const auto records = read_records(pdir + "/metrics.jsonl");
     curves(records, label, lt, ls, at, as);
     const auto base = without_seed(label);
-    if (s.contains("tokens"))
+    if (s.contains("tokens")) {
       test_loss_by[base].push_back(test_loss_curve(records, label));
+      if (auto vb = validation_loss_bytes(records, label); !vb.xy.empty())
+        test_bytes_by[base].push_back(std::move(vb));
+    }
     if (auto lb = loss_bytes_curve(records, label); !lb.xy.empty())
       bytes_by[base].push_back(std::move(lb));
     if (!at_by.count(base))
@@ -376,6 +414,36 @@ struct sweep_curves {
     return base;
   }
 };
+
+/// Every point's curve in c.*by[g], for each point g that has one (24 at most).
+plot_spec overlay(const sweep_curves& c, const std::map<std::string, std::vector<plot_series>>& by, plot_spec spec) {
+  for (const auto& g : c.order)
+    if (const auto it = by.find(g); it != by.end() && spec.series.size() < 24)
+      spec.series.push_back(over_repeats(g, it->second));
+  return spec;
+}
+
+/// The loss curves a sweep compares beyond accuracy: a language model's
+/// validation loss against time (first) and against bytes, and training
+/// loss against bytes (what each point's exchange cost: compression,
+/// local steps).
+void add_loss_plots(const sweep_curves& c, std::vector<plot_spec>& p) {
+  using st = plot_spec::style;
+  if (!c.test_loss_by.empty())
+    p.insert(p.begin(), overlay(c, c.test_loss_by,
+                                {"test_loss_time", "validation loss against wall time, every point", "seconds",
+                                 "loss (nats per token)", {}, st::linespoints}));
+  if (!c.test_bytes_by.empty()) { // on a log axis: the points' bytes differ by orders of magnitude
+    plot_spec vb{"test_loss_bytes", "validation loss against MB worker 0 sent, every point (log scale)",
+                 "MB sent by worker 0", "loss (nats per token)", {}, st::linespoints};
+    vb.log_x = true;
+    p.push_back(overlay(c, c.test_bytes_by, std::move(vb)));
+  }
+  if (!c.bytes_by.empty())
+    p.push_back(overlay(c, c.bytes_by,
+                        {"loss_bytes", "training loss (worker 0) against MB it sent, every point", "MB sent by worker 0",
+                         "loss", {}, st::lines}));
+}
 
 } // namespace
 
@@ -415,22 +483,7 @@ std::vector<plot_spec> sweep_plots(const std::string& dir, const json& sweep) {
     acc_steps.marks = c.lost_step;
   }
   std::vector<plot_spec> p{acc, acc_steps, loss};
-  if (!c.test_loss_by.empty()) { // language models: validation loss is the curve compared
-    plot_spec vl{"test_loss_time", "validation loss against wall time, every point", "seconds", "loss (nats per token)",
-                 {}, st::linespoints};
-    for (const auto& g : c.order)
-      if (c.test_loss_by.count(g) && vl.series.size() < 24)
-        vl.series.push_back(over_repeats(g, c.test_loss_by[g]));
-    p.insert(p.begin(), std::move(vl));
-  }
-  if (!c.bytes_by.empty()) { // what each point's exchange cost: compression, local steps
-    plot_spec lb{"loss_bytes", "training loss (worker 0) against MB it sent, every point", "MB sent by worker 0", "loss",
-                 {}, st::lines};
-    for (const auto& g : c.order)
-      if (c.bytes_by.count(g) && lb.series.size() < 24)
-        lb.series.push_back(over_repeats(g, c.bytes_by[g]));
-    p.push_back(std::move(lb));
-  }
+  add_loss_plots(c, p);
   // Scaling: only when the worker count is what the rows differ in.
   if (c.thr_by_workers.size() > 1 && sweep.value("rows", json::array()).size() == c.thr_by_workers.size())
     add_scaling(c.thr_by_workers, p);

@@ -18,6 +18,12 @@ namespace gradwire::scheduler {
 /// an interrupted run's, as cut off).
 std::vector<nlohmann::json> read_records(const std::string& path, std::vector<std::string>* skipped = nullptr);
 
+/// A language model's validation loss against the megabytes worker 0 had
+/// sent by each evaluation's step: its step records' bytes_sent, linear
+/// between two records (from 0 at step 0), and at its last record's bytes
+/// per step beyond it. Empty where worker 0 sent nothing.
+plot_series validation_loss_bytes(const std::vector<nlohmann::json>& records, const std::string& label);
+
 /// A run's plots: loss and accuracy against time, steps, samples and
 /// epochs; each worker's time split; staleness histograms and staleness
 /// against time.

@@ -4,6 +4,7 @@
 #include "scheduler/app/config.hpp"
 #include "scheduler/app/plot.hpp"
 #include "scheduler/app/report.hpp"
+#include "scheduler/app/report_plots.hpp"
 #include "scheduler/app/sweep.hpp"
 #include "scheduler/app/sweep_table.hpp"
 #include "scheduler/app/topology_run.hpp"
@@ -306,5 +307,51 @@ TEST_CASE("a folder that is neither a run nor a sweep is a clear error") {
     std::ofstream(dir + "/summary.json", std::ios::trunc) << text;
     CHECK_THROWS_WITH(write_report(dir), Catch::Contains(dir + "/summary.json") && Catch::Contains("unexpected type"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a language model's validation loss against bytes: worker 0's bytes at each evaluation's step") {
+  using json = nlohmann::json;
+  auto step = [](int worker, int s, double bytes) {
+    return json{{"type", "step"}, {"worker", worker}, {"step", s}, {"bytes_sent", bytes}, {"loss", 3.0}};
+  };
+  auto eval = [](int s, double loss) { return json{{"type", "eval"}, {"step", s}, {"test_loss", loss}}; };
+  // Worker 0 logs every 10 steps: 2 MB a step, then 1 MB a step after a
+  // dense warm-up of 10; worker 1's records must not count.
+  const std::vector<json> records = {step(1, 10, 999e6), step(0, 10, 20e6), eval(5, 4.0),  eval(10, 3.5),
+                                     step(0, 20, 30e6),  eval(15, 3.2),     step(1, 20, 5e6), eval(30, 3.0)};
+  const auto c = validation_loss_bytes(records, "x");
+  CHECK(c.title == "x");
+  REQUIRE(c.xy.size() == 4);
+  CHECK(c.xy[0] == std::pair<double, double>{10.0, 4.0}); // halfway to the first record, from 0 at step 0
+  CHECK(c.xy[1] == std::pair<double, double>{20.0, 3.5}); // at a record
+  CHECK(c.xy[2] == std::pair<double, double>{25.0, 3.2}); // between two records
+  CHECK(c.xy[3] == std::pair<double, double>{45.0, 3.0}); // past the last: 30 MB over 20 steps, at step 30
+  // A worker 0 that sent nothing (one worker) has no curve.
+  CHECK(validation_loss_bytes({step(0, 10, 0), eval(10, 3.5)}, "").xy.empty());
+  CHECK(validation_loss_bytes({eval(10, 3.5)}, "").xy.empty());
+}
+
+TEST_CASE("a language-model sweep's report: validation loss against time and against bytes on a log scale") {
+  const auto dir = quiet_sweep("sweep-lm",
+                               "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\ncontext = 16\n"
+                               "[data]\ndataset = \"text\"\ntest_subset = 20\n"
+                               "[topology]\nkind = \"ring\"\nworkers = 2\n"
+                               "[train]\noptimizer = \"adamw\"\nbatch_size = 4\nmax_steps = 12\neval_steps = 4\n"
+                               "log_every = 4\n",
+                               {sweep_axis{"transport.compress", {"\"none\"", "\"topk\""}, {}}});
+  auto r = write_report(dir);
+  if (find_gnuplot().empty()) {
+    fs::remove_all(dir);
+    return;
+  }
+  CHECK(fs::exists(dir + "/plots/test_loss_time.svg"));
+  CHECK(fs::exists(dir + "/plots/test_loss_bytes.svg"));
+  const auto gp = slurp(dir + "/plots/plot.gp");
+  const auto at = gp.find("/test_loss_bytes.svg\"");
+  REQUIRE(at != std::string::npos);
+  const auto block = gp.substr(at, gp.find("unset output", at) - at);
+  CHECK(block.find("set logscale x") != std::string::npos);
+  CHECK(count(block, " with linespoints") == 2); // a curve per point
   fs::remove_all(dir);
 }
