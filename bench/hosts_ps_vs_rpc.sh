@@ -8,7 +8,11 @@
 # beside worker 0, pulls and pushes over the network (UCX over TCP);
 # PyTorch: 3 hosts, a server and 2 workers (bench/torch_rpc_ps.py --env,
 # TensorPipe over TCP on eth0). Prints the server's updates/s (applied
-# gradients per second), medians over ROUNDS interleaved rounds.
+# gradients per second), medians over ROUNDS interleaved rounds: torch's
+# as its server reports it when its rank 1 finishes, both workers still
+# running; gradwire's while both its workers run (bench/ps_rates.py: the
+# worker beside the shard finishes first, and the remote one runs on
+# alone), and over its whole job, that tail included.
 #
 #   sudo bench/hosts_ps_vs_rpc.sh [ROUNDS]   (root; python3-torch; a build in build/)
 set -euo pipefail
@@ -16,12 +20,17 @@ shopt -s inherit_errexit # a run that fails inside $(...) stops the script
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 source bench/hosts_peer.sh
-G= T=
+G= W= T=
 gw_side() {
   mkdir -p "$tmp/g$r"
   GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh 2 -- "$GW" run examples/ps-async.toml -q --set topology.workers=2 \
     --set topology.shards=1 --set train.max_steps=1000 --out "$tmp/g$r/out" || { cat "$tmp/g$r"/*.txt; exit 1; }
-  G+="$($PY -c "import json; s=json.load(open('$tmp/g$r/out/summary.json')); assert s['processes'] == 2; print(sum(w['steps'] for w in s['per_worker']) / s['train_seconds'])") "
+  $PY -c "import json; assert json.load(open('$tmp/g$r/out/summary.json'))['processes'] == 2"
+  local rates whole concurrent
+  rates=$($PY bench/ps_rates.py "$tmp/g$r/out")
+  read -r whole concurrent <<<"$rates"
+  G+="$concurrent "
+  W+="$whole "
 }
 torch_side() {
   mkdir -p "$tmp/t$r"
@@ -36,6 +45,8 @@ for r in $(seq "$ROUNDS"); do
   if ((r % 2)); then gw_side; torch_side; else torch_side; gw_side; fi
   echo "round $r/$ROUNDS done" >&2
 done
-g=$(echo $G | tr ' ' '\n' | median); t=$(echo $T | tr ' ' '\n' | median)
-echo "rounds: gradwire $G/ torch rpc $T"
-printf "updates/s across emulated hosts: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx\n" "$g" "$t" "$(echo "$g / $t" | bc -l)"
+g=$(echo $G | tr ' ' '\n' | median); w=$(echo $W | tr ' ' '\n' | median); t=$(echo $T | tr ' ' '\n' | median)
+echo "rounds: gradwire $G(whole job: $W)/ torch rpc $T"
+printf "updates/s across emulated hosts, while both workers run: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx\n" \
+  "$g" "$t" "$(echo "$g / $t" | bc -l)"
+printf "gradwire over its whole job (the remote worker alone at the end): %.0f, ratio %.2fx\n" "$w" "$(echo "$w / $t" | bc -l)"

@@ -5,13 +5,18 @@
 # gradwire: --procs 2 (the shard on rank 0 beside worker 0, pulls and
 # pushes as requests over UCX); PyTorch: a server process and 2 workers
 # (fetch parameters, compute, push the gradient). Prints the server's
-# updates/s (applied gradients per second), medians over ROUNDS rounds.
+# updates/s (applied gradients per second), medians over ROUNDS rounds:
+# torch's as its server reports it when its rank 1 finishes, both workers
+# still running; gradwire's while both its workers run
+# (bench/ps_rates.py), and over its whole job, whose end is the worker
+# away from the shard running alone.
 # torch rpc runs over TCP (TensorPipe's uv transport); gradwire runs twice:
 # over UCX's shared memory, and over TCP only (transport.tls = "tcp", no
 # shared-memory references), the same path as the peer.
 #
 #   bench/ps_procs_vs_rpc.sh [ROUNDS]    (needs python3-torch and a build in build/)
 set -euo pipefail
+shopt -s inherit_errexit # a run that fails inside $(...) stops the script
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 GW=${BUILD_DIR:-build}/gradwire
@@ -21,21 +26,26 @@ $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh -
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-G= C= T=
-gw_updates() { # extra --set args... -> updates/s
+G= GW_= C= CW= T=
+gw_updates() { # extra --set args... -> "whole concurrent" updates/s
   "$GW" run examples/ps-async.toml --procs 2 -q --set topology.workers=2 --set topology.shards=1 \
     --set train.max_steps=1000 --out "$tmp/gw" --force "$@" >/dev/null
-  $PY -c "import json; s=json.load(open('$tmp/gw/summary.json')); print(sum(w['steps'] for w in s['per_worker']) / s['train_seconds'])"
+  $PY bench/ps_rates.py "$tmp/gw"
 }
 torch_side() { T+="$(cd bench && $PY torch_rpc_ps.py --workers 2 --steps 300 2>/dev/null | sed -n 's/.*updates_per_sec=\([0-9.]*\).*/\1/p') "; }
 # The side that goes first alternates (the VM runs slower for a while after a busy run).
 for r in $(seq "$ROUNDS"); do
   ((r % 2)) || torch_side
-  G+="$(gw_updates) "
-  C+="$(gw_updates --set 'transport.tls="tcp"' --set transport.shm_refs=false) "
+  rates=$(gw_updates)
+  GW_+="${rates% *} " G+="${rates#* } "
+  rates=$(gw_updates --set 'transport.tls="tcp"' --set transport.shm_refs=false)
+  CW+="${rates% *} " C+="${rates#* } "
   ((r % 2)) && torch_side
   echo "round $r/$ROUNDS done" >&2
 done
-g=$(echo $G | tr ' ' '\n' | median); c=$(echo $C | tr ' ' '\n' | median); t=$(echo $T | tr ' ' '\n' | median)
-printf "updates/s: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx\n" "$g" "$t" "$(echo "$g / $t" | bc -l)"
-printf "updates/s over TCP only: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx\n" "$c" "$t" "$(echo "$c / $t" | bc -l)"
+m() { echo $1 | tr ' ' '\n' | median; }
+g=$(m "$G"); gw=$(m "$GW_"); c=$(m "$C"); cw=$(m "$CW"); t=$(m "$T")
+printf "updates/s while both workers run: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx (gradwire's whole job: %.0f, %.2fx)\n" \
+  "$g" "$t" "$(echo "$g / $t" | bc -l)" "$gw" "$(echo "$gw / $t" | bc -l)"
+printf "the same over TCP only: gradwire %.0f, ratio %.2fx (whole job: %.0f, %.2fx)\n" \
+  "$c" "$(echo "$c / $t" | bc -l)" "$cw" "$(echo "$cw / $t" | bc -l)"
