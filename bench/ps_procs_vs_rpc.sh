@@ -26,7 +26,7 @@ $PY -c "import torch" 2>/dev/null || { echo "PyTorch missing: scripts/setup.sh -
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-G= GW_= C= CW= T=
+G= W= C= CW= T=
 gw_updates() { # extra --set args... -> "whole concurrent" updates/s
   "$GW" run examples/ps-async.toml --procs 2 -q --set topology.workers=2 --set topology.shards=1 \
     --set train.max_steps=1000 --out "$tmp/gw" --force "$@" >/dev/null
@@ -37,14 +37,14 @@ torch_side() { T+="$(cd bench && $PY torch_rpc_ps.py --workers 2 --steps 300 2>/
 for r in $(seq "$ROUNDS"); do
   ((r % 2)) || torch_side
   rates=$(gw_updates)
-  GW_+="${rates% *} " G+="${rates#* } "
+  W+="${rates% *} " G+="${rates#* } "
   rates=$(gw_updates --set 'transport.tls="tcp"' --set transport.shm_refs=false)
   CW+="${rates% *} " C+="${rates#* } "
   ((r % 2)) && torch_side
   echo "round $r/$ROUNDS done" >&2
 done
 m() { echo $1 | tr ' ' '\n' | median; }
-g=$(m "$G"); gw=$(m "$GW_"); c=$(m "$C"); cw=$(m "$CW"); t=$(m "$T")
+g=$(m "$G"); gw=$(m "$W"); c=$(m "$C"); cw=$(m "$CW"); t=$(m "$T")
 printf "updates/s while both workers run: gradwire %.0f, torch.distributed.rpc %.0f, ratio %.2fx (gradwire's whole job: %.0f, %.2fx)\n" \
   "$g" "$t" "$(echo "$g / $t" | bc -l)" "$gw" "$(echo "$gw / $t" | bc -l)"
 printf "the same over TCP only: gradwire %.0f, ratio %.2fx (whole job: %.0f, %.2fx)\n" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything a GPU machine is lent for, in one run, in order of importance:
 # the whole CUDA test suite first, then the GPT and the image models against
-# PyTorch (one round each), with the GPT's bf16 step broken down by operation. Runs from the repository root of a copy that
-# holds a bundle made here by scripts/gpu_bundle.sh (default .gpu), on a
+# PyTorch (one round each), with the GPT's bf16 step broken down by
+# operation. Runs from the repository root of a copy that holds a bundle
+# made here by scripts/gpu_bundle.sh (default .gpu), on a
 # machine whose Python has PyTorch 2 with CUDA. Each stage's output goes to
 # LOGS (default $OUT where the device tool sets it, else .gpu/logs) as it
 # comes, so a run cut short keeps what it measured.
