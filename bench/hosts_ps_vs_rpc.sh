@@ -10,9 +10,11 @@
 # TensorPipe over TCP on eth0). Prints the server's updates/s (applied
 # gradients per second), medians over ROUNDS interleaved rounds: torch's
 # as its server reports it when its rank 1 finishes, both workers still
-# running; gradwire's while both its workers run (bench/ps_rates.py: the
-# worker beside the shard finishes first, and the remote one runs on
-# alone), and over its whole job, that tail included.
+# running, counted from the first push it receives; gradwire's the same
+# way, from its shard's first push while both its workers run
+# (bench/ps_rates.py: the worker beside the shard finishes first, and the
+# remote one runs on alone), and over its whole job, from the start of
+# training (connections, the first forward pass) to that tail's end.
 #
 #   sudo bench/hosts_ps_vs_rpc.sh [ROUNDS]   (root; python3-torch; a build in build/)
 set -euo pipefail

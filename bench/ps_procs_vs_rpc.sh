@@ -7,9 +7,10 @@
 # (fetch parameters, compute, push the gradient). Prints the server's
 # updates/s (applied gradients per second), medians over ROUNDS rounds:
 # torch's as its server reports it when its rank 1 finishes, both workers
-# still running; gradwire's while both its workers run
-# (bench/ps_rates.py), and over its whole job, whose end is the worker
-# away from the shard running alone.
+# still running, counted from the first push it receives; gradwire's the
+# same way, from its shard's first push while both its workers run
+# (bench/ps_rates.py), and over its whole job, whose start is before the
+# first update and whose end is the worker away from the shard alone.
 # torch rpc runs over TCP (TensorPipe's uv transport); gradwire runs twice:
 # over UCX's shared memory, and over TCP only (transport.tls = "tcp", no
 # shared-memory references), the same path as the peer.

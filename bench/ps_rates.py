@@ -4,44 +4,52 @@
 
 whole: every worker's steps over the job's training time (summary.json),
 which ends with the slowest worker alone once the others have done their
-steps. concurrent: the updates applied while every worker still runs,
-over that time: the steps each worker had taken by the moment the first
-one finished (metrics.jsonl's step records, linear between two records),
-divided by that moment. bench/torch_rpc_ps.py reads its server's rate
+steps, and begins before the first update (connections, the first
+forward pass).
+
+concurrent: bench/torch_rpc_ps.py's measure. Its server counts updates
+from the first push it receives and reports updates / time since then
 when its rank 1 finishes, its two workers (alike, both remote) still
-running: the concurrent figure is that measure for a job whose workers
-are not alike (the shard beside one of them)."""
+running. Here, from trace.json (every process's spans on one clock): the
+updates shard 0 applied from the start of its first push to the moment
+the first worker finished its last step, over that time. The job's
+workers are not alike (the shard sits beside one of them), so the first
+to finish is the one beside the shard, and the other runs on alone."""
 import json
 import sys
 
 
-def steps_at(points, t):
-    """Cumulative steps at time t from (time, step) points, linear between them."""
-    prev = (0.0, 0)
-    for pt in points:
-        if pt[0] >= t:
-            span = pt[0] - prev[0]
-            return prev[1] + (pt[1] - prev[1]) * ((t - prev[0]) / span if span > 0 else 1.0)
-        prev = pt
-    return prev[1]
+def tracks(trace):
+    """{track name: [(begin_us, end_us, span name)]} of a trace.json."""
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    out = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            name = names.get((e["pid"], e["tid"]), "?")
+            out.setdefault(name, []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    return out
+
+
+def concurrent_rate(run):
+    trace = json.load(open(f"{run}/trace.json"))
+    if trace.get("otherData", {}).get("dropped_spans", 0):
+        sys.exit(f"{run}/trace.json: spans were dropped (a longer run than the trace keeps)")
+    t = tracks(trace)
+    shard = t.get("shard 0")
+    workers = [spans for name, spans in t.items() if name.startswith("worker ")]
+    if not shard or len(workers) < 2:
+        sys.exit(f"{run}/trace.json: needs shard 0's spans and at least 2 workers' (trace on?)")
+    first_update = min(begin for begin, _, _ in shard)
+    first_end = min(max(end for _, end, _ in spans) for spans in workers)
+    updates = sum(1 for _, end, name in shard if name == "apply" and end <= first_end)
+    return updates / ((first_end - first_update) * 1e-6)
 
 
 def main(run):
     summary = json.load(open(f"{run}/summary.json"))
-    workers = summary["per_worker"]
-    whole = sum(w["steps"] for w in workers) / summary["train_seconds"]
-    points = {w["worker"]: [] for w in workers}
-    for line in open(f"{run}/metrics.jsonl"):
-        r = json.loads(line)
-        if r.get("type") == "step" and r.get("worker") in points:
-            points[r["worker"]].append((r["time"], r["step"]))
-    if any(not p for p in points.values()):
-        sys.exit(f"{run}: a worker without step records in metrics.jsonl")
-    for p in points.values():
-        p.sort()
-    first_end = min(p[-1][0] for p in points.values())
-    concurrent = sum(steps_at(p, first_end) for p in points.values()) / first_end
-    print(f"{whole:.1f} {concurrent:.1f}")
+    whole = sum(w["steps"] for w in summary["per_worker"]) / summary["train_seconds"]
+    print(f"{whole:.1f} {concurrent_rate(run):.1f}")
 
 
 if __name__ == "__main__":
