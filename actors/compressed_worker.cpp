@@ -128,6 +128,7 @@ void begin_step(compressed_actor* self) {
       g = st.momentum.data();
     }
     send_phase(self, slice_of(st.one->encode(g, st.step, st.cfg.rank)));
+    st.add_compression(st.one->last_energy());
     try_complete(self);
   } catch (const gradwire::error& e) {
     st.finish(self, st.who() + e.what());
@@ -171,6 +172,7 @@ void factor_summed(compressed_actor* self, int phase, ring_allreduce::done_info 
     return;
   }
   st.power->finish(sum, 1.f / static_cast<float>(st.cfg.world), st.mean.data()); // writes every element
+  st.add_compression(st.power->last_energy());
   apply_mean(self);
 }
 

@@ -186,6 +186,7 @@ void begin_step(gossip_actor* self) {
 /// Compressed D-PSGD: what this step sends, as a slice of 32-bit words.
 slice payload_of(gossip_state& st) {
   const auto words = st.squeeze->payload(st.model->params().data(), st.step, st.cfg.rank);
+  st.add_compression(st.squeeze->last_energy());
   auto out = slice::empty({static_cast<std::int64_t>(words.size())});
   std::memcpy(out.data(), words.data(), words.size() * sizeof(std::uint32_t));
   return out;

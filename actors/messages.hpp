@@ -183,6 +183,10 @@ struct worker_report {
   /// Payload bytes this worker sent and received (gradients, parameters,
   /// compressed payloads; not headers or control messages).
   std::int64_t bytes_sent = 0, bytes_received = 0;
+  /// transport.compress: the relative compression errors of the steps
+  /// that compressed (models::compress_energy), summed, and how many.
+  double compress_error_sum = 0;
+  std::int64_t compressed_steps = 0;
   /// Each step's compute in milliseconds (the batch, its emulated slowdown
   /// and any optimizer work counted as compute), by step: lockstep
   /// topologies split their step time into compute, load imbalance and
@@ -206,6 +210,7 @@ struct step_metrics {
   double staleness = 0;       ///< mean staleness of the window's pushes
   std::int64_t staleness_p99 = 0; ///< their 99th percentile (nearest rank)
   std::int64_t bytes_sent = 0, bytes_received = 0; ///< the worker's totals so far (worker_report's)
+  double compress_error = -1; ///< the mean relative compression error of the window's steps (-1: none compressed)
 };
 
 /// Counts of staleness values 0, 1, 2, ... (index = staleness).

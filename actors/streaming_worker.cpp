@@ -139,6 +139,7 @@ slice outgoing(streaming_state& st, std::size_t i) {
 /// Fragment p's shards, each sent its range.
 void push(streaming_actor* self, std::size_t p) {
   auto& st = self->state;
+  models::compress_energy energy;
   for (std::size_t i = p * pieces(st); i < (p + 1) * pieces(st); ++i) {
     auto failed = [self, p, i](caf::error& err) {
       self->state.finish(self, self->state.who() + "push of fragment " + std::to_string(p) + " to shard " +
@@ -146,6 +147,8 @@ void push(streaming_actor* self, std::size_t p) {
     };
     const auto ticket = st.requests.open(failed);
     auto sent = outgoing(st, i);
+    if (!st.squeeze.empty())
+      energy += st.squeeze[i].last_energy();
     st.report.bytes_sent += static_cast<std::int64_t>(sent.bytes());
     self->request(st.cfg.ps.handles[i], st.request_timeout(), push_atom::value, st.cfg.rank, st.pushes[p], st.step,
                   static_cast<std::int64_t>(st.bt.size), std::move(sent))
@@ -155,6 +158,8 @@ void push(streaming_actor* self, std::size_t p) {
                 failed(err);
             });
   }
+  if (!st.squeeze.empty())
+    st.add_compression(energy);
   ++st.pushes[p];
   st.pushed_at[p] = done_steps(st);
 }

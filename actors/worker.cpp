@@ -188,12 +188,15 @@ void to_pseudo_gradients(const worker_state& st, std::vector<slice>& grads) {
 /// transport.compress: each slice replaced by its compressed payload (a
 /// slice of 32-bit words), the residuals kept.
 void compress_all(worker_state& st, std::vector<slice>& grads) {
+  models::compress_energy energy;
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const auto words = st.squeeze[i].encode(grads[i].data(), st.step, st.cfg.rank);
+    energy += st.squeeze[i].last_energy();
     auto payload = slice::empty({static_cast<std::int64_t>(words.size())});
     std::memcpy(payload.data(), words.data(), words.size() * sizeof(std::uint32_t));
     grads[i] = std::move(payload);
   }
+  st.add_compression(energy);
 }
 
 /// Fills `grads` (gradient_slices) with what this step pushes from `from`

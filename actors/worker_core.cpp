@@ -318,6 +318,13 @@ void worker_core::add_staleness(std::int64_t s) {
   ++window_pushes;
 }
 
+void worker_core::add_compression(const models::compress_energy& e) {
+  report.compress_error_sum += e.ratio();
+  ++report.compressed_steps;
+  window_error += e.ratio();
+  ++window_compressed;
+}
+
 std::int64_t worker_core::window_p99() const {
   // The window's pushes are the last window_pushes values of the report's.
   const auto n = static_cast<std::size_t>(std::min<std::int64_t>(window_pushes, report.staleness.size()));
@@ -363,12 +370,13 @@ void worker_core::end_step(caf::event_based_actor* self) {
   w.wait_ms /= n;
   w.staleness = window_pushes ? window_staleness / static_cast<double>(window_pushes) : 0;
   w.staleness_p99 = window_p99();
+  w.compress_error = window_compressed ? window_error / static_cast<double>(window_compressed) : -1;
   w.bytes_sent = report.bytes_sent;
   w.bytes_received = report.bytes_received;
   self->send(cfg.report_to, metrics_atom::value, w);
   window = step_metrics{};
-  window_loss = window_staleness = 0;
-  window_samples = window_pushes = 0;
+  window_loss = window_staleness = window_error = 0;
+  window_samples = window_pushes = window_compressed = 0;
 }
 
 bool worker_core::hold(caf::event_based_actor* self) {

@@ -62,6 +62,8 @@ struct worker_core {
   double window_loss = 0, window_staleness = 0;
   std::int64_t window_p99() const; ///< the 99th percentile of this window's staleness
   std::int64_t window_samples = 0, window_pushes = 0;
+  double window_error = 0;              ///< compression errors of the window's compressed steps, summed
+  std::int64_t window_compressed = 0;   ///< and how many
   std::mt19937_64 jitter_rng;
   trace_ref tr; ///< "worker <rank>": compute, exchange, wait, apply
   std::function<void()> after_compute; ///< compute_offloaded's `then`, until computed()
@@ -171,6 +173,9 @@ struct worker_core {
   void add_wait(double seconds, bool span = true);
   /// Records one applied push's staleness.
   void add_staleness(std::int64_t s);
+  /// Records one step's compression error (transport.compress; the pieces
+  /// of a step compressed apart summed into one).
+  void add_compression(const models::compress_energy& e);
   /// The kind's own state in its snapshot (e.g. a balanced ring's split,
   /// a compressing worker's residual: float sections follow the moments).
   std::function<void(snapshot&)> save_extra;

@@ -33,6 +33,13 @@ using kernels::to_bf16;
 
 bool sparse(compress_mode m) { return m == compress_mode::topk || m == compress_mode::randk; }
 
+double sum_of_squares(const float* v, std::size_t n) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    s += static_cast<double>(v[i]) * v[i];
+  return s;
+}
+
 } // namespace
 
 std::optional<compress_mode> compress_mode_of(std::string_view name) {
@@ -73,14 +80,22 @@ std::vector<std::uint32_t> compressor::encode(const float* g, std::int64_t step,
   // random-k sent the value.
   float* c = spec_.error_feedback ? residual_.data() : c_.data();
   const float* e = residual_.data();
-  for (std::size_t i = 0; i < n_; ++i)
+  double total = 0;
+  for (std::size_t i = 0; i < n_; ++i) {
     c[i] = g[i] + e[i];
+    total += static_cast<double>(c[i]) * c[i];
+  }
   auto out = spec_.mode == compress_mode::bf16 ? encode_bf16(c)
              : sparse(spec_.mode)             ? encode_sparse(c, step, rank)
              : spec_.mode == compress_mode::int8 ? encode_int8(c)
                                               : encode_sign(c);
-  if (spec_.error_feedback)
-    accumulate(out.data(), out.size(), -1.f, residual_.data());
+  float* left = residual_.data();
+  if (!spec_.error_feedback) {
+    dropped_.assign(c, c + n_);
+    left = dropped_.data();
+  }
+  accumulate(out.data(), out.size(), -1.f, left);
+  energy_ = {sum_of_squares(left, n_), total};
   return out;
 }
 

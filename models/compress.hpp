@@ -67,6 +67,23 @@ struct compress_spec {
   bool update = false;
 };
 
+/// How much of what a worker compressed its payload did not carry, in
+/// squared norms: held = ||c - D(C(c))||^2 and total = ||c||^2, where c is
+/// what was compressed (the gradient, or step, plus the residual). held /
+/// total is the relative compression error, the 1 - delta of EF-SGD's
+/// contraction ||C(x) - x||^2 <= (1 - delta) ||x||^2: for top-k, the share
+/// of c's energy left for later steps. Pieces compressed apart add up.
+struct compress_energy {
+  double held = 0, total = 0;
+  compress_energy& operator+=(const compress_energy& o) {
+    held += o.held;
+    total += o.total;
+    return *this;
+  }
+  /// held / total; 0 when c was all zeros.
+  double ratio() const { return total > 0 ? held / total : 0.0; }
+};
+
 /// What a payload costs on the wire for `n` values (one-round modes).
 std::size_t payload_words(const compress_spec& s, std::size_t n);
 /// topk and randk: how many values they keep of `n`.
@@ -90,6 +107,8 @@ public:
   const std::vector<float>& residual() const { return residual_; }
   std::vector<float>& residual() { return residual_; }
   std::size_t size() const { return n_; }
+  /// The last encode's compression error.
+  compress_energy last_energy() const { return energy_; }
 
 private:
   std::vector<std::uint32_t> encode_bf16(const float* c) const;
@@ -101,6 +120,8 @@ private:
   std::size_t n_;
   std::vector<float> residual_; ///< e; all zeros without error feedback
   std::vector<float> c_; ///< g + e without error feedback (with it, c is built in residual_)
+  std::vector<float> dropped_; ///< without error feedback: c - D(C(c)), for energy_
+  compress_energy energy_;
 };
 
 /// A tensor of the gradient buffer as PowerSGD sees it: [offset, offset +
@@ -135,6 +156,9 @@ public:
   std::vector<float>& residual() { return residual_; }
   /// The shared Q factors, all matrices back to back (checkpoints keep them).
   std::vector<float>& q() { return q_; }
+  /// The last step's compression error (of M against this worker's own
+  /// P^ Q_i^T; blocks sent whole hold nothing back), known after finish.
+  compress_energy last_energy() const { return energy_; }
 
 private:
   bool compressed(const matrix_block& b) const;
@@ -144,6 +168,7 @@ private:
   std::size_t n_;
   std::size_t first_floats_ = 0, second_floats_ = 0;
   std::vector<float> residual_, m_, q_, p_hat_, summed_first_, q_own_;
+  compress_energy energy_;
 };
 
 /// A parameter buffer of `size` floats as blocks covering it in order:

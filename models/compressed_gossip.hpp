@@ -49,6 +49,9 @@ public:
   std::vector<std::uint32_t> payload(const float* x, std::int64_t step, int rank);
   /// Throws gradwire::error when a neighbour's payload is malformed.
   void check(const std::uint32_t* words, std::size_t count) const { codec_.check(words, count); }
+  /// The last payload's compression error (of what it compressed: the
+  /// model, or CHOCO's difference from its own estimate).
+  compress_energy last_energy() const { return codec_.last_energy(); }
   /// The mix, once every neighbour's payload of the step is in: `from[k]`
   /// sent `got[k]` (graph order), weighted `weights[k]`; x moves as the
   /// rule says. Throws gradwire::error on a malformed payload, before x

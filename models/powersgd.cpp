@@ -92,8 +92,11 @@ bool powersgd::compressed(const matrix_block& b) const {
 }
 
 std::vector<float> powersgd::first_payload(const float* g) {
-  for (std::size_t i = 0; i < n_; ++i)
+  energy_ = {};
+  for (std::size_t i = 0; i < n_; ++i) {
     m_[i] = g[i] + residual_[i];
+    energy_.total += static_cast<double>(m_[i]) * m_[i];
+  }
   std::vector<float> out(first_floats_);
   const auto r = static_cast<std::size_t>(spec_.rank);
   std::size_t at = 0, qat = 0;
@@ -148,11 +151,15 @@ void powersgd::finish(const std::vector<float>& summed_second, float scale, floa
     }
     const float* p = p_hat_.data() + at;
     outer(p, summed_second.data() + qat, out + b.offset, b.rows, b.cols, r, scale);
-    if (spec_.error_feedback) { // e = M - P^ Q_i^T: what this worker's own factors do not carry
-      std::vector<float> approx(size);
-      outer(p, q_own_.data() + qat, approx.data(), b.rows, b.cols, r, 1.f);
-      for (std::size_t i = 0; i < size; ++i)
-        res[i] = m_[b.offset + i] - approx[i];
+    // M - P^ Q_i^T: what this worker's own factors do not carry, kept as
+    // its residual with error feedback, and counted in energy_ either way.
+    std::vector<float> approx(size);
+    outer(p, q_own_.data() + qat, approx.data(), b.rows, b.cols, r, 1.f);
+    for (std::size_t i = 0; i < size; ++i) {
+      const float left = m_[b.offset + i] - approx[i];
+      energy_.held += static_cast<double>(left) * left;
+      if (spec_.error_feedback)
+        res[i] = left;
     }
     std::copy(summed_second.begin() + static_cast<std::ptrdiff_t>(qat),
               summed_second.begin() + static_cast<std::ptrdiff_t>(qat + b.cols * r), q_.begin() + static_cast<std::ptrdiff_t>(qat));

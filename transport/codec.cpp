@@ -64,6 +64,7 @@ void write_metrics(wire::StepMetrics::Builder w, const actors::step_metrics& m) 
   w.setStalenessP99(m.staleness_p99);
   w.setBytesSent(m.bytes_sent);
   w.setBytesReceived(m.bytes_received);
+  w.setCompressError(m.compress_error);
 }
 
 void write_report(wire::WorkerReport::Builder w, const actors::worker_report& r, tensor_list& tensors) {
@@ -91,6 +92,8 @@ void write_report(wire::WorkerReport::Builder w, const actors::worker_report& r,
   w.setReportedBy(r.reported_by);
   w.setBytesSent(r.bytes_sent);
   w.setBytesReceived(r.bytes_received);
+  w.setCompressErrorSum(r.compress_error_sum);
+  w.setCompressedSteps(r.compressed_steps);
 }
 
 /// A list-valued element (actors, pieces, int64s); false for any other type.
@@ -255,6 +258,7 @@ actors::step_metrics read_metrics(wire::StepMetrics::Reader w) {
   m.staleness_p99 = w.getStalenessP99();
   m.bytes_sent = w.getBytesSent();
   m.bytes_received = w.getBytesReceived();
+  m.compress_error = w.getCompressError();
   return m;
 }
 
@@ -283,6 +287,8 @@ actors::worker_report read_report(wire::WorkerReport::Reader w, const frame_tens
   r.reported_by = w.getReportedBy();
   r.bytes_sent = w.getBytesSent();
   r.bytes_received = w.getBytesReceived();
+  r.compress_error_sum = w.getCompressErrorSum();
+  r.compressed_steps = w.getCompressedSteps();
   return r;
 }
 

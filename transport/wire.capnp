@@ -56,6 +56,7 @@ struct StepMetrics {
   bytesSent @10 :Int64;
   bytesReceived @11 :Int64;
   stalenessP99 @12 :Int64;
+  compressError @13 :Float64 = -1; # mean relative compression error of the window (-1: none)
 }
 
 # actors::worker_report: a worker's final report (params: a tensor index,
@@ -79,6 +80,8 @@ struct WorkerReport {
   reportedBy @15 :Int32 = -1;     # a rank that lost contact with `rank` (-1: none)
   bytesSent @16 :Int64;           # payload bytes sent and received
   bytesReceived @17 :Int64;
+  compressErrorSum @18 :Float64;  # relative compression errors of the compressed steps, summed
+  compressedSteps @19 :Int64;     # and how many
 }
 
 struct Header {

@@ -146,15 +146,16 @@ std::string comparison_table(const json& sw) {
       head.push_back(k);
     // The swept keys first, then the figures in a fixed order.
     const std::vector<std::string> order = {"runs", "samples_per_sec", "tokens_per_sec", "speedup", "efficiency",
-                                            "final_test_accuracy", "final_test_loss", "mb_sent_per_worker", "time_to_target",
+                                            "final_test_accuracy", "final_test_loss", "mb_sent_per_worker",
+                                            "compress_error", "time_to_target",
                                             "final_loss", "staleness_mean", "staleness_p99",
                                             "slowest_workers_staleness_p99"};
     std::vector<std::string> cols;
     for (const auto& k : head)
       if (std::find(order.begin(), order.end(), k) == order.end())
         cols.push_back(k);
-    for (const auto& k : order)
-      if (rows.front().contains(k))
+    for (const auto& k : order) // a figure some rows lack (compress_error: dense ones) is n/a there
+      if (std::any_of(rows.begin(), rows.end(), [&k](const json& r) { return r.contains(k); }))
         cols.push_back(k);
     std::vector<std::vector<std::string>> body;
     for (const auto& r : rows) {

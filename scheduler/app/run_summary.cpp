@@ -14,9 +14,21 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 /// transport.compress as summary.json gives it (null: dense).
-nlohmann::json compress_summary(const models::compress_spec& z) {
+/// A worker's mean relative compression error; null when it compressed nothing.
+nlohmann::json compress_error(double sum, std::int64_t steps) {
+  const double mean = steps > 0 ? sum / static_cast<double>(steps) : -1;
+  return mean >= 0 && std::isfinite(mean) ? nlohmann::json(mean) : nlohmann::json(nullptr);
+}
+
+nlohmann::json compress_summary(const models::compress_spec& z, const std::vector<actors::worker_report>& reports) {
   if (z.mode == models::compress_mode::none)
     return nullptr;
+  double sum = 0;
+  std::int64_t steps = 0;
+  for (const auto& r : reports) {
+    sum += r.compress_error_sum;
+    steps += r.compressed_steps;
+  }
   nlohmann::json j{{"mode", models::compress_name(z.mode)}, {"error_feedback", z.error_feedback}};
   if (z.mode == models::compress_mode::topk || z.mode == models::compress_mode::randk)
     j["ratio"] = z.ratio;
@@ -25,6 +37,7 @@ nlohmann::json compress_summary(const models::compress_spec& z) {
   if (z.warmup > 0)
     j["warmup"] = z.warmup;
   j["sent"] = z.update ? "optimizer step" : z.momentum ? "momentum" : "gradient";
+  j["error"] = compress_error(sum, steps);
   return j;
 }
 
@@ -79,7 +92,8 @@ nlohmann::json worker_summary(const actors::worker_report& rep, const topology_s
           {"bytes_received", rep.bytes_received},
           {"dropped_pushes", ri < res.dropped.size() ? res.dropped[ri] : 0},
           {"final_loss", rep.last_loss},
-          {"staleness", staleness_summary(histogram_of(rep.staleness))}};
+          {"staleness", staleness_summary(histogram_of(rep.staleness))},
+          {"compress_error", compress_error(rep.compress_error_sum, rep.compressed_steps)}};
 }
 
 /// Each worker's metrics windows as (seconds since it started, steps done).
@@ -133,11 +147,15 @@ run_listeners listeners(progress_line& progress, results_writer& out, clock_type
     auto& last = last_samples[m.rank];
     const double batch = m.steps > 0 ? static_cast<double>(m.samples - last) / static_cast<double>(m.steps) : 0;
     last = m.samples;
-    out.metric({{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step}, {"samples", m.samples},
-                {"steps", m.steps}, {"batch", batch}, {"loss", m.loss}, {"compute_ms", m.compute_ms},
-                {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms}, {"staleness", m.staleness},
-                {"staleness_p99", m.staleness_p99}, {"bytes_sent", m.bytes_sent},
-                {"bytes_received", m.bytes_received}, {"lr", scheduled_lr(opt, m.step)}});
+    nlohmann::json record{{"type", "step"}, {"time", m.time}, {"worker", m.rank}, {"step", m.step},
+                          {"samples", m.samples}, {"steps", m.steps}, {"batch", batch}, {"loss", m.loss},
+                          {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
+                          {"staleness", m.staleness}, {"staleness_p99", m.staleness_p99},
+                          {"bytes_sent", m.bytes_sent}, {"bytes_received", m.bytes_received},
+                          {"lr", scheduled_lr(opt, m.step)}};
+    if (m.compress_error >= 0 && std::isfinite(m.compress_error))
+      record["compress_error"] = m.compress_error;
+    out.metric(std::move(record));
   };
   return l;
 }
@@ -254,7 +272,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
     {"time_to_target", f.time_to_target},
     {"staleness", staleness_summary(res.staleness)},
-    {"compress", compress_summary(cfg.compress)},
+    {"compress", compress_summary(cfg.compress, res.reports)},
     {"bytes_sent", bytes_total(res.reports, &actors::worker_report::bytes_sent)},
     {"bytes_received", bytes_total(res.reports, &actors::worker_report::bytes_received)},
     {"staleness_while_all_ran", f.staleness_all_ran},

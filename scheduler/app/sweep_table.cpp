@@ -189,6 +189,8 @@ void add_row(sweep_table& t, const group& ps, const baseline& b, const std::vect
               {"exchange", or_null(exch.mean)}, {"workers_lost", lost}, {"unfinished", unfinished}});
   if (const auto sent = metric(ps, "bytes_sent"); sent.mean > 0 && w > 0) // what the exchange cost
     row["mb_sent_per_worker"] = sent.mean / w / 1e6;
+  if (const auto err = nested(ps, "compress", "error"); !std::isnan(err.mean)) // the compressed points
+    row["compress_error"] = err.mean;
   if (ps.front()->summary.contains("tokens")) // a language model: the figures it is compared by
     row.update({{"tokens_per_sec", metric(ps, "tokens_per_sec").mean},
                 {"final_test_loss", metric(ps, "final_test_loss").mean}});

@@ -125,7 +125,7 @@ void tensorboard_writer::add_step(const nlohmann::json& r) {
   std::vector<std::pair<std::string, double>> s;
   take(r, s, {{"loss", "train/loss"}, {"train_accuracy", "train/accuracy"}, {"staleness", "staleness/mean"},
               {"staleness_p99", "staleness/p99"}, {"compute_ms", "time/compute_ms"}, {"comm_ms", "time/comm_ms"},
-              {"wait_ms", "time/wait_ms"}});
+              {"wait_ms", "time/wait_ms"}, {"compress_error", "compress/error"}});
   take(r, s, {{"bytes_sent", "bytes/sent_mb"}, {"bytes_received", "bytes/received_mb"}}, 1e-6);
   const auto samples = r.value("samples", std::int64_t{0});
   auto& last = last_[worker];

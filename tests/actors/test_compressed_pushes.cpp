@@ -72,6 +72,7 @@ TEST_CASE("compressed pushes: sync PS, local SGD and DiLoCo at 3 workers repeat 
           CHECK(rep.error.empty());
           CHECK(rep.steps == setup.steps);
           CHECK(rep.bytes_sent == pushes * push_bytes(setup)); // the payloads, as models/compress.hpp counts them
+          CHECK(rep.compressed_steps == pushes);                // and each push's compression error
         }
         models.push_back(out.params);
       }

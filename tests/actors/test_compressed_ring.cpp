@@ -57,10 +57,21 @@ TEST_CASE("compressed ring: every mode repeats bit for bit with the payloads' ar
         CHECK(rep.error.empty());
         CHECK(rep.steps == setup.steps);
         CHECK(rep.bytes_sent > 0);
+        // Each step's compression error counted, a share of what was compressed.
+        CHECK(rep.compressed_steps == setup.steps);
+        const double mean = rep.compress_error_sum / static_cast<double>(rep.compressed_steps);
+        CHECK(mean >= 0.0);
+        CHECK(mean < 1.0);
+        if (mode == compress_mode::topk || mode == compress_mode::powersgd)
+          CHECK(mean > 0.0);
       }
     }
     CHECK(late0.params == first.params);
     CHECK(late2.params == first.params);
+    for (const auto& a : first.reports) // the same payloads, the same errors
+      for (const auto& b : late2.reports)
+        if (a.rank == b.rank)
+          CHECK(b.compress_error_sum == a.compress_error_sum);
   }
 }
 

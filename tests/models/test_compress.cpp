@@ -71,6 +71,44 @@ TEST_CASE("compress: without error feedback the residual stays zero", "[compress
     REQUIRE(e == 0.f);
 }
 
+TEST_CASE("compress: the compression error is what the payload did not carry, with or without feedback",
+          "[compress]") {
+  // Top-k of 1 of 4: -2 is sent; 1 and 0.5 are held back: 1.25 of 5.25.
+  const std::vector<float> g = {1.f, -2.f, 0.5f, 0.f};
+  for (bool ef : {true, false}) {
+    INFO("error feedback " << ef);
+    auto s = spec_of(compress_mode::topk, 0.25);
+    s.error_feedback = ef;
+    compressor c(s, g.size());
+    c.encode(g.data(), 0, 0);
+    REQUIRE(c.last_energy().held == 1.25);
+    REQUIRE(c.last_energy().total == 5.25);
+    // The second step compresses g plus the residual with feedback, [2, -2, 1, 0]: 2 is
+    // sent (the lower index of a tie) and 5 of 9 held back; without, g alone again.
+    c.encode(g.data(), 1, 0);
+    REQUIRE(c.last_energy().ratio() == (ef ? 5.0 / 9.0 : 1.25 / 5.25));
+  }
+  // Every mode, against the payload decoded: held = ||c - D(C(c))||^2.
+  const std::size_t n = 777;
+  const auto v = random_values(n, 11);
+  for (auto m : {compress_mode::bf16, compress_mode::randk, compress_mode::sign, compress_mode::int8}) {
+    INFO(compress_name(m));
+    compressor c(spec_of(m), n);
+    const auto words = c.encode(v.data(), 0, 1);
+    std::vector<float> d(n, 0.f);
+    c.accumulate(words.data(), words.size(), 1.f, d.data());
+    double held = 0, total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      held += (static_cast<double>(v[i]) - d[i]) * (static_cast<double>(v[i]) - d[i]);
+      total += static_cast<double>(v[i]) * v[i];
+    }
+    REQUIRE(c.last_energy().total == Approx(total).epsilon(1e-12));
+    REQUIRE(c.last_energy().held == Approx(held).epsilon(1e-5));
+    REQUIRE(c.last_energy().ratio() < 1.0);
+  }
+  REQUIRE(compress_energy{}.ratio() == 0.0);
+}
+
 TEST_CASE("compress: payload sizes follow the formulas", "[compress]") {
   const std::size_t n = 1001;
   const auto g = random_values(n, 2);
@@ -171,6 +209,17 @@ TEST_CASE("compress: PowerSGD recovers a matrix of its rank and sends small bloc
     REQUIRE(std::fabs(out[i] - g[i]) <= 1e-4f * (1.f + std::fabs(g[i])));
     REQUIRE(std::fabs(out[i] + p.residual()[i] - g[i]) <= 1e-5f * (1.f + std::fabs(g[i]))); // mass kept
   }
+  // A matrix of its rank is carried whole; the bias is sent whole.
+  REQUIRE(p.last_energy().held <= 1e-6 * p.last_energy().total);
+  // A full-rank matrix is not: what is held back is its residual's energy.
+  const auto noise = random_values(rows * cols + 5, 8);
+  p.finish(p.second_payload(p.first_payload(noise.data())), 1.f, out.data());
+  double held = 0;
+  for (float e : p.residual())
+    held += static_cast<double>(e) * e;
+  REQUIRE(p.last_energy().held == Approx(held).epsilon(1e-6));
+  REQUIRE(p.last_energy().ratio() > 0.5);
+  REQUIRE(p.last_energy().ratio() < 1.0);
 }
 
 TEST_CASE("compress: PowerSGD over three workers averages their low-rank parts alike", "[compress]") {

@@ -340,6 +340,31 @@ TEST_CASE("a language-model sweep's report: validation loss against time and aga
                                "[train]\noptimizer = \"adamw\"\nbatch_size = 4\nmax_steps = 12\neval_steps = 4\n"
                                "log_every = 4\n",
                                {sweep_axis{"transport.compress", {"\"none\"", "\"topk\""}, {}}});
+  // The compressed point's summary and step records give its compression
+  // error, a share of what was compressed; the dense point's are null or absent.
+  const auto dense = nlohmann::json::parse(slurp(dir + "/point-000/summary.json"));
+  const auto topk = nlohmann::json::parse(slurp(dir + "/point-001/summary.json"));
+  CHECK(dense["compress"].is_null());
+  CHECK(dense["per_worker"][0]["compress_error"].is_null());
+  const double err = topk["compress"]["error"].get<double>();
+  CHECK(err > 0.0);
+  CHECK(err < 1.0);
+  for (const auto& w : topk["per_worker"])
+    CHECK(w["compress_error"].get<double>() > 0.0);
+  const auto steps_with_error = [&](const std::string& point) {
+    int n = 0;
+    std::istringstream in(slurp(dir + "/" + point + "/metrics.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const auto r = nlohmann::json::parse(line);
+      n += r["type"] == "step" && r.contains("compress_error") ? 1 : 0;
+    }
+    return n;
+  };
+  CHECK(steps_with_error("point-000") == 0);
+  CHECK(steps_with_error("point-001") == 6); // 2 workers, a record every 4 of 12 steps
+  const auto rows = nlohmann::json::parse(slurp(dir + "/sweep.json"))["rows"];
+  CHECK_FALSE(rows[0].contains("compress_error"));
+  CHECK(rows[1]["compress_error"].get<double>() == Approx(err));
   auto r = write_report(dir);
   if (find_gnuplot().empty()) {
     fs::remove_all(dir);

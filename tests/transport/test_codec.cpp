@@ -176,11 +176,14 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   r.error = "boom";
   r.batches = {64, 60, 71};
   r.step_compute_ms = {1.5f, 0.25f};
+  r.compress_error_sum = 3.5;
+  r.compressed_steps = 7;
   actors::step_metrics m;
   m.rank = 2;
   m.step = 50;
   m.loss = 0.5;
   m.wait_ms = 0.75;
+  m.compress_error = 0.125;
   auto f = encode(caf::make_message(actors::done_atom::value, r, m), ctx(1), 2, {}, [](const caf::actor&) {
     return actor_ref{};
   });
@@ -199,11 +202,14 @@ TEST_CASE("worker reports and step metrics cross with their replica") {
   CHECK(r2.error == "boom");
   CHECK(r2.batches == std::vector<int>{64, 60, 71});
   CHECK(r2.step_compute_ms == std::vector<float>{1.5f, 0.25f});
+  CHECK(r2.compress_error_sum == 3.5);
+  CHECK(r2.compressed_steps == 7);
   const auto& m2 = d.msg.get_as<actors::step_metrics>(2);
   CHECK(m2.rank == 2);
   CHECK(m2.step == 50);
   CHECK(m2.loss == 0.5);
   CHECK(m2.wait_ms == 0.75);
+  CHECK(m2.compress_error == 0.125);
 }
 
 TEST_CASE("token hashes differ for different tokens") {
