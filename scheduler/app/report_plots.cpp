@@ -263,6 +263,22 @@ void add_staleness(const json& summary, const std::vector<json>& records, const 
   }
 }
 
+/// transport.compress: what each worker's payloads held back, window by window.
+void add_compress_error(const std::vector<json>& records, std::vector<plot_spec>& p) {
+  std::map<int, plot_series> by_worker;
+  for (const auto& r : records)
+    if (r.value("type", std::string()) == "step" && r.contains("compress_error")) {
+      const int w = r.value("worker", 0);
+      by_worker[w].title = "worker " + std::to_string(w);
+      by_worker[w].xy.emplace_back(json_number(r, "step"), json_number(r, "compress_error"));
+    }
+  if (by_worker.empty())
+    return;
+  p.push_back({"compress_error", "compression error per worker (mean of each log window)", "step (per worker)",
+               "held back: |c - D(C(c))|^2 / |c|^2", values_of(by_worker, 16), plot_spec::style::lines});
+  p.back().y_max = 1;
+}
+
 } // namespace
 
 std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& records) {
@@ -319,6 +335,7 @@ std::vector<plot_spec> run_plots(const json& summary, const std::vector<json>& r
     p.push_back({"loss_bytes", "training loss against bytes sent (worker 0)", "MB sent by worker 0", "loss", {lb},
                  st::lines});
   add_time_split(summary, p);
+  add_compress_error(records, p);
   if (has_staleness(summary))
     add_staleness(summary, records, against, secs, at_time, p);
   return p;

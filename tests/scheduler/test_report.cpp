@@ -378,5 +378,14 @@ TEST_CASE("a language-model sweep's report: validation loss against time and aga
   const auto block = gp.substr(at, gp.find("unset output", at) - at);
   CHECK(block.find("set logscale x") != std::string::npos);
   CHECK(count(block, " with linespoints") == 2); // a curve per point
+  // The compressed point's own page plots its compression error per worker, in [0, 1].
+  write_report(dir + "/point-001");
+  CHECK(fs::exists(dir + "/point-001/plots/compress_error.svg"));
+  const auto point_gp = slurp(dir + "/point-001/plots/plot.gp");
+  const auto ce = point_gp.find("/compress_error.svg\"");
+  REQUIRE(ce != std::string::npos);
+  CHECK(point_gp.find("set yrange [0:1]", ce) < point_gp.find("unset output", ce));
+  write_report(dir + "/point-000");
+  CHECK_FALSE(fs::exists(dir + "/point-000/plots/compress_error.svg"));
   fs::remove_all(dir);
 }
