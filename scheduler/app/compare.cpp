@@ -96,6 +96,10 @@ std::string figures_table(const std::vector<json>& summaries, const std::vector<
       row.push_back(s.contains("staleness") && s["staleness"].is_object() ? shown(s["staleness"].value(k, json())) : "n/a");
     rows.push_back(std::move(row));
   }
+  std::vector<std::string> error{"compression error"}; // n/a for a dense run
+  for (const auto& s : summaries)
+    error.push_back(s.contains("compress") && s["compress"].is_object() ? shown(s["compress"].value("error", json())) : "n/a");
+  rows.push_back(std::move(error));
   return table(head, rows);
 }
 

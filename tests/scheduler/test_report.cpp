@@ -1,6 +1,7 @@
 // gradwire report: report.html with tables and gnuplot plots for a run and
 // for a sweep; without gnuplot the tables remain and the page says why.
 #include "kernels/error.hpp"
+#include "scheduler/app/compare.hpp"
 #include "scheduler/app/config.hpp"
 #include "scheduler/app/plot.hpp"
 #include "scheduler/app/report.hpp"
@@ -12,6 +13,7 @@
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -365,6 +367,14 @@ TEST_CASE("a language-model sweep's report: validation loss against time and aga
   const auto rows = nlohmann::json::parse(slurp(dir + "/sweep.json"))["rows"];
   CHECK_FALSE(rows[0].contains("compress_error"));
   CHECK(rows[1]["compress_error"].get<double>() == Approx(err));
+  // `gradwire compare` of the two points: the compressed one's error, n/a for the dense one.
+  const auto cmp = write_comparison({dir + "/point-000", dir + "/point-001"}, dir + "/compare");
+  const auto page = slurp(cmp.html);
+  const auto at_error = page.find("compression error");
+  REQUIRE(at_error != std::string::npos);
+  const auto error_row = page.substr(at_error, page.find("</tr>", at_error) - at_error);
+  CHECK(error_row.find("n/a") != std::string::npos);
+  CHECK(error_row.find(fmt::format("{:.4g}", err)) != std::string::npos);
   auto r = write_report(dir);
   if (find_gnuplot().empty()) {
     fs::remove_all(dir);
