@@ -5,6 +5,7 @@
 /// from sweep.json and its points' folders.
 
 #include "scheduler/app/plot.hpp"
+#include "scheduler/app/report_curves.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -13,20 +14,9 @@
 
 namespace gradwire::scheduler {
 
-/// metrics.jsonl's records. A line that is not a JSON object is skipped,
-/// and said in `skipped` ("line 57: not a JSON object"; a torn last line,
-/// an interrupted run's, as cut off).
-std::vector<nlohmann::json> read_records(const std::string& path, std::vector<std::string>* skipped = nullptr);
-
-/// A language model's validation loss against the megabytes worker 0 had
-/// sent by each evaluation's step: its step records' bytes_sent, linear
-/// between two records (from 0 at step 0), and at its last record's bytes
-/// per step beyond it. Empty where worker 0 sent nothing.
-plot_series validation_loss_bytes(const std::vector<nlohmann::json>& records, const std::string& label);
-
 /// A run's plots: loss and accuracy against time, steps, samples and
-/// epochs; each worker's time split; staleness histograms and staleness
-/// against time.
+/// epochs; each worker's time split; its compression error, if it
+/// compressed; staleness histograms and staleness against time.
 std::vector<plot_spec> run_plots(const nlohmann::json& summary, const std::vector<nlohmann::json>& records);
 
 /// A sweep's plots (`dir` holds its point folders): every point's curves
