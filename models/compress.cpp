@@ -80,11 +80,9 @@ std::vector<std::uint32_t> compressor::encode(const float* g, std::int64_t step,
   // random-k sent the value.
   float* c = spec_.error_feedback ? residual_.data() : c_.data();
   const float* e = residual_.data();
-  double total = 0;
-  for (std::size_t i = 0; i < n_; ++i) {
+  for (std::size_t i = 0; i < n_; ++i)
     c[i] = g[i] + e[i];
-    total += static_cast<double>(c[i]) * c[i];
-  }
+  const double total = sum_of_squares(c, n_);
   auto out = spec_.mode == compress_mode::bf16 ? encode_bf16(c)
              : sparse(spec_.mode)             ? encode_sparse(c, step, rank)
              : spec_.mode == compress_mode::int8 ? encode_int8(c)
