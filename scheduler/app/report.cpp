@@ -178,6 +178,19 @@ std::string comparison_table(const json& sw) {
   return h;
 }
 
+/// A point's own page, written and linked; `fallback` where it cannot be
+/// (no summary, or a damaged point: the sweep's page is kept).
+std::string point_link(const std::string& dir, const std::string& pd, const std::string& fallback) {
+  if (!fs::exists(dir + "/" + pd + "/summary.json"))
+    return fallback;
+  try {
+    write_report(dir + "/" + pd);
+    return "<a href=\"" + esc(pd) + "/report.html\">" + esc(pd) + "</a>";
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
 std::string sweep_body(const std::string& dir, const json& sw, report_outcome& out) {
   std::string h = comparison_table(sw);
   if (const auto& pr = sw.value("paired", json::array()); !pr.empty())
@@ -194,13 +207,11 @@ std::string sweep_body(const std::string& dir, const json& sw, report_outcome& o
   for (const auto& s : sw.value("points", json::array())) {
     const auto pd = s.value("point_dir", std::string());
     std::string link = esc(pd.empty() ? "?" : pd);
-    if (!pd.empty() && fs::exists(dir + "/" + pd + "/summary.json")) {
-      try {
-        write_report(dir + "/" + pd);
-        link = "<a href=\"" + esc(pd) + "/report.html\">" + esc(pd) + "</a>";
-      } catch (const std::exception&) { // a damaged point keeps the sweep's page
-      }
-    }
+    if (!pd.empty())
+      link = point_link(dir, pd, link);
+    // A paired sweep's replay of this point on another's schedule is a run of its own.
+    if (!pd.empty() && fs::exists(dir + "/" + pd + "-paired"))
+      link += " " + point_link(dir, pd + "-paired", esc(pd + "-paired"));
     h += "<tr><td>" + link + "</td><td>" + esc(s.value("sweep_point", std::string())) + "</td><td>" +
          esc(shown(s.value("samples_per_sec", json()))) + "</td><td>" + esc(shown(s.value("final_test_accuracy", json()))) +
          "</td><td>" + esc(shown(s.value("time_to_target", json()))) + "</td></tr>\n";
