@@ -106,7 +106,7 @@ void report_on(const std::string& dir) {
 
 /// run --procs N | workers: -1 stands for "as many as topology.workers".
 void parse_run_procs(cli_args& a) {
-  if (!*a.run || a.run_procs.empty())
+  if (!a.chose("run") || a.run_procs.empty())
     return;
   if (a.run_procs == "workers") {
     a.procs = -1;
@@ -260,16 +260,16 @@ int run_replay(const cli_args& a) {
 
 /// The subcommands that read results folders: report, export, compare.
 std::optional<int> run_results_tool(const cli_args& a) {
-  if (*a.report) {
+  if (a.chose("report")) {
     report_on(a.report_dir);
     return 0;
   }
-  if (*a.export_) {
+  if (a.chose("export")) {
     for (const auto& tb : export_tensorboard(a.export_dir))
       std::printf("tensorboard: %s\n", tb.c_str());
     return 0;
   }
-  if (*a.compare) {
+  if (a.chose("compare")) {
     const auto r = write_comparison(a.compare_runs, a.compare_out.empty() ? "results/compare" : a.compare_out);
     std::printf("compare: %s (%zu plot(s))\n", r.html.c_str(), r.plots);
     if (r.plots == 0)
@@ -283,18 +283,18 @@ std::optional<int> run_results_tool(const cli_args& a) {
 std::optional<int> run_tool(cli_args& a) {
   if (auto status = run_results_tool(a))
     return status;
-  if (*a.allreduce) {
+  if (a.chose("allreduce")) {
     a.ab.min_bytes = parse_bytes(a.ab_min, "--minbytes");
     a.ab.max_bytes = parse_bytes(a.ab_max, "--maxbytes");
     a.ab.chunk_bytes = parse_bytes(a.ab_chunk, "--chunk");
     a.ab.ring_from_bytes = a.ab_ring_from == "auto" ? 0 : parse_bytes(a.ab_ring_from, "--ring-from");
     return bench_allreduce(a.ab);
   }
-  if (*a.keys) {
+  if (a.chose("keys")) {
     std::fputs(describe_keys().c_str(), stdout);
     return 0;
   }
-  if (*a.eval) {
+  if (a.chose("eval")) {
     const auto e = evaluate_model_file(a.eval_path, a.overrides);
     const bool text = e.dataset == "text";
     std::printf("%s: test accuracy %.2f%%, test loss %.4f%s (%lld test %s of %s)\n", e.file.c_str(),
@@ -302,13 +302,13 @@ std::optional<int> run_tool(cli_args& a) {
                 text ? "windows" : "images", e.dataset.c_str());
     return 0;
   }
-  if (*a.sample) {
+  if (a.chose("sample")) {
     const auto text = sample_text(a.sampling); // bytes: any of them, NUL too
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
   }
-  if (*a.info) {
+  if (a.chose("info")) {
     std::fputs(build_info().c_str(), stdout);
     return 0;
   }
@@ -347,11 +347,11 @@ run_config run_config_of(cli_args& a) {
 
 int dispatch(cli_args& a, int argc, char** argv) {
   parse_run_procs(a);
-  if (*a.replay)
+  if (a.chose("replay"))
     return run_replay(a);
   // The config, read once: the sweep, the launch and the run all use it.
   std::optional<run_config> base;
-  if (*a.run)
+  if (a.chose("run"))
     base = run_config_of(a);
   const int ranks = gradwire::transport::detect_launch().size;
   const bool launched_child = std::getenv("GRADWIRE_RANK") != nullptr;
@@ -384,38 +384,14 @@ int dispatch(cli_args& a, int argc, char** argv) {
 
 } // namespace
 
-/// Parses the command line; a usage error's status, or nothing to go on.
-std::optional<int> parse(CLI::App& app, int argc, char** argv, cli_embedding* embed) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version are a success; any usage error exits 2, as a
-    // config error does (CLI11's own codes say nothing more).
-    if (embed != nullptr && e.get_exit_code() != 0)
-      embed->error = e.what();
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  return std::nullopt;
-}
-
 int cli_main(int argc, char** argv, cli_embedding* embed) {
   const saved_signals callers;
   g_stop = false;
-  CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
-               "Run topology experiments from a config file; see `gradwire run --help`."};
-  app.require_subcommand(1);
-  app.fallthrough(); // --log-level after the subcommand too
-  app.set_version_flag("--version", version_line());
-  std::string log_level = "info";
-  app.add_option("--log-level", log_level, "messages at this level and above: debug, info, warn, error or off "
-                                           "(default info, or GRADWIRE_LOG_LEVEL)")
-    ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
   cli_args a;
-  add_commands(app, a);
-  if (auto status = parse(app, argc, argv, embed))
+  if (auto status = parse_command_line(argc, argv, a, embed != nullptr ? &embed->error : nullptr))
     return *status;
-  if (app.count("--log-level") > 0)
-    log::set_level(*log::parse_level(log_level));
+  if (!a.log_level.empty())
+    log::set_level(*log::parse_level(a.log_level));
   int rc = 0;
   try {
     rc = dispatch(a, argc, argv);

@@ -1,6 +1,10 @@
 // The command line's subcommands, options and help texts.
 #include "scheduler/app/cli_options.hpp"
 
+#include "scheduler/app/version.hpp"
+
+#include <CLI/CLI.hpp>
+
 namespace gradwire::scheduler {
 namespace {
 
@@ -52,13 +56,18 @@ void add_sample(CLI::App& app, cli_args& a) {
   a.sample = app.add_subcommand("sample", "generate text with a trained GPT (model.kind = \"gpt\")");
   a.sample->footer(R"(Examples:
   gradwire sample results/lm --prompt "The meaning of life" --tokens 200
-  gradwire sample results/lm --prompt "Q: " --temperature 0.8 --seed 3)");
+  gradwire sample results/lm --prompt "Q: " --temperature 0 (greedy: the likeliest byte each time)
+  gradwire sample results/lm --prompt "Q: " --temperature 1.0 --top-k 0 --seed 3)");
   auto& o = a.sampling;
   a.sample->add_option("model", o.model, "model.safetensors, or a results folder holding one")->required();
   a.sample->add_option("--prompt,-p", o.prompt, "text to continue (cropped to its last model.context bytes)")
     ->required();
   a.sample->add_option("--tokens,-n", o.tokens, "bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
-  a.sample->add_option("--temperature,-t", o.temperature, "0: greedy; else sample from softmax(logits / T)")
+  a.sample->add_option("--temperature,-t", o.temperature,
+                       "sample from softmax(logits / T) (nanoGPT's default); 0: greedy")
+    ->capture_default_str()
+    ->check(CLI::NonNegativeNumber);
+  a.sample->add_option("--top-k,-k", o.top_k, "sample among the k likeliest bytes (nanoGPT's 200); 0: all")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
   a.sample->add_option("--seed", o.seed, "seed of the sampling")->capture_default_str();
@@ -207,12 +216,46 @@ Examples:
   a.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
 }
 
-} // namespace
-
+/// Adds every subcommand and its options to `app`, bound to `a`.
 void add_commands(CLI::App& app, cli_args& a) {
   add_run(app, a);
   add_bench(app, a);
   add_others(app, a);
+}
+
+} // namespace
+
+std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, std::string* usage_error) {
+  CLI::App app{"gradwire: distributed deep-learning training from actors.\n"
+               "Run topology experiments from a config file; see `gradwire run --help`."};
+  app.require_subcommand(1);
+  app.fallthrough(); // --log-level after the subcommand too
+  app.set_version_flag("--version", version_line());
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "messages at this level and above: debug, info, warn, error or off "
+                                           "(default info, or GRADWIRE_LOG_LEVEL)")
+    ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
+  add_commands(app, a);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are a success; any usage error exits 2, as a
+    // config error does (CLI11's own codes say nothing more).
+    if (usage_error != nullptr && e.get_exit_code() != 0)
+      *usage_error = e.what();
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (app.count("--log-level") > 0)
+    a.log_level = log_level;
+  // The subcommand given, by the name cli.cpp asks for (`bench allreduce`
+  // as "allreduce"); its object ends with `app`, so no pointer is kept.
+  for (auto* sub : {&a.run, &a.allreduce, &a.report, &a.keys, &a.eval, &a.info, &a.sample, &a.export_, &a.compare,
+                    &a.replay}) {
+    if (*sub != nullptr && **sub)
+      a.command = (*sub)->get_name();
+    *sub = nullptr;
+  }
+  return std::nullopt;
 }
 
 } // namespace gradwire::scheduler

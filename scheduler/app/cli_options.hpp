@@ -1,20 +1,29 @@
 #pragma once
 /// @file cli_options.hpp
-/// The command line's subcommands and options, and what they set.
+/// The command line's subcommands and options, and what they set. CLI11
+/// is included by cli_options.cpp alone: it is the heaviest header the
+/// command line has, and the rest of it needs only what was chosen.
 
 #include "scheduler/app/sample.hpp"
 #include "scheduler/runtime/bench_allreduce.hpp"
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+} // namespace CLI
 
 namespace gradwire::scheduler {
 
 /// Everything the command line sets.
 struct cli_args {
+  std::string command;   ///< the subcommand given: "run", "report", ...
+  std::string log_level; ///< --log-level, or "" when not given
+  /// Whether `command` is `name`.
+  bool chose(const char* name) const { return command == name; }
   CLI::App* run = nullptr;
   CLI::App* allreduce = nullptr;
   CLI::App* report = nullptr;
@@ -42,7 +51,9 @@ struct cli_args {
   std::string ab_min = "1K", ab_max = "64M", ab_chunk = "1M", ab_ring_from = "auto";
 };
 
-/// Adds every subcommand and its options to `app`, bound to `a`.
-void add_commands(CLI::App& app, cli_args& a);
+/// Parses `argv` into `a`: nothing when there is a command to run, else
+/// the status to exit with (0 after --help or --version, 2 after a usage
+/// error, whose message goes to `*usage_error` when given).
+std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, std::string* usage_error);
 
 } // namespace gradwire::scheduler

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -15,14 +17,22 @@ namespace gradwire::scheduler {
 
 namespace {
 
-/// The byte to emit from one row of logits.
-int pick(const float* logits, int vocab, double temperature, std::mt19937_64& rng) {
+/// The byte to emit from one row of logits: greedy at temperature 0, else
+/// drawn from softmax(logits / temperature) over the top_k likeliest bytes
+/// (ties at the k-th logit kept, as nanoGPT's `logits < v[-1]` cut keeps them).
+int pick(const float* logits, int vocab, const sample_options& o, std::mt19937_64& rng) {
   const int best = static_cast<int>(std::max_element(logits, logits + vocab) - logits);
-  if (temperature <= 0)
+  if (o.temperature <= 0)
     return best;
+  float cut = -std::numeric_limits<float>::infinity();
+  if (o.top_k > 0 && o.top_k < vocab) {
+    std::vector<float> sorted(logits, logits + vocab);
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<float>());
+    cut = sorted[static_cast<std::size_t>(o.top_k - 1)];
+  }
   std::vector<double> p(static_cast<std::size_t>(vocab));
   for (int v = 0; v < vocab; ++v)
-    p[static_cast<std::size_t>(v)] = std::exp((logits[v] - logits[best]) / temperature);
+    p[static_cast<std::size_t>(v)] = logits[v] < cut ? 0.0 : std::exp((logits[v] - logits[best]) / o.temperature);
   return std::discrete_distribution<int>(p.begin(), p.end())(rng);
 }
 
@@ -39,6 +49,9 @@ std::string sample_text(const sample_options& o) {
   check(cfg.model.kind == "gpt", path + ": holds a " + cfg.model.kind + ", not a language model (model.kind = \"gpt\")");
   check(!o.prompt.empty(), "sample: give a prompt (--prompt), at least one byte");
   check(o.tokens >= 0, "sample: --tokens must not be negative");
+  check(std::isfinite(o.temperature) && o.temperature >= 0,
+        "sample: --temperature must be a finite number, 0 or more (0: greedy), not " + std::to_string(o.temperature));
+  check(o.top_k >= 0, "sample: --top-k must not be negative (0: every byte)");
   auto& spec = cfg.model;
   spec.channels = spec.height = 1, spec.width = spec.context, spec.classes = spec.vocab;
   models::model m(spec, kernels::device::cpu(), cfg.seed);
@@ -56,7 +69,7 @@ std::string sample_text(const sample_options& o) {
     const auto t = static_cast<std::int64_t>(window.size());
     const auto& logits = rep->net.forward(kernels::tensor::from(window, {1, 1, 1, t}), false);
     text.push_back(static_cast<char>(pick(logits.data() + (t - 1) * spec.vocab, std::min(spec.vocab, 256),
-                                          o.temperature, rng)));
+                                          o, rng)));
   }
   return text;
 }

@@ -11,7 +11,10 @@ struct sample_options {
   std::string model;  ///< model.safetensors, or a run's folder holding one
   std::string prompt; ///< bytes to continue; cropped to the last model.context of them
   int tokens = 200;   ///< bytes to generate
-  double temperature = 0; ///< 0: greedy (the likeliest byte); else softmax(logits / temperature)
+  /// As nanoGPT's sample.py: 0.8 and the 200 likeliest bytes. Temperature 0
+  /// is greedy (the likeliest byte), which loops on a small model.
+  double temperature = 0.8; ///< else softmax(logits / temperature) over the top_k likeliest
+  int top_k = 200;          ///< 0: every byte
   std::uint64_t seed = 1;
 };
 

@@ -145,6 +145,18 @@ long=$(printf 'a long prompt, %.0s' {1..10})
 "$gw" sample "$tmp/lm" --prompt "${long: -32}" --tokens 10 > "$tmp/sample3.txt" || fail "sample: $(cat "$tmp/sample3.txt")"
 cmp -s <(tail -c 11 "$tmp/sample2.txt") <(tail -c 11 "$tmp/sample3.txt") ||
   fail "a long prompt is not read as its last 32 bytes: $(tail -c 11 "$tmp/sample2.txt" | od -c | head -2) against $(tail -c 11 "$tmp/sample3.txt" | od -c | head -2)"
+# Sampling as nanoGPT's defaults (temperature 0.8, top-k 200) draws from the
+# seed; temperature 0 is greedy, the same bytes whatever the seed.
+for seed in 1 2; do
+  "$gw" sample "$tmp/lm" --prompt "Hello" --tokens 40 --seed $seed > "$tmp/drawn$seed.txt" || fail "sample --seed $seed"
+  "$gw" sample "$tmp/lm" --prompt "Hello" --tokens 40 --seed $seed -t 0 > "$tmp/greedy$seed.txt" || fail "sample -t 0"
+done
+! cmp -s "$tmp/drawn1.txt" "$tmp/drawn2.txt" || fail "sample: seeds 1 and 2 drew the same 40 bytes (is it greedy by default?)"
+cmp -s "$tmp/greedy1.txt" "$tmp/greedy2.txt" || fail "sample --temperature 0 is not greedy: the seed changed its bytes"
+"$gw" sample "$tmp/lm" --prompt "Hello" --tokens 40 -k 1 > "$tmp/top1.txt" || fail "sample --top-k 1"
+cmp -s "$tmp/top1.txt" "$tmp/greedy1.txt" || fail "sample --top-k 1 differs from greedy decoding"
+rc=0; "$gw" sample "$tmp/lm" --prompt x --temperature nan > "$tmp/s.txt" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "temperature must be a finite number" "$tmp/s.txt" || fail "sample -t nan: rc=$rc $(cat "$tmp/s.txt")"
 rc=0; "$gw" sample "$tmp/sw/point-000" --prompt x > "$tmp/s.txt" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] && grep -q "holds a mlp, not a language model" "$tmp/s.txt" || fail "sample of an MLP: rc=$rc $(cat "$tmp/s.txt")"
 # A Dirichlet label skew is drawn alike by every process: a ring of 3 in one
