@@ -47,6 +47,7 @@ caf_tsan() {
     echo "sanitize.sh: CAF under TSan from $dir (kept from an earlier run)" >&2
   else
     echo "sanitize.sh: building CAF 0.17.6 under TSan into $dir" >&2
+    local t0=$SECONDS
     local work=$dir/src
     mkdir -p "$work"
     if ! ls "$work"/actor-framework_0.17.6.orig.tar.gz >/dev/null 2>&1; then
@@ -73,6 +74,7 @@ caf_tsan() {
     mkdir -p "$dir/lib.new"
     cp -a "$work"/build/lib/libcaf_core.so* "$work"/build/lib/libcaf_io.so* "$dir/lib.new/"
     rm -rf "$dir/lib" "$work" && mv "$dir/lib.new" "$dir/lib"
+    echo "sanitize.sh: CAF under TSan built in $((SECONDS - t0)) s" >&2
   fi
   echo "$dir/lib"
 }
