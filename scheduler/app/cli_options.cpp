@@ -8,6 +8,12 @@
 namespace gradwire::scheduler {
 namespace {
 
+/// The subcommands' objects, alive as long as the CLI::App that owns them.
+struct subcommands {
+  CLI::App *run = nullptr, *allreduce = nullptr, *report = nullptr, *keys = nullptr, *eval = nullptr;
+  CLI::App *info = nullptr, *sample = nullptr, *export_ = nullptr, *compare = nullptr, *replay = nullptr;
+};
+
 constexpr const char* run_help = R"(Train as the config file says: in this process, or across processes
 (--procs N, or as one rank of srun / mpirun: rank and size come from
 their environment, rank 0 writes the results).
@@ -52,30 +58,30 @@ Examples:
   srun -n 8 gradwire bench allreduce        (rank, size from SLURM; set MASTER_ADDR)
   mpirun -n 2 gradwire bench allreduce)";
 
-void add_sample(CLI::App& app, cli_args& a) {
-  a.sample = app.add_subcommand("sample", "generate text with a trained GPT (model.kind = \"gpt\")");
-  a.sample->footer(R"(Examples:
+void add_sample(CLI::App& app, cli_args& a, subcommands& s) {
+  s.sample = app.add_subcommand("sample", "generate text with a trained GPT (model.kind = \"gpt\")");
+  s.sample->footer(R"(Examples:
   gradwire sample results/lm --prompt "The meaning of life" --tokens 200
   gradwire sample results/lm --prompt "Q: " --temperature 0 (greedy: the likeliest byte each time)
   gradwire sample results/lm --prompt "Q: " --temperature 1.0 --top-k 0 --seed 3)");
   auto& o = a.sampling;
-  a.sample->add_option("model", o.model, "model.safetensors, or a results folder holding one")->required();
-  a.sample->add_option("--prompt,-p", o.prompt, "text to continue (cropped to its last model.context bytes)")
+  s.sample->add_option("model", o.model, "model.safetensors, or a results folder holding one")->required();
+  s.sample->add_option("--prompt,-p", o.prompt, "text to continue (cropped to its last model.context bytes)")
     ->required();
-  a.sample->add_option("--tokens,-n", o.tokens, "bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
-  a.sample->add_option("--temperature,-t", o.temperature,
+  s.sample->add_option("--tokens,-n", o.tokens, "bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  s.sample->add_option("--temperature,-t", o.temperature,
                        "sample from softmax(logits / T) (nanoGPT's default); 0: greedy")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
-  a.sample->add_option("--top-k,-k", o.top_k, "sample among the k likeliest bytes (nanoGPT's 200); 0: all")
+  s.sample->add_option("--top-k,-k", o.top_k, "sample among the k likeliest bytes (nanoGPT's 200); 0: all")
     ->capture_default_str()
     ->check(CLI::NonNegativeNumber);
-  a.sample->add_option("--seed", o.seed, "seed of the sampling")->capture_default_str();
+  s.sample->add_option("--seed", o.seed, "seed of the sampling")->capture_default_str();
 }
 
-void add_run(CLI::App& app, cli_args& a) {
-  a.run = app.add_subcommand("run", "train as a config file says");
-  auto* run = a.run;
+void add_run(CLI::App& app, cli_args& a, subcommands& s) {
+  s.run = app.add_subcommand("run", "train as a config file says");
+  auto* run = s.run;
   run->footer(run_help);
   run->add_option("config", a.config_path, "experiment config (TOML); with --resume, the run's own config.toml");
   run->add_option("--resume", a.resume,
@@ -102,12 +108,12 @@ void add_run(CLI::App& app, cli_args& a) {
     ->type_name("N|workers");
 }
 
-void add_bench(CLI::App& app, cli_args& a) {
+void add_bench(CLI::App& app, cli_args& a, subcommands& s) {
   auto* bench = app.add_subcommand("bench", "benchmarks of the runtime itself");
   bench->require_subcommand(1);
   auto& ab = a.ab;
-  a.allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
-  auto* allreduce = a.allreduce;
+  s.allreduce = bench->add_subcommand("allreduce", "ring allreduce across processes over UCX (as nccl-tests)");
+  auto* allreduce = s.allreduce;
   allreduce->footer(allreduce_help);
   allreduce->add_option("-b,--minbytes", a.ab_min, "smallest size (1K)");
   allreduce->add_option("-e,--maxbytes", a.ab_max, "largest size (64M)");
@@ -135,9 +141,9 @@ void add_bench(CLI::App& app, cli_args& a) {
   allreduce->add_option("--procs,-p", a.procs, "start this many local processes (otherwise one rank of srun/mpirun)");
 }
 
-void add_export_compare(CLI::App& app, cli_args& a) {
-  a.export_ = app.add_subcommand("export", "write a finished run's (or every point of a sweep's) results in another format");
-  a.export_->footer(R"(--tensorboard: tb/ in the run's folder (each point's, for a sweep), from
+void add_export_compare(CLI::App& app, cli_args& a, subcommands& s) {
+  s.export_ = app.add_subcommand("export", "write a finished run's (or every point of a sweep's) results in another format");
+  s.export_->footer(R"(--tensorboard: tb/ in the run's folder (each point's, for a sweep), from
 its metrics.jsonl: eval/test_accuracy, eval/test_loss and train/lr in tb/,
 each worker's loss, staleness (mean, p99), samples/s, time split and MB
 sent and received in tb/worker-N. experiment.tensorboard = true writes
@@ -146,23 +152,23 @@ the same as a run goes.
 Examples:
   gradwire export --tensorboard results/default
   tensorboard --logdir results/default/tb)");
-  a.export_->add_option("dir", a.export_dir, "results folder of a run or a sweep")->required();
-  a.export_->add_flag("--tensorboard", a.export_tensorboard, "TensorBoard event files")->required();
-  a.compare = app.add_subcommand("compare", "put runs side by side: curves overlaid, staleness, differing config keys");
-  a.compare->footer(R"(Any runs' folders, from any sweep or day: one report.html with their
+  s.export_->add_option("dir", a.export_dir, "results folder of a run or a sweep")->required();
+  s.export_->add_flag("--tensorboard", a.export_tensorboard, "TensorBoard event files")->required();
+  s.compare = app.add_subcommand("compare", "put runs side by side: curves overlaid, staleness, differing config keys");
+  s.compare->footer(R"(Any runs' folders, from any sweep or day: one report.html with their
 curves overlaid, their staleness histograms together, a table of their
 figures and one of the config keys whose values differ.
 
 Examples:
   gradwire compare results/ps-async results/ring --out results/async-vs-ring)");
-  a.compare->add_option("runs", a.compare_runs, "two or more run folders")->required()->expected(2, -1);
-  a.compare->add_option("--out,-o", a.compare_out, "folder of the page (default results/compare)");
+  s.compare->add_option("runs", a.compare_runs, "two or more run folders")->required()->expected(2, -1);
+  s.compare->add_option("--out,-o", a.compare_out, "folder of the page (default results/compare)");
 }
 
-void add_replay(CLI::App& app, cli_args& a) {
-  a.replay = app.add_subcommand("replay", "run a recorded run again in this process: the same bits, or a variant on "
+void add_replay(CLI::App& app, cli_args& a, subcommands& s) {
+  s.replay = app.add_subcommand("replay", "run a recorded run again in this process: the same bits, or a variant on "
                                           "the same schedule (--set)");
-  a.replay->footer(R"(An async parameter server's shards record the order of their updates
+  s.replay->footer(R"(An async parameter server's shards record the order of their updates
 (experiment.record, on by default: record/ in the results folder). A
 replay runs the run's config.toml in this process, at full speed, each
 shard taking the updates in the recorded order: model.safetensors comes
@@ -175,18 +181,18 @@ followed to its last whole update. Lock-step runs need no record.
 Examples:
   gradwire replay results/ps-async
   gradwire replay results/ps-async --set topology.staleness_lr=true --out results/ps-async-slr)");
-  a.replay->add_option("run", a.replay_dir, "results folder of the recorded run")->required();
-  a.replay->add_option("--out,-o", a.out_dir, "results folder of the replay (default: RUN-replay)");
-  a.replay->add_option("--set,-s", a.overrides, "change a config key, keeping the schedule (repeatable)")
+  s.replay->add_option("run", a.replay_dir, "results folder of the recorded run")->required();
+  s.replay->add_option("--out,-o", a.out_dir, "results folder of the replay (default: RUN-replay)");
+  s.replay->add_option("--set,-s", a.overrides, "change a config key, keeping the schedule (repeatable)")
     ->type_name("KEY=VALUE");
-  a.replay->add_flag("--quiet,-q", a.quiet, "no progress line");
-  a.replay->add_flag("--no-report", a.no_report, "skip report.html and its plots at the end");
-  a.replay->add_flag("--force", a.force, "replace the results of an earlier run in the replay's folder");
+  s.replay->add_flag("--quiet,-q", a.quiet, "no progress line");
+  s.replay->add_flag("--no-report", a.no_report, "skip report.html and its plots at the end");
+  s.replay->add_flag("--force", a.force, "replace the results of an earlier run in the replay's folder");
 }
 
-void add_others(CLI::App& app, cli_args& a) {
-  a.report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
-  a.report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
+void add_others(CLI::App& app, cli_args& a, subcommands& s) {
+  s.report = app.add_subcommand("report", "write report.html (tables and gnuplot plots) for a run or sweep folder");
+  s.report->footer(R"(For a run folder (summary.json, metrics.jsonl): loss and test accuracy
 against wall time and steps, staleness histograms, the summary and
 per-worker tables. For a sweep folder (sweep.json): the comparison table,
 accuracy and loss curves of every point overlaid, speedup and efficiency
@@ -197,30 +203,30 @@ gnuplot-nox); without it the page has the tables and says so.
 Examples:
   gradwire report results/default
   gradwire report results/study-scaling-sweep)");
-  a.report->add_option("dir", a.report_dir, "results folder of a run or a sweep")->required();
-  a.eval = app.add_subcommand("eval", "evaluate a trained model (model.safetensors, or a run's folder) on its test set");
-  a.eval->footer(R"(The model file carries its run's config: the model is rebuilt from it and
+  s.report->add_option("dir", a.report_dir, "results folder of a run or a sweep")->required();
+  s.eval = app.add_subcommand("eval", "evaluate a trained model (model.safetensors, or a run's folder) on its test set");
+  s.eval->footer(R"(The model file carries its run's config: the model is rebuilt from it and
 evaluated on that config's test set. --set changes the config first, e.g.
 --set data.path=/data/fashion-mnist or --set data.test_subset=1000.
 
 Examples:
   gradwire eval results/default
   gradwire eval results/ring/model.safetensors --set train.threads=2)");
-  a.eval->add_option("model", a.eval_path, "model.safetensors, or a results folder holding one")->required();
-  a.eval->add_option("--set,-s", a.overrides, "override a config key: --set data.test_subset=1000 (repeatable)")
+  s.eval->add_option("model", a.eval_path, "model.safetensors, or a results folder holding one")->required();
+  s.eval->add_option("--set,-s", a.overrides, "override a config key: --set data.test_subset=1000 (repeatable)")
     ->type_name("KEY=VALUE");
-  add_sample(app, a);
-  add_replay(app, a);
-  add_export_compare(app, a);
-  a.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
-  a.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
+  add_sample(app, a, s);
+  add_replay(app, a, s);
+  add_export_compare(app, a, s);
+  s.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
+  s.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
 }
 
 /// Adds every subcommand and its options to `app`, bound to `a`.
-void add_commands(CLI::App& app, cli_args& a) {
-  add_run(app, a);
-  add_bench(app, a);
-  add_others(app, a);
+void add_commands(CLI::App& app, cli_args& a, subcommands& s) {
+  add_run(app, a, s);
+  add_bench(app, a, s);
+  add_others(app, a, s);
 }
 
 } // namespace
@@ -235,7 +241,8 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, std::s
   app.add_option("--log-level", log_level, "messages at this level and above: debug, info, warn, error or off "
                                            "(default info, or GRADWIRE_LOG_LEVEL)")
     ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
-  add_commands(app, a);
+  subcommands s;
+  add_commands(app, a, s);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -247,14 +254,10 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, std::s
   }
   if (app.count("--log-level") > 0)
     a.log_level = log_level;
-  // The subcommand given, by the name cli.cpp asks for (`bench allreduce`
-  // as "allreduce"); its object ends with `app`, so no pointer is kept.
-  for (auto* sub : {&a.run, &a.allreduce, &a.report, &a.keys, &a.eval, &a.info, &a.sample, &a.export_, &a.compare,
-                    &a.replay}) {
-    if (*sub != nullptr && **sub)
-      a.command = (*sub)->get_name();
-    *sub = nullptr;
-  }
+  // The subcommand given, by the name cli.cpp asks for (`bench allreduce` as "allreduce").
+  for (const auto* sub : {s.run, s.allreduce, s.report, s.keys, s.eval, s.info, s.sample, s.export_, s.compare, s.replay})
+    if (*sub)
+      a.command = sub->get_name();
   return std::nullopt;
 }
 

@@ -12,10 +12,6 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-} // namespace CLI
-
 namespace gradwire::scheduler {
 
 /// Everything the command line sets.
@@ -24,19 +20,9 @@ struct cli_args {
   std::string log_level; ///< --log-level, or "" when not given
   /// Whether `command` is `name`.
   bool chose(const char* name) const { return command == name; }
-  CLI::App* run = nullptr;
-  CLI::App* allreduce = nullptr;
-  CLI::App* report = nullptr;
-  CLI::App* keys = nullptr;
-  CLI::App* eval = nullptr;
   std::string eval_path;
-  CLI::App* info = nullptr;
-  CLI::App* sample = nullptr;
-  CLI::App* export_ = nullptr;
   std::string export_dir;
   bool export_tensorboard = false;
-  CLI::App* compare = nullptr;
-  CLI::App* replay = nullptr;
   std::string replay_dir;
   std::vector<std::string> compare_runs;
   std::string compare_out;
