@@ -1,5 +1,6 @@
 // CIFAR-10 binary format: records of 1 label byte followed by 3072 bytes
 // (1024 red, 1024 green, 1024 blue, each row-major 32x32): already CHW.
+#include "models/data_file.hpp"
 #include "models/dataset.hpp"
 
 #include "kernels/error.hpp"
@@ -21,7 +22,8 @@ dataset load_cifar10_files(const std::vector<std::string>& paths, std::int64_t l
   std::vector<std::size_t> records; // by file
   std::size_t total = 0;
   for (const auto& path : paths) {
-    check(std::filesystem::exists(path), "CIFAR-10 file not found: " + path);
+    const auto why = not_a_data_file(path);
+    check(why.empty(), why == "does not exist" ? "CIFAR-10 file not found: " + path : "CIFAR-10 file " + path + " " + why);
     const auto bytes = std::filesystem::file_size(path);
     check(bytes > 0 && bytes % record == 0,
           path + ": not a CIFAR-10 binary file: " + std::to_string(bytes) +

@@ -1,5 +1,6 @@
 // IDX reader (MNIST, Fashion-MNIST). zlib's gzread reads gzipped and plain
 // files alike, so one path serves both.
+#include "models/data_file.hpp"
 #include "models/dataset.hpp"
 
 #include "kernels/error.hpp"
@@ -18,7 +19,8 @@ struct gz_closer {
 using gz_ptr = std::unique_ptr<gzFile_s, gz_closer>;
 
 gz_ptr open_gz(const std::string& path) {
-  check(std::filesystem::exists(path), "dataset file not found: " + path);
+  const auto why = not_a_data_file(path);
+  check(why.empty(), why == "does not exist" ? "dataset file not found: " + path : "dataset file " + path + " " + why);
   gz_ptr f(gzopen(path.c_str(), "rb"));
   check(f != nullptr, "cannot open dataset file " + path);
   return f;

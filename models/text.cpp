@@ -1,5 +1,6 @@
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
+#include "models/data_file.hpp"
 #include "models/dataset.hpp"
 
 #include <algorithm>
@@ -13,14 +14,6 @@ namespace gradwire::models {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  check(in.good(), "data.path: cannot read " + p.string());
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  check(!in.bad(), "data.path: error while reading " + p.string());
-  return s;
-}
 
 /// `s` without its lines that are only "%".
 std::string drop_separators(const std::string& s) {
@@ -38,11 +31,13 @@ std::string drop_separators(const std::string& s) {
   return out;
 }
 
-/// The text of `path`: one file, or a folder's regular files in name order.
-std::string read_corpus(const std::string& path, std::int64_t& files) {
+/// The text of `path`: one file, or a folder's regular files in name order
+/// (`binary`: how many it skipped for holding a NUL byte).
+std::string read_corpus(const std::string& path, std::int64_t& files, std::int64_t& binary) {
   std::error_code ec;
   const fs::path root(path);
-  check(fs::exists(root, ec), "data.path = \"" + path + "\" does not exist");
+  const auto why = not_a_data_file(path, true);
+  check(why.empty(), "data.path = \"" + path + "\" " + why);
   std::vector<fs::path> names;
   if (fs::is_directory(root, ec)) {
     for (const auto& e : fs::directory_iterator(root, ec))
@@ -55,9 +50,10 @@ std::string read_corpus(const std::string& path, std::int64_t& files) {
   }
   std::string text;
   for (const auto& n : names) {
-    auto s = read_file(n);
+    auto s = read_data_file(n.string(), "data.path");
     if (s.find('\0') != std::string::npos) {
       log::debug("data.path: skipping {} (binary: it holds a NUL byte)", n.string());
+      ++binary;
       continue;
     }
     text += drop_separators(s);
@@ -95,13 +91,16 @@ text_splits load_text(const std::string& path, int context, double val_fraction,
   check(context > 0, "text data: model.context must be positive");
   check(val_fraction > 0 && val_fraction < 1, "data.val_fraction must be in (0, 1)");
   text_splits out;
-  const std::string text = read_corpus(path, out.files);
+  std::int64_t binary = 0;
+  const std::string text = read_corpus(path, out.files, binary);
   out.bytes = static_cast<std::int64_t>(text.size());
   const auto window = static_cast<std::size_t>(context) + 1;
   const auto val_bytes = static_cast<std::size_t>(static_cast<double>(text.size()) * val_fraction);
   const std::size_t train_bytes = text.size() - val_bytes;
   const auto what = "data.path = \"" + path + "\" holds " + std::to_string(text.size()) + " bytes of text";
-  check(!text.empty(), what + " (" + std::to_string(out.files) + " text files): nothing to train on");
+  check(!text.empty(), what + " (" + std::to_string(out.files) + " text files" +
+                         (binary > 0 ? "; " + std::to_string(binary) + " skipped as binary: they hold NUL bytes" : std::string()) +
+                         "): nothing to train on");
   check(train_bytes >= window && val_bytes >= window,
         what + ": with data.val_fraction = " + std::to_string(val_fraction) + ", the training (" +
           std::to_string(train_bytes) + ") and validation (" + std::to_string(val_bytes) +
