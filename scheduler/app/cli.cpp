@@ -303,8 +303,10 @@ std::optional<int> run_tool(cli_args& a) {
     return 0;
   }
   if (a.chose("sample")) {
-    const auto text = sample_text(a.sampling); // bytes: any of them, NUL too
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    sample_text(a.sampling, [](const char* bytes, std::size_t n) { // bytes: any of them, NUL too
+      std::fwrite(bytes, 1, n, stdout);
+      std::fflush(stdout);
+    });
     std::fputc('\n', stdout);
     return 0;
   }

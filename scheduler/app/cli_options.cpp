@@ -68,7 +68,7 @@ void add_sample(CLI::App& app, cli_args& a, subcommands& s) {
   s.sample->add_option("model", o.model, "model.safetensors, or a results folder holding one")->required();
   s.sample->add_option("--prompt,-p", o.prompt, "text to continue (cropped to its last model.context bytes)")
     ->required();
-  s.sample->add_option("--tokens,-n", o.tokens, "bytes to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
+  s.sample->add_option("--tokens,-n", o.tokens, "bytes to generate")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   s.sample->add_option("--temperature,-t", o.temperature,
                        "sample from softmax(logits / T) (nanoGPT's default); 0: greedy")
     ->capture_default_str()
@@ -162,7 +162,8 @@ figures and one of the config keys whose values differ.
 Examples:
   gradwire compare results/ps-async results/ring --out results/async-vs-ring)");
   s.compare->add_option("runs", a.compare_runs, "two or more run folders")->required()->expected(2, -1);
-  s.compare->add_option("--out,-o", a.compare_out, "folder of the page (default results/compare)");
+  s.compare->add_option("--out,-o", a.compare_out, "folder of the page (default results/compare); never a run's folder");
+  s.compare->add_flag("--force", a.force, "replace an earlier comparison in that folder");
 }
 
 void add_replay(CLI::App& app, cli_args& a, subcommands& s) {

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <cmath>
 #include <cstring>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -52,6 +54,19 @@ parsed parse(const std::string& path, const std::string& bytes) {
 
 } // namespace
 
+namespace {
+
+/// The config without its run id: the model's bits and metadata are the
+/// same for two runs that trained the same model, whichever run they were.
+std::string without_run_id(std::string toml) {
+  const auto at = toml.find("\nrun_id = ");
+  if (at != std::string::npos)
+    toml.erase(at + 1, toml.find('\n', at + 1) - at);
+  return toml;
+}
+
+} // namespace
+
 model_metadata run_metadata(const std::string& resolved_toml, const models::model_spec& spec, double input_mean,
                             double input_std) {
   auto num = [](double x) {
@@ -67,7 +82,7 @@ model_metadata run_metadata(const std::string& resolved_toml, const models::mode
           {"gradwire_classes", std::to_string(spec.classes)},
           {"gradwire_input_mean", num(input_mean)},
           {"gradwire_input_std", num(input_std)},
-          {"gradwire_config", resolved_toml}};
+          {"gradwire_config", without_run_id(resolved_toml)}};
 }
 
 std::string safetensors_of(const models::model& m, const float* params, const float* state,
@@ -139,6 +154,31 @@ void load_model_bytes(const std::string& bytes, const std::string& path, models:
   fill(into.param_specs(), into.param_offsets(), into.params().data());
   if (!into.state_specs().empty())
     fill(into.state_specs(), into.state_offsets(), into.state().data());
+  std::set<std::string> known;
+  for (const auto* specs : {&into.param_specs(), &into.state_specs()})
+    for (const auto& s : *specs)
+      known.insert(s.name);
+  for (const auto& [name, t] : p.header.items())
+    check(name == "__metadata__" || known.count(name),
+          path + ": holds a tensor " + name + " that this model (" + std::to_string(known.size()) +
+            " tensors) has no place for (a file of another model, or one edited?)");
+}
+
+std::string first_non_finite(models::model& m) {
+  auto scan = [](const std::vector<models::param_spec>& specs, const std::vector<std::size_t>& offsets,
+                 const float* base) -> std::string {
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const auto count = static_cast<std::size_t>(kernels::numel(specs[i].shape));
+      for (std::size_t j = 0; j < count; ++j)
+        if (!std::isfinite(base[offsets[i] + j]))
+          return specs[i].name + " (element " + std::to_string(j) + " is " + std::to_string(base[offsets[i] + j]) + ")";
+    }
+    return "";
+  };
+  auto bad = scan(m.param_specs(), m.param_offsets(), m.params().data());
+  if (bad.empty() && !m.state_specs().empty())
+    bad = scan(m.state_specs(), m.state_offsets(), m.state().data());
+  return bad;
 }
 
 model_eval evaluate_model_file(std::string path, const std::vector<std::string>& overrides) {

@@ -38,6 +38,9 @@ model_metadata read_model_metadata(const std::string& path);
 /// the model has must be there, F32, with its shape and its bytes inside
 /// the file. Throws gradwire::error naming the file and the tensor.
 void load_model_file(const std::string& path, models::model& into);
+/// The first of `m`'s tensors holding a NaN or an infinity, with where
+/// ("tok_emb (element 12 is nan)"); "" when every value is finite.
+std::string first_non_finite(models::model& m);
 /// The same from the file's bytes; `path` names it in messages.
 model_metadata model_metadata_of(const std::string& bytes, const std::string& path);
 void load_model_bytes(const std::string& bytes, const std::string& path, models::model& into);

@@ -38,7 +38,7 @@ int pick(const float* logits, int vocab, const sample_options& o, std::mt19937_6
 
 } // namespace
 
-std::string sample_text(const sample_options& o) {
+std::string sample_text(const sample_options& o, const sample_sink& sink) {
   std::string path = o.model;
   if (std::filesystem::is_directory(path))
     path += "/model.safetensors";
@@ -56,9 +56,14 @@ std::string sample_text(const sample_options& o) {
   spec.channels = spec.height = 1, spec.width = spec.context, spec.classes = spec.vocab;
   models::model m(spec, kernels::device::cpu(), cfg.seed);
   load_model_file(path, m);
+  const auto bad = first_non_finite(m);
+  check(bad.empty(), path + ": the model holds a value that is not a finite number in " + bad +
+                       " (a run that diverged?): it cannot be sampled");
   auto rep = m.make_replica(true);
   std::mt19937_64 rng(o.seed);
   std::string text = o.prompt;
+  if (sink)
+    sink(text.data(), text.size());
   std::vector<float> window;
   for (int i = 0; i < o.tokens; ++i) {
     // As nanoGPT: the model sees at most its context, the last bytes.
@@ -70,6 +75,8 @@ std::string sample_text(const sample_options& o) {
     const auto& logits = rep->net.forward(kernels::tensor::from(window, {1, 1, 1, t}), false);
     text.push_back(static_cast<char>(pick(logits.data() + (t - 1) * spec.vocab, std::min(spec.vocab, 256),
                                           o, rng)));
+    if (sink)
+      sink(&text.back(), 1);
   }
   return text;
 }

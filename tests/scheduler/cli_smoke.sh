@@ -157,6 +157,39 @@ cmp -s "$tmp/greedy1.txt" "$tmp/greedy2.txt" || fail "sample --temperature 0 is 
 cmp -s "$tmp/top1.txt" "$tmp/greedy1.txt" || fail "sample --top-k 1 differs from greedy decoding"
 rc=0; "$gw" sample "$tmp/lm" --prompt x --temperature nan > "$tmp/s.txt" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] && grep -q "temperature must be a finite number" "$tmp/s.txt" || fail "sample -t nan: rc=$rc $(cat "$tmp/s.txt")"
+# A model file holding a NaN (sample refuses it, naming the tensor) or a tensor
+# of no model's (every reader refuses it).
+/usr/bin/python3 - "$tmp/lm/model.safetensors" "$tmp" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+body = bytearray(data[8 + n:])
+name = next(k for k in header if k != "__metadata__")
+at = header[name]["data_offsets"][0]
+nan = bytearray(body)
+nan[at:at + 4] = struct.pack("<f", float("nan"))
+def write(path, h, b):
+    text = json.dumps(h).encode()
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + bytes(b))
+write(sys.argv[2] + "/nan.safetensors", header, nan)
+header["extra"] = {"dtype": "F32", "shape": [1], "data_offsets": [len(body), len(body) + 4]}
+write(sys.argv[2] + "/extra.safetensors", header, body + b"\0\0\0\0")
+open(sys.argv[2] + "/first_tensor", "w").write(name)
+PY
+rc=0; "$gw" sample "$tmp/nan.safetensors" --prompt x > "$tmp/s.txt" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "the model holds a value that is not a finite number in $(cat "$tmp/first_tensor") (element 0 is nan)" "$tmp/s.txt" ||
+  fail "sample of a model holding NaN: rc=$rc $(cat "$tmp/s.txt" | head -c 300)"
+rc=0; "$gw" eval "$tmp/extra.safetensors" > "$tmp/s.txt" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "holds a tensor extra that this model" "$tmp/s.txt" || fail "a model file with an extra tensor: rc=$rc $(cat "$tmp/s.txt")"
+# sample streams: interrupted long before the end, it has printed what it made so far.
+rc=0; timeout -s INT 4 "$gw" sample "$tmp/lm" --prompt "Hello" --tokens 100000000 > "$tmp/stream.txt" 2>/dev/null || rc=$?
+[[ $rc -ne 0 && $(wc -c < "$tmp/stream.txt") -gt 50 ]] ||
+  fail "sample --tokens 100000000 stopped after 4 s printed $(wc -c < "$tmp/stream.txt") bytes (rc $rc): it does not stream"
+# A GPT of context 1 (one byte in, one out): its windows are token ids, never standardised as pixels.
+"$gw" run "$src/examples/lm.toml" -q --no-report --out "$tmp/lm1" --set model.layers=1 --set model.d_model=16 \
+  --set model.context=1 --set train.max_steps=2 --set data.test_subset=20 > "$tmp/lm1.txt" 2>&1 ||
+  fail "a GPT of context 1: $(tail -3 "$tmp/lm1.txt")"
 rc=0; "$gw" sample "$tmp/sw/point-000" --prompt x > "$tmp/s.txt" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] && grep -q "holds a mlp, not a language model" "$tmp/s.txt" || fail "sample of an MLP: rc=$rc $(cat "$tmp/s.txt")"
 # A Dirichlet label skew is drawn alike by every process: a ring of 3 in one
