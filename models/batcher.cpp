@@ -76,6 +76,15 @@ std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world
     }
   }
   std::sort(mine.begin(), mine.end());
+  if (mine.empty()) { // the skew, not the count: name the worker and its largest share
+    double largest = 0;
+    for (const auto& s : shares)
+      largest = std::max(largest, s[static_cast<std::size_t>(rank)]);
+    throw error("data.partition = \"dirichlet\", data.dirichlet_alpha = " + std::to_string(alpha) + ": worker " +
+                std::to_string(rank) + " of " + std::to_string(world) + " drew no samples of the " +
+                std::to_string(data.size()) + " (its largest share of any class is " + std::to_string(largest) +
+                "): raise data.dirichlet_alpha (0.1 already gives each worker few classes), or use fewer workers");
+  }
   return mine;
 }
 

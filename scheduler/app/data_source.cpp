@@ -81,7 +81,7 @@ data_pair load_data(run_config& cfg) {
   check(d.test.size() > 0, where + " has no test samples");
   d.train.keep_first(cfg.train_subset); // in place: head() would copy 188 MB when keeping all
   d.test.keep_first(cfg.test_subset);
-  if (cfg.normalize && d.train.label_width == 1) { // (text windows hold token ids, not pixels)
+  if (cfg.normalize && d.train.offsets.empty()) { // (text windows, of any context, hold token ids, not pixels)
     // Standardise with the training set's statistics (torchvision's
     // Normalize): both splits, one mean and std over all pixels.
     double s = 0, ss = 0;
