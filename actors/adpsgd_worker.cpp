@@ -104,7 +104,7 @@ void start_adpsgd(gossip_actor* self) {
   if (!st.cfg.gossip.record_path.empty()) {
     const auto& g = st.cfg.gossip;
     st.store->rec =
-      std::make_unique<mix_record_writer>(g.record_path, mix_header{st.cfg.rank, st.cfg.world}, g.record_max_bytes);
+      std::make_unique<mix_record_writer>(g.record_path, mix_header{st.cfg.rank, st.cfg.world, g.record_run}, g.record_max_bytes);
     if (!st.store->rec->error().empty())
       log::warn("{}no record: {}", st.who(), st.store->rec->error());
   }

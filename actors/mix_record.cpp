@@ -22,16 +22,16 @@ const char* kind_name(mix_kind k) {
 
 mix_header parse_mix_header(const std::string& text, const std::string& path) {
   mix_header h;
-  std::istringstream in(text);
-  std::string key;
-  std::int64_t v = 0;
   int seen = 0;
-  while (in >> key >> v) {
-    if (key == "worker")
+  for_each_header_line(text, [&](const std::string& key, const std::string& value) {
+    std::int64_t v = 0;
+    if (key == "run")
+      h.run = value;
+    else if (key == "worker" && header_integer(value, v))
       h.worker = static_cast<int>(std::clamp<std::int64_t>(v, -1, 1 << 20)), seen |= 1;
-    else if (key == "workers")
+    else if (key == "workers" && header_integer(value, v))
       h.workers = static_cast<int>(std::clamp<std::int64_t>(v, 0, 1 << 21)), seen |= 2;
-  }
+  });
   check(seen == 3 && h.workers >= 1 && h.workers <= (1 << 20) && h.worker >= 0 && h.worker < h.workers,
         path + ": malformed mixer record header (worker and workers expected)");
   return h;
@@ -45,7 +45,9 @@ std::string describe(const mix_event& e) {
 }
 
 mix_record_writer::mix_record_writer(std::string path, const mix_header& h, std::int64_t max_bytes)
-    : file_(std::move(path), mix_magic, "worker " + std::to_string(h.worker) + "\nworkers " + std::to_string(h.workers) + "\n",
+    : file_(std::move(path), mix_magic,
+            "worker " + std::to_string(h.worker) + "\nworkers " + std::to_string(h.workers) + "\n" +
+              (h.run.empty() ? std::string() : "run " + h.run + "\n"),
             max_bytes),
       last_step_(static_cast<std::size_t>(std::max(1, h.workers)), 0) {}
 

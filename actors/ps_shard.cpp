@@ -353,7 +353,7 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
     restore(s, *cfg.resume);
   if (!cfg.record_path.empty()) {
     const record_header h{cfg.id, static_cast<std::int64_t>(cfg.begin), static_cast<std::int64_t>(cfg.end), cfg.workers,
-                          std::max(1, cfg.ps.local_steps)};
+                          std::max(1, cfg.ps.local_steps), cfg.record_run};
     s.rec = std::make_unique<record_writer>(cfg.record_path, h, cfg.record_max_bytes);
     if (!s.rec->error().empty()) {
       log::warn("shard {}: no record: {}", cfg.id, s.rec->error());

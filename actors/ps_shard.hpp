@@ -89,6 +89,7 @@ struct shard_config {
   /// record to (update_record.hpp; "": none), and its bound in bytes.
   std::string record_path;
   std::int64_t record_max_bytes = 0;
+  std::string record_run; ///< the run's id, in the record's header
   /// gradwire replay: this shard takes its pushes and answers its pulls in
   /// the record's order, each held until its entry is due (null: as they come).
   std::shared_ptr<const shard_record> replay;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace gradwire::actors {
@@ -86,6 +87,37 @@ std::string record_header_text(const std::string& data, const char* magic, const
         path + ": malformed record header (length " + std::to_string(n) + ")");
   body = magic_len + 4 + n;
   return data.substr(magic_len + 4, n);
+}
+
+void for_each_header_line(const std::string& text,
+                          const std::function<void(const std::string&, const std::string&)>& f) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto end = text.find('\n', at);
+    if (end == std::string::npos)
+      end = text.size();
+    const auto line = text.substr(at, end - at);
+    at = end + 1;
+    const auto space = line.find(' ');
+    if (space != std::string::npos && space > 0 && space + 1 < line.size())
+      f(line.substr(0, space), line.substr(space + 1));
+  }
+}
+
+bool header_integer(const std::string& value, std::int64_t& v) {
+  if (value.empty())
+    return false;
+  std::size_t i = value[0] == '-' ? 1 : 0;
+  if (i == value.size() || value.size() > 20)
+    return false;
+  std::int64_t x = 0;
+  for (; i < value.size(); ++i) {
+    if (value[i] < '0' || value[i] > '9' || x > (INT64_MAX - 9) / 10)
+      return false;
+    x = x * 10 + (value[i] - '0');
+  }
+  v = value[0] == '-' ? -x : x;
+  return true;
 }
 
 } // namespace gradwire::actors

@@ -8,6 +8,7 @@
 /// whole entry, and a failed write (a full disk) ends it there too.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace gradwire::actors {
@@ -49,5 +50,12 @@ private:
 /// wrong; `body` is where the entries start.
 std::string record_header_text(const std::string& data, const char* magic, const std::string& path,
                                const std::string& what, std::size_t& body);
+
+/// Calls `f(key, value)` for each `key value` line of a header text (the
+/// value is the rest of the line; a line without one is skipped).
+void for_each_header_line(const std::string& text,
+                          const std::function<void(const std::string&, const std::string&)>& f);
+/// `value` as a whole decimal number (an optional '-'), into `v`.
+bool header_integer(const std::string& value, std::int64_t& v);
 
 } // namespace gradwire::actors

@@ -19,6 +19,8 @@ std::string header_text(const record_header& h) {
   s << "shard " << h.shard << "\nbegin " << h.begin << "\nend " << h.end << "\nworkers " << h.workers << "\n";
   if (h.steps_per_push != 1)
     s << "steps_per_push " << h.steps_per_push << "\n";
+  if (!h.run.empty())
+    s << "run " << h.run << "\n";
   return s.str();
 }
 
@@ -48,11 +50,15 @@ namespace {
 
 record_header parse_header(const std::string& text, const std::string& path) {
   record_header h;
-  std::istringstream in(text);
-  std::string key;
-  std::int64_t v = 0;
   int seen = 0;
-  while (in >> key >> v) {
+  for_each_header_line(text, [&](const std::string& key, const std::string& value) {
+    if (key == "run") {
+      h.run = value;
+      return;
+    }
+    std::int64_t v = 0;
+    if (!header_integer(value, v))
+      return;
     if (key == "shard")
       h.shard = static_cast<int>(v), seen |= 1;
     else if (key == "begin")
@@ -63,7 +69,7 @@ record_header parse_header(const std::string& text, const std::string& path) {
       h.workers = static_cast<int>(v), seen |= 8;
     else if (key == "steps_per_push")
       h.steps_per_push = static_cast<int>(std::clamp<std::int64_t>(v, 0, 1 << 20));
-  }
+  });
   check(seen == 15 && h.workers >= 1 && h.workers <= (1 << 20) && h.begin >= 0 && h.end > h.begin && h.shard >= 0,
         path + ": malformed record header (shard, begin, end and workers expected)");
   check(h.steps_per_push >= 1, path + ": malformed record header (steps_per_push must be 1 or more)");

@@ -11,7 +11,7 @@
 ///
 /// A file, `record/shard-<id>.gwr` in the results folder:
 /// - `GWREC001`, a little-endian u32 length, and a header text of
-///   `key value` lines (shard, begin, end, workers);
+///   `key value` lines (shard, begin, end, workers, and run: the run's id);
 /// - entries, back to back. An entry starts with a varint `rank * 2 + serve`,
 ///   then the zigzag varint of its step minus the previous step of that
 ///   rank in this file; an apply adds the varint staleness. An apply is
@@ -49,6 +49,7 @@ struct record_header {
   /// Steps a worker takes per push: 1, or async DiLoCo's local_steps (its
   /// last round may be shorter). Absent from a header: 1.
   int steps_per_push = 1;
+  std::string run; ///< the run's id (experiment.run_id); empty in records that name none
 };
 
 /// Appends a shard's entries to its file as they happen. Not thread-safe:

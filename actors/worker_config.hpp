@@ -122,6 +122,7 @@ struct gossip_worker_options : gossip_options {
   /// (mix_record.hpp; "": none), and its bound in bytes (0: none).
   std::string record_path;
   std::int64_t record_max_bytes = 0;
+  std::string record_run; ///< the run's id, in the record's header
   /// gradwire replay of AD-PSGD: its store's events as the run took them
   /// (the store's gate follows them); null: a run of its own.
   std::shared_ptr<const mix_record> replay;

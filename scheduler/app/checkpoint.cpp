@@ -170,7 +170,7 @@ actors::snapshot part_from_bytes(const std::string& b, const std::string& where)
 }
 
 nlohmann::json checkpoint_identity(const run_config& cfg, std::int64_t parameters) {
-  return {{"model", cfg.model.kind},
+  nlohmann::json id = {{"model", cfg.model.kind},
           {"parameters", parameters},
           {"topology", cfg.topology},
           {"mode", cfg.mode},
@@ -178,6 +178,9 @@ nlohmann::json checkpoint_identity(const run_config& cfg, std::int64_t parameter
           {"shards", cfg.family && cfg.family->has_shards ? cfg.ps.shards : 0},
           {"optimizer", cfg.opt.kind},
           {"momentum", cfg.opt.momentum != 0.f}};
+  if (!cfg.run_id.empty())
+    id["run"] = cfg.run_id;
+  return id;
 }
 
 checkpoint_writer::checkpoint_writer(std::string run_dir, int keep, nlohmann::json identity)
@@ -422,6 +425,14 @@ loaded_checkpoint load_checkpoint(const std::string& which, std::int64_t step) {
 
 void check_identity(const loaded_checkpoint& c, const nlohmann::json& identity) {
   const auto& have = c.manifest["identity"];
+  if (identity.contains("run")) { // first: of another run, nothing else about it matters
+    const auto got = have.value("run", nlohmann::json(nullptr));
+    check(got == identity["run"],
+          c.dir + "/MANIFEST.json: the checkpoint is " +
+            (got.is_string() ? "of run " + got.get<std::string>() : std::string("of no named run")) +
+            ", and this folder's run is " + identity["run"].get<std::string>() +
+            " (config.toml experiment.run_id): a run resumes only from its own checkpoints");
+  }
   for (auto it = identity.begin(); it != identity.end(); ++it) {
     const auto got = have.contains(it.key()) ? have[it.key()] : nlohmann::json(nullptr);
     check(got == it.value(), c.dir + "/MANIFEST.json: the checkpoint is of " + it.key() + " = " + got.dump() +

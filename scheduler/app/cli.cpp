@@ -270,7 +270,7 @@ std::optional<int> run_results_tool(const cli_args& a) {
     return 0;
   }
   if (a.chose("compare")) {
-    const auto r = write_comparison(a.compare_runs, a.compare_out.empty() ? "results/compare" : a.compare_out);
+    const auto r = write_comparison(a.compare_runs, a.compare_out.empty() ? "results/compare" : a.compare_out, a.force);
     std::printf("compare: %s (%zu plot(s))\n", r.html.c_str(), r.plots);
     if (r.plots == 0)
       std::printf("compare: %s\n", r.problem.c_str());

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "scheduler/app/report_html.hpp"
 #include "scheduler/app/report_plots.hpp"
+#include "scheduler/app/results.hpp"
 
 #include <toml++/toml.h>
 
@@ -54,6 +55,8 @@ std::string differing_keys(const std::vector<std::string>& runs, const std::vect
   for (const auto& r : runs) {
     std::map<std::string, std::string> m;
     for (auto& [k, v] : flat_config(r + "/config.toml")) {
+      if (k == "experiment.run_id") // every run's own: it says nothing of how they differ
+        continue;
       keys.insert(k);
       m[k] = v;
     }
@@ -117,8 +120,11 @@ std::vector<std::pair<std::string, std::string>> flat_config(const std::string& 
   return out;
 }
 
-report_outcome write_comparison(const std::vector<std::string>& runs, const std::string& out_dir) {
+report_outcome write_comparison(const std::vector<std::string>& runs, const std::string& out_dir, bool force) {
   check(runs.size() >= 2, "gradwire compare: give two or more run folders");
+  for (const auto& r : runs)
+    check(fs::is_directory(r), r + (fs::exists(r) ? ": not a folder" : ": no such folder") + " (compare takes run folders)");
+  claim_compare_folder(out_dir, force);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   check(!ec, "cannot create " + out_dir + ": " + ec.message());
@@ -147,6 +153,10 @@ report_outcome write_comparison(const std::vector<std::string>& runs, const std:
   body += "</p>\n<h2>Figures</h2>\n" + figures_table(summaries, labels);
   body += "<h2>Config keys that differ</h2>\n" + differing_keys(runs, labels);
   body += "<h2>Plots</h2>\n" + figures(po, specs);
+  json listed = json::array();
+  for (const auto& r : runs)
+    listed.push_back(fs::absolute(r).lexically_normal().string());
+  std::ofstream(out_dir + "/compare.json") << json{{"runs", listed}}.dump(2) << "\n"; // what makes the folder a comparison's
   out.html = out_dir + "/report.html";
   std::ofstream(out.html + ".tmp") << page("gradwire compare: " + std::to_string(runs.size()) + " runs", body);
   fs::rename(out.html + ".tmp", out.html);

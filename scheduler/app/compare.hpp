@@ -13,9 +13,11 @@
 
 namespace gradwire::scheduler {
 
-/// Writes DIR/report.html and its plots. Throws gradwire::error naming a
-/// folder that is not a run's (a sweep's points can be given one by one).
-report_outcome write_comparison(const std::vector<std::string>& runs, const std::string& out_dir);
+/// Writes DIR/report.html, its plots and compare.json (the runs compared).
+/// Throws gradwire::error naming a folder that is not a run's (a sweep's
+/// points can be given one by one), or an output folder that
+/// claim_compare_folder refuses.
+report_outcome write_comparison(const std::vector<std::string>& runs, const std::string& out_dir, bool force = false);
 
 /// A config.toml's keys, flattened ("train.lr" -> "0.05", TOML text;
 /// [[faults]] entries as "faults[0].kind"); empty when the file is absent.

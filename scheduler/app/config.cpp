@@ -41,6 +41,12 @@ void read_experiment(reader& r, run_config& c) {
           "the results folder results/<name>");
   c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed"));
   c.out = r.str("experiment.out");
+  c.run_id = r.str("experiment.run_id");
+  check(c.run_id.size() <= 64 && std::all_of(c.run_id.begin(), c.run_id.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+        }),
+        r.loc("experiment.run_id") + " = \"" + c.run_id + "\" is not a run id (up to 64 letters, digits, '-', '_', '.'); " +
+          "gradwire writes it: leave it out");
   c.tensorboard = r.boolean("experiment.tensorboard");
   if (c.out.empty())
     c.out = "results/" + c.name;

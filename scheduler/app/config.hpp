@@ -75,6 +75,7 @@ struct run_config : actors::family_options {
   std::string name = "default";
   std::uint64_t seed = 1;
   std::string out; ///< results folder
+  std::string run_id; ///< experiment.run_id: set as the run starts (set_run_id); kept by a resume
   bool tensorboard = false; ///< experiment.tensorboard: tb/ beside metrics.jsonl
 
   models::model_spec model;

@@ -34,6 +34,7 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.name", vt::string, "\"default\"", {}, "name of the run; also the default results folder name"},
     {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding", in(0, INT64_MAX)},
     {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
+    {"experiment.run_id", vt::string, "\"\"", {}, "the run's identity, written by gradwire as a run starts (a new run gets a new one, whatever the file says) into config.toml, summary.json, every checkpoint and every record; --resume and replay refuse a checkpoint or record of another run. Leave it out"},
     {"experiment.tensorboard", vt::boolean, "false", {},
      "also write TensorBoard event files in tb/ as the run goes (`gradwire export --tensorboard` for a finished run)"},
     {"experiment.clock", vt::string, "\"real\"", {"real", "virtual"},

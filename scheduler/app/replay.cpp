@@ -102,6 +102,15 @@ void check_replay_overrides(const std::vector<std::string>& overrides) {
 
 namespace {
 
+/// A record names the run that wrote it: a record of another run (copied
+/// from another folder) is refused, naming both.
+void check_run_of(const std::string& record_run, const std::string& path, const run_config& c) {
+  if (record_run.empty() || c.run_id.empty()) // written before records named their run
+    return;
+  check(record_run == c.run_id, path + ": the record of run " + record_run + ", but this folder's run is " + c.run_id +
+                                  " (config.toml experiment.run_id): a record replays only the run that wrote it");
+}
+
 std::shared_ptr<const actors::replay_cut> cut_of(const fs::path& dir, const run_config& c) {
   const auto files = record_files(dir);
   std::vector<actors::shard_record> records;
@@ -110,6 +119,7 @@ std::shared_ptr<const actors::replay_cut> cut_of(const fs::path& dir, const run_
           dir.string() + ": no record of shard " + std::to_string(records.size()) + " (there is one of shard " +
             std::to_string(id) + ")");
     records.push_back(actors::read_record(path.string()));
+    check_run_of(records.back().header.run, path.string(), c);
   }
   check(static_cast<int>(records.size()) == c.ps.shards || c.shards_per_host,
         dir.string() + ": records of " + std::to_string(records.size()) + " shards for topology.shards = " +
@@ -126,6 +136,7 @@ std::shared_ptr<const actors::replay_cut> mixers_of(const fs::path& dir, const r
     check(it != files.end(), dir.string() + ": no record of worker " + std::to_string(r) + "'s store (mixer-" +
                                std::to_string(r) + ".gwr) for topology.workers = " + std::to_string(c.workers));
     auto rec = std::make_shared<actors::mix_record>(actors::read_mix_record(it->second.string()));
+    check_run_of(rec->header.run, it->second.string(), c);
     check(rec->header.worker == r && rec->header.workers == c.workers,
           it->second.string() + ": the record of worker " + std::to_string(rec->header.worker) + " of " +
             std::to_string(rec->header.workers) + ", for worker " + std::to_string(r) + " of " + std::to_string(c.workers));

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +34,44 @@ results_writer::results_writer(std::string dir, bool append) : dir_(std::move(di
     check(::ftruncate(fd_, static_cast<off_t>(committed_)) == 0 && ::lseek(fd_, static_cast<off_t>(committed_), SEEK_SET) >= 0,
           "cannot append to " + path_ + ": " + std::strerror(errno));
   }
+}
+
+std::int64_t results_writer::cut_after(std::int64_t step) {
+  flush();
+  std::lock_guard<std::mutex> lk(mu_);
+  std::ifstream in(path_, std::ios::binary);
+  std::string kept;
+  std::int64_t dropped = 0;
+  bool past = false;
+  for (std::string line; std::getline(in, line);) {
+    const auto r = nlohmann::json::parse(line, nullptr, false);
+    const auto s = r.is_object() ? r.find("step") : r.end();
+    const bool stepped = r.is_object() && s != r.end() && s->is_number_integer();
+    past = past || (stepped && s->get<std::int64_t>() > step);
+    if (past && !(stepped && s->get<std::int64_t>() <= step)) {
+      ++dropped;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  in.close();
+  if (dropped == 0)
+    return 0;
+  // The kept records beside the file, then in its place: a kill on the way
+  // leaves the old file or the new one, never half of one.
+  const auto tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.flush();
+    check(out.good(), "cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  check(std::rename(tmp.c_str(), path_.c_str()) == 0, "cannot replace " + path_ + ": " + std::strerror(errno));
+  ::close(fd_);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  check(fd_ >= 0, "cannot append to " + path_ + ": " + std::strerror(errno));
+  committed_ = kept.size();
+  return dropped;
 }
 
 results_writer::~results_writer() {
@@ -111,8 +150,9 @@ namespace {
 /// What gradwire writes into a run's or a sweep's folder.
 bool ours(const std::filesystem::path& p) {
   const auto name = p.filename().string();
-  static const char* const files[] = {"summary.json", "metrics.jsonl", "metrics.csv", "model.safetensors", "config.toml", "trace.json", "report.html",
-                                      "plots", "sweep.md", "sweep.csv", "sweep.json", "record", "tb"};
+  static const char* const files[] = {"summary.json", "metrics.jsonl", "metrics.csv", "model.safetensors", "config.toml",
+                                      "trace.json",   "report.html",   "plots",       "sweep.md",          "sweep.csv",
+                                      "sweep.json",   "record",        "tb",          "checkpoints"};
   for (const char* f : files)
     if (name == f)
       return true;
@@ -120,34 +160,107 @@ bool ours(const std::filesystem::path& p) {
          (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0);
 }
 
+/// `/` and the home folder hold a user's whole tree: no run is written
+/// there, and --force never clears one.
+void check_not_a_root(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto here = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  const char* home = std::getenv("HOME");
+  std::error_code ec_home;
+  const bool is_home = home != nullptr && *home != '\0' && !ec && here == fs::weakly_canonical(home, ec_home) && !ec_home;
+  check(ec || (here != here.root_path() && !is_home),
+        "results folder " + dir + " is " + (is_home ? std::string("the home folder") : std::string("the file system's root")) +
+          ": a run writes into a folder of its own; give one with --out DIR (e.g. --out results/NAME)");
+}
+
+/// The entries of `dir` that gradwire did not write, and those it did.
+void split_entries(const std::string& dir, std::vector<std::filesystem::path>& foreign,
+                   std::vector<std::filesystem::path>& earlier) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    (ours(e.path()) ? earlier : foreign).push_back(e.path());
+  check(!ec, "cannot read results folder " + dir + ": " + ec.message());
+}
+
+std::string status_of(const std::string& dir) {
+  if (std::ifstream in(std::filesystem::path(dir) / "summary.json"); in) {
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("status") && j["status"].is_string())
+      return " (" + j["status"].get<std::string>() + ")";
+  }
+  return "";
+}
+
 } // namespace
 
 void claim_results_folder(const std::string& dir, bool force, const std::string& what) {
   namespace fs = std::filesystem;
+  check_not_a_root(dir);
   std::error_code ec;
   if (!fs::exists(dir, ec))
     return;
   check(fs::is_directory(dir, ec), "results folder " + dir + " exists and is not a folder: choose another with --out DIR");
-  std::vector<fs::path> earlier;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (ours(e.path()))
-      earlier.push_back(e.path());
+  std::vector<fs::path> foreign, earlier;
+  split_entries(dir, foreign, earlier);
+  if (!foreign.empty()) // a folder of the user's: nothing in it is ours to replace, or to mix with
+    throw error("results folder " + dir + " holds files that gradwire did not write ('" +
+                foreign.front().filename().string() + "'" +
+                (foreign.size() > 1 ? " and " + std::to_string(foreign.size() - 1) + " more" : std::string()) +
+                "): a " + what + " writes only into a new or empty folder, or replaces (--force) an earlier run's. " +
+                "Give it another folder with --out DIR");
   if (earlier.empty())
-    return; // an empty folder, or one of the user's own: nothing of ours to overwrite
-  if (!force) {
-    std::string status;
-    const auto summary = fs::path(dir) / "summary.json";
-    if (std::ifstream in(summary); in) {
-      const auto j = nlohmann::json::parse(in, nullptr, false);
-      if (j.is_object() && j.contains("status") && j["status"].is_string())
-        status = " (" + j["status"].get<std::string>() + ")";
-    }
+    return;
+  if (!force)
     throw error("results folder " + dir + " already holds a " +
-                (fs::exists(fs::path(dir) / "sweep.json") ? std::string("sweep") : std::string("run")) + status +
+                (fs::exists(fs::path(dir) / "sweep.json") ? std::string("sweep") : std::string("run")) + status_of(dir) +
                 ": nothing is overwritten. Give this " + what + " another folder with --out DIR, or replace that one " +
                 "with --force");
+  for (const auto& p : earlier) { // the whole earlier run, its checkpoints and record included
+    fs::remove_all(p, ec);
+    check(!ec, "--force: cannot remove " + p.string() + ": " + ec.message());
   }
-  for (const auto& p : earlier) {
+}
+
+namespace {
+
+bool holds_results(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const char* f : {"summary.json", "metrics.jsonl", "sweep.json"})
+    if (std::filesystem::exists(dir / f, ec))
+      return true;
+  return false;
+}
+
+} // namespace
+
+void claim_compare_folder(const std::string& dir, bool force) {
+  namespace fs = std::filesystem;
+  check_not_a_root(dir);
+  const auto here = fs::absolute(dir).lexically_normal();
+  const auto parent = (here.has_filename() ? here : here.parent_path()).parent_path();
+  check(!holds_results(here) && !holds_results(parent),
+        "compare --out " + dir + ": that is " + (holds_results(here) ? "" : "inside ") +
+          "a run's or a sweep's results folder; a comparison writes a folder of its own (e.g. --out results/compare-NAME)");
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    return;
+  check(fs::is_directory(dir, ec), "compare --out " + dir + " exists and is not a folder");
+  std::vector<fs::path> mine, foreign;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    const bool page = name == "report.html" || name == "plots" || name == "compare.json" ||
+                      (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0);
+    (page ? mine : foreign).push_back(e.path());
+  }
+  check(foreign.empty(), "compare --out " + dir + " holds files that are not a comparison's ('" +
+                           (foreign.empty() ? std::string() : foreign.front().filename().string()) +
+                           "'): give the comparison a folder of its own with --out DIR");
+  if (mine.empty())
+    return;
+  check(force, "compare --out " + dir + " already holds a comparison (report.html): nothing is replaced. " +
+                 "Give this one another folder with --out DIR, or replace that one with --force");
+  for (const auto& p : mine) {
     fs::remove_all(p, ec);
     check(!ec, "--force: cannot remove " + p.string() + ": " + ec.message());
   }
@@ -202,6 +315,8 @@ void results_writer::write_summary(const nlohmann::json& summary) const {
   write_metrics_csv();
   auto stamped = summary;
   stamped["gradwire"] = {{"version", version()}, {"commit", git_commit()}}; // which build made it
+  if (!run_id_.empty())
+    stamped["run_id"] = run_id_;
   write_file("summary.json", stamped.dump(2) + "\n");
 }
 

@@ -51,6 +51,14 @@ public:
   void write_file(const std::string& name, const std::string& text) const;
   /// summary.json, and metrics.csv from metrics.jsonl beside it.
   void write_summary(const nlohmann::json& summary) const;
+  /// The run's id, stamped into summary.json (run_id.hpp).
+  void run_id(std::string id) { run_id_ = std::move(id); }
+  /// A resumed run: drops metrics.jsonl's records after the checkpoint's
+  /// `step` (those of a later step, and those without a step that follow
+  /// the first of them: an earlier end's worker summaries), which the
+  /// resumed run writes again, so that each step is there once. Returns
+  /// how many it dropped.
+  std::int64_t cut_after(std::int64_t step);
   /// metrics.jsonl's records as CSV: one row each, a column per scalar field.
   void write_metrics_csv() const;
 
@@ -68,15 +76,23 @@ private:
   std::atomic<bool> failed_{false};
   std::atomic<bool>* stop_ = nullptr;
   std::unique_ptr<tensorboard_writer> tb_;
+  std::string run_id_;
 };
 
-/// The results-folder rule: a run never writes into a folder that holds
-/// another run's (or sweep's) files, so nothing is overwritten or mixed.
-/// Throws gradwire::error naming the folder, what it holds and the two
-/// ways on: `--out DIR` for a fresh folder, or `--force` to replace it.
-/// With `force`, the earlier run's files (and only those) are removed
-/// first. `what` is "run" or "sweep".
+/// The results-folder rule: a run owns its folder, so nothing is
+/// overwritten or mixed. Refused, with an error naming the folder and the
+/// way on: `/` and the home folder; a folder holding any file gradwire did
+/// not write (with `force` too); a folder holding another run's (or
+/// sweep's) files, unless `force`, which then removes that whole earlier
+/// run (checkpoints and record included) first. `what` is "run", "sweep"
+/// or "replay".
 void claim_results_folder(const std::string& dir, bool force, const std::string& what);
+
+/// The folder of `gradwire compare --out DIR`: refused when it is `/`, the
+/// home folder, a run's or a sweep's folder or inside one, or holds files
+/// other than a comparison's; an earlier comparison there is replaced only
+/// with `force`.
+void claim_compare_folder(const std::string& dir, bool force);
 
 /// summary.json's staleness object: mean, p50, p99, max, count and the
 /// histogram itself, from counts per staleness value (index = staleness).

@@ -12,6 +12,7 @@
 #include "models/trainer.hpp"
 #include "scheduler/app/data_source.hpp"
 #include "scheduler/app/progress.hpp"
+#include "scheduler/app/run_id.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/trace_file.hpp"
 #include "scheduler/app/wiring_setup.hpp"
@@ -52,6 +53,7 @@ public:
         tracer_(cfg_.trace ? std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg_.trace_spans)) : nullptr),
         tr_(actors::trace_ref::open(tracer_, "worker 0")), // data, compute (forward, backward, update), evaluate
         trace_out_(tracer_, cfg_.out, cfg_.name, 1) {
+    out_.run_id(cfg_.run_id);
     if (opts_.resume.empty())
       out_.write_file("config.toml", cfg_.resolved_toml);
     out_.stop_on_failure(opts_.stop);
@@ -178,7 +180,8 @@ private:
       eval_seconds_ = run["eval_seconds"].get<double>();
     resumed_from_ = step_;
     time_base_ = train_seconds_ + eval_seconds_;
-    out_.metric({{"type", "resume"}, {"time", train_seconds_}, {"step", step_}, {"checkpoint", c.dir}});
+    const auto superseded = out_.cut_after(step_);
+    out_.metric({{"type", "resume"}, {"time", train_seconds_}, {"step", step_}, {"checkpoint", c.dir}, {"superseded", superseded}});
     progress_.note(fmt::format("resuming from the checkpoint of step {} ({})", step_, c.dir));
   }
 
@@ -351,6 +354,7 @@ private:
 
 nlohmann::json run_single(run_config cfg, const run_options& opts) {
   use_precision(cfg, checked_device(cfg.device, cfg.device_where)); // before the data is loaded
+  start_run(cfg, !opts.resume.empty());
   return single_run(std::move(cfg), opts).run();
 }
 

@@ -160,24 +160,47 @@ void tensorboard_writer::flush() {
 
 namespace {
 
-/// One run folder's tb/, from its metrics.jsonl.
+/// The records of metrics.jsonl that TensorBoard shows (steps and
+/// evaluations); a line cut short by a kill is skipped.
+std::vector<nlohmann::json> scalar_records(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  check(in.good(), "cannot read " + metrics.string());
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) {
+    auto r = nlohmann::json::parse(line, nullptr, false);
+    if (r.is_discarded() || !r.is_object())
+      continue;
+    const auto type = r.value("type", std::string());
+    if (type == "step" || type == "eval")
+      records.push_back(std::move(r));
+  }
+  check(!records.empty(), metrics.string() + " holds no step or eval record (empty, or cut short before the first): " +
+                            "nothing to export");
+  return records;
+}
+
+/// One run folder's tb/, from its metrics.jsonl, written beside it and put
+/// in place whole (a failed export leaves the earlier tb/ as it was).
 std::string export_run(const fs::path& run) {
+  const auto records = scalar_records(run / "metrics.jsonl");
   const auto tb = run / "tb";
+  const auto fresh = run / "tb.tmp";
   std::error_code ec;
-  fs::remove_all(tb, ec); // the folder is gradwire's own: written again whole
+  fs::remove_all(fresh, ec);
   // The run began when it wrote its config.toml; a run without one, now.
   double start = now_epoch();
   struct stat st {};
   if (::stat((run / "config.toml").c_str(), &st) == 0)
     start = static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
-  tensorboard_writer w(tb.string(), start);
-  std::ifstream in(run / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto r = nlohmann::json::parse(line, nullptr, false);
-    if (!r.is_discarded() && r.is_object()) // a line cut short by a kill is skipped
+  {
+    tensorboard_writer w(fresh.string(), start);
+    for (const auto& r : records)
       w.add(r);
+    w.flush();
   }
-  w.flush();
+  fs::remove_all(tb, ec); // the folder is gradwire's own, written again whole from the same records
+  fs::rename(fresh, tb, ec);
+  check(!ec, "cannot put " + tb.string() + " in place: " + ec.message());
   return tb.string();
 }
 
@@ -185,6 +208,9 @@ std::string export_run(const fs::path& run) {
 
 std::vector<std::string> export_tensorboard(const std::string& dir) {
   const fs::path root(dir);
+  std::error_code ec;
+  check(fs::is_directory(root, ec), dir + (fs::exists(root, ec) ? ": not a folder" : ": no such folder") +
+                                      " (export reads a run's or a sweep's results folder)");
   if (fs::exists(root / "metrics.jsonl"))
     return {export_run(root)};
   check(fs::exists(root / "sweep.json"),

@@ -14,6 +14,7 @@
 #include "scheduler/app/model_file.hpp"
 #include "scheduler/app/progress.hpp"
 #include "scheduler/app/replay.hpp"
+#include "scheduler/app/run_id.hpp"
 #include "scheduler/app/results.hpp"
 #include "scheduler/app/step_breakdown.hpp"
 #include "scheduler/app/trace_file.hpp"
@@ -256,7 +257,9 @@ void closing_notes(progress_line& progress, const run_facts& f, const nlohmann::
 
 /// A resumed run says where it goes on from, in metrics.jsonl and on screen.
 void note_resume(results_writer& out, progress_line& progress, const loaded_checkpoint& resumed, double time_offset) {
-  out.metric({{"type", "resume"}, {"time", time_offset}, {"step", resumed.point->step}, {"checkpoint", resumed.dir}});
+  const auto superseded = out.cut_after(resumed.point->step);
+  out.metric({{"type", "resume"}, {"time", time_offset}, {"step", resumed.point->step}, {"checkpoint", resumed.dir},
+              {"superseded", superseded}});
   progress.note(fmt::format("resuming from the checkpoint of step {} ({})", resumed.point->step, resumed.dir));
 }
 
@@ -352,6 +355,7 @@ void record_or_follow(topology_setup& setup, const run_options& opts, bool resum
 
 nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   const auto t_start = clock_type::now();
+  start_run(cfg, !opts.resume.empty() || !opts.replay_facts.is_null());
   progress_line progress(opts.progress);
   auto data = load_data(cfg);
   auto plan = plan_wiring(cfg, data.train);
@@ -377,6 +381,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
       return run_follower(sys, cfg, setup, *jb, data.train, opts);
   }
   results_writer out(cfg.out, resumed.has_value());
+  out.run_id(cfg.run_id);
   std::atomic<bool> own_stop{false}; // a full disk stops the run even where no one else can
   auto* stop = opts.stop ? opts.stop : &own_stop;
   open_results(out, cfg, resumed.has_value(), time_offset, stop);

@@ -40,6 +40,7 @@ void set_topology(topology_setup& setup, const run_config& cfg) {
   if (cfg.record)
     setup.record_dir = cfg.out + "/record";
   setup.record_max_bytes = cfg.record_max_mb << 20;
+  setup.run_id = cfg.run_id;
   if (cfg.trace)
     setup.trace = std::make_shared<actors::tracer>(static_cast<std::size_t>(cfg.trace_spans));
 }

@@ -31,6 +31,7 @@ void mix_record_or_replay(const topology_setup& setup, actors::worker_config& wc
   std::filesystem::create_directories(setup.record_dir);
   wc.gossip.record_path = setup.record_dir + "/mixer-" + std::to_string(wc.rank) + ".gwr";
   wc.gossip.record_max_bytes = setup.record_max_bytes;
+  wc.gossip.record_run = setup.run_id;
 }
 
 topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup& setup,

@@ -277,8 +277,17 @@ int launch_local(int n, const std::vector<std::string>& args, int restarts) {
   const char* tok = std::getenv("GRADWIRE_TOKEN");
   local_job job(n, self_exe(), "127.0.0.1:" + std::to_string(port), tok && *tok ? tok : fresh_token(), args, restarts);
   launcher_signals signals;
+  // Every rank of this job (restarted ones too) names it alike: the run id
+  // of what it writes (scheduler/app/run_id.hpp) is the same on each.
+  const char* outer = std::getenv("GRADWIRE_JOB_ID");
+  const std::string saved = outer != nullptr ? outer : "";
+  ::setenv("GRADWIRE_JOB_ID", fresh_token().substr(0, 16).c_str(), 1);
   job.start(listener);
   job.wait();
+  if (outer != nullptr)
+    ::setenv("GRADWIRE_JOB_ID", saved.c_str(), 1);
+  else
+    ::unsetenv("GRADWIRE_JOB_ID");
   signals.restore(job.forwarded);
   // The job's outcome is rank 0's, which writes the results.
   return job.rank0_code >= 0 ? job.rank0_code : job.first_failure;

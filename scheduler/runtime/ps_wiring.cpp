@@ -145,6 +145,7 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
   if (records(setup)) {
     sc.record_path = setup.record_dir + "/shard-" + std::to_string(i) + ".gwr";
     sc.record_max_bytes = setup.record_max_bytes;
+    sc.record_run = setup.run_id;
   }
   sc.replay = replay_of(setup, i);
   return sc;

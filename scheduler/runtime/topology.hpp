@@ -169,6 +169,9 @@ struct topology_setup : actors::family_options {
   /// ("": none).
   std::string record_dir;
   std::int64_t record_max_bytes = 0;
+  /// The run's id (experiment.run_id): in each record's header, so that a
+  /// replay knows the record's run.
+  std::string run_id;
   /// gradwire replay: the shards follow these records (by shard id), and
   /// worker r runs replay->steps[r] steps. Null: a run of its own.
   std::shared_ptr<const actors::replay_cut> replay;

@@ -284,13 +284,19 @@ printf '[experiment]\nname = "r"\n[train]\nmax_steps = 2\n[data]\ndataset = "syn
 inv results_rerun "results folder $tmp/out-rerun already holds a run \(completed\): nothing is overwritten.*--out DIR.*--force" run rerun.toml -q --no-report --out "$tmp/out-rerun"
 inv results_config_rerun "already holds a run" run "$tmp/out-rerun/config.toml" -q --no-report --out "$tmp/out-rerun"
 inv bench_odd_size "-b 12342 bytes is not a whole number of floats.*use 12340 or 12344" bench allreduce -b 12342 -e 12342
-# --force replaces the earlier run, and nothing of it is left beside the new one.
+# --force replaces only a run: a file of the user's in the folder refuses it, and is left as it was.
 touch "$tmp/out-rerun/trace.json.tmp" "$tmp/out-rerun/report.html"
 echo "mine" > "$tmp/out-rerun/notes.txt"
+inv results_foreign_force "results folder $tmp/out-rerun holds files that gradwire did not write \('notes.txt'\)" \
+  run rerun.toml -q --no-report --force --out "$tmp/out-rerun"
+[[ -f $tmp/out-rerun/notes.txt && -f $tmp/out-rerun/summary.json ]] ||
+  { echo "FAIL: a refused --force changed the folder: $(ls "$tmp/out-rerun")" >&2; failed=$((failed + 1)); }
+rm "$tmp/out-rerun/notes.txt"
+# --force replaces the earlier run, and nothing of it is left beside the new one.
 if "$gw" run rerun.toml -q --no-report --force --set experiment.trace=false --out "$tmp/out-rerun" > force.txt 2>&1; then
   [[ -f $tmp/out-rerun/summary.json && ! -e $tmp/out-rerun/report.html && ! -e $tmp/out-rerun/trace.json &&
-     ! -e $tmp/out-rerun/trace.json.tmp && -f $tmp/out-rerun/notes.txt ]] ||
-    { echo "FAIL: --force left the earlier run's files (or removed the user's): $(ls "$tmp/out-rerun")" >&2; failed=$((failed + 1)); }
+     ! -e $tmp/out-rerun/trace.json.tmp ]] ||
+    { echo "FAIL: --force left the earlier run's files: $(ls "$tmp/out-rerun")" >&2; failed=$((failed + 1)); }
 else
   echo "FAIL: --force: $(cat force.txt)" >&2
   failed=$((failed + 1))
@@ -303,6 +309,23 @@ inv unknown_command 'A subcommand is required' frobnicate
 inv export_nothing 'neither a run folder \(metrics.jsonl\) nor a sweep folder' export --tensorboard "$tmp"
 inv compare_one 'runs: At least 2 required but received 1' compare "$tmp/out-rerun"
 inv compare_not_run 'not a run folder \(no summary.json or metrics.jsonl\)' compare "$tmp/out-rerun" "$tmp" --out "$tmp/cmp"
+
+# Data files that cannot be read whole: each a clear error naming the path, none a hang.
+mkfifo "$tmp/fifo"
+gpt="[model]\nkind = \"gpt\"\nlayers = 1\nd_model = 16\nheads = 1\ncontext = 8\n"
+case_ data_fifo "$gpt[data]\ndataset = \"text\"\npath = \"$tmp/fifo\"\n" 'data.path = ".*/fifo" is a FIFO \(named pipe\)'
+ln -s "$tmp/loop2" "$tmp/loop1" && ln -s "$tmp/loop1" "$tmp/loop2"
+case_ data_loop "$gpt[data]\ndataset = \"text\"\npath = \"$tmp/loop1\"\n" 'data.path = ".*/loop1" is a loop of symbolic links'
+case_ data_proc_mem "$gpt[data]\ndataset = \"text\"\npath = \"/proc/self/mem\"\n" 'data.path: error while reading /proc/self/mem after 0 bytes'
+mkdir -p "$tmp/binary" && printf 'a\0b' > "$tmp/binary/x.bin"
+case_ data_binary "$gpt[data]\ndataset = \"text\"\npath = \"$tmp/binary\"\n" '\(0 text files; 1 skipped as binary: they hold NUL bytes\)'
+mkdir -p "$tmp/idxfifo" && mkfifo "$tmp/idxfifo/train-images-idx3-ubyte" "$tmp/idxfifo/train-labels-idx1-ubyte" \
+  "$tmp/idxfifo/t10k-images-idx3-ubyte" "$tmp/idxfifo/t10k-labels-idx1-ubyte"
+case_ data_idx_fifo "[data]\ndataset = \"fashion-mnist\"\npath = \"$tmp/idxfifo\"\n" 'dataset file .*/idxfifo/train-images-idx3-ubyte is a FIFO'
+# A label skew so strong that a worker gets nothing: named, with its share.
+case_ dirichlet_empty '[topology]\nkind = "ring"\nworkers = 8\n[data]\ndataset = "synthetic"\nsynthetic_train = 256\nsynthetic_test = 64\npartition = "dirichlet"\ndirichlet_alpha = 0.001\n[train]\nbatch_size = 8\n' \
+  'data.dirichlet_alpha = 0.001.*: worker [0-7] of 8 drew no samples of the 256 \(its largest share of any class is'
+inv sample_tokens_negative '--tokens: Value -5 not in range 0 to 1073741824' sample nowhere --prompt x --tokens -5
 
 echo "$n cases, $failed failed"
 [[ $failed -eq 0 ]]

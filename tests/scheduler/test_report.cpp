@@ -368,13 +368,15 @@ TEST_CASE("a language-model sweep's report: validation loss against time and aga
   CHECK_FALSE(rows[0].contains("compress_error"));
   CHECK(rows[1]["compress_error"].get<double>() == Approx(err));
   // `gradwire compare` of the two points: the compressed one's error, n/a for the dense one.
-  const auto cmp = write_comparison({dir + "/point-000", dir + "/point-001"}, dir + "/compare");
+  const auto cmp_dir = dir + "-compare"; // (a comparison never writes inside a sweep's folder)
+  const auto cmp = write_comparison({dir + "/point-000", dir + "/point-001"}, cmp_dir);
   const auto page = slurp(cmp.html);
   const auto at_error = page.find("compression error");
   REQUIRE(at_error != std::string::npos);
   const auto error_row = page.substr(at_error, page.find("</tr>", at_error) - at_error);
   CHECK(error_row.find("n/a") != std::string::npos);
   CHECK(error_row.find(fmt::format("{:.4g}", err)) != std::string::npos);
+  fs::remove_all(cmp_dir);
   auto r = write_report(dir);
   if (find_gnuplot().empty()) {
     fs::remove_all(dir);
