@@ -83,6 +83,8 @@ const tensor& network::forward(const tensor& x, bool train) {
   const tensor* h = &x;
   int cur = 0;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (train) // (an evaluation, after a stop too, runs to its end)
+      check_abort();
     if (layout_[i] != cur)
       h = &move(*h, cur, layout_[i], moved_[i], move_buf_[i]);
     h = &layers_[i]->forward(*h, train);
@@ -101,6 +103,7 @@ tensor network::backward(const tensor& dlogits, bool input_grad,
   const std::size_t stop = input_grad ? 0 : first_trainable_;
   int cur = 0; // the layout of g
   for (std::size_t i = layers_.size(); i-- > stop;) {
+    check_abort();
     if (layout_[i] != cur)
       g = &move(*g, cur, layout_[i], moved_grad_[i + 1], move_grad_buf_[i + 1]);
     g = &layers_[i]->backward(*g, input_grad || i > stop);

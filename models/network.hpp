@@ -6,6 +6,8 @@
 
 #include "models/layer.hpp"
 
+#include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +30,13 @@ struct model_spec {
 /// The model kinds `make_network` accepts.
 const std::vector<std::string>& model_kinds();
 
+/// Thrown by a network's forward or backward when the flag given to
+/// abort_on() was raised between two layers: the step is abandoned before
+/// any parameter changed (the optimizer runs after the whole backward).
+struct step_aborted : std::exception {
+  const char* what() const noexcept override { return "the step was stopped between two layers"; }
+};
+
 class network {
 public:
   explicit network(std::vector<std::unique_ptr<layer>> layers);
@@ -37,6 +46,10 @@ public:
   void bind(param_binder& b);
   /// Logits [N, classes] for x [N, C, H, W] (or [N, features]).
   const tensor& forward(const tensor& x, bool train);
+  /// From now on a training forward and backward look at `*flag` between layers and
+  /// throw step_aborted when it is set (a stop request that cannot wait
+  /// for the step's end: a step of minutes). Null: never.
+  void abort_on(const std::atomic<bool>* flag) { abort_ = flag; }
   /// Every layer's dropout masks for the next training forward
   /// (layer::set_dropout_stream).
   void set_dropout_stream(std::uint64_t key, std::int64_t first_sample);
@@ -64,7 +77,13 @@ private:
   /// `x` moved from layout `from` to `to` (one of them NCHW) into `out`.
   const tensor& move(const tensor& x, int from, int to, tensor& out, scratch& buf);
 
+  void check_abort() const {
+    if (abort_ != nullptr && abort_->load(std::memory_order_relaxed))
+      throw step_aborted();
+  }
+
   std::vector<std::unique_ptr<layer>> layers_;
+  const std::atomic<bool>* abort_ = nullptr;
   kernels::backend* be_ = nullptr;
   /// Per layer: the layout it runs in; where it differs from the layer
   /// below's, forward moves the activation and backward its gradient

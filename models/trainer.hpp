@@ -103,6 +103,13 @@ public:
                        float* w_out, float lr_scale = 1.f);
   /// compute_gradients + apply.
   step_result step(const float* x, const std::int32_t* y, int n);
+  /// Every replica's network stops a step between layers once `*flag` is
+  /// set (network::abort_on): step() then throws step_aborted, with the
+  /// parameters and the optimizer as before it.
+  void abort_on(const std::atomic<bool>* flag) {
+    for (auto& r : replicas_)
+      r->net.abort_on(flag);
+  }
 
   /// Mean loss and accuracy over `data` (or its first `limit` samples).
   eval_result evaluate(const dataset& data, std::int64_t limit = 0, int batch_size = 1000);

@@ -114,7 +114,8 @@ asan)
   #   replay (test_adpsgd_replay, test_update_record, fuzz_record),
   #   compression (test_compress, test_compressed_ring/pushes/gossip),
   #   streaming DiLoCo (test_streaming_diloco), virtual time from the CLI
-  #   (test_virtual_time/faults/costs), a suspended job and a stuck worker
+  #   (test_virtual_time/faults/costs), a stop in the middle of a GPT step of
+  #   seconds (test_trainer's stop flag), a suspended job and a stuck worker
   #   (a minute of waiting each; test_faults), every example config (the
   #   wirings are test_topologies', the command line cli's);
   # - those whose time goes to other programs: srun and mpirun (their
@@ -127,7 +128,7 @@ asan)
   others="examples: |checkpoints: resume is bit-exact|replay: recorded async|streaming DiLoCo: across|compression: every mode"
   others+="|cli: virtual time|faults: a suspended job|faults: a worker stuck|transport: srun and mpirun"
   others+="|model: loads in PyTorch|gpt: 20 AdamW steps|report: renders in chromium"
-  others+="|layers: no include|tests: case names|protocol: the compiler refuses"
+  others+="|layers: no include|tests: case names|protocol: the compiler refuses|cli: a stop ends a long step"
   "$src/scripts/ctest_tails.sh" --output-on-failure -j "$jobs" -E "$slow|$others" "$@"
   ;;
 tsan)

@@ -69,6 +69,12 @@ public:
       out_.tensorboard(time_base_);
     if (cfg_.checkpoint_every > 0 || cfg_.checkpoint_every_s > 0 || opts_.stop != nullptr)
       checkpoints_ = std::make_unique<checkpoint_writer>(cfg_.out, cfg_.keep_checkpoints, identity);
+    abortable_ = opts_.stop != nullptr; // Ctrl-C and SIGTERM end even a step of minutes within a layer's time
+    if (abortable_) {
+      trainer_.abort_on(opts_.stop);
+      if (model_.state().numel() > 0)
+        state_before_ = kernels::tensor::empty(model_.state().shape(), model_.dev());
+    }
   }
 
   nlohmann::json run() {
@@ -187,6 +193,26 @@ private:
 
   bool stopped() const { return (opts_.stop != nullptr && opts_.stop->load()) || out_.failed(); }
 
+  /// One training step; false when a stop request came in its middle (the
+  /// network looks between layers): the step is abandoned, the parameters
+  /// and optimizer as before it, and the state (BatchNorm's statistics,
+  /// which a training forward updates) put back, so that the run ends, and
+  /// its checkpoint holds, the step before as if it had stopped there.
+  bool step_or_stop(const models::batch& b, models::step_result& r) {
+    const bool keep_state = abortable_ && model_.state().numel() > 0;
+    if (keep_state)
+      kernels::copy(model_.state(), state_before_);
+    try {
+      r = trainer_.step(b.x.data(), b.y.data(), b.size);
+      return true;
+    } catch (const models::step_aborted&) {
+      if (keep_state)
+        kernels::copy(state_before_, model_.state());
+      log::info("stopped in the middle of step {}: the run ends after step {}", step_ + 1, step_);
+      return false;
+    }
+  }
+
   /// One epoch's steps; evaluation time inside it (eval_steps) is not training time.
   void run_epoch(int epoch) {
     const auto t_epoch = clock_type::now();
@@ -199,7 +225,9 @@ private:
         break;
       const auto t1 = clock_type::now();
       trainer_.set_dropout_key(models::dropout_key(cfg_.seed, 0, step_));
-      auto r = trainer_.step(b.x.data(), b.y.data(), b.size);
+      models::step_result r;
+      if (!step_or_stop(b, r))
+        break;
       if (!dev_.is_cpu())
         kernels::backend_for(dev_).synchronize();
       const auto t2 = clock_type::now();
@@ -347,6 +375,8 @@ private:
   std::unique_ptr<checkpoint_writer> checkpoints_;
   clock_type::time_point last_checkpoint_ = clock_type::now(); ///< train.checkpoint_every_s counts from here
   std::int64_t resumed_from_ = -1;
+  bool abortable_ = false;
+  kernels::tensor state_before_; ///< the state as the step began (step_or_stop)
   double time_base_ = 0; ///< a resumed run's records go on from the checkpoint's time
 };
 

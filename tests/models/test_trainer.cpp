@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -205,6 +206,39 @@ TEST_CASE("compute_gradients + apply equals step, Adam trains") {
   }
   CHECK(a.params().to_vector() == b.params().to_vector());
   CHECK(last < 0.5 * first);
+}
+
+TEST_CASE("a stop flag abandons a training step between layers, leaving no trace; evaluation runs to its end") {
+  auto data = make_synthetic(256, 1, 28, 28, 10, 2);
+  optimizer_spec sgd;
+  sgd.lr = 0.05f;
+  sgd.momentum = 0.9f;
+  for (const char* kind : {"mlp", "lenet5"})
+    for (int threads : {1, 2}) {
+      INFO(kind << " with " << threads << " thread(s)");
+      model_spec spec;
+      spec.kind = kind;
+      model a(spec, kernels::device::cpu(), 1), b(spec, kernels::device::cpu(), 1);
+      trainer ta(a, sgd, threads), tb(b, sgd, threads);
+      std::atomic<bool> stop{false};
+      ta.abort_on(&stop);
+      batcher bat(data, shard_indices(data.size(), 0, 1, 1), 32, 1);
+      batch bt;
+      for (int i = 0; i < 6; ++i) {
+        REQUIRE(bat.next(bt));
+        if (i == 3) { // raised before the step: its first layer sees it
+          stop = true;
+          const auto before = a.params().to_vector();
+          CHECK_THROWS_AS(ta.step(bt.x.data(), bt.y.data(), bt.size), step_aborted);
+          CHECK(a.params().to_vector() == before);
+          CHECK(ta.evaluate(data, 64).samples == 64); // not a training step: not stopped
+          stop = false;
+        }
+        ta.step(bt.x.data(), bt.y.data(), bt.size);
+        tb.step(bt.x.data(), bt.y.data(), bt.size);
+      }
+      CHECK(a.params().to_vector() == b.params().to_vector()); // momentum and all, as if never stopped
+    }
 }
 
 TEST_CASE("models sharing one weight buffer: a trainer's update is the other's weights, a wrong buffer, or sharing after a trainer, is refused") {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A stop request ends a run that is in the middle of a long step: the step
+# is abandoned between two layers, and the run ends after the step before,
+# with its results and a checkpoint of that step kept, which resumes.
+#  - SIGTERM, sent once the first step's record is written (so that the
+#    second step, several seconds long here, is under way), is answered
+#    within that step: the run says it stopped in the middle of step 2, and
+#    summary.json says interrupted after 1 step.
+#  - The checkpoint of step 1 resumes to the end.
+# Usage: stop_signals.sh GRADWIRE SOURCE_DIR
+set -uo pipefail
+gw=$(realpath "${1:?usage: stop_signals.sh GRADWIRE SOURCE_DIR}")
+src=${2:?usage: stop_signals.sh GRADWIRE SOURCE_DIR}
+tmp=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+pid=
+
+# A GPT whose step takes seconds (5 s on a 2-core AVX-512 VM): context 2048.
+long=(-q --no-report --out "$tmp/long" --set model.context=2048 --set train.batch_size=24 --set train.max_steps=3
+      --set train.log_every=1 --set train.eval=\"after\" --set data.test_subset=8)
+"$gw" run "$src/examples/lm.toml" "${long[@]}" > "$tmp/long.txt" 2>&1 &
+pid=$!
+for _ in $(seq 1 1200); do # the first step's record (a hang guard of 10 minutes)
+  grep -qs '"type":"step"' "$tmp/long/metrics.jsonl" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.5
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pid=
+grep -q "stopped in the middle of step 2: the run ends after step 1" "$tmp/long.txt" ||
+  bad "SIGTERM in step 2 did not stop it between layers (exit $rc): $(tail -3 "$tmp/long.txt")"
+python3 - "$tmp/long/summary.json" <<'PY' || bad "summary.json: $(head -c 400 "$tmp/long/summary.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["status"] == "interrupted" and s["steps"] == 1, (s["status"], s["steps"])
+PY
+[[ -f $tmp/long/checkpoints/step-000000001/MANIFEST.json ]] ||
+  bad "no checkpoint of step 1 after the stop: $(ls "$tmp/long/checkpoints" 2>&1)"
+"$gw" run --resume "$tmp/long" -q --no-report > "$tmp/resume.txt" 2>&1 || bad "the resume failed: $(tail -3 "$tmp/resume.txt")"
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not (s['status'] == 'completed' and s['steps'] == 3))" \
+  "$tmp/long/summary.json" || bad "the resumed run did not complete its 3 steps: $(head -c 300 "$tmp/long/summary.json")"
+
+[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes"
+exit $fail
