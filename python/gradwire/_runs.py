@@ -3,6 +3,7 @@ process (the GIL released) or across processes, with results read back."""
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -46,11 +47,16 @@ class _Config:
 
     def __init__(self, config):
         self.tmp = None
+        self.where = None
         if isinstance(config, dict):
+            try:
+                text, self.where = _toml.document(config, _gradwire.schema())
+            except ValueError as e:
+                raise Error(str(e)) from None
             self.tmp = tempfile.mkdtemp(prefix="gradwire-")
             self.path = os.path.join(self.tmp, "config-from-dict.toml")
             with open(self.path, "w", encoding="utf-8") as f:
-                f.write(_toml.document(config))
+                f.write(text)
         elif isinstance(config, (str, os.PathLike)):
             self.path = os.fspath(config)
         else:
@@ -61,8 +67,21 @@ class _Config:
         resolved by its own config reader; a bad config raises its error."""
         folder, message = _gradwire.results_folder(self.path, _sets(sets))
         if message:
-            raise Error(message)
+            raise Error(self.explain(message))
         return folder + suffix
+
+    def explain(self, message):
+        """A message about the dict's temporary file, about the dict instead:
+        "FILE:2:6: train.lr ..." -> 'config["train"]["lr"]: train.lr ...'."""
+        if not self.where:
+            return message
+
+        def at(m):
+            line = int(m.group(1))
+            return _toml.pretty(self.where[line - 1]) if 0 < line <= len(self.where) else "the config dict"
+
+        message = re.sub(re.escape(self.path) + r":(\d+)(?::\d+)?", at, message)
+        return message.replace(self.path, "the config dict")
 
     def close(self):
         if self.tmp:
@@ -189,6 +208,8 @@ def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False
         out = os.fspath(out) if out is not None else cfg.out(set or {})
         args = _common(["run", cfg.path, "--out", out], set, procs, force, quiet, report)
         _call(args, out, on_metrics)
+    except Error as e:
+        raise Error(cfg.explain(str(e))) from None
     finally:
         cfg.close()
     return Run(out)
@@ -224,6 +245,8 @@ def sweep(config, over, set=None, out=None, procs=None, *, force=False, quiet=Tr
                 raise TypeError(f"gradwire.sweep: over[{k!r}] is a non-empty list of values")
             args += ["--sweep", f"{k}=" + ",".join(_toml.value(v) for v in values)]
         _call(_common(args, set, procs, force, quiet, report), out, None)
+    except Error as e:
+        raise Error(cfg.explain(str(e))) from None
     finally:
         cfg.close()
     return Sweep(out)

@@ -68,8 +68,12 @@ check(d.config["model"]["hidden"] == [32] and d.summary["steps"] == 20, "the dic
 # Errors carry the CLI's message: file, line and key.
 expect_error(lambda: gradwire.run(f"{src}/examples/ring.toml", set={"train.lrr": 0.1}, out=f"{tmp}/bad"),
              "unknown key 'train.lrr'", "did you mean 'train.lr'")
-expect_error(lambda: gradwire.run({"train": {"lr": "fast"}}, out=f"{tmp}/bad2"), "config-from-dict.toml:2",
-             "train.lr must be")
+# A dict config's errors name the key as the dict holds it, never the temporary file behind it.
+e = expect_error(lambda: gradwire.run({"train": {"lr": "fast"}}, out=f"{tmp}/bad2"), "config['train']['lr']",
+                 "train.lr must be")
+check("config-from-dict" not in e, f"the error names the temporary file: {e!r}")
+expect_error(lambda: gradwire.run({"train": {"lr": {"value": 0.1}}}, out=f"{tmp}/bad3"),
+             "config['train']['lr'] is a dict, but train.lr is a key, not a section")
 expect_error(lambda: gradwire.run(f"{src}/examples/ring.toml", out=f"{tmp}/ring", set=small),
              "already holds a run")
 
