@@ -24,6 +24,12 @@ results_writer::results_writer(std::string dir, bool append) : dir_(std::move(di
   std::filesystem::create_directories(dir_, ec);
   check(!ec, "cannot create results folder " + dir_ + ": " + ec.message());
   path_ = (std::filesystem::path(dir_) / "metrics.jsonl").string();
+  reserve_ = (std::filesystem::path(dir_) / "summary.reserve.tmp").string();
+  if (const int r = ::open(reserve_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); r >= 0) {
+    if (::posix_fallocate(r, 0, reserve_bytes) != 0)
+      (void)::ftruncate(r, 0); // no room now: nothing held back
+    ::close(r);
+  }
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
   check(fd_ >= 0, "cannot write " + path_ + ": " + std::strerror(errno));
   if (append) { // after the last whole line (an interrupted run may have left a partial one)
@@ -81,6 +87,7 @@ results_writer::~results_writer() {
   }
   if (fd_ >= 0)
     ::close(fd_);
+  ::unlink(reserve_.c_str());
 }
 
 std::string results_writer::failure() const {
@@ -312,12 +319,20 @@ void results_writer::write_file(const std::string& name, const std::string& text
 }
 
 void results_writer::write_summary(const nlohmann::json& summary) const {
-  write_metrics_csv();
   auto stamped = summary;
   stamped["gradwire"] = {{"version", version()}, {"commit", git_commit()}}; // which build made it
   if (!run_id_.empty())
     stamped["run_id"] = run_id_;
+  // summary.json first, into the room held back for it: it is small and
+  // says how the run ended, so on a full disk it is the file that still
+  // fits; the CSV only repeats metrics.jsonl.
+  ::unlink(reserve_.c_str());
   write_file("summary.json", stamped.dump(2) + "\n");
+  try {
+    write_metrics_csv();
+  } catch (const error& e) {
+    log::warn("{} (metrics.jsonl holds the same records)", e.what());
+  }
 }
 
 void results_writer::write_metrics_csv() const {

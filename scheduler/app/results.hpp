@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <sys/types.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,7 +50,8 @@ public:
   void stop_on_failure(std::atomic<bool>* stop) { stop_ = stop; }
   /// Writes `name` in the folder atomically.
   void write_file(const std::string& name, const std::string& text) const;
-  /// summary.json, and metrics.csv from metrics.jsonl beside it.
+  /// summary.json, then metrics.csv from metrics.jsonl beside it (a CSV
+  /// that does not fit is a warning: the summary is what must).
   void write_summary(const nlohmann::json& summary) const;
   /// The run's id, stamped into summary.json (run_id.hpp).
   void run_id(std::string id) { run_id_ = std::move(id); }
@@ -65,7 +67,10 @@ public:
 private:
   void add_tensorboard(const nlohmann::json& record); ///< with mu_ held; a failure ends tb/, not the run
   void flush_tensorboard();                            ///< likewise
-  std::string dir_, path_;
+  /// Room held on the disk for summary.json from the start, given back
+  /// as it is written: a run that filled the disk still says how it ended.
+  static constexpr off_t reserve_bytes = 64 << 10;
+  std::string dir_, path_, reserve_;
   int fd_ = -1;
   std::string pending_;        ///< whole lines not yet written
   std::uint64_t committed_ = 0; ///< bytes of whole lines in the file

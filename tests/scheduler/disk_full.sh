@@ -45,6 +45,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$work/disk" && mount -t tmpfs -o size=96k tmp
   mounted="$work/disk"
   rc=0; "$gw" run "$src/examples/ps-async.toml" "${common[@]}" --out "$work/disk/ps" 2>"$work/disk.err" || rc=$?
   check "parameter server on a full disk" "$work/disk/ps" $rc "$work/disk.err" "No space left on device"
+  [ -f "$work/disk/ps/summary.json" ] || bad "full disk: no summary.json ($(df -k "$work/disk" | tail -1 | awk '{print $4}') KiB free)"
 else
   echo "(not root, or no tmpfs: the real full disk is skipped)"
 fi
