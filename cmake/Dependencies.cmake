@@ -5,11 +5,12 @@ find_package(PkgConfig REQUIRED)
 
 # --- CAF 0.17: no CMake config, no pkg-config --------------------------------
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+# Only libcaf_core: processes talk over gradwire's own transport (UCX,
+# transport/), never CAF's io middleman.
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
-find_library(CAF_IO_LIBRARY caf_io REQUIRED)
 add_library(gradwire::caf INTERFACE IMPORTED)
 target_include_directories(gradwire::caf INTERFACE ${CAF_INCLUDE_DIR})
-target_link_libraries(gradwire::caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
+target_link_libraries(gradwire::caf INTERFACE ${CAF_CORE_LIBRARY} Threads::Threads)
 
 # --- UCX: ucp lacks its own dependencies, link ucs too -----------------------
 find_package(ucx REQUIRED)
