@@ -172,6 +172,12 @@ void batcher::seek(int epoch, std::int64_t position) {
   pos_ = static_cast<std::size_t>(position);
 }
 
+void batcher::put_back(int samples) {
+  check(samples >= 0 && static_cast<std::size_t>(samples) <= pos_,
+        "batcher: cannot put back " + std::to_string(samples) + " samples at position " + std::to_string(pos_));
+  pos_ -= static_cast<std::size_t>(samples);
+}
+
 void batcher::set_batch_size(int batch_size) {
   check(batch_size > 0, "batch size must be positive, got " + std::to_string(batch_size));
   batch_size_ = batch_size;

@@ -85,6 +85,9 @@ public:
   /// resume): the same order and the same next batch, bit for bit. Throws
   /// gradwire::error for a place outside the shard.
   void seek(int epoch, std::int64_t position);
+  /// Puts back the last batch next() gave (`samples` of them: a step
+  /// abandoned before it counted): the next call gives the same batch.
+  void put_back(int samples);
   /// Batches from the next call on have `batch_size` samples (speed
   /// balancing moves a worker's share of the global batch during a run).
   void set_batch_size(int batch_size);

@@ -196,8 +196,9 @@ private:
   /// One training step; false when a stop request came in its middle (the
   /// network looks between layers): the step is abandoned, the parameters
   /// and optimizer as before it, and the state (BatchNorm's statistics,
-  /// which a training forward updates) put back, so that the run ends, and
-  /// its checkpoint holds, the step before as if it had stopped there.
+  /// which a training forward updates) and the batch put back, so that the
+  /// run ends, and its checkpoint holds, the step before as if it had
+  /// stopped there (a resume takes that batch next, bit for bit).
   bool step_or_stop(const models::batch& b, models::step_result& r) {
     const bool keep_state = abortable_ && model_.state().numel() > 0;
     if (keep_state)
@@ -208,6 +209,7 @@ private:
     } catch (const models::step_aborted&) {
       if (keep_state)
         kernels::copy(state_before_, model_.state());
+      batches_.put_back(b.size);
       log::info("stopped in the middle of step {}: the run ends after step {}", step_ + 1, step_);
       return false;
     }

@@ -208,7 +208,7 @@ TEST_CASE("compute_gradients + apply equals step, Adam trains") {
   CHECK(last < 0.5 * first);
 }
 
-TEST_CASE("a stop flag abandons a training step between layers, leaving no trace; evaluation runs to its end") {
+TEST_CASE("a stop flag abandons a training step between layers, leaving no trace, and evaluation runs to its end") {
   auto data = make_synthetic(256, 1, 28, 28, 10, 2);
   optimizer_spec sgd;
   sgd.lr = 0.05f;
