@@ -1,4 +1,5 @@
 #include "transport/rendezvous.hpp"
+#include "kernels/stop_request.hpp"
 #include "kernels/log.hpp"
 
 #include "transport/hello.hpp"
@@ -266,13 +267,16 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
   const auto until = clock_type::now() + std::chrono::milliseconds(o.timeout_ms);
   handshakes hs;
   while (missing > 0) {
-    if (clock_type::now() >= until) {
+    const bool stopped = kernels::stop_requested();
+    if (stopped || clock_type::now() >= until) {
       std::string names;
       for (int r = 0; r < size; ++r)
         if (!have[static_cast<std::size_t>(r)])
           names += (names.empty() ? "" : ", ") + std::to_string(r);
-      throw error("rendezvous on " + where(o) + ": timed out after " + std::to_string(o.timeout_ms / 1000) +
-                  " s waiting for rank(s) " + names + " of " + std::to_string(size));
+      throw error("rendezvous on " + where(o) + ": " +
+                  (stopped ? std::string("stopped (Ctrl-C or SIGTERM)")
+                           : "timed out after " + std::to_string(o.timeout_ms / 1000) + " s") +
+                  " waiting for rank(s) " + names + " of " + std::to_string(size));
     }
     accept_one(ls.get(), std::min(ms_left(until), 20), hs, until);
     for (auto& h : hs.take()) {
@@ -316,6 +320,9 @@ std::vector<std::vector<std::uint8_t>> join(int rank, int size, const rendezvous
       if (o.late)
         throw error("rank " + std::to_string(rank) + ": cannot reach rank 0's rendezvous on " + where(o) + " (" + last +
                     "): the job this process was to rejoin is over");
+      if (kernels::stop_requested())
+        throw error("rank " + std::to_string(rank) + ": stopped (Ctrl-C or SIGTERM) while trying to reach the rendezvous on " +
+                    where(o) + " (" + last + ")");
       if (clock_type::now() >= until)
         throw error("rank " + std::to_string(rank) + ": cannot reach the rendezvous on " + where(o) + " (" + last +
                     ") after " + std::to_string(o.timeout_ms / 1000) + " s: is rank 0 running?");

@@ -3,6 +3,7 @@
 
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
+#include "kernels/stop_request.hpp"
 #include "scheduler/app/build_info.hpp"
 #include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/cli_options.hpp"
@@ -57,6 +58,7 @@ extern "C" void on_sigint(int) {
 /// handler that runs on a thread inside oneDNN's JIT GEMM can corrupt that
 /// thread's data (tests/scheduler/resume.sh stops such runs under load).
 void route_stop_signals() {
+  kernels::set_stop_request(&g_stop); // the waits no step boundary ends look at it too
   struct sigaction act {};
   act.sa_handler = on_sigint;
   sigemptyset(&act.sa_mask);
@@ -401,7 +403,7 @@ int cli_main(int argc, char** argv, cli_embedding* embed) {
     log::error("{}", e.what());
     if (embed != nullptr)
       embed->error = e.what();
-    rc = 2;
+    rc = g_stop ? 130 : 2; // (a wait that a stop ended says so, and exits as a stop does)
   } catch (const std::exception& e) {
     log::error("internal error: {}", e.what());
     if (embed != nullptr)

@@ -3,6 +3,7 @@
 
 #include "actors/barrier.hpp"
 #include "kernels/stop_aware.hpp"
+#include "kernels/stop_request.hpp"
 #include "transport/ucx_link.hpp"
 
 #include <algorithm>
@@ -148,12 +149,13 @@ void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   caf::scoped_actor me{sys};
   auto root = j.node->remote(0, transport::slots::barrier);
   me->send(root, actors::barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
-  bool ok = false, waited_out = false;
+  bool ok = false, waited_out = false, stopped = false;
   const auto since = std::chrono::steady_clock::now();
-  while (!ok && !waited_out) {
+  while (!ok && !waited_out && !stopped) {
     me->receive([&](actors::barrier_release_atom, int e) { ok = e == epoch; },
                 caf::after(std::chrono::milliseconds(200)) >> [&] {
                   waited_out = kernels::waited_longer(since, std::chrono::milliseconds(timeout_ms));
+                  stopped = kernels::stop_requested(); // a stop ends the wait, not the timeout
                   if (j.launch.rank == 0) // ranks may have failed since
                     me->send(root, actors::barrier_recheck_atom::value, epoch);
                 });
@@ -164,8 +166,9 @@ void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   if (j.launch.rank == 0)
     me->request(root, std::chrono::seconds(5), actors::barrier_missing_atom::value, epoch)
       .receive([&](const std::string& names) { missing = names; }, [](caf::error&) {});
-  throw error("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) + " timed out after " +
-              std::to_string(timeout_ms / 1000) + " s" +
+  throw error("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) +
+              (stopped ? std::string(" stopped (Ctrl-C or SIGTERM)")
+                       : " timed out after " + std::to_string(timeout_ms / 1000) + " s") +
               (j.launch.rank == 0 ? " waiting for rank(s) " + missing : std::string(" waiting for rank 0")));
 }
 

@@ -7,6 +7,10 @@
 #    within that step: the run says it stopped in the middle of step 2, and
 #    summary.json says interrupted after 1 step.
 #  - The checkpoint of step 1 resumes to the end.
+#  - A rank waiting in the rendezvous for a rank that never comes (rank 0
+#    of 2, started alone, as srun starts it when the other rank's node
+#    failed) ends at SIGTERM, saying whom it waited for, exit 130, instead
+#    of sitting out the rendezvous timeout.
 # Usage: stop_signals.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$(realpath "${1:?usage: stop_signals.sh GRADWIRE SOURCE_DIR}")
@@ -44,5 +48,22 @@ PY
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not (s['status'] == 'completed' and s['steps'] == 3))" \
   "$tmp/long/summary.json" || bad "the resumed run did not complete its 3 steps: $(head -c 300 "$tmp/long/summary.json")"
 
-[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes"
+# Rank 0 of 2 alone: SIGTERM once it listens for the others.
+port=$((20000 + RANDOM % 20000))
+GRADWIRE_RANK=0 GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$port \
+  "$gw" run "$src/examples/ring.toml" -q --no-report --set topology.workers=2 --out "$tmp/alone" > "$tmp/alone.txt" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do # until it listens (a hang guard of 5 minutes)
+  python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1', $port)))" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.5
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pid=
+[[ $rc -eq 130 ]] && grep -q "stopped (Ctrl-C or SIGTERM) waiting for rank(s) 1 of 2" "$tmp/alone.txt" ||
+  bad "rank 0 waiting in the rendezvous: exit $rc at SIGTERM: $(tail -2 "$tmp/alone.txt")"
+
+[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a rendezvous wait ends"
 exit $fail
