@@ -377,6 +377,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   reader r{root, source, overridden, {}};
   run_config c;
   c.source = source;
+  c.overridden = overridden;
   read_experiment(r, c);
   read_model_and_data(r, c);
   read_train(r, c);

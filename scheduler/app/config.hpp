@@ -13,6 +13,7 @@
 #include "scheduler/runtime/topology_registry.hpp"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,11 @@ struct virtual_config {
 /// ps.staleness_bound -1 unless topology.mode is ssp.
 struct run_config : actors::family_options {
   std::string source; ///< file the config came from (for messages)
+  std::set<std::string> overridden; ///< the keys --set gave
+  /// Where `key`'s value came from, for messages: "--set key" or "FILE: key".
+  std::string origin(const std::string& key) const {
+    return overridden.count(key) ? "--set " + key : source + ": " + key;
+  }
 
   std::string name = "default";
   std::uint64_t seed = 1;

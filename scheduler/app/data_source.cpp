@@ -11,21 +11,26 @@ namespace gradwire::scheduler {
 
 namespace {
 
+/// Where the data's keys came from: "--set" when a --set gave one of them.
+std::string data_origin(const run_config& cfg) {
+  return cfg.overridden.count("data.path") || cfg.overridden.count("data.dataset") ? "--set" : cfg.source;
+}
+
 data_pair load_named(const run_config& cfg) {
   data_pair d;
   const auto& ds = cfg.dataset;
   if (ds == "fashion-mnist" || ds == "mnist") {
     std::string dir = cfg.data_path;
     if (dir.empty()) {
-      check(ds == "fashion-mnist", "data.dataset = \"mnist\" needs data.path (a folder with the "
-                                   "MNIST IDX files) in " + cfg.source);
+      check(ds == "fashion-mnist", cfg.origin("data.dataset") + " = \"mnist\" needs data.path (a folder with the "
+                                   "MNIST IDX files)");
       dir = models::fashion_mnist_default_dir;
     }
     d.train = models::load_mnist_dir(dir, true, ds, cfg.train_subset); // (only what is used is read)
     d.test = models::load_mnist_dir(dir, false, ds, cfg.test_subset);
   } else if (ds == "cifar10") {
-    check(!cfg.data_path.empty(), "data.dataset = \"cifar10\" needs data.path (the folder with "
-                                  "data_batch_1.bin ... test_batch.bin) in " + cfg.source);
+    check(!cfg.data_path.empty(), cfg.origin("data.dataset") + " = \"cifar10\" needs data.path (the folder with "
+                                  "data_batch_1.bin ... test_batch.bin)");
     d.train = models::load_cifar10_dir(cfg.data_path, true, cfg.train_subset);
     d.test = models::load_cifar10_dir(cfg.data_path, false, cfg.test_subset);
   } else if (ds == "synthetic" || ds == "synthetic-cifar") {
@@ -36,7 +41,7 @@ data_pair load_named(const run_config& cfg) {
     d.train.name = d.test.name = ds;
   } else if (ds == "text") {
     const std::string path = cfg.data_path.empty() ? models::fortunes_default_dir : cfg.data_path;
-    check(cfg.model.vocab >= 256, cfg.source + ": model.vocab = " + std::to_string(cfg.model.vocab) +
+    check(cfg.model.vocab >= 256, cfg.origin("model.vocab") + " = " + std::to_string(cfg.model.vocab) +
                                     " is too small for text, whose tokens are bytes (256)");
     auto t = models::load_text(path, cfg.model.context, cfg.val_fraction, cfg.seed);
     log::info("text: {} bytes from {} file(s) at {}: {} training windows, {} validation windows of {} bytes", t.bytes,
@@ -44,7 +49,7 @@ data_pair load_named(const run_config& cfg) {
     d.train = std::move(t.train);
     d.test = std::move(t.test);
   } else {
-    throw error("unknown dataset '" + ds + "' in " + cfg.source);
+    throw error(cfg.origin("data.dataset") + ": unknown dataset '" + ds + "'");
   }
   return d;
 }
@@ -71,10 +76,10 @@ data_pair load_data(run_config& cfg) {
   };
   check(d.train.channels == d.test.channels && d.train.height == d.test.height && d.train.width == d.test.width &&
           d.train.classes == d.test.classes,
-        cfg.source + ": data.dataset = \"" + cfg.dataset + "\"" + (cfg.data_path.empty() ? "" : " at " + cfg.data_path) +
+        data_origin(cfg) + ": data.dataset = \"" + cfg.dataset + "\"" + (cfg.data_path.empty() ? "" : " at " + cfg.data_path) +
           ": the training images are " + shape(d.train) + ", the test images " + shape(d.test) +
           ": a model needs one shape");
-  const auto where = cfg.source + ": data.dataset = \"" + cfg.dataset + "\"" +
+  const auto where = data_origin(cfg) + ": data.dataset = \"" + cfg.dataset + "\"" +
                      (cfg.data_path.empty() ? "" : " at " + cfg.data_path);
   check(d.train.size() > 0, where + " has no training samples");
   // (Evaluated on nothing, a run would report 0% test accuracy as if measured.)

@@ -122,7 +122,10 @@ wiring_plan plan_wiring(const run_config& cfg, const models::dataset& train) {
     largest = std::max(largest, b);
   const std::int64_t per_worker = train.size() / cfg.workers;
   const std::int64_t per_epoch = per_worker / largest;
-  check(per_epoch >= 1, cfg.source + ": each of the " + std::to_string(cfg.workers) + " workers gets " +
+  check(per_epoch >= 1, (cfg.overridden.count("topology.workers") || cfg.overridden.count("train.batch_size")
+                           ? std::string("--set")
+                           : cfg.source) +
+                          ": each of the " + std::to_string(cfg.workers) + " workers gets " +
                           std::to_string(per_worker) + " samples, fewer than its batch size " + std::to_string(largest));
   setup.steps = per_epoch * cfg.epochs;
   if (cfg.max_steps > 0)

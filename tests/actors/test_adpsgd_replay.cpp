@@ -47,7 +47,7 @@ std::vector<mix_event> whole_run(int steps) {
 }
 
 std::string written(const std::string& path, const std::vector<mix_event>& events) {
-  mix_record_writer w(path, {1, 3}, 0);
+  mix_record_writer w(path, {1, 3, ""}, 0);
   for (const auto& e : events)
     w.add(e);
   REQUIRE(w.error().empty());
@@ -111,7 +111,7 @@ TEST_CASE("AD-PSGD gate: a store takes averages in the record's order, whatever 
   actor_env env(3);
   auto rec = std::make_shared<mix_record>();
   rec->path = "mixer-1.gwr";
-  rec->header = {1, 3};
+  rec->header = {1, 3, ""};
   rec->events = {ev(mix_kind::mix, 0, 4), ev(mix_kind::mix, 2, 9), ev(mix_kind::mix, 0, 6), ev(mix_kind::close, 1, 0)};
   auto store = std::make_shared<gossip_store>();
   store->x = filled(0.f);

@@ -278,6 +278,12 @@ write("t10k-images-idx3-ubyte", 0, 0x803, [28, 28]); write("t10k-labels-idx1-uby
 PY
 printf '[data]\ndataset = "fashion-mnist"\npath = "%s/idx0"\n' "$tmp" > data_notest.toml
 inv data_notest 'data_notest.toml: data.dataset = "fashion-mnist" at .*/idx0 has no test samples' run data_notest.toml -q --no-report --out "$tmp/out-notest"
+# A value that came from --set is blamed on --set, not on the file.
+printf '[data]\ndataset = "fashion-mnist"\n' > plain_data.toml
+inv data_notest_set '^gradwire: error: --set: data.dataset = "fashion-mnist" at .*/idx0 has no test samples' \
+  run plain_data.toml -q --no-report --out "$tmp/out-notest-set" --set data.path=\"$tmp/idx0\"
+inv mnist_set '--set data.dataset = "mnist" needs data.path' run plain_data.toml -q --no-report --out "$tmp/out-mnist" \
+  --set data.dataset=\"mnist\"
 # results folder
 printf '[experiment]\nname = "r"\n[train]\nmax_steps = 2\n[data]\ndataset = "synthetic"\nsynthetic_train = 256\nsynthetic_test = 64\n' > rerun.toml
 "$gw" run rerun.toml -q --no-report --out "$tmp/out-rerun" > /dev/null 2>&1 || { echo "FAIL: the first run of rerun.toml failed" >&2; failed=$((failed + 1)); }
