@@ -51,7 +51,7 @@ std::string describe(const mix_event& e);
 struct mix_header {
   int worker = 0;  ///< whose store
   int workers = 0; ///< in the run
-  std::string run; ///< the run's id (experiment.run_id); empty in records that name none
+  std::string run{}; ///< the run's id (experiment.run_id); empty in records that name none
 };
 
 /// Appends a store's events to its file as they happen. Not thread-safe:

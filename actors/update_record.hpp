@@ -49,7 +49,7 @@ struct record_header {
   /// Steps a worker takes per push: 1, or async DiLoCo's local_steps (its
   /// last round may be shorter). Absent from a header: 1.
   int steps_per_push = 1;
-  std::string run; ///< the run's id (experiment.run_id); empty in records that name none
+  std::string run{}; ///< the run's id (experiment.run_id); empty in records that name none
 };
 
 /// Appends a shard's entries to its file as they happen. Not thread-safe:

@@ -273,10 +273,10 @@ std::vector<std::vector<std::uint8_t>> serve(int size, const rendezvous_options&
       for (int r = 0; r < size; ++r)
         if (!have[static_cast<std::size_t>(r)])
           names += (names.empty() ? "" : ", ") + std::to_string(r);
-      throw error("rendezvous on " + where(o) + ": " +
-                  (stopped ? std::string("stopped (Ctrl-C or SIGTERM)")
-                           : "timed out after " + std::to_string(o.timeout_ms / 1000) + " s") +
-                  " waiting for rank(s) " + names + " of " + std::to_string(size));
+      const auto what = " waiting for rank(s) " + names + " of " + std::to_string(size);
+      if (stopped)
+        throw kernels::stopped("rendezvous on " + where(o) + ": stopped (Ctrl-C or SIGTERM)" + what);
+      throw error("rendezvous on " + where(o) + ": timed out after " + std::to_string(o.timeout_ms / 1000) + " s" + what);
     }
     accept_one(ls.get(), std::min(ms_left(until), 20), hs, until);
     for (auto& h : hs.take()) {
@@ -321,7 +321,7 @@ std::vector<std::vector<std::uint8_t>> join(int rank, int size, const rendezvous
         throw error("rank " + std::to_string(rank) + ": cannot reach rank 0's rendezvous on " + where(o) + " (" + last +
                     "): the job this process was to rejoin is over");
       if (kernels::stop_requested())
-        throw error("rank " + std::to_string(rank) + ": stopped (Ctrl-C or SIGTERM) while trying to reach the rendezvous on " +
+        throw kernels::stopped("rank " + std::to_string(rank) + ": stopped (Ctrl-C or SIGTERM) while trying to reach the rendezvous on " +
                     where(o) + " (" + last + ")");
       if (clock_type::now() >= until)
         throw error("rank " + std::to_string(rank) + ": cannot reach the rendezvous on " + where(o) + " (" + last +

@@ -403,7 +403,8 @@ int cli_main(int argc, char** argv, cli_embedding* embed) {
     log::error("{}", e.what());
     if (embed != nullptr)
       embed->error = e.what();
-    rc = g_stop ? 130 : 2; // (a wait that a stop ended says so, and exits as a stop does)
+    // A wait that a stop ended says so, and exits as a stop does.
+    rc = dynamic_cast<const kernels::stopped*>(&e) != nullptr ? 130 : 2;
   } catch (const std::exception& e) {
     log::error("internal error: {}", e.what());
     if (embed != nullptr)

@@ -166,10 +166,12 @@ void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   if (j.launch.rank == 0)
     me->request(root, std::chrono::seconds(5), actors::barrier_missing_atom::value, epoch)
       .receive([&](const std::string& names) { missing = names; }, [](caf::error&) {});
-  throw error("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) +
-              (stopped ? std::string(" stopped (Ctrl-C or SIGTERM)")
-                       : " timed out after " + std::to_string(timeout_ms / 1000) + " s") +
-              (j.launch.rank == 0 ? " waiting for rank(s) " + missing : std::string(" waiting for rank 0")));
+  const auto whom = j.launch.rank == 0 ? " waiting for rank(s) " + missing : std::string(" waiting for rank 0");
+  if (stopped)
+    throw kernels::stopped("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) +
+                           " stopped (Ctrl-C or SIGTERM)" + whom);
+  throw error("rank " + std::to_string(j.launch.rank) + ": barrier " + std::to_string(epoch) + " timed out after " +
+              std::to_string(timeout_ms / 1000) + " s" + whom);
 }
 
 } // namespace gradwire::scheduler
