@@ -9,11 +9,20 @@ namespace gradwire::actors {
 caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
   return sys.spawn([cfg](caf::event_based_actor* self) -> caf::behavior {
     auto waiting = std::make_shared<std::map<int, std::map<int, caf::actor>>>(); // epoch -> rank -> waiter
+    // Epoch -> the ranks it was released without (known failed then): what
+    // a waiter that times out on a released epoch is told.
+    auto released = std::make_shared<std::map<int, std::string>>();
     auto try_release = [=](int epoch) {
       auto& w = (*waiting)[epoch];
-      for (int r = 0; r < cfg.ranks; ++r)
-        if (!w.count(r) && !(cfg.is_down && cfg.is_down(r)))
+      std::string without;
+      for (int r = 0; r < cfg.ranks; ++r) {
+        if (w.count(r))
+          continue;
+        if (!(cfg.is_down && cfg.is_down(r)))
           return;
+        without += (without.empty() ? "" : ", ") + std::to_string(r);
+      }
+      (*released)[epoch] = without;
       // The other ranks first: across processes a proxy hands its frame to
       // the link on this thread, so they are in flight before this rank's
       // own waiter can go on to close the link (which waits for frames in
@@ -35,6 +44,10 @@ caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
           try_release(epoch);
       },
       [=](barrier_missing_atom, int epoch) {
+        if (const auto it = released->find(epoch); it != released->end() && !waiting->count(epoch))
+          return "none: epoch " + std::to_string(epoch) + " was released" +
+                 (it->second.empty() ? std::string() : " without rank(s) " + it->second + ", reported failed") +
+                 ", and the release did not reach this waiter";
         std::string names;
         auto& w = (*waiting)[epoch];
         for (int r = 0; r < cfg.ranks; ++r)

@@ -4,7 +4,9 @@
 /// (barrier_atom, epoch, rank, waiter) to. It releases an epoch's waiters
 /// once every rank has arrived or is known to have failed (a job that
 /// carried on without a worker must still end), the other ranks first.
-/// It answers (barrier_missing_atom, epoch) with the ranks not yet there.
+/// It answers (barrier_missing_atom, epoch) with the ranks not yet there,
+/// or, for an epoch it released, that it did (and without which failed
+/// ranks): a waiter that timed out on it missed its release.
 /// Across processes it is published in transport::slots::barrier on every
 /// rank and rank 0's is used (scheduler/runtime/job.hpp).
 
