@@ -11,6 +11,7 @@
 #include "scheduler/app/config_toml.hpp"
 #include "scheduler/app/config_transport.hpp"
 #include "scheduler/app/config_virtual.hpp"
+#include "scheduler/app/run_id.hpp"
 #include "scheduler/runtime/gossip_wiring.hpp"
 #include "scheduler/runtime/ps_wiring.hpp"
 
@@ -42,11 +43,7 @@ void read_experiment(reader& r, run_config& c) {
   c.seed = static_cast<std::uint64_t>(r.integer("experiment.seed"));
   c.out = r.str("experiment.out");
   c.run_id = r.str("experiment.run_id");
-  check(c.run_id.size() <= 64 && std::all_of(c.run_id.begin(), c.run_id.end(), [](char ch) {
-          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
-        }),
-        r.loc("experiment.run_id") + " = \"" + c.run_id + "\" is not a run id (up to 64 letters, digits, '-', '_', '.'); " +
-          "gradwire writes it: leave it out");
+  check_run_id(c.run_id, r.loc("experiment.run_id"));
   c.tensorboard = r.boolean("experiment.tensorboard");
   if (c.out.empty())
     c.out = "results/" + c.name;

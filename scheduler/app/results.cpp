@@ -154,6 +154,8 @@ void results_writer::flush() {
 
 namespace {
 
+bool temporary(const std::string& name) { return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0; }
+
 /// What gradwire writes into a run's or a sweep's folder.
 bool ours(const std::filesystem::path& p) {
   const auto name = p.filename().string();
@@ -163,8 +165,13 @@ bool ours(const std::filesystem::path& p) {
   for (const char* f : files)
     if (name == f)
       return true;
-  return name.rfind("trace-rank", 0) == 0 || name.rfind("point-", 0) == 0 ||
-         (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0);
+  return name.rfind("trace-rank", 0) == 0 || name.rfind("point-", 0) == 0 || temporary(name);
+}
+
+/// What a comparison writes into its folder.
+bool a_comparisons(const std::filesystem::path& p) {
+  const auto name = p.filename().string();
+  return name == "report.html" || name == "plots" || name == "compare.json" || temporary(name);
 }
 
 /// `/` and the home folder hold a user's whole tree: no run is written
@@ -181,13 +188,22 @@ void check_not_a_root(const std::string& dir) {
           ": a run writes into a folder of its own; give one with --out DIR (e.g. --out results/NAME)");
 }
 
-/// The entries of `dir` that gradwire did not write, and those it did.
-void split_entries(const std::string& dir, std::vector<std::filesystem::path>& foreign,
-                   std::vector<std::filesystem::path>& earlier) {
+/// The entries of `dir` that `mine` says gradwire wrote, and the others.
+void split_entries(const std::string& dir, bool (*mine)(const std::filesystem::path&),
+                   std::vector<std::filesystem::path>& foreign, std::vector<std::filesystem::path>& earlier) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    (ours(e.path()) ? earlier : foreign).push_back(e.path());
-  check(!ec, "cannot read results folder " + dir + ": " + ec.message());
+    (mine(e.path()) ? earlier : foreign).push_back(e.path());
+  check(!ec, "cannot read folder " + dir + ": " + ec.message());
+}
+
+/// --force: the earlier run's (or comparison's) files, and only those.
+void remove_earlier(const std::vector<std::filesystem::path>& earlier) {
+  std::error_code ec;
+  for (const auto& p : earlier) {
+    std::filesystem::remove_all(p, ec);
+    check(!ec, "--force: cannot remove " + p.string() + ": " + ec.message());
+  }
 }
 
 std::string status_of(const std::string& dir) {
@@ -209,7 +225,7 @@ void claim_results_folder(const std::string& dir, bool force, const std::string&
     return;
   check(fs::is_directory(dir, ec), "results folder " + dir + " exists and is not a folder: choose another with --out DIR");
   std::vector<fs::path> foreign, earlier;
-  split_entries(dir, foreign, earlier);
+  split_entries(dir, ours, foreign, earlier);
   if (!foreign.empty()) // a folder of the user's: nothing in it is ours to replace, or to mix with
     throw error("results folder " + dir + " holds files that gradwire did not write ('" +
                 foreign.front().filename().string() + "'" +
@@ -223,10 +239,7 @@ void claim_results_folder(const std::string& dir, bool force, const std::string&
                 (fs::exists(fs::path(dir) / "sweep.json") ? std::string("sweep") : std::string("run")) + status_of(dir) +
                 ": nothing is overwritten. Give this " + what + " another folder with --out DIR, or replace that one " +
                 "with --force");
-  for (const auto& p : earlier) { // the whole earlier run, its checkpoints and record included
-    fs::remove_all(p, ec);
-    check(!ec, "--force: cannot remove " + p.string() + ": " + ec.message());
-  }
+  remove_earlier(earlier); // the whole earlier run, its checkpoints and record included
 }
 
 namespace {
@@ -254,12 +267,7 @@ void claim_compare_folder(const std::string& dir, bool force) {
     return;
   check(fs::is_directory(dir, ec), "compare --out " + dir + " exists and is not a folder");
   std::vector<fs::path> mine, foreign;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const auto name = e.path().filename().string();
-    const bool page = name == "report.html" || name == "plots" || name == "compare.json" ||
-                      (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0);
-    (page ? mine : foreign).push_back(e.path());
-  }
+  split_entries(dir, a_comparisons, foreign, mine);
   check(foreign.empty(), "compare --out " + dir + " holds files that are not a comparison's ('" +
                            (foreign.empty() ? std::string() : foreign.front().filename().string()) +
                            "'): give the comparison a folder of its own with --out DIR");
@@ -267,10 +275,7 @@ void claim_compare_folder(const std::string& dir, bool force) {
     return;
   check(force, "compare --out " + dir + " already holds a comparison (report.html): nothing is replaced. " +
                  "Give this one another folder with --out DIR, or replace that one with --force");
-  for (const auto& p : mine) {
-    fs::remove_all(p, ec);
-    check(!ec, "--force: cannot remove " + p.string() + ": " + ec.message());
-  }
+  remove_earlier(mine);
 }
 
 void results_writer::metric(const nlohmann::json& record) {

@@ -1,10 +1,14 @@
 #include "scheduler/app/run_id.hpp"
 
+#include "kernels/error.hpp"
 #include "scheduler/runtime/launch.hpp"
+#include "transport/codec.hpp"
 #include "transport/launch_env.hpp"
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,15 +36,6 @@ std::string job_key() {
   return "";
 }
 
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 } // namespace
 
 std::string new_run_id(const std::string& out) {
@@ -48,8 +43,15 @@ std::string new_run_id(const std::string& out) {
   if (key.empty())
     return fresh_token().substr(0, 16);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key + "\n" + out)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(transport::token_hash(key + "\n" + out))); // (FNV-1a)
   return hex;
+}
+
+void check_run_id(const std::string& id, const std::string& where) {
+  check(id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+        }),
+        where + " = \"" + id + "\" is not a run id (up to 64 letters, digits, '-', '_', '.'); gradwire writes it: leave it out");
 }
 
 void set_run_id(run_config& c, const std::string& id) {

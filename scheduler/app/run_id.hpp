@@ -19,6 +19,10 @@ namespace gradwire::scheduler {
 /// alone draws 16 random hex digits.
 std::string new_run_id(const std::string& out);
 
+/// Throws gradwire::error at `where` unless `id` is one gradwire could
+/// have written: up to 64 letters, digits, '-', '_' and '.' ("" too).
+void check_run_id(const std::string& id, const std::string& where);
+
 /// Sets `c.run_id` to `id`, in `c.resolved_toml` too (config.toml says it).
 void set_run_id(run_config& c, const std::string& id);
 

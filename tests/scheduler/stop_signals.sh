@@ -21,20 +21,27 @@ fail=0
 bad() { echo "FAIL: $*" >&2; fail=1; }
 pid=
 
+# term_when COMMAND...: once COMMAND succeeds (a state of $pid's run: a
+# record written, a port listening; looked at twice a second, 10 minutes
+# at most as a hang guard), SIGTERM to $pid; its exit status in $rc.
+term_when() {
+  for _ in $(seq 1 1200); do
+    "$@" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  pid=
+}
+
 # A GPT whose step takes seconds (5 s on a 2-core AVX-512 VM): context 2048.
 long=(-q --no-report --out "$tmp/long" --set model.context=2048 --set train.batch_size=24 --set train.max_steps=3
       --set train.log_every=1 --set train.eval=\"after\" --set data.test_subset=8)
 "$gw" run "$src/examples/lm.toml" "${long[@]}" > "$tmp/long.txt" 2>&1 &
 pid=$!
-for _ in $(seq 1 1200); do # the first step's record (a hang guard of 10 minutes)
-  grep -qs '"type":"step"' "$tmp/long/metrics.jsonl" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.5
-done
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-pid=
+term_when grep -qs '"type":"step"' "$tmp/long/metrics.jsonl" # the first step's record
 grep -q "stopped in the middle of step 2: the run ends after step 1" "$tmp/long.txt" ||
   bad "SIGTERM in step 2 did not stop it between layers (exit $rc): $(tail -3 "$tmp/long.txt")"
 python3 - "$tmp/long/summary.json" <<'PY' || bad "summary.json: $(head -c 400 "$tmp/long/summary.json")"
@@ -53,15 +60,7 @@ port=$((20000 + RANDOM % 20000))
 GRADWIRE_RANK=0 GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$port \
   "$gw" run "$src/examples/ring.toml" -q --no-report --set topology.workers=2 --out "$tmp/alone" > "$tmp/alone.txt" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do # until it listens (a hang guard of 5 minutes)
-  python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1', $port)))" 2>/dev/null && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.5
-done
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-pid=
+term_when python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1', $port)))" # it listens
 [[ $rc -eq 130 ]] && grep -q "stopped (Ctrl-C or SIGTERM) waiting for rank(s) 1 of 2" "$tmp/alone.txt" ||
   bad "rank 0 waiting in the rendezvous: exit $rc at SIGTERM: $(tail -2 "$tmp/alone.txt")"
 
