@@ -73,6 +73,20 @@ struct text_splits {
 };
 text_splits load_text(const std::string& path, int context, double val_fraction, std::uint64_t seed);
 
+/// Language-model data from token files, nanoGPT's .bin format (token
+/// ids as little-endian uint16, nothing else): `path` is one file, whose
+/// last `val_fraction` of ids is the validation split, or a folder holding
+/// train.bin and val.bin (as nanoGPT's prepare.py scripts write them;
+/// scripts/tokenize.py makes them from any text). Every id must be below
+/// `vocab`. Windows as load_text's, of ids over `vocab` classes. Throws
+/// gradwire::error naming the file, and for a bad id its position.
+struct token_splits {
+  dataset train, test;
+  std::int64_t train_tokens = 0, val_tokens = 0;
+  bool one_file = false; ///< split by val_fraction, not train.bin and val.bin
+};
+token_splits load_tokens(const std::string& path, int context, int vocab, double val_fraction, std::uint64_t seed);
+
 /// The default corpus: the Debian package fortunes' files.
 inline const char* fortunes_default_dir = "/usr/share/games/fortunes";
 

@@ -2,12 +2,12 @@
 #include "kernels/log.hpp"
 #include "models/data_file.hpp"
 #include "models/dataset.hpp"
+#include "models/token_windows.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 
 namespace gradwire::models {
 
@@ -62,29 +62,6 @@ std::string read_corpus(const std::string& path, std::int64_t& files, std::int64
   return text;
 }
 
-/// Window i of `text` from byte `at`: context inputs, context labels.
-void put_window(dataset& d, std::int64_t i, const std::string& text, std::size_t at, int context) {
-  const auto c = static_cast<std::size_t>(context);
-  d.offsets[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(at);
-  for (std::size_t j = 0; j < c; ++j) {
-    d.images[static_cast<std::size_t>(i) * c + j] = static_cast<float>(static_cast<unsigned char>(text[at + j]));
-    d.labels[static_cast<std::size_t>(i) * c + j] = static_cast<unsigned char>(text[at + j + 1]);
-  }
-}
-
-dataset make_split(const std::string& name, int context, std::int64_t windows) {
-  dataset d;
-  d.name = name;
-  d.channels = d.height = 1;
-  d.width = context;
-  d.classes = 256;
-  d.label_width = context;
-  d.images.resize(static_cast<std::size_t>(windows) * static_cast<std::size_t>(context));
-  d.labels.resize(d.images.size());
-  d.offsets.resize(static_cast<std::size_t>(windows));
-  return d;
-}
-
 } // namespace
 
 text_splits load_text(const std::string& path, int context, double val_fraction, std::uint64_t seed) {
@@ -105,19 +82,10 @@ text_splits load_text(const std::string& path, int context, double val_fraction,
         what + ": with data.val_fraction = " + std::to_string(val_fraction) + ", the training (" +
           std::to_string(train_bytes) + ") and validation (" + std::to_string(val_bytes) +
           ") bytes must each hold one window of model.context + 1 = " + std::to_string(window) + " bytes");
-  // Training: as many windows as the bytes hold end to end, at seeded offsets.
-  const auto n_train = static_cast<std::int64_t>(train_bytes / static_cast<std::size_t>(context));
-  out.train = make_split("text", context, n_train);
-  std::mt19937_64 rng(seed ^ 0x7e47da7aULL);
-  std::uniform_int_distribution<std::size_t> start(0, train_bytes - window);
-  for (std::int64_t i = 0; i < n_train; ++i)
-    put_window(out.train, i, text, start(rng), context);
-  // Validation: consecutive windows over the last bytes.
-  const auto n_val = static_cast<std::int64_t>((val_bytes - 1) / static_cast<std::size_t>(context));
-  out.test = make_split("text", context, n_val);
-  for (std::int64_t i = 0; i < n_val; ++i)
-    put_window(out.test, i, text, train_bytes + static_cast<std::size_t>(i) * static_cast<std::size_t>(context),
-               context);
+  // Training: as many windows as the bytes hold end to end, at seeded offsets;
+  // validation: consecutive windows over the last bytes.
+  out.train = windows::training("text", text, train_bytes, context, 256, seed);
+  out.test = windows::validation("text", text, train_bytes, val_bytes, context, 256);
   return out;
 }
 

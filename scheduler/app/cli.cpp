@@ -298,10 +298,10 @@ std::optional<int> run_tool(cli_args& a) {
   }
   if (a.chose("eval")) {
     const auto e = evaluate_model_file(a.eval_path, a.overrides);
-    const bool text = e.dataset == "text";
+    const bool bytes = e.dataset == "text", ids = e.dataset == "tokens";
     std::printf("%s: test accuracy %.2f%%, test loss %.4f%s (%lld test %s of %s)\n", e.file.c_str(),
-                100 * e.accuracy, e.loss, text ? " nats per byte" : "", static_cast<long long>(e.samples),
-                text ? "windows" : "images", e.dataset.c_str());
+                100 * e.accuracy, e.loss, bytes ? " nats per byte" : ids ? " nats per token" : "",
+                static_cast<long long>(e.samples), bytes || ids ? "windows" : "images", e.dataset.c_str());
     return 0;
   }
   if (a.chose("sample")) {

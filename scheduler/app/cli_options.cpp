@@ -137,6 +137,9 @@ void add_bench(CLI::App& app, cli_args& a, subcommands& s) {
   ab.job.pin = true;
   allreduce->add_flag("--pin,!--no-pin", ab.job.pin,
                       "pin each rank's progress thread to CPU rank mod CPUs (default; as MPI binds ranks to cores)");
+  allreduce->add_option("--peer-timeout-ms", ab.job.live.peer_timeout_ms,
+                         "a rank silent this long is reported failed and the benchmark aborts (5000, as transport.peer_timeout_ms)")
+      ->check(CLI::Range(100, 3600000));
   allreduce->add_option("--rendezvous", ab.job.rendezvous, "HOST:PORT of rank 0 (default: environment)");
   allreduce->add_option("--procs,-p", a.procs, "start this many local processes (otherwise one rank of srun/mpirun)");
 }

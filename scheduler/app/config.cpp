@@ -73,8 +73,8 @@ void read_model_and_data(reader& r, run_config& c) {
   c.partition.kind = r.str("data.partition");
   c.partition.alpha = r.number("data.dirichlet_alpha");
   c.partition.classes = static_cast<int>(r.integer("data.classes_per_worker"));
-  const bool gpt = c.model.kind == "gpt", text = c.dataset == "text";
-  check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\", and only it does (model.kind = \"" +
+  const bool gpt = c.model.kind == "gpt", text = c.dataset == "text" || c.dataset == "tokens";
+  check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\" or \"tokens\", and only it does (model.kind = \"" +
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
   check(gpt || c.model.dropout == 0.f, r.loc("model.dropout") + ": dropout is the GPT's (model.kind = \"gpt\"), not " +
                                          c.model.kind + "'s");

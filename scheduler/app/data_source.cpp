@@ -48,6 +48,16 @@ data_pair load_named(const run_config& cfg) {
               t.files, path, t.train.size(), t.test.size(), cfg.model.context + 1);
     d.train = std::move(t.train);
     d.test = std::move(t.test);
+  } else if (ds == "tokens") {
+    check(!cfg.data_path.empty(), cfg.origin("data.dataset") + " = \"tokens\" needs data.path: a .bin of uint16 "
+                                  "token ids, or a folder with train.bin and val.bin (scripts/tokenize.py makes them)");
+    auto t = models::load_tokens(cfg.data_path, cfg.model.context, cfg.model.vocab, cfg.val_fraction, cfg.seed);
+    log::info("tokens: {} training and {} validation ids from {}{}: {} training windows, {} validation windows of {} "
+              "ids, model.vocab = {}", t.train_tokens, t.val_tokens, cfg.data_path,
+              t.one_file ? " (split by data.val_fraction)" : "", t.train.size(), t.test.size(), cfg.model.context + 1,
+              cfg.model.vocab);
+    d.train = std::move(t.train);
+    d.test = std::move(t.test);
   } else {
     throw error(cfg.origin("data.dataset") + ": unknown dataset '" + ds + "'");
   }
@@ -105,7 +115,7 @@ data_pair load_data(run_config& cfg) {
   cfg.model.channels = d.train.channels;
   cfg.model.height = d.train.height;
   cfg.model.width = d.train.width;
-  cfg.model.classes = cfg.dataset == "text" ? cfg.model.vocab : d.train.classes;
+  cfg.model.classes = cfg.dataset == "text" || cfg.dataset == "tokens" ? cfg.model.vocab : d.train.classes;
   return d;
 }
 

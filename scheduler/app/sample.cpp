@@ -47,6 +47,8 @@ std::string sample_text(const sample_options& o, const sample_sink& sink) {
   check(it != md.end(), path + ": no gradwire_config in the header's metadata (not written by gradwire)");
   auto cfg = parse_config(it->second, path + " (its config)");
   check(cfg.model.kind == "gpt", path + ": holds a " + cfg.model.kind + ", not a language model (model.kind = \"gpt\")");
+  check(cfg.dataset != "tokens", path + ": was trained on token ids (data.dataset = \"tokens\"), and sample writes bytes: "
+                                 "decode its ids with the tokenizer that made its .bin files");
   check(!o.prompt.empty(), "sample: give a prompt (--prompt), at least one byte");
   check(o.tokens >= 0, "sample: --tokens must not be negative");
   check(std::isfinite(o.temperature) && o.temperature >= 0,

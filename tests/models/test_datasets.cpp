@@ -410,3 +410,82 @@ TEST_CASE("Contiguous text shards are runs of the corpus in order of position, d
   dataset images = make_synthetic(64, 1, 28, 28, 10, 3);
   CHECK_THROWS_WITH(contiguous_shard_indices(images, 0, 2), Catch::Contains("is no text"));
 }
+
+namespace {
+/// `ids` as a .bin file: little-endian uint16 each.
+void write_ids(const std::string& path, const std::vector<std::uint16_t>& ids) {
+  std::ofstream f(path, std::ios::binary);
+  for (auto id : ids) {
+    const char b[2] = {static_cast<char>(id & 0xff), static_cast<char>(id >> 8)};
+    f.write(b, 2);
+  }
+}
+} // namespace
+
+TEST_CASE("Token files: train.bin and val.bin give windows of their ids, labels the next ids, above 255 too") {
+  temp_dir d;
+  std::vector<std::uint16_t> train(500), val(41);
+  for (std::size_t i = 0; i < train.size(); ++i)
+    train[i] = static_cast<std::uint16_t>((i * 7919) % 1000); // ids up to 999: past a byte
+  for (std::size_t i = 0; i < val.size(); ++i)
+    val[i] = static_cast<std::uint16_t>(999 - i);
+  write_ids(d / "train.bin", train);
+  write_ids(d / "val.bin", val);
+  const auto t = load_tokens(d.path.string(), 8, 1000, 0.1, 5);
+  CHECK(t.train_tokens == 500);
+  CHECK(t.val_tokens == 41);
+  CHECK_FALSE(t.one_file);
+  REQUIRE(t.train.size() == 500 / 8);
+  REQUIRE(t.test.size() == 40 / 8); // consecutive windows of val.bin, each with the id after it
+  CHECK(t.train.classes == 1000);
+  CHECK(t.train.label_width == 8);
+  for (std::int64_t w = 0; w < t.train.size(); ++w) {
+    const auto at = static_cast<std::size_t>(t.train.offsets[static_cast<std::size_t>(w)]);
+    REQUIRE(at + 8 < train.size());
+    for (std::size_t j = 0; j < 8; ++j) {
+      CHECK(t.train.image(w)[j] == static_cast<float>(train[at + j]));
+      CHECK(t.train.label(w)[j] == train[at + j + 1]);
+    }
+  }
+  for (std::int64_t w = 0; w < t.test.size(); ++w)
+    for (std::size_t j = 0; j < 8; ++j)
+      CHECK(t.test.label(w)[j] == val[static_cast<std::size_t>(w) * 8 + j + 1]);
+  // The same seed draws the same windows; another seed others.
+  CHECK(load_tokens(d.path.string(), 8, 1000, 0.1, 5).train.offsets == t.train.offsets);
+  CHECK(load_tokens(d.path.string(), 8, 1000, 0.1, 6).train.offsets != t.train.offsets);
+}
+
+TEST_CASE("Token files: one .bin of a text's bytes gives the text's windows, bit for bit") {
+  temp_dir d;
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text += "line " + std::to_string(i * 37 % 101) + " of the corpus\n";
+  std::ofstream(d / "corpus.txt", std::ios::binary) << text;
+  write_ids(d / "corpus.bin", std::vector<std::uint16_t>(text.begin(), text.end()));
+  const auto a = load_text(d / "corpus.txt", 16, 0.1, 3);
+  const auto b = load_tokens(d / "corpus.bin", 16, 256, 0.1, 3);
+  CHECK(b.one_file);
+  CHECK(b.train_tokens + b.val_tokens == static_cast<std::int64_t>(text.size()));
+  for (auto [x, y] : {std::pair{&a.train, &b.train}, std::pair{&a.test, &b.test}}) {
+    CHECK(x->images == y->images);
+    CHECK(x->labels == y->labels);
+    CHECK(x->offsets == y->offsets);
+  }
+}
+
+TEST_CASE("Token files: a bad id, an odd size, a missing val.bin, too few ids are clear errors") {
+  temp_dir d;
+  write_ids(d / "ids.bin", {1, 2, 3, 700, 4, 5, 6, 7, 8, 9, 10, 11});
+  CHECK_THROWS_WITH(load_tokens(d / "ids.bin", 2, 512, 0.5, 1),
+                    Catch::Contains("token 700 at position 3 (byte 6) is not below model.vocab = 512"));
+  std::ofstream(d / "odd.bin", std::ios::binary) << "abc";
+  CHECK_THROWS_WITH(load_tokens(d / "odd.bin", 2, 512, 0.5, 1), Catch::Contains("is 3 bytes, not a whole number"));
+  fs::create_directories(d.path / "folder");
+  write_ids(d / "folder/train.bin", std::vector<std::uint16_t>(100, 1));
+  CHECK_THROWS_WITH(load_tokens(d / "folder", 4, 512, 0.1, 1), Catch::Contains("a folder without val.bin"));
+  write_ids(d / "folder/val.bin", {1, 2, 3});
+  CHECK_THROWS_WITH(load_tokens(d / "folder", 4, 512, 0.1, 1),
+                    Catch::Contains("holds 3 token ids, fewer than one window of model.context + 1 = 5"));
+  CHECK_THROWS_WITH(load_tokens(d / "none.bin", 4, 512, 0.1, 1), Catch::Contains("none.bin"));
+  CHECK_THROWS_WITH(load_tokens(d / "ids.bin", 2, 70000, 0.5, 1), Catch::Contains("must be in 1..65536"));
+}

@@ -1,4 +1,4 @@
-// Linked into every test executable of a sanitizer build, ahead of the
+// Linked into every test executable of the TSan build, ahead of the
 // libraries. The linker keeps the first copy it meets of an inline
 // function, and Debian's Catch2 (a static library built without
 // sanitizers) carries its own copies of the standard library's. Its copy of

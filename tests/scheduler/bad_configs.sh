@@ -100,8 +100,9 @@ case_ bucket '[topology]\nkind = "ring"\nbucket_kb = -1\n' 'bucket.toml:3: topol
 case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.chunk_kb = 0'
 # language models
 case_ gpt_heads '[model]\nkind = "gpt"\nheads = 3\nd_model = 128\n[data]\ndataset = "text"\n' 'gpt_heads.toml:3: model.heads = 3 does not divide model.d_model = 128'
-case_ gpt_images '[model]\nkind = "gpt"\n' 'gpt_images.toml.*model.kind = "gpt" trains on data.dataset = "text", and only it does'
+case_ gpt_images '[model]\nkind = "gpt"\n' 'gpt_images.toml.*model.kind = "gpt" trains on data.dataset = "text" or "tokens", and only it does'
 case_ text_mlp '[data]\ndataset = "text"\n' 'text_mlp.toml.*model.kind = "gpt" trains on data.dataset = "text"'
+case_ tokens_nopath '[model]\nkind = "gpt"\n[data]\ndataset = "tokens"\n' 'tokens_nopath.toml.*data.dataset = "tokens" needs data.path'
 printf 'too short for a window\n' > short.txt
 case_ gpt_short "[model]\nkind = \"gpt\"\ncontext = 64\n[data]\ndataset = \"text\"\npath = \"$PWD/short.txt\"\n" 'short.txt" holds 23 bytes of text.*model.context \+ 1 = 65'
 case_ gpt_missing '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npath = "/nonexistent/corpus"\n' 'data.path = "/nonexistent/corpus" does not exist'

@@ -48,6 +48,13 @@ if grep -q '^kind *= *"resnet20"' "$f"; then
   cut=(--set train.max_steps=4 --set train.log_every=2 --set data.test_subset=32)
   [[ $scale -gt 1 ]] && cut=(--set train.max_steps=2 --set train.log_every=1 --set data.test_subset=16 --set train.batch_size=8)
 fi
+# Token data: the example's .bin files made as its comment says.
+if grep -q '^dataset *= *"tokens"' "$f"; then
+  vocab=$(python3 "$src/scripts/tokenize.py" /usr/share/games/fortunes "$tmp/tokens" --tokenizer chars |
+    sed -n 's/.*set model.vocab = \([0-9]*\)$/\1/p')
+  [[ -n $vocab ]] || fail "scripts/tokenize.py made no token files"
+  cut+=(--set data.path=\"$tmp/tokens\" --set model.vocab="$vocab")
+fi
 start=$(date +%s.%N)
 timeout $((120 * scale)) "$gw" run "$f" "${procs[@]}" -q --out "$tmp/run" "${cut[@]}" >"$tmp/out.txt" 2>&1 ||
   fail "gradwire run exited with $?"

@@ -24,7 +24,12 @@ hosts() { # N LOGDIR COMMAND...
   GW_HOSTS_LOG=$logs timeout 240 "$src/scripts/emulated_hosts.sh" "$n" -- "$@"
 }
 
-set -- --no-report --set train.max_steps=40 --set data.train_subset=12000 --set data.test_subset=1000
+# A rank's silence is judged after 5 s, times the suite's scale: under
+# ASan four instrumented ranks that poll their links share 2 cores with
+# another test, and one went 5 s without a frame.
+silence=$((5000 * ${GRADWIRE_TIME_SCALE:-1}))
+set -- --no-report --set train.max_steps=40 --set data.train_subset=12000 --set data.test_subset=1000 \
+  --set transport.peer_timeout_ms=$silence
 "$gw" run "$src/examples/ring.toml" -q --out "$tmp/one" "$@" > "$tmp/one.txt" 2>&1 || fail "one process: $(cat "$tmp/one.txt")"
 hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" || fail "the ring across 2 hosts failed"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"
@@ -46,7 +51,7 @@ hosts 2 "$tmp/logs2t" "$gw" run "$src/examples/ring.toml" --out "$tmp/two-tcp" "
 # The allreduce across the 2 hosts, both engines (the communicator and the
 # actors' ring): every sum checked, nothing lent (on one host the same
 # command lends by shared-memory reference).
-hosts 2 "$tmp/logsb" "$gw" bench allreduce -b 64K -e 256K -n 5 -w 1 || fail "bench allreduce across 2 hosts failed"
+hosts 2 "$tmp/logsb" "$gw" bench allreduce --peer-timeout-ms $silence -b 64K -e 256K -n 5 -w 1 || fail "bench allreduce across 2 hosts failed"
 grep -q "^# extra, .*: the actors' ring allreduce (ring), ucx, chunk" "$tmp/logsb/rank-0.txt" ||
   fail "bench allreduce across hosts: $(head -n 2 "$tmp/logsb/rank-0.txt") (memory lent across hosts?)"
 [ "$(grep -c " ok$" "$tmp/logsb/rank-0.txt")" = 3 ] || fail "bench allreduce across hosts: a sum is wrong"
@@ -55,18 +60,18 @@ grep -q "TCP lanes to 1 of 1 peers" "$tmp/logsb/rank-0.txt" ||
 # 2 hosts of 2 ranks: hierarchical by default (shared memory within each
 # host, lanes across by local index; 4 MiB is several pieces), and the
 # flat ring forced: shared memory within each host, lanes across, pair by pair.
-GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsm" "$gw" bench allreduce --engine comm -b 1K -e 4M -f 64 -n 5 -w 1 ||
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsm" "$gw" bench allreduce --peer-timeout-ms $silence --engine comm -b 1K -e 4M -f 64 -n 5 -w 1 ||
   fail "bench allreduce on 2 hosts of 2 ranks failed"
 grep -q "hierarchical at every size: 2 hosts of 2 ranks" "$tmp/logsm/rank-0.txt" &&
   [ "$(grep -c " ok$" "$tmp/logsm/rank-0.txt")" = 3 ] ||
   fail "bench allreduce on 2 hosts of 2 ranks: $(cat "$tmp/logsm/rank-0.txt")"
-GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsf" "$gw" bench allreduce --engine comm --comm-algo ring -b 1K -e 1M -f 16 -n 5 -w 1 ||
+GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsf" "$gw" bench allreduce --peer-timeout-ms $silence --engine comm --comm-algo ring -b 1K -e 1M -f 16 -n 5 -w 1 ||
   fail "bench allreduce on 2 hosts of 2 ranks, the ring forced, failed"
 grep -q "TCP lanes to 2 of 3 peers" "$tmp/logsf/rank-0.txt" && [ "$(grep -c " ok$" "$tmp/logsf/rank-0.txt")" = 3 ] ||
   fail "bench allreduce on 2 hosts of 2 ranks, the ring forced: $(cat "$tmp/logsf/rank-0.txt")"
 # Hosts of unequal rank counts, 2 and 1: hierarchical too, the lone
 # rank and its partner's host's first rank carrying the sums across.
-GW_RANKS_PER_HOST=2,1 hosts 2 "$tmp/logsu" "$gw" bench allreduce --engine comm -b 1K -e 4M -f 64 -n 5 -w 1 ||
+GW_RANKS_PER_HOST=2,1 hosts 2 "$tmp/logsu" "$gw" bench allreduce --peer-timeout-ms $silence --engine comm -b 1K -e 4M -f 64 -n 5 -w 1 ||
   fail "bench allreduce on hosts of 2 ranks and 1 failed"
 grep -q "hierarchical at every size: 2 hosts of 1 to 2 ranks" "$tmp/logsu/rank-0.txt" &&
   [ "$(grep -c " ok$" "$tmp/logsu/rank-0.txt")" = 3 ] ||
