@@ -6,6 +6,10 @@ if(TARGET gradwire_cuda)
   # Opened at run time from <bin>/../lib/gradwire (kernels/cuda_loader.cpp).
   install(TARGETS gradwire_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/gradwire)
 endif()
+if(TARGET gradwire_torch)
+  # model.kind = "torch", opened from <bin>/../lib/gradwire (models/torch_layer.cpp).
+  install(TARGETS gradwire_torch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/gradwire)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DATADIR}/gradwire/examples)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
@@ -28,12 +32,12 @@ endif()
 # What a run uses when present: oneDNN's GEMMs and convolutions (opened at
 # run time), gnuplot for report.html's plots, Fashion-MNIST and fortunes
 # for the examples, pandas and matplotlib for the Python module's tables
-# and examples/analysis.py.
+# and examples/analysis.py, PyTorch for model.kind = "torch".
 if(GRADWIRE_HAVE_PYTHON) # the module is built for this Python's ABI
   math(EXPR _gw_next_minor "${Python_VERSION_MINOR} + 1")
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
       "python3 (>= ${Python_VERSION_MAJOR}.${Python_VERSION_MINOR}), python3 (<< ${Python_VERSION_MAJOR}.${_gw_next_minor})")
 endif()
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
-    "libdnnl2, gnuplot-nox, dataset-fashion-mnist, fortunes, python3-pandas, python3-matplotlib")
+    "libdnnl2, gnuplot-nox, dataset-fashion-mnist, fortunes, python3-pandas, python3-matplotlib, python3-torch")
 include(CPack)

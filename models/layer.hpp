@@ -15,6 +15,7 @@
 #include "kernels/thread_pool.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ enum class init_kind {
   ones,
   zeros,
   normal, ///< N(0, stddev^2): GPT-2's initialisation
+  from_layer, ///< param_spec::fill gives the values (a torch module's own initialisation)
 };
 
 struct param_spec {
@@ -40,6 +42,8 @@ struct param_spec {
   /// AdamW decays it (weight matrices); biases, norms and embeddings are
   /// left alone, as nanoGPT's and most transformer recipes do.
   bool decay = false;
+  /// init_kind::from_layer: writes the tensor's initial values for a seed.
+  std::function<void(std::uint64_t seed, float* out)> fill = nullptr;
 };
 
 /// Hands out consecutive views of the model's parameter, gradient and state

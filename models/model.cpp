@@ -24,7 +24,7 @@ std::size_t layout(const std::vector<param_spec>& specs, std::vector<std::size_t
   return off;
 }
 
-void fill_init(const param_spec& s, std::mt19937_64& rng, float* out) {
+void fill_init(const param_spec& s, std::mt19937_64& rng, std::uint64_t seed, float* out) {
   const auto n = static_cast<std::size_t>(kernels::numel(s.shape));
   switch (s.init) {
   case init_kind::ones:
@@ -39,6 +39,9 @@ void fill_init(const param_spec& s, std::mt19937_64& rng, float* out) {
       out[i] = g(rng);
     break;
   }
+  case init_kind::from_layer:
+    s.fill(seed, out);
+    break;
   case init_kind::uniform_fan_in: {
     const float bound = 1.f / std::sqrt(static_cast<float>(s.fan_in));
     std::uniform_real_distribution<float> u(-bound, bound);
@@ -79,7 +82,7 @@ void model::init(std::uint64_t seed) {
                   const tensor& buf) {
     std::vector<float> host(static_cast<std::size_t>(buf.numel()), 0.f);
     for (std::size_t i = 0; i < specs.size(); ++i)
-      fill_init(specs[i], rng, host.data() + offs[i]);
+      fill_init(specs[i], rng, seed, host.data() + offs[i]);
     kernels::copy(tensor::from(host, buf.shape()), buf);
   };
   fill(param_specs_, param_offsets_, params_);

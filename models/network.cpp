@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "models/layers/gpt.hpp"
 #include "models/layers/layers.hpp"
+#include "models/torch_layer.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -12,7 +13,7 @@ namespace gradwire::models {
 
 const std::vector<std::string>& model_kinds() {
   static const std::vector<std::string> kinds = {"mlp", "lenet5", "resnet20", "resnet32",
-                                                 "resnet44", "resnet56", "gpt"};
+                                                 "resnet44", "resnet56", "gpt", "torch"};
   return kinds;
 }
 
@@ -228,6 +229,11 @@ network make_network(const model_spec& spec) {
     return network(build_mlp(spec));
   if (spec.kind == "lenet5")
     return network(build_lenet5(spec));
+  if (spec.kind == "torch") {
+    std::vector<std::unique_ptr<layer>> l;
+    l.push_back(make_torch_layer(spec));
+    return network(std::move(l));
+  }
   if (spec.kind == "gpt") {
     std::vector<std::unique_ptr<layer>> l;
     l.push_back(std::make_unique<gpt>(gpt_shape{spec.layers, spec.heads, spec.d_model, spec.context, spec.vocab, spec.dropout}));

@@ -17,7 +17,7 @@ namespace gradwire::models {
 
 /// What the model is; everything needed to build identical replicas.
 struct model_spec {
-  std::string kind = "mlp";          ///< "mlp" | "lenet5" | "resnet20" (or resnet32, resnet44, resnet56) | "gpt"
+  std::string kind = "mlp";          ///< "mlp" | "lenet5" | "resnet20" (or resnet32, resnet44, resnet56) | "gpt" | "torch"
   std::vector<int> hidden = {256, 128}; ///< MLP hidden widths
   /// gpt: blocks, attention heads, residual width, context and vocabulary
   /// (its input is [1, 1, context] token ids, its classes the vocabulary).
@@ -25,6 +25,10 @@ struct model_spec {
   float dropout = 0.f; ///< gpt: the probability of dropping an element of the embeddings, attention's probabilities and the residual branches
   int channels = 1, height = 28, width = 28;
   int classes = 10;
+  /// torch: the module file (an absolute path), the run's resolved config
+  /// handed to its model(cfg), and torch's intra-op threads.
+  std::string module, config_toml;
+  int torch_threads = 1;
 };
 
 /// The model kinds `make_network` accepts.

@@ -4,6 +4,7 @@
 #include "kernels/cpu/onednn_conv.hpp"
 #include "kernels/cpu/onednn_gemm.hpp"
 #include "models/network.hpp"
+#include "models/torch_layer.hpp"
 #include "scheduler/app/version.hpp"
 
 #include <fmt/format.h>
@@ -23,9 +24,11 @@ std::string build_info() {
   const std::string cuda_built = !kernels::built_with_cuda() ? "not built"
                                  : unavailable.empty()       ? "built"
                                                              : "built, but " + unavailable;
+  const auto no_torch = models::torch_unavailable();
   return fmt::format("{}\nCUDA kernels: {}\nvisible CUDA devices: {}\nCPU GEMMs: {}\nCPU convolutions: {}\n"
-                     "CPU activations: {}\n",
-                     version_line(), cuda_built, kernels::cuda_device_count(), gemms, kernels::onednn_conv::status(), layout);
+                     "CPU activations: {}\ntorch models: {}\n",
+                     version_line(), cuda_built, kernels::cuda_device_count(), gemms, kernels::onednn_conv::status(), layout,
+                     no_torch.empty() ? "available (model.kind = \"torch\")" : "unavailable: " + no_torch);
 }
 
 } // namespace gradwire::scheduler

@@ -9,6 +9,7 @@
 #include "scheduler/app/config_sweep.hpp"
 
 #include "scheduler/app/config_toml.hpp"
+#include "scheduler/app/config_torch.hpp"
 #include "scheduler/app/config_transport.hpp"
 #include "scheduler/app/config_virtual.hpp"
 #include "scheduler/app/run_id.hpp"
@@ -74,7 +75,7 @@ void read_model_and_data(reader& r, run_config& c) {
   c.partition.alpha = r.number("data.dirichlet_alpha");
   c.partition.classes = static_cast<int>(r.integer("data.classes_per_worker"));
   const bool gpt = c.model.kind == "gpt", text = c.dataset == "text" || c.dataset == "tokens";
-  check(gpt == text, r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\" or \"tokens\", and only it does (model.kind = \"" +
+  check(gpt == text || c.model.kind == "torch", r.loc(gpt ? "data.dataset" : "model.kind") + ": model.kind = \"gpt\" trains on data.dataset = \"text\" or \"tokens\", and only it does (model.kind = \"" +
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
   check(gpt || c.model.dropout == 0.f, r.loc("model.dropout") + ": dropout is the GPT's (model.kind = \"gpt\"), not " +
                                          c.model.kind + "'s");
@@ -348,6 +349,7 @@ std::string resolved_toml(reader& r, const run_config& c) {
   if (!c.faults.empty()) {
     resolved.insert_or_assign("faults", faults_toml(c));
   }
+  resolve_torch(r.root, c, resolved);
   std::ostringstream os;
   os << resolved;
   return os.str() + "\n";
@@ -393,7 +395,9 @@ run_config parse_config(const std::string& text, const std::string& source,
     check(why.empty(), r.loc("topology.allreduce") + " = \"collective\" cannot serve " + why +
                          ": set topology.allreduce = \"actors\"");
   }
+  read_torch(r, c);
   c.resolved_toml = resolved_toml(r, c);
+  c.model.config_toml = c.resolved_toml;
   c.sweep = std::move(sweep.grid);
   c.sweep_variants = std::move(sweep.variants);
   c.sweep_paired = sweep.paired;

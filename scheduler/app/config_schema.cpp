@@ -44,7 +44,8 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.record", vt::boolean, "true", {}, "async parameter servers: each shard writes the order of the updates it applied and the pulls it answered to record/ (a few bytes each), so that `gradwire replay` can run the run again bit for bit, or a variant on the same schedule"},
     {"experiment.record_max_mb", vt::integer, "256", {}, "bound on each shard's record file, in MiB (a replay follows a record that far)", in(1, std::int64_t{1} << 20)},
 
-    {"model.kind", vt::string, "\"mlp\"", models::model_kinds(), "network (gpt: a decoder-only transformer over bytes or token ids; it needs data.dataset = \"text\" or \"tokens\")"},
+    {"model.kind", vt::string, "\"mlp\"", models::model_kinds(), "network (gpt: a decoder-only transformer over bytes or token ids; it needs data.dataset = \"text\" or \"tokens\"; torch: your own nn.Module, model.module)"},
+    {"model.module", vt::string, "\"\"", {}, "torch: the .py file that defines model(cfg) (relative to the config file's folder, or absolute; docs/your-model.md); [model.args] is free-form, handed to it as cfg[\"model\"][\"args\"]"},
     {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},
     {"model.layers", vt::integer, "4", {}, "gpt: transformer blocks", in(1, 1024)},
     {"model.heads", vt::integer, "4", {}, "gpt: attention heads per block (they must divide model.d_model)", in(1, 1024)},

@@ -1,6 +1,7 @@
 #include "scheduler/app/config_toml.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/app/config_torch.hpp"
 #include "scheduler/app/config_schema.hpp"
 
 #include <algorithm>
@@ -82,6 +83,8 @@ std::string where(const std::string& source, const toml::node& n) {
 void walk(const toml::table& t, const std::string& prefix, const std::string& source) {
   for (const auto& [k, v] : t) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (free_form_args(key, v, where(source, v)))
+      continue;
     if (const auto* sub = v.as_table()) {
       check(key != "nodes", where(source, v) + ": write [[nodes]] (an array of tables, one per group of workers), not [nodes]");
       check(key != "faults", where(source, v) + ": write [[faults]] (an array of tables, one per fault), not [faults]");

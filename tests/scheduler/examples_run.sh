@@ -28,6 +28,16 @@ if grep -q '^device *= *"cuda' "$f" && "$gw" info | grep -q "visible CUDA device
   exit 0
 fi
 
+# A torch model where this build has no torch plug-in: refused, saying why.
+if grep -q '^kind *= *"torch"' "$f" && "$gw" info | grep -q "^torch models: unavailable"; then
+  timeout $((120 * scale)) "$gw" run "$f" -q --no-report --out "$tmp/run" >"$tmp/out.txt" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q "torch plug-in" "$tmp/out.txt" ||
+    fail "no torch plug-in here: expected exit 2 and an error saying so, got exit $rc"
+  echo "ok   examples/$name.toml (no torch plug-in in this build: refused, as it should be)"
+  exit 0
+fi
+
 # A config with [[faults]] kills a process: it runs as its comment says, across processes.
 procs=()
 grep -q '^\[\[faults\]\]' "$f" && procs=(--procs workers)

@@ -1,0 +1,155 @@
+"""gradwire's side of a torch model: libgradwire_torch.so runs this file in
+its embedded interpreter. A Model holds the user's module file and the
+run's config; each Replica is one nn.Module whose parameters, gradients
+and floating-point buffers are views of gradwire's flat buffers
+(torch.frombuffer over memory gradwire owns), so that gradwire's
+optimizer, exchanges and checkpoints act on what the module computes with.
+Anything user code raises comes back as UserError, with its traceback."""
+
+import importlib.util
+import sys
+import tomllib
+import traceback
+
+import torch
+
+
+class UserError(Exception):
+    pass
+
+
+def _trace(what, exc):
+    """The user's traceback: without this file's frames and importlib's."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename != "<string>" and not f.filename.startswith("<frozen")]
+    text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(exc))
+    return what + ":\nTraceback (most recent call last):\n" + text.rstrip()
+
+
+def _view(mv, shape):
+    return torch.frombuffer(mv, dtype=torch.float32).view(shape)
+
+
+def load(path, config_toml, threads):
+    torch.set_num_threads(max(1, threads))
+    spec = importlib.util.spec_from_file_location("gradwire_user_model_%d" % len(sys.modules), path)
+    if spec is None:
+        raise UserError("%s: model.module must be a Python file (.py)" % path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:  # the user's SyntaxError, ImportError, SystemExit ...
+        raise UserError(_trace("%s could not be imported" % path, e)) from None
+    fn = getattr(module, "model", None)
+    if not callable(fn):
+        raise UserError("%s defines no function model(cfg) returning a torch.nn.Module "
+                        "(the contract is in docs/your-model.md)" % path)
+    return Model(path, fn, tomllib.loads(config_toml))
+
+
+class Model:
+    def __init__(self, path, fn, cfg):
+        self.path, self.fn, self.cfg = path, fn, cfg
+        self.seed, self.built = None, None
+        m = self.build(0)
+        self.params = [(n, list(p.shape)) for n, p in m.named_parameters()]
+        self.buffers = [(n, list(b.shape)) for n, b in m.named_buffers() if b.is_floating_point()]
+        if not self.params:
+            raise UserError("%s: model(cfg) returned a module without parameters: nothing to train" % path)
+
+    def build(self, seed):
+        torch.manual_seed(seed)
+        try:
+            m = self.fn(self.cfg)
+        except BaseException as e:
+            raise UserError(_trace("%s: model(cfg) raised" % self.path, e)) from None
+        if not isinstance(m, torch.nn.Module):
+            raise UserError("%s: model(cfg) returned %s, not a torch.nn.Module" % (self.path, type(m).__name__))
+        for n, t in list(m.named_parameters()) + [b for b in m.named_buffers() if b[1].is_floating_point()]:
+            if t.dtype != torch.float32 or t.device.type != "cpu":
+                raise UserError("%s: %s is %s on %s; gradwire trains float32 modules built on the CPU" %
+                                (self.path, n, t.dtype, t.device))
+        return m
+
+    def initial(self, seed, buffer, i, out):
+        if self.seed != seed:
+            self.built, self.seed = self.build(seed), seed
+            self.check(self.built, "model(cfg) under seed %d" % seed)
+        name = (self.buffers if buffer else self.params)[i][0]
+        src = dict(self.built.named_buffers() if buffer else self.built.named_parameters())[name]
+        torch.frombuffer(out, dtype=torch.float32).copy_(src.detach().reshape(-1))
+
+    def check(self, m, what):
+        params = [(n, list(p.shape)) for n, p in m.named_parameters()]
+        buffers = [(n, list(b.shape)) for n, b in m.named_buffers() if b.is_floating_point()]
+        if params != self.params or buffers != self.buffers:
+            raise UserError("%s: %s built other parameters than the first call (%s): model(cfg) must build "
+                            "the same module every time" % (self.path, what, _first_difference(self, params)))
+
+    def replica(self):
+        m = self.build(0)
+        self.check(m, "model(cfg)")
+        return Replica(self, m)
+
+
+def _first_difference(model, params):
+    for a, b in zip(model.params, params):
+        if a != b:
+            return "%s %s, then %s %s" % (a[0], a[1], b[0], b[1])
+    return "%d parameters, then %d" % (len(model.params), len(params))
+
+
+def _owner(module, dotted):
+    *path, leaf = dotted.split(".")
+    for part in path:
+        module = getattr(module, part)
+    return module, leaf
+
+
+class Replica:
+    def __init__(self, model, m):
+        self.model, self.m, self.out = model, m, None
+        self.params = [p for _, p in m.named_parameters()]
+        self.views = [None] * len(self.params)
+
+    def bind_param(self, i, value, grad):
+        p = self.params[i]
+        p.data = _view(value, p.shape)
+        p.grad = _view(grad, p.shape)
+        self.views[i] = (p.data.data_ptr(), p.grad.data_ptr())
+
+    def bind_buffer(self, i, value):
+        name, shape = self.model.buffers[i]
+        owner, leaf = _owner(self.m, name)
+        owner._buffers[leaf] = _view(value, shape)
+
+    def forward(self, x, shape, train):
+        x = _view(x, shape)
+        self.m.train(train)
+        self.out = None
+        with torch.set_grad_enabled(train):
+            try:
+                out = self.m(x)
+            except BaseException as e:
+                raise UserError(_trace("%s: the module's forward raised" % self.model.path, e)) from None
+        if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != shape[0]:
+            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise UserError("%s: the module's forward returned %s for an input of %s; gradwire expects logits "
+                            "[batch, classes] = [%d, classes]" % (self.model.path, got, list(shape), shape[0]))
+        self.out = out
+        return list(out.shape)
+
+    def output(self, out):
+        torch.frombuffer(out, dtype=torch.float32).copy_(self.out.detach().reshape(-1))
+
+    def backward(self, dy):
+        out, self.out = self.out, None
+        try:
+            out.backward(_view(dy, out.shape))
+        except BaseException as e:
+            raise UserError(_trace("%s: the module's backward raised" % self.model.path, e)) from None
+        for i, p in enumerate(self.params):
+            if (p.data_ptr(), p.grad.data_ptr() if p.grad is not None else 0) != self.views[i]:
+                raise UserError("%s: parameter %s no longer lives in gradwire's buffers (replaced, resized, or "
+                                "its gradient set to None by zero_grad()): a module's parameters must keep "
+                                "their tensors" % (self.model.path, self.model.params[i][0]))

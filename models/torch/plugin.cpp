@@ -1,0 +1,159 @@
+// libgradwire_torch.so (models/torch_module.hpp): the user's nn.Module run
+// by an embedded Python. bridge.py does the torch side; this file starts
+// the interpreter once per process (or uses the one a Python program
+// already runs, as the gradwire Python module's runs do), holds the GIL
+// for each call alone, and turns Python's errors into std::runtime_error.
+#include "models/torch_module.hpp"
+
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+
+#include <mutex>
+#include <stdexcept>
+
+namespace py = pybind11;
+
+extern const char* const gradwire_torch_bridge_py; // bridge.py's text (CMake: bridge_py.cpp)
+
+namespace gradwire::models::torch_module {
+
+namespace {
+
+py::object* g_bridge = nullptr; // bridge.py as a module; never destroyed (the interpreter outlives every run)
+
+void start() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const bool ours = !Py_IsInitialized();
+    if (ours)
+      py::initialize_interpreter(false); // no signal handlers: SIGINT and SIGTERM stay gradwire's
+    {
+      py::gil_scoped_acquire gil;
+      if (ours)
+        py::module_::import("sys").attr("argv") = py::make_tuple("gradwire");
+      py::module_ mod = py::module_::import("types").attr("ModuleType")("gradwire_torch_bridge");
+      py::exec(gradwire_torch_bridge_py, mod.attr("__dict__"));
+      g_bridge = new py::object(mod);
+    }
+    if (ours)
+      PyEval_SaveThread(); // every call takes the GIL for itself, from any thread
+  });
+}
+
+/// Runs `f` with the GIL held; a Python exception becomes std::runtime_error
+/// with bridge.UserError's text (the user's traceback) or Python's own.
+template <typename F>
+auto guarded(F&& f) {
+  py::gil_scoped_acquire gil;
+  try {
+    return f();
+  } catch (py::error_already_set& e) {
+    if (e.matches(g_bridge->attr("UserError")))
+      throw std::runtime_error(py::str(e.value()).cast<std::string>());
+    throw std::runtime_error(std::string("torch model: ") + e.what());
+  }
+}
+
+py::memoryview floats(const float* p, std::size_t n) {
+  return py::memoryview::from_memory(const_cast<float*>(p), static_cast<py::ssize_t>(n * sizeof(float)), false);
+}
+
+std::size_t numel(const std::vector<std::int64_t>& shape) {
+  std::size_t n = 1;
+  for (auto d : shape)
+    n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+/// Drops a Python reference with the GIL held (destructors run on any thread).
+void release(py::object& o) {
+  py::gil_scoped_acquire gil;
+  o = py::object();
+}
+
+class py_replica final : public replica {
+public:
+  py_replica(py::object r, const std::vector<tensor_info>& params, const std::vector<tensor_info>& buffers)
+    : r_(std::move(r)), params_(params), buffers_(buffers) {}
+  ~py_replica() override { release(r_); }
+
+  void bind_param(std::size_t i, float* value, float* grad) override {
+    const auto n = numel(params_.at(i).shape);
+    guarded([&] { return r_.attr("bind_param")(i, floats(value, n), floats(grad, n)); });
+  }
+  void bind_buffer(std::size_t i, float* value) override {
+    const auto n = numel(buffers_.at(i).shape);
+    guarded([&] { return r_.attr("bind_buffer")(i, floats(value, n)); });
+  }
+  std::vector<std::int64_t> forward(const float* x, const std::vector<std::int64_t>& shape, bool train) override {
+    out_shape_ = guarded([&] {
+      return r_.attr("forward")(floats(x, numel(shape)), shape, train).cast<std::vector<std::int64_t>>();
+    });
+    return out_shape_;
+  }
+  void output(float* out) override {
+    guarded([&] { return r_.attr("output")(floats(out, numel(out_shape_))); });
+  }
+  void backward(const float* dy) override {
+    guarded([&] { return r_.attr("backward")(floats(dy, numel(out_shape_))); });
+  }
+
+private:
+  py::object r_;
+  const std::vector<tensor_info>& params_;
+  const std::vector<tensor_info>& buffers_;
+  std::vector<std::int64_t> out_shape_;
+};
+
+std::vector<tensor_info> infos(const py::handle& list) {
+  std::vector<tensor_info> out;
+  for (const auto& item : list) {
+    auto pair = item.cast<py::tuple>();
+    out.push_back({pair[0].cast<std::string>(), pair[1].cast<std::vector<std::int64_t>>()});
+  }
+  return out;
+}
+
+class py_model final : public model {
+public:
+  explicit py_model(py::object m) : m_(std::move(m)) {
+    params_ = infos(m_.attr("params"));
+    buffers_ = infos(m_.attr("buffers"));
+  }
+  ~py_model() override { release(m_); }
+
+  const std::vector<tensor_info>& params() const override { return params_; }
+  const std::vector<tensor_info>& buffers() const override { return buffers_; }
+  void initial(std::uint64_t seed, bool buffer, std::size_t i, float* out) override {
+    const auto n = numel((buffer ? buffers_ : params_).at(i).shape);
+    guarded([&] { return m_.attr("initial")(seed, buffer, i, floats(out, n)); });
+  }
+  std::unique_ptr<replica> make_replica() override {
+    auto r = guarded([&] { return m_.attr("replica")(); });
+    return std::make_unique<py_replica>(std::move(r), params_, buffers_);
+  }
+
+private:
+  py::object m_;
+  std::vector<tensor_info> params_, buffers_;
+};
+
+std::shared_ptr<model> open(const std::string& path, const std::string& config_toml, int threads) {
+  try {
+    start();
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error(std::string("torch models: the embedded Python could not start: ") + e.what());
+  }
+  auto m = guarded([&] { return g_bridge->attr("load")(path, config_toml, threads); });
+  return guarded([&] { return std::make_shared<py_model>(std::move(m)); });
+}
+
+const api the_api{GRADWIRE_TORCH_ABI, &open};
+
+} // namespace
+
+} // namespace gradwire::models::torch_module
+
+extern "C" __attribute__((visibility("default"))) const gradwire::models::torch_module::api* gradwire_torch_module() {
+  return &gradwire::models::torch_module::the_api;
+}

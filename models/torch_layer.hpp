@@ -1,0 +1,26 @@
+#pragma once
+/// @file torch_layer.hpp
+/// model.kind = "torch": the user's nn.Module as one layer of a gradwire
+/// network. Its parameters and floating-point buffers are described as the
+/// module names them, start as the module initialises them under the run's
+/// seed, and are views of the model's flat buffers (models/torch_module.hpp),
+/// so gradwire's optimizer, exchanges, shards and checkpoints see them as a
+/// built-in layer's. The network's loss (cross-entropy on [batch, classes]
+/// logits) and everything around the step stay gradwire's.
+
+#include "models/layer.hpp"
+
+#include <memory>
+
+namespace gradwire::models {
+
+struct model_spec;
+
+/// The module of spec.module with spec.config_toml, loaded once per
+/// process and spec (libgradwire_torch.so, loaded on first use).
+std::unique_ptr<layer> make_torch_layer(const model_spec& spec);
+
+/// Whether libgradwire_torch.so can be loaded here; otherwise why not.
+std::string torch_unavailable();
+
+} // namespace gradwire::models

@@ -1,0 +1,76 @@
+#pragma once
+/// @file torch_module.hpp
+/// What libgradwire_torch.so (models/torch/, an embedded Python with
+/// PyTorch) gives the process that loads it: models/torch_layer.cpp opens it
+/// for the first model.kind = "torch", so that the core build and every
+/// other run never depend on Python or torch.
+///
+/// The boundary holds only standard types and raw float pointers: the
+/// module links none of gradwire's libraries. Its side of each call holds
+/// the GIL for that call alone. Errors are std::runtime_error whose text
+/// is the user's traceback where user code raised it. The module and the
+/// loader are built from the same tree; `abi` is a hash of this header,
+/// taken by CMake, and a module of another build is refused.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradwire::models::torch_module {
+
+struct tensor_info {
+  std::string name;             ///< the module's own name (state_dict's)
+  std::vector<std::int64_t> shape;
+};
+
+/// One replica of the user's nn.Module: its parameters and floating-point
+/// buffers are views of memory the caller owns (bind), so that an update
+/// of gradwire's flat buffers is what the module computes with.
+class replica {
+public:
+  virtual ~replica() = default;
+  /// Parameter `i` (in describe()'s order) from now on reads `value` and
+  /// accumulates its gradient into `grad` (numel floats each).
+  virtual void bind_param(std::size_t i, float* value, float* grad) = 0;
+  /// Floating-point buffer `i` (BatchNorm's running statistics) lives at `value`.
+  virtual void bind_buffer(std::size_t i, float* value) = 0;
+  /// Runs the module on `x` (`shape`, batch first, read in place) in
+  /// training or evaluation mode; returns the output's shape. The output
+  /// stays with the replica for output() and backward().
+  virtual std::vector<std::int64_t> forward(const float* x, const std::vector<std::int64_t>& shape, bool train) = 0;
+  /// Copies the last forward's output (float32, row-major) to `out`.
+  virtual void output(float* out) = 0;
+  /// Back-propagates dL/doutput (the output's shape) into the bound
+  /// gradients, which the caller zeroed.
+  virtual void backward(const float* dy) = 0;
+};
+
+/// The user's module file, loaded once, with the run's config.
+class model {
+public:
+  virtual ~model() = default;
+  /// named_parameters() and the floating-point named_buffers(), in order.
+  virtual const std::vector<tensor_info>& params() const = 0;
+  virtual const std::vector<tensor_info>& buffers() const = 0;
+  /// The initial values of parameter (or buffer) `i` of the module that
+  /// model(cfg) builds under torch.manual_seed(seed).
+  virtual void initial(std::uint64_t seed, bool buffer, std::size_t i, float* out) = 0;
+  virtual std::unique_ptr<replica> make_replica() = 0;
+};
+
+struct api {
+  const char* abi; ///< GRADWIRE_TORCH_ABI of the module's build
+  /// Loads `path` (a .py file defining model(cfg)) with the run's config
+  /// as TOML text (handed to model() as nested dicts) and sets torch's
+  /// intra-op threads to `threads`.
+  std::shared_ptr<model> (*open)(const std::string& path, const std::string& config_toml, int threads);
+};
+
+/// The module's one exported symbol: extern "C" const api* gradwire_torch_module().
+inline constexpr const char* entry = "gradwire_torch_module";
+/// The module's file name, looked for next to the executable and one folder up.
+inline constexpr const char* file_name = "libgradwire_torch.so";
+
+} // namespace gradwire::models::torch_module

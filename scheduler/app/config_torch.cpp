@@ -1,0 +1,72 @@
+#include "scheduler/app/config_torch.hpp"
+
+#include "kernels/error.hpp"
+
+#include <filesystem>
+
+namespace gradwire::scheduler {
+
+namespace fs = std::filesystem;
+using config_toml::reader;
+
+bool free_form_args(const std::string& key, const toml::node& v, const std::string& where) {
+  if (key != "model.args")
+    return false;
+  check(v.is_table(), where + ": model.args is a table of the module's own settings: write [model.args] and "
+                              "its keys below it");
+  return true;
+}
+
+namespace {
+
+/// model.module as an absolute path: relative to the config file's folder
+/// (to the working folder when --set gave it, or the config is no file).
+std::string module_path(reader& r, const run_config& c, const std::string& given) {
+  fs::path p(given);
+  if (p.is_relative() && !c.overridden.count("model.module")) {
+    const fs::path source(c.source);
+    std::error_code ec;
+    if (fs::is_regular_file(source, ec))
+      p = source.parent_path() / p;
+  }
+  std::error_code ec;
+  p = fs::absolute(p, ec).lexically_normal();
+  check(fs::is_regular_file(p, ec), r.loc("model.module") + ": " + p.string() +
+                                      (fs::exists(p, ec) ? " is not a file" : " does not exist") +
+                                      " (model.module is the .py file that defines model(cfg), relative to the "
+                                      "config file's folder)");
+  return p.string();
+}
+
+} // namespace
+
+void read_torch(reader& r, run_config& c) {
+  const std::string given = r.str("model.module");
+  const bool torch = c.model.kind == "torch";
+  check(torch || given.empty(), r.loc("model.module") + ": a module file is for model.kind = \"torch\", not \"" +
+                                  c.model.kind + "\"");
+  check(torch || !r.root.contains("model") || !r.root["model"]["args"],
+        r.loc("model.kind") + ": [model.args] is handed to a torch module (model.kind = \"torch\"), not to \"" +
+          c.model.kind + "\"");
+  if (!torch)
+    return;
+  check(!given.empty(), r.loc("model.kind") + ": model.kind = \"torch\" needs model.module, the .py file that "
+                                              "defines model(cfg) (docs/your-model.md)");
+  c.model.module = module_path(r, c, given);
+  check(c.dataset != "text" && c.dataset != "tokens",
+        r.loc("data.dataset") + ": a torch model trains on the image datasets (fashion-mnist, mnist, cifar10, "
+                                "synthetic, synthetic-cifar); \"" + c.dataset + "\" is the built-in GPT's");
+  check(c.device == "cpu", c.device_where + " = \"" + c.device + "\": a torch model runs on the CPU (\"cpu\")");
+  c.model.torch_threads = c.threads;
+}
+
+void resolve_torch(const toml::table& root, const run_config& c, toml::table& resolved) {
+  auto* model = resolved["model"].as_table();
+  if (model == nullptr || c.model.kind != "torch")
+    return;
+  model->insert_or_assign("module", c.model.module);
+  const auto* args = root["model"]["args"].as_table();
+  model->insert_or_assign("args", args != nullptr ? *args : toml::table{}); // the module always finds cfg["model"]["args"]
+}
+
+} // namespace gradwire::scheduler
