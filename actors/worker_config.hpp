@@ -143,6 +143,8 @@ struct fault_hooks {
   /// Slow faults in virtual time: a factor over `slowdown` for the step
   /// being computed now.
   std::function<double()> slowdown_now;
+  /// nan faults: true once for the step whose gradient is to be NaN.
+  std::function<bool()> take_nan;
   /// Slow faults in real time: how long `work` seconds of computing, begun
   /// `begun_ago` seconds ago, take under the slow spell: its factor holds
   /// until the spell ends, full speed after.

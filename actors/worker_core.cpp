@@ -1,6 +1,7 @@
 #include "actors/worker_core.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/log.hpp"
 #include "kernels/stop_aware.hpp"
 #include "kernels/tensor.hpp"
 
@@ -176,12 +177,26 @@ void worker_core::next_batch() {
     throw gradwire::error(who() + "its data shard holds no full batch of " + std::to_string(cfg.batch_size));
 }
 
+std::string worker_core::diverged(const models::nonfinite& e) const {
+  return "diverged at step " + std::to_string(step + 1) + ": " + e.what();
+}
+
 models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {
+  try {
+    return compute_step(ready);
+  } catch (const models::nonfinite& e) {
+    throw gradwire::error(who() + diverged(e));
+  }
+}
+
+models::step_result worker_core::compute_step(const std::function<void(std::size_t)>& ready) {
   end_comm();
   const auto t0 = now(), wall0 = std::chrono::steady_clock::now();
   next_batch();
   models::step_result r;
   const auto key = models::dropout_key(cfg.seed, cfg.rank, step);
+  if (cfg.faults.take_nan && cfg.faults.take_nan())
+    (compute_model ? compute_trainer : trainer)->corrupt_next();
   if (compute_model) { // the batch runs on the device replica
     kernels::copy(model->params(), compute_model->params());
     compute_trainer->set_dropout_key(key);
@@ -205,10 +220,16 @@ void worker_core::compute_offloaded(std::function<void()> then, std::function<vo
   const auto t0 = now();
   next_batch();
   take_time(t0, 0); // the compute model's time; the simulation counts the real seconds where they run
+  if (cfg.faults.take_nan && cfg.faults.take_nan())
+    trainer->corrupt_next();
   offload([this, also = std::move(also), key = models::dropout_key(cfg.seed, cfg.rank, step)] {
       land_params();
       trainer->set_dropout_key(key);
-      offloaded = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
+      try {
+        offloaded = trainer->compute_gradients(bt.x.data(), bt.y.data(), bt.size);
+      } catch (const models::nonfinite& e) {
+        throw gradwire::error(diverged(e)); // offload() names the worker
+      }
       if (also)
         also();
     },
@@ -243,6 +264,9 @@ void worker_core::computed(caf::event_based_actor* self) {
 }
 
 void worker_core::count_loss(const models::step_result& r) {
+  if (r.skipped && ++skipped_steps <= 10)
+    log::warn("{}step {}: a NaN or infinite loss or gradient, skipped (train.on_nonfinite = \"skip\"){}", who(), step + 1,
+              skipped_steps == 10 ? "; further skips are not logged" : "");
   last_epoch_loss.add(r.loss_sum, r.samples);
   window_loss += r.loss_sum;
   window_samples += r.samples;

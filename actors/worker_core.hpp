@@ -56,6 +56,7 @@ struct worker_core {
   int model_batch = 0;
   worker_report report;
   clock_type::time_point start, phase;
+  std::int64_t skipped_steps = 0; ///< steps train.on_nonfinite = "skip" dropped
   models::recent_mean last_epoch_loss; ///< over the last epoch's worth of steps: the report's last_loss
   double compute_at_step_start = 0; ///< report.compute_seconds when this step began
   step_metrics window; ///< accumulating towards the next metrics record
@@ -123,6 +124,10 @@ struct worker_core {
   /// time since `phase` as communication first. Throws when the shard has
   /// no full batch.
   models::step_result compute(const std::function<void(std::size_t)>& ready = {});
+  /// "diverged at step N: ..." for a step whose loss or gradient was not finite.
+  std::string diverged(const models::nonfinite& e) const;
+  /// compute() itself, its nonfinite not yet named by worker and step.
+  models::step_result compute_step(const std::function<void(std::size_t)>& ready);
   /// Whether compute_offloaded() is this worker's way to compute: in
   /// virtual time, on its own replica.
   static bool offloads(const worker_config& c) { return c.vclock != nullptr && c.device.is_cpu() && !c.separate_compute; }

@@ -33,6 +33,10 @@ struct optimizer_spec {
   // (trainer::compute_gradients), in every topology alike:
   float clip_norm = 0.f; ///< > 0: scale the gradient to at most this L2 norm
   int accumulate = 1;    ///< micro-batches per step, their gradients summed
+  /// A loss or gradient that is NaN or infinite: "stop" throws nonfinite
+  /// (trainer.hpp), "skip" zeroes the step's gradient and leaves its loss
+  /// out of the averages, "continue" does neither.
+  std::string on_nonfinite = "stop";
   /// adam, adamw: > 0, the second moment stops updating after this many
   /// steps (its bias correction with it), as 1-bit Adam (Tang et al. 2021)
   /// freezes it once its compression starts: each later update is then

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace gradwire::models {
 namespace {
@@ -110,9 +111,36 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
   ++dropout_key_;
   if (spec.clip_norm > 0.f)
     total.grad_norm = clip();
+  corrupt_next_ = false;
+  check_finite(total);
   if ((parts > 1 || after) && ready)
     ready(0);
   return total;
+}
+
+void trainer::check_finite(step_result& r) {
+  const auto& policy = opt_.spec().on_nonfinite;
+  if (policy == "continue")
+    return;
+  const bool loss_ok = std::isfinite(r.loss_sum);
+  bool grad_ok = true;
+  const auto& g = replicas_[0]->grads;
+  if (loss_ok && g.dev().is_cpu()) { // a device's gradient is judged by its loss alone (no copy back each step)
+    const float* p = g.data();
+    float sum = 0; // NaN or infinity anywhere makes the sum non-finite
+    for (std::int64_t i = 0; i < g.numel(); ++i)
+      sum += p[i] * 0.f;
+    grad_ok = std::isfinite(sum);
+  }
+  if (loss_ok && grad_ok)
+    return;
+  const std::string what = !loss_ok ? "the loss is " + std::to_string(r.loss_sum)
+                                    : "the gradient holds NaN or infinity (the loss is finite)";
+  if (policy != "skip")
+    throw nonfinite(what);
+  kernels::backend_for(g.dev()).fill(g.data(), static_cast<std::size_t>(g.numel()), 0.f);
+  r = step_result{};
+  r.skipped = true;
 }
 
 std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int e0, float scale,
@@ -134,6 +162,11 @@ std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int 
     auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32() + b * lw,
                                                       static_cast<int>(logits.dim(0)),
                                                       static_cast<int>(logits.dim(1)), dlv.data(), scale);
+    if (corrupt_next_ && r == 0) { // fault injection: NaN through the whole backward, as a diverged loss gives
+      constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+      kernels::backend_for(dev).fill(dlv.data(), static_cast<std::size_t>(dlv.numel()), nan);
+      res.loss_sum = nan;
+    }
     rep.net.backward(dlv, false, parts == 1 ? ready : nullptr);
     const double per = static_cast<double>(lw);
     partial_[r] = {res.loss_sum / per, static_cast<double>(res.correct) / per, static_cast<std::int64_t>(rows)};

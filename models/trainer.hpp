@@ -33,7 +33,16 @@ struct step_result {
   double correct = 0; ///< correct predictions, in samples (a window's fraction of its labels)
   std::int64_t samples = 0;
   double grad_norm = 0; ///< the gradient's L2 norm before clipping (computed only with clip_norm)
+  /// The loss or gradient was NaN or infinite and on_nonfinite = "skip"
+  /// zeroed the gradient (loss_sum, correct and samples are then 0).
+  bool skipped = false;
   double mean_loss() const { return samples ? loss_sum / static_cast<double>(samples) : 0; }
+};
+
+/// Thrown by compute_gradients when the loss or the gradient is NaN or
+/// infinite and optimizer_spec::on_nonfinite is "stop"; what() says which.
+struct nonfinite : gradwire::error {
+  using gradwire::error::error;
 };
 
 struct eval_result {
@@ -75,6 +84,9 @@ public:
   /// set again. Sample i of the step's batch gets the same mask however
   /// the batch is split over threads and micro-batches.
   void set_dropout_key(std::uint64_t key) { dropout_key_ = key; }
+  /// Fault injection ([[faults]] kind = "nan"): the next compute_gradients
+  /// ends with a NaN loss and gradient, as a diverging step would.
+  void corrupt_next() { corrupt_next_ = true; }
   /// Applies the optimizer to the model from gradients() (or from `grads`,
   /// a buffer of the model's layout on its device), scaled by lr_scale.
   void apply(const float* grads = nullptr, float lr_scale = 1.f);
@@ -127,12 +139,15 @@ public:
   parallelism strategy() const { return how_; }
 
 private:
+  bool corrupt_next_ = false;
   /// Rows [b, e) of the staged batch: forward, backward and the replicas'
   /// gradients summed into replica 0's. Returns the replicas used.
   std::size_t micro_step(const tensor& xt, const tensor& yt, int b, int e, float scale,
                          const std::function<void(std::size_t)>* ready, step_result& total);
   /// Scales gradients() to at most clip_norm; returns the norm before.
   double clip();
+  /// optimizer_spec::on_nonfinite applied to the step just computed.
+  void check_finite(step_result& r);
 
   float loss_scale_ = 1.f;
   std::uint64_t dropout_key_ = 0;

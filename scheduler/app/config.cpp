@@ -255,6 +255,9 @@ void read_topology(reader& r, run_config& c) {
   ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.bucket_kb")) * 256;
   ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.chunk_kb")) * 256;
   ring.overlap = r.boolean("topology.overlap");
+  check(!ring.overlap || c.opt.on_nonfinite != "skip",
+        r.loc("train.on_nonfinite") + " = \"skip\" drops a step's whole gradient, but topology.overlap sends its "
+                                      "buckets while backward still runs: choose one");
   const auto path = r.str("topology.allreduce");
   ring.path = path == "collective" ? actors::allreduce_path::collective
               : path == "actors"   ? actors::allreduce_path::actors

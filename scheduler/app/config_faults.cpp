@@ -14,6 +14,7 @@ namespace {
 std::set<std::string> own_keys(fault_kind k) {
   switch (k) {
   case fault_kind::kill: return {};
+  case fault_kind::nan: return {};
   case fault_kind::stall: return {"seconds"};
   case fault_kind::slow: return {"seconds", "factor"};
   case fault_kind::delay: return {"seconds", "delay_ms", "peer"};

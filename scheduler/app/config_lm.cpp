@@ -34,6 +34,7 @@ void read_optimizer_extras(reader& r, run_config& c) {
   c.opt.eps = static_cast<float>(r.number("train.eps"));
   c.opt.clip_norm = static_cast<float>(r.number("train.clip_norm"));
   c.opt.accumulate = static_cast<int>(r.integer("train.accumulate"));
+  c.opt.on_nonfinite = r.str("train.on_nonfinite");
   c.warmup_steps = r.integer("train.warmup_steps");
 }
 

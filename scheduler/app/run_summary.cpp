@@ -297,4 +297,8 @@ void add_token_figures(nlohmann::json& summary, const run_config& cfg) {
   summary["final_test_perplexity"] = loss >= 0 ? nlohmann::json(std::exp(loss)) : nlohmann::json(nullptr);
 }
 
+std::string failure_status(const std::string& what) {
+  return what.find("diverged at step ") != std::string::npos ? "diverged" : "failed";
+}
+
 } // namespace gradwire::scheduler

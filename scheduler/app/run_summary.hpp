@@ -71,6 +71,12 @@ double since(std::chrono::steady_clock::time_point t);
 /// summary.json's content from a finished run's facts.
 nlohmann::json summary_of(const run_facts& f);
 
+/// summary.json's status for a run that ended with the error `what`:
+/// "diverged" where a worker's loss or gradient was not finite
+/// (train.on_nonfinite = "stop": "worker N: diverged at step S: ..."),
+/// "failed" otherwise.
+std::string failure_status(const std::string& what);
+
 /// A language model's figures from the summary's samples: tokens,
 /// tokens_per_sec (a sample is model.context tokens) and
 /// final_test_perplexity (exp of the validation loss in nats per token).

@@ -84,7 +84,7 @@ public:
                                data_.train.size(), data_.test.size(), cfg_.out));
     for (int epoch = batches_.epoch() + 1; epoch <= cfg_.epochs && step_ < total_steps_ && !stopped(); ++epoch) {
       run_epoch(epoch);
-      if (stopped())
+      if (stopped() || !diverged_.empty())
         break;
       const bool last = epoch == cfg_.epochs || step_ >= total_steps_;
       if (epoch % cfg_.eval_every == 0 || last) {
@@ -97,6 +97,8 @@ public:
       }
     }
     progress_.finish();
+    if (!diverged_.empty())
+      end_diverged();
     if (checkpoints_ && opts_.stop != nullptr && opts_.stop->load() && !out_.failed() && step_ < total_steps_)
       save_checkpoint(); // interrupted: resumable from here
     out_.flush();
@@ -205,7 +207,12 @@ private:
       kernels::copy(model_.state(), state_before_);
     try {
       r = trainer_.step(b.x.data(), b.y.data(), b.size);
+      if (r.skipped && ++skipped_ <= 10)
+        log::warn("worker 0: step {}: a NaN or infinite loss or gradient, skipped (train.on_nonfinite = \"skip\")", step_ + 1);
       return true;
+    } catch (const models::nonfinite& e) {
+      diverged_ = fmt::format("worker 0: diverged at step {}: {}", step_ + 1, e.what());
+      return false;
     } catch (const models::step_aborted&) {
       if (keep_state)
         kernels::copy(state_before_, model_.state());
@@ -213,6 +220,18 @@ private:
       log::info("stopped in the middle of step {}: the run ends after step {}", step_ + 1, step_);
       return false;
     }
+  }
+
+  /// train.on_nonfinite = "stop": summary.json says where the run
+  /// diverged; the run ends as an error (metrics and checkpoints so far kept).
+  [[noreturn]] void end_diverged() {
+    out_.flush();
+    auto summary = summary_json();
+    summary["status"] = "diverged";
+    summary["error"] = diverged_;
+    summary["diverged"] = {{"worker", 0}, {"step", step_ + 1}};
+    out_.write_summary(summary);
+    throw error(diverged_);
   }
 
   /// One epoch's steps; evaluation time inside it (eval_steps) is not training time.
@@ -378,6 +397,8 @@ private:
   clock_type::time_point last_checkpoint_ = clock_type::now(); ///< train.checkpoint_every_s counts from here
   std::int64_t resumed_from_ = -1;
   bool abortable_ = false;
+  std::string diverged_;      ///< train.on_nonfinite = "stop": the worker and step, and what was not finite
+  std::int64_t skipped_ = 0; ///< steps train.on_nonfinite = "skip" dropped
   kernels::tensor state_before_; ///< the state as the step began (step_or_stop)
   double time_base_ = 0; ///< a resumed run's records go on from the checkpoint's time
 };

@@ -1,4 +1,6 @@
 #include "scheduler/app/sweep.hpp"
+
+#include "scheduler/app/run_summary.hpp"
 #include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
@@ -175,7 +177,7 @@ std::optional<paired_point> pair_point(const std::vector<sweep_point>& done, std
                                             out_dir + "/" + dir, variants.sets[v], opts)};
   } catch (const std::exception& e) {
     log::warn("sweep: the paired replay in {} failed: {}", dir, e.what());
-    return paired_point{base, i, {{"status", "failed"}, {"error", e.what()}}};
+    return paired_point{base, i, {{"status", failure_status(e.what())}, {"error", e.what()}}};
   }
 }
 
@@ -234,7 +236,7 @@ std::string run_sweep(const std::string& config_path, const std::vector<std::str
       p.summary = run_point(config_path, pp, std::move(cfg), procs, opts, fmt::format("{} of {}", i + 1, points));
     } catch (const std::exception& e) { // the other points still run, and the table keeps what is done
       log::warn("sweep: point {} of {} ({}) failed: {}", i + 1, points, pp.label, e.what());
-      p.summary = {{"status", "failed"}, {"error", e.what()}, {"workers", workers}};
+      p.summary = {{"status", failure_status(e.what())}, {"error", e.what()}, {"workers", workers}};
       failures.push_back(fmt::format("point {} ({}): {}", i + 1, pp.label, e.what()));
     }
     p.summary["sweep_point"] = pp.label;

@@ -197,8 +197,8 @@ void write_failure(results_writer& out, const run_config& cfg, const topology_se
   const auto lost = out.failure();
   if (!lost.empty() && lost != what) // the run failed otherwise, and the disk is full too
     log::error("{}", lost);
-  out.write_summary({{"name", cfg.name},
-                     {"status", "failed"},
+  nlohmann::json summary = {{"name", cfg.name},
+                     {"status", failure_status(what)},
                      {"error", what},
                      {"topology", cfg.topology},
                      {"description", setup.family->describe(setup)},
@@ -206,7 +206,14 @@ void write_failure(results_writer& out, const run_config& cfg, const topology_se
                      {"processes", jb ? jb->launch.size : 1},
                      {"launch", jb ? jb->launch.source : "single process"},
                      {"steps_per_worker", setup.steps},
-                     {"wall_seconds", wall_seconds}});
+                     {"wall_seconds", wall_seconds}};
+  int worker = -1;
+  long long step = -1;
+  const auto at = what.find("worker ");
+  if (summary["status"] == "diverged" && at != std::string::npos &&
+      std::sscanf(what.c_str() + at, "worker %d: diverged at step %lld", &worker, &step) == 2)
+    summary["diverged"] = {{"worker", worker}, {"step", step}};
+  out.write_summary(summary);
 }
 
 /// summary.json's "checkpoints", once every checkpoint is on disk.

@@ -122,23 +122,24 @@ std::string to_string(fault_kind k) {
   case fault_kind::drop: return "drop";
   case fault_kind::partition: return "partition";
   case fault_kind::suspend: return "suspend";
+  case fault_kind::nan: return "nan";
   }
   return "?";
 }
 
 std::optional<fault_kind> parse_fault_kind(const std::string& text) {
   for (auto k : {fault_kind::kill, fault_kind::stall, fault_kind::slow, fault_kind::delay, fault_kind::drop,
-                 fault_kind::partition, fault_kind::suspend})
+                 fault_kind::partition, fault_kind::suspend, fault_kind::nan})
     if (to_string(k) == text)
       return k;
   return std::nullopt;
 }
 
 bool needs_processes(fault_kind k) {
-  return k != fault_kind::stall && k != fault_kind::slow && k != fault_kind::suspend;
+  return k != fault_kind::stall && k != fault_kind::slow && k != fault_kind::suspend && k != fault_kind::nan;
 }
 
-bool lasts(fault_kind k) { return k != fault_kind::kill; }
+bool lasts(fault_kind k) { return k != fault_kind::kill && k != fault_kind::nan; }
 
 namespace {
 
@@ -226,6 +227,7 @@ fault_injector::fault_injector(const std::vector<fault_strike>& all, int rank, i
     case fault_kind::stall:
     case fault_kind::slow:
     case fault_kind::suspend:
+    case fault_kind::nan:
       if (struck != rank)
         continue;
       break;
@@ -322,6 +324,7 @@ std::string strike_text(const fault_strike& s, std::size_t peers, std::size_t jo
   case fault_kind::delay: return fmt::format("links to {} peer(s) delayed by {:g} ms for {:g} s", peers, s.delay_ms, s.seconds);
   case fault_kind::drop: return fmt::format("links to {} peer(s) down for {:g} s", peers, s.seconds);
   case fault_kind::partition: return fmt::format("cut from {} peer(s) by a partition for {:g} s", peers, s.seconds);
+  case fault_kind::nan: return "computes a NaN gradient in the next step";
   case fault_kind::suspend:
     return fmt::format("suspends the job ({}) for {:g} s",
                        simulated  ? std::string("every actor on its host")
@@ -372,6 +375,9 @@ void fault_injector::land(mine& m, std::int64_t step, bool inside) {
       clock_->suspend_host(rank_, s.seconds);
     else
       suspend_job(job, s.seconds); // every thread of these processes: workers, coordinator, transport
+    break;
+  case fault_kind::nan:
+    nan_next_ = true;
     break;
   case fault_kind::delay:
   case fault_kind::drop:

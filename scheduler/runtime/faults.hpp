@@ -40,11 +40,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradwire::scheduler {
 
-enum class fault_kind { kill, stall, slow, delay, drop, partition, suspend };
+/// nan: the struck worker's next gradient (and loss) is NaN, as a diverging
+/// step's would be: train.on_nonfinite's test.
+enum class fault_kind { kill, stall, slow, delay, drop, partition, suspend, nan };
 
 std::string to_string(fault_kind k);
 std::optional<fault_kind> parse_fault_kind(const std::string& text);
@@ -112,6 +115,8 @@ public:
   void in_step();
   /// The slow factor now (1: none).
   double slowdown_now() const;
+  /// Whether a nan strike landed since the last call (the next step computes NaN).
+  bool take_nan() { return std::exchange(nan_next_, false); }
   /// Virtual time: what killed this worker (fault_hooks::killed), once a
   /// kill has struck; "" until then. In real time a kill ends the process.
   const std::string& killed() const { return killed_; }
@@ -138,6 +143,7 @@ private:
   double slow_from_ = 0, slow_until_ = 0, slow_factor_ = 1;
   std::int64_t last_step_ = 0; ///< the last step after_step saw
   bool any_pending_ = false;
+  bool nan_next_ = false;
   std::string killed_;
 };
 

@@ -104,6 +104,7 @@ void inject_faults(actors::worker_config& wc, const topology_setup& setup, int r
   auto injector = std::make_shared<fault_injector>(strikes, rank, setup.workers, setup.link_faults, setup.sim);
   wc.faults.after_step = [injector](std::int64_t steps) { injector->after_step(steps); };
   wc.faults.in_step = [injector] { injector->in_step(); };
+  wc.faults.take_nan = [injector] { return injector->take_nan(); };
   wc.faults.slowdown_now = [injector] { return injector->slowdown_now(); };
   wc.faults.slow_spell = [injector](double work, double begun_ago) { return injector->slowed(work, begun_ago); };
   if (setup.sim)

@@ -8,6 +8,10 @@
 #  - A CNN with BatchNorm trains under the async parameter server (its
 #    staleness reported), SSP and gossip; model.safetensors holds the
 #    module's state_dict names and loads back with load_state_dict.
+#  - Checkpoints resume bit for bit; the async runs (in one process and
+#    across 3) replay bit for bit; virtual time repeats itself.
+#  - A module whose output turns NaN at a chosen step ends the run with
+#    status "diverged" at that step.
 #  - Bad modules get errors that name the file, and the user's traceback.
 # Exits 77 (ctest: "Skipped") without the torch plug-in or Fashion-MNIST.
 # Usage: torch_model.sh GRADWIRE SOURCE_DIR
@@ -128,6 +132,26 @@ net.load_state_dict(state)  # strict: every name the module has (BatchNorm fills
 assert float(state["4.running_var"].min()) > 0 and float(state["4.running_mean"].abs().max()) > 0, "BatchNorm statistics never updated"
 PY
 
+# Checkpoints: the torch ring resumed from step 20 ends where the
+# uninterrupted run ends, byte for byte.
+run resume-full "$tmp/torch.toml" --set train.checkpoint_every=10 --set train.keep_checkpoints=100
+cp -r "$tmp/resume-full" "$tmp/resumed"
+rm "$tmp/resumed/model.safetensors" "$tmp/resumed/summary.json"
+"$gw" run --resume "$tmp/resumed" --from-step 20 -q --no-report > "$tmp/resumed.log" 2>&1 || fail "resume: $(tail -5 "$tmp/resumed.log")"
+cmp -s "$tmp/resume-full/model.safetensors" "$tmp/resumed/model.safetensors" || fail "the resumed torch model differs"
+# Record and replay: the async runs (in one process, and one interpreter
+# per rank across 3 processes) replay bit for bit, BatchNorm's statistics
+# included; virtual time repeats itself.
+run cnn-procs "$tmp/cnn.toml" --procs 3
+for r in cnn-async cnn-procs; do
+  "$gw" replay "$tmp/$r" -q --no-report > "$tmp/$r.replay.log" 2>&1 || fail "$r: replay: $(tail -5 "$tmp/$r.replay.log")"
+  grep -q "holds the run's parameters, bit for bit" "$tmp/$r.replay.log" || fail "$r: $(tail -2 "$tmp/$r.replay.log")"
+done
+run cnn-virtual "$tmp/cnn.toml" --set experiment.clock='"virtual"'
+run cnn-virtual2 "$tmp/cnn.toml" --set experiment.clock='"virtual"'
+cmp -s "$tmp/cnn-virtual/model.safetensors" "$tmp/cnn-virtual2/model.safetensors" || fail "virtual time did not repeat itself"
+echo "ok: resume, replay (1 and 3 processes) and virtual time, bit for bit"
+
 # Bad modules: each error names the file and says what is wrong.
 refused() { # NAME EXPECTED MODULE_TEXT: a run of that module fails with exit 2 and says EXPECTED
   local name=$1 expected=$2
@@ -150,4 +174,12 @@ rm -f "$tmp/missing.py"
 sed "s|module = \".*\"|module = \"missing.py\"|" "$tmp/cnn.toml" > "$tmp/missing.toml"
 "$gw" run "$tmp/missing.toml" -q --no-report --out "$tmp/m" > "$tmp/missing.log" 2>&1 && fail "a missing module ran"
 grep -q "model.module: $tmp/missing.py does not exist" "$tmp/missing.log" || fail "missing module: $(cat "$tmp/missing.log")"
+# A torch model whose output turns NaN at its step 7: the run diverges there.
+printf '[model]\nkind = "torch"\nmodule = "%s/nan_at.py"\n[model.args]\nnan_at = 7\n[data]\ntrain_subset = 2048\ntest_subset = 200\n[train]\nmax_steps = 20\n' \
+  "$mods" > "$tmp/nan.toml"
+rc=0
+"$gw" run "$tmp/nan.toml" -q --no-report --out "$tmp/nan" > "$tmp/nan.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "worker 0: diverged at step 7: the loss is nan" "$tmp/nan.log" || fail "NaN: exit $rc: $(cat "$tmp/nan.log")"
+$py -c "import json, sys; s = json.load(open(sys.argv[1])); assert s['status'] == 'diverged' and s['diverged'] == {'worker': 0, 'step': 7}, s" \
+  "$tmp/nan/summary.json" || fail "NaN: summary.json"
 echo "ok: torch models"
