@@ -87,7 +87,8 @@ const loaded& plugin() {
 /// run, and the network factory's descriptions, share it.
 std::shared_ptr<tm::model> open_model(const model_spec& spec) {
   static std::mutex mu;
-  static std::map<std::pair<std::string, std::string>, std::shared_ptr<tm::model>> open;
+  // Never destroyed: at exit, a Python program's interpreter may already be gone.
+  static auto& open = *new std::map<std::pair<std::string, std::string>, std::shared_ptr<tm::model>>;
   const auto& p = plugin();
   check(p.api != nullptr, "model.kind = \"torch\": " + p.error);
   std::lock_guard<std::mutex> lock(mu);

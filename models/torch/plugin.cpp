@@ -65,8 +65,14 @@ std::size_t numel(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-/// Drops a Python reference with the GIL held (destructors run on any thread).
+/// Drops a Python reference with the GIL held (destructors run on any
+/// thread). After the interpreter ended (a Python program that ran gradwire
+/// exits), the reference is let go without a call into Python.
 void release(py::object& o) {
+  if (!Py_IsInitialized()) {
+    o.release();
+    return;
+  }
   py::gil_scoped_acquire gil;
   o = py::object();
 }

@@ -174,6 +174,16 @@ rm -f "$tmp/missing.py"
 sed "s|module = \".*\"|module = \"missing.py\"|" "$tmp/cnn.toml" > "$tmp/missing.toml"
 "$gw" run "$tmp/missing.toml" -q --no-report --out "$tmp/m" > "$tmp/missing.log" 2>&1 && fail "a missing module ran"
 grep -q "model.module: $tmp/missing.py does not exist" "$tmp/missing.log" || fail "missing module: $(cat "$tmp/missing.log")"
+# From the Python module (its interpreter is the plug-in's): the same run.
+pymod=$(dirname "$gw")/python
+if [ -d "$pymod/gradwire" ]; then
+  PYTHONPATH=$pymod timeout 120 $py -c "import gradwire, sys
+r = gradwire.run(sys.argv[1], out=sys.argv[2], set={'train.max_steps': 20}, quiet=True, report=False)
+assert r.summary['status'] == 'completed', r.summary" "$tmp/cnn.toml" "$tmp/from-python" > "$tmp/py.log" 2>&1 ||
+    fail "the Python module's torch run: $(tail -5 "$tmp/py.log")"
+  echo "ok: a torch model from the Python module"
+fi
+
 # A torch model whose output turns NaN at its step 7: the run diverges there.
 printf '[model]\nkind = "torch"\nmodule = "%s/nan_at.py"\n[model.args]\nnan_at = 7\n[data]\ntrain_subset = 2048\ntest_subset = 200\n[train]\nmax_steps = 20\n' \
   "$mods" > "$tmp/nan.toml"
