@@ -186,6 +186,11 @@ models::step_result worker_core::compute(const std::function<void(std::size_t)>&
     return compute_step(ready);
   } catch (const models::nonfinite& e) {
     throw gradwire::error(who() + diverged(e));
+  } catch (const gradwire::error& e) { // a model's own error (a torch module's traceback): say whose step
+    const std::string what = e.what();
+    if (what.rfind(who(), 0) == 0)
+      throw;
+    throw gradwire::error(who() + "step " + std::to_string(step + 1) + ": " + what);
   }
 }
 
@@ -246,7 +251,8 @@ void worker_core::offload(std::function<void()> work, std::function<void()> then
     try {
       work();
     } catch (const std::exception& e) {
-      offload_error = e.what();
+      const std::string what = e.what();
+      offload_error = what.rfind("diverged at step ", 0) == 0 ? what : "step " + std::to_string(step + 1) + ": " + what;
     }
   });
 }
