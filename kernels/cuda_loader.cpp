@@ -7,11 +7,11 @@
 #include "kernels/cuda_module.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
+#include "kernels/module_paths.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -25,20 +25,7 @@ struct loaded {
 };
 
 std::vector<std::string> candidates() {
-  if (const char* path = std::getenv("GRADWIRE_CUDA_MODULE"); path != nullptr && *path != '\0')
-    return {path};
-  std::vector<std::string> out;
-  char exe[4096];
-  const auto len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    std::string dir(exe, static_cast<std::size_t>(len));
-    dir.erase(dir.find_last_of('/') + 1);
-    out.push_back(dir + cuda_module::file_name);
-    out.push_back(dir + "../" + cuda_module::file_name);
-    out.push_back(dir + "../lib/gradwire/" + cuda_module::file_name); // installed (cmake --install, the .deb)
-  }
-  out.emplace_back(GRADWIRE_CUDA_MODULE_PATH);
-  return out;
+  return module_paths("GRADWIRE_CUDA_MODULE", cuda_module::file_name, GRADWIRE_CUDA_MODULE_PATH);
 }
 
 loaded load() {

@@ -5,13 +5,13 @@
 #include "models/torch_layer.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/module_paths.hpp"
 #include "models/network.hpp"
 #include "models/torch_module.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -28,21 +28,11 @@ struct loaded {
 };
 
 std::vector<std::string> candidates() {
-  if (const char* path = std::getenv("GRADWIRE_TORCH_MODULE"); path != nullptr && *path != '\0')
-    return {path};
-  std::vector<std::string> out;
-  char exe[4096];
-  const auto len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    std::string dir(exe, static_cast<std::size_t>(len));
-    dir.erase(dir.find_last_of('/') + 1);
-    for (const char* sub : {"", "../", "../lib/gradwire/"})
-      out.push_back(dir + sub + tm::file_name);
-  }
 #ifdef GRADWIRE_TORCH_MODULE_PATH
-  out.emplace_back(GRADWIRE_TORCH_MODULE_PATH);
+  return kernels::module_paths("GRADWIRE_TORCH_MODULE", tm::file_name, GRADWIRE_TORCH_MODULE_PATH);
+#else
+  return kernels::module_paths("GRADWIRE_TORCH_MODULE", tm::file_name, nullptr);
 #endif
-  return out;
 }
 
 loaded load() {

@@ -79,13 +79,7 @@ void read_model_and_data(reader& r, run_config& c) {
                        c.model.kind + "\", data.dataset = \"" + c.dataset + "\")");
   check(gpt || c.model.dropout == 0.f, r.loc("model.dropout") + ": dropout is the GPT's (model.kind = \"gpt\"), not " +
                                          c.model.kind + "'s");
-  check(c.partition.kind == "iid" || c.partition.kind == "contiguous" || !text,
-        r.loc("data.partition") + " = \"" + c.partition.kind +
-          "\" splits by class label; text windows have none (use \"iid\" or \"contiguous\")");
-  check(c.partition.kind != "contiguous" || text,
-        r.loc("data.partition") + " = \"contiguous\" gives each worker its own stretch of a text corpus; " + c.dataset +
-          " is no text (use \"iid\", \"dirichlet\" or \"classes\")");
-
+  check_text_partition(r, c, text);
 }
 
 void read_train(reader& r, run_config& c) {

@@ -38,4 +38,13 @@ void read_optimizer_extras(reader& r, run_config& c) {
   c.warmup_steps = r.integer("train.warmup_steps");
 }
 
+void check_text_partition(reader& r, const run_config& c, bool text) {
+  check(c.partition.kind == "iid" || c.partition.kind == "contiguous" || !text,
+        r.loc("data.partition") + " = \"" + c.partition.kind +
+          "\" splits by class label; text windows have none (use \"iid\" or \"contiguous\")");
+  check(c.partition.kind != "contiguous" || text,
+        r.loc("data.partition") + " = \"contiguous\" gives each worker its own stretch of a text corpus; " + c.dataset +
+          " is no text (use \"iid\", \"dirichlet\" or \"classes\")");
+}
+
 } // namespace gradwire::scheduler
