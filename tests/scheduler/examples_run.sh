@@ -19,24 +19,21 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: examples/$name.toml: $*"; [[ -f $tmp/out.txt ]] && sed 's/^/    /' "$tmp/out.txt"; exit 1; }
 [[ -f $f ]] || fail "no such file"
 
-if grep -q '^device *= *"cuda' "$f" && "$gw" info | grep -q "visible CUDA devices: 0"; then
+# refused_here ERROR WHAT: a config this machine or build cannot run must
+# end with exit 2 and an error matching ERROR (WHAT names the lack).
+refused_here() {
   timeout $((120 * scale)) "$gw" run "$f" -q --no-report --out "$tmp/run" >"$tmp/out.txt" 2>&1
-  rc=$?
-  [[ $rc -eq 2 ]] && grep -qE "CUDA device\(s\) are visible|built without CUDA" "$tmp/out.txt" ||
-    fail "needs a GPU and there is none: expected exit 2 and an error saying so, got exit $rc"
-  echo "ok   examples/$name.toml (no GPU here: refused, as it should be)"
+  local rc=$?
+  [[ $rc -eq 2 ]] && grep -qE "$1" "$tmp/out.txt" ||
+    fail "$2 here: expected exit 2 and an error saying so, got exit $rc"
+  echo "ok   examples/$name.toml ($2 here: refused, as it should be)"
   exit 0
-fi
-
-# A torch model where this build has no torch plug-in: refused, saying why.
-if grep -q '^kind *= *"torch"' "$f" && "$gw" info | grep -q "^torch models: unavailable"; then
-  timeout $((120 * scale)) "$gw" run "$f" -q --no-report --out "$tmp/run" >"$tmp/out.txt" 2>&1
-  rc=$?
-  [[ $rc -eq 2 ]] && grep -q "torch plug-in" "$tmp/out.txt" ||
-    fail "no torch plug-in here: expected exit 2 and an error saying so, got exit $rc"
-  echo "ok   examples/$name.toml (no torch plug-in in this build: refused, as it should be)"
-  exit 0
-fi
+}
+grep -q '^device *= *"cuda' "$f" && "$gw" info | grep -q "visible CUDA devices: 0" &&
+  refused_here "CUDA device\(s\) are visible|built without CUDA" "no GPU"
+# A torch model where this build has no torch plug-in.
+grep -q '^kind *= *"torch"' "$f" && "$gw" info | grep -q "^torch models: unavailable" &&
+  refused_here "torch plug-in" "no torch plug-in"
 
 # A config with [[faults]] kills a process: it runs as its comment says, across processes.
 procs=()
