@@ -93,8 +93,19 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
   const float scale = loss_scale_ / (static_cast<float>(n) * static_cast<float>(label_width_));
   step_result total;
   std::size_t parts = 0;
+  // A bucket handed to the exchange during backward is the exchange's from then
+  // on: its finiteness is judged before it goes, never after.
+  std::size_t unchecked_end = model_.size();
+  bool streamed = false;
+  const std::function<void(std::size_t)> checked_ready = [&](std::size_t from) {
+    streamed = true;
+    check_gradient_range(from, unchecked_end);
+    unchecked_end = std::min(unchecked_end, from);
+    ready(from);
+  };
+  const auto* stream = after || !ready ? nullptr : &checked_ready;
   for (int c = 0; c < k; ++c) {
-    parts = micro_step(xt, yt, n * c / k, n * (c + 1) / k, scale, after ? nullptr : &ready, total);
+    parts = micro_step(xt, yt, n * c / k, n * (c + 1) / k, scale, stream, total);
     if (k == 1)
       break;
     auto& be = kernels::backend_for(dev);
@@ -112,32 +123,48 @@ step_result trainer::compute_gradients(const float* x, const std::int32_t* y, in
   if (spec.clip_norm > 0.f)
     total.grad_norm = clip();
   corrupt_next_ = false;
-  check_finite(total);
+  check_finite(total, streamed);
   if ((parts > 1 || after) && ready)
     ready(0);
   return total;
 }
 
-void trainer::check_finite(step_result& r) {
+bool trainer::gradient_finite(std::size_t begin, std::size_t end) const {
+  const auto& g = replicas_[0]->grads;
+  if (!g.dev().is_cpu()) // a device's gradient is judged by its loss alone (no copy back each step)
+    return true;
+  const float* p = g.data();
+  float sum = 0; // NaN or infinity anywhere makes the sum non-finite
+  for (std::size_t i = begin; i < end; ++i)
+    sum += p[i] * 0.f;
+  return std::isfinite(sum);
+}
+
+void trainer::check_gradient_range(std::size_t begin, std::size_t end) const {
+  if (opt_.spec().on_nonfinite != "continue" && begin < end && !gradient_finite(begin, end))
+    throw nonfinite("the gradient holds NaN or infinity");
+}
+
+void trainer::check_loss(double loss_sum) const {
+  if (opt_.spec().on_nonfinite != "continue" && !std::isfinite(loss_sum))
+    throw nonfinite("the loss is " + std::to_string(loss_sum));
+}
+
+void trainer::check_finite(step_result& r, bool streamed) {
   const auto& policy = opt_.spec().on_nonfinite;
   if (policy == "continue")
     return;
   const bool loss_ok = std::isfinite(r.loss_sum);
-  bool grad_ok = true;
-  const auto& g = replicas_[0]->grads;
-  if (loss_ok && g.dev().is_cpu()) { // a device's gradient is judged by its loss alone (no copy back each step)
-    const float* p = g.data();
-    float sum = 0; // NaN or infinity anywhere makes the sum non-finite
-    for (std::int64_t i = 0; i < g.numel(); ++i)
-      sum += p[i] * 0.f;
-    grad_ok = std::isfinite(sum);
-  }
+  // A streamed gradient was judged bucket by bucket and may be changing in the
+  // exchange now.
+  const bool grad_ok = !loss_ok || streamed || gradient_finite(0, model_.size());
   if (loss_ok && grad_ok)
     return;
   const std::string what = !loss_ok ? "the loss is " + std::to_string(r.loss_sum)
                                     : "the gradient holds NaN or infinity (the loss is finite)";
   if (policy != "skip")
     throw nonfinite(what);
+  const auto& g = replicas_[0]->grads;
   kernels::backend_for(g.dev()).fill(g.data(), static_cast<std::size_t>(g.numel()), 0.f);
   r = step_result{};
   r.skipped = true;
@@ -167,6 +194,8 @@ std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int 
       kernels::backend_for(dev).fill(dlv.data(), static_cast<std::size_t>(dlv.numel()), nan);
       res.loss_sum = nan;
     }
+    if (parts == 1 && ready != nullptr) // a streamed step's loss is judged before its first bucket goes
+      check_loss(res.loss_sum);
     rep.net.backward(dlv, false, parts == 1 ? ready : nullptr);
     const double per = static_cast<double>(lw);
     partial_[r] = {res.loss_sum / per, static_cast<double>(res.correct) / per, static_cast<std::int64_t>(rows)};

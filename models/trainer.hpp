@@ -147,7 +147,13 @@ private:
   /// Scales gradients() to at most clip_norm; returns the norm before.
   double clip();
   /// optimizer_spec::on_nonfinite applied to the step just computed.
-  void check_finite(step_result& r);
+  void check_finite(step_result& r, bool streamed);
+  /// Whether gradient elements [begin, end) are all finite (always, on a device).
+  bool gradient_finite(std::size_t begin, std::size_t end) const;
+  /// Throws nonfinite when [begin, end) is not finite, unless on_nonfinite = "continue".
+  void check_gradient_range(std::size_t begin, std::size_t end) const;
+  /// Throws nonfinite when the loss is not finite, unless on_nonfinite = "continue".
+  void check_loss(double loss_sum) const;
 
   float loss_scale_ = 1.f;
   std::uint64_t dropout_key_ = 0;

@@ -2,8 +2,8 @@
 # A NaN loss or gradient, injected by step ([[faults]] kind = "nan": the
 # struck worker's next step computes NaN through its whole backward), and
 # train.on_nonfinite:
-#  - stop (the default), on the async parameter server, a sync ring and in
-#    virtual time: exit 2, summary.json's status "diverged" with the worker
+#  - stop (the default), on the async parameter server, a sync ring (also
+#    with topology.overlap: judged before each bucket goes) and in virtual time: exit 2, summary.json's status "diverged" with the worker
 #    and step, the metrics written before it kept;
 #  - skip: the step's gradient is dropped, a warning names worker and step,
 #    and the run completes with a finite model that still learnt;
@@ -48,9 +48,10 @@ run() { # NAME WANT_RC ARGS...
   [ $rc -eq "$want" ] || fail "$name: exit $rc, want $want: $(tail -5 "$tmp/$name.log")"
 }
 
-for t in async ring virtual; do
+for t in async ring overlap virtual; do
   args=()
   [ $t = ring ] && args=(--set topology.kind='"ring"')
+  [ $t = overlap ] && args=(--set topology.kind='"ring"' --set topology.overlap=true)
   [ $t = virtual ] && args=(--set experiment.clock='"virtual"')
   run "stop-$t" 2 "${args[@]}"
   grep -q "worker 1: diverged at step 6: the loss is nan" "$tmp/stop-$t.log" || fail "stop-$t: $(tail -3 "$tmp/stop-$t.log")"
