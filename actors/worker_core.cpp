@@ -52,8 +52,7 @@ void worker_core::build() {
   }
   apply_grad_weight();
   batches = std::make_unique<models::batcher>(
-    *cfg.data, models::shard_indices(*cfg.data, cfg.rank, cfg.world, cfg.seed, cfg.partition), cfg.batch_size,
-    cfg.seed + static_cast<std::uint64_t>(cfg.rank));
+    models::worker_batcher(*cfg.data, cfg.rank, cfg.world, cfg.seed, cfg.partition, cfg.batch_size));
   last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));
   if (cfg.resume)
     restore(*cfg.resume);
@@ -168,12 +167,7 @@ void worker_core::apply_grad_weight() {
 }
 
 void worker_core::next_batch() {
-  // Partial batches at the end of an epoch are skipped so that every step
-  // of every worker has the same size.
-  bool got = false;
-  for (int tries = 0; tries < 3 && !got; ++tries)
-    got = batches->next(bt, &trainer->pool()) && bt.size == cfg.batch_size;
-  if (!got)
+  if (!batches->next_full(bt, &trainer->pool()))
     throw gradwire::error(who() + "its data shard holds no full batch of " + std::to_string(cfg.batch_size));
 }
 

@@ -200,6 +200,8 @@ bool batcher::next(batch& out, kernels::thread_pool* pool) {
   out.x.resize(n * m);
   const auto lw = static_cast<std::size_t>(data_.label_width);
   out.y.resize(n * lw);
+  out.indices.assign(indices_.begin() + static_cast<std::ptrdiff_t>(pos_),
+                     indices_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
   auto copy_rows = [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) {
       const auto idx = indices_[pos_ + i];
@@ -214,6 +216,19 @@ bool batcher::next(batch& out, kernels::thread_pool* pool) {
     pool->run(parts, [&](std::size_t t) { copy_rows(n * t / parts, n * (t + 1) / parts); });
   pos_ += n;
   return true;
+}
+
+bool batcher::next_full(batch& out, kernels::thread_pool* pool) {
+  for (int tries = 0; tries < 3; ++tries) // at most: a partial batch, an epoch's end, a full batch
+    if (next(out, pool) && out.size == batch_size_)
+      return true;
+  return false;
+}
+
+batcher worker_batcher(const dataset& data, int rank, int world, std::uint64_t seed, const partition_spec& p,
+                       int batch_size) {
+  return batcher(data, shard_indices(data, rank, world, seed, p), batch_size,
+                 seed + static_cast<std::uint64_t>(rank));
 }
 
 } // namespace gradwire::models

@@ -58,10 +58,18 @@ std::vector<std::int64_t> contiguous_shard_indices(const dataset& data, int rank
 std::vector<std::int64_t> shard_indices(const dataset& data, int rank, int world, std::uint64_t seed,
                                         const partition_spec& p);
 
+class batcher;
+
+/// Worker `rank`'s batches as a worker draws them: its shard of `data`
+/// (shard_indices with `seed` and `p`), shuffled from seed + rank.
+batcher worker_batcher(const dataset& data, int rank, int world, std::uint64_t seed, const partition_spec& p,
+                       int batch_size);
+
 /// Host-side batch buffers.
 struct batch {
   std::vector<float> x;
   std::vector<std::int32_t> y; ///< size * the dataset's label_width
+  std::vector<std::int64_t> indices; ///< the samples' indices in the dataset, in batch order
   int size = 0;                 ///< samples
 };
 
@@ -78,6 +86,10 @@ public:
   /// With a `pool`, its threads copy the rows (scattered over the dataset,
   /// so a batch gather waits on DRAM: 2 threads halve it).
   bool next(batch& out, kernels::thread_pool* pool = nullptr);
+  /// The next batch of exactly batch_size() samples, skipping an epoch's
+  /// partial last batch, as a worker's steps take them (every step of every
+  /// worker has the same size). False when the shard holds no full batch.
+  bool next_full(batch& out, kernels::thread_pool* pool = nullptr);
   int epoch() const { return epoch_; }
   /// Where the next batch starts: the epoch and the offset into its order.
   std::int64_t position() const { return static_cast<std::int64_t>(pos_); }

@@ -13,6 +13,7 @@
 #include "scheduler/app/replay.hpp"
 #include "scheduler/app/report.hpp"
 #include "scheduler/app/results.hpp"
+#include "scheduler/app/batch_order.hpp"
 #include "scheduler/app/sample.hpp"
 #include "scheduler/app/single_run.hpp"
 #include "scheduler/app/tensorboard.hpp"
@@ -281,7 +282,7 @@ std::optional<int> run_results_tool(const cli_args& a) {
   return std::nullopt;
 }
 
-/// The subcommands that need no config: bench allreduce, keys, report, info.
+/// The subcommands that run no experiment: bench allreduce, keys, report, eval, sample, batches, info.
 std::optional<int> run_tool(cli_args& a) {
   if (auto status = run_results_tool(a))
     return status;
@@ -310,6 +311,10 @@ std::optional<int> run_tool(cli_args& a) {
       std::fflush(stdout);
     });
     std::fputc('\n', stdout);
+    return 0;
+  }
+  if (a.chose("batches")) {
+    write_batch_order(load_config(a.config_path, a.overrides), a.batch_steps, stdout);
     return 0;
   }
   if (a.chose("info")) {

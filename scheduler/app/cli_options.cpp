@@ -12,6 +12,7 @@ namespace {
 struct subcommands {
   CLI::App *run = nullptr, *allreduce = nullptr, *report = nullptr, *keys = nullptr, *eval = nullptr;
   CLI::App *info = nullptr, *sample = nullptr, *export_ = nullptr, *compare = nullptr, *replay = nullptr;
+  CLI::App* batches = nullptr;
 };
 
 constexpr const char* run_help = R"(Train as the config file says: in this process, or across processes
@@ -169,6 +170,25 @@ Examples:
   s.compare->add_flag("--force", a.force, "replace an earlier comparison in that folder");
 }
 
+void add_batches(CLI::App& app, cli_args& a, subcommands& s) {
+  s.batches = app.add_subcommand("batches", "print the training samples each worker takes at each step, without training");
+  s.batches->footer(R"(The run's own order: the same partition, shuffles and skipped partial
+batches, drawn from the config's seed. One JSON line per worker and step,
+{"worker": 0, "step": 1, "samples": [...]}, the indices into the training
+set as the run loads it. Feed them to another system (PyTorch DDP, a
+plain loop) to train it on gradwire's batches. Speed balancing and lost or
+joining workers move the batches while a run trains: the order holds
+until they first move (a warning says so).
+
+Examples:
+  gradwire batches examples/ring.toml --steps 50 > batches.jsonl
+  gradwire batches examples/ring.toml --set topology.workers=4 --steps 10)");
+  s.batches->add_option("config", a.config_path, "the run's config file")->required();
+  s.batches->add_option("--steps,-n", a.batch_steps, "steps per worker (default: the run's own)")
+    ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  s.batches->add_option("--set,-s", a.overrides, "override a config key (repeatable)")->type_name("KEY=VALUE");
+}
+
 void add_replay(CLI::App& app, cli_args& a, subcommands& s) {
   s.replay = app.add_subcommand("replay", "run a recorded run again in this process: the same bits, or a variant on "
                                           "the same schedule (--set)");
@@ -222,6 +242,7 @@ Examples:
   add_sample(app, a, s);
   add_replay(app, a, s);
   add_export_compare(app, a, s);
+  add_batches(app, a, s);
   s.keys = app.add_subcommand("keys", "list every config key with its default and meaning");
   s.info = app.add_subcommand("info", "show the build: CUDA support and visible GPUs");
 }
@@ -259,7 +280,8 @@ std::optional<int> parse_command_line(int argc, char** argv, cli_args& a, std::s
   if (app.count("--log-level") > 0)
     a.log_level = log_level;
   // The subcommand given, by the name cli.cpp asks for (`bench allreduce` as "allreduce").
-  for (const auto* sub : {s.run, s.allreduce, s.report, s.keys, s.eval, s.info, s.sample, s.export_, s.compare, s.replay})
+  for (const auto* sub : {s.run, s.allreduce, s.report, s.keys, s.eval, s.info, s.sample, s.export_, s.compare, s.replay,
+                          s.batches})
     if (*sub)
       a.command = sub->get_name();
   return std::nullopt;

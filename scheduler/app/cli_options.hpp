@@ -32,6 +32,7 @@ struct cli_args {
   bool quiet = false, no_report = false, force = false;
   std::string resume;
   std::int64_t resume_step = 0;
+  std::int64_t batch_steps = 0; ///< gradwire batches --steps (0: the run's own)
   int procs = 0; ///< local processes to start; -1: as many as topology.workers
   gradwire::scheduler::allreduce_bench_options ab;
   std::string ab_min = "1K", ab_max = "64M", ab_chunk = "1M", ab_ring_from = "auto";

@@ -3,6 +3,7 @@
 #include "kernels/error.hpp"
 #include "scheduler/app/config_schema.hpp"
 #include "scheduler/app/config_toml.hpp"
+#include "scheduler/app/config_torch.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -18,7 +19,7 @@ std::string toml_text(const toml::node& n) {
 
 /// A key of a [sweep] or [sweep.variants] entry must be a config key.
 void check_key(const std::string& source, const std::string& key, const toml::node& at, const std::string& what) {
-  if (find_key(key))
+  if (find_key(key) || is_free_form_key(key))
     return;
   std::vector<std::string> all;
   for (const auto& s : config_schema())

@@ -155,7 +155,8 @@ void apply_override(toml::table& root, const std::string& arg, std::set<std::str
   // A bare word for a string key ("--set model.kind=lenet5") is that string.
   if (const auto* spec = find_key(key); spec && spec->type == value_type::string && !value.is_string())
     parsed.insert_or_assign("v", text);
-  check_leaf(key, *parsed.get("v"), loc);
+  if (!is_free_form_key(key))
+    check_leaf(key, *parsed.get("v"), loc);
   if (set_in_entries(root, key, *parsed.get("v"), loc)) {
     overridden.insert(key);
     return;

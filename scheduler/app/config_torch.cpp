@@ -17,6 +17,11 @@ bool free_form_args(const std::string& key, const toml::node& v, const std::stri
   return true;
 }
 
+bool is_free_form_key(const std::string& key) {
+  const std::string prefix = "model.args.";
+  return key.size() > prefix.size() && key.rfind(prefix, 0) == 0;
+}
+
 namespace {
 
 /// model.module as an absolute path: relative to the config file's folder

@@ -15,6 +15,9 @@ namespace gradwire::scheduler {
 /// Whether `key` is the free-form [model.args] (no schema checks below it);
 /// throws when it is given as anything but a table.
 bool free_form_args(const std::string& key, const toml::node& v, const std::string& where);
+/// Whether `key` lies under [model.args] ("model.args.width"): any value is
+/// the module's to judge, for --set and sweep axes alike.
+bool is_free_form_key(const std::string& key);
 /// model.module and the model kinds and datasets a torch model takes
 /// (after model.kind, data.dataset and train.device are read).
 void read_torch(config_toml::reader& r, run_config& c);

@@ -213,4 +213,18 @@ assert sum(map(sum, hist)) == 3000, sum(map(sum, hist))
 assert hist == [w["labels"] for w in b["per_worker"]], "the processes disagree"
 assert len({tuple(h) for h in hist}) == 3, "the workers' histograms should differ under skew"
 PY
+# The batch order a run takes, printed without training: 3 workers x 5
+# steps of 64 distinct samples, the workers' shards disjoint.
+"$gw" batches "$src/examples/ring.toml" "${noniid[@]:2}" --steps 5 > "$tmp/batches.jsonl" 2> "$tmp/batches.txt" ||
+  fail "gradwire batches: $(cat "$tmp/batches.txt")"
+/usr/bin/python3 - "$tmp/batches.jsonl" <<'PY' || fail "gradwire batches printed another order than a ring's"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert [(r["worker"], r["step"]) for r in recs] == [(w, s) for w in range(3) for s in range(1, 6)], recs
+shard = [set(), set(), set()]
+for r in recs:
+    assert len(set(r["samples"])) == 64 and all(0 <= i < 3000 for i in r["samples"]), r
+    shard[r["worker"]] |= set(r["samples"])
+assert not (shard[0] & shard[1] or shard[0] & shard[2] or shard[1] & shard[2]), "shards overlap"
+PY
 echo "cli smoke: all checks passed"
