@@ -29,6 +29,10 @@ struct model_spec {
   /// handed to its model(cfg), and torch's intra-op threads.
   std::string module, config_toml;
   int torch_threads = 1;
+  /// torch on text or token ids: the input [N, 1, 1, context] reaches the
+  /// module as int64 [N, context], its output [N, context, vocab] leaves as
+  /// [N * context, vocab], the built-in GPT's logits.
+  bool torch_tokens = false;
 };
 
 /// The model kinds `make_network` accepts.

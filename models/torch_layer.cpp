@@ -106,11 +106,12 @@ auto rethrown(F&& f) {
 
 class torch_layer final : public layer {
 public:
-  torch_layer(std::shared_ptr<tm::model> m, int classes) : m_(std::move(m)), classes_(classes) {}
+  torch_layer(std::shared_ptr<tm::model> m, int classes, bool tokens)
+      : m_(std::move(m)), classes_(classes), tokens_(tokens) {}
 
   std::string name() const override { return "torch"; }
   /// Logits for the dataset's classes (forward checks that they are).
-  shape_t output_shape(const shape_t& in) const override { return {in.at(0), classes_}; }
+  shape_t output_shape(const shape_t& in) const override { return {rows(in), classes_}; }
 
   void describe(std::vector<param_spec>& params, std::vector<param_spec>& state,
                 const std::string& /*prefix*/) const override {
@@ -158,10 +159,8 @@ public:
     check(x.type() == kernels::dtype::f32, "model.kind = \"torch\": float32 inputs expected");
     const auto& xs = x.shape();
     auto shape = rethrown([&] { return r_->forward(x.data(), std::vector<std::int64_t>(xs.begin(), xs.end()), train); });
-    check(shape.size() == 2 && shape[1] == classes_,
-          "model.kind = \"torch\": the module's output is " + kernels::to_string(shape_t(shape.begin(), shape.end())) +
-            "; the dataset has " + std::to_string(classes_) + " classes, so [" + std::to_string(xs.at(0)) + ", " +
-            std::to_string(classes_) + "] is expected");
+    check(shape.size() == 2 && shape[0] == rows(xs) && shape[1] == classes_, "model.kind = \"torch\": the module's output is " +
+            kernels::to_string(shape_t(shape.begin(), shape.end())) + "; " + expected(xs));
     y_ = out_buf_.get(shape_t(shape.begin(), shape.end()), x.dev());
     rethrown([&] { r_->output(y_.data()); });
     return y_;
@@ -175,8 +174,19 @@ public:
   }
 
 private:
+  /// Rows of logits for an input of shape `in`: a sample's, or a window's tokens'.
+  std::int64_t rows(const shape_t& in) const { return tokens_ ? in.at(0) * in.at(3) : in.at(0); }
+  std::string expected(const shape_t& in) const {
+    const auto n = std::to_string(in.at(0)), c = std::to_string(classes_);
+    if (tokens_)
+      return "model.vocab is " + c + ", so [" + n + ", " + std::to_string(in.at(3)) + ", " + c + "] (batch, " +
+             "model.context, model.vocab) is expected";
+    return "the dataset has " + c + " classes, so [" + n + ", " + c + "] is expected";
+  }
+
   std::shared_ptr<tm::model> m_;
   std::int64_t classes_;
+  bool tokens_;
   std::unique_ptr<tm::replica> r_;
   tensor grads_, y_, none_;
   std::vector<tensor> own_state_;
@@ -187,7 +197,7 @@ private:
 
 std::unique_ptr<layer> make_torch_layer(const model_spec& spec) {
   check(!spec.module.empty(), "model.kind = \"torch\" needs model.module, the .py file that defines model(cfg)");
-  return std::make_unique<torch_layer>(open_model(spec), spec.classes);
+  return std::make_unique<torch_layer>(open_model(spec), spec.classes, spec.torch_tokens);
 }
 
 std::string torch_unavailable() { return plugin().error; }

@@ -50,6 +50,8 @@ def load(path, config_toml, threads):
 class Model:
     def __init__(self, path, fn, cfg):
         self.path, self.fn, self.cfg = path, fn, cfg
+        # Text windows: the input is token ids, one prediction per position.
+        self.tokens = cfg.get("data", {}).get("dataset") in ("text", "tokens")
         self.seed, self.built = None, None
         m = self.build(0)
         self.params = [(n, list(p.shape)) for n, p in m.named_parameters()]
@@ -125,6 +127,9 @@ class Replica:
 
     def forward(self, x, shape, train):
         x = _view(x, shape)
+        tokens = self.model.tokens
+        if tokens:  # [N, 1, 1, context] float ids (exact below 2^24) as int64 [N, context]
+            x = x.reshape(shape[0], shape[-1]).long()
         self.m.train(train)
         self.out = None
         with torch.set_grad_enabled(train):
@@ -132,12 +137,16 @@ class Replica:
                 out = self.m(x)
             except BaseException as e:
                 raise UserError(_trace("%s: the module's forward raised" % self.model.path, e)) from None
-        if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != shape[0]:
+        want = [shape[0], shape[-1]] if tokens else [shape[0]]
+        ok = isinstance(out, torch.Tensor) and out.dim() == len(want) + 1 and list(out.shape[:-1]) == want
+        if not ok:
             got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise UserError("%s: the module's forward returned %s for an input of %s; gradwire expects logits "
-                            "[batch, classes] = [%d, classes]" % (self.model.path, got, list(shape), shape[0]))
-        self.out = out
-        return list(out.shape)
+            what = "[batch, context, vocab] = [%d, %d, vocab]" % tuple(want) if tokens else \
+                "[batch, classes] = [%d, classes]" % want[0]
+            raise UserError("%s: the module's forward returned %s for an input of %s; gradwire expects logits %s" %
+                            (self.model.path, got, list(x.shape), what))
+        self.out = out.reshape(-1, out.shape[-1])  # a window's positions as rows, as the built-in GPT's logits
+        return list(self.out.shape)
 
     def output(self, out):
         torch.frombuffer(out, dtype=torch.float32).copy_(self.out.detach().reshape(-1))

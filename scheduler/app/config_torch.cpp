@@ -58,9 +58,7 @@ void read_torch(reader& r, run_config& c) {
   check(!given.empty(), r.loc("model.kind") + ": model.kind = \"torch\" needs model.module, the .py file that "
                                               "defines model(cfg) (docs/your-model.md)");
   c.model.module = module_path(r, c, given);
-  check(c.dataset != "text" && c.dataset != "tokens",
-        r.loc("data.dataset") + ": a torch model trains on the image datasets (fashion-mnist, mnist, cifar10, "
-                                "synthetic, synthetic-cifar); \"" + c.dataset + "\" is the built-in GPT's");
+  c.model.torch_tokens = c.dataset == "text" || c.dataset == "tokens";
   check(c.device == "cpu", c.device_where + " = \"" + c.device + "\": a torch model runs on the CPU (\"cpu\")");
   c.model.torch_threads = c.threads;
 }
