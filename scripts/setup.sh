@@ -23,7 +23,7 @@ PACKAGES=(
 # cluster: scripts/slurm_local.sh).
 # the TensorBoard files are read back with Python's protobuf and crc32c,
 # examples/analysis.py plots with matplotlib.
-TEST_PACKAGES=(chromium python3-torch slurm-wlm munge openmpi-bin python3-protobuf python3-crc32c python3-matplotlib)
+TEST_PACKAGES=(chromium python3-torch python3-torchvision slurm-wlm munge openmpi-bin python3-protobuf python3-crc32c python3-matplotlib)
 # Only for bench/ (the PyTorch and MPI sides of the side-by-side benchmarks).
 # BLIS, libxsmm: bench/gemm_libs.cpp
 BENCH_PACKAGES=(python3-torch openmpi-bin libopenmpi-dev libblis4-serial libxsmm-dev iperf3)
