@@ -7,7 +7,7 @@
 # scripts/build.sh adds them to this folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --test   # adds chromium (the report test) python3-torch and python3-torchvision (the model-file and torch-model tests)
+scripts/setup.sh --test   # adds chromium (the report test), python3-torch and python3-torchvision (the model-file and torch-model tests)
 if [[ ! -f ${BUILD_DIR:-build}/build.ninja ]]; then
   if [[ -z ${GRADWIRE_CUDA:-} ]] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then export GRADWIRE_CUDA=OFF; fi
   export GRADWIRE_BENCH=${GRADWIRE_BENCH:-OFF}
