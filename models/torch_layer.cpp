@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -198,6 +199,24 @@ private:
 std::unique_ptr<layer> make_torch_layer(const model_spec& spec) {
   check(!spec.module.empty(), "model.kind = \"torch\" needs model.module, the .py file that defines model(cfg)");
   return std::make_unique<torch_layer>(open_model(spec), spec.classes, spec.torch_tokens);
+}
+
+dataset load_torch_dataset(const model_spec& spec, const std::string& split) {
+  auto m = open_model(spec);
+  const auto shape = rethrown([&] { return m->dataset(split); });
+  check(shape.size() >= 2 && shape.size() <= 4, "model.module: dataset(\"" + split + "\", cfg): inputs of " +
+                                                   std::to_string(shape.size() - 1) + " dimensions");
+  dataset d;
+  d.name = "module";
+  const std::vector<std::int64_t> dims(shape.begin() + 1, shape.end());
+  d.channels = dims.size() == 3 ? static_cast<int>(dims[0]) : 1;
+  d.height = dims.size() >= 2 ? static_cast<int>(dims[dims.size() - 2]) : 1;
+  d.width = static_cast<int>(dims.back());
+  d.images.resize(static_cast<std::size_t>(shape[0] * d.sample_numel()));
+  d.labels.resize(static_cast<std::size_t>(shape[0]));
+  rethrown([&] { m->take_dataset(split, d.images.data(), d.labels.data()); });
+  d.classes = 1 + *std::max_element(d.labels.begin(), d.labels.end());
+  return d;
 }
 
 std::string torch_unavailable() { return plugin().error; }

@@ -8,6 +8,7 @@
 /// built-in layer's. The network's loss (cross-entropy on [batch, classes]
 /// logits) and everything around the step stay gradwire's.
 
+#include "models/dataset.hpp"
 #include "models/layer.hpp"
 
 #include <memory>
@@ -19,6 +20,13 @@ struct model_spec;
 /// The module of spec.module with spec.config_toml, loaded once per
 /// process and spec (libgradwire_torch.so, loaded on first use).
 std::unique_ptr<layer> make_torch_layer(const model_spec& spec);
+
+/// data.dataset = "module": the module's dataset(split, cfg) ("train" or
+/// "test") read whole into a dataset: inputs as float32 samples of 1 to 3
+/// dimensions (shaped [1, 1, features], [1, height, width] or as given),
+/// targets as class indices; `classes` is left at the largest target + 1.
+/// Throws gradwire::error with the module's own words (its traceback).
+dataset load_torch_dataset(const model_spec& spec, const std::string& split);
 
 /// Whether libgradwire_torch.so can be loaded here; otherwise why not.
 std::string torch_unavailable();

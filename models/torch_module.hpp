@@ -58,6 +58,13 @@ public:
   /// model(cfg) builds under torch.manual_seed(seed).
   virtual void initial(std::uint64_t seed, bool buffer, std::size_t i, float* out) = 0;
   virtual std::unique_ptr<replica> make_replica() = 0;
+  /// Reads the module's dataset(split, cfg) ("train" or "test") whole:
+  /// returns {items, one input's shape...}; the arrays wait in the model
+  /// for take_dataset().
+  virtual std::vector<std::int64_t> dataset(const std::string& split) = 0;
+  /// Copies the split's inputs (float32, items x an input's numel) and
+  /// targets (items class indices) to `x` and `y`, and lets them go.
+  virtual void take_dataset(const std::string& split, float* x, std::int32_t* y) = 0;
 };
 
 struct api {

@@ -7,6 +7,7 @@ optimizer, exchanges and checkpoints act on what the module computes with.
 Anything user code raises comes back as UserError, with its traceback."""
 
 import importlib.util
+import numbers
 import sys
 import tomllib
 import traceback
@@ -44,12 +45,14 @@ def load(path, config_toml, threads):
     if not callable(fn):
         raise UserError("%s defines no function model(cfg) returning a torch.nn.Module "
                         "(the contract is in docs/your-model.md)" % path)
-    return Model(path, fn, tomllib.loads(config_toml))
+    return Model(path, fn, tomllib.loads(config_toml), module)
 
 
 class Model:
-    def __init__(self, path, fn, cfg):
-        self.path, self.fn, self.cfg = path, fn, cfg
+    def __init__(self, path, fn, cfg, module=None):
+        self.path, self.fn, self.cfg, self.module = path, fn, cfg, module
+        self.sample_shape = None  # the module's own dataset's input shape, once read
+        self.data = {}
         # Text windows: the input is token ids, one prediction per position.
         self.tokens = cfg.get("data", {}).get("dataset") in ("text", "tokens")
         self.seed, self.built = None, None
@@ -88,10 +91,81 @@ class Model:
             raise UserError("%s: %s built other parameters than the first call (%s): model(cfg) must build "
                             "the same module every time" % (self.path, what, _first_difference(self, params)))
 
+    def dataset(self, split):
+        """Reads dataset(split, cfg) whole; returns [items, input shape...]."""
+        self.data[split] = _read_dataset(self, split)
+        x, _ = self.data[split]
+        self.sample_shape = list(x.shape[1:])
+        return list(x.shape)
+
+    def dataset_shape(self, split):
+        return list(self.data[split][0].shape)
+
+    def take_dataset(self, split, x_out, y_out):
+        x, y = self.data.pop(split)
+        torch.frombuffer(x_out, dtype=torch.float32).copy_(x.reshape(-1))
+        torch.frombuffer(y_out, dtype=torch.int32).copy_(y)
+
     def replica(self):
         m = self.build(0)
         self.check(m, "model(cfg)")
         return Replica(self, m)
+
+
+def _read_dataset(model, split):
+    """(inputs float32 [items, ...], targets int32 [items]) from the module's dataset(split, cfg)."""
+    where = "%s: dataset(%r, cfg)" % (model.path, split)
+    fn = getattr(model.module, "dataset", None)
+    if not callable(fn):
+        raise UserError("%s: data.dataset = \"module\", but the file defines no dataset(split, cfg) "
+                        "(the contract is in docs/your-model.md)" % model.path)
+    try:
+        ds = fn(split, model.cfg)
+        n = len(ds)
+    except BaseException as e:
+        raise UserError(_trace(where + " raised (a map-style torch.utils.data.Dataset, with len(), is expected)",
+                               e)) from None
+    if n == 0:
+        raise UserError(where + " holds no items")
+    x = y = None
+    for i in range(n):
+        try:
+            item = ds[i]
+        except BaseException as e:
+            raise UserError(_trace("%s: item %d raised" % (where, i), e)) from None
+        inp, target = _item(where, i, item)
+        if x is None:
+            if inp.dim() < 1 or inp.dim() > 3:
+                raise UserError("%s: item 0's input has shape %s: gradwire takes inputs of 1 to 3 dimensions "
+                                "([features], [height, width] or [channels, height, width])" %
+                                (where, list(inp.shape)))
+            x = torch.empty((n,) + tuple(inp.shape), dtype=torch.float32)
+            y = torch.empty(n, dtype=torch.int32)
+        elif inp.shape != x.shape[1:]:
+            raise UserError("%s: item %d's input has shape %s, item 0's %s: every input must have the same shape" %
+                            (where, i, list(inp.shape), list(x.shape[1:])))
+        x[i] = inp
+        y[i] = target
+    return x, y
+
+
+def _item(where, i, item):
+    """(input as a float tensor, target as a class index) of dataset item i, checked."""
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise UserError("%s: item %d is %s; an item must be (input, target)" % (where, i, type(item).__name__))
+    inp, target = item
+    try:
+        inp = torch.as_tensor(inp)
+    except (TypeError, ValueError, RuntimeError):
+        raise UserError("%s: item %d's input is %s, not a tensor or array" % (where, i, type(inp).__name__)) from None
+    if not (inp.is_floating_point() or inp.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)):
+        raise UserError("%s: item %d's input is %s, not numbers" % (where, i, inp.dtype))
+    if isinstance(target, torch.Tensor) and target.numel() == 1 and not target.is_floating_point():
+        target = int(target.item())
+    if isinstance(target, bool) or not isinstance(target, numbers.Integral) or target < 0 or target >= 2 ** 31:
+        raise UserError("%s: item %d's target is %r; a target must be a class index (an int >= 0)" %
+                        (where, i, target))
+    return inp.float(), int(target)
 
 
 def _first_difference(model, params):
@@ -127,6 +201,8 @@ class Replica:
 
     def forward(self, x, shape, train):
         x = _view(x, shape)
+        if self.model.sample_shape is not None:  # the module's own dataset: its inputs' own shape
+            x = x.reshape([shape[0]] + self.model.sample_shape)
         tokens = self.model.tokens
         if tokens:  # [N, 1, 1, context] float ids (exact below 2^24) as int64 [N, context]
             x = x.reshape(shape[0], shape[-1]).long()

@@ -138,6 +138,17 @@ public:
     auto r = guarded([&] { return m_.attr("replica")(); });
     return std::make_unique<py_replica>(std::move(r), params_, buffers_);
   }
+  std::vector<std::int64_t> dataset(const std::string& split) override {
+    return guarded([&] { return m_.attr("dataset")(split).cast<std::vector<std::int64_t>>(); });
+  }
+  void take_dataset(const std::string& split, float* x, std::int32_t* y) override {
+    const auto shape = guarded([&] { return m_.attr("dataset_shape")(split).cast<std::vector<std::int64_t>>(); });
+    const auto items = static_cast<std::size_t>(shape.at(0));
+    guarded([&] {
+      auto ys = py::memoryview::from_memory(y, static_cast<py::ssize_t>(items * sizeof(std::int32_t)), false);
+      return m_.attr("take_dataset")(split, floats(x, numel(shape)), ys);
+    });
+  }
 
 private:
   py::object m_;

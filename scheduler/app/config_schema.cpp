@@ -54,8 +54,8 @@ const std::vector<key_spec>& config_schema() {
     {"model.vocab", vt::integer, "256", {}, "gpt: vocabulary size; text data is bytes, so 256; tokens: the tokenizer's (every id below it)", in(2, 1 << 24)},
     {"model.dropout", vt::number, "0.0", {}, "gpt: in training, drop each element of the embeddings' sum, of attention's probabilities and of each block's two residual branches with this probability, in [0, 1) (nanoGPT's dropout); masks follow the seed, the worker and the step", in(0, 1)},
 
-    {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar", "text", "tokens"},
-     "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3); text: the bytes of data.path, tokens: the uint16 ids of data.path's .bin (nanoGPT's format), both for model.kind = \"gpt\""},
+    {"data.dataset", vt::string, "\"fashion-mnist\"", {"fashion-mnist", "mnist", "cifar10", "synthetic", "synthetic-cifar", "text", "tokens", "module"},
+     "dataset; synthetic ones are generated from the seed (28x28x1 or 32x32x3); text: the bytes of data.path, tokens: the uint16 ids of data.path's .bin (nanoGPT's format), both for model.kind = \"gpt\" or \"torch\"; module: a torch module's own dataset(split, cfg)"},
     {"data.path", vt::string, "\"\"", {}, "folder with the dataset files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, /usr/share/games/fortunes for text); text may be one file; tokens: one .bin, or a folder with train.bin and val.bin"},
     {"data.val_fraction", vt::number, "0.1", {}, "text, and tokens from one .bin: the last fraction of the bytes (ids), held out for validation", in(1e-6, 0.999999)},
     {"data.partition", vt::string, "\"iid\"", {"iid", "dirichlet", "classes", "contiguous"},

@@ -53,6 +53,8 @@ void read_torch(reader& r, run_config& c) {
   check(torch || !r.root.contains("model") || !r.root["model"]["args"],
         r.loc("model.kind") + ": [model.args] is handed to a torch module (model.kind = \"torch\"), not to \"" +
           c.model.kind + "\"");
+  check(torch || c.dataset != "module", r.loc("data.dataset") + ": data.dataset = \"module\" is a torch module's "
+                                        "own dataset(split, cfg) (model.kind = \"torch\"), not \"" + c.model.kind + "\"'s");
   if (!torch)
     return;
   check(!given.empty(), r.loc("model.kind") + ": model.kind = \"torch\" needs model.module, the .py file that "

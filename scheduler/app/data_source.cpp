@@ -2,6 +2,7 @@
 #include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
+#include "models/torch_layer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,13 @@ data_pair load_named(const run_config& cfg) {
               t.files, path, t.train.size(), t.test.size(), cfg.model.context + 1);
     d.train = std::move(t.train);
     d.test = std::move(t.test);
+  } else if (ds == "module") { // the torch module's own dataset(split, cfg)
+    d.train = models::load_torch_dataset(cfg.model, "train");
+    d.test = models::load_torch_dataset(cfg.model, "test");
+    check(d.train.sample_numel() == d.test.sample_numel() && d.train.channels == d.test.channels,
+          cfg.origin("data.dataset") + " = \"module\": dataset(\"train\", cfg) and dataset(\"test\", cfg) hold "
+          "inputs of different shapes");
+    d.train.classes = d.test.classes = std::max(d.train.classes, d.test.classes);
   } else if (ds == "tokens") {
     check(!cfg.data_path.empty(), cfg.origin("data.dataset") + " = \"tokens\" needs data.path: a .bin of uint16 "
                                   "token ids, or a folder with train.bin and val.bin (scripts/tokenize.py makes them)");
@@ -96,7 +104,7 @@ data_pair load_data(run_config& cfg) {
   check(d.test.size() > 0, where + " has no test samples");
   d.train.keep_first(cfg.train_subset); // in place: head() would copy 188 MB when keeping all
   d.test.keep_first(cfg.test_subset);
-  if (cfg.normalize && d.train.offsets.empty()) { // (text windows, of any context, hold token ids, not pixels)
+  if (cfg.normalize && d.train.offsets.empty() && cfg.dataset != "module") { // (a module's data is as it says) // (text windows, of any context, hold token ids, not pixels)
     // Standardise with the training set's statistics (torchvision's
     // Normalize): both splits, one mean and std over all pixels.
     double s = 0, ss = 0;

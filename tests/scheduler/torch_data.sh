@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# data.dataset = "module": a torch module's own dataset(split, cfg)
+# (tests/scheduler/torch/own_data.py: numpy inputs of 16 features, numpy
+# int targets, 4 classes):
+#  - it trains under the async parameter server and the sync ring, the
+#    ring across 3 processes gives the in-process model bit for bit, and
+#    `gradwire eval` reads the test split from the module again;
+#  - items of the wrong shape, a target that is no class index, an item
+#    that is no (input, target) pair, an item that raises, a file without
+#    dataset(), and "module" for a built-in model are refused, naming the
+#    file and item (the user's traceback where their code raised).
+# Exits 77 (ctest: "Skipped") without the torch plug-in.
+# Usage: torch_data.sh GRADWIRE SOURCE_DIR
+set -uo pipefail
+gw=$1
+src=$(cd "$2" && pwd)
+py=/usr/bin/python3
+if "$gw" info | grep -q "torch models: unavailable"; then
+  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cat > "$tmp/own.toml" <<TOML
+[model]
+kind = "torch"
+module = "$src/tests/scheduler/torch/own_data.py"
+[data]
+dataset = "module"
+[train]
+max_steps = 60
+batch_size = 32
+momentum = 0
+log_every = 20
+[topology]
+kind = "parameter-server"
+mode = "async"
+workers = 3
+TOML
+run() { # NAME ARGS...
+  local name=$1
+  shift
+  timeout 120 "$gw" run "$tmp/own.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 ||
+    fail "$name: $(tail -20 "$tmp/$name.log")"
+  $py -c "import json, sys; s = json.load(open(sys.argv[1])); print(sys.argv[2], s['final_test_accuracy'])
+assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.9, s" "$tmp/$name/summary.json" "$name" ||
+    fail "$name did not learn"
+}
+run async
+run ring --set topology.kind='"ring"'
+run procs --set topology.kind='"ring"' --procs 3
+cmp -s "$tmp/ring/model.safetensors" "$tmp/procs/model.safetensors" || fail "the ring across 3 processes differs from in-process"
+"$gw" eval "$tmp/async" > "$tmp/eval.log" 2>&1 || fail "eval: $(cat "$tmp/eval.log")"
+grep -q "(400 test images of module)" "$tmp/eval.log" || fail "eval: $(cat "$tmp/eval.log")"
+
+refused() { # NAME WANT ARGS...: a run that must end with exit 2 saying WANT
+  local name=$1 want=$2 rc=0
+  shift 2
+  timeout 60 "$gw" run "$tmp/own.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/$name.log" || fail "$name: exit $rc, want 2 and '$want': $(tail -5 "$tmp/$name.log")"
+}
+mod=$src/tests/scheduler/torch/own_data.py
+refused shape "$mod: dataset('train', cfg): item 5's input has shape [8], item 0's [16]" --set model.args.bad='"shape"'
+refused target "item 3's target is 1.5; a target must be a class index" --set model.args.bad='"target"'
+refused item "item 2 is ndarray; an item must be (input, target)" --set model.args.bad='"item"'
+refused raises "KeyError: 'sample 4 is missing'" --set model.args.bad='"raise"'
+grep -qF "own_data.py\", line" "$tmp/raises.log" || fail "no traceback with file and line: $(cat "$tmp/raises.log")"
+refused nodataset "mlp.py: data.dataset = \"module\", but the file defines no dataset(split, cfg)" \
+  --set model.module="\"$src/tests/scheduler/torch/mlp.py\""
+refused builtin "data.dataset = \"module\" is a torch module's own dataset(split, cfg)" --set model.kind='"mlp"' \
+  --set model.module='""'
+echo "ok: a torch module's own data"
