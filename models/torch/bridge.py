@@ -31,8 +31,26 @@ def _view(mv, shape):
     return torch.frombuffer(mv, dtype=torch.float32).view(shape)
 
 
+class _Functions:
+    """model= and dataset= given to gradwire.run() in this interpreter, as a module's attributes."""
+    def __init__(self, fns):
+        self.model, self.dataset = fns["model"], fns["dataset"]
+
+
+def _given_functions(path, cfg):
+    runs = sys.modules.get("gradwire._runs")
+    fns = getattr(runs, "_objects", {}).get(path) if runs is not None else None
+    if fns is None:
+        raise UserError("model.module = %r names functions given to gradwire.run(model=...) in a Python "
+                        "process, and none are here (a command-line run, or another process): name a .py "
+                        "file that defines model(cfg)" % path)
+    return Model(path, fns["model"], cfg, _Functions(fns))
+
+
 def load(path, config_toml, threads):
     torch.set_num_threads(max(1, threads))
+    if path.startswith("python:"):
+        return _given_functions(path, tomllib.loads(config_toml))
     spec = importlib.util.spec_from_file_location("gradwire_user_model_%d" % len(sys.modules), path)
     if spec is None:
         raise UserError("%s: model.module must be a Python file (.py)" % path)

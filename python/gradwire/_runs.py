@@ -181,8 +181,35 @@ def _common(args, set, procs, force, quiet, report):
     return args
 
 
+# Functions handed to run(model=..., dataset=...), by the name that
+# model.module holds for them ("python:module.qualname"); the torch
+# plug-in's bridge looks them up here, in this interpreter.
+_objects = {}
+
+
+def _with_functions(set, procs, model, dataset):
+    """`set` with model.kind = "torch" and model.module naming `model` (and
+    `dataset`), registered for the torch plug-in of this process."""
+    if dataset is not None and model is None:
+        raise TypeError("gradwire.run: dataset= comes with model= (or name both in a module file: model.module)")
+    if not callable(model) or (dataset is not None and not callable(dataset)):
+        raise TypeError("gradwire.run: model= (and dataset=) must be functions: model(cfg) -> torch.nn.Module, "
+                        "dataset(split, cfg) -> torch.utils.data.Dataset")
+    if procs is not None:
+        raise Error("gradwire.run: functions given as model= live in this process only; across processes "
+                    "(procs=) each one imports them: put them in a .py file and name it as model.module")
+    name = "python:%s.%s" % (getattr(model, "__module__", "?"), getattr(model, "__qualname__", "model"))
+    _objects[name] = {"model": model, "dataset": dataset}
+    set = dict(set or {})
+    set["model.kind"] = "torch"
+    set["model.module"] = name
+    if dataset is not None:
+        set["data.dataset"] = "module"
+    return set
+
+
 def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False, quiet=True, report=False,
-        on_metrics=None):
+        on_metrics=None, model=None, dataset=None):
     """Trains as the config says and returns its Run.
 
     config: a TOML file's path, or a dict shaped like one ({"train": {"lr": 0.1}, ...}).
@@ -193,7 +220,12 @@ def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False
     force: replace an earlier run in `out`, as --force.
     on_metrics: called with each metrics.jsonl record (a dict) as it is
     written, from a background thread.
+    model: your model(cfg) -> torch.nn.Module, as a function (a notebook's):
+    model.kind becomes "torch" (docs/your-model.md). In this process only.
+    dataset: your dataset(split, cfg), with model=: data.dataset becomes "module".
     """
+    if model is not None or dataset is not None:
+        set = _with_functions(set, procs, model, dataset)
     if resume is not None:
         resume = os.fspath(resume)
         out = out or (os.path.dirname(os.path.dirname(resume))

@@ -26,7 +26,11 @@ namespace {
 
 /// model.module as an absolute path: relative to the config file's folder
 /// (to the working folder when --set gave it, or the config is no file).
+/// A "python:" name is a function given to gradwire.run(model=...), which
+/// the plug-in's bridge finds in the calling interpreter.
 std::string module_path(reader& r, const run_config& c, const std::string& given) {
+  if (given.rfind("python:", 0) == 0)
+    return given;
   fs::path p(given);
   if (p.is_relative() && !c.overridden.count("model.module")) {
     const fs::path source(c.source);

@@ -108,8 +108,7 @@ case_ torch_missing '[model]\nkind = "torch"\nmodule = "nowhere.py"\n' 'torch_mi
 case_ torch_args_mlp '[model]\nkind = "mlp"\n[model.args]\nwidth = 3\n' 'torch_args_mlp.toml.*\[model.args\] is handed to a torch module'
 case_ torch_module_mlp '[model]\nmodule = "x.py"\n' 'torch_module_mlp.toml:2: model.module: a module file is for model.kind = "torch"'
 case_ torch_args_value '[model]\nkind = "torch"\nargs = 5\n' 'torch_args_value.toml:3: model.args is a table'
-printf 'def model(cfg):\n    pass\n' > torch_text.py
-case_ torch_text '[model]\nkind = "torch"\nmodule = "torch_text.py"\n[data]\ndataset = "text"\n' 'torch_text.toml.*a torch model trains on the image datasets'
+case_ module_data_mlp '[model]\nkind = "mlp"\n[data]\ndataset = "module"\n' 'module_data_mlp.toml:4: data.dataset: data.dataset = "module" is a torch module'
 printf 'too short for a window\n' > short.txt
 case_ gpt_short "[model]\nkind = \"gpt\"\ncontext = 64\n[data]\ndataset = \"text\"\npath = \"$PWD/short.txt\"\n" 'short.txt" holds 23 bytes of text.*model.context \+ 1 = 65'
 case_ gpt_missing '[model]\nkind = "gpt"\n[data]\ndataset = "text"\npath = "/nonexistent/corpus"\n' 'data.path = "/nonexistent/corpus" does not exist'

@@ -41,7 +41,11 @@ grep -q '^\[\[faults\]\]' "$f" && procs=(--procs workers)
 # A virtual-time study of hundreds of workers: one point of 16 here
 # (tests/actors/test_virtual_time.cpp runs every topology in virtual time).
 grep -q '^clock *= *"virtual"' "$f" && grep -q '^\[sweep\]' "$f" && procs=(--sweep topology.workers=16)
-grep -q '^clock *= *"virtual"' "$f" && ! grep -q '^\[sweep\]' "$f" && procs=(--set topology.workers=16)
+# Without a sweep: 16 workers where it has more, unless [[nodes]] or
+# virtual.host_workers fix the count.
+workers=$(sed -n 's/^workers *= *\([0-9]*\).*/\1/p' "$f" | head -1)
+grep -q '^clock *= *"virtual"' "$f" && ! grep -q '^\[sweep\]' "$f" && ((${workers:-0} > 16)) &&
+  ! grep -qE '^\[\[nodes\]\]|^host_workers' "$f" && procs=(--set topology.workers=16)
 # Six steps show that a config starts and trains (the first steps' losses
 # are in metrics.jsonl); a small test subset keeps each evaluation short.
 # (The first 6,000 training images: six steps use fewer, and only those

@@ -70,4 +70,44 @@ refused nodataset "mlp.py: data.dataset = \"module\", but the file defines no da
   --set model.module="\"$src/tests/scheduler/torch/mlp.py\""
 refused builtin "data.dataset = \"module\" is a torch module's own dataset(split, cfg)" --set model.kind='"mlp"' \
   --set model.module='""'
+# From the Python module, as in a notebook: model= and dataset= given as
+# functions (defined in __main__) train the ring's model bit for bit;
+# across processes (procs=) they are refused, and a command-line run of a
+# "python:" name says where such names come from.
+pymod=$(dirname "$gw")/python
+if [ -d "$pymod/gradwire" ]; then
+  PYTHONPATH=$pymod timeout 120 $py - "$tmp/own.toml" "$tmp/fns" "$src/tests/scheduler/torch" > "$tmp/fns.log" 2>&1 <<'PY' ||
+import sys
+import gradwire
+sys.path.insert(0, sys.argv[3])
+import own_data
+
+
+def model(cfg):
+    return own_data.model(cfg)
+
+
+def dataset(split, cfg):
+    return own_data.dataset(split, cfg)
+
+
+r = gradwire.run(sys.argv[1], out=sys.argv[2], set={"topology.kind": "ring", "model.module": "ignored.py"},
+                 model=model, dataset=dataset)
+assert r.summary["status"] == "completed", r.summary
+try:
+    gradwire.run(sys.argv[1], out=sys.argv[2] + "-procs", procs=3, model=model, dataset=dataset)
+    raise SystemExit("procs= with model= ran")
+except gradwire.Error as e:
+    assert "put them in a .py file" in str(e), e
+PY
+    fail "functions given to gradwire.run: $(tail -20 "$tmp/fns.log")"
+  # (The tensors byte for byte: the header's config names model.module.)
+  $py -c "import struct, sys
+a, b = (open(f, 'rb').read() for f in sys.argv[1:])
+assert a[8 + struct.unpack('<Q', a[:8])[0]:] == b[8 + struct.unpack('<Q', b[:8])[0]:]" \
+    "$tmp/ring/model.safetensors" "$tmp/fns/model.safetensors" || fail "model= and dataset= differ from the module file's run"
+  echo "ok: model= and dataset= as functions from Python"
+fi
+refused pyname "names functions given to gradwire.run(model=...) in a Python process, and none are here" \
+  --set model.module='"python:__main__.model"'
 echo "ok: a torch module's own data"
