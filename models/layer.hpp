@@ -123,6 +123,18 @@ public:
   }
   virtual const tensor& forward(const tensor& x, bool train) = 0;
   virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
+  /// Whether this layer, the network's last, computes the loss of its own
+  /// output (a torch module's loss(output, target)); otherwise the loss is
+  /// softmax cross-entropy on its logits.
+  virtual bool has_loss() const { return false; }
+  /// The loss of the last forward's output against `labels` (one class
+  /// index per output row), as softmax_xent gives it: the sum over rows
+  /// and the correct argmax predictions; with `d_out`, also writes
+  /// `scale` x d(row losses' sum)/d(output) there.
+  virtual kernels::xent_result loss(const std::int32_t* labels, float scale, float* d_out) {
+    (void)labels, (void)scale, (void)d_out;
+    return {};
+  }
   /// The next training forward's dropout masks: `key` for the step, its
   /// input's first sample `first_sample` of the step's batch (a layer
   /// without dropout ignores it).

@@ -96,6 +96,13 @@ const tensor& network::forward(const tensor& x, bool train) {
   return *h;
 }
 
+kernels::xent_result network::loss(const tensor& logits, const std::int32_t* labels, float* dlogits, float scale) {
+  if (!layers_.empty() && layers_.back()->has_loss())
+    return layers_.back()->loss(labels, scale, dlogits);
+  return kernels::backend_for(logits.dev()).softmax_xent(logits.data(), labels, static_cast<int>(logits.dim(0)),
+                                                         static_cast<int>(logits.dim(1)), dlogits, scale);
+}
+
 tensor network::backward(const tensor& dlogits, bool input_grad,
                          const std::function<void(std::size_t)>* ready) {
   if (zero_whole_.defined())

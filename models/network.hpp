@@ -61,6 +61,10 @@ public:
   /// Every layer's dropout masks for the next training forward
   /// (layer::set_dropout_stream).
   void set_dropout_stream(std::uint64_t key, std::int64_t first_sample);
+  /// The loss of the last forward's `logits` against `labels`: the last
+  /// layer's own (layer::has_loss) or softmax cross-entropy; with
+  /// `dlogits`, also `scale` x its gradient there.
+  kernels::xent_result loss(const tensor& logits, const std::int32_t* labels, float* dlogits, float scale);
   /// Back-propagates dL/dlogits, writing every parameter gradient. Returns
   /// dL/dx when `input_grad` (otherwise an undefined tensor, and the layers
   /// below the first trainable one are skipped).

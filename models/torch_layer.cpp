@@ -174,6 +174,12 @@ public:
     return none_;
   }
 
+  bool has_loss() const override { return m_->has_loss(); }
+  kernels::xent_result loss(const std::int32_t* labels, float scale, float* d_out) override {
+    auto [sum, correct] = rethrown([&] { return r_->loss(labels, scale, d_out); });
+    return {sum, correct};
+  }
+
 private:
   /// Rows of logits for an input of shape `in`: a sample's, or a window's tokens'.
   std::int64_t rows(const shape_t& in) const { return tokens_ ? in.at(0) * in.at(3) : in.at(0); }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradwire::models::torch_module {
@@ -45,6 +46,11 @@ public:
   /// Back-propagates dL/doutput (the output's shape) into the bound
   /// gradients, which the caller zeroed.
   virtual void backward(const float* dy) = 0;
+  /// The module's loss(output, target) (model::has_loss) of the last
+  /// forward's output against `targets` (class indices, one per output
+  /// row): {the sum over rows, the correct argmax predictions}; with
+  /// `d_out`, also `scale` x d(that sum)/d(output) there (the output's shape).
+  virtual std::pair<double, std::int64_t> loss(const std::int32_t* targets, float scale, float* d_out) = 0;
 };
 
 /// The user's module file, loaded once, with the run's config.
@@ -58,6 +64,9 @@ public:
   /// model(cfg) builds under torch.manual_seed(seed).
   virtual void initial(std::uint64_t seed, bool buffer, std::size_t i, float* out) = 0;
   virtual std::unique_ptr<replica> make_replica() = 0;
+  /// Whether the file defines loss(output, target) (else the loss is
+  /// gradwire's softmax cross-entropy).
+  virtual bool has_loss() const = 0;
   /// Reads the module's dataset(split, cfg) ("train" or "test") whole:
   /// returns {items, one input's shape...}; the arrays wait in the model
   /// for take_dataset().

@@ -186,9 +186,7 @@ std::size_t trainer::micro_step(const tensor& xt, const tensor& yt, int b0, int 
     if (!dl.defined() || dl.numel() < logits.numel())
       dl = tensor::empty(logits.shape(), dev);
     tensor dlv = dl.view(0, logits.shape());
-    auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32() + b * lw,
-                                                      static_cast<int>(logits.dim(0)),
-                                                      static_cast<int>(logits.dim(1)), dlv.data(), scale);
+    auto res = rep.net.loss(logits, yt.data_i32() + b * lw, dlv.data(), scale);
     if (corrupt_next_ && r == 0) { // fault injection: NaN through the whole backward, as a diverged loss gives
       constexpr float nan = std::numeric_limits<float>::quiet_NaN();
       kernels::backend_for(dev).fill(dlv.data(), static_cast<std::size_t>(dlv.numel()), nan);
@@ -309,9 +307,7 @@ eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch
         yt = ybuf;
       }
       const tensor& logits = replicas_[r]->net.forward(xt, false);
-      auto res = kernels::backend_for(dev).softmax_xent(logits.data(), yt.data_i32(),
-                                                        static_cast<int>(logits.dim(0)),
-                                                        static_cast<int>(logits.dim(1)), nullptr, 0.f);
+      auto res = replicas_[r]->net.loss(logits, yt.data_i32(), nullptr, 0.f);
       loss[r] += res.loss_sum;
       correct[r] += res.correct;
     }

@@ -162,7 +162,9 @@ def rank_main(rank, args, cfg, batches, store):
     x, y = load_train(cfg)
     x, y = torch.from_numpy(x), torch.from_numpy(y)
     torch.manual_seed(int(get(cfg, "experiment.seed", 1)))
-    net = load_module(cfg, args.config).model(cfg)
+    mod = load_module(cfg, args.config)
+    net = mod.model(cfg)
+    loss_fn = getattr(mod, "loss", None) or F.cross_entropy  # the module's own loss, as gradwire trains it
     ddp = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.SGD(ddp.parameters(), lr=float(get(cfg, "train.lr", 0.05)),
                           momentum=float(get(cfg, "train.momentum", 0.9)),
@@ -175,7 +177,7 @@ def rank_main(rank, args, cfg, batches, store):
             dist.barrier()
             t0 = time.perf_counter()
         idx = torch.tensor(samples, dtype=torch.int64)
-        loss = F.cross_entropy(ddp(x[idx]), y[idx])
+        loss = loss_fn(ddp(x[idx]), y[idx])
         opt.zero_grad(set_to_none=False)
         loss.backward()
         opt.step()

@@ -34,7 +34,7 @@ def _view(mv, shape):
 class _Functions:
     """model= and dataset= given to gradwire.run() in this interpreter, as a module's attributes."""
     def __init__(self, fns):
-        self.model, self.dataset = fns["model"], fns["dataset"]
+        self.model, self.dataset, self.loss = fns["model"], fns["dataset"], fns.get("loss")
 
 
 def _given_functions(path, cfg):
@@ -74,6 +74,10 @@ class Model:
         # Text windows: the input is token ids, one prediction per position.
         self.tokens = cfg.get("data", {}).get("dataset") in ("text", "tokens")
         self.seed, self.built = None, None
+        self.loss_fn = getattr(module, "loss", None)
+        if self.loss_fn is not None and not callable(self.loss_fn):
+            raise UserError("%s: loss is %s; it must be a function loss(output, target) returning the batch's "
+                            "mean loss" % (path, type(self.loss_fn).__name__))
         m = self.build(0)
         self.params = [(n, list(p.shape)) for n, p in m.named_parameters()]
         self.buffers = [(n, list(b.shape)) for n, b in m.named_buffers() if b.is_floating_point()]
@@ -202,7 +206,7 @@ def _owner(module, dotted):
 
 class Replica:
     def __init__(self, model, m):
-        self.model, self.m, self.out = model, m, None
+        self.model, self.m, self.out, self.raw = model, m, None, None
         self.params = [p for _, p in m.named_parameters()]
         self.views = [None] * len(self.params)
 
@@ -239,14 +243,38 @@ class Replica:
                 "[batch, classes] = [%d, classes]" % want[0]
             raise UserError("%s: the module's forward returned %s for an input of %s; gradwire expects logits %s" %
                             (self.model.path, got, list(x.shape), what))
+        self.raw = out  # as the module returned it, for its loss()
         self.out = out.reshape(-1, out.shape[-1])  # a window's positions as rows, as the built-in GPT's logits
         return list(self.out.shape)
+
+    def loss(self, targets, scale, d_out):
+        """The module's loss(output, target) of the last forward, as
+        gradwire's cross-entropy gives it: (sum over rows, correct argmax)."""
+        o = self.raw.detach().requires_grad_(d_out is not None)
+        t = torch.frombuffer(targets, dtype=torch.int32).long().view(o.shape[:-1])
+        where = "%s: loss(output, target)" % self.model.path
+        with torch.set_grad_enabled(d_out is not None):
+            try:
+                value = self.model.loss_fn(o, t)
+            except BaseException as e:
+                raise UserError(_trace(where + " raised", e)) from None
+        if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.is_floating_point():
+            got = "a tensor of shape %s" % list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise UserError("%s returned %s; it must return the batch's mean loss, one float" % (where, got))
+        rows = self.out.shape[0]
+        if d_out is not None:
+            if not value.requires_grad:
+                raise UserError("%s returned a loss that does not depend on the output (detached?)" % where)
+            value.reshape(()).backward()
+            torch.frombuffer(d_out, dtype=torch.float32).copy_((o.grad * (rows * scale)).reshape(-1))
+        correct = int((o.detach().argmax(-1) == t).sum())
+        return float(value.detach()) * rows, correct
 
     def output(self, out):
         torch.frombuffer(out, dtype=torch.float32).copy_(self.out.detach().reshape(-1))
 
     def backward(self, dy):
-        out, self.out = self.out, None
+        out, self.out, self.raw = self.out, None, None
         try:
             out.backward(_view(dy, out.shape))
         except BaseException as e:

@@ -103,6 +103,14 @@ public:
   void backward(const float* dy) override {
     guarded([&] { return r_.attr("backward")(floats(dy, numel(out_shape_))); });
   }
+  std::pair<double, std::int64_t> loss(const std::int32_t* targets, float scale, float* d_out) override {
+    const auto rows = numel(out_shape_) / static_cast<std::size_t>(out_shape_.back());
+    return guarded([&] {
+      auto ts = py::memoryview::from_memory(const_cast<std::int32_t*>(targets), static_cast<py::ssize_t>(rows * sizeof(std::int32_t)), false);
+      py::object d = d_out != nullptr ? py::object(floats(d_out, numel(out_shape_))) : py::object(py::none());
+      return r_.attr("loss")(ts, scale, d).cast<std::pair<double, std::int64_t>>();
+    });
+  }
 
 private:
   py::object r_;
@@ -125,6 +133,7 @@ public:
   explicit py_model(py::object m) : m_(std::move(m)) {
     params_ = infos(m_.attr("params"));
     buffers_ = infos(m_.attr("buffers"));
+    has_loss_ = !m_.attr("loss_fn").is_none();
   }
   ~py_model() override { release(m_); }
 
@@ -138,6 +147,7 @@ public:
     auto r = guarded([&] { return m_.attr("replica")(); });
     return std::make_unique<py_replica>(std::move(r), params_, buffers_);
   }
+  bool has_loss() const override { return has_loss_; }
   std::vector<std::int64_t> dataset(const std::string& split) override {
     return guarded([&] { return m_.attr("dataset")(split).cast<std::vector<std::int64_t>>(); });
   }
@@ -153,6 +163,7 @@ public:
 private:
   py::object m_;
   std::vector<tensor_info> params_, buffers_;
+  bool has_loss_ = false;
 };
 
 std::shared_ptr<model> open(const std::string& path, const std::string& config_toml, int threads) {

@@ -187,19 +187,21 @@ def _common(args, set, procs, force, quiet, report):
 _objects = {}
 
 
-def _with_functions(set, procs, model, dataset):
+def _with_functions(set, procs, model, dataset, loss):
     """`set` with model.kind = "torch" and model.module naming `model` (and
-    `dataset`), registered for the torch plug-in of this process."""
-    if dataset is not None and model is None:
-        raise TypeError("gradwire.run: dataset= comes with model= (or name both in a module file: model.module)")
-    if not callable(model) or (dataset is not None and not callable(dataset)):
-        raise TypeError("gradwire.run: model= (and dataset=) must be functions: model(cfg) -> torch.nn.Module, "
-                        "dataset(split, cfg) -> torch.utils.data.Dataset")
+    `dataset`, `loss`), registered for the torch plug-in of this process."""
+    if model is None:
+        raise TypeError("gradwire.run: dataset= and loss= come with model= (or name them all in a module file: "
+                        "model.module)")
+    if not all(f is None or callable(f) for f in (model, dataset, loss)):
+        raise TypeError("gradwire.run: model=, dataset= and loss= must be functions: model(cfg) -> "
+                        "torch.nn.Module, dataset(split, cfg) -> torch.utils.data.Dataset, "
+                        "loss(output, target) -> the batch's mean loss")
     if procs is not None:
         raise Error("gradwire.run: functions given as model= live in this process only; across processes "
                     "(procs=) each one imports them: put them in a .py file and name it as model.module")
     name = "python:%s.%s" % (getattr(model, "__module__", "?"), getattr(model, "__qualname__", "model"))
-    _objects[name] = {"model": model, "dataset": dataset}
+    _objects[name] = {"model": model, "dataset": dataset, "loss": loss}
     set = dict(set or {})
     set["model.kind"] = "torch"
     set["model.module"] = name
@@ -209,7 +211,7 @@ def _with_functions(set, procs, model, dataset):
 
 
 def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False, quiet=True, report=False,
-        on_metrics=None, model=None, dataset=None):
+        on_metrics=None, model=None, dataset=None, loss=None):
     """Trains as the config says and returns its Run.
 
     config: a TOML file's path, or a dict shaped like one ({"train": {"lr": 0.1}, ...}).
@@ -223,9 +225,10 @@ def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False
     model: your model(cfg) -> torch.nn.Module, as a function (a notebook's):
     model.kind becomes "torch" (docs/your-model.md). In this process only.
     dataset: your dataset(split, cfg), with model=: data.dataset becomes "module".
+    loss: your loss(output, target), with model= (cross-entropy without it).
     """
-    if model is not None or dataset is not None:
-        set = _with_functions(set, procs, model, dataset)
+    if model is not None or dataset is not None or loss is not None:
+        set = _with_functions(set, procs, model, dataset, loss)
     if resume is not None:
         resume = os.fspath(resume)
         out = out or (os.path.dirname(os.path.dirname(resume))

@@ -71,7 +71,8 @@ refused nodataset "mlp.py: data.dataset = \"module\", but the file defines no da
 refused builtin "data.dataset = \"module\" is a torch module's own dataset(split, cfg)" --set model.kind='"mlp"' \
   --set model.module='""'
 # From the Python module, as in a notebook: model= and dataset= given as
-# functions (defined in __main__) train the ring's model bit for bit;
+# functions (defined in __main__) train the ring's model bit for bit,
+# loss= is what each worker's step calls;
 # across processes (procs=) they are refused, and a command-line run of a
 # "python:" name says where such names come from.
 pymod=$(dirname "$gw")/python
@@ -94,6 +95,21 @@ def dataset(split, cfg):
 r = gradwire.run(sys.argv[1], out=sys.argv[2], set={"topology.kind": "ring", "model.module": "ignored.py"},
                  model=model, dataset=dataset)
 assert r.summary["status"] == "completed", r.summary
+# loss= is called in this interpreter, at every step of every worker, and by the evaluation.
+calls = []
+
+
+def loss(output, target):
+    calls.append((output.shape[0], output.requires_grad))
+    return torch.nn.functional.cross_entropy(output, target)
+
+
+import torch
+r = gradwire.run(sys.argv[1], out=sys.argv[2] + "-loss", set={"train.max_steps": 10},
+                 model=model, dataset=dataset, loss=loss)
+assert r.summary["status"] == "completed", r.summary
+train = [n for n, grad in calls if grad]
+assert len(train) == 3 * 10 and set(train) == {32} and len(calls) > len(train), calls  # and the evaluation's
 try:
     gradwire.run(sys.argv[1], out=sys.argv[2] + "-procs", procs=3, model=model, dataset=dataset)
     raise SystemExit("procs= with model= ran")
