@@ -39,38 +39,35 @@ void record(shard_state& s, std::int64_t staleness) {
   ++s.staleness[i];
 }
 
-/// One update of the shard's parameters: the optimizer's step (or, with
-/// `plain`, SGD at the outer lr, the optimizer's state left alone); a new
-/// version.
-void apply(shard_state& s, const float* grad, float lr_scale, bool plain = false) {
-  trace_scope span(s.tr, "apply", s.version);
-  kernels::flush_denormals_on_this_thread();
-  if (plain) {
-    kernels::backend_for(kernels::device::cpu()).axpy(len(s), -s.cfg.ps.outer_lr * lr_scale, grad, s.params.data());
-  } else {
-    s.opt->begin_step();
-    s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
-  }
-  if (s.cfg.vclock) // virtual time: the shard is busy for as long as the model says applying takes
-    s.cfg.vclock->charge_apply(static_cast<std::int64_t>(len(s)) * static_cast<std::int64_t>(sizeof(float)));
+void next_version(shard_state& s) {
   ++s.version;
   after_version(s);
 }
 
-/// Delayed Nesterov (ps_options::delayed_nesterov): a plain step for each
-/// push but every outer_delay-th, which is the Nesterov step on the mean
-/// of the last outer_delay pushes.
-void apply_delayed(shard_state& s, const float* grad, float lr_scale) {
-  auto& be = kernels::backend_for(kernels::device::cpu());
-  be.axpy(len(s), lr_scale, grad, s.delayed.data());
-  if (++s.delayed_count < s.cfg.ps.outer_delay) {
-    apply(s, grad, lr_scale, true);
-    return;
-  }
-  be.scale(len(s), 1.f / static_cast<float>(s.delayed_count), s.delayed.data());
-  apply(s, s.delayed.data(), 1.f);
-  be.fill(s.delayed.data(), len(s), 0.f);
-  s.delayed_count = 0;
+namespace {
+
+/// The end of an update: virtual time charges its cost, the version moves on.
+void applied(shard_state& s) {
+  if (s.cfg.vclock) // virtual time: the shard is busy for as long as the model says applying takes
+    s.cfg.vclock->charge_apply(static_cast<std::int64_t>(len(s)) * static_cast<std::int64_t>(sizeof(float)));
+  next_version(s);
+}
+
+} // namespace
+
+void apply(shard_state& s, const float* grad, float lr_scale) {
+  trace_scope span(s.tr, "apply", s.version);
+  kernels::flush_denormals_on_this_thread();
+  s.opt->begin_step();
+  s.opt->update(s.params.data(), grad, 0, len(s), lr_scale);
+  applied(s);
+}
+
+void apply_plain(shard_state& s, const float* grad, float lr) {
+  trace_scope span(s.tr, "apply", s.version);
+  kernels::flush_denormals_on_this_thread();
+  kernels::backend_for(kernels::device::cpu()).axpy(len(s), -lr, grad, s.params.data());
+  applied(s);
 }
 
 std::int64_t slowest(const shard_state& st) {
@@ -101,12 +98,11 @@ void note(shard_state& st, const record_entry& e) {
               st.cfg.id, st.rec->bytes());
 }
 
-/// The slice for a pull by `rank`; DC-ASGD keeps it as that rank's w_read.
+/// The slice for a pull by `rank` (DC-ASGD's rule keeps it as that rank's w_read).
 slice answer(shard_state& st, int rank) {
   note(st, {true, rank, st.clocks[static_cast<std::size_t>(rank)], 0});
   auto snap = params_copy(st);
-  if (st.cfg.ps.dc() > 0.f)
-    st.read[static_cast<std::size_t>(rank)] = snap; // read-only from here on, shared with the worker
+  st.rule->answered(rank, snap); // read-only from here on, shared with the worker
   return snap;
 }
 
@@ -146,47 +142,17 @@ void sum_in_rank_order(shard_state& st, bool by_samples) {
   }
 }
 
-/// The pushes that complete a version: one from every live worker (less
-/// the backups, sync).
-int needed(const shard_state& st) {
-  const int live = static_cast<int>(std::count(st.live.begin(), st.live.end(), true));
-  return st.cfg.ps.local_sgd() ? live : live - st.cfg.ps.backups();
-}
-
-/// Completes the version once the pushes it needs are in.
+/// Completes the version once the pushes the rule needs are in (of the live workers).
 void complete_if_in(shard_state& st) {
-  if (st.pushed == 0 || st.pushed < needed(st))
+  const int live = static_cast<int>(std::count(st.live.begin(), st.live.end(), true));
+  if (st.pushed == 0 || st.pushed < st.rule->needed(live))
     return;
-  auto& be = kernels::backend_for(kernels::device::cpu());
-  if (st.cfg.ps.local_sgd()) {
-    sum_in_rank_order(st, false);
-    be.scale(len(st), 1.f / static_cast<float>(st.pushed), st.sum.data());
-    if (st.decoder && !st.cfg.ps.diloco()) { // averaged pseudo-gradients: local SGD is the outer step at lr 1
-      be.axpy(len(st), -1.f, st.sum.data(), st.params.data());
-    } else if (st.decoder) { // the outer step from the averaged pseudo-gradients
-      st.opt->begin_step();
-      st.opt->update(st.params.data(), st.sum.data(), 0, len(st));
-    } else if (st.cfg.ps.diloco()) { // the outer step from the pseudo-gradient params - average
-      const float* w = st.params.data();
-      float* d = st.sum.data();
-      for (std::size_t i = 0; i < len(st); ++i)
-        d[i] = w[i] - d[i];
-      st.opt->begin_step();
-      st.opt->update(st.params.data(), st.sum.data(), 0, len(st));
-    } else {
-      std::memcpy(st.params.data(), st.sum.data(), len(st) * sizeof(float));
-    }
-    st.pushed = 0;
-    ++st.version;
-    after_version(st);
-    answer_pulls(st);
-    return;
-  }
-  sum_in_rank_order(st, true);
-  be.scale(len(st), 1.f / static_cast<float>(st.samples), st.sum.data());
-  st.samples = 0;
-  apply(st, st.sum.data(), 1.f);
+  sum_in_rank_order(st, st.rule->by_samples());
+  const int pushes = st.pushed;
+  const std::int64_t samples = st.samples;
   st.pushed = 0;
+  st.samples = 0;
+  st.rule->complete(st, st.sum.data(), pushes, samples);
   answer_pulls(st);
 }
 
@@ -211,32 +177,17 @@ void reform(shard_state& st, int generation, const std::vector<std::int64_t>& su
       st.samples -= st.round_samples[r];
     }
   }
-  if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
+  if (st.rule->rounds())
     complete_if_in(st);
   answer_pulls(st); // SSP: the slowest clock may have moved on
 }
 
-/// An async push, applied at once: at lr / staleness (staleness_lr) times
-/// the worker's lr_scale, DC-ASGD's correction first; recorded.
-void apply_async(shard_state& st, int rank, std::int64_t step, std::int64_t staleness, const slice& grad) {
-  float scale = st.cfg.ps.staleness_lr ? 1.f / static_cast<float>(std::max<std::int64_t>(1, staleness)) : 1.f;
-  if (static_cast<std::size_t>(rank) < st.cfg.worker_lr_scale.size())
-    scale *= static_cast<float>(st.cfg.worker_lr_scale[static_cast<std::size_t>(rank)]);
-  const float* g = grad.data();
-  if (st.cfg.ps.dc() > 0.f) { // delay compensation
-    const float* w = st.params.data();
-    const float* w0 = st.read[static_cast<std::size_t>(rank)].data();
-    float* c = st.corrected.data();
-    const float lambda = st.cfg.ps.dc();
-    for (std::size_t k = 0; k < len(st); ++k)
-      c[k] = g[k] + lambda * g[k] * g[k] * (w[k] - w0[k]);
-    g = c;
-  }
+/// A push the rule applies at once, at the worker's lr_scale; recorded.
+void apply_now(shard_state& st, int rank, std::int64_t step, std::int64_t staleness, const slice& grad) {
+  const auto r = static_cast<std::size_t>(rank);
+  const float lr_scale = r < st.cfg.worker_lr_scale.size() ? static_cast<float>(st.cfg.worker_lr_scale[r]) : 1.f;
   note(st, {false, rank, step, staleness});
-  if (st.cfg.ps.delayed_nesterov())
-    apply_delayed(st, g, scale);
-  else
-    apply(st, g, scale);
+  st.rule->apply_push(st, rank, staleness, grad.data(), lr_scale);
   answer_pulls(st); // SSP: this push may have advanced the slowest clock
 }
 
@@ -277,22 +228,12 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     return push_outcome{"shard " + std::to_string(st.cfg.id) + ": a second push from rank " + std::to_string(rank) +
                         " for version " + std::to_string(st.version)};
   };
-  if (st.cfg.ps.local_sgd()) {
-    if (!hold(st, rank, dense, samples))
-      return twice();
-    ++st.pushed;
-    complete_if_in(st);
-    return {{}, staleness};
-  }
-  if (st.cfg.ps.backups() > 0 && st.cfg.last_version > 0 && st.version >= st.cfg.last_version)
-    return {{}, -2}; // the run is over here: neither applied nor dropped
-  if (st.cfg.ps.backups() > 0 && base_version < st.version) {
-    ++st.dropped[static_cast<std::size_t>(rank)]; // a backup worker's late push
-    return {{}, -1};
-  }
-  record(st, staleness);
-  if (!st.cfg.ps.sync) {
-    apply_async(st, rank, step, staleness, dense);
+  if (auto early = st.rule->screen(st, rank, base_version))
+    return {{}, *early};
+  if (st.rule->counts_staleness())
+    record(st, staleness);
+  if (!st.rule->rounds()) {
+    apply_now(st, rank, step, staleness, dense);
     return {{}, staleness};
   }
   if (!hold(st, rank, dense, samples))
@@ -303,22 +244,6 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
   return {{}, staleness};
 }
 
-/// What a shard's optimizer applies: the run's (its decayed ranges in the
-/// whole buffer's indices), or DiLoCo's outer SGD with Nesterov momentum.
-models::optimizer_spec shard_optimizer(const shard_config& cfg) {
-  if (!cfg.ps.diloco()) {
-    auto opt = cfg.opt;
-    opt.offset = cfg.begin;
-    return opt;
-  }
-  models::optimizer_spec outer;
-  outer.kind = "sgd";
-  outer.lr = cfg.ps.outer_lr;
-  outer.momentum = cfg.ps.outer_momentum;
-  outer.nesterov = cfg.ps.outer_momentum > 0.f;
-  return outer;
-}
-
 /// The shard's state before its first message: its range from `initial`
 /// (or a rebuilt shard's version and clocks), the buffers its mode needs.
 void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
@@ -326,20 +251,15 @@ void init_shard(shard_state& s, const shard_config& cfg, slice initial) {
   s.copies.emplace(cfg.snapshot_every_versions, "shard " + std::to_string(cfg.id));
   s.tr = trace_ref::open(cfg.trace, "shard " + std::to_string(cfg.id), cfg.vclock.get());
   s.params = initial;
-  s.opt = std::make_unique<models::optimizer>(shard_optimizer(cfg), len(s), kernels::device::cpu());
+  s.rule = make_server_rule(cfg, len(s), initial);
+  s.opt = std::make_unique<models::optimizer>(s.rule->optimizer(cfg), len(s), kernels::device::cpu());
   s.clocks.assign(static_cast<std::size_t>(std::max(1, cfg.workers)), 0);
   s.dropped.assign(s.clocks.size(), 0);
   s.live.assign(s.clocks.size(), true);
   s.paces = pace_table(static_cast<int>(s.clocks.size()));
   if (cfg.compress.mode != models::compress_mode::none)
     s.decoder = std::make_unique<models::compressor>(cfg.compress, len(s));
-  if (cfg.ps.delayed_nesterov())
-    s.delayed = slice::zeros({static_cast<std::int64_t>(len(s))});
-  if (cfg.ps.dc() > 0.f) {
-    s.read.assign(s.clocks.size(), initial);
-    s.corrected = slice::empty({static_cast<std::int64_t>(len(s))});
-  }
-  if (cfg.ps.sync || cfg.ps.local_sgd()) {
+  if (s.rule->rounds()) {
     s.sum = slice::zeros({static_cast<std::int64_t>(len(s))});
     s.round.assign(s.clocks.size(), slice{});
     s.round_samples.assign(s.clocks.size(), 0);
@@ -418,10 +338,10 @@ caf::response_promise held_push(shard_self self, held_message::what kind, int ra
 caf::result<std::int64_t, std::int64_t, slice> on_push_pull(shard_self self, int rank, std::int64_t base_version,
                                                             std::int64_t step, std::int64_t samples, slice grad) {
   auto& st = self->state;
-  if (st.cfg.ps.sync || st.cfg.ps.local_sgd())
+  if (st.rule->rounds())
     return caf::make_error(caf::sec::invalid_argument,
                            "shard " + std::to_string(st.cfg.id) + ": push-pull from rank " + std::to_string(rank) +
-                             " to a " + (st.cfg.ps.sync ? "sync" : "local-SGD") + " shard (async only)");
+                             " to a " + st.rule->name() + " shard (async only)");
   if (st.gate)
     return held_push(self, held_message::what::push_pull, rank, base_version, step, samples, std::move(grad));
   auto out = take_push(st, rank, base_version, step, samples, grad);

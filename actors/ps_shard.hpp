@@ -1,7 +1,9 @@
 #pragma once
 /// @file ps_shard.hpp
 /// A parameter-server shard: owns the range [begin, end) of the model's
-/// parameter buffer and the optimizer state for it.
+/// parameter buffer and the optimizer state for it. What follows is what
+/// its rules do with the pushes (server_rule.hpp, one class each in
+/// server_rules.cpp); the shard keeps the mechanics.
 ///
 /// sync:  gradients of a version are summed, weighted by each push's sample
 ///        count, until all `workers` have pushed; the mean over all their

@@ -5,6 +5,7 @@
 
 #include "actors/local_steps.hpp"
 #include "actors/ps_shard.hpp"
+#include "actors/server_rule.hpp"
 #include "actors/shard_copies.hpp"
 #include "actors/update_record.hpp"
 
@@ -68,14 +69,10 @@ struct shard_state {
   int generation = 0;
   std::int64_t max_gap = 0;         ///< largest (fastest - slowest) clock seen
   std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
-  std::vector<slice> read;          ///< DC-ASGD: the slice each rank last pulled
-  slice corrected;                  ///< DC-ASGD: scratch for the corrected gradient
   /// transport.compress: decodes the workers' payloads into dense slices.
   std::unique_ptr<models::compressor> decoder;
-  /// Delayed Nesterov (ps_options::delayed_nesterov): the pushes since the
-  /// last Nesterov step, summed, and how many.
-  slice delayed;
-  std::int64_t delayed_count = 0;
+  /// What the shard does with the pushes (server_rule.hpp).
+  std::unique_ptr<server_rule> rule;
   pace_table paces;                 ///< dynamic local steps (local_steps.hpp): shard 0's
   trace_ref tr;
   std::optional<shard_copies> copies; ///< for checkpoints (shard_copies.hpp)
@@ -96,6 +93,12 @@ struct push_outcome {
 };
 
 std::size_t len(const shard_state& s);
+/// For the rules (server_rule.hpp): one optimizer step at `lr_scale`; a
+/// plain SGD step at `lr` (the optimizer's state left alone); each a new
+/// version. next_version: the version moves on (the parameters were set).
+void apply(shard_state& s, const float* grad, float lr_scale);
+void apply_plain(shard_state& s, const float* grad, float lr);
+void next_version(shard_state& s);
 /// The shard's state for a checkpoint (shard_snapshot.cpp), and back;
 /// restore throws when the snapshot is another shard's or malformed.
 snapshot take_snapshot(const shard_state& s);

@@ -27,10 +27,7 @@ snapshot take_snapshot(const shard_state& s) {
   out.put("live", live); // after a lost worker: whose clocks a resume at the survivors' count keeps
   out.put("staleness", s.staleness);
   out.put("max_gap", s.max_gap);
-  if (s.cfg.ps.delayed_nesterov()) { // the pushes since the last Nesterov step
-    out.put("delayed", s.delayed.to_vector());
-    out.put("delayed_count", s.delayed_count);
-  }
+  s.rule->save(out);
   return out;
 }
 
@@ -67,13 +64,7 @@ void restore(shard_state& s, const snapshot& in) {
   s.max_gap = in.one("max_gap");
   s.version = in.has("shard_version") ? in.one("shard_version") : in.step;
   check(s.version >= 0, in.who + ": negative version");
-  if (s.cfg.ps.delayed_nesterov() && in.has("delayed")) {
-    const auto& d = in.f("delayed");
-    s.delayed_count = in.one("delayed_count");
-    check(d.size() == len(s) && s.delayed_count >= 0 && s.delayed_count < s.cfg.ps.outer_delay,
-          in.who + ": a malformed delayed-Nesterov buffer");
-    std::memcpy(s.delayed.data(), d.data(), len(s) * sizeof(float));
-  }
+  s.rule->restore(in);
 }
 
 } // namespace gradwire::actors::shard_detail
