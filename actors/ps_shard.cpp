@@ -44,16 +44,11 @@ void next_version(shard_state& s) {
   after_version(s);
 }
 
-namespace {
-
-/// The end of an update: virtual time charges its cost, the version moves on.
 void applied(shard_state& s) {
   if (s.cfg.vclock) // virtual time: the shard is busy for as long as the model says applying takes
     s.cfg.vclock->charge_apply(static_cast<std::int64_t>(len(s)) * static_cast<std::int64_t>(sizeof(float)));
   next_version(s);
 }
-
-} // namespace
 
 void apply(shard_state& s, const float* grad, float lr_scale) {
   trace_scope span(s.tr, "apply", s.version);
@@ -191,6 +186,17 @@ void apply_now(shard_state& st, int rank, std::int64_t step, std::int64_t stalen
   answer_pulls(st); // SSP: this push may have advanced the slowest clock
 }
 
+/// apply_now, or the error text of a rule that threw (a Python rule's
+/// traceback): the push is not applied, the shard goes on.
+std::string applied_now(shard_state& st, int rank, std::int64_t step, std::int64_t staleness, const slice& grad) {
+  try {
+    apply_now(st, rank, step, staleness, grad);
+  } catch (const std::exception& e) {
+    return "shard " + std::to_string(st.cfg.id) + ": rank " + std::to_string(rank) + "'s push: " + e.what();
+  }
+  return {};
+}
+
 /// A compressed push as the dense slice it stands for (a fresh one: a sync
 /// or local-SGD shard holds it until the version completes). Throws
 /// gradwire::error naming what is wrong with a malformed payload.
@@ -232,10 +238,8 @@ push_outcome take_push(shard_state& st, int rank, std::int64_t base_version, std
     return {{}, *early};
   if (st.rule->counts_staleness())
     record(st, staleness);
-  if (!st.rule->rounds()) {
-    apply_now(st, rank, step, staleness, dense);
-    return {{}, staleness};
-  }
+  if (!st.rule->rounds())
+    return {applied_now(st, rank, step, staleness, dense), staleness};
   if (!hold(st, rank, dense, samples))
     return twice();
   st.samples += samples;

@@ -40,6 +40,7 @@
 #include "actors/virtual_clock.hpp"
 #include "models/compress.hpp"
 #include "models/optimizer.hpp"
+#include "models/torch_module.hpp"
 
 #include <caf/all.hpp>
 
@@ -66,6 +67,10 @@ struct shard_config {
   /// pseudo-gradient (the parameters pulled at the round's start minus the
   /// worker's own), averaged and applied as an outer step.
   models::compress_spec compress;
+  /// topology.rule (ps_options::rule): this shard's instance of the Python
+  /// class, opened where the shard is spawned so that a bad rule is the
+  /// run's error; null: opened by the shard.
+  std::shared_ptr<models::torch_module::rule> python_rule;
   /// Async: each worker's pushes are applied at lr x its entry ([[nodes]]
   /// lr_scale); empty: 1 for all.
   std::vector<double> worker_lr_scale;
@@ -98,6 +103,10 @@ struct shard_config {
 };
 
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).
+/// topology.rule: a new instance of the Python class cfg.ps.rule names,
+/// for shard_config::python_rule (throws gradwire::error naming it).
+std::shared_ptr<models::torch_module::rule> open_python_rule(const shard_config& cfg);
+
 shard_actor spawn_ps_shard(caf::actor_system& sys, const shard_config& cfg, slice initial);
 
 } // namespace gradwire::actors

@@ -99,6 +99,9 @@ std::size_t len(const shard_state& s);
 void apply(shard_state& s, const float* grad, float lr_scale);
 void apply_plain(shard_state& s, const float* grad, float lr);
 void next_version(shard_state& s);
+/// The end of an update the rule made itself: virtual time charges its
+/// cost, the version moves on.
+void applied(shard_state& s);
 /// The shard's state for a checkpoint (shard_snapshot.cpp), and back;
 /// restore throws when the snapshot is another shard's or malformed.
 snapshot take_snapshot(const shard_state& s);

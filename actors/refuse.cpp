@@ -27,4 +27,11 @@ void refuse_unexpected(caf::scheduled_actor* self, std::string who) {
   });
 }
 
+std::string error_text(caf::actor_system& sys, const caf::error& err) {
+  const auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return sys.render(err);
+}
+
 } // namespace gradwire::actors

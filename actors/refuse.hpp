@@ -23,4 +23,8 @@ void refuse_unexpected(caf::scheduled_actor* self, std::string who);
 /// The log line for a refused message (for tests and the handler).
 std::string refusal_text(const std::string& who, const std::string& rendered);
 
+/// An error's words for a person: the text an actor gave it (a shard's
+/// "shard 0: ..."), as written, else CAF's rendering of it.
+std::string error_text(caf::actor_system& sys, const caf::error& err);
+
 } // namespace gradwire::actors

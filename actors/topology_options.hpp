@@ -51,6 +51,10 @@ struct ps_options {
   /// workers report with their pushes and answers each worker's next
   /// round length (local_steps.hpp).
   bool dynamic_local_steps = false;
+  /// topology.rule (async): "FILE.py:Class", a server rule in Python
+  /// (python_rule.cpp) in place of the built-in async rule, made with the
+  /// run's resolved config (TOML text); "": the built-in rules.
+  std::string rule, rule_config;
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
   /// Streaming DiLoCo (Douillard et al. 2025; sync local SGD and DiLoCo):

@@ -1,4 +1,5 @@
 #include "actors/worker.hpp"
+#include "actors/refuse.hpp"
 
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -88,7 +89,7 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push);
 void push_failed(worker_actor* self, std::size_t i, const shard_actor& target, bool with_pull, caf::error& err) {
   auto& s = self->state;
   if (!s.cfg.ps.may_move) {
-    s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + self->system().render(err));
+    s.finish(self, s.who() + "push to shard " + std::to_string(i) + " failed: " + error_text(self->system(), err));
     return;
   }
   ++s.report.dropped;

@@ -10,6 +10,7 @@
 
 #include "models/dataset.hpp"
 #include "models/layer.hpp"
+#include "models/torch_module.hpp"
 
 #include <memory>
 
@@ -27,6 +28,12 @@ std::unique_ptr<layer> make_torch_layer(const model_spec& spec);
 /// targets as class indices; `classes` is left at the largest target + 1.
 /// Throws gradwire::error with the module's own words (its traceback).
 dataset load_torch_dataset(const model_spec& spec, const std::string& split);
+
+/// topology.rule = "file.py:Class": a new instance of the class, handed
+/// the run's config (TOML text), through libgradwire_torch.so. Throws
+/// gradwire::error naming the rule (its traceback where it raised).
+std::shared_ptr<torch_module::rule> open_python_rule(const std::string& path, const std::string& cls,
+                                                     const std::string& config_toml);
 
 /// Whether libgradwire_torch.so can be loaded here; otherwise why not.
 std::string torch_unavailable();

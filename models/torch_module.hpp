@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,12 +77,29 @@ public:
   virtual void take_dataset(const std::string& split, float* x, std::int32_t* y) = 0;
 };
 
+/// A parameter-server rule written in Python (topology.rule =
+/// "file.py:Class", docs/your-algorithm.md): one instance per shard.
+class rule {
+public:
+  virtual ~rule() = default;
+  /// One push of `rank`, `staleness` versions stale, to the shard whose
+  /// `n` parameters are at `params` (at `version`). `grad` is the rule's
+  /// own copy of the push, which it may change in place. Returns the lr
+  /// factor at which the shard's optimizer applies `grad`, or nothing when
+  /// the rule has updated `params` itself.
+  virtual std::optional<float> push(float* params, float* grad, std::size_t n, int rank, std::int64_t staleness,
+                                    std::int64_t version) = 0;
+};
+
 struct api {
   const char* abi; ///< GRADWIRE_TORCH_ABI of the module's build
   /// Loads `path` (a .py file defining model(cfg)) with the run's config
   /// as TOML text (handed to model() as nested dicts) and sets torch's
   /// intra-op threads to `threads`.
   std::shared_ptr<model> (*open)(const std::string& path, const std::string& config_toml, int threads);
+  /// Makes an instance of class `cls` of the file `path`, handed the run's
+  /// config (TOML text, as nested dicts).
+  std::shared_ptr<rule> (*open_rule)(const std::string& path, const std::string& cls, const std::string& config_toml);
 };
 
 /// The module's one exported symbol: extern "C" const api* gradwire_torch_module().

@@ -4,6 +4,8 @@ run's config; each Replica is one nn.Module whose parameters, gradients
 and floating-point buffers are views of gradwire's flat buffers
 (torch.frombuffer over memory gradwire owns), so that gradwire's
 optimizer, exchanges and checkpoints act on what the module computes with.
+A _Rule is a user's parameter-server rule (topology.rule) on numpy views
+of a shard's parameters and its copy of a push.
 Anything user code raises comes back as UserError, with its traceback."""
 
 import importlib.util
@@ -47,18 +49,67 @@ def _given_functions(path, cfg):
     return Model(path, fns["model"], cfg, _Functions(fns))
 
 
-def load(path, config_toml, threads):
-    torch.set_num_threads(max(1, threads))
-    if path.startswith("python:"):
-        return _given_functions(path, tomllib.loads(config_toml))
-    spec = importlib.util.spec_from_file_location("gradwire_user_model_%d" % len(sys.modules), path)
+def _import(path, key):
+    spec = importlib.util.spec_from_file_location("gradwire_user_module_%d" % len(sys.modules), path)
     if spec is None:
-        raise UserError("%s: model.module must be a Python file (.py)" % path)
+        raise UserError("%s: %s must be a Python file (.py)" % (path, key))
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except BaseException as e:  # the user's SyntaxError, ImportError, SystemExit ...
         raise UserError(_trace("%s could not be imported" % path, e)) from None
+    return module
+
+
+def load_rule(path, cls_name, config_toml):
+    """topology.rule = "path:Class": an instance of Class(cfg) for one shard."""
+    cls = getattr(_import(path, "topology.rule"), cls_name, None)
+    where = "%s:%s" % (path, cls_name)
+    if cls is None:
+        raise UserError("topology.rule: %s defines no %s (the contract is in docs/your-algorithm.md)" %
+                        (path, cls_name))
+    try:
+        obj = cls(tomllib.loads(config_toml))
+    except BaseException as e:
+        raise UserError(_trace("topology.rule: %s(cfg) raised" % where, e)) from None
+    if not callable(getattr(obj, "push", None)):
+        raise UserError("topology.rule: %s has no method push(params, grad, rank, staleness, version)" % where)
+    return _Rule(where, obj)
+
+
+class _Rule:
+    """A user's server rule on numpy views of the shard's parameters and its copy of the push."""
+    def __init__(self, where, obj):
+        import numpy
+        self.np, self.where, self.obj = numpy, where, obj
+
+    def push(self, params, grad, rank, staleness, version):
+        p = self.np.frombuffer(params, dtype=self.np.float32)
+        g = self.np.frombuffer(grad, dtype=self.np.float32)
+        try:
+            out = self.obj.push(p, g, rank, staleness, version)
+        except BaseException as e:
+            raise UserError(_trace("topology.rule: %s.push raised" % self.where, e)) from None
+        if out is None:
+            return None  # it updated params itself
+        if isinstance(out, tuple) and len(out) == 2:
+            new, out = out
+            new = self.np.asarray(new, dtype=self.np.float32)
+            if new.shape != g.shape:
+                raise UserError("topology.rule: %s.push returned a gradient of shape %s for a shard of %d "
+                                "parameters" % (self.where, list(new.shape), g.size))
+            g[:] = new
+        if isinstance(out, bool) or not isinstance(out, numbers.Real) or not 0 <= float(out) < float("inf"):
+            raise UserError("topology.rule: %s.push returned %r; it returns None (it updated params itself), the "
+                            "learning rate's factor (a number >= 0) or (gradient, factor)" % (self.where, out))
+        return float(out)
+
+
+def load(path, config_toml, threads):
+    torch.set_num_threads(max(1, threads))
+    if path.startswith("python:"):
+        return _given_functions(path, tomllib.loads(config_toml))
+    module = _import(path, "model.module")
     fn = getattr(module, "model", None)
     if not callable(fn):
         raise UserError("%s defines no function model(cfg) returning a torch.nn.Module "

@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 namespace py = pybind11;
@@ -176,7 +177,35 @@ std::shared_ptr<model> open(const std::string& path, const std::string& config_t
   return guarded([&] { return std::make_shared<py_model>(std::move(m)); });
 }
 
-const api the_api{GRADWIRE_TORCH_ABI, &open};
+class py_rule final : public rule {
+public:
+  explicit py_rule(py::object r) : r_(std::move(r)) {}
+  ~py_rule() override { release(r_); }
+  std::optional<float> push(float* params, float* grad, std::size_t n, int rank, std::int64_t staleness,
+                            std::int64_t version) override {
+    return guarded([&]() -> std::optional<float> {
+      auto out = r_.attr("push")(floats(params, n), floats(grad, n), rank, staleness, version);
+      if (out.is_none())
+        return std::nullopt;
+      return out.cast<float>();
+    });
+  }
+
+private:
+  py::object r_;
+};
+
+std::shared_ptr<rule> open_rule(const std::string& path, const std::string& cls, const std::string& config_toml) {
+  try {
+    start();
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error(std::string("topology.rule: the embedded Python could not start: ") + e.what());
+  }
+  auto r = guarded([&] { return g_bridge->attr("load_rule")(path, cls, config_toml); });
+  return guarded([&] { return std::make_shared<py_rule>(std::move(r)); });
+}
+
+const api the_api{GRADWIRE_TORCH_ABI, &open, &open_rule};
 
 } // namespace
 

@@ -395,6 +395,8 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_torch(r, c);
   c.resolved_toml = resolved_toml(r, c);
   c.model.config_toml = c.resolved_toml;
+  if (!c.ps.rule.empty())
+    c.ps.rule_config = c.resolved_toml;
   c.sweep = std::move(sweep.grid);
   c.sweep_variants = std::move(sweep.variants);
   c.sweep_paired = sweep.paired;

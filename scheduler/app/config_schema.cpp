@@ -118,6 +118,7 @@ const std::vector<key_spec>& config_schema() {
     {"topology.workers", vt::integer, "2", {}, "number of workers (every topology.kind but \"single\", which trains one)", in(1, 1024)},
     {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards", in(1, 1024)},
     {"topology.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
+    {"topology.rule", vt::string, "\"\"", {}, "async parameter server: \"FILE.py:Class\", a rule in Python that takes each push in place of the built-in one (docs/your-algorithm.md; needs the torch plug-in's Python)"},
     {"topology.dc_lambda", vt::number, "0.0", {}, "async: DC-ASGD delay compensation g + lambda*g*g*(w - w_read) (0 = off; try 0.04)", in(0, 1e6)},
     {"topology.push_pull", vt::boolean, "true", {}, "async parameter-server: a push's reply carries the shard's parameters after it, so each step is one round trip (ps-lite's ZPushPull); false: a separate pull before each step"},
     {"topology.backup_workers", vt::integer, "0", {}, "sync parameter-server: apply the first workers - b gradients of each step, drop the b slowest", in(0, 1023)},

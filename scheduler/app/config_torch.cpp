@@ -24,15 +24,13 @@ bool is_free_form_key(const std::string& key) {
 
 namespace {
 
-/// model.module as an absolute path: relative to the config file's folder
-/// (to the working folder when --set gave it, or the config is no file).
-/// A "python:" name is a function given to gradwire.run(model=...), which
-/// the plug-in's bridge finds in the calling interpreter.
-std::string module_path(reader& r, const run_config& c, const std::string& given) {
-  if (given.rfind("python:", 0) == 0)
-    return given;
+/// A .py file named by `key` as an absolute path: relative to the config
+/// file's folder (to the working folder when --set gave it, or the config
+/// is no file). `what` says what the file holds.
+std::string py_file(reader& r, const run_config& c, const std::string& given, const std::string& key,
+                    const std::string& what) {
   fs::path p(given);
-  if (p.is_relative() && !c.overridden.count("model.module")) {
+  if (p.is_relative() && !c.overridden.count(key)) {
     const fs::path source(c.source);
     std::error_code ec;
     if (fs::is_regular_file(source, ec))
@@ -40,16 +38,46 @@ std::string module_path(reader& r, const run_config& c, const std::string& given
   }
   std::error_code ec;
   p = fs::absolute(p, ec).lexically_normal();
-  check(fs::is_regular_file(p, ec), r.loc("model.module") + ": " + p.string() +
-                                      (fs::exists(p, ec) ? " is not a file" : " does not exist") +
-                                      " (model.module is the .py file that defines model(cfg), relative to the "
-                                      "config file's folder)");
+  check(fs::is_regular_file(p, ec), r.loc(key) + ": " + p.string() +
+                                      (fs::exists(p, ec) ? " is not a file" : " does not exist") + " (" + key +
+                                      " is the .py file that " + what + ", relative to the config file's folder)");
   return p.string();
+}
+
+/// model.module as an absolute path. A "python:" name is a function given
+/// to gradwire.run(model=...), which the plug-in's bridge finds in the
+/// calling interpreter.
+std::string module_path(reader& r, const run_config& c, const std::string& given) {
+  if (given.rfind("python:", 0) == 0)
+    return given;
+  return py_file(r, c, given, "model.module", "defines model(cfg)");
+}
+
+/// topology.rule = "FILE.py:Class" (an async parameter server's rule in
+/// Python), its file made absolute.
+void read_rule(reader& r, run_config& c) {
+  const std::string given = r.str("topology.rule");
+  if (given.empty())
+    return;
+  const auto colon = given.rfind(':');
+  const std::string cls = colon == std::string::npos ? "" : given.substr(colon + 1);
+  check(colon != std::string::npos && colon > 0 && !cls.empty() && cls.find('/') == std::string::npos,
+        r.loc("topology.rule") + " = \"" + given + "\": FILE.py:Class expected, the file and the class in it "
+                                                    "(docs/your-algorithm.md)");
+  check(c.family != nullptr && c.family->has_shards && !c.ps.sync && c.ps.local_steps == 0,
+        r.loc("topology.rule") + ": a rule in Python takes each push of an asynchronous parameter server "
+                                 "(topology.kind = \"parameter-server\", mode \"async\" or \"ssp\"), not " +
+          c.topology + (c.family && c.family->has_shards ? " in mode \"" + c.mode + "\"" : std::string()));
+  check(!c.ps.staleness_lr && c.ps.dc_lambda == 0.f,
+        r.loc("topology.rule") + ": the rule replaces the built-in async rule, so topology.staleness_lr and "
+                                 "topology.dc_lambda do not apply: leave them out (the rule may do the same)");
+  c.ps.rule = py_file(r, c, given.substr(0, colon), "topology.rule", "defines the rule's class") + ":" + cls;
 }
 
 } // namespace
 
 void read_torch(reader& r, run_config& c) {
+  read_rule(r, c);
   const std::string given = r.str("model.module");
   const bool torch = c.model.kind == "torch";
   check(torch || given.empty(), r.loc("model.module") + ": a module file is for model.kind = \"torch\", not \"" +
@@ -70,6 +98,8 @@ void read_torch(reader& r, run_config& c) {
 }
 
 void resolve_torch(const toml::table& root, const run_config& c, toml::table& resolved) {
+  if (auto* topology = resolved["topology"].as_table(); topology != nullptr && !c.ps.rule.empty())
+    topology->insert_or_assign("rule", c.ps.rule); // its file absolute: every rank of a job finds it
   auto* model = resolved["model"].as_table();
   if (model == nullptr || c.model.kind != "torch")
     return;

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# topology.rule: an async parameter server's rule in Python
+# (tests/scheduler/rules/staleness_lr.py):
+#  - at 16 workers in virtual time (one order of pushes), the staleness lr
+#    written in Python gives the built-in topology.staleness_lr's model bit
+#    for bit; a rule that updates the parameters itself (numpy, momentum
+#    0) is within float rounding of it (1e-6; the same bits here); (2 x gradient, factor 0.5) is the plain
+#    async rule bit for bit;
+#  - in one process and across 3 processes it trains, its staleness
+#    reported, and summary.json names the rule;
+#  - a rule that raises (its traceback), returns what is no factor, names
+#    no class, a missing file, a sync server and a rule beside the
+#    built-in staleness lr are refused with exit 2, saying so.
+# Exits 77 (ctest: "Skipped") without the torch plug-in (its Python runs the rule).
+# Usage: python_rule.sh GRADWIRE SOURCE_DIR
+set -uo pipefail
+gw=$1
+src=$(cd "$2" && pwd)
+py=/usr/bin/python3
+[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
+if "$gw" info | grep -q "torch models: unavailable"; then
+  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+rules=$src/tests/scheduler/rules/staleness_lr.py
+cat > "$tmp/base.toml" <<TOML
+[data]
+train_subset = 4096
+test_subset = 500
+[train]
+max_steps = 40
+[topology]
+kind = "parameter-server"
+mode = "async"
+workers = 16
+shards = 2
+[experiment]
+clock = "virtual"
+TOML
+run() { # NAME ARGS...: a run that must succeed
+  local name=$1
+  shift
+  timeout 120 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 ||
+    fail "$name: $(tail -20 "$tmp/$name.log")"
+}
+same() { # A B TOLERANCE: A's tensors within TOLERANCE relative of B's (0: the same bytes)
+  $py - "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors" "$3" <<'PY' || fail "$1 against $2: see above"
+import json, struct, sys
+import numpy as np
+def read(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
+    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32)
+            for k, t in h.items()}
+a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
+worst = max(float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(a[k])) for k in a)
+assert worst <= tol, "%.3e relative apart (tolerance %g)" % (worst, tol)
+print("%s = %s: %.1e relative (tolerance %g)" % (sys.argv[1].split("/")[-2], sys.argv[2].split("/")[-2], worst, tol))
+PY
+}
+run builtin --set topology.staleness_lr=true
+run python --set topology.rule="\"$rules:StalenessLR\""
+same builtin python 0
+run builtin-plain --set topology.staleness_lr=true --set train.momentum=0
+run python-plain --set topology.rule="\"$rules:PlainSGD\"" --set train.momentum=0
+same builtin-plain python-plain 1e-6
+run async --set train.momentum=0 # (momentum 0.9 on 16 plain async workers diverges)
+run doubled --set topology.rule="\"$rules:Doubled\"" --set train.momentum=0
+same async doubled 0
+$py -c "import json, sys; s = json.load(open(sys.argv[1])); assert s['rule'].endswith('staleness_lr.py:StalenessLR'), s['rule']" \
+  "$tmp/python/summary.json" || fail "summary.json does not name the rule"
+
+# Real time: in one process, and the shards' rank with its own interpreter across 3.
+for procs in 1 3; do
+  args=(--set experiment.clock='"real"' --set topology.workers=3 --set train.max_steps=150 --set topology.rule="\"$rules:StalenessLR\"")
+  [ $procs -gt 1 ] && args+=(--procs $procs)
+  run "real-$procs" "${args[@]}"
+  $py -c "import json, sys; s = json.load(open(sys.argv[1])); print('real time, %s process(es):' % sys.argv[2], s['final_test_accuracy'], s['staleness']['mean'])
+assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.6 and s['staleness']['mean'] > 0, s" \
+    "$tmp/real-$procs/summary.json" $procs || fail "the rule across $procs process(es) did not train"
+done
+echo "ok: a Python rule is the built-in rule, bit for bit, and trains in and across processes"
+
+refused() { # NAME WANT ARGS...: a run that must end with exit 2 saying WANT
+  local name=$1 want=$2 rc=0
+  shift 2
+  timeout 60 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/$name.log" || fail "$name: exit $rc, want 2 and '$want': $(tail -5 "$tmp/$name.log")"
+}
+refused raises "staleness_lr.py:Raises.push raised:" --set topology.rule="\"$rules:Raises\""
+grep -qF "ValueError: no version 5 here" "$tmp/raises.log" && grep -qF "staleness_lr.py\", line" "$tmp/raises.log" ||
+  fail "no traceback: $(cat "$tmp/raises.log")"
+refused wrong "Wrong.push returned 'fast'; it returns None (it updated params itself), the learning rate's factor" \
+  --set topology.rule="\"$rules:Wrong\""
+refused noclass "staleness_lr.py defines no Nope" --set topology.rule="\"$rules:Nope\""
+refused nofile "topology.rule: $tmp/nowhere.py does not exist" --set topology.rule="\"$tmp/nowhere.py:R\""
+refused format "FILE.py:Class expected" --set topology.rule="\"$rules\""
+refused sync "a rule in Python takes each push of an asynchronous parameter server" \
+  --set topology.rule="\"$rules:StalenessLR\"" --set topology.mode='"sync"'
+refused both "the rule replaces the built-in async rule" --set topology.rule="\"$rules:StalenessLR\"" \
+  --set topology.staleness_lr=true
+echo "ok: a parameter-server rule in Python"
