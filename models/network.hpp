@@ -29,6 +29,9 @@ struct model_spec {
   /// handed to its model(cfg), and torch's intra-op threads.
   std::string module, config_toml;
   int torch_threads = 1;
+  /// torch: where the module computes (train.device): "cpu", or "cuda[:N]"
+  /// with the model's buffers in host memory (the exchange stages there).
+  std::string torch_device = "cpu";
   /// torch on text or token ids: the input [N, 1, 1, context] reaches the
   /// module as int64 [N, context], its output [N, context, vocab] leaves as
   /// [N * context, vocab], the built-in GPT's logits.

@@ -83,10 +83,10 @@ std::shared_ptr<tm::model> open_model(const model_spec& spec) {
   const auto& p = plugin();
   check(p.api != nullptr, "model.kind = \"torch\": " + p.error);
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = open[{spec.module, spec.config_toml}];
+  auto& slot = open[{spec.module, spec.config_toml + "\n# device " + spec.torch_device}];
   if (!slot) {
     try {
-      slot = p.api->open(spec.module, spec.config_toml, spec.torch_threads);
+      slot = p.api->open(spec.module, spec.config_toml, spec.torch_threads, spec.torch_device);
     } catch (const std::exception& e) {
       throw error(std::string("model.module: ") + e.what());
     }

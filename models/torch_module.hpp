@@ -95,8 +95,11 @@ struct api {
   const char* abi; ///< GRADWIRE_TORCH_ABI of the module's build
   /// Loads `path` (a .py file defining model(cfg)) with the run's config
   /// as TOML text (handed to model() as nested dicts) and sets torch's
-  /// intra-op threads to `threads`.
-  std::shared_ptr<model> (*open)(const std::string& path, const std::string& config_toml, int threads);
+  /// intra-op threads to `threads`. Its replicas compute on `device`
+  /// ("cpu", or "cuda[:N]": the module on the GPU, the bound buffers in
+  /// host memory, copied in and out each step).
+  std::shared_ptr<model> (*open)(const std::string& path, const std::string& config_toml, int threads,
+                                 const std::string& device);
   /// Makes an instance of class `cls` of the file `path`, handed the run's
   /// config (TOML text, as nested dicts).
   std::shared_ptr<rule> (*open_rule)(const std::string& path, const std::string& cls, const std::string& config_toml);

@@ -10,6 +10,7 @@ Anything user code raises comes back as UserError, with its traceback."""
 
 import importlib.util
 import numbers
+import os
 import sys
 import tomllib
 import traceback
@@ -105,7 +106,27 @@ class _Rule:
         return float(out)
 
 
-def load(path, config_toml, threads):
+def _device(text):
+    """train.device as torch's device; a GPU this torch cannot reach is refused."""
+    if text == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UserError("train.device = %r: this Python's torch %s sees no CUDA device (torch.cuda.is_available() "
+                        "is False; Debian's python3-torch is built for the CPU only): install a CUDA build of torch "
+                        "for a torch model on the GPU, or train it on \"cpu\"" % (text, torch.__version__))
+    d = torch.device(text)
+    if d.index is not None and d.index >= torch.cuda.device_count():
+        raise UserError("train.device = %r: torch sees %d CUDA device(s)" % (text, torch.cuda.device_count()))
+    return d
+
+
+def load(path, config_toml, threads, device="cpu"):
+    m = _load(path, config_toml, threads)
+    m.device = _device(device)
+    return m
+
+
+def _load(path, config_toml, threads):
     torch.set_num_threads(max(1, threads))
     if path.startswith("python:"):
         return _given_functions(path, tomllib.loads(config_toml))
@@ -125,6 +146,7 @@ class Model:
         # Text windows: the input is token ids, one prediction per position.
         self.tokens = cfg.get("data", {}).get("dataset") in ("text", "tokens")
         self.seed, self.built = None, None
+        self.device = torch.device("cpu")  # load() sets train.device's
         self.loss_fn = getattr(module, "loss", None)
         if self.loss_fn is not None and not callable(self.loss_fn):
             raise UserError("%s: loss is %s; it must be a function loss(output, target) returning the batch's "
@@ -182,7 +204,9 @@ class Model:
     def replica(self):
         m = self.build(0)
         self.check(m, "model(cfg)")
-        return Replica(self, m)
+        if self.device.type == "cpu" and not os.environ.get("GRADWIRE_TORCH_STAGED"):
+            return Replica(self, m)  # (GRADWIRE_TORCH_STAGED: the GPU's staging on the CPU, for its test)
+        return DeviceReplica(self, m.to(self.device))
 
 
 def _read_dataset(model, split):
@@ -273,7 +297,7 @@ class Replica:
         owner._buffers[leaf] = _view(value, shape)
 
     def forward(self, x, shape, train):
-        x = _view(x, shape)
+        x = self._input(_view(x, shape))
         if self.model.sample_shape is not None:  # the module's own dataset: its inputs' own shape
             x = x.reshape([shape[0]] + self.model.sample_shape)
         tokens = self.model.tokens
@@ -296,13 +320,21 @@ class Replica:
                             (self.model.path, got, list(x.shape), what))
         self.raw = out  # as the module returned it, for its loss()
         self.out = out.reshape(-1, out.shape[-1])  # a window's positions as rows, as the built-in GPT's logits
+        self._forward_done(train)
         return list(self.out.shape)
+
+    def _input(self, x):
+        """The batch where the module computes (its parameters read gradwire's buffers in place)."""
+        return x
+
+    def _forward_done(self, train):
+        pass
 
     def loss(self, targets, scale, d_out):
         """The module's loss(output, target) of the last forward, as
         gradwire's cross-entropy gives it: (sum over rows, correct argmax)."""
         o = self.raw.detach().requires_grad_(d_out is not None)
-        t = torch.frombuffer(targets, dtype=torch.int32).long().view(o.shape[:-1])
+        t = torch.frombuffer(targets, dtype=torch.int32).long().view(o.shape[:-1]).to(o.device)
         where = "%s: loss(output, target)" % self.model.path
         with torch.set_grad_enabled(d_out is not None):
             try:
@@ -317,21 +349,74 @@ class Replica:
             if not value.requires_grad:
                 raise UserError("%s returned a loss that does not depend on the output (detached?)" % where)
             value.reshape(()).backward()
-            torch.frombuffer(d_out, dtype=torch.float32).copy_((o.grad * (rows * scale)).reshape(-1))
+            torch.frombuffer(d_out, dtype=torch.float32).copy_((o.grad * (rows * scale)).reshape(-1).cpu())
         correct = int((o.detach().argmax(-1) == t).sum())
         return float(value.detach()) * rows, correct
 
     def output(self, out):
-        torch.frombuffer(out, dtype=torch.float32).copy_(self.out.detach().reshape(-1))
+        torch.frombuffer(out, dtype=torch.float32).copy_(self.out.detach().reshape(-1).cpu())
 
     def backward(self, dy):
         out, self.out, self.raw = self.out, None, None
+        self._zero_grads()
         try:
-            out.backward(_view(dy, out.shape))
+            out.backward(_view(dy, out.shape).to(out.device))
         except BaseException as e:
             raise UserError(_trace("%s: the module's backward raised" % self.model.path, e)) from None
+        self._grads_back()
+
+    def _zero_grads(self):
+        pass  # gradwire zeroed the buffers p.grad views
+
+    def _grads_back(self):
         for i, p in enumerate(self.params):
             if (p.data_ptr(), p.grad.data_ptr() if p.grad is not None else 0) != self.views[i]:
                 raise UserError("%s: parameter %s no longer lives in gradwire's buffers (replaced, resized, or "
                                 "its gradient set to None by zero_grad()): a module's parameters must keep "
                                 "their tensors" % (self.model.path, self.model.params[i][0]))
+
+
+class DeviceReplica(Replica):
+    """train.device = "cuda": the module and its gradients on the GPU, and
+    gradwire's buffers in host memory, as the CUDA backend's exchange
+    stages them: each step copies the parameters (and floating-point
+    buffers) in before forward, the buffers back after a training forward,
+    and the gradients back after backward."""
+
+    def __init__(self, model, m):
+        super().__init__(model, m)
+        self.host_params = [None] * len(self.params)
+        self.host_buffers = {}
+
+    def bind_param(self, i, value, grad):
+        p = self.params[i]
+        self.host_params[i] = (_view(value, p.shape), _view(grad, p.shape))
+
+    def bind_buffer(self, i, value):
+        name, shape = self.model.buffers[i]
+        owner, leaf = _owner(self.m, name)
+        self.host_buffers[(owner, leaf)] = _view(value, shape)
+
+    def _input(self, x):
+        with torch.no_grad():
+            for p, (value, _) in zip(self.params, self.host_params):
+                p.copy_(value, non_blocking=True)
+            for (owner, leaf), value in self.host_buffers.items():
+                owner._buffers[leaf].copy_(value, non_blocking=True)
+        return x.to(self.model.device, non_blocking=True)
+
+    def _forward_done(self, train):
+        if train:
+            for (owner, leaf), value in self.host_buffers.items():
+                value.copy_(owner._buffers[leaf])
+
+    def _zero_grads(self):
+        for p in self.params:
+            p.grad = None
+
+    def _grads_back(self):
+        for i, (p, (_, grad)) in enumerate(zip(self.params, self.host_params)):
+            if p.grad is None:
+                raise UserError("%s: parameter %s has no gradient after backward: every parameter must take part "
+                                "in the loss" % (self.model.path, self.model.params[i][0]))
+            grad.copy_(p.grad)

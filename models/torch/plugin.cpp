@@ -167,13 +167,14 @@ private:
   bool has_loss_ = false;
 };
 
-std::shared_ptr<model> open(const std::string& path, const std::string& config_toml, int threads) {
+std::shared_ptr<model> open(const std::string& path, const std::string& config_toml, int threads,
+                            const std::string& device) {
   try {
     start();
   } catch (py::error_already_set& e) {
     throw std::runtime_error(std::string("torch models: the embedded Python could not start: ") + e.what());
   }
-  auto m = guarded([&] { return g_bridge->attr("load")(path, config_toml, threads); });
+  auto m = guarded([&] { return g_bridge->attr("load")(path, config_toml, threads, device); });
   return guarded([&] { return std::make_shared<py_model>(std::move(m)); });
 }
 

@@ -93,7 +93,16 @@ void read_torch(reader& r, run_config& c) {
                                               "defines model(cfg) (docs/your-model.md)");
   c.model.module = module_path(r, c, given);
   c.model.torch_tokens = c.dataset == "text" || c.dataset == "tokens";
-  check(c.device == "cpu", c.device_where + " = \"" + c.device + "\": a torch model runs on the CPU (\"cpu\")");
+  // On a GPU the module is torch's to place: gradwire's buffers, and every
+  // exchange, stay in host memory (the CUDA backend's staging).
+  c.model.torch_device = c.device;
+  c.device = "cpu";
+  check(c.precision == "fp32", c.precision_where + " = \"" + c.precision + "\": a torch model computes in its own "
+                                                   "dtypes (float32 parameters); use torch's autocast inside forward");
+  for (const auto& g : c.nodes)
+    check(g.device.empty() || g.device == c.model.torch_device,
+          g.where + " (group '" + g.name + "'): device = \"" + g.device + "\", but a torch model computes where "
+            "train.device = \"" + c.model.torch_device + "\" says, for every worker");
   c.model.torch_threads = c.threads;
 }
 

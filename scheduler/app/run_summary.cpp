@@ -79,7 +79,8 @@ nlohmann::json worker_summary(const actors::worker_report& rep, const topology_s
   return {{"worker", rep.rank},
           {"batch_size", ri < setup.worker_batch.size() ? setup.worker_batch[ri] : cfg.batch_size},
           {"slowdown", ri < setup.worker_slowdown.size() ? setup.worker_slowdown[ri] : 1.0},
-          {"device", ri < setup.worker_device.size() ? kernels::to_string(setup.worker_device[ri]) : "cpu"},
+          {"device", cfg.model.kind == "torch" ? cfg.model.torch_device // (the module's; the buffers are in host memory)
+                     : ri < setup.worker_device.size() ? kernels::to_string(setup.worker_device[ri]) : "cpu"},
           {"threads", ri < setup.worker_threads.size() ? setup.worker_threads[ri] : cfg.threads},
           {"steps", rep.steps},
           {"samples", rep.samples},
