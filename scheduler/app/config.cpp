@@ -179,6 +179,16 @@ void read_async_outer(reader& r, run_config& c) {
 
 /// Streaming DiLoCo's keys: fragments, sync_delay, merge_alpha (after
 /// topology.local_steps and the mode).
+/// Streaming: a fragment holds whole tensors, so at most one per tensor.
+void check_fragments(reader& r, const run_config& c) {
+  if (c.ps.fragments <= 1)
+    return;
+  const auto tensors = models::layout_of(c.model).offsets.size();
+  check(static_cast<std::size_t>(c.ps.fragments) <= tensors,
+        r.loc("topology.fragments") + " = " + std::to_string(c.ps.fragments) + ": a fragment holds whole tensors, " +
+          "and the model has " + std::to_string(tensors));
+}
+
 void read_streaming(reader& r, run_config& c) {
   auto& ps = c.ps;
   ps.fragments = static_cast<int>(r.integer("topology.fragments"));
@@ -200,10 +210,6 @@ void read_streaming(reader& r, run_config& c) {
         r.loc("topology.sync_delay") + " = " + std::to_string(ps.sync_delay) + ": a fragment's exchange must land " +
           "before the next fragment's is sent, within local_steps / fragments = " +
           std::to_string(ps.local_steps / ps.fragments) + " steps");
-  const auto tensors = models::layout_of(c.model).offsets.size();
-  check(static_cast<std::size_t>(ps.fragments) <= tensors,
-        r.loc("topology.fragments") + " = " + std::to_string(ps.fragments) + ": a fragment holds whole tensors, and " +
-          "the model has " + std::to_string(tensors));
   check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
         r.loc("topology.fragments") +
           ": streaming does not checkpoint (each fragment is at its own point of the round); set "
@@ -395,6 +401,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_torch(r, c);
   c.resolved_toml = resolved_toml(r, c);
   c.model.config_toml = c.resolved_toml;
+  check_fragments(r, c); // (a torch model's tensors are known once its module has its config)
   if (!c.ps.rule.empty())
     c.ps.rule_config = c.resolved_toml;
   c.sweep = std::move(sweep.grid);

@@ -66,7 +66,7 @@ echo "ok: the GPU's staging through host memory gives the direct views' bytes (r
 
 if $py -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   run cuda --set train.device='"cuda"'
-  $py -c "import json, sys; s = json.load(open(sys.argv[1])); assert s['workers'][0]['device'] == 'cuda', s['workers'][0]" \
+  $py -c "import json, sys; s = json.load(open(sys.argv[1])); assert s['per_worker'][0]['device'] == 'cuda', s['per_worker'][0]" \
     "$tmp/cuda/summary.json" || fail "summary.json: the device"
   $py - "$tmp/direct/model.safetensors" "$tmp/cuda/model.safetensors" <<'PY' || fail "the GPU's model is not the CPU's"
 import json, struct, sys
