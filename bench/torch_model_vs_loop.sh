@@ -9,7 +9,10 @@
 # step each. The VM drifts: the two alternate over ROUNDS rounds and the
 # medians are compared.
 #
-#   bench/torch_model_vs_loop.sh [ROUNDS] [STEPS]   (a build in build/ with the torch plug-in)
+# MODEL=resnet18: bench/torch/resnet18_gray.py (torchvision's resnet18 with a
+# one-channel first convolution, 11.2M parameters) in place of the CNN.
+#
+#   [MODEL=cnn|resnet18] bench/torch_model_vs_loop.sh [ROUNDS] [STEPS]   (a build in build/ with the torch plug-in)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -18,13 +21,19 @@ PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
+module=$PWD/examples/torch_cnn.py cfg=examples/torch-cnn.toml
+if [[ ${MODEL:-cnn} == resnet18 ]]; then
+  module=$PWD/bench/torch/resnet18_gray.py cfg=$tmp/resnet18.toml
+  sed "s|^module = .*|module = \"$module\"|" examples/torch-cnn.toml > "$cfg"
+fi
 loop() {
-  $PY - "$STEPS" <<'PY'
-import gzip, struct, sys, time
+  $PY - "$STEPS" "$module" <<'PY'
+import gzip, importlib.util, struct, sys, time
 import numpy as np
 import torch
-sys.path.insert(0, "examples")
-import torch_cnn
+spec = importlib.util.spec_from_file_location("bench_module", sys.argv[2])
+torch_cnn = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(torch_cnn)
 torch.set_num_threads(1)
 steps = int(sys.argv[1])
 def idx(path):
@@ -52,7 +61,7 @@ print(64 * steps / (time.perf_counter() - t))
 PY
 }
 gradwire() {
-  build/gradwire run examples/torch-cnn.toml -q --no-report --force --out "$tmp/gw" --set topology.kind='"single"' \
+  build/gradwire run "$cfg" -q --no-report --force --out "$tmp/gw" --set topology.kind='"single"' \
     --set train.max_steps="$STEPS" --set train.momentum=0.9 --set train.eval='"after"' --set data.test_subset=64 >/dev/null
   $PY -c "import json; print(json.load(open('$tmp/gw/summary.json'))['samples_per_sec'])"
 }

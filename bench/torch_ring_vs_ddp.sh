@@ -14,7 +14,10 @@
 # The VM drifts: the sides alternate over ROUNDS rounds and the medians
 # are compared.
 #
-#   bench/torch_ring_vs_ddp.sh [ROUNDS] [STEPS]   (a build in build/ with the torch plug-in)
+# MODEL=resnet18: bench/torch/resnet18_gray.py (torchvision's resnet18 with a
+# one-channel first convolution, 11.2M parameters) in place of the CNN.
+#
+#   [MODEL=cnn|resnet18] bench/torch_ring_vs_ddp.sh [ROUNDS] [STEPS]   (a build in build/ with the torch plug-in)
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -28,11 +31,16 @@ export OMP_WAIT_POLICY=PASSIVE
 common=(--set topology.kind='"ring"' --set topology.workers=2 --set train.max_steps="$STEPS" --set train.momentum=0.9
         --set train.eval='"after"' --set data.test_subset=64)
 "$GW" info | grep -q "torch models: available" || { echo "this build has no torch plug-in: scripts/setup.sh --test" >&2; exit 1; }
-"$GW" batches examples/torch-cnn.toml "${common[@]}" > "$tmp/batches.jsonl"
+cfg=examples/torch-cnn.toml
+if [[ ${MODEL:-cnn} == resnet18 ]]; then
+  cfg=$tmp/resnet18.toml
+  sed "s|^module = .*|module = \"$PWD/bench/torch/resnet18_gray.py\"|" examples/torch-cnn.toml > "$cfg"
+fi
+"$GW" batches "$cfg" "${common[@]}" > "$tmp/batches.jsonl"
 gw() { # TAG ARGS...: samples/s of gradwire's training steps
   local tag=$1
   shift
-  "$GW" run examples/torch-cnn.toml -q --no-report --force --out "$tmp/$tag" "${common[@]}" "$@" > "$tmp/$tag.log" 2>&1 ||
+  "$GW" run "$cfg" -q --no-report --force --out "$tmp/$tag" "${common[@]}" "$@" > "$tmp/$tag.log" 2>&1 ||
     { tail -20 "$tmp/$tag.log" >&2; exit 1; }
   $PY -c "import json, sys; print(json.load(open(sys.argv[1]))['samples_per_sec'])" "$tmp/$tag/summary.json"
 }
