@@ -6,7 +6,8 @@
 #    for bit; a rule that updates the parameters itself (numpy, momentum
 #    0) is within float rounding of it (1e-6; the same bits here); (2 x gradient, factor 0.5) is the plain
 #    async rule bit for bit;
-#  - in one process and across 3 processes it trains, its staleness
+#  - in one process and across 3 processes it trains (test accuracy above
+#    40%, 4x chance, in 150 steps of 3 workers), its staleness
 #    reported, and summary.json names the rule;
 #  - a rule that raises (its traceback), returns what is no factor, names
 #    no class, a missing file, a sync server and a rule beside the
@@ -80,7 +81,7 @@ for procs in 1 3; do
   [ $procs -gt 1 ] && args+=(--procs $procs)
   run "real-$procs" "${args[@]}"
   $py -c "import json, sys; s = json.load(open(sys.argv[1])); print('real time, %s process(es):' % sys.argv[2], s['final_test_accuracy'], s['staleness']['mean'])
-assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.6 and s['staleness']['mean'] > 0, s" \
+assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.4 and s['staleness']['mean'] > 0, s" \
     "$tmp/real-$procs/summary.json" $procs || fail "the rule across $procs process(es) did not train"
 done
 echo "ok: a Python rule is the built-in rule, bit for bit, and trains in and across processes"

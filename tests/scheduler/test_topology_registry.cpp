@@ -36,9 +36,18 @@ TEST_CASE("topology registry: every row registers itself once, in its order, and
     CHECK(f->mode != nullptr);
     CHECK(f->describe != nullptr);
   }
-  CHECK(names.size() == 6);
-  CHECK(topology_families().front() == &parameter_server_family); // the default first
-  CHECK(family_names() == "parameter-server, local-sgd, diloco, ring, hierarchical, gossip");
+  // Every family this build links is a row (a new one is found by the same
+  // loop, with no edit here), the default first, and family_names() lists
+  // the rows in their order.
+  CHECK(names.size() == topology_families().size());
+  CHECK(topology_families().front() == &parameter_server_family);
+  std::string listed;
+  for (const auto* f : topology_families())
+    listed += std::string(listed.empty() ? "" : ", ") + f->name;
+  CHECK(family_names() == listed);
+  for (const auto* f : {&parameter_server_family, &local_sgd_family, &diloco_family, &ring_family,
+                        &hierarchical_family, &gossip_family}) // the families the rules below name
+    CHECK(rows.count(f) == 1);
 }
 
 TEST_CASE("topology registry: an unknown kind is refused, naming every known one") {

@@ -103,7 +103,7 @@ compare xent procs 0
 run smooth smooth --set topology.kind='"parameter-server"' --set topology.mode='"async"' --set train.momentum=0 \
   --set train.max_steps=150
 $py -c "import json, sys; s = json.load(open(sys.argv[1])); print('label smoothing, async:', s['final_test_accuracy'])
-assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.6, s" "$tmp/smooth/summary.json" ||
+assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.5, s" "$tmp/smooth/summary.json" ||
   fail "the label-smoothed loss did not train"
 echo "ok: a module's loss trains, as its gradient says"
 
