@@ -32,7 +32,7 @@ refused_here() {
 grep -q '^device *= *"cuda' "$f" && "$gw" info | grep -q "visible CUDA devices: 0" &&
   refused_here "CUDA device\(s\) are visible|built without CUDA" "no GPU"
 # A torch model where this build has no torch plug-in.
-grep -q '^kind *= *"torch"' "$f" && "$gw" info | grep -q "^torch models: unavailable" &&
+grep -qE '^kind *= *"torch"|^rule *= *"' "$f" && "$gw" info | grep -q "^torch models: unavailable" &&
   refused_here "torch plug-in" "no torch plug-in"
 
 # A config with [[faults]] kills a process: it runs as its comment says, across processes.
