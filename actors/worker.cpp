@@ -1,5 +1,6 @@
 #include "actors/worker.hpp"
 #include "actors/refuse.hpp"
+#include "actors/worker_round.hpp"
 
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -29,18 +30,13 @@ struct worker_state : worker_core {
   /// Dynamic local steps (ps_options::dynamic): the step this worker's
   /// round began at, and the steps it takes.
   std::int64_t round_start = 0, round_len = 0;
+  /// What its steps pull and push, and when (worker_round.hpp).
+  std::unique_ptr<worker_round> round;
+  round_clock clock() const { return {step, cfg.steps, round_start, round_len}; }
   static inline const char* name = "worker";
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
-
-/// Whether the pushes are pseudo-gradients (the global parameters pulled at
-/// the round's start minus the replica's): async DiLoCo's always, and local
-/// SGD's and sync DiLoCo's when compressed, since parameters do not
-/// compress as their changes do.
-bool pushes_pseudo(const worker_state& st) {
-  return st.cfg.ps.outer_async() || (st.cfg.ps.local_sgd() && !st.squeeze.empty());
-}
 
 void begin_step(worker_actor* self);
 
@@ -54,7 +50,7 @@ bool take_params(worker_actor* self, std::size_t i, std::int64_t version, const 
                       " parameters for its slice of " + std::to_string(e - b));
     return false;
   }
-  if (pushes_pseudo(st))
+  if (st.round->pushes_pseudo())
     st.base[i] = params; // read-only from here on, shared with the shard's reply
   if (st.offloads()) // copied in with the next batch, on its thread
     st.incoming.emplace_back(b, params);
@@ -206,23 +202,10 @@ void compress_all(worker_state& st, std::vector<slice>& grads) {
 void fill_pushes(worker_state& st, const float* from, std::vector<slice>& grads) {
   for (std::size_t i = 0; i < grads.size(); ++i)
     std::memcpy(grads[i].data(), from + st.cfg.ps.ranges[i].first, grads[i].bytes());
-  if (pushes_pseudo(st))
+  if (st.round->pushes_pseudo())
     to_pseudo_gradients(st, grads);
   if (!st.squeeze.empty())
     compress_all(st, grads);
-}
-
-/// Local SGD and DiLoCo: whether this step begins a round (its parameters
-/// pulled), and whether it ends one (pushed). Rounds are local_steps long,
-/// or, with dynamic local steps, as long as shard 0 last said; the run's
-/// last step ends a round.
-bool round_begins(const worker_state& st) {
-  return st.cfg.ps.dynamic() ? st.step == st.round_start : st.step % st.cfg.ps.local_steps == 0;
-}
-bool round_ends(const worker_state& st) {
-  if (st.step + 1 >= st.cfg.steps)
-    return true;
-  return st.cfg.ps.dynamic() ? st.step + 1 - st.round_start >= st.round_len : (st.step + 1) % st.cfg.ps.local_steps == 0;
 }
 
 /// The pace of the round ending with this step: the lower median of its
@@ -259,7 +242,7 @@ void send_pace(worker_actor* self, bool with_pull) {
         auto& s = self->state;
         if (!s.requests.close(ticket))
           return; // given up already
-        s.round_len = std::clamp<std::int64_t>(len, 1, s.cfg.ps.local_steps); // a shard's word, bounded
+        s.round_len = std::clamp<std::int64_t>(len, 1, s.round->local_steps()); // a shard's word, bounded
         reply_in(self, with_pull);
       },
       [=](caf::error& err) {
@@ -273,13 +256,13 @@ void send_pace(worker_actor* self, bool with_pull) {
 /// slices, filled already (with the offloaded batch), or empty.
 void push_computed(worker_actor* self, std::vector<slice> grads) {
   auto& st = self->state;
-  const bool local = st.cfg.ps.local_steps > 0;
+  const bool local = st.round->local_steps() > 0;
   if (local) {
     const auto t0 = st.now();
     st.trainer->apply();
     st.add_compute(t0); // the local optimizer step is compute, as the ring's is
   }
-  if (local && !round_ends(st)) {
+  if (!st.round->ends(st.clock())) {
     st.end_step(self); // a local step: no exchange
     self->send(self, tick_atom::value);
     return;
@@ -289,11 +272,10 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
     fill_pushes(st, local ? st.model->params().data() : st.trainer->gradients().data(), grads);
   }
   st.pending = st.cfg.ps.handles.size();
-  // The last step's push needs no parameters back.
-  const bool with_pull = st.cfg.ps.uses_push_pull() && st.step + 1 < st.cfg.steps;
+  const bool with_pull = st.round->push_pull(st.clock());
   for (std::size_t i = 0; i < st.cfg.ps.handles.size(); ++i)
     push_to(self, i, std::move(grads[i]), with_pull);
-  if (st.cfg.ps.dynamic() && st.step + 1 < st.cfg.steps)
+  if (st.round->sends_pace(st.clock()))
     send_pace(self, with_pull);
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
@@ -306,7 +288,7 @@ void compute_and_push(worker_actor* self) {
     if (st.offloads()) {
       auto grads = std::make_shared<std::vector<slice>>();
       std::function<void()> copy;
-      if (st.cfg.ps.local_steps == 0) {
+      if (st.round->local_steps() == 0) {
         *grads = gradient_slices(st);
         copy = [&st, grads] { fill_pushes(st, st.trainer->gradients().data(), *grads); };
       }
@@ -321,21 +303,11 @@ void compute_and_push(worker_actor* self) {
   push_computed(self, {});
 }
 
-/// The version of shard i to pull before step `st.step`.
-std::int64_t wanted_version(const worker_state& st, std::size_t i) {
-  if (st.cfg.ps.local_sgd()) // the round's average (async DiLoCo: whatever the shard holds)
-    return st.step / st.cfg.ps.local_steps;
-  if (st.cfg.ps.backups() > 0) // the version after the one this worker last computed on (the last is cfg.steps)
-    return st.step == 0 ? 0 : std::min(st.base_version[i] + 1, st.cfg.steps);
-  return st.cfg.ps.sync ? st.step : 0;
-}
-
 /// Shard i's slice for this step (after_push: the pull of a push and pull
 /// in one whose shard was lost, which continues as that would have).
 void pull_from(worker_actor* self, std::size_t i, bool after_push) {
   auto& st = self->state;
-  const std::int64_t min_clock =
-    !st.cfg.ps.sync && st.cfg.ps.local_steps == 0 && st.cfg.ps.bound() >= 0 ? st.step - st.cfg.ps.bound() : 0;
+  const std::int64_t min_clock = st.round->min_clock(st.clock());
   const shard_actor target = st.cfg.ps.handles[i];
   auto failed = [=](caf::error& err) {
     auto& s = self->state;
@@ -349,7 +321,8 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
     s.finish(self, s.who() + "no parameters from shard " + std::to_string(i) + " (" + self->system().render(err) + ")");
   };
   const auto ticket = st.requests.open(failed);
-  self->request(target, st.request_timeout(), pull_atom::value, st.cfg.rank, wanted_version(st, i), min_clock)
+  self->request(target, st.request_timeout(), pull_atom::value, st.cfg.rank,
+                st.round->wanted_version(st.clock(), st.base_version[i]), min_clock)
     .then(
       [=](std::int64_t version, slice params, double held) {
         auto& s = self->state;
@@ -366,7 +339,8 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
         if (--s.pending > 0)
           return;
         // Backup workers: the run is as long as the shards' version count.
-        if (s.cfg.ps.backups() > 0 && *std::min_element(s.base_version.begin(), s.base_version.end()) >= s.cfg.steps) {
+        if (s.round->ends_by_versions() &&
+            *std::min_element(s.base_version.begin(), s.base_version.end()) >= s.cfg.steps) {
           s.finish(self);
           return;
         }
@@ -380,13 +354,13 @@ void pull_from(worker_actor* self, std::size_t i, bool after_push) {
 
 void begin_step(worker_actor* self) {
   auto& st = self->state;
-  if (st.cfg.ps.backups() == 0 && st.step >= st.cfg.steps) {
+  if (!st.round->ends_by_versions() && st.step >= st.cfg.steps) {
     st.finish(self);
     return;
   }
   if (st.hold(self))
     return;
-  if (st.cfg.ps.local_steps > 0 && !round_begins(st)) {
+  if (!st.round->begins(st.clock())) {
     st.begin_comm(); // no communication in this step
     compute_and_push(self); // inside a round: keep training the local replica
     return;
@@ -440,8 +414,9 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     auto& s = self->state;
     s.base_version.assign(s.cfg.ps.handles.size(), 0);
     s.base.assign(s.cfg.ps.handles.size(), slice{});
+    s.round = make_worker_round(s.cfg.ps, s.cfg.compress.mode != models::compress_mode::none);
     s.round_start = s.step;
-    s.round_len = s.cfg.ps.local_steps;
+    s.round_len = s.round->local_steps();
     init_compression(self);
   };
   if (worker_core::offloads(cfg))

@@ -3,10 +3,12 @@
 // corrects a stale gradient by lambda g^2 (w_now - w_read), w_read the
 // slice that worker pulled; the staleness lr divides a push's step by its
 // staleness; backup workers' late pushes are dropped and counted; a
-// checkpoint of delayed Nesterov restores its buffer. The values are
+// checkpoint of delayed Nesterov restores its buffer; the worker's rounds
+// (actors/worker_round.hpp) follow the same options. The values are
 // computed here independently, step by step.
 #include "actors/ps_shard_state.hpp"
 #include "actors/server_rule.hpp"
+#include "actors/worker_round.hpp"
 #include "topology_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -171,4 +173,49 @@ TEST_CASE("delayed Nesterov's pushes since its last Nesterov step are in a check
   bad.put("delayed", saved.f("delayed"));
   bad.put("delayed_count", std::int64_t{3}); // as many as the delay: never held
   CHECK_THROWS_WITH(rule->restore(bad), Catch::Contains("shard 0: a malformed delayed-Nesterov buffer"));
+}
+
+TEST_CASE("the worker's rounds follow its server's rule: what a step pulls, when it pushes, how far it may run ahead") {
+  using actors::round_clock;
+  actors::ps_options ps;
+  auto round = [&](bool compressed = false) { return actors::make_worker_round(ps, compressed); };
+  const round_clock at5{5, 20, 0, 0};
+  ps.sync = true; // sync: every step, the step's version
+  CHECK(round()->wanted_version(at5, 3) == 5);
+  CHECK_FALSE(round()->push_pull(at5));
+  ps.backup = 1; // backup workers: the version after the last one computed on, the run as long as the versions
+  CHECK(round()->wanted_version(at5, 3) == 4);
+  CHECK(round()->wanted_version({19, 20, 0, 0}, 20) == 20);
+  CHECK(round()->ends_by_versions());
+  ps.backup = 0;
+  ps.sync = false; // async: whatever the shard holds, push and pull in one but on the last step
+  CHECK(round()->wanted_version(at5, 3) == 0);
+  CHECK(round()->push_pull(at5));
+  CHECK_FALSE(round()->push_pull({19, 20, 0, 0}));
+  CHECK(round()->min_clock(at5) == 0);
+  ps.staleness_bound = 2; // SSP: no more than bound steps ahead of the slowest, no push-pull
+  CHECK(round()->min_clock(at5) == 3);
+  CHECK_FALSE(round()->push_pull(at5));
+  ps.staleness_bound = -1;
+  ps.sync = true;
+  ps.local_steps = 4; // local SGD: rounds of 4, the round's average, parameters pushed (their change if compressed)
+  CHECK(round()->local_steps() == 4);
+  CHECK(round()->begins({8, 20, 0, 0}));
+  CHECK_FALSE(round()->begins({9, 20, 0, 0}));
+  CHECK(round()->ends({11, 20, 0, 0}));
+  CHECK(round()->ends({19, 20, 0, 0}));
+  CHECK_FALSE(round()->ends({12, 20, 0, 0}));
+  CHECK(round()->wanted_version({9, 20, 0, 0}, 0) == 2);
+  CHECK_FALSE(round()->pushes_pseudo());
+  CHECK(round(true)->pushes_pseudo());
+  ps.sync = false;
+  ps.outer = true;
+  ps.dynamic_local_steps = true; // async DiLoCo, dynamic: rounds as long as shard 0 said, pseudo-gradients
+  CHECK(round()->pushes_pseudo());
+  CHECK(round()->begins({7, 20, 7, 2}));
+  CHECK_FALSE(round()->begins({8, 20, 7, 2}));
+  CHECK(round()->ends({8, 20, 7, 2}));
+  CHECK_FALSE(round()->ends({7, 20, 7, 2}));
+  CHECK(round()->sends_pace({8, 20, 7, 2}));
+  CHECK_FALSE(round()->sends_pace({19, 20, 18, 2}));
 }
