@@ -317,12 +317,12 @@ void on_beat(compressed_actor* self) {
   auto& st = self->state;
   if (st.in_round && st.overdue(st.round_start) && st.step < st.cfg.compress.warmup) {
     st.finish(self, st.who() + "the dense sum at step " + std::to_string(st.step) + " incomplete after " +
-                      std::to_string(st.cfg.timeout.count()) + " ms: " + st.dense_ring->pending());
+                      std::to_string(st.cfg.request_timeout.count()) + " ms: " + st.dense_ring->pending());
     return;
   }
   if (st.in_round && st.overdue(st.round_start) && st.power) {
     st.finish(self, st.who() + "PowerSGD's sum of " + (st.phase == 0 ? "P" : "Q") + " at step " +
-                      std::to_string(st.step) + " incomplete after " + std::to_string(st.cfg.timeout.count()) +
+                      std::to_string(st.step) + " incomplete after " + std::to_string(st.cfg.request_timeout.count()) +
                       " ms: " + st.factor_rings[static_cast<std::size_t>(st.phase)]->pending());
     return;
   }
@@ -333,7 +333,7 @@ void on_beat(compressed_actor* self) {
       if (it == st.rounds.end() || r >= it->second.size() || !it->second[r].defined())
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     st.finish(self, st.who() + "compressed exchange of step " + std::to_string(st.step) + " incomplete after " +
-                      std::to_string(st.cfg.timeout.count()) + " ms: no payload from rank(s) " + missing);
+                      std::to_string(st.cfg.request_timeout.count()) + " ms: no payload from rank(s) " + missing);
     return;
   }
   st.on_beat(self);

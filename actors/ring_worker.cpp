@@ -340,12 +340,12 @@ void on_ring_beat(ring_worker_actor* self) {
       if (it == s.bal.rounds.end() || it->second.first[static_cast<std::size_t>(r)].steps == 0)
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     s.finish(self, s.who() + "speed measurements of step " + std::to_string(due_round(s)) + " missing after " +
-                     std::to_string(s.cfg.timeout.count()) + " ms from rank(s) " + missing);
+                     std::to_string(s.cfg.request_timeout.count()) + " ms from rank(s) " + missing);
     return;
   }
   if (s.in_round && s.overdue(s.round_start)) {
     s.finish(self, s.who() + "allreduce of step " + std::to_string(s.step) + " incomplete after " +
-                     std::to_string(s.cfg.timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
+                     std::to_string(s.cfg.request_timeout.count()) + " ms (" + std::to_string(s.reduced) + " of " +
                      std::to_string(s.cfg.ring.buckets.size()) + " buckets back from its ring peer)");
     return;
   }

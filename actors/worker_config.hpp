@@ -188,9 +188,16 @@ struct worker_config {
   std::int64_t eval_every = 0;
   caf::actor report_to;   ///< receives (step_atom, rank, steps, samples) about twice a second and (done_atom, worker_report)
   /// How long a request to a shard, a peer or a mixer may go unanswered,
-  /// and a round or balancing wait may last, before the worker fails
-  /// (topology_setup::request_timeout()).
-  std::chrono::milliseconds timeout{60000};
+  /// and a round or balancing wait may last, before the worker fails:
+  /// topology_setup::request_timeout(), twice the coordinator's silence
+  /// limit (train.step_timeout_s), so that a step one stalled worker holds
+  /// up is reported by the coordinator, naming that worker, before its
+  /// peers' requests expire.
+  std::chrono::milliseconds request_timeout{120000};
+  /// Between two heartbeats to the coordinator: well under its silence
+  /// limit (a quarter of it, at most 500 ms), so that only a worker stuck
+  /// inside a computation falls silent.
+  std::chrono::milliseconds beat_interval{500};
   /// Spans for trace.json (track "worker <rank>"; a ring worker without a
   /// peer adds "ring <rank>"); null: no tracing.
   std::shared_ptr<tracer> trace;

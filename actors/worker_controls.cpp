@@ -77,14 +77,8 @@ void worker_core::on_snapshot_at(caf::event_based_actor* self, std::int64_t at) 
   }
 }
 
-std::chrono::milliseconds worker_core::beat_interval() const {
-  // Well under the coordinator's silence limit; a worker waiting for a
-  // reply keeps beating, only one stuck inside a computation falls silent.
-  return std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), cfg.timeout / 8);
-}
-
 void worker_core::start_heartbeats(caf::event_based_actor* self) {
-  self->delayed_send(self, beat_interval(), beat_atom::value);
+  self->delayed_send(self, cfg.beat_interval, beat_atom::value);
 }
 
 bool worker_core::on_beat(caf::event_based_actor* self) {
@@ -93,12 +87,12 @@ bool worker_core::on_beat(caf::event_based_actor* self) {
     return false;
   }
   if (!cfg.vclock)
-    while (!finished && requests.expire_one(cfg.timeout)) {
+    while (!finished && requests.expire_one(cfg.request_timeout)) {
     }
   if (finished)
     return false;
   self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
-  self->delayed_send(self, beat_interval(), beat_atom::value);
+  self->delayed_send(self, cfg.beat_interval, beat_atom::value);
   return true;
 }
 

@@ -408,7 +408,7 @@ double worker_core::ran_since(clock_type::time_point t) const {
 }
 
 bool worker_core::overdue(clock_type::time_point since) const {
-  return cfg.vclock ? now() - since > cfg.timeout : kernels::waited_longer(since, cfg.timeout);
+  return cfg.vclock ? now() - since > cfg.request_timeout : kernels::waited_longer(since, cfg.request_timeout);
 }
 
 void worker_core::finish(caf::event_based_actor* self, std::string error, bool with_params) {

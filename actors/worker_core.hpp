@@ -231,17 +231,16 @@ struct worker_core {
   void finish(caf::event_based_actor* self, std::string error = {}, bool with_params = false);
   bool finished = false; ///< finish() was called
   /// The replies this worker waits for (parameter-server shards, gossip
-  /// mixers): given up after cfg.timeout of this process's running time.
+  /// mixers): given up after cfg.request_timeout of this process's running time.
   request_watch requests;
   /// The timeout for CAF's request(): none in real time (`requests` keeps it).
-  caf::duration request_timeout() const { return request_watch::timeout(cfg.timeout, cfg.vclock != nullptr); }
-  /// A wait begun at `since` has outlasted cfg.timeout: on the
+  caf::duration request_timeout() const { return request_watch::timeout(cfg.request_timeout, cfg.vclock != nullptr); }
+  /// A wait begun at `since` has outlasted cfg.request_timeout: on the
   /// simulation's clock, or while this process ran (kernels::waited: a
   /// stop of the whole job is no peer's silence).
   bool overdue(clock_type::time_point since) const;
   /// "worker 3: " for messages.
   std::string who() const { return "worker " + std::to_string(cfg.rank) + ": "; }
-  std::chrono::milliseconds beat_interval() const;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t);

@@ -156,7 +156,8 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
     wc.resume = setup.resume->part("worker " + std::to_string(rank));
   if (!setup.faults.empty())
     inject_faults(wc, setup, rank, wc.joining);
-  wc.timeout = setup.request_timeout();
+  wc.request_timeout = setup.request_timeout();
+  wc.beat_interval = setup.beat_interval();
   if (setup.sim) { // one event at a time on the simulation's clock: nothing polls or waits
     wc.vclock = setup.sim;
     wc.spin_wait = false;

@@ -138,6 +138,10 @@ struct topology_setup : actors::family_options {
   /// the stalled one.
   static constexpr int request_timeout_factor = 2;
   std::chrono::milliseconds request_timeout() const { return request_timeout_factor * timeout; }
+  /// A worker's heartbeat interval: a quarter of the silence limit, at most 500 ms.
+  std::chrono::milliseconds beat_interval() const {
+    return std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), timeout / 4);
+  }
   /// Checkpoints: every `checkpoint_every` steps each actor's part goes to
   /// on_checkpoint (rank 0; coordinator.hpp's checkpoint_plan); 0: none.
   std::int64_t checkpoint_every = 0;
