@@ -45,10 +45,11 @@
 /// | run_to | coordinator -> worker | step: run to it, snapshot, finish (a stop that keeps a checkpoint) | | |
 /// | snap_at | coordinator -> worker | step: after a pause, run to it and snapshot there (a checkpoint by time) | | |
 /// | snapshot | coordinator -> shard | version (-1: as it is) | (meta, floats): its part of a checkpoint | |
-/// | snapshot | coordinator -> PS worker | a generation: send its state to report_to (the replica lost shards are rebuilt from) | | |
-/// | give | coordinator or reformer -> ring worker | generation, a survivor behind: send it this worker's state (snapshot_atom, meta, floats), straight | | |
+/// | replica | coordinator -> PS worker | a generation: send its state to report_to (the replica lost shards are rebuilt from) | | |
+/// | give | coordinator or reformer -> ring worker | generation, a survivor behind: send it this worker's state (donor), straight | | |
 /// | adopted | ring worker -> coordinator or reformer | rank, generation: it has taken a donor's state and is at the re-form's step | | |
-/// | snapshot | worker, shard -> coordinator; donor ring worker -> ring worker behind (give) | meta text, floats (actors/snapshot.hpp): a checkpoint's part, or a donor's state | | |
+/// | snapshot | worker, shard -> coordinator | meta text, floats (actors/snapshot.hpp): a checkpoint's part (or a PS worker's replica, asked for by replica) | | |
+/// | donor | donor ring worker -> ring worker behind (give) | meta text, floats (actors/snapshot.hpp's layout): the donor's state to adopt | | |
 /// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
 /// | abandon | coordinator (virtual time: its reformer) -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to whoever runs the re-form | |
 /// | abandoned | ring worker -> coordinator or reformer | rank, steps done, whether a round was abandoned | | |
@@ -115,6 +116,12 @@ using adopted_atom = caf::atom_constant<caf::atom("adopted")>;
 using reformed_atom = caf::atom_constant<caf::atom("reformed")>;
 using rejoined_atom = caf::atom_constant<caf::atom("rejoined")>;
 using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
+/// Coordinator -> PS worker: (replica_atom, generation), send your replica
+/// to report_to (lost shards are rebuilt from it).
+using replica_atom = caf::atom_constant<caf::atom("replica")>;
+/// Donor ring worker -> the ring worker behind it: (donor_atom, meta,
+/// floats), the donor's state (actors/snapshot.hpp's layout) to adopt.
+using donor_atom = caf::atom_constant<caf::atom("donor")>;
 using computed_atom = caf::atom_constant<caf::atom("computed")>;
 /// Worker 0 to the coordinator: (eval_atom, step, its parameters, its
 /// BatchNorm statistics or an empty slice) to evaluate on the test set
@@ -143,7 +150,8 @@ inline constexpr message_kind message_table[] = {
   {reform_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
   {give_atom::value, false},     {adopted_atom::value, false},
   {reformed_atom::value, false}, {rejoined_atom::value, false},
-  {rebuilt_atom::value, false},  {caf::atom("barrier"), false},  {caf::atom("release"), false},
+  {rebuilt_atom::value, false},  {replica_atom::value, false},   {donor_atom::value, false},
+  {caf::atom("barrier"), false},  {caf::atom("release"), false},
   {caf::atom("recheck"), false}, {caf::atom("missing"), false}, {computed_atom::value, false},
 };
 

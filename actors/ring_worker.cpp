@@ -372,9 +372,9 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       },
       [=](give_atom, int generation, const caf::actor& to) { // this worker's state for a survivor behind
         if (generation == self->state.generation)
-          self->state.send_snapshot(self, to);
+          self->state.send_snapshot(self, to, true);
       },
-      [=](snapshot_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
+      [=](donor_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
       [=](beat_atom) { on_ring_beat(self); },
       [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
         on_reduced(self, round, bucket, std::move(result), wait);

@@ -64,7 +64,7 @@ void worker_core::land_params() const {
   incoming.clear();
 }
 
-void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& to) const {
+void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& to, bool donor) const {
   land_params();
   // One copy of the floats, straight into the buffer that travels (and is
   // written to disk as it is): the only work a step pays for a checkpoint.
@@ -100,7 +100,10 @@ void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& 
     std::memcpy(extra, v.data(), v.size() * sizeof(float));
     extra += v.size();
   }
-  self->send(to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
+  if (donor)
+    self->send(to, donor_atom::value, s.meta_for(sizes), std::move(out));
+  else
+    self->send(to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
   tr.span("snapshot", t0, now(), step);
 }
 

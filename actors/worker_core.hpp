@@ -188,7 +188,9 @@ struct worker_core {
   /// report_to: replica, BatchNorm statistics, optimizer moments, step,
   /// data position, counts, and save_extra's.
   void send_snapshot(caf::event_based_actor* self) const { send_snapshot(self, cfg.report_to); }
-  void send_snapshot(caf::event_based_actor* self, const caf::actor& to) const;
+  /// `donor`: as (donor_atom, ...), the state a ring worker behind adopts;
+  /// else as (snapshot_atom, ...), a checkpoint's part.
+  void send_snapshot(caf::event_based_actor* self, const caf::actor& to, bool donor = false) const;
   /// Who runs a ring's re-form (ring_worker_options::reform_to, or report_to).
   const caf::actor& reformer() const { return cfg.ring.reform_to ? cfg.ring.reform_to : cfg.report_to; }
   /// A stop that keeps a checkpoint (the coordinator's pause protocol):

@@ -350,7 +350,7 @@ void coordinator_state::ask_rebuild(int rank) {
                   "worker had finished: no replica is left to rebuild them from (resume from a checkpoint)";
     return;
   }
-  (*self)->send((*workers)[static_cast<std::size_t>(rebuild.from)], actors::snapshot_atom::value,
+  (*self)->send((*workers)[static_cast<std::size_t>(rebuild.from)], actors::replica_atom::value,
                 std::int64_t{reform.generation});
 }
 
