@@ -3,12 +3,13 @@
 # (tests/scheduler/rules/staleness_lr.py):
 #  - at 16 workers in virtual time (one order of pushes), the staleness lr
 #    written in Python gives the built-in topology.staleness_lr's model bit
-#    for bit; a rule that updates the parameters itself (numpy, momentum
+#    for bit, under async and under SSP (bound 2); a rule that updates the parameters itself (numpy, momentum
 #    0) is within float rounding of it (1e-6; the same bits here); (2 x gradient, factor 0.5) is the plain
 #    async rule bit for bit;
 #  - in one process and across 3 processes it trains (test accuracy above
 #    40%, 4x chance, in 150 steps of 3 workers), its staleness
-#    reported, and summary.json names the rule;
+#    reported, and summary.json names the rule; the run across 3
+#    processes replays bit for bit (gradwire replay);
 #  - a rule that raises (its traceback), returns what is no factor, names
 #    no class, a missing file, a sync server and a rule beside the
 #    built-in staleness lr are refused with exit 2, saying so.
@@ -74,6 +75,10 @@ run doubled --set topology.rule="\"$rules:Doubled\"" --set train.momentum=0
 same async doubled 0
 $py -c "import json, sys; s = json.load(open(sys.argv[1])); assert s['rule'].endswith('staleness_lr.py:StalenessLR'), s['rule']" \
   "$tmp/python/summary.json" || fail "summary.json does not name the rule"
+# SSP (bound 2) with the rule: the built-in SSP staleness lr's model, bit for bit.
+run builtin-ssp --set topology.staleness_lr=true --set topology.mode='"ssp"' --set topology.staleness_bound=2
+run python-ssp --set topology.rule="\"$rules:StalenessLR\"" --set topology.mode='"ssp"' --set topology.staleness_bound=2
+same builtin-ssp python-ssp 0
 
 # Real time: in one process, and the shards' rank with its own interpreter across 3.
 for procs in 1 3; do
@@ -84,7 +89,12 @@ for procs in 1 3; do
 assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.4 and s['staleness']['mean'] > 0, s" \
     "$tmp/real-$procs/summary.json" $procs || fail "the rule across $procs process(es) did not train"
 done
-echo "ok: a Python rule is the built-in rule, bit for bit, and trains in and across processes"
+# The real-time run across 3 processes replays bit for bit, the rule applying the record's order.
+timeout 120 "$gw" replay "$tmp/real-3" -q --no-report --out "$tmp/real-3-replay" > "$tmp/replay.log" 2>&1 ||
+  fail "replay: $(tail -5 "$tmp/replay.log")"
+grep -q "holds the run's parameters, bit for bit" "$tmp/replay.log" || fail "replay: $(tail -3 "$tmp/replay.log")"
+same real-3 real-3-replay 0
+echo "ok: a Python rule is the built-in rule, bit for bit (async and SSP), trains in and across processes, and replays"
 
 refused() { # NAME WANT ARGS...: a run that must end with exit 2 saying WANT
   local name=$1 want=$2 rc=0
