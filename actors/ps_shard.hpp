@@ -103,7 +103,7 @@ struct shard_config {
 };
 
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).
-/// topology.rule: a new instance of the Python class cfg.ps.rule names,
+/// topology.rule: a new instance of the Python class cfg.ps names,
 /// for shard_config::python_rule (throws gradwire::error naming it).
 std::shared_ptr<models::torch_module::rule> open_python_rule(const shard_config& cfg);
 

@@ -10,7 +10,6 @@
 #include "actors/ps_shard_state.hpp"
 #include "actors/server_rule.hpp"
 
-#include "kernels/error.hpp"
 #include "models/torch_layer.hpp"
 
 #include <cstring>
@@ -49,11 +48,7 @@ std::unique_ptr<server_rule> make_python_rule(const shard_config& cfg, std::size
 } // namespace shard_detail
 
 std::shared_ptr<models::torch_module::rule> open_python_rule(const shard_config& cfg) {
-  const auto& spec = cfg.ps.rule;
-  const auto colon = spec.rfind(':');
-  check(colon != std::string::npos && colon > 0 && colon + 1 < spec.size(),
-        "topology.rule = \"" + spec + "\": FILE.py:Class expected");
-  return models::open_python_rule(spec.substr(0, colon), spec.substr(colon + 1), cfg.ps.rule_config);
+  return models::open_python_rule(cfg.ps.rule_file, cfg.ps.rule_class, cfg.ps.rule_config);
 }
 
 } // namespace gradwire::actors

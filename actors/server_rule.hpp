@@ -63,7 +63,7 @@ public:
 
 /// The rule of a shard of `cfg`, over `len` parameters starting as `initial`.
 std::unique_ptr<server_rule> make_server_rule(const shard_config& cfg, std::size_t len, const slice& initial);
-/// topology.rule: the Python class cfg.ps.rule names (python_rule.cpp),
+/// topology.rule: the Python class cfg.ps names (python_rule.cpp),
 /// cfg.python_rule when the wiring opened it.
 std::unique_ptr<server_rule> make_python_rule(const shard_config& cfg, std::size_t len);
 

@@ -234,7 +234,7 @@ void server_rule::apply_push(shard_state& /*st*/, int /*rank*/, std::int64_t /*s
 std::unique_ptr<server_rule> make_server_rule(const shard_config& cfg, std::size_t len, const slice& initial) {
   const auto& ps = cfg.ps;
   const bool deltas = cfg.compress.mode != models::compress_mode::none; // compressed: pseudo-gradients
-  if (!ps.rule.empty())
+  if (ps.python_rule())
     return make_python_rule(cfg, len);
   if (ps.outer_async())
     return std::make_unique<async_diloco_rule>(ps.staleness_lr, ps.outer_lr, ps.outer_momentum, ps.outer_delay, len);

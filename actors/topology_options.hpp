@@ -52,9 +52,12 @@ struct ps_options {
   /// round length (local_steps.hpp).
   bool dynamic_local_steps = false;
   /// topology.rule (async): "FILE.py:Class", a server rule in Python
-  /// (python_rule.cpp) in place of the built-in async rule, made with the
-  /// run's resolved config (TOML text); "": the built-in rules.
-  std::string rule, rule_config;
+  /// (python_rule.cpp) in place of the built-in async rule: the file (an
+  /// absolute path), the class, and the run's resolved config (TOML text)
+  /// it is made with; no file: the built-in rules.
+  std::string rule_file, rule_class, rule_config;
+  bool python_rule() const { return !rule_file.empty(); }
+  std::string rule() const { return rule_file + ":" + rule_class; }
   /// Across processes: shard i on rank i mod processes; false: all on rank 0.
   bool spread_shards = false;
   /// Streaming DiLoCo (Douillard et al. 2025; sync local SGD and DiLoCo):

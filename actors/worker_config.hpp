@@ -194,9 +194,9 @@ struct worker_config {
   /// up is reported by the coordinator, naming that worker, before its
   /// peers' requests expire.
   std::chrono::milliseconds request_timeout{120000};
-  /// Between two heartbeats to the coordinator: well under its silence
-  /// limit (a quarter of it, at most 500 ms), so that only a worker stuck
-  /// inside a computation falls silent.
+  /// Between two heartbeats to the coordinator (topology_setup::beat_interval()):
+  /// well under its silence limit, so that only a worker stuck inside a
+  /// computation falls silent.
   std::chrono::milliseconds beat_interval{500};
   /// Spans for trace.json (track "worker <rank>"; a ring worker without a
   /// peer adds "ring <rank>"); null: no tracing.

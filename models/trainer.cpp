@@ -66,27 +66,29 @@ std::uint64_t dropout_key(std::uint64_t seed, int rank, std::int64_t step) {
          kernels::splitmix64(static_cast<std::uint64_t>(step));
 }
 
-step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n,
-                                       const std::function<void(std::size_t)>& ready) {
-  check(n > 0, "empty batch");
+std::pair<tensor, tensor> trainer::batch_on_device(const float* x, const std::int32_t* y, int n) {
   const auto& s = model_.spec();
   const shape_t xshape = {n, s.channels, s.height, s.width};
   const shape_t yshape = {static_cast<std::int64_t>(n) * label_width_};
   const auto dev = model_.dev();
-  tensor xt, yt;
-  if (dev.is_cpu()) {
-    xt = wrap_host(x, xshape, kernels::dtype::f32);
-    yt = wrap_host(y, yshape, kernels::dtype::i32);
-  } else {
-    if (!dev_x_.defined() || dev_x_.numel() < kernels::numel(xshape))
-      dev_x_ = tensor::empty({kernels::numel(xshape)}, dev);
-    if (!dev_y_.defined() || dev_y_.numel() < yshape[0])
-      dev_y_ = tensor::empty(yshape, dev, kernels::dtype::i32);
-    xt = dev_x_.view(0, {kernels::numel(xshape)}).reshape(xshape);
-    yt = dev_y_.view(0, yshape);
-    kernels::copy(wrap_host(x, xshape, kernels::dtype::f32), xt);
-    kernels::copy(wrap_host(y, yshape, kernels::dtype::i32), yt);
-  }
+  if (dev.is_cpu())
+    return {wrap_host(x, xshape, kernels::dtype::f32), wrap_host(y, yshape, kernels::dtype::i32)};
+  if (!dev_x_.defined() || dev_x_.numel() < kernels::numel(xshape))
+    dev_x_ = tensor::empty({kernels::numel(xshape)}, dev);
+  if (!dev_y_.defined() || dev_y_.numel() < yshape[0])
+    dev_y_ = tensor::empty(yshape, dev, kernels::dtype::i32);
+  tensor xt = dev_x_.view(0, {kernels::numel(xshape)}).reshape(xshape);
+  tensor yt = dev_y_.view(0, yshape);
+  kernels::copy(wrap_host(x, xshape, kernels::dtype::f32), xt);
+  kernels::copy(wrap_host(y, yshape, kernels::dtype::i32), yt);
+  return {xt, yt};
+}
+
+step_result trainer::compute_gradients(const float* x, const std::int32_t* y, int n,
+                                       const std::function<void(std::size_t)>& ready) {
+  check(n > 0, "empty batch");
+  const auto dev = model_.dev();
+  const auto [xt, yt] = batch_on_device(x, y, n);
   const auto& spec = opt_.spec();
   const int k = std::clamp(spec.accumulate, 1, n);
   const bool after = k > 1 || spec.clip_norm > 0.f; // the gradient changes after backward

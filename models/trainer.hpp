@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace gradwire::models {
@@ -142,6 +143,9 @@ private:
   bool corrupt_next_ = false;
   /// Rows [b, e) of the staged batch: forward, backward and the replicas'
   /// gradients summed into replica 0's. Returns the replicas used.
+  /// The batch as tensors on the model's device: host views on the CPU,
+  /// else copies into dev_x_ and dev_y_ (grown as needed).
+  std::pair<tensor, tensor> batch_on_device(const float* x, const std::int32_t* y, int n);
   std::size_t micro_step(const tensor& xt, const tensor& yt, int b, int e, float scale,
                          const std::function<void(std::size_t)>* ready, step_result& total);
   /// Scales gradients() to at most clip_norm; returns the norm before.

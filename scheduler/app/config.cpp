@@ -3,6 +3,7 @@
 #include "kernels/device.hpp"
 #include "kernels/error.hpp"
 #include "models/model.hpp"
+#include "scheduler/app/config_diloco.hpp"
 #include "scheduler/app/config_faults.hpp"
 #include "scheduler/app/config_lm.hpp"
 #include "scheduler/app/config_schema.hpp"
@@ -159,63 +160,6 @@ void read_gossip(reader& r, run_config& c) {
   c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr")); // 0: by the mode
 }
 
-/// Async DiLoCo's own keys: delayed Nesterov and dynamic local steps.
-void read_async_outer(reader& r, run_config& c) {
-  auto& ps = c.ps;
-  const auto only_async = [&](const char* key, const std::string& what) {
-    return r.loc(key) + what + " async DiLoCo's (topology.kind = \"diloco\", mode \"async\"), not " +
-           c.topology + " " + c.mode;
-  };
-  ps.outer_delay = static_cast<int>(r.integer("topology.outer_delay"));
-  check(ps.outer_delay <= 1 || ps.outer_async(),
-        only_async("topology.outer_delay", " = " + std::to_string(ps.outer_delay) + ": delayed Nesterov is"));
-  ps.dynamic_local_steps = r.boolean("topology.dynamic_local_steps");
-  check(!ps.dynamic_local_steps || ps.outer_async(), only_async("topology.dynamic_local_steps", ": dynamic local steps are"));
-  check(!ps.dynamic_local_steps || (c.checkpoint_every == 0 && c.checkpoint_every_s == 0),
-        r.loc("topology.dynamic_local_steps") +
-          ": dynamic local steps do not checkpoint (each worker's rounds end where its speed puts them); set "
-          "train.checkpoint_every and checkpoint_every_s to 0");
-}
-
-/// Streaming DiLoCo's keys: fragments, sync_delay, merge_alpha (after
-/// topology.local_steps and the mode).
-/// Streaming: a fragment holds whole tensors, so at most one per tensor.
-void check_fragments(reader& r, const run_config& c) {
-  if (c.ps.fragments <= 1)
-    return;
-  const auto tensors = models::layout_of(c.model).offsets.size();
-  check(static_cast<std::size_t>(c.ps.fragments) <= tensors,
-        r.loc("topology.fragments") + " = " + std::to_string(c.ps.fragments) + ": a fragment holds whole tensors, " +
-          "and the model has " + std::to_string(tensors));
-}
-
-void read_streaming(reader& r, run_config& c) {
-  auto& ps = c.ps;
-  ps.fragments = static_cast<int>(r.integer("topology.fragments"));
-  ps.sync_delay = static_cast<int>(r.integer("topology.sync_delay"));
-  ps.merge_alpha = static_cast<float>(r.number("topology.merge_alpha"));
-  check(ps.sync_delay == 0 || ps.fragments >= 1,
-        r.loc("topology.sync_delay") + " = " + std::to_string(ps.sync_delay) + " overlaps a streaming exchange: set " +
-          "topology.fragments (1: the whole model at once)");
-  if (ps.fragments == 0)
-    return;
-  check(ps.local_sgd() && c.mode == "sync",
-        r.loc("topology.fragments") +
-          ": streaming exchanges fragments of local SGD or DiLoCo in lock step (topology.kind = \"local-sgd\" or "
-          "\"diloco\", mode \"sync\"), not " + c.topology + " " + c.mode);
-  check(ps.fragments <= ps.local_steps,
-        r.loc("topology.fragments") + " = " + std::to_string(ps.fragments) + ": each fragment is exchanged once every " +
-          "topology.local_steps = " + std::to_string(ps.local_steps) + " steps, at most one a step");
-  check(ps.sync_delay < ps.local_steps / ps.fragments,
-        r.loc("topology.sync_delay") + " = " + std::to_string(ps.sync_delay) + ": a fragment's exchange must land " +
-          "before the next fragment's is sent, within local_steps / fragments = " +
-          std::to_string(ps.local_steps / ps.fragments) + " steps");
-  check(c.checkpoint_every == 0 && c.checkpoint_every_s == 0,
-        r.loc("topology.fragments") +
-          ": streaming does not checkpoint (each fragment is at its own point of the round); set "
-          "train.checkpoint_every and checkpoint_every_s to 0");
-  ps.shards = ps.fragments * ps.shards; // topology.shards: the shards each fragment is spread over
-}
 
 void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind"); // one of the schema's names: "single" or a registry family
@@ -402,7 +346,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   c.resolved_toml = resolved_toml(r, c);
   c.model.config_toml = c.resolved_toml;
   check_fragments(r, c); // (a torch model's tensors are known once its module has its config)
-  if (!c.ps.rule.empty())
+  if (c.ps.python_rule())
     c.ps.rule_config = c.resolved_toml;
   c.sweep = std::move(sweep.grid);
   c.sweep_variants = std::move(sweep.variants);

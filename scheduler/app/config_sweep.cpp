@@ -9,6 +9,10 @@
 #include <sstream>
 
 namespace gradwire::scheduler {
+
+using config_toml::for_each_leaf;
+using config_toml::where;
+
 namespace {
 
 std::string toml_text(const toml::node& n) {

@@ -71,7 +71,8 @@ void read_rule(reader& r, run_config& c) {
   check(!c.ps.staleness_lr && c.ps.dc_lambda == 0.f,
         r.loc("topology.rule") + ": the rule replaces the built-in async rule, so topology.staleness_lr and "
                                  "topology.dc_lambda do not apply: leave them out (the rule may do the same)");
-  c.ps.rule = py_file(r, c, given.substr(0, colon), "topology.rule", "defines the rule's class") + ":" + cls;
+  c.ps.rule_file = py_file(r, c, given.substr(0, colon), "topology.rule", "defines the rule's class");
+  c.ps.rule_class = cls;
 }
 
 } // namespace
@@ -107,8 +108,8 @@ void read_torch(reader& r, run_config& c) {
 }
 
 void resolve_torch(const toml::table& root, const run_config& c, toml::table& resolved) {
-  if (auto* topology = resolved["topology"].as_table(); topology != nullptr && !c.ps.rule.empty())
-    topology->insert_or_assign("rule", c.ps.rule); // its file absolute: every rank of a job finds it
+  if (auto* topology = resolved["topology"].as_table(); topology != nullptr && c.ps.python_rule())
+    topology->insert_or_assign("rule", c.ps.rule()); // its file absolute: every rank of a job finds it
   auto* model = resolved["model"].as_table();
   if (model == nullptr || c.model.kind != "torch")
     return;

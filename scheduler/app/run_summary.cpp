@@ -256,7 +256,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"warmup_epochs", cfg.warmup_epochs},
     {"momentum_warmup_epochs", cfg.momentum_warmup_epochs},
     {"staleness_lr", cfg.ps.staleness_lr},
-    {"rule", cfg.ps.rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg.ps.rule)}, // topology.rule
+    {"rule", cfg.ps.python_rule() ? nlohmann::json(cfg.ps.rule()) : nlohmann::json(nullptr)}, // topology.rule
     {"staleness_bound", cfg.ps.staleness_bound >= 0 ? nlohmann::json(cfg.ps.staleness_bound) : nlohmann::json(nullptr)},
     {"max_clock_gap", res.max_clock_gap},
     {"replica_spread", res.replica_spread},

@@ -81,7 +81,7 @@ std::shared_ptr<const actors::shard_record> replay_of(const topology_setup& setu
 }
 
 actors::shard_actor spawn_one(caf::actor_system& sys, actors::shard_config sc, const float* params) {
-  if (!sc.ps.rule.empty() && !sc.python_rule)
+  if (sc.ps.python_rule() && !sc.python_rule)
     sc.python_rule = actors::open_python_rule(sc); // a bad rule ends the run here, in its own words
   auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
   std::memcpy(slice0.data(), params + sc.begin, (sc.end - sc.begin) * sizeof(float));

@@ -16,17 +16,7 @@
 # Exits 77 (ctest: "Skipped") without the torch plug-in (its Python runs the rule).
 # Usage: python_rule.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
-gw=$1
-src=$(cd "$2" && pwd)
-py=/usr/bin/python3
-[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
-if "$gw" info | grep -q "torch models: unavailable"; then
-  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+NEEDS_MNIST=1 . "$2/tests/scheduler/torch/support.sh"
 rules=$src/tests/scheduler/rules/staleness_lr.py
 cat > "$tmp/base.toml" <<TOML
 [data]
@@ -47,22 +37,6 @@ run() { # NAME ARGS...: a run that must succeed
   shift
   timeout 120 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 ||
     fail "$name: $(tail -20 "$tmp/$name.log")"
-}
-same() { # A B TOLERANCE: A's tensors within TOLERANCE relative of B's (0: the same bytes)
-  $py - "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors" "$3" <<'PY' || fail "$1 against $2: see above"
-import json, struct, sys
-import numpy as np
-def read(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
-    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32)
-            for k, t in h.items()}
-a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
-worst = max(float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(a[k])) for k in a)
-assert worst <= tol, "%.3e relative apart (tolerance %g)" % (worst, tol)
-print("%s = %s: %.1e relative (tolerance %g)" % (sys.argv[1].split("/")[-2], sys.argv[2].split("/")[-2], worst, tol))
-PY
 }
 run builtin --set topology.staleness_lr=true
 run python --set topology.rule="\"$rules:StalenessLR\""

@@ -12,16 +12,7 @@
 # Exits 77 (ctest: "Skipped") without the torch plug-in.
 # Usage: torch_data.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
-gw=$1
-src=$(cd "$2" && pwd)
-py=/usr/bin/python3
-if "$gw" info | grep -q "torch models: unavailable"; then
-  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$2/tests/scheduler/torch/support.sh"
 cat > "$tmp/own.toml" <<TOML
 [model]
 kind = "torch"
@@ -117,11 +108,7 @@ except gradwire.Error as e:
     assert "put them in a .py file" in str(e), e
 PY
     fail "functions given to gradwire.run: $(tail -20 "$tmp/fns.log")"
-  # (The tensors byte for byte: the header's config names model.module.)
-  $py -c "import struct, sys
-a, b = (open(f, 'rb').read() for f in sys.argv[1:])
-assert a[8 + struct.unpack('<Q', a[:8])[0]:] == b[8 + struct.unpack('<Q', b[:8])[0]:]" \
-    "$tmp/ring/model.safetensors" "$tmp/fns/model.safetensors" || fail "model= and dataset= differ from the module file's run"
+  same ring fns 0 # (the tensors: the header's config names model.module)
   echo "ok: model= and dataset= as functions from Python"
 fi
 refused pyname "names functions given to gradwire.run(model=...) in a Python process, and none are here" \

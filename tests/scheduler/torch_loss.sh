@@ -15,17 +15,7 @@
 # Exits 77 (ctest: "Skipped") without the torch plug-in or Fashion-MNIST.
 # Usage: torch_loss.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
-gw=$1
-src=$(cd "$2" && pwd)
-py=/usr/bin/python3
-[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
-if "$gw" info | grep -q "torch models: unavailable"; then
-  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+NEEDS_MNIST=1 . "$2/tests/scheduler/torch/support.sh"
 mods=$src/tests/scheduler/torch
 
 # with_loss NAME BODY: $tmp/NAME.py, mlp.py's model with loss(output, target) returning BODY.
@@ -56,23 +46,6 @@ run() { # NAME MODULE ARGS...: a run that must succeed
   timeout 120 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" --set model.module="\"$tmp/$module.py\"" "$@" \
     > "$tmp/$name.log" 2>&1 || fail "$name: $(tail -20 "$tmp/$name.log")"
 }
-compare() { # A B TOLERANCE: every tensor of A's model within TOLERANCE relative of B's
-  $py - "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors" "$3" <<'PY' || fail "$1 against $2: see above"
-import json, struct, sys
-import torch
-def read(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
-    return {k: torch.frombuffer(bytearray(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]),
-            dtype=torch.float32).view(t["shape"]) for k, t in h.items()}
-a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
-for k in a:
-    rel = float((a[k] - b[k]).norm() / a[k].norm())
-    assert rel <= tol, "%s differs by %.3e relative (tolerance %g)" % (k, rel, tol)
-print("%s = %s within %g" % (sys.argv[1].split("/")[-2], sys.argv[2].split("/")[-2], tol))
-PY
-}
 losses() { # RUN: the step records' training losses, "WORKER.STEP LOSS" per line
   $py -c "import json, sys
 for l in open(sys.argv[1]):
@@ -86,10 +59,10 @@ with_loss twice "2 * F.cross_entropy(output, target)"
 with_loss smooth "F.cross_entropy(output, target, label_smoothing=0.1)"
 run plain plain
 run xent xent
-compare plain xent 1e-5
+same plain xent 1e-5
 run xent-lr xent --set train.lr=0.1 --set train.momentum=0
 run twice twice --set train.lr=0.05 --set train.momentum=0
-compare xent-lr twice 0
+same xent-lr twice 0
 $py - "$(losses xent-lr)" "$(losses twice)" <<'PY' || fail "the reported loss is not the module's"
 import sys
 a, b = ([(l.split()[0], float(l.split()[1])) for l in s.splitlines()] for s in sys.argv[1:])
@@ -99,7 +72,7 @@ for (s, x), (t, y) in zip(a, b):
 print("the reported loss is twice the cross-entropy in each of %d step records" % len(a))
 PY
 run procs xent --procs 3
-compare xent procs 0
+same xent procs 0
 run smooth smooth --set topology.kind='"parameter-server"' --set topology.mode='"async"' --set train.momentum=0 \
   --set train.max_steps=150
 $py -c "import json, sys; s = json.load(open(sys.argv[1])); print('label smoothing, async:', s['final_test_accuracy'])

@@ -14,17 +14,7 @@
 # Exits 77 (ctest: "Skipped") without the torch plug-in or Fashion-MNIST.
 # Usage: torch_wirings.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
-gw=$1
-src=$(cd "$2" && pwd)
-py=/usr/bin/python3
-[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
-if "$gw" info | grep -q "torch models: unavailable"; then
-  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+NEEDS_MNIST=1 . "$2/tests/scheduler/torch/support.sh"
 cat > "$tmp/cnn.toml" <<TOML
 [model]
 kind = "torch"
