@@ -373,6 +373,7 @@ shard_actor::behavior_type shard_behavior(shard_self self, shard_config cfg, sli
     self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));
     return {shard_actor::behavior_type::unsafe_init{}, caf::behavior{}}; // it has quit: no handler runs
   }
+  self->state.rule->start(self);
   return {
     [=](snapshot_atom, std::int64_t version) { return on_snapshot_request(self, version); },
     [=](pin_atom, std::int64_t version) {

@@ -45,10 +45,15 @@
 #include <caf/all.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
 namespace gradwire::actors {
+
+namespace shard_detail {
+class server_rule;
+}
 
 struct shard_config {
   int id = 0;
@@ -71,6 +76,10 @@ struct shard_config {
   /// class, opened where the shard is spawned so that a bad rule is the
   /// run's error; null: opened by the shard.
   std::shared_ptr<models::torch_module::rule> python_rule;
+  /// A family's own rule (HALoS's local servers, halos_rule.hpp), made for
+  /// this shard's `len` parameters starting as `initial`; unset: the rule
+  /// `ps` names (make_server_rule).
+  std::function<std::unique_ptr<shard_detail::server_rule>(std::size_t len, const slice& initial)> make_rule;
   /// Async: each worker's pushes are applied at lr x its entry ([[nodes]]
   /// lr_scale); empty: 1 for all.
   std::vector<double> worker_lr_scale;

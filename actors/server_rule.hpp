@@ -10,6 +10,7 @@
 /// that reads them.
 
 #include "actors/messages.hpp"
+#include "actors/shard_protocol.hpp"
 #include "models/optimizer.hpp"
 
 #include <cstdint>
@@ -53,6 +54,10 @@ public:
   /// Not rounds: applies the push of `rank` at `staleness`, at the lr
   /// times `lr_scale` (the worker's own), and moves the version on.
   virtual void apply_push(shard_state& st, int rank, std::int64_t staleness, const float* grad, float lr_scale);
+  /// The shard itself, once, before its first message: a rule that talks
+  /// to other actors (a tier of a hierarchy, halos_rule.hpp) keeps it to
+  /// send requests, whose replies its handlers take in the shard.
+  virtual void start(shard_actor::stateful_pointer<shard_state> self) { (void)self; }
   /// A pull by `rank` answered with `snap` (read-only from here on).
   virtual void answered(int rank, const slice& snap) { (void)rank, (void)snap; }
   /// The rule's own state in a checkpoint, and back (checked: restore
@@ -61,7 +66,12 @@ public:
   virtual void restore(const snapshot& in) { (void)in; }
 };
 
-/// The rule of a shard of `cfg`, over `len` parameters starting as `initial`.
+/// DiLoCo's outer optimizer: SGD with Nesterov momentum on the pseudo-gradient.
+models::optimizer_spec outer_optimizer(float lr, float momentum);
+
+/// The rule of a shard of `cfg`, over `len` parameters starting as
+/// `initial`: the wiring's own (cfg.make_rule), else the one the
+/// parameter server's options name.
 std::unique_ptr<server_rule> make_server_rule(const shard_config& cfg, std::size_t len, const slice& initial);
 /// topology.rule: the Python class cfg.ps names (python_rule.cpp),
 /// cfg.python_rule when the wiring opened it.

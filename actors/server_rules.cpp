@@ -8,7 +8,8 @@
 ///                 corrected for its delay (DC-ASGD);
 ///   async DiLoCo  each worker's pseudo-gradient at once through the outer
 ///                 optimizer, with delayed Nesterov (Liu et al. 2024).
-/// make_server_rule at the end is the one reader of ps_options here.
+/// make_server_rule at the end is the one reader of ps_options here; a
+/// family with a rule of its own hands it over in shard_config::make_rule.
 #include "actors/ps_shard_state.hpp"
 #include "actors/server_rule.hpp"
 
@@ -23,16 +24,6 @@ namespace gradwire::actors::shard_detail {
 namespace {
 
 kernels::backend& cpu() { return kernels::backend_for(kernels::device::cpu()); }
-
-/// DiLoCo's outer optimizer: SGD with Nesterov momentum on the pseudo-gradient.
-models::optimizer_spec outer_optimizer(float lr, float momentum) {
-  models::optimizer_spec outer;
-  outer.kind = "sgd";
-  outer.lr = lr;
-  outer.momentum = momentum;
-  outer.nesterov = momentum > 0.f;
-  return outer;
-}
 
 /// The staleness-aware learning rate's factor: 1 / max(1, staleness).
 float staleness_factor(bool on, std::int64_t staleness) {
@@ -212,6 +203,15 @@ private:
 
 } // namespace
 
+models::optimizer_spec outer_optimizer(float lr, float momentum) {
+  models::optimizer_spec outer;
+  outer.kind = "sgd";
+  outer.lr = lr;
+  outer.momentum = momentum;
+  outer.nesterov = momentum > 0.f;
+  return outer;
+}
+
 models::optimizer_spec server_rule::optimizer(const shard_config& cfg) const {
   auto opt = cfg.opt;
   opt.offset = cfg.begin;
@@ -234,6 +234,8 @@ void server_rule::apply_push(shard_state& /*st*/, int /*rank*/, std::int64_t /*s
 std::unique_ptr<server_rule> make_server_rule(const shard_config& cfg, std::size_t len, const slice& initial) {
   const auto& ps = cfg.ps;
   const bool deltas = cfg.compress.mode != models::compress_mode::none; // compressed: pseudo-gradients
+  if (cfg.make_rule)
+    return cfg.make_rule(len, initial);
   if (ps.python_rule())
     return make_python_rule(cfg, len);
   if (ps.outer_async())
