@@ -161,6 +161,29 @@ struct gossip_options {
   float consensus_lr = 0.f;
 };
 
+/// HALoS (Kim et al., ICML 2025), hierarchical asynchronous local SGD.
+/// The workers of each group (topology.group_size; 0: by host) take
+/// topology.local_steps steps and push their pseudo-gradient to their
+/// group's local server, which applies each as it comes through its own
+/// Nesterov step (local_lr, local_momentum) and answers with its
+/// parameters. Every exchange_every of those pushes a local server sends
+/// its progress since its last merge to the global server, which applies
+/// it as async DiLoCo does (global_lr, global_momentum), and goes on
+/// serving its workers meanwhile; the answer is merged as
+/// local += merge_alpha x (global - local at the send), so the progress
+/// made during the exchange is kept (halos_rule.hpp).
+struct halos_options {
+  /// A local server's step is 1 / (workers per group) of a push at
+  /// local_lr 0.25 with 4 workers a group: their average, a push at a
+  /// time. Momentum on stale pseudo-gradients needs a smaller lr; the
+  /// global server's, on K pushes' progress, is tamer (the defaults: the
+  /// best of a small grid on study-halos.toml's MLP, docs/halos.md).
+  float local_lr = 0.25f, local_momentum = 0.f;
+  float global_lr = 0.25f, global_momentum = 0.5f;
+  int exchange_every = 4;
+  float merge_alpha = 1.f;
+};
+
 /// Every family's options, one member each: the config (run_config) and
 /// the runtime's topology_setup both extend it, so a new family's options
 /// are one struct above and one member here, and reach the wiring whole.
@@ -168,6 +191,7 @@ struct family_options {
   ps_options ps;
   ring_options ring;
   gossip_options gossip;
+  halos_options halos;
 };
 
 } // namespace gradwire::actors

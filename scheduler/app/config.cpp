@@ -4,6 +4,7 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/app/config_diloco.hpp"
+#include "scheduler/app/config_halos.hpp"
 #include "scheduler/app/config_faults.hpp"
 #include "scheduler/app/config_lm.hpp"
 #include "scheduler/app/config_schema.hpp"
@@ -337,6 +338,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   check_precision(c);
   read_faults(root, source, c);
   read_virtual(r, c);
+  read_halos(r, c);
   if (c.family && c.family->sums_buckets && c.ring.path == actors::allreduce_path::collective) {
     const auto why = actors_ring_needed(c);
     check(why.empty(), r.loc("topology.allreduce") + " = \"collective\" cannot serve " + why +
