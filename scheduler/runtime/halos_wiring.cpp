@@ -4,9 +4,11 @@
 /// ranges under halos_rule.hpp's rule, each linked to the global shard of
 /// its range), and parameter-server workers that run async DiLoCo's
 /// rounds against their group's local server. In one process and in
-/// virtual time, where the global server sits on host 0 and each local
-/// server on its group's first worker's host, so that the exchanges cross
-/// the modelled links between hosts and the workers' pushes stay within.
+/// virtual time (the global server on host 0, each local server on its
+/// group's first worker's host, so that the exchanges cross the modelled
+/// links between hosts and the workers' pushes stay within), and across
+/// processes (the global server on rank 0, each local server on its
+/// group's first rank, grouped by host with topology.group_size = 0).
 
 #include "actors/halos_rule.hpp"
 #include "actors/ps_shard.hpp"
@@ -17,6 +19,7 @@
 #include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/halos_wiring.hpp"
 #include "scheduler/runtime/virtual_time.hpp"
+#include "transport/slots.hpp"
 
 #include <fmt/format.h>
 
@@ -53,57 +56,65 @@ actors::shard_config tier_config(const topology_setup& setup, const range_list& 
   return sc;
 }
 
-/// The placed handle of `spawned` on `host` in virtual time; else itself.
-actors::shard_actor on_host(const topology_setup& setup, const actors::shard_actor& spawned, int host) {
-  if (!setup.sim)
-    return spawned;
-  return actors::as_shard(setup.sim->place(caf::actor_cast<caf::actor>(spawned), host));
-}
-
-actors::shard_actor spawn_from(caf::actor_system& sys, const actors::shard_config& sc, const float* params) {
-  auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
-  std::memcpy(slice0.data(), params + sc.begin, (sc.end - sc.begin) * sizeof(float));
-  return actors::spawn_ps_shard(sys, sc, slice0);
-}
-
 /// Both tiers: the global server's shards, then each group's local server.
 struct halos_servers {
   range_list ranges;
   std::vector<actors::shard_actor> global;             ///< by shard
   std::vector<std::vector<actors::shard_actor>> local; ///< by group, by shard
-  std::vector<caf::actor> own;                         ///< every one spawned (to stop them)
+  std::vector<caf::actor> own;                         ///< every one spawned here (to stop them)
 };
 
+/// Shard `sc` at home on `home`: spawned here (placed on `host` in virtual
+/// time; across processes published in its slot), or another rank's proxy.
+actors::shard_actor shard_at(caf::actor_system& sys, const topology_setup& setup, halos_servers& s,
+                             const actors::shard_config& sc, int home, int host, const float* params) {
+  auto* nd = setup.node.get();
+  const auto slot = transport::slots::shard(sc.id);
+  if (nd && nd->rank() != home)
+    return actors::as_shard(nd->remote(home, slot));
+  auto slice0 = kernels::tensor::empty({static_cast<std::int64_t>(sc.end - sc.begin)});
+  std::memcpy(slice0.data(), params + sc.begin, (sc.end - sc.begin) * sizeof(float));
+  auto a = actors::spawn_ps_shard(sys, sc, slice0);
+  s.own.push_back(caf::actor_cast<caf::actor>(a));
+  if (nd)
+    nd->publish(slot, s.own.back());
+  if (!setup.sim)
+    return a;
+  return actors::as_shard(setup.sim->place(s.own.back(), host));
+}
+
+/// The global server's shards are 0 .. shards - 1 on rank 0 (host 0); group
+/// g's local server's are (g + 1) x shards + i, on the rank (the host) of
+/// the group's first worker.
 halos_servers spawn_servers(caf::actor_system& sys, const topology_setup& setup, const models::model& initial,
                             const std::vector<int>& group_of) {
   halos_servers s;
   s.ranges = shard_ranges(initial.size(), setup.ps.shards);
   const int groups = *std::max_element(group_of.begin(), group_of.end()) + 1;
+  check((groups + 1) * setup.ps.shards <= static_cast<int>(transport::slots::max_indexed),
+        fmt::format("HALoS: {} groups of {} shard(s) each, and the global server's, exceed {} shards",
+                    groups, setup.ps.shards, transport::slots::max_indexed));
   const float* params = initial.params().data();
   for (int i = 0; i < setup.ps.shards; ++i) {
     auto sc = tier_config(setup, s.ranges, i, groups);
     sc.ps.outer_lr = setup.halos.global_lr;
     sc.ps.outer_momentum = setup.halos.global_momentum;
-    auto g = spawn_from(sys, sc, params);
-    s.own.push_back(caf::actor_cast<caf::actor>(g));
-    s.global.push_back(on_host(setup, g, 0));
+    s.global.push_back(shard_at(sys, setup, s, sc, 0, 0, params));
   }
   s.local.resize(static_cast<std::size_t>(groups));
   for (int grp = 0; grp < groups; ++grp) {
-    const auto first = std::find(group_of.begin(), group_of.end(), grp) - group_of.begin();
-    const int host = setup.sim ? setup.sim->host_of_worker(static_cast<int>(first)) : 0;
+    const int first = static_cast<int>(std::find(group_of.begin(), group_of.end(), grp) - group_of.begin());
+    const int host = setup.sim ? setup.sim->host_of_worker(first) : 0;
     for (int i = 0; i < setup.ps.shards; ++i) {
       auto sc = tier_config(setup, s.ranges, i, setup.workers);
-      sc.id = (grp + 1) * setup.ps.shards + i; // the global shards are 0 .. shards - 1
+      sc.id = (grp + 1) * setup.ps.shards + i;
       const actors::halos_link up{s.global[static_cast<std::size_t>(i)], grp, setup.request_timeout()};
       const auto opts = setup.halos;
       sc.make_rule = [opts, up](std::size_t len, const actors::slice& init) {
         return actors::make_halos_rule(opts, up, len, init);
       };
       sc.worker_lr_scale = setup.worker_lr_scale;
-      auto l = spawn_from(sys, sc, params);
-      s.own.push_back(caf::actor_cast<caf::actor>(l));
-      s.local[static_cast<std::size_t>(grp)].push_back(on_host(setup, l, host));
+      s.local[static_cast<std::size_t>(grp)].push_back(shard_at(sys, setup, s, sc, first, host, params));
     }
   }
   return s;
@@ -128,11 +139,13 @@ actors::worker_config halos_worker(const topology_setup& setup, const models::da
 std::string collect(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
                     const halos_servers& s, topology_outcome& out);
 
+/// Across processes, the epoch of the ranks' barrier after rank 0 has
+/// read every local server (on any rank).
+constexpr int servers_read = 2;
+
 topology_outcome run_halos_wiring(caf::actor_system& sys, const topology_setup& setup, const models::dataset& data,
                                   const progress_fn& on_progress, const metrics_fn& on_metrics,
                                   const std::atomic<bool>* stop) {
-  check(!setup.node, "topology.kind = \"halos\" runs in one process or in virtual time (experiment.clock = "
-                     "\"virtual\"), not across processes");
   check(setup.ps.local_steps >= 1, "HALoS needs topology.local_steps of 1 or more");
   const auto group_of = groups_of(setup);
   check(static_cast<int>(group_of.size()) == setup.workers, "HALoS: a group for each of the workers");
@@ -148,13 +161,21 @@ topology_outcome run_halos_wiring(caf::actor_system& sys, const topology_setup& 
   }
   ex.wire([](caf::scoped_actor&, int, const std::vector<caf::actor>&) {}); // workers start on their own
   auto& self = ex.self();
-  auto c = std::move(*ex.coordinate(on_progress, on_metrics, stop));
+  auto got = ex.coordinate(on_progress, on_metrics, stop);
+  if (!got) { // not rank 0: its worker is done, its local servers are kept until rank 0 has read them
+    setup.sync_ranks(servers_read);
+    stop_actors(self, servers.own);
+    return {};
+  }
+  auto c = std::move(*got);
   if (!c.failure.empty()) {
     end_here(self, setup, servers.own);
     throw error("HALoS: " + c.failure);
   }
   topology_outcome out;
   const auto failure = collect(sys, self, setup, servers, out);
+  if (setup.node)
+    setup.sync_ranks(servers_read); // the other ranks may let their local servers go
   end_here(self, setup, servers.own);
   ex.finish();
   check(failure.empty(), "HALoS: " + failure);
