@@ -18,6 +18,7 @@
 #include "models/model.hpp"
 #include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/halos_wiring.hpp"
+#include "scheduler/runtime/shard_results.hpp"
 #include "scheduler/runtime/virtual_time.hpp"
 #include "transport/slots.hpp"
 
@@ -179,48 +180,17 @@ topology_outcome run_halos_wiring(caf::actor_system& sys, const topology_setup& 
   end_here(self, setup, servers.own);
   ex.finish();
   check(failure.empty(), "HALoS: " + failure);
-  out.interrupted = c.interrupted;
-  out.budget_reached = c.budget_reached;
-  out.lost = c.lost;
-  out.faults = c.faults;
-  out.reports = std::move(c.reports);
+  take_coordination(out, std::move(c));
   return out;
 }
 
 std::string collect(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
                     const halos_servers& s, topology_outcome& out) {
-  const auto pump = [&setup] { // virtual time, after the loop stopped: this thread runs the shards
-    if (setup.sim)
-      setup.sim->drain();
-  };
-  std::string failure;
-  const auto failed = [&](const char* tier, std::size_t i) {
-    return [&, tier, i](caf::error& e) { failure = fmt::format("{} shard {}: {}", tier, i, sys.render(e)); };
-  };
-  out.params.assign(s.ranges.back().second, 0.f);
-  out.dropped.assign(static_cast<std::size_t>(setup.workers), 0);
-  for (std::size_t i = 0; i < s.global.size(); ++i) {
-    auto fetched = self->request(s.global[i], setup.timeout, actors::fetch_atom::value);
-    pump();
-    std::move(fetched).receive(
-      [&](std::int64_t, actors::slice p) {
-        std::memcpy(out.params.data() + s.ranges[i].first, p.data(), static_cast<std::size_t>(p.numel()) * sizeof(float));
-      },
-      failed("global", i));
+  auto failure = fetch_params(sys, self, setup, s.global, s.ranges, s.ranges.back().second, out.params, "global shard");
+  for (const auto& group : s.local) {
+    auto stats = add_shard_stats(sys, self, setup, group, out, "local shard");
+    failure = failure.empty() ? stats : failure;
   }
-  for (const auto& group : s.local)
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      auto stats = self->request(group[i], setup.timeout, actors::stats_atom::value);
-      pump();
-      std::move(stats).receive(
-        [&](std::int64_t, actors::histogram h, std::int64_t gap, std::vector<std::int64_t>) {
-          out.max_clock_gap = std::max(out.max_clock_gap, gap);
-          out.staleness.resize(std::max(out.staleness.size(), h.size()), 0);
-          for (std::size_t k = 0; k < h.size(); ++k)
-            out.staleness[k] += h[k];
-        },
-        failed("local", i));
-    }
   return failure;
 }
 

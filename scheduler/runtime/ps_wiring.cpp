@@ -12,6 +12,7 @@
 #include "models/model.hpp"
 #include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/ps_wiring.hpp"
+#include "scheduler/runtime/shard_results.hpp"
 
 #include <fmt/format.h>
 
@@ -209,37 +210,9 @@ caf::actor spawn_ps_worker(caf::actor_system& sys, actors::worker_config wc) {
 /// (on any rank) into `out`; what went wrong, naming the shard, or "".
 std::string collect_shards(caf::actor_system& sys, caf::scoped_actor& self, const topology_setup& setup,
                            const shard_set& s, std::size_t size, topology_outcome& out) {
-  // Virtual time, after the loop stopped: this thread runs the shards.
-  const auto pump = [&setup] {
-    if (setup.sim)
-      setup.sim->drain();
-  };
-  out.params.assign(size, 0.f);
-  out.dropped.assign(static_cast<std::size_t>(setup.workers), 0);
-  std::string failure;
-  for (std::size_t i = 0; i < s.handles.size(); ++i) {
-    auto fetched = self->request(s.handles[i], setup.timeout, actors::fetch_atom::value);
-    pump();
-    std::move(fetched).receive(
-        [&](std::int64_t, actors::slice p) {
-          std::memcpy(out.params.data() + s.ranges[i].first, p.data(), static_cast<std::size_t>(p.numel()) * sizeof(float));
-        },
-        [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
-    auto stats = self->request(s.handles[i], setup.timeout, actors::stats_atom::value);
-    pump();
-    std::move(stats).receive(
-        [&](std::int64_t, actors::histogram h, std::int64_t gap, std::vector<std::int64_t> dropped) {
-          out.max_clock_gap = std::max(out.max_clock_gap, gap);
-          if (out.staleness.size() < h.size())
-            out.staleness.resize(h.size(), 0);
-          for (std::size_t k = 0; k < h.size(); ++k)
-            out.staleness[k] += h[k];
-          for (std::size_t r = 0; r < dropped.size() && r < out.dropped.size(); ++r)
-            out.dropped[r] += dropped[r];
-        },
-        [&](caf::error& e) { failure = "shard " + std::to_string(i) + ": " + sys.render(e); });
-  }
-  return failure;
+  auto failure = fetch_params(sys, self, setup, s.handles, s.ranges, size, out.params);
+  auto stats = add_shard_stats(sys, self, setup, s.handles, out);
+  return failure.empty() ? stats : failure;
 }
 
 /// Spread shards outlive their process's worker: every rank keeps its
@@ -325,11 +298,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   end_here(self, setup, shards.own);
   ex.finish();
   check(failure.empty(), "parameter server: " + failure);
-  out.interrupted = c.interrupted;
-  out.budget_reached = c.budget_reached;
-  out.lost = c.lost;
-  out.faults = c.faults;
-  out.reports = std::move(c.reports);
+  take_coordination(out, std::move(c));
   return out;
 }
 

@@ -215,13 +215,17 @@ void end_here(caf::scoped_actor& self, const topology_setup& setup, const std::v
     stop_actors(self, actors);
 }
 
-topology_outcome replicas_outcome(coordination c, bool first) {
-  check(c.failure.empty(), c.failure);
-  topology_outcome out;
+void take_coordination(topology_outcome& out, coordination c) {
   out.interrupted = c.interrupted;
   out.budget_reached = c.budget_reached;
   out.lost = c.lost;
   out.faults = c.faults;
+  out.reports = std::move(c.reports);
+}
+
+topology_outcome replicas_outcome(coordination c, bool first) {
+  check(c.failure.empty(), c.failure);
+  topology_outcome out;
   std::vector<const actors::slice*> reps;
   for (const auto& r : c.reports)
     if (r.params.defined())
@@ -245,7 +249,7 @@ topology_outcome replicas_outcome(coordination c, bool first) {
     out.params.assign(reps.front()->data(), reps.front()->data() + n);
   else
     out.params.assign(mean.begin(), mean.end());
-  out.reports = std::move(c.reports);
+  take_coordination(out, std::move(c));
   return out;
 }
 

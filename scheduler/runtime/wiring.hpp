@@ -57,6 +57,10 @@ coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setu
 /// placed actor, on this thread).
 void end_here(caf::scoped_actor& self, const topology_setup& setup, const std::vector<caf::actor>& actors);
 
+/// The coordination's end into `out`: interrupted, budget reached, lost
+/// workers, faults and the workers' reports.
+void take_coordination(topology_outcome& out, coordination c);
+
 /// The outcome of workers that return their replicas: params = their mean
 /// (rank 0's when `first`), replica_spread, reports. Throws on a failure.
 topology_outcome replicas_outcome(coordination c, bool first);
