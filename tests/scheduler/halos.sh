@@ -13,18 +13,7 @@
 #    checkpoints, compression, the lr's range.
 # Usage: halos.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
-gw=$1
-src=$(cd "$2" && pwd)
-py=/usr/bin/python3
-if [ ! -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
-  echo "SKIP: no Fashion-MNIST"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-same() { $py "$src/tests/scheduler/torch/same_tensors.py" "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors" "$3" ||
-  fail "$2 differs from $1"; }
+NEEDS_MNIST=1 . "$2/tests/scheduler/support.sh"
 cat > "$tmp/base.toml" <<TOML
 [experiment]
 clock = "virtual"
@@ -52,12 +41,6 @@ budget = "shared"
 TOML
 cfg=$tmp/regions.toml # one region of the three 2x slow
 { cat "$tmp/base.toml"; printf '[[nodes]]\ncount = 4\n[[nodes]]\ncount = 2\nslowdown = 2.0\n'; } > "$cfg"
-run() { # NAME ARGS...: a run that must succeed
-  local name=$1
-  shift
-  timeout 120 "$gw" run "$cfg" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 ||
-    fail "$name: $(tail -20 "$tmp/$name.log")"
-}
 trained() { # NAME MIN_ACCURACY
   $py -c "import json, sys; s = json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-2], s['mode'], s['final_test_accuracy'])
 assert s['status'] == 'completed' and s['mode'] == 'halos' and s['final_test_accuracy'] > float(sys.argv[2]), s" \
@@ -85,12 +68,6 @@ trained procs 0.6
 grep -qF "2 group(s) with a local server each" "$tmp/procs/summary.json" || fail "procs: summary.json names no 2 groups"
 echo "ok: HALoS trains in virtual and real time and across processes, repeats byte for byte, and mirrors async DiLoCo with one group"
 
-refused() { # NAME WANT ARGS...: a run that must end with exit 2 saying WANT
-  local name=$1 want=$2 rc=0
-  shift 2
-  timeout 60 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 || rc=$?
-  [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/$name.log" || fail "$name: exit $rc, want 2 and '$want': $(tail -5 "$tmp/$name.log")"
-}
 refused checkpoints "--set train.checkpoint_every: HALoS does not checkpoint" --set train.checkpoint_every=8 --set experiment.clock='"real"'
 refused compress "HALoS's pushes are dense pseudo-gradients" --set transport.compress='"topk"'
 refused lr "topology.halos.local_lr" --set topology.halos.local_lr=0.0

@@ -32,12 +32,7 @@ shards = 2
 [experiment]
 clock = "virtual"
 TOML
-run() { # NAME ARGS...: a run that must succeed
-  local name=$1
-  shift
-  timeout 120 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 ||
-    fail "$name: $(tail -20 "$tmp/$name.log")"
-}
+cfg=$tmp/base.toml
 run builtin --set topology.staleness_lr=true
 run python --set topology.rule="\"$rules:StalenessLR\""
 same builtin python 0
@@ -70,12 +65,6 @@ grep -q "holds the run's parameters, bit for bit" "$tmp/replay.log" || fail "rep
 same real-3 real-3-replay 0
 echo "ok: a Python rule is the built-in rule, bit for bit (async and SSP), trains in and across processes, and replays"
 
-refused() { # NAME WANT ARGS...: a run that must end with exit 2 saying WANT
-  local name=$1 want=$2 rc=0
-  shift 2
-  timeout 60 "$gw" run "$tmp/base.toml" -q --no-report --out "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1 || rc=$?
-  [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/$name.log" || fail "$name: exit $rc, want 2 and '$want': $(tail -5 "$tmp/$name.log")"
-}
 refused raises "staleness_lr.py:Raises.push raised:" --set topology.rule="\"$rules:Raises\""
 grep -qF "ValueError: no version 5 here" "$tmp/raises.log" && grep -qF "staleness_lr.py\", line" "$tmp/raises.log" ||
   fail "no traceback: $(cat "$tmp/raises.log")"
