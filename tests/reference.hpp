@@ -14,6 +14,10 @@
 
 namespace gwtest {
 
+/// The CPU backend, which most kernel tests run on.
+inline gradwire::kernels::backend& cpu() { return gradwire::kernels::backend_for(gradwire::kernels::device::cpu()); }
+
+
 inline std::vector<float> random_vec(std::size_t n, std::uint64_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);

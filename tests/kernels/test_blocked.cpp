@@ -14,10 +14,10 @@
 
 using namespace gradwire::kernels;
 using gwtest::check_close;
+using gwtest::cpu;
 using gwtest::random_vec;
 
 namespace {
-backend& cpu() { return backend_for(device::cpu()); }
 
 /// The blocked copy of an NCHW tensor, by the layout's definition.
 std::vector<float> blocked_by_index(const std::vector<float>& x, int n, int c, int hw, int b) {

@@ -10,10 +10,10 @@
 
 using namespace gradwire::kernels;
 using gwtest::check_close;
+using gwtest::cpu;
 using gwtest::random_vec;
 
 namespace {
-backend& cpu() { return backend_for(device::cpu()); }
 
 std::vector<conv_geom> geometries() {
   auto make = [](int n, int c, int h, int w, int k, int r, int stride, int pad) {

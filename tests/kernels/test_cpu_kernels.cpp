@@ -12,11 +12,8 @@
 
 using namespace gradwire::kernels;
 using gwtest::check_close;
+using gwtest::cpu;
 using gwtest::random_vec;
-
-namespace {
-backend& cpu() { return backend_for(device::cpu()); }
-} // namespace
 
 TEST_CASE("gemm matches the reference for every transpose and odd shapes") {
   struct shape { int m, n, k; };

@@ -13,11 +13,11 @@
 #include <vector>
 
 using namespace gradwire;
+using gwtest::cpu;
 using gwtest::random_vec;
 
 namespace {
 
-kernels::backend& cpu() { return kernels::backend_for(kernels::device::cpu()); }
 
 void require_close(const std::vector<float>& got, const std::vector<double>& want, double tol, const char* what) {
   REQUIRE(got.size() == want.size());

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& name) { return gwtest::fresh_dir(name, true); }
+std::string trace_dir(const std::string& name) { return gwtest::fresh_dir(name, true); }
 
 nlohmann::json load(const std::string& path) {
   std::ifstream in(path);
@@ -78,7 +78,7 @@ TEST_CASE("a track keeps its last spans in order and counts the ones it dropped"
 }
 
 TEST_CASE("trace.json merges the ranks' parts, starts at 0 and lists missing ranks") {
-  const auto dir = fresh_dir("merge");
+  const auto dir = trace_dir("merge");
   actors::tracer t0(100), t1(100);
   t0.track("worker 0")->span("compute", at_us(1000), at_us(1500), 0);
   auto* s = t0.track("shard 0");
@@ -107,7 +107,7 @@ TEST_CASE("trace.json merges the ranks' parts, starts at 0 and lists missing ran
 }
 
 TEST_CASE("trace.json is written, whole, when a run fails") {
-  const auto dir = fresh_dir("fails");
+  const auto dir = trace_dir("fails");
   auto t = std::make_shared<actors::tracer>(10);
   try {
     trace_output out(t, dir, "fails", 1);
@@ -122,7 +122,7 @@ TEST_CASE("trace.json is written, whole, when a run fails") {
 }
 
 TEST_CASE("a ring run's trace: every worker step computed, chunks reduced, spans nested per track") {
-  const auto dir = fresh_dir("ring");
+  const auto dir = trace_dir("ring");
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\nsynthetic_test = 200\n"
                           "[topology]\nkind = \"ring\"\nworkers = 3\noverlap = true\nbucket_kb = 64\nchunk_kb = 16\n"
                           "[train]\nepochs = 1\nbatch_size = 32\n",
@@ -159,7 +159,7 @@ TEST_CASE("a ring run's trace: every worker step computed, chunks reduced, spans
 }
 
 TEST_CASE("experiment.trace = false writes no trace") {
-  const auto dir = fresh_dir("off");
+  const auto dir = trace_dir("off");
   auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 512\nsynthetic_test = 100\n"
                           "[experiment]\ntrace = false\n[train]\nepochs = 1\n[topology]\nkind = \"parameter-server\"\n",
                           "t.toml", {"experiment.out=" + dir});

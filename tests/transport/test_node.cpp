@@ -52,7 +52,7 @@ struct job_of_threads {
 };
 
 /// Rank r's input: (r + 1) * (i mod 13 + 1); the sum is n(n+1)/2 * (i mod 13 + 1).
-actors::slice input(int r, std::size_t len) {
+actors::slice node_input(int r, std::size_t len) {
   auto t = actors::slice::empty({static_cast<std::int64_t>(len)});
   for (std::size_t i = 0; i < len; ++i)
     t.data()[i] = static_cast<float>(r + 1) * static_cast<float>(i % 13 + 1);
@@ -90,7 +90,7 @@ TEST_CASE("ring allreduce across nodes: exact sums for N = 1..5, multi-chunk, tw
         errs.push_back(done->get_future());
         auto& sys = *job.systems[static_cast<std::size_t>(r)];
         sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-          auto buf = input(r, len);
+          auto buf = node_input(r, len);
           auto left = std::make_shared<int>(static_cast<int>(buckets.size()));
           auto worst = std::make_shared<double>(0);
           for (std::size_t b = 0; b < buckets.size(); ++b)

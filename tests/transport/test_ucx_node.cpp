@@ -28,7 +28,7 @@ using namespace gwtest;
 
 namespace {
 /// Slots these tests publish in (transport/slots.hpp: free for tests).
-constexpr std::uint32_t sink_slot = transport::slots::user(0), shard_slot = transport::slots::user(1);
+constexpr std::uint32_t ucx_sink_slot = transport::slots::user(0), ucx_shard_slot = transport::slots::user(1);
 } // namespace
 
 TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes on") {
@@ -45,14 +45,14 @@ TEST_CASE("UCX node: garbage and oversized frames are refused, good traffic goes
       self->quit();
     }};
   });
-  n0->publish(sink_slot, sink);
+  n0->publish(ucx_sink_slot, sink);
   n0->start();
   raw->send(0, {0x1111, 0x2222, 0x3333}, {});                          // garbage header
   raw->send(0, {1, 2}, actors::slice::zeros({std::int64_t{1} << 19}));   // 2 MiB: over rank 0's limit
   frame_context c;
   c.token = token_hash("job");
   c.rank = 1;
-  auto f = encode(caf::make_message(actors::step_atom::value, pattern(64, 1)), c, sink_slot, {}, [](const caf::actor&) {
+  auto f = encode(caf::make_message(actors::step_atom::value, pattern(64, 1)), c, ucx_sink_slot, {}, [](const caf::actor&) {
     return actor_ref{};
   });
   raw->send(0, f.header, f.data); // a good frame
@@ -159,13 +159,13 @@ TEST_CASE("UCX node: pushed gradients go by shared-memory reference, other messa
       [&copied](actors::step_atom, const actors::slice& s) { copied.set_value(s.to_vector()); },
     };
   });
-  n0->publish(shard_slot, shard);
+  n0->publish(ucx_shard_slot, shard);
   n0->start();
   n1->start();
   for (int i = 0; i < 5000 && raw1->peers_mapped() < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   REQUIRE(raw1->peers_mapped() == 1);
-  auto proxy = n1->remote(0, shard_slot);
+  auto proxy = n1->remote(0, ucx_shard_slot);
   caf::scoped_actor self{*env1.sys};
   auto big = pattern(100000, 3.f);
   self->send(proxy, actors::step_atom::value, big);
