@@ -2,6 +2,7 @@
 // The backends and device copies of host values for the CUDA tests.
 #include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
+#include "reference.hpp" // gwtest::cpu()
 
 #include <algorithm>
 #include <cstdint>
@@ -11,7 +12,6 @@ namespace gwtest {
 
 namespace gk = gradwire::kernels;
 
-inline gk::backend& cpu() { return gk::backend_for(gk::device::cpu()); }
 inline gk::backend& gpu() { return gk::backend_for(gk::device::cuda(0)); }
 
 /// cuda:0's GEMMs and attention in bf16 while this lives, fp32 after.
