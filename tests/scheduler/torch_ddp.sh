@@ -59,19 +59,19 @@ parity() { # NAME STEPS TOLERANCE ARGS...: gradwire's ring against DDP on its ba
 compare() { # A B TOLERANCE: every float tensor of A within TOLERANCE (relative L2) of B's; "far" B: all beyond it
   $py - "$@" <<'PY'
 import json, struct, sys
-import torch
+import numpy as np  # (not torch: its import is 2-3 s, and this reads floats only)
 def read(path):
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     h = json.loads(raw[8:8 + n]); h.pop("__metadata__", None)
-    return {k: torch.frombuffer(bytearray(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]),
-            dtype=torch.float32).view(t["shape"]) for k, t in h.items()}
+    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]],
+            dtype=np.float32).reshape(t["shape"]) for k, t in h.items()}
 a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
 far = len(sys.argv) > 4
 assert sorted(a) == sorted(b), (sorted(a), sorted(b))
 worst = 0.0
 for k in sorted(a):
-    rel = float((a[k] - b[k]).norm() / a[k].norm())
+    rel = float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(a[k]))
     worst = max(worst, rel)
     print("%s: %s relative %.2e" % (sys.argv[1].split("/")[-2], k, rel))
 if far:
