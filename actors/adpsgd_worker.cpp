@@ -83,7 +83,7 @@ void send_x(gossip_actor* self) {
   const int peer = st.peer;
   const auto ticket = st.requests.open([self, peer](caf::error&) { on_reply(self, peer, std::nullopt); });
   st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
-  self->request(st.mixers.at(peer), st.request_timeout(), average_atom::value, st.cfg.rank, st.step, mine)
+  self->request(as_mixer(st.mixers.at(peer)), st.request_timeout(), average_atom::value, st.cfg.rank, st.step, mine)
     .then(
       [self, ticket, peer](const slice& theirs) {
         if (self->state.requests.close(ticket)) // else given up already
@@ -110,7 +110,7 @@ void start_adpsgd(gossip_actor* self) {
   }
   if (st.cfg.gossip.replay)
     st.store->gate = open_mix_gate(st.cfg.gossip.replay);
-  auto mixer = spawn_gossip_mixer(self->system(), st.store);
+  const auto mixer = caf::actor_cast<caf::actor>(spawn_gossip_mixer(self->system(), st.store));
   self->attach_functor([mixer](const caf::error&) { caf::anon_send_exit(mixer, caf::exit_reason::user_shutdown); });
   // Virtual time: the neighbours reach it through the link model.
   st.mixer = st.cfg.vclock ? st.cfg.vclock->place_beside(st.cfg.rank, mixer) : mixer;

@@ -6,8 +6,8 @@
 
 namespace gradwire::actors {
 
-caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
-  return sys.spawn([cfg](caf::event_based_actor* self) -> caf::behavior {
+barrier_actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
+  return sys.spawn([cfg](barrier_actor::pointer) -> barrier_actor::behavior_type {
     auto waiting = std::make_shared<std::map<int, std::map<int, caf::actor>>>(); // epoch -> rank -> waiter
     // Epoch -> the ranks it was released without (known failed then): what
     // a waiter that times out on a released epoch is told.
@@ -27,11 +27,13 @@ caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
       // the link on this thread, so they are in flight before this rank's
       // own waiter can go on to close the link (which waits for frames in
       // flight, not for ones not yet sent).
+      // (anon_send: a typed actor reaches the waiters, plain actors, only
+      // so, and they need no sender.)
       for (auto& [r, a] : w)
         if (r != cfg.me)
-          self->send(a, barrier_release_atom::value, epoch);
+          caf::anon_send(a, barrier_release_atom::value, epoch);
       if (auto it = w.find(cfg.me); it != w.end())
-        self->send(it->second, barrier_release_atom::value, epoch);
+        caf::anon_send(it->second, barrier_release_atom::value, epoch);
       waiting->erase(epoch);
     };
     return {
@@ -43,7 +45,7 @@ caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg) {
         if (waiting->count(epoch))
           try_release(epoch);
       },
-      [=](barrier_missing_atom, int epoch) {
+      [=](barrier_missing_atom, int epoch) -> std::string {
         if (const auto it = released->find(epoch); it != released->end() && !waiting->count(epoch))
           return "none: epoch " + std::to_string(epoch) + " was released" +
                  (it->second.empty() ? std::string() : " without rank(s) " + it->second + ", reported failed") +

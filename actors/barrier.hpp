@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include <functional>
+#include <string>
 
 namespace gradwire::actors {
 
@@ -24,6 +25,18 @@ using barrier_recheck_atom = caf::atom_constant<caf::atom("recheck")>;
 /// Anyone -> root: (missing, epoch) -> the ranks not arrived, "1, 3".
 using barrier_missing_atom = caf::atom_constant<caf::atom("missing")>;
 
+/// The root's protocol, checked by the compiler at every sender. Its
+/// waiters are plain actors (a scoped_actor per rank) that take
+/// (barrier_release_atom, epoch).
+using barrier_actor = caf::typed_actor<caf::reacts_to<barrier_atom, int, int, caf::actor>,
+                                       caf::reacts_to<barrier_recheck_atom, int>,
+                                       caf::replies_to<barrier_missing_atom, int>::with<std::string>>;
+
+/// The root reached through an untyped handle (a transport proxy): the
+/// cast is unchecked, so the far end must be a barrier
+/// (transport::slots::barrier).
+inline barrier_actor as_barrier(const caf::actor& a) { return caf::actor_cast<barrier_actor>(a); }
+
 struct barrier_config {
   int ranks = 1; ///< ranks that take part
   int me = -1;   ///< this process's rank: its own waiter is released last
@@ -31,6 +44,6 @@ struct barrier_config {
   std::function<bool(int rank)> is_down;
 };
 
-caf::actor spawn_barrier(caf::actor_system& sys, barrier_config cfg);
+barrier_actor spawn_barrier(caf::actor_system& sys, barrier_config cfg);
 
 } // namespace gradwire::actors

@@ -128,7 +128,7 @@ struct held_average {
   int rank = 0;
   std::int64_t step = 0;
   slice theirs;
-  caf::response_promise promise;
+  caf::typed_response_promise<slice> promise;
 };
 
 struct mixer_state {
@@ -137,11 +137,11 @@ struct mixer_state {
   static inline const char* name = "gossip_mixer";
 };
 
-using mixer_actor = caf::stateful_actor<mixer_state>;
+using mixer_pointer = gossip_mixer_actor::stateful_pointer<mixer_state>;
 
 /// Replies to `h` with x_j and averages theirs in, if that is due (or
 /// refuses it); false: held on until the store moves on.
-bool try_average(mixer_actor* self, held_average& h) {
+bool try_average(mixer_pointer self, held_average& h) {
   slice mine;
   std::string why;
   const auto t = store_event(
@@ -169,7 +169,7 @@ bool try_average(mixer_actor* self, held_average& h) {
 }
 
 /// The passive side of AD-PSGD: replies with x_j, then x_j = (x_j + x_i) / 2.
-caf::behavior mixer_behavior(mixer_actor* self, std::shared_ptr<gossip_store> store) {
+gossip_mixer_actor::behavior_type mixer_behavior(mixer_pointer self, std::shared_ptr<gossip_store> store) {
   self->state.store = std::move(store);
   // Ended with its worker: the requests it holds get an answer, not silence.
   self->set_exit_handler([self](caf::exit_msg& m) {
@@ -185,7 +185,7 @@ caf::behavior mixer_behavior(mixer_actor* self, std::shared_ptr<gossip_store> st
         return caf::make_error(caf::sec::runtime_error, "AD-PSGD: rank " + std::to_string(rank) + " sent " +
                                                           std::to_string(theirs.numel()) + " parameters, expected " +
                                                           std::to_string(want));
-      held_average h{rank, step, std::move(theirs), self->make_response_promise()};
+      held_average h{rank, step, std::move(theirs), self->make_response_promise<slice>()};
       auto rp = h.promise;
       if (!try_average(self, h))
         self->state.held.push_back(std::move(h));
@@ -201,7 +201,7 @@ caf::behavior mixer_behavior(mixer_actor* self, std::shared_ptr<gossip_store> st
 
 } // namespace
 
-caf::actor spawn_gossip_mixer(caf::actor_system& sys, std::shared_ptr<gossip_store> store) {
+gossip_mixer_actor spawn_gossip_mixer(caf::actor_system& sys, std::shared_ptr<gossip_store> store) {
   return sys.spawn(mixer_behavior, std::move(store));
 }
 

@@ -69,9 +69,20 @@ enum class turn {
 turn store_event(gossip_store& s, const mix_event& e, const caf::actor& waiter,
                  const std::function<void(slice& x, const mix_event& as_recorded)>& op, std::string* why);
 
+/// The mixer's protocol, checked by the compiler at every sender:
+/// (average_atom, rank, step, theirs) -> x_j before the average;
+/// (turn_atom): in a replay, the store moved on.
+using gossip_mixer_actor = caf::typed_actor<caf::replies_to<average_atom, int, std::int64_t, slice>::with<slice>,
+                                            caf::reacts_to<turn_atom>>;
+
+/// A mixer reached through an untyped handle (one a neighbour sent in a
+/// mixer_atom message, or virtual time's placed actor): the cast is
+/// unchecked, so the far end must be a mixer.
+inline gossip_mixer_actor as_mixer(const caf::actor& a) { return caf::actor_cast<gossip_mixer_actor>(a); }
+
 /// The mixer of `store`: to (average_atom, rank, step, theirs) it replies
 /// with x_j, then sets x_j = (x_j + theirs) / 2; a closed store or a wrong
 /// size is an error to the sender.
-caf::actor spawn_gossip_mixer(caf::actor_system& sys, std::shared_ptr<gossip_store> store);
+gossip_mixer_actor spawn_gossip_mixer(caf::actor_system& sys, std::shared_ptr<gossip_store> store);
 
 } // namespace gradwire::actors

@@ -26,7 +26,8 @@
 /// | metrics| worker -> coordinator | step_metrics (every log_every steps) | | |
 /// | done   | worker -> coordinator | worker_report | | |
 /// | eval   | worker 0 -> coordinator | step, parameters, BatchNorm statistics | | |
-/// | wire   | topology -> ring peer | right neighbour (and ring members for hierarchical) | | |
+/// | wire   | topology -> ring, compressing ring or gossip worker, or virtual time's reformer | the workers it reaches (a ring worker: its right neighbour first) | | |
+/// | peerwire | topology -> ring peer | right neighbour, its group leader's right (hierarchical), its group's peers | | |
 /// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) | |
 /// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | | yes: the ring's rounds keep the sender off it |
 /// | gossip | D-PSGD worker -> neighbour | step, rank, parameter snapshot | | yes: a fresh snapshot |
@@ -53,7 +54,7 @@
 /// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
 /// | abandon | coordinator (virtual time: its reformer) -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to whoever runs the re-form | |
 /// | abandoned | ring worker -> coordinator or reformer | rank, steps done, whether a round was abandoned | | |
-/// | reform | coordinator -> ring worker | generation, survivors' ranks, right neighbour, every survivor: go on as a ring of the survivors | | |
+/// | rewire | coordinator (virtual time: its reformer) -> ring worker | generation, survivors' ranks, right neighbour: go on as a ring of the survivors | | |
 /// | reform | coordinator -> shard, PS or gossip worker | generation, survivors' ranks: go on without the lost | | |
 /// | hold_at | coordinator -> ring worker | step: hold once that many steps are done, for a lost worker coming back ([[faults]] back_at_step), until the next re-form | | |
 /// | knock | transport -> coordinator | rank: a lost worker's process asks to come back | | |
@@ -66,8 +67,10 @@
 ///
 /// One atom, one meaning: what a message asks is never chosen by a flag or
 /// by an integer's width. Every actor refuses a message it has no handler
-/// for, and logs it (refuse_unexpected). The shard's rows are also a typed
-/// interface (shard_protocol.hpp), which the compiler checks at both ends.
+/// for, and logs it (refuse_unexpected). The shard's rows, the allreduce
+/// peer's reduce, the barrier's root and AD-PSGD's mixer are also typed
+/// interfaces (shard_protocol.hpp, reduce_protocol.hpp, barrier.hpp,
+/// gossip_mixer.hpp), which the compiler checks at every sender.
 
 #include "kernels/tensor.hpp"
 
@@ -89,6 +92,8 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using wire_atom = caf::atom_constant<caf::atom("wire")>;
+/// Topology -> ring peer: (peer_wire_atom, right, leader's right, group's peers).
+using peer_wire_atom = caf::atom_constant<caf::atom("peerwire")>;
 using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
@@ -109,6 +114,9 @@ using pin_atom = caf::atom_constant<caf::atom("pin")>;
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using abandoned_atom = caf::atom_constant<caf::atom("abandoned")>;
 using reform_atom = caf::atom_constant<caf::atom("reform")>;
+/// Coordinator (or virtual time's reformer) -> ring worker: (rewire_atom,
+/// generation, survivors, right): go on as a ring of the survivors.
+using rewire_atom = caf::atom_constant<caf::atom("rewire")>;
 using hold_at_atom = caf::atom_constant<caf::atom("hold_at")>;
 using knock_atom = caf::atom_constant<caf::atom("knock")>;
 using give_atom = caf::atom_constant<caf::atom("give")>;
@@ -140,14 +148,14 @@ inline constexpr message_kind message_table[] = {
   {pull_atom::value, false},     {push_atom::value, true},       {push_pull_atom::value, true},
   {pace_atom::value, false},     {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
   {metrics_atom::value, false},  {done_atom::value, false},      {eval_atom::value, false},
-  {wire_atom::value, false},     {reduce_atom::value, false},    {reduced_atom::value, false},
+  {wire_atom::value, false},     {peer_wire_atom::value, false}, {reduce_atom::value, false},    {reduced_atom::value, false},
   {ring_atom::value, true},      {gossip_atom::value, true},     {mixer_atom::value, false},
   {average_atom::value, true},    {turn_atom::value, false},      {gather_atom::value, true},     {balance_atom::value, false},
   {beat_atom::value, false},     {stop_atom::value, false},      {lost_atom::value, false},
   {tick_atom::value, false},     {pause_atom::value, false},     {paused_atom::value, false},
   {run_to_atom::value, false},   {snapshot_at_atom::value, false}, {caf::atom("snapshot"), false},
   {pin_atom::value, false},      {abandon_atom::value, false},   {abandoned_atom::value, false},
-  {reform_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
+  {reform_atom::value, false},   {rewire_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
   {give_atom::value, false},     {adopted_atom::value, false},
   {reformed_atom::value, false}, {rejoined_atom::value, false},
   {rebuilt_atom::value, false},  {replica_atom::value, false},   {donor_atom::value, false},

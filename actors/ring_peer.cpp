@@ -122,7 +122,7 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
   refuse_unexpected(self, "ring peer " + std::to_string(cfg.rank));
   init_peer(self, cfg);
   return {
-    [=](wire_atom, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
+    [=](peer_wire_atom, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
       wire_peer(self, std::move(right), std::move(leader_right), std::move(members));
     },
     [=](reduce_atom, std::int64_t round, int bucket, slice view, float scale) {
@@ -248,7 +248,7 @@ std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
       members.push_back(at(m));
     if (direct && groups.empty())
       members = peers;
-    caf::anon_send(peers[static_cast<std::size_t>(r)], wire_atom::value, at(w.right), at(w.leader_right), members);
+    caf::anon_send(peers[static_cast<std::size_t>(r)], peer_wire_atom::value, at(w.right), at(w.leader_right), members);
   }
   return peers;
 }

@@ -12,7 +12,7 @@
 ///               and only one peer per group crosses groups (as NCCL's and
 ///               Horovod's hierarchical allreduce between nodes).
 ///
-/// Messages: (wire_atom, right, leader_right, group peers) once; from the
+/// Messages: (peer_wire_atom, right, leader_right, group peers) once; from the
 /// worker (reduce_atom, round, bucket, view, scale), answered per bucket
 /// with (reduced_atom, round, bucket, pieces, wait seconds), or
 /// (reduced_atom, round, error text) when the protocol breaks.

@@ -367,7 +367,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       },
       [=](abandon_atom, int generation) { on_reform(self, generation); },
       [=](hold_at_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
-      [=](reform_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
+      [=](rewire_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
         on_rewire(self, generation, survivors, std::move(right));
       },
       [=](give_atom, int generation, const caf::actor& to) { // this worker's state for a survivor behind

@@ -15,7 +15,7 @@ namespace {
 struct worker_state : worker_core {
   std::size_t pending = 0;
   /// Async, shards spread over ranks (cfg.shards_may_move): a shard whose
-  /// rank is lost is rebuilt on rank 0 ((reform_atom, index, shard)); its
+  /// rank is lost is rebuilt on rank 0 ((rebuilt_atom, index, shard)); its
   /// pulls wait for that here (true: the pull for that index, after a push
   /// and pull in one, continues as that did).
   std::map<std::size_t, bool> parked;

@@ -88,7 +88,7 @@ struct ring_worker_options : ring_options {
   kernels::tensor shared_params;
   /// A flat ring that runs itself (no peer actor) survives a lost worker:
   /// on (abandon_atom, generation) it abandons the round in flight; on
-  /// (reform_atom, generation, survivors, ...) it takes a live
+  /// (rewire_atom, generation, survivors, right) it takes a live
   /// peer's state if it is a step behind, and goes on as a ring of the
   /// survivors with its data re-sharded among them.
   bool elastic = false;

@@ -113,7 +113,7 @@ void wire_bench_peers(job& j, const std::vector<caf::actor>& peers) {
     std::vector<caf::actor> all;
     for (int r = 0; r < n; ++r)
       all.push_back(r == rank ? peers[k] : j.node->remote(r, slot));
-    caf::anon_send(peers[k], actors::wire_atom::value, right, caf::actor{}, all);
+    caf::anon_send(peers[k], actors::peer_wire_atom::value, right, caf::actor{}, all);
   }
 }
 

@@ -78,7 +78,7 @@ void coordinator_state::rewire() {
   const auto m = reform.survivors.size();
   const auto& ring = reform.survivors;
   for (std::size_t i = 0; i < m; ++i)
-    (*self)->send((*workers)[static_cast<std::size_t>(ring[i])], actors::reform_atom::value, reform.generation, ring,
+    (*self)->send((*workers)[static_cast<std::size_t>(ring[i])], actors::rewire_atom::value, reform.generation, ring,
                   (*workers)[static_cast<std::size_t>(ring[(i + 1) % m])]);
   // [[faults]] back_at_step of a lost worker: the ring holds at that step
   // for it. The workers hold there themselves: their reports reach this

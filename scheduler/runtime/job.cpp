@@ -140,14 +140,14 @@ void publish_barrier(caf::actor_system& sys, job& j) {
     auto nd = weak.lock();
     return nd && nd->is_down(r);
   };
-  j.node->publish(transport::slots::barrier, actors::spawn_barrier(sys, std::move(bc)));
+  j.node->publish(transport::slots::barrier, caf::actor_cast<caf::actor>(actors::spawn_barrier(sys, std::move(bc))));
 }
 
 void barrier(caf::actor_system& sys, job& j, int epoch, int timeout_ms) {
   if (j.launch.size == 1)
     return;
   caf::scoped_actor me{sys};
-  auto root = j.node->remote(0, transport::slots::barrier);
+  const auto root = actors::as_barrier(j.node->remote(0, transport::slots::barrier));
   me->send(root, actors::barrier_atom::value, epoch, j.launch.rank, caf::actor_cast<caf::actor>(me));
   bool ok = false, waited_out = false, stopped = false;
   const auto since = std::chrono::steady_clock::now();

@@ -163,7 +163,7 @@ void wire_peer(caf::scoped_actor& self, const ring_plan& p, execution& ex, int r
   std::vector<caf::actor> members;
   for (int m : w.members)
     members.push_back(at(m));
-  self->send(at(r), actors::wire_atom::value, at(w.right), at(w.leader_right), members);
+  self->send(at(r), actors::peer_wire_atom::value, at(w.right), at(w.leader_right), members);
 }
 
 /// Every worker of the ring (and its peer) that runs in this process: all

@@ -111,7 +111,7 @@ void rewire(reformer_actor* self) {
   auto& st = self->state;
   const auto m = st.members.size();
   for (std::size_t i = 0; i < m; ++i)
-    self->send(st.at_rank(st.members[i]), actors::reform_atom::value, st.generation, st.members,
+    self->send(st.at_rank(st.members[i]), actors::rewire_atom::value, st.generation, st.members,
                st.at_rank(st.members[(i + 1) % m]));
   const double t = st.seconds();
   for (int r : st.lost) {

@@ -1,7 +1,9 @@
 // Compiled by protocol_misuse.sh, never linked. With MISUSE = 0 it holds
-// correct uses of the typed protocols (the shard's, the allreduce peer's)
-// and must compile; each other value is one wrong use that the compiler
-// must refuse.
+// correct uses of the typed protocols (the shard's, the allreduce peer's,
+// the job barrier's, AD-PSGD's mixer's) and must compile; each other value
+// is one wrong use that the compiler must refuse.
+#include "actors/barrier.hpp"
+#include "actors/gossip_mixer.hpp"
 #include "actors/reduce_protocol.hpp"
 #include "actors/shard_protocol.hpp"
 
@@ -12,7 +14,8 @@
 
 using namespace gradwire::actors;
 
-void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_actor& peer) {
+void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_actor& peer, const barrier_actor& root,
+         const gossip_mixer_actor& mixer) {
   const std::chrono::seconds t{1};
   const std::int64_t zero = 0, samples = 16;
 #if MISUSE == 0
@@ -21,6 +24,9 @@ void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_a
   self->send(shard, pin_atom::value, zero);
   self->send(shard, reform_atom::value, 1, std::vector<std::int64_t>{0, 2});
   self->send(peer, reduce_atom::value, zero, 0, slice{}, 1.f);
+  self->send(root, barrier_atom::value, 0, 1, caf::actor_cast<caf::actor>(self));
+  self->request(root, t, barrier_missing_atom::value, 0).then([](const std::string&) {});
+  self->request(mixer, t, average_atom::value, 0, zero, slice{}).then([](slice) {});
 #elif MISUSE == 1 // a reform's generation as a 64-bit integer
   self->send(shard, reform_atom::value, zero, std::vector<std::int64_t>{0, 2});
 #elif MISUSE == 2 // a pin sent as a snapshot with a flag
@@ -38,6 +44,12 @@ void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_a
   self->send(peer, reduce_atom::value, zero, 0, slice{}, 1.0);
 #elif MISUSE == 9 // a shard's message sent to an allreduce peer
   self->send(peer, pin_atom::value, zero);
+#elif MISUSE == 10 // a barrier's epoch as a 64-bit integer
+  self->send(root, barrier_atom::value, zero, 1, caf::actor_cast<caf::actor>(self));
+#elif MISUSE == 11 // the barrier's missing ranks taken as a list of ints
+  self->request(root, t, barrier_missing_atom::value, 0).then([](const std::vector<int>&) {});
+#elif MISUSE == 12 // an average's step as an int
+  self->request(mixer, t, average_atom::value, 0, 5, slice{}).then([](slice) {});
 #endif
 }
 

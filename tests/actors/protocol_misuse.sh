@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The typed protocols are checked by the compiler: protocol_misuse.cpp
 # compiles with its correct uses (MISUSE=0), and each wrong use (a message
-# the shard does not take, a reply handler of the wrong shape, a shard that
-# forgets a handler) fails to compile with CAF's diagnostic for it.
+# a shard or the barrier does not take, a reply handler of the wrong shape,
+# a shard that forgets a handler) fails to compile with CAF's diagnostic for it.
 # Usage: protocol_misuse.sh CXX SOURCE_DIR CAF_INCLUDE_DIR
 set -u
 cxx=$1
@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 # The headers every compile parses (CAF's most of all), precompiled once:
 # ten compiles then parse only the file itself.
-printf '#include "actors/reduce_protocol.hpp"\n#include "actors/shard_protocol.hpp"\n#include <caf/all.hpp>\n' >"$tmp/pre.hpp"
+printf '#include "actors/barrier.hpp"\n#include "actors/gossip_mixer.hpp"\n#include "actors/reduce_protocol.hpp"\n#include "actors/shard_protocol.hpp"\n#include <caf/all.hpp>\n' >"$tmp/pre.hpp"
 "$cxx" -std=c++17 -I"$src" -I"$caf" -x c++-header "$tmp/pre.hpp" -o "$tmp/pre.hpp.gch" 2>"$tmp/pch.txt" ||
   { echo "FAIL: the protocol headers do not compile:"; head -20 "$tmp/pch.txt"; exit 1; }
 compile() {
@@ -48,4 +48,7 @@ expect 6 "a pull's reply without the seconds it was held" "wrong functor signatu
 expect 7 "a shard that forgets a message of its protocol" "not enough message handlers"
 expect 8 "a bucket's scale as a double" "receiver does not accept given message"
 expect 9 "a shard's message sent to an allreduce peer" "receiver does not accept given message"
+expect 10 "a barrier's epoch as a 64-bit integer" "receiver does not accept given message"
+expect 11 "the barrier's missing ranks taken as a list of ints" "wrong functor signature"
+expect 12 "an average's step as an int" "no matching function for call to.*request"
 exit $fail

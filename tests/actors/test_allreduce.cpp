@@ -237,7 +237,7 @@ TEST_CASE("ring allreduce with bf16 chunks: every hop's sum rounded as defined, 
       peers.push_back(actors::spawn_ring_peer(*env.sys, pc));
     }
     for (int r = 0; r < n; ++r)
-      caf::anon_send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
+      caf::anon_send(peers[static_cast<std::size_t>(r)], actors::peer_wire_atom::value,
                      peers[static_cast<std::size_t>((r + 1) % n)], caf::actor{}, std::vector<caf::actor>{});
     caf::scoped_actor self{*env.sys};
     std::vector<kernels::tensor> grads;

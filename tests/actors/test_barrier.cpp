@@ -16,7 +16,7 @@ using namespace gradwire::actors;
 
 namespace {
 
-std::string missing(caf::scoped_actor& self, const caf::actor& root, int epoch) {
+std::string missing(caf::scoped_actor& self, const barrier_actor& root, int epoch) {
   std::string names = "(no answer)";
   self->request(root, std::chrono::seconds(10), barrier_missing_atom::value, epoch)
     .receive([&](const std::string& n) { names = n; }, [](caf::error&) {});

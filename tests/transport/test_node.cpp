@@ -80,7 +80,7 @@ TEST_CASE("ring allreduce across nodes: exact sums for N = 1..5, multi-chunk, tw
     for (auto& nd : job.nodes)
       nd->start();
     for (int r = 0; r < n; ++r)
-      caf::anon_send(peers[static_cast<std::size_t>(r)], actors::wire_atom::value,
+      caf::anon_send(peers[static_cast<std::size_t>(r)], actors::peer_wire_atom::value,
                      job.nodes[static_cast<std::size_t>(r)]->remote((r + 1) % n, ring_slot), caf::actor{},
                      std::vector<caf::actor>{});
     for (std::int64_t round = 0; round < 2; ++round) {
