@@ -56,29 +56,8 @@ parity() { # NAME STEPS TOLERANCE ARGS...: gradwire's ring against DDP on its ba
     > "$tmp/$name.ddp.log" 2>&1 || fail "$name: ddp_baseline.py: $(tail -20 "$tmp/$name.ddp.log")"
   compare "$tmp/$name/model.safetensors" "$tmp/$name.ddp.safetensors" "$tol" || fail "$name: gradwire and DDP differ"
 }
-compare() { # A B TOLERANCE: every float tensor of A within TOLERANCE (relative L2) of B's; "far" B: all beyond it
-  $py - "$@" <<'PY'
-import json, struct, sys
-import numpy as np  # (not torch: its import is 2-3 s, and this reads floats only)
-def read(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n]); h.pop("__metadata__", None)
-    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]],
-            dtype=np.float32).reshape(t["shape"]) for k, t in h.items()}
-a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
-far = len(sys.argv) > 4
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-worst = 0.0
-for k in sorted(a):
-    rel = float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(a[k]))
-    worst = max(worst, rel)
-    print("%s: %s relative %.2e" % (sys.argv[1].split("/")[-2], k, rel))
-if far:
-    assert worst > tol, "the runs should differ by more than %g, worst %.3e" % (tol, worst)
-else:
-    assert worst <= tol, "worst %.3e relative (tolerance %g)" % (worst, tol)
-PY
+compare() { # A B TOLERANCE [--far]: every tensor of A within TOLERANCE (relative L2) of B's; --far: some beyond it
+  $py "$src/tests/scheduler/torch/same_tensors.py" "$@"
 }
 
 parity mlp 50 1e-5
@@ -103,6 +82,6 @@ for l in open(sys.argv[1]):
     r = json.loads(l); r["step"] = 51 - r["step"]; print(json.dumps(r))' "$tmp/mlp.jsonl" > "$tmp/reversed.jsonl"
 $py "$src/scripts/ddp_baseline.py" "$tmp/mlp/config.toml" "$tmp/reversed.jsonl" --out "$tmp/reversed.safetensors" \
   > "$tmp/reversed.log" 2>&1 || fail "ddp_baseline.py on reversed batches: $(tail -5 "$tmp/reversed.log")"
-compare "$tmp/mlp/model.safetensors" "$tmp/reversed.safetensors" 1e-3 far > /dev/null ||
+compare "$tmp/mlp/model.safetensors" "$tmp/reversed.safetensors" 1e-3 --far > /dev/null ||
   fail "reversed batches did not change DDP's model"
 echo "ok: gradwire's ring equals PyTorch DDP on the same batches"

@@ -20,6 +20,10 @@ gw=$1
 src=$2
 py=/usr/bin/python3
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
+if "$gw" info | grep -q "torch models: unavailable"; then
+  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
+  exit 77
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -51,28 +55,10 @@ run() { # OUT ARGS...: a run that must succeed
 }
 # The initial weights: one step at the smallest learning rate.
 run init "$tmp/base.toml" --set topology.kind='"single"' --set train.max_steps=1 --set train.lr=1e-12
-if "$gw" info | grep -q "torch models: unavailable"; then
-  echo "SKIP: this build has no torch plug-in (Python, pybind11 and python3-torch: scripts/setup.sh --test)"
-  exit 77
-fi
 
 compare() { # A B TOLERANCE: every tensor of A's model equals B's (the built-in's names mapped) within TOLERANCE relative
-  $py - "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors" "$3" <<'PY' || fail "$1 against $2: see above"
-import json, struct, sys
-import numpy as np  # (not torch: its import is 2-3 s, and this reads floats only)
-def read(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
-    return {k.replace(".linear.", "."): np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]],
-            dtype=np.float32).reshape(t["shape"]) for k, t in h.items()}
-a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-for k in a:
-    rel = float(np.linalg.norm(a[k] - b[k]) / np.linalg.norm(a[k]))
-    print("%s: %s relative %.2e" % (sys.argv[1].split("/")[-2], k, rel))
-    assert rel <= tol, "%s differs by %.3e relative (tolerance %g)" % (k, rel, tol)
-PY
+  $py "$src/tests/scheduler/torch/same_tensors.py" "$tmp/$1/model.safetensors" "$tmp/$2/model.safetensors" "$3" \
+    --strip .linear. || fail "$1 against $2: see above"
 }
 
 for t in ring ps; do
