@@ -46,6 +46,9 @@ public:
   /// receiver lets go).
   virtual void send(int peer, std::vector<std::uint64_t> header, kernels::tensor data, bool may_reference = false) = 0;
   /// Waits (up to `timeout_ms`) for every send to complete, then stops.
+  /// From then on no handler runs: a send that did not complete in time is
+  /// dropped without a peer_error, since its owner may be going away. A
+  /// second close does nothing.
   virtual void close(int timeout_ms) = 0;
   /// What carries the frames, for logs ("ucx: posix, tcp").
   virtual std::string describe() const = 0;

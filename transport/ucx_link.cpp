@@ -88,6 +88,8 @@ bool ucx_link::impl::drain_queue() {
 }
 
 void ucx_link::impl::report_peer(int peer, const std::string& what) {
+  if (closed.load(std::memory_order_acquire)) // a send purged by the close: its owner may be gone
+    return;
   if (peer < 0 || peer >= size || dead[static_cast<std::size_t>(peer)].exchange(true))
     return;
   lending->forget(peer);
@@ -292,6 +294,8 @@ void ucx_link::send(int peer, std::vector<std::uint64_t> header, kernels::tensor
 }
 
 void ucx_link::close(int timeout_ms) {
+  if (p_->closed.load(std::memory_order_acquire))
+    return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   if (p_->progress.joinable()) {
     while (p_->in_flight.load() > 0 && std::chrono::steady_clock::now() < until)
@@ -304,6 +308,7 @@ void ucx_link::close(int timeout_ms) {
       p_->poll_once();
     p_->stop = true;
   }
+  p_->closed.store(true, std::memory_order_release);
   for (auto* ep : p_->retired)
     p_->eps.push_back(ep);
   p_->retired.clear();

@@ -85,6 +85,7 @@ struct ucx_link::impl {
   handlers h;
   std::thread progress;
   std::atomic<bool> stop{false};
+  std::atomic<bool> closed{false}; ///< close() has begun its teardown: no handler runs now
   std::atomic<long> in_flight{0}; ///< queued or posted, not complete
   std::mutex queue_mu;
   std::vector<std::unique_ptr<pending_send>> queue; ///< sends from other threads, posted by the driving thread

@@ -6,6 +6,7 @@
 #include "actors/system_config.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
+#include "kernels/stop_request.hpp"
 #include "models/model.hpp"
 #include "scheduler/app/checkpoint.hpp"
 #include "scheduler/app/data_source.hpp"
@@ -100,8 +101,10 @@ struct close_on_exit {
   ~close_on_exit() {
     if (j && j->launch.rank == 0 && std::uncaught_exceptions() > 0) // the others need not wait out the liveness bound
       j->node->fence_all("rank 0 ended the job with an error (its output says which)");
+    // A stop (Ctrl-C, SIGTERM) ends the run within 2 s: sends still in
+    // flight to a stalled peer are given half a second, not the usual 5.
     if (j)
-      j->node->close();
+      j->node->close(kernels::stop_requested() ? 500 : 5000);
     s.node.reset();
     if (s.sim) {
       s.sim->stop();

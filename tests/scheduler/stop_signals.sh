@@ -11,13 +11,19 @@
 #    of 2, started alone, as srun starts it when the other rank's node
 #    failed) ends at SIGTERM, saying whom it waited for, exit 130, instead
 #    of sitting out the rendezvous timeout.
+#  - A rank waiting at the job's last barrier for rank 0 (stalled by a
+#    [[faults]] stall after its last step) ends at SIGTERM, exit 130,
+#    saying so, while rank 0 is still stopped: its close does not wait out
+#    the frame the stalled rank never took, nor crash on it. Rank 0 then
+#    goes on and writes its summary.json.
 # Usage: stop_signals.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$(realpath "${1:?usage: stop_signals.sh GRADWIRE SOURCE_DIR}")
 src=${2:?usage: stop_signals.sh GRADWIRE SOURCE_DIR}
 tmp=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill "$pid" ${pid0:-} 2>/dev/null; rm -rf "$tmp"' EXIT
 fail=0
+pid0=
 bad() { echo "FAIL: $*" >&2; fail=1; }
 pid=
 
@@ -64,5 +70,46 @@ term_when python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_e
 [[ $rc -eq 130 ]] && grep -q "stopped (Ctrl-C or SIGTERM) waiting for rank(s) 1 of 2" "$tmp/alone.txt" ||
   bad "rank 0 waiting in the rendezvous: exit $rc at SIGTERM: $(tail -2 "$tmp/alone.txt")"
 
-[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a rendezvous wait ends"
+# Rank 1 at the last barrier, rank 0 stopped for 6 s after its step 3.
+cat > "$tmp/stall.toml" <<'EOF'
+[experiment]
+name = "barrier-wait"
+trace = true
+[model]
+kind = "mlp"
+[topology]
+kind = "ring"
+workers = 2
+[train]
+max_steps = 3
+batch_size = 32
+[transport]
+peer_timeout_ms = 60000
+[[faults]]
+kind = "stall"
+rank = 0
+at_step = 3
+seconds = 6
+EOF
+port=$((20000 + RANDOM % 20000))
+export GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$port
+GRADWIRE_RANK=0 "$gw" run "$tmp/stall.toml" -q --no-report --out "$tmp/stall" > "$tmp/stall0.txt" 2>&1 &
+pid0=$!
+GRADWIRE_RANK=1 "$gw" run "$tmp/stall.toml" -q --no-report --out "$tmp/stall" > "$tmp/stall1.txt" 2>&1 &
+pid=$!
+unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS
+term_when test -f "$tmp/stall/trace-rank1.part.json" # rank 1 writes it just before the barrier
+state0=$(sed 's/.*) //' "/proc/$pid0/stat" 2>/dev/null | cut -d' ' -f1)
+[[ $rc -eq 130 ]] && grep -q "barrier 1 stopped (Ctrl-C or SIGTERM) waiting for rank 0" "$tmp/stall1.txt" ||
+  bad "rank 1 at the last barrier: exit $rc at SIGTERM: $(tail -3 "$tmp/stall1.txt")"
+[[ $state0 == T ]] || bad "rank 1 ended only after rank 0's 6 s stall (rank 0's state: ${state0:-gone})"
+rc0=0
+wait "$pid0" || rc0=$?
+python3 - "$tmp/stall/summary.json" <<'PY' || bad "rank 0 after rank 1's stop (exit $rc0): $(tail -2 "$tmp/stall0.txt")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["status"] == "completed" or (s["status"] == "failed" and "rank 1" in s["error"]), s
+PY
+
+[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a rendezvous wait and a barrier wait end"
 exit $fail

@@ -457,3 +457,39 @@ TEST_CASE("UCX link: an announcement that names anything but a gradwire arena is
   for (const auto& r : rejected)
     CHECK_THAT(r, Catch::Contains("names no gradwire arena"));
 }
+
+TEST_CASE("UCX link: after close no handler runs, even for a send its stalled peer never took") {
+  // Rank 0 is driven by polling alone. It takes one frame, which wires the
+  // pair up, then stops moving on (a stalled process): rank 1's 4 MiB
+  // rendezvous frame is never fetched. Rank 1's close gives up on it; what
+  // the link then purges, in close or in its destructor, must not call
+  // back into an owner that may already be going away.
+  const std::string tls = GENERATE(std::string("posix,cma"), std::string("tcp"));
+  INFO("UCX_TLS " << tls);
+  auto [l0, l1] = connected_pair(tls, std::size_t{1} << 31, false);
+  std::atomic<int> got{0};
+  link::handlers h0;
+  h0.receive = [&](const void*, std::size_t, kernels::tensor) { got.fetch_add(1); };
+  l0->start(h0);
+  std::atomic<bool> closed{false};
+  std::atomic<int> after_close{0};
+  link::handlers h1;
+  h1.peer_error = [&](int, const std::string&) {
+    if (closed.load())
+      after_close.fetch_add(1);
+  };
+  l1->start(h1);
+  l1->send(0, {1}, pattern(16, 1.0f));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got.load() == 0 && std::chrono::steady_clock::now() < until)
+    l0->poll();
+  REQUIRE(got.load() == 1);
+  l1->send(0, {2}, pattern(std::size_t{1} << 20, 2.0f));
+  l1->close(200);
+  closed = true;
+  l1->close(200); // a second close does nothing
+  l1.reset();     // the purge of what was never sent
+  CHECK(after_close.load() == 0);
+  CHECK(got.load() == 1);
+  l0->close(200);
+}
