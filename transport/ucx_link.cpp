@@ -69,6 +69,7 @@ bool ucx_link::impl::post(std::unique_ptr<pending_send> ps) {
                         " failed: " + ucs_status_string(UCS_PTR_STATUS(req)));
     return false;
   }
+  posted.insert(ps.get());
   (void)ps.release(); // on_send_done owns it now
   return true;
 }
@@ -105,6 +106,7 @@ void ucx_link::impl::on_ep_error(void* arg, ucp_ep_h, ucs_status_t st) {
 
 void ucx_link::impl::on_send_done(void* request, ucs_status_t st, void* user) {
   std::unique_ptr<pending_send> ps(static_cast<pending_send*>(user));
+  ps->link->posted.erase(ps.get());
   if (st != UCS_OK)
     ps->link->report_peer(ps->peer, std::string("send to rank ") + std::to_string(ps->peer) +
                                       " failed: " + ucs_status_string(st));
@@ -136,6 +138,9 @@ ucx_link::~ucx_link() {
   close(2000);
   if (p_->worker)
     ucp_worker_destroy(p_->worker);
+  for (auto* ps : p_->posted) // dropped by UCX, never completed: no callback will free them
+    delete ps;
+  p_->posted.clear();
   if (p_->context)
     ucp_cleanup(p_->context);
 }

@@ -21,6 +21,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -87,6 +88,10 @@ struct ucx_link::impl {
   std::atomic<bool> stop{false};
   std::atomic<bool> closed{false}; ///< close() has begun its teardown: no handler runs now
   std::atomic<long> in_flight{0}; ///< queued or posted, not complete
+  /// Posted to UCX and not complete (under ucx_mu): what UCX drops
+  /// without a callback at the end (a rendezvous frame its stalled peer
+  /// never fetched) is freed by the link's destructor.
+  std::set<pending_send*> posted;
   std::mutex queue_mu;
   std::vector<std::unique_ptr<pending_send>> queue; ///< sends from other threads, posted by the driving thread
   std::atomic<int> queued{0};
