@@ -1,4 +1,5 @@
 #include "actors/ring_worker_state.hpp"
+#include "actors/coordinator_protocol.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
 
@@ -75,7 +76,7 @@ void on_reform(ring_worker_actor* self, int generation) {
   for (auto& r : st.results)
     r.clear();
   st.handed = st.reduced = 0;
-  self->send(st.reformer(), abandoned_atom::value, st.cfg.rank, st.step, abandoned);
+  self->send(as_reformer(st.reformer()), abandoned_atom::value, st.cfg.rank, st.step, abandoned);
 }
 
 /// The survivors' ring: this worker's place in it, its data re-sharded; go on.
@@ -327,7 +328,7 @@ void on_donor_state(ring_worker_actor* self, const std::string& meta, const slic
     s.finish(self, s.who() + e.what());
     return;
   }
-  self->send(s.reformer(), adopted_atom::value, s.cfg.rank, s.generation);
+  self->send(as_reformer(s.reformer()), adopted_atom::value, s.cfg.rank, s.generation);
 }
 
 /// The heartbeat doubles as the watchdog of the allreduce in progress.

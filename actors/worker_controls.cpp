@@ -5,6 +5,7 @@
 /// virtual time.
 
 #include "actors/worker_core.hpp"
+#include "actors/coordinator_protocol.hpp"
 
 #include <algorithm>
 
@@ -20,7 +21,7 @@ bool worker_core::hold(caf::event_based_actor* self) {
   const bool waits = wait_at >= 0 && step >= wait_at;
   held = (hold_at >= 0 && step >= hold_at) || waits;
   if (waits && !was && cfg.ring.reform_to) // the reformer lets the worker back in once every survivor waits here
-    self->send(cfg.ring.reform_to, paused_atom::value, cfg.rank, step);
+    self->send(as_reformer(cfg.ring.reform_to), paused_atom::value, cfg.rank, step);
   return held;
 }
 
@@ -33,7 +34,7 @@ void worker_core::die(caf::event_based_actor* self, const std::string& why) {
   lost.samples = report.samples;
   lost.seconds = since(start);
   lost.error = who() + why;
-  self->send(cfg.report_to, lost_atom::value, lost);
+  self->send(as_coordinator(cfg.report_to), lost_atom::value, lost);
   if (cfg.vclock)
     cfg.vclock->lose_worker(cfg.rank);
   finished = true;
@@ -43,7 +44,7 @@ void worker_core::die(caf::event_based_actor* self, const std::string& why) {
 void worker_core::on_pause(caf::event_based_actor* self) {
   if (hold_at < 0)
     hold_at = step + 1; // the step it may be in, at most
-  self->send(cfg.report_to, paused_atom::value, cfg.rank, hold_at);
+  self->send(as_coordinator(cfg.report_to), paused_atom::value, cfg.rank, hold_at);
 }
 
 void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
@@ -91,7 +92,7 @@ bool worker_core::on_beat(caf::event_based_actor* self) {
     }
   if (finished)
     return false;
-  self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
+  self->send(as_coordinator(cfg.report_to), step_atom::value, cfg.rank, step, report.samples);
   self->delayed_send(self, cfg.beat_interval, beat_atom::value);
   return true;
 }

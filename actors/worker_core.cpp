@@ -1,4 +1,5 @@
 #include "actors/worker_core.hpp"
+#include "actors/coordinator_protocol.hpp"
 
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -376,12 +377,12 @@ void worker_core::end_step(caf::event_based_actor* self) {
   if (cfg.vclock)
     cfg.vclock->note_progress(cfg.rank, report.samples);
   if (cfg.step_progress)
-    self->send(cfg.report_to, step_atom::value, cfg.rank, step, report.samples);
+    self->send(as_coordinator(cfg.report_to), step_atom::value, cfg.rank, step, report.samples);
   if (cfg.eval_every > 0 && cfg.rank == 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
     if (cfg.vclock)
       cfg.vclock->note_eval(step, since(start));
     land_params();
-    self->send(cfg.report_to, eval_atom::value, step, copy_of(model->params()), copy_of(model->state()));
+    self->send(as_coordinator(cfg.report_to), eval_atom::value, step, copy_of(model->params()), copy_of(model->state()));
   }
   if (window.steps < cfg.log_every && step < cfg.steps)
     return;
@@ -400,7 +401,7 @@ void worker_core::end_step(caf::event_based_actor* self) {
   w.compress_error = window_compressed ? window_error / static_cast<double>(window_compressed) : -1;
   w.bytes_sent = report.bytes_sent;
   w.bytes_received = report.bytes_received;
-  self->send(cfg.report_to, metrics_atom::value, w);
+  self->send(as_coordinator(cfg.report_to), metrics_atom::value, w);
   window = step_metrics{};
   window_loss = window_staleness = window_error = 0;
   window_samples = window_pushes = window_compressed = 0;
@@ -428,7 +429,7 @@ void worker_core::finish(caf::event_based_actor* self, std::string error, bool w
     report.params = copy_of(model->params());
   if (model && model->state().numel() > 0) // the evaluation needs BatchNorm's statistics too
     report.state = copy_of(model->state());
-  self->send(cfg.report_to, done_atom::value, report);
+  self->send(as_coordinator(cfg.report_to), done_atom::value, report);
   finished = true;
   self->quit();
 }

@@ -1,4 +1,5 @@
 #include "scheduler/app/join_across.hpp"
+#include "actors/coordinator_protocol.hpp"
 #include "kernels/log.hpp"
 
 #include "actors/messages.hpp"
@@ -262,7 +263,7 @@ struct peer_failure {
   /// gone, and a rank dying then is no news).
   static void tell_coordinator(transport::node& node, const actors::worker_report& failed) {
     try {
-      caf::anon_send(node.remote(0, transport::slots::coordinator), actors::lost_atom::value, failed);
+      caf::anon_send(actors::as_coordinator(node.remote(0, transport::slots::coordinator)), actors::lost_atom::value, failed);
     } catch (const std::exception&) {
     }
   }

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/execution.hpp"
+#include "actors/coordinator_protocol.hpp"
 
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -42,7 +43,7 @@ elastic_plan rejoin_plan(caf::scoped_actor& self, const topology_setup& setup, c
     plan.readmit = [&nd](int r) { nd.rejoin().readmit_everywhere(r); };
     plan.back_at_step = setup.back_at_step;
     nd.rejoin().set_on_knock([coordinator = caf::actor_cast<caf::actor>(self)](int r) {
-      caf::anon_send(coordinator, actors::knock_atom::value, r);
+      caf::anon_send(actors::as_coordinator(coordinator), actors::knock_atom::value, r);
     });
   } else if (setup.rejoin)
     log::warn("transport.rejoin_s is set, but only an elastic ring lets a rank back in{}: a rank cut off leaves the "

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/topology_registry.hpp"
+#include "actors/coordinator_protocol.hpp"
 #include "kernels/log.hpp"
 
 #include "kernels/error.hpp"
@@ -30,7 +31,7 @@ std::vector<std::pair<std::size_t, std::size_t>> fragment_ranges(const models::p
                                                                   int parts) {
   const auto tensors = layout.offsets.size();
   check(parts >= 1 && static_cast<std::size_t>(parts) <= tensors,
-        "topology.fragments = " + std::to_string(parts) + ": the model has " + std::to_string(tensors) +
+        "topology.streaming.fragments = " + std::to_string(parts) + ": the model has " + std::to_string(tensors) +
           " tensors, and a fragment is one or more whole tensors");
   std::vector<std::pair<std::size_t, std::size_t>> r;
   std::size_t begin = 0, t = 0;
@@ -191,7 +192,7 @@ coordination coordinate_here(caf::scoped_actor& self, const topology_setup& setu
     actors::worker_report rep;
     rep.rank = rank;
     rep.error = "worker " + std::to_string(rank) + ": stuck in virtual time: " + why;
-    caf::anon_send(coordinator, actors::done_atom::value, rep);
+    caf::anon_send(actors::as_coordinator(coordinator), actors::done_atom::value, rep);
   });
   sim.set_budget(setup.budget_samples); // counted by the loop, in virtual-time order
   struct stop_on_exit {

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/virtual_reform.hpp"
+#include "actors/coordinator_protocol.hpp"
 
 #include "actors/messages.hpp"
 #include "actors/refuse.hpp"
@@ -115,11 +116,11 @@ void rewire(reformer_actor* self) {
                st.at_rank(st.members[(i + 1) % m]));
   const double t = st.seconds();
   for (int r : st.lost) {
-    self->send(st.plan.coordinator, actors::reformed_atom::value, r, st.at, st.lost_round, t, static_cast<int>(m));
+    self->send(actors::as_coordinator(st.plan.coordinator), actors::reformed_atom::value, r, st.at, st.lost_round, t, static_cast<int>(m));
     log::warn("the ring goes on without worker {}: {} workers from step {} (virtual time {:.6f} s)", r, m, st.at, t);
   }
   if (st.joining >= 0) {
-    self->send(st.plan.coordinator, actors::rejoined_atom::value, st.joining, st.at, t);
+    self->send(actors::as_coordinator(st.plan.coordinator), actors::rejoined_atom::value, st.joining, st.at, t);
     log::info("worker {} is back: the ring goes on with {} workers from step {}", st.joining, m, st.at);
   }
   st.lost.clear();

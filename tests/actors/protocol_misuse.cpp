@@ -1,8 +1,10 @@
 // Compiled by protocol_misuse.sh, never linked. With MISUSE = 0 it holds
 // correct uses of the typed protocols (the shard's, the allreduce peer's,
-// the job barrier's, AD-PSGD's mixer's) and must compile; each other value
+// the job barrier's, AD-PSGD's mixer's, the coordinator's and a ring's
+// reformer's) and must compile; each other value
 // is one wrong use that the compiler must refuse.
 #include "actors/barrier.hpp"
+#include "actors/coordinator_protocol.hpp"
 #include "actors/gossip_mixer.hpp"
 #include "actors/reduce_protocol.hpp"
 #include "actors/shard_protocol.hpp"
@@ -15,7 +17,7 @@
 using namespace gradwire::actors;
 
 void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_actor& peer, const barrier_actor& root,
-         const gossip_mixer_actor& mixer) {
+         const gossip_mixer_actor& mixer, const coordinator_actor& coordinator, const reformer_actor& reformer) {
   const std::chrono::seconds t{1};
   const std::int64_t zero = 0, samples = 16;
 #if MISUSE == 0
@@ -27,6 +29,10 @@ void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_a
   self->send(root, barrier_atom::value, 0, 1, caf::actor_cast<caf::actor>(self));
   self->request(root, t, barrier_missing_atom::value, 0).then([](const std::string&) {});
   self->request(mixer, t, average_atom::value, 0, zero, slice{}).then([](slice) {});
+  self->send(coordinator, step_atom::value, 0, zero, samples);
+  self->send(coordinator, done_atom::value, worker_report{});
+  self->send(coordinator, paused_atom::value, 0, zero);
+  self->send(reformer, adopted_atom::value, 0, 1);
 #elif MISUSE == 1 // a reform's generation as a 64-bit integer
   self->send(shard, reform_atom::value, zero, std::vector<std::int64_t>{0, 2});
 #elif MISUSE == 2 // a pin sent as a snapshot with a flag
@@ -50,6 +56,14 @@ void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_a
   self->request(root, t, barrier_missing_atom::value, 0).then([](const std::vector<int>&) {});
 #elif MISUSE == 12 // an average's step as an int
   self->request(mixer, t, average_atom::value, 0, 5, slice{}).then([](slice) {});
+#elif MISUSE == 13 // a worker's step count as an int
+  self->send(coordinator, step_atom::value, 0, 5, samples);
+#elif MISUSE == 14 // a shard's message sent to the coordinator
+  self->send(coordinator, pin_atom::value, zero);
+#elif MISUSE == 15 // a worker's progress sent to a ring's reformer
+  self->send(reformer, step_atom::value, 0, zero, samples);
+#elif MISUSE == 16 // a lost worker named by its rank alone, not its report
+  self->send(coordinator, lost_atom::value, 1);
 #endif
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The typed protocols are checked by the compiler: protocol_misuse.cpp
 # compiles with its correct uses (MISUSE=0), and each wrong use (a message
-# a shard or the barrier does not take, a reply handler of the wrong shape,
+# a shard, the barrier or the coordinator does not take, a reply handler of the wrong shape,
 # a shard that forgets a handler) fails to compile with CAF's diagnostic for it.
 # Usage: protocol_misuse.sh CXX SOURCE_DIR CAF_INCLUDE_DIR
 set -u
@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 # The headers every compile parses (CAF's most of all), precompiled once:
 # ten compiles then parse only the file itself.
-printf '#include "actors/barrier.hpp"\n#include "actors/gossip_mixer.hpp"\n#include "actors/reduce_protocol.hpp"\n#include "actors/shard_protocol.hpp"\n#include <caf/all.hpp>\n' >"$tmp/pre.hpp"
+printf '#include "actors/barrier.hpp"\n#include "actors/coordinator_protocol.hpp"\n#include "actors/gossip_mixer.hpp"\n#include "actors/reduce_protocol.hpp"\n#include "actors/shard_protocol.hpp"\n#include <caf/all.hpp>\n' >"$tmp/pre.hpp"
 "$cxx" -std=c++17 -I"$src" -I"$caf" -x c++-header "$tmp/pre.hpp" -o "$tmp/pre.hpp.gch" 2>"$tmp/pch.txt" ||
   { echo "FAIL: the protocol headers do not compile:"; head -20 "$tmp/pch.txt"; exit 1; }
 compile() {
@@ -51,4 +51,8 @@ expect 9 "a shard's message sent to an allreduce peer" "receiver does not accept
 expect 10 "a barrier's epoch as a 64-bit integer" "receiver does not accept given message"
 expect 11 "the barrier's missing ranks taken as a list of ints" "wrong functor signature"
 expect 12 "an average's step as an int" "no matching function for call to.*request"
+expect 13 "a worker's step count as an int" "receiver does not accept given message"
+expect 14 "a shard's message sent to the coordinator" "receiver does not accept given message"
+expect 15 "a worker's progress sent to a ring's reformer" "receiver does not accept given message"
+expect 16 "a lost worker named by its rank alone" "receiver does not accept given message"
 exit $fail
