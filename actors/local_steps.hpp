@@ -1,7 +1,7 @@
 #pragma once
 /// @file local_steps.hpp
 /// Async DiLoCo's dynamic local steps (DyLU, Liu et al. 2024,
-/// topology.dynamic_local_steps). A worker of speed v takes
+/// topology.diloco.dynamic_local_steps). A worker of speed v takes
 /// H x v / v_fastest inner steps a round, so a worker three times slower
 /// pushes after a third of the steps, at about the same wall time as the
 /// fastest. Speeds are measured: each worker reports its compute seconds

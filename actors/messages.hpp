@@ -19,7 +19,7 @@
 /// | pull   | worker -> shard | rank, min_version, min_clock (answered once the slowest worker's clock reaches it: SSP) | (version, parameter slice, seconds the pull was held) | |
 /// | push   | worker -> shard | rank, base_version, step (the worker's clock), samples, gradient slice (mean over samples) | (staleness; -1 when dropped, -2 after the last version; version) | yes: a fresh gradient |
 /// | pushpull | worker -> async shard | as push | (staleness, version, parameter slice after this push): push and the next pull in one round trip (ps-lite's ZPushPull) | yes: as push |
-/// | pace   | async DiLoCo worker -> shard 0 | rank, step of its push, its seconds per inner step over the round (topology.dynamic_local_steps) | (steps in its next round) | |
+/// | pace   | async DiLoCo worker -> shard 0 | rank, step of its push, its seconds per inner step over the round (topology.diloco.dynamic_local_steps) | (steps in its next round) | |
 /// | stats  | anyone -> shard | | (version, staleness histogram, largest clock gap seen, pushes dropped per rank) | |
 /// | fetch  | anyone -> shard | | (version, parameter slice) | |
 /// | step   | worker -> coordinator | rank, steps done, samples done (heartbeat, ~2/s) | | |

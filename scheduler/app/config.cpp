@@ -7,6 +7,7 @@
 #include "scheduler/app/config_halos.hpp"
 #include "scheduler/app/config_faults.hpp"
 #include "scheduler/app/config_lm.hpp"
+#include "scheduler/app/config_renamed.hpp"
 #include "scheduler/app/config_schema.hpp"
 #include "scheduler/app/config_sweep.hpp"
 
@@ -183,8 +184,8 @@ void read_topology(reader& r, run_config& c) {
   check(!ps.outer || c.mode != "ssp",
         r.loc("topology.mode") + " = \"ssp\": DiLoCo runs \"sync\" (the shards average each round) or \"async\" "
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
-  ps.outer_lr = static_cast<float>(r.number("topology.outer_lr"));
-  ps.outer_momentum = static_cast<float>(r.number("topology.outer_momentum"));
+  ps.outer_lr = static_cast<float>(r.number("topology.diloco.outer_lr"));
+  ps.outer_momentum = static_cast<float>(r.number("topology.diloco.outer_momentum"));
   read_async_outer(r, c);
   read_streaming(r, c);
   const auto bound = static_cast<int>(r.integer("topology.staleness_bound"));
@@ -279,11 +280,17 @@ std::string resolved_toml(reader& r, const run_config& c) {
   for (const auto& k : config_schema()) {
     if (k.key.rfind("nodes.", 0) == 0 || k.key.rfind("faults.", 0) == 0)
       continue; // per group or entry, below
-    const auto dot = k.key.find('.');
-    const auto section = k.key.substr(0, dot);
-    if (!resolved.contains(section))
-      resolved.insert(section, toml::table{});
-    resolved.get(section)->as_table()->insert_or_assign(k.key.substr(dot + 1), r.get(k.key));
+    // A family's key (topology.halos.local_lr) goes into its own table,
+    // [topology.halos], where a reader looks it up by its dotted path.
+    toml::table* t = &resolved;
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = k.key.find('.', start)) != std::string::npos; start = dot + 1) {
+      const auto part = k.key.substr(start, dot - start);
+      if (!t->contains(part))
+        t->insert(part, toml::table{});
+      t = t->get(part)->as_table();
+    }
+    t->insert_or_assign(k.key.substr(start), r.get(k.key));
   }
   resolved["experiment"].as_table()->insert_or_assign("out", c.out);
   if (!c.nodes.empty()) {
@@ -317,6 +324,7 @@ run_config parse_config(const std::string& text, const std::string& source,
   }
   // [sweep] is kept apart from the run's own keys.
   auto sweep = take_sweep(root, source);
+  move_renamed_keys(root, source);
   walk(root, "", source);
   std::set<std::string> overridden;
   for (const auto& o : overrides)

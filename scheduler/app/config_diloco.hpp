@@ -9,7 +9,7 @@
 
 namespace gradwire::scheduler {
 
-/// Async DiLoCo: topology.outer_delay and dynamic_local_steps (after the mode and local steps).
+/// Async DiLoCo: [topology.diloco] outer_delay and dynamic_local_steps (after the mode and local steps).
 void read_async_outer(config_toml::reader& r, run_config& c);
 /// Streaming DiLoCo: fragments, sync_delay, merge_alpha (after
 /// topology.local_steps and the mode).

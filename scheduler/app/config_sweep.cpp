@@ -1,6 +1,7 @@
 #include "scheduler/app/config_sweep.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/app/config_renamed.hpp"
 #include "scheduler/app/config_schema.hpp"
 #include "scheduler/app/config_toml.hpp"
 #include "scheduler/app/config_torch.hpp"
@@ -21,10 +22,14 @@ std::string toml_text(const toml::node& n) {
   return os.str();
 }
 
-/// A key of a [sweep] or [sweep.variants] entry must be a config key.
-void check_key(const std::string& source, const std::string& key, const toml::node& at, const std::string& what) {
+/// A key of a [sweep] or [sweep.variants] entry must be a config key; a
+/// renamed one is taken under its new name.
+std::string checked_key(const std::string& source, const std::string& given, const toml::node& at,
+                        const std::string& what) {
+  const auto place = what.back() == ':' ? what.substr(0, what.size() - 1) : what;
+  const auto key = current_key(given, where(source, at) + ": " + place);
   if (find_key(key) || is_free_form_key(key))
-    return;
+    return key;
   std::vector<std::string> all;
   for (const auto& s : config_schema())
     all.push_back(s.key);
@@ -68,8 +73,7 @@ sweep_axes take_variants(toml::table& root, const std::string& source) {
     std::vector<std::string> sets;
     const std::string in_variant = "[sweep.variants] " + std::string(label.str()) + ":";
     for_each_leaf(*v.as_table(), [&](const std::string& key, const toml::node& x) {
-      check_key(source, key, x, in_variant);
-      sets.push_back(key + "=" + toml_text(x));
+      sets.push_back(checked_key(source, key, x, in_variant) + "=" + toml_text(x));
     });
     check(!sets.empty(), where(source, v) + ": [sweep.variants] " + std::string(label.str()) + " sets no key");
     variants.emplace_back(std::string(label.str()), std::move(sets));
@@ -89,12 +93,12 @@ sweep_axes take_grid(toml::table& root, const std::string& source) {
     for_each_leaf(*sw->as_table(), [&](const std::string& key, const toml::node& v) {
       const auto* arr = v.as_array();
       check(arr != nullptr && !arr->empty(), where(source, v) + ": [sweep] " + key + " must be a non-empty array of values");
-      check_key(source, key, v, "[sweep]");
+      const auto now = checked_key(source, key, v, "[sweep]");
       std::vector<std::string> values;
       for (const auto& e : *arr)
         values.push_back(toml_text(e));
       lines.push_back(v.source().begin.line);
-      sweep.emplace_back(key, std::move(values));
+      sweep.emplace_back(now, std::move(values));
     });
     sweep = in_file_order(std::move(sweep), lines);
     root.erase("sweep");

@@ -1,6 +1,7 @@
 #include "scheduler/app/config_toml.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/app/config_renamed.hpp"
 #include "scheduler/app/config_torch.hpp"
 #include "scheduler/app/config_schema.hpp"
 
@@ -143,7 +144,7 @@ bool set_in_entries(toml::table& root, const std::string& key, const toml::node&
 void apply_override(toml::table& root, const std::string& arg, std::set<std::string>& overridden) {
   const auto eq = arg.find('=');
   check(eq != std::string::npos && eq > 0, "--set " + arg + ": expected key=value");
-  const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
+  const std::string key = current_key(arg.substr(0, eq), "--set " + arg), text = arg.substr(eq + 1);
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + text);

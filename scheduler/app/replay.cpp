@@ -1,6 +1,7 @@
 #include "scheduler/app/replay.hpp"
 
 #include "kernels/error.hpp"
+#include "scheduler/app/config_renamed.hpp"
 #include "scheduler/runtime/gossip_wiring.hpp"
 
 #include <algorithm>
@@ -83,7 +84,7 @@ void at_full_speed(run_config& c) {
 /// itself: a replay keeps the record's.
 constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",     "topology.workers",
                                          "topology.shards",  "topology.push_pull", "topology.shard_placement",
-                                         "topology.staleness_bound", "topology.local_steps", "topology.dynamic_local_steps",
+                                         "topology.staleness_bound", "topology.local_steps", "topology.diloco.dynamic_local_steps",
                                          "topology.gossip", "topology.graph", "topology.degree",
                                          "experiment.clock"};
 
@@ -91,7 +92,8 @@ constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",   
 
 void check_replay_overrides(const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) {
-    const auto key = o.substr(0, o.find('='));
+    const auto given = o.substr(0, o.find('='));
+    const auto key = current_key(given, {}); // (apply_override warns of an old name)
     for (const char* k : schedule_keys)
       check(key != k, "--set " + o + ": " + key +
                         " decides how workers and shards exchange, and so the schedule a replay follows; a replay keeps "

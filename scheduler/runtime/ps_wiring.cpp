@@ -94,7 +94,7 @@ actors::shard_actor spawn_one(caf::actor_system& sys, actors::shard_config sc, c
 std::vector<std::pair<std::size_t, std::size_t>> streaming_ranges(const topology_setup& setup, std::size_t n) {
   const int f = setup.ps.fragments;
   check(f >= 1 && setup.ps.shards % f == 0,
-        "topology.fragments = " + std::to_string(f) + " needs a multiple of it in shards, not " +
+        "topology.streaming.fragments = " + std::to_string(f) + " needs a multiple of it in shards, not " +
           std::to_string(setup.ps.shards));
   std::vector<std::pair<std::size_t, std::size_t>> out;
   for (const auto& [b, e] : fragment_ranges(models::layout_of(setup.spec), n, f))
@@ -404,7 +404,7 @@ GRADWIRE_REGISTER_FAMILY(local_sgd_family);
 const topology_family diloco_family{
   "diloco",
   /*order=*/2,
-  "local SGD whose shards apply the workers' average every topology.local_steps as an outer SGD step with Nesterov momentum (topology.outer_lr, topology.outer_momentum)",
+  "local SGD whose shards apply the workers' average every topology.local_steps as an outer SGD step with Nesterov momentum ([topology.diloco] outer_lr, outer_momentum)",
   /*has_shards=*/true,
   /*peers_talk=*/false,
   /*has_groups=*/false,

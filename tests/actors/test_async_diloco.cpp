@@ -118,7 +118,7 @@ TEST_CASE("async DiLoCo's delayed Nesterov: plain steps between, a Nesterov step
   anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }
 
-// Dynamic local steps (DyLU, topology.dynamic_local_steps).
+// Dynamic local steps (DyLU, topology.diloco.dynamic_local_steps).
 
 TEST_CASE("dynamic local steps: a round of H x fastest / own steps, rounded, from 1 to H") {
   actors::pace_table t(4);

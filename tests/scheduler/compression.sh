@@ -58,11 +58,11 @@ done
 # Streaming DiLoCo's low-precision outer exchange (transport.wire_dtype =
 # "int8": pseudo-gradients rounded without error feedback), 2 fragments
 # on 2 shards each, across 3 processes; a quarter of the dense bytes.
-z=(--set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.fragments=2
+z=(--set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.streaming.fragments=2
    --set transport.wire_dtype=\"int8\")
 run stream8 "${z[@]}" && run stream8.procs "${z[@]}" --procs 3 &&
   same stream8 stream8.procs "streaming DiLoCo, int8 outer exchange: 3 processes give the bits of one"
-run stream32 --set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.fragments=2
+run stream32 --set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.streaming.fragments=2
 /usr/bin/python3 - "$tmp" <<'PY' || fail=1
 import json, sys
 d, w = (json.load(open(f"{sys.argv[1]}/{k}/summary.json")) for k in ("stream32", "stream8"))

@@ -57,7 +57,7 @@ mirror=(--set topology.workers=3 --set topology.group_size=3
         --set topology.halos.exchange_every=1 --set topology.halos.global_lr=1.0 --set topology.halos.global_momentum=0.0)
 run mirror "${mirror[@]}" --set virtual.hosts=1 --set virtual.workers_per_host=3
 run diloco "${mirror[@]}" --set virtual.hosts=1 --set virtual.workers_per_host=3 --set topology.kind='"diloco"' \
-  --set topology.mode='"async"' --set topology.outer_lr=0.25 --set topology.outer_momentum=0.0
+  --set topology.mode='"async"' --set topology.diloco.outer_lr=0.25 --set topology.diloco.outer_momentum=0.0
 same diloco mirror 1e-5
 
 run real --set experiment.clock='"real"' --set topology.workers=4 --set topology.group_size=2 --set virtual.hosts=2

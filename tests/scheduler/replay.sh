@@ -97,10 +97,10 @@ fi
 run pulls --procs 3 --set topology.push_pull=false --set topology.dc_lambda=0.04 && same pulls
 run ssp --set topology.mode=\"ssp\" --set topology.staleness_bound=1 --set topology.shards=3 && same ssp
 run adiloco --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\" --set topology.local_steps=4 \
-  --set topology.outer_lr=0.35 --set topology.outer_momentum=0.0 --set train.optimizer=\"adamw\" --set train.lr=0.002 &&
+  --set topology.diloco.outer_lr=0.35 --set topology.diloco.outer_momentum=0.0 --set train.optimizer=\"adamw\" --set train.lr=0.002 &&
   same adiloco
 run adylu --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\" --set topology.local_steps=6 \
-  --set topology.dynamic_local_steps=true --set topology.outer_lr=0.35 --set topology.outer_momentum=0.0 \
+  --set topology.diloco.dynamic_local_steps=true --set topology.diloco.outer_lr=0.35 --set topology.diloco.outer_momentum=0.0 \
   --set train.optimizer=\"adamw\" --set train.lr=0.002 && same adylu
 run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
 run topk --procs 3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.05 && same topk

@@ -15,8 +15,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 bad() { echo "FAIL: $*" >&2; fail=1; }
-common=(-q --no-report --set topology.kind=\"diloco\" --set topology.workers=3 --set topology.fragments=4
-        --set topology.sync_delay=1 --set data.train_subset=3000 --set data.test_subset=300 --set train.eval=\"after\")
+common=(-q --no-report --set topology.kind=\"diloco\" --set topology.workers=3 --set topology.streaming.fragments=4
+        --set topology.streaming.sync_delay=1 --set data.train_subset=3000 --set data.test_subset=300 --set train.eval=\"after\")
 
 run() { # NAME [ARGS...]
   local name=$1

@@ -48,6 +48,14 @@ TEST_CASE("the resolved config parses back to the same settings") {
   CHECK(again.opt.lr == Approx(0.2));
   CHECK(again.threads == 2);
   CHECK(again.out == c.out);
+  // A family's own table (HALoS's, DiLoCo's) reads back too, not its defaults.
+  const auto fam = parse_config("[topology]\nkind = \"diloco\"\n[topology.diloco]\nouter_lr = 0.3\n"
+                                "[topology.halos]\nlocal_lr = 0.5\n",
+                                "h.toml");
+  const auto fam_back = parse_config(fam.resolved_toml, "resolved.toml");
+  CHECK(fam_back.ps.outer_lr == Approx(0.3));
+  CHECK(fam_back.halos.local_lr == Approx(0.5));
+  CHECK(fam_back.resolved_toml == fam.resolved_toml);
   // [[faults]] entries, each with its own "when", read back as given.
   const auto f = parse_config("[topology]\nkind = \"ring\"\nworkers = 4\n"
                               "[[faults]]\nkind = \"kill\"\nrank = 1\nat_step = 3\n"
@@ -99,7 +107,7 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
                     Catch::Contains("--set train.threads=0: train.threads = 0 is out of range [1, 256]"));
   // A range is checked where the value is written, whether or not this run reads it.
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"ring\"\nouter_lr = 0\n", "t.toml"),
-                    Catch::Contains("t.toml:3: topology.outer_lr = 0 is out of range [1e-06, 100]: it must be greater than 0"));
+                    Catch::Contains("t.toml:3: topology.diloco.outer_lr = 0 is out of range [1e-06, 100]: it must be greater than 0"));
   CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
   // Speed balancing splits a synchronous allreduce's batch: elsewhere it is refused, where it was written.
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"parameter-server\"\nbalance_every = 10\n", "t.toml"),
@@ -225,4 +233,27 @@ TEST_CASE("topology options reach their structs whole: keys of another kind or m
   auto gossip = parse_config("[topology]\nkind = \"gossip\"\ngossip = \"adpsgd\"\ngraph = \"torus\"\n", "t.toml");
   CHECK(gossip.gossip.mode == actors::gossip_mode::adpsgd);
   CHECK(gossip.gossip.graph == "torus");
+}
+
+TEST_CASE("a family's keys live in its own table, and their flat names still read") {
+  const auto flat = parse_config("[topology]\nkind = \"diloco\"\nlocal_steps = 8\nouter_lr = 0.5\nfragments = 2\n", "f.toml");
+  const auto now = parse_config("[topology]\nkind = \"diloco\"\nlocal_steps = 8\n[topology.diloco]\nouter_lr = 0.5\n"
+                                "[topology.streaming]\nfragments = 2\n",
+                                "n.toml");
+  CHECK(now.ps.outer_lr == 0.5f);
+  CHECK(now.ps.fragments == 2);
+  CHECK(flat.ps.outer_lr == now.ps.outer_lr);
+  CHECK(flat.ps.fragments == now.ps.fragments);
+  CHECK(flat.resolved_toml == now.resolved_toml); // config.toml holds the new names
+  CHECK_THAT(flat.resolved_toml, Catch::Contains("[topology.diloco]") && Catch::Contains("[topology.streaming]"));
+  // --set and a sweep take the flat names too, under the new ones.
+  CHECK(parse_config("[topology]\nkind = \"diloco\"\n", "s.toml", {"topology.outer_momentum=0.5"}).ps.outer_momentum ==
+        0.5f);
+  const auto sw = parse_config("[sweep.variants]\nx = { \"topology.outer_lr\" = 0.25 }\n", "v.toml");
+  REQUIRE(sw.sweep_variants.size() == 1);
+  CHECK(sw.sweep_variants[0].second == std::vector<std::string>{"topology.diloco.outer_lr=0.25"});
+  CHECK_THROWS_WITH(parse_config("[topology]\nouter_lr = 0.5\n[topology.diloco]\nouter_lr = 0.6\n", "b.toml"),
+                    Catch::Contains("b.toml:2: topology.outer_lr and topology.diloco.outer_lr (b.toml:4) are one key"));
+  CHECK(find_key("topology.diloco.outer_lr") != nullptr);
+  CHECK(find_key("topology.outer_lr") == nullptr); // gradwire keys lists the new names alone
 }

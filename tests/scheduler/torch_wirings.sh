@@ -52,8 +52,8 @@ learns diloco 0.5 "s['local_steps'] == 4" --set topology.kind='"diloco"' --set t
   --set train.optimizer='"adamw"' --set train.lr=0.002
 # (Async DiLoCo's outer step at lr 1/N without momentum, as test_async_diloco.cpp learns with.)
 learns async-diloco 0.5 "s['staleness']['count'] > 0" --set topology.kind='"diloco"' --set train.optimizer='"adamw"' \
-  --set train.lr=0.002 --set topology.outer_lr=0.25 --set topology.outer_momentum=0
-learns streaming 0.5 "True" --set topology.kind='"diloco"' --set topology.mode='"sync"' --set topology.fragments=2 \
+  --set train.lr=0.002 --set topology.diloco.outer_lr=0.25 --set topology.diloco.outer_momentum=0
+learns streaming 0.5 "True" --set topology.kind='"diloco"' --set topology.mode='"sync"' --set topology.streaming.fragments=2 \
   --set topology.shards=1 --set train.optimizer='"adamw"' --set train.lr=0.002
 learns hierarchical 0.6 "True" --set topology.kind='"hierarchical"' --set topology.group_size=2 --set train.momentum=0.9
 learns topk-pushes 0.5 "s['compress']['mode'] == 'topk' and s['per_worker'][0]['compress_error'] > 0" --set transport.compress='"topk"' \

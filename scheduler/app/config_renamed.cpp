@@ -1,0 +1,93 @@
+#include "scheduler/app/config_renamed.hpp"
+
+#include "kernels/error.hpp"
+#include "kernels/log.hpp"
+#include "scheduler/app/config_toml.hpp"
+
+namespace gradwire::scheduler {
+
+const std::vector<renamed_key>& renamed_keys() {
+  static const std::vector<renamed_key> table = {
+    {"topology.outer_lr", "topology.diloco.outer_lr"},
+    {"topology.outer_momentum", "topology.diloco.outer_momentum"},
+    {"topology.outer_delay", "topology.diloco.outer_delay"},
+    {"topology.dynamic_local_steps", "topology.diloco.dynamic_local_steps"},
+    {"topology.fragments", "topology.streaming.fragments"},
+    {"topology.sync_delay", "topology.streaming.sync_delay"},
+    {"topology.merge_alpha", "topology.streaming.merge_alpha"},
+  };
+  return table;
+}
+
+namespace {
+
+const char* renamed_to(const std::string& key) {
+  for (const auto& r : renamed_keys())
+    if (key == r.old_key)
+      return r.new_key;
+  return nullptr;
+}
+
+void warn_renamed(const std::string& where, const std::string& key, const std::string& now) {
+  log::warn("{}: {} is now {} (its family's own table); the old name is read until the next release", where, key,
+            now);
+}
+
+/// The table at dotted `path` under `root` ("topology.diloco"), made when
+/// `make` and missing; null when missing (or not a table) otherwise.
+toml::table* table_at(toml::table& root, const std::string& path, bool make) {
+  toml::table* t = &root;
+  std::size_t start = 0;
+  while (t != nullptr && start <= path.size()) {
+    const auto dot = path.find('.', start);
+    const auto part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (make && !t->contains(part))
+      t->insert(part, toml::table{});
+    t = t->get_as<toml::table>(part);
+    if (dot == std::string::npos)
+      break;
+    start = dot + 1;
+  }
+  return t;
+}
+
+/// "topology.diloco.outer_lr" -> {"topology.diloco", "outer_lr"}.
+std::pair<std::string, std::string> split_leaf(const std::string& key) {
+  const auto dot = key.rfind('.');
+  return {key.substr(0, dot), key.substr(dot + 1)};
+}
+
+} // namespace
+
+std::string current_key(const std::string& key, const std::string& where) {
+  const char* now = renamed_to(key);
+  if (now == nullptr)
+    return key;
+  if (!where.empty())
+    warn_renamed(where, key, now);
+  return now;
+}
+
+void move_renamed_keys(toml::table& root, const std::string& source) {
+  for (const auto& r : renamed_keys()) {
+    const auto [old_table, old_leaf] = split_leaf(r.old_key);
+    auto* from = table_at(root, old_table, false);
+    const toml::node* value = from != nullptr ? from->get(old_leaf) : nullptr;
+    if (value == nullptr)
+      continue;
+    const auto here = config_toml::where(source, *value);
+    const auto [new_table, new_leaf] = split_leaf(r.new_key);
+    auto* to = table_at(root, new_table, true);
+    check(to != nullptr, here + ": " + new_table + " must be a table (it holds " + r.new_key + ")");
+    if (const auto* both = to->get(new_leaf))
+      throw error(here + ": " + r.old_key + " and " + r.new_key + " (" + config_toml::where(source, *both) +
+                  ") are one key, given twice: keep " + r.new_key);
+    warn_renamed(here, r.old_key, r.new_key);
+    // Moved, not copied: a copy of a toml++ node drops its file and line,
+    // which the checks of the value still cite.
+    from->get(old_leaf)->visit([&, leaf = new_leaf](auto&& v) { to->insert_or_assign(leaf, std::move(v)); });
+    from->erase(old_leaf);
+  }
+}
+
+} // namespace gradwire::scheduler
