@@ -28,15 +28,17 @@ using reformer_actor = caf::typed_actor<caf::reacts_to<paused_atom, int, std::in
 /// The coordinator: the reformer's messages, and each worker's progress
 /// (step: rank, steps, samples; metrics: a window's; eval: a replica to
 /// evaluate at a step), its end (done, or lost: a report of another rank,
-/// with the error), a checkpoint part or a donor's state (snapshot: meta,
-/// floats), a lost rank's process asking back in (knock), and virtual
+/// with the error), a checkpoint part (snapshot: meta, floats), the
+/// replica lost shards are rebuilt from (repstate: meta, floats), a lost
+/// rank's process asking back in (knock), and virtual
 /// time's re-forms (reformed: rank, step, lost round, seconds, survivors;
 /// rejoined: rank, step, seconds).
 using coordinator_actor = reformer_actor::extend<
   caf::reacts_to<done_atom, worker_report>, caf::reacts_to<lost_atom, worker_report>,
   caf::reacts_to<step_atom, int, std::int64_t, std::int64_t>,
   caf::reacts_to<eval_atom, std::int64_t, slice, slice>, caf::reacts_to<metrics_atom, step_metrics>,
-  caf::reacts_to<snapshot_atom, std::string, slice>, caf::reacts_to<knock_atom, int>,
+  caf::reacts_to<snapshot_atom, std::string, slice>, caf::reacts_to<replica_state_atom, std::string, slice>,
+  caf::reacts_to<knock_atom, int>,
   caf::reacts_to<reformed_atom, int, std::int64_t, bool, double, int>,
   caf::reacts_to<rejoined_atom, int, std::int64_t, double>>;
 

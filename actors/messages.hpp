@@ -46,10 +46,11 @@
 /// | run_to | coordinator -> worker | step: run to it, snapshot, finish (a stop that keeps a checkpoint) | | |
 /// | snap_at | coordinator -> worker | step: after a pause, run to it and snapshot there (a checkpoint by time) | | |
 /// | snapshot | coordinator -> shard | version (-1: as it is) | (meta, floats): its part of a checkpoint | |
-/// | replica | coordinator -> PS worker | a generation: send its state to report_to (the replica lost shards are rebuilt from) | | |
+/// | replica | coordinator -> PS worker | a generation: send its state to report_to (the replica lost shards are rebuilt from) | (repstate, meta, floats) to report_to | |
+/// | repstate | PS worker -> coordinator | meta text, floats (actors/snapshot.hpp): its replica, asked for by replica, to rebuild lost shards from | | |
 /// | give | coordinator or reformer -> ring worker | generation, a survivor behind: send it this worker's state (donor), straight | | |
 /// | adopted | ring worker -> coordinator or reformer | rank, generation: it has taken a donor's state and is at the re-form's step | | |
-/// | snapshot | worker, shard -> coordinator | meta text, floats (actors/snapshot.hpp): a checkpoint's part (or a PS worker's replica, asked for by replica) | | |
+/// | snapshot | worker, shard -> coordinator | meta text, floats (actors/snapshot.hpp): a checkpoint's part | | |
 /// | donor | donor ring worker -> ring worker behind (give) | meta text, floats (actors/snapshot.hpp's layout): the donor's state to adopt | | |
 /// | pin | coordinator -> shard | version: keep a copy of it (a checkpoint by time will ask for it) | | |
 /// | abandon | coordinator (virtual time: its reformer) -> ring worker | generation: a peer is lost, abandon the round in flight | (abandoned, rank, steps done, whether a round was abandoned) to whoever runs the re-form | |
@@ -127,6 +128,9 @@ using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
 /// Coordinator -> PS worker: (replica_atom, generation), send your replica
 /// to report_to (lost shards are rebuilt from it).
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
+/// PS worker -> coordinator: (replica_state_atom, meta, floats), the
+/// replica replica_atom asked for (actors/snapshot.hpp's layout).
+using replica_state_atom = caf::atom_constant<caf::atom("repstate")>;
 /// Donor ring worker -> the ring worker behind it: (donor_atom, meta,
 /// floats), the donor's state (actors/snapshot.hpp's layout) to adopt.
 using donor_atom = caf::atom_constant<caf::atom("donor")>;
@@ -158,7 +162,7 @@ inline constexpr message_kind message_table[] = {
   {reform_atom::value, false},   {rewire_atom::value, false},   {hold_at_atom::value, false},   {knock_atom::value, false},
   {give_atom::value, false},     {adopted_atom::value, false},
   {reformed_atom::value, false}, {rejoined_atom::value, false},
-  {rebuilt_atom::value, false},  {replica_atom::value, false},   {donor_atom::value, false},
+  {rebuilt_atom::value, false},  {replica_atom::value, false},   {replica_state_atom::value, false}, {donor_atom::value, false},
   {caf::atom("barrier"), false},  {caf::atom("release"), false},
   {caf::atom("recheck"), false}, {caf::atom("missing"), false}, {computed_atom::value, false},
 };

@@ -373,7 +373,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       },
       [=](give_atom, int generation, const caf::actor& to) { // this worker's state for a survivor behind
         if (generation == self->state.generation)
-          self->state.send_snapshot(self, to, true);
+          self->state.send_snapshot(self, to, worker_core::snapshot_for::donor);
       },
       [=](donor_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
       [=](beat_atom) { on_ring_beat(self); },

@@ -428,7 +428,9 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
   return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{
     [=](beat_atom) { self->state.on_beat(self); },
-    [=](replica_atom, std::int64_t) { self->state.send_snapshot(self); }, // its replica, to rebuild lost shards from
+    [=](replica_atom, std::int64_t) { // its replica, to rebuild lost shards from
+      self->state.send_snapshot(self, self->state.cfg.report_to, worker_core::snapshot_for::replica);
+    },
     [=](rebuilt_atom, int index, caf::actor shard) { // shard `index` rebuilt on rank 0: its rank was lost
       auto& s = self->state;
       if (!s.cfg.ps.may_move || index < 0 || static_cast<std::size_t>(index) >= s.cfg.ps.handles.size() || !shard)

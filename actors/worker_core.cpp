@@ -65,7 +65,7 @@ void worker_core::land_params() const {
   incoming.clear();
 }
 
-void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& to, bool donor) const {
+void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& to, snapshot_for what) const {
   land_params();
   // One copy of the floats, straight into the buffer that travels (and is
   // written to disk as it is): the only work a step pays for a checkpoint.
@@ -101,8 +101,10 @@ void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& 
     std::memcpy(extra, v.data(), v.size() * sizeof(float));
     extra += v.size();
   }
-  if (donor)
+  if (what == snapshot_for::donor)
     self->send(to, donor_atom::value, s.meta_for(sizes), std::move(out));
+  else if (what == snapshot_for::replica)
+    self->send(as_coordinator(to), replica_state_atom::value, s.meta_for(sizes), std::move(out));
   else
     self->send(to, snapshot_atom::value, s.meta_for(sizes), std::move(out));
   tr.span("snapshot", t0, now(), step);

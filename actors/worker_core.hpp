@@ -190,7 +190,12 @@ struct worker_core {
   void send_snapshot(caf::event_based_actor* self) const { send_snapshot(self, cfg.report_to); }
   /// `donor`: as (donor_atom, ...), the state a ring worker behind adopts;
   /// else as (snapshot_atom, ...), a checkpoint's part.
-  void send_snapshot(caf::event_based_actor* self, const caf::actor& to, bool donor = false) const;
+  /// What a snapshot is for: a checkpoint's part (snapshot_atom), a donor's
+  /// state for a ring worker behind (donor_atom), or the replica lost
+  /// shards are rebuilt from (replica_state_atom).
+  enum class snapshot_for { checkpoint, donor, replica };
+  void send_snapshot(caf::event_based_actor* self, const caf::actor& to,
+                     snapshot_for what = snapshot_for::checkpoint) const;
   /// Who runs a ring's re-form (ring_worker_options::reform_to, or report_to).
   const caf::actor& reformer() const { return cfg.ring.reform_to ? cfg.ring.reform_to : cfg.report_to; }
   /// A stop that keeps a checkpoint (the coordinator's pause protocol):

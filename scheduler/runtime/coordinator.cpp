@@ -136,8 +136,10 @@ bool receive_one(coordinator_state& st, caf::scoped_actor& self, const std::vect
                 [&](actors::metrics_atom, actors::step_metrics m) { st.on_window(m); },
                 [&](actors::paused_atom, int rank, std::int64_t at) { st.on_paused(self, workers, rank, at); },
                 [&](actors::snapshot_atom, const std::string& meta, const actors::slice& floats) {
-                  if (!st.on_rebuild_state(meta, floats))
-                    st.on_snapshot(self, meta, floats);
+                  st.on_snapshot(self, meta, floats);
+                },
+                [&](actors::replica_state_atom, const std::string& meta, const actors::slice& floats) {
+                  st.on_rebuild_state(meta, floats);
                 },
                 [&](actors::abandoned_atom, int rank, std::int64_t steps, bool mid_round) {
                   st.on_reform_reply(rank, steps, mid_round);
