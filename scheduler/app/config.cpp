@@ -282,15 +282,8 @@ std::string resolved_toml(reader& r, const run_config& c) {
       continue; // per group or entry, below
     // A family's key (topology.halos.local_lr) goes into its own table,
     // [topology.halos], where a reader looks it up by its dotted path.
-    toml::table* t = &resolved;
-    std::size_t start = 0;
-    for (std::size_t dot; (dot = k.key.find('.', start)) != std::string::npos; start = dot + 1) {
-      const auto part = k.key.substr(start, dot - start);
-      if (!t->contains(part))
-        t->insert(part, toml::table{});
-      t = t->get(part)->as_table();
-    }
-    t->insert_or_assign(k.key.substr(start), r.get(k.key));
+    const auto dot = k.key.rfind('.');
+    config_toml::table_at(resolved, k.key.substr(0, dot), true)->insert_or_assign(k.key.substr(dot + 1), r.get(k.key));
   }
   resolved["experiment"].as_table()->insert_or_assign("out", c.out);
   if (!c.nodes.empty()) {

@@ -33,24 +33,6 @@ void warn_renamed(const std::string& where, const std::string& key, const std::s
             now);
 }
 
-/// The table at dotted `path` under `root` ("topology.diloco"), made when
-/// `make` and missing; null when missing (or not a table) otherwise.
-toml::table* table_at(toml::table& root, const std::string& path, bool make) {
-  toml::table* t = &root;
-  std::size_t start = 0;
-  while (t != nullptr && start <= path.size()) {
-    const auto dot = path.find('.', start);
-    const auto part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (make && !t->contains(part))
-      t->insert(part, toml::table{});
-    t = t->get_as<toml::table>(part);
-    if (dot == std::string::npos)
-      break;
-    start = dot + 1;
-  }
-  return t;
-}
-
 /// "topology.diloco.outer_lr" -> {"topology.diloco", "outer_lr"}.
 std::pair<std::string, std::string> split_leaf(const std::string& key) {
   const auto dot = key.rfind('.');
@@ -71,13 +53,13 @@ std::string current_key(const std::string& key, const std::string& where) {
 void move_renamed_keys(toml::table& root, const std::string& source) {
   for (const auto& r : renamed_keys()) {
     const auto [old_table, old_leaf] = split_leaf(r.old_key);
-    auto* from = table_at(root, old_table, false);
+    auto* from = config_toml::table_at(root, old_table, false);
     const toml::node* value = from != nullptr ? from->get(old_leaf) : nullptr;
     if (value == nullptr)
       continue;
     const auto here = config_toml::where(source, *value);
     const auto [new_table, new_leaf] = split_leaf(r.new_key);
-    auto* to = table_at(root, new_table, true);
+    auto* to = config_toml::table_at(root, new_table, true);
     check(to != nullptr, here + ": " + new_table + " must be a table (it holds " + r.new_key + ")");
     if (const auto* both = to->get(new_leaf))
       throw error(here + ": " + r.old_key + " and " + r.new_key + " (" + config_toml::where(source, *both) +

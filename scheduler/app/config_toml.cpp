@@ -162,17 +162,26 @@ void apply_override(toml::table& root, const std::string& arg, std::set<std::str
     overridden.insert(key);
     return;
   }
-  toml::table* t = &root;
-  std::size_t start = 0;
-  for (std::size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
-    const std::string part = key.substr(start, dot - start);
-    if (!t->contains(part))
-      t->insert(part, toml::table{});
-    t = t->get(part)->as_table();
-    check(t != nullptr, loc + ": " + part + " is not a table");
-  }
-  t->insert_or_assign(key.substr(start), *parsed.get("v"));
+  const auto dot = key.rfind('.');
+  auto* t = dot == std::string::npos ? &root : table_at(root, key.substr(0, dot), true);
+  check(t != nullptr, loc + ": " + key.substr(0, dot) + " is not a table");
+  t->insert_or_assign(dot == std::string::npos ? key : key.substr(dot + 1), *parsed.get("v"));
   overridden.insert(key);
+}
+
+toml::table* table_at(toml::table& root, const std::string& path, bool make) {
+  toml::table* t = &root;
+  for (std::size_t start = 0; t != nullptr;) {
+    const auto dot = path.find('.', start);
+    const auto part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (make && !t->contains(part))
+      t->insert(part, toml::table{});
+    t = t->get_as<toml::table>(part);
+    if (dot == std::string::npos)
+      break;
+    start = dot + 1;
+  }
+  return t;
 }
 
 void for_each_leaf(const toml::table& t, const std::function<void(const std::string&, const toml::node&)>& fn,

@@ -27,6 +27,11 @@ void walk(const toml::table& t, const std::string& prefix, const std::string& so
 /// syntax, or a bare word taken as a string), checked as a leaf.
 void apply_override(toml::table& root, const std::string& arg, std::set<std::string>& overridden);
 
+/// The table at dotted `path` under `root` ("topology.diloco"), each
+/// missing level made when `make`; null where a level is missing (and not
+/// made) or is not a table.
+toml::table* table_at(toml::table& root, const std::string& path, bool make);
+
 /// Calls fn(dotted key, value) for every non-table value under `t`
 /// ("a" = { b = 1 } and "a.b" = 1 both give "a.b").
 void for_each_leaf(const toml::table& t, const std::function<void(const std::string&, const toml::node&)>& fn,

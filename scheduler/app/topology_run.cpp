@@ -101,8 +101,8 @@ struct close_on_exit {
   ~close_on_exit() {
     if (j && j->launch.rank == 0 && std::uncaught_exceptions() > 0) // the others need not wait out the liveness bound
       j->node->fence_all("rank 0 ended the job with an error (its output says which)");
-    // A stop (Ctrl-C, SIGTERM) ends the run within 2 s: sends still in
-    // flight to a stalled peer are given half a second, not the usual 5.
+    // A stop (Ctrl-C, SIGTERM) must end the run promptly: sends still in
+    // flight to a stalled peer get half a second.
     if (j)
       j->node->close(kernels::stop_requested() ? 500 : 5000);
     s.node.reset();

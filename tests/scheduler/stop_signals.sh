@@ -98,8 +98,11 @@ pid0=$!
 GRADWIRE_RANK=1 "$gw" run "$tmp/stall.toml" -q --no-report --out "$tmp/stall" > "$tmp/stall1.txt" 2>&1 &
 pid=$!
 unset GRADWIRE_SIZE GRADWIRE_RENDEZVOUS
-term_when test -f "$tmp/stall/trace-rank1.part.json" # rank 1 writes it just before the barrier
-state0=$(sed 's/.*) //' "/proc/$pid0/stat" 2>/dev/null | cut -d' ' -f1)
+state_of() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; } # T: stopped
+# Rank 1 writes its trace part just before the barrier; rank 0 is then in its stall.
+at_barrier() { test -f "$tmp/stall/trace-rank1.part.json" && [[ $(state_of "$pid0") == T ]]; }
+term_when at_barrier
+state0=$(state_of "$pid0")
 [[ $rc -eq 130 ]] && grep -q "barrier 1 stopped (Ctrl-C or SIGTERM) waiting for rank 0" "$tmp/stall1.txt" ||
   bad "rank 1 at the last barrier: exit $rc at SIGTERM: $(tail -3 "$tmp/stall1.txt")"
 [[ $state0 == T ]] || bad "rank 1 ended only after rank 0's 6 s stall (rank 0's state: ${state0:-gone})"
