@@ -5,9 +5,6 @@
 /// whole 2 MiB pages and advised as huge before first touch. Falls back
 /// silently to ordinary pages where the kernel refuses.
 ///
-/// - Large arrays read at random (a dataset that mini-batches gather rows
-///   from; huge_page_allocator): a gather of 64 random images costs ~64 TLB
-///   misses fewer.
 /// - Tensors from 2 MiB (cpu_backend::allocate) and transport receive
 ///   buffers from 512 KiB (transport::buffer_pool): a shared-memory copy
 ///   between processes (CMA) pins and walks the source and destination
@@ -26,7 +23,6 @@
 
 #include <cstddef>
 #include <cstdlib>
-#include <new>
 
 #include <sys/mman.h>
 
@@ -47,34 +43,5 @@ inline void* alloc_host(std::size_t bytes, std::size_t min_huge) {
     ::madvise(p, rounded, MADV_HUGEPAGE); // advice only: ignored where THP is off
   return p;
 }
-
-template <typename T>
-struct huge_page_allocator {
-  using value_type = T;
-
-  huge_page_allocator() = default;
-  template <typename U>
-  huge_page_allocator(const huge_page_allocator<U>&) noexcept {}
-
-  T* allocate(std::size_t n) {
-    if (n > static_cast<std::size_t>(-1) / sizeof(T))
-      throw std::bad_array_new_length();
-    void* p = alloc_host(n * sizeof(T), huge_page_bytes);
-    if (p == nullptr)
-      throw std::bad_alloc();
-    return static_cast<T*>(p);
-  }
-
-  void deallocate(T* p, std::size_t) noexcept { std::free(p); }
-
-  template <typename U>
-  bool operator==(const huge_page_allocator<U>&) const noexcept {
-    return true;
-  }
-  template <typename U>
-  bool operator!=(const huge_page_allocator<U>&) const noexcept {
-    return false;
-  }
-};
 
 } // namespace gradwire::kernels

@@ -8,8 +8,6 @@
 /// format, and a seeded synthetic dataset. Every reader validates sizes and
 /// throws gradwire::error naming the file and what is wrong.
 
-#include "kernels/huge_pages.hpp"
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,7 +17,11 @@ namespace gradwire::models {
 struct dataset {
   std::string name;
   int channels = 1, height = 28, width = 28, classes = 10;
-  std::vector<float, kernels::huge_page_allocator<float>> images; ///< huge pages: batches gather at random
+  /// Ordinary pages, not huge ones: on a VM the first touch of fresh huge
+  /// pages is paid at every process start, and outweighs what a batch's
+  /// random gather saves in TLB misses (bench/RESULTS.md, "Figures behind
+  /// the code").
+  std::vector<float> images;
   std::vector<std::int32_t> labels;
   int label_width = 1; ///< labels per sample
   /// Text: each window's first byte in the corpus (data.partition =

@@ -54,7 +54,7 @@ bool ucx_link::impl::poll_once() {
   if (!lk.owns_lock() || stop.load(std::memory_order_relaxed))
     return false;
   driving = this;
-  const bool posted = drain_queue();
+  const bool drained = drain_queue();
   unsigned n = ucp_worker_progress(worker);
   if (!rndv.empty()) {
     fetch_rendezvous();
@@ -65,7 +65,7 @@ bool ucx_link::impl::poll_once() {
   drain_queue(); // (send() gave no signal for what this thread sent)
   driving = nullptr;
   last_poll_ns.store(now_ns(), std::memory_order_relaxed);
-  return n > 0 || posted;
+  return n > 0 || drained;
 }
 
 void ucx_link::impl::run() {
@@ -74,8 +74,8 @@ void ucx_link::impl::run() {
   auto last = std::chrono::steady_clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
     std::unique_lock<std::mutex> lk(ucx_mu);
-    const bool posted = drain_queue();
-    const unsigned n = ucp_worker_progress(worker) + (posted ? 1u : 0u);
+    const bool drained = drain_queue();
+    const unsigned n = ucp_worker_progress(worker) + (drained ? 1u : 0u);
     const bool handled = run_ready();
     if (!rndv.empty()) {
       fetch_rendezvous();

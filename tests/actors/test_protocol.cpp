@@ -25,10 +25,10 @@ actors::shard_config small_shard() {
 }
 
 int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
+  int found = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-    ++n;
-  return n;
+    ++found;
+  return found;
 }
 
 } // namespace

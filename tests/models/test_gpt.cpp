@@ -61,7 +61,7 @@ void check_gpt_gradients(float dropout) {
   rep->net.backward(tensor::from(r, {rows, spec.vocab}), false);
   const auto grads = rep->grads.to_vector();
   float* w = m.params().data();
-  const double eps = 1e-2;
+  const double delta = 1e-2;
   int checked = 0;
   for (std::size_t p = 0; p < m.param_specs().size(); ++p) {
     const auto& ps = m.param_specs()[p];
@@ -69,12 +69,12 @@ void check_gpt_gradients(float dropout) {
     for (std::size_t k : {std::size_t{0}, count / 2, count - 1}) {
       const std::size_t at = m.param_offsets()[p] + k;
       const float held = w[at];
-      w[at] = held + static_cast<float>(eps);
+      w[at] = held + static_cast<float>(delta);
       const double up = objective(rep->net, x, r);
-      w[at] = held - static_cast<float>(eps);
+      w[at] = held - static_cast<float>(delta);
       const double down = objective(rep->net, x, r);
       w[at] = held;
-      const double numeric = (up - down) / (2 * eps);
+      const double numeric = (up - down) / (2 * delta);
       INFO(ps.name << "[" << k << "]: analytic " << grads[at] << ", numeric " << numeric);
       CHECK(std::abs(grads[at] - numeric) <= 2e-3 + 2e-2 * std::abs(numeric));
       ++checked;
