@@ -68,7 +68,7 @@ caf::behavior driver(caf::event_based_actor* self, allreduce_driver_config cfg) 
       }
       launch();
     },
-    [=](reduced_atom, std::int64_t, const std::string& err) {
+    [=](reduce_failed_atom, std::int64_t, const std::string& err) {
       st->res.error = err;
       cfg.done(st->res);
       self->quit();

@@ -1,4 +1,5 @@
 #include "actors/collective_peer.hpp"
+#include "actors/worker_protocol.hpp"
 
 #include "actors/refuse.hpp"
 #include "kernels/backend.hpp"
@@ -39,9 +40,9 @@ void reduce(collective_actor* self, std::int64_t round, int bucket, slice view, 
     if (scale != 1.f)
       kernels::backend_for(kernels::device::cpu()).scale(e - b, scale, view.data());
     st.tr.since("allreduce (arg: bucket)", t0, bucket);
-    caf::send_as(me, worker, reduced_atom::value, round, bucket, pieces{piece{b, std::move(view)}}, 0.0);
+    caf::send_as(me, as_reduced_taker(worker), reduced_atom::value, round, bucket, pieces{piece{b, std::move(view)}}, 0.0);
   } catch (const std::exception& ex) {
-    caf::send_as(me, worker, reduced_atom::value, round, std::string(ex.what()));
+    caf::send_as(me, as_reduced_taker(worker), reduce_failed_atom::value, round, std::string(ex.what()));
   }
 }
 

@@ -14,6 +14,7 @@
 /// so every replica gets the same bits there too.
 
 #include "actors/ring_allreduce.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
@@ -69,7 +70,7 @@ void send_phase(compressed_actor* self, slice payload) {
   const auto n = static_cast<std::size_t>(st.cfg.world);
   for (std::size_t r = 0; r < n; ++r)
     if (static_cast<int>(r) != st.cfg.rank)
-      self->send(st.workers[r], gather_atom::value, st.step, st.phase, st.cfg.rank, payload);
+      self->send(as_compressed_worker(st.workers[r]), gather_atom::value, st.step, st.phase, st.cfg.rank, payload);
   st.report.bytes_sent += static_cast<std::int64_t>(payload.bytes() * (n - 1));
   auto& got = st.rounds[{st.step, st.phase}];
   got.resize(n);
@@ -152,7 +153,7 @@ void apply_mean(compressed_actor* self) {
   st.add_compute(t0);
   st.begin_comm();
   st.end_step(self);
-  self->send(self, tick_atom::value);
+  self->send(as_worker(self), tick_atom::value);
 }
 
 /// PowerSGD: the ring's sum of P (phase 0: Q sent round next) or of Q

@@ -1,4 +1,5 @@
 #include "actors/gossip_mixer.hpp"
+#include "actors/worker_protocol.hpp"
 
 #include "actors/worker_core.hpp"
 #include "kernels/backend.hpp"
@@ -117,7 +118,7 @@ turn store_event(gossip_store& s, const mix_event& e, const caf::actor& waiter,
       s.rec->add(as);
   }
   for (const auto& a : wake)
-    caf::anon_send(a, turn_atom::value);
+    caf::anon_send(as_turn_taker(a), turn_atom::value);
   return turn::taken;
 }
 

@@ -1,4 +1,5 @@
 #include "actors/gossip_graph.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/gossip_worker_state.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
@@ -84,7 +85,7 @@ void exchange(gossip_actor* self);
 
 void next_step(gossip_actor* self) {
   self->state.end_step(self);
-  self->send(self, tick_atom::value); // let waiting gossip requests in between steps
+  self->send(as_worker(self), tick_atom::value); // let waiting gossip requests in between steps
 }
 
 namespace {
@@ -209,7 +210,7 @@ void exchange(gossip_actor* self) {
   st.trainer->apply(); // D-PSGD
   auto mine = st.squeeze ? payload_of(st) : params_copy(st); // one read-only snapshot shared by all neighbours
   for (int r : send_to(st)) {
-    self->send(st.cfg.gossip.neighbours[static_cast<std::size_t>(r)], gossip_atom::value, st.step, st.cfg.rank, mine);
+    self->send(as_gossip_worker(st.cfg.gossip.neighbours[static_cast<std::size_t>(r)]), gossip_atom::value, st.step, st.cfg.rank, mine);
     st.report.bytes_sent += static_cast<std::int64_t>(mine.bytes());
   }
   st.exchanging = true;
@@ -335,7 +336,7 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       s.cfg.gossip.neighbours = std::move(all);
       if (adpsgd(s)) // tell the neighbours where to average with this worker
         for (int r : s.cfg.gossip.links)
-          self->send(s.cfg.gossip.neighbours[static_cast<std::size_t>(r)], mixer_atom::value, s.cfg.rank, s.mixer);
+          self->send(as_gossip_worker(s.cfg.gossip.neighbours[static_cast<std::size_t>(r)]), mixer_atom::value, s.cfg.rank, s.mixer);
       start_when_ready(self);
     },
     [=](beat_atom) { self->state.on_beat(self); },

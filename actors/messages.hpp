@@ -28,7 +28,9 @@
 /// | eval   | worker 0 -> coordinator | step, parameters, BatchNorm statistics | | |
 /// | wire   | topology -> ring, compressing ring or gossip worker, or virtual time's reformer | the workers it reaches (a ring worker: its right neighbour first) | | |
 /// | peerwire | topology -> ring peer | right neighbour, its group leader's right (hierarchical), its group's peers | | |
-/// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s) | |
+/// | reduce | worker -> ring peer | round, bucket, gradient view (handed over until reduced) | (reduced, round, bucket, pieces, wait s), or (redfailed, round, error) | |
+/// | reduced | ring or collective peer -> worker; hierarchical leader -> its group's peers | round, bucket, the reduced pieces, seconds waited | | |
+/// | redfailed | ring or collective peer -> worker | round, error text: the bucket's reduce failed | | |
 /// | ring   | ring peer -> right neighbour | round, bucket, chunk, hop, partial sum or final chunk | | yes: the ring's rounds keep the sender off it |
 /// | gossip | D-PSGD worker -> neighbour | step, rank, parameter snapshot | | yes: a fresh snapshot |
 /// | mixer  | AD-PSGD worker -> neighbour | rank, its mixer's handle: average with it there | | |
@@ -39,7 +41,7 @@
 /// | beat   | worker -> itself | (a timer: time to send step) | | |
 /// | stop | coordinator -> worker | none: finish at the next step boundary and report | | |
 /// | done | worker -> coordinator | worker_report: it finished (or failed) | | |
-/// | lost | any rank -> coordinator | worker_report of another rank, with the error: that worker is lost | | |
+/// | lost | any rank -> coordinator; virtual time's loop -> its reformer | worker_report of another rank, with the error: that worker is lost | | |
 /// | tick | worker -> itself | none: begin the next step (lets other mail in between steps) | | |
 /// | pause | coordinator -> worker | none: hold at the next step boundary | (paused, rank, the boundary it holds at) to the coordinator | |
 /// | paused | worker -> coordinator | rank, the step boundary it holds at | | |
@@ -68,10 +70,13 @@
 ///
 /// One atom, one meaning: what a message asks is never chosen by a flag or
 /// by an integer's width. Every actor refuses a message it has no handler
-/// for, and logs it (refuse_unexpected). The shard's rows, the allreduce
-/// peer's reduce, the barrier's root and AD-PSGD's mixer are also typed
-/// interfaces (shard_protocol.hpp, reduce_protocol.hpp, barrier.hpp,
-/// gossip_mixer.hpp), which the compiler checks at every sender.
+/// for, and logs it (refuse_unexpected). Every receiver's messages are
+/// also a typed interface, which the compiler checks at every sender: the
+/// shard's (shard_protocol.hpp), the allreduce peers' (reduce_protocol.hpp),
+/// the barrier's root (barrier.hpp), AD-PSGD's mixer (gossip_mixer.hpp),
+/// each worker family's (worker_protocol.hpp), the coordinator's and a
+/// ring reformer's (coordinator_protocol.hpp), and virtual time's reformer
+/// (scheduler/runtime/virtual_reform.hpp).
 
 #include "kernels/tensor.hpp"
 
@@ -97,6 +102,7 @@ using wire_atom = caf::atom_constant<caf::atom("wire")>;
 using peer_wire_atom = caf::atom_constant<caf::atom("peerwire")>;
 using reduce_atom = caf::atom_constant<caf::atom("reduce")>;
 using reduced_atom = caf::atom_constant<caf::atom("reduced")>;
+using reduce_failed_atom = caf::atom_constant<caf::atom("redfailed")>;
 using ring_atom = caf::atom_constant<caf::atom("ring")>;
 using gossip_atom = caf::atom_constant<caf::atom("gossip")>;
 using mixer_atom = caf::atom_constant<caf::atom("mixer")>;
@@ -153,6 +159,7 @@ inline constexpr message_kind message_table[] = {
   {pace_atom::value, false},     {stats_atom::value, false},    {fetch_atom::value, false},     {step_atom::value, false},
   {metrics_atom::value, false},  {done_atom::value, false},      {eval_atom::value, false},
   {wire_atom::value, false},     {peer_wire_atom::value, false}, {reduce_atom::value, false},    {reduced_atom::value, false},
+  {reduce_failed_atom::value, false},
   {ring_atom::value, true},      {gossip_atom::value, true},     {mixer_atom::value, false},
   {average_atom::value, true},    {turn_atom::value, false},      {gather_atom::value, true},     {balance_atom::value, false},
   {beat_atom::value, false},     {stop_atom::value, false},      {lost_atom::value, false},

@@ -1,4 +1,5 @@
 #include "actors/ring_allreduce.hpp"
+#include "actors/worker_protocol.hpp"
 
 #include "kernels/backend.hpp"
 #include "kernels/bf16.hpp"
@@ -98,7 +99,7 @@ void ring_allreduce::start(caf::event_based_actor* self, std::int64_t round, int
 void ring_allreduce::send_chunk(caf::event_based_actor* self, const caf::actor& to, std::int64_t round, int bucket,
                                 int chunk, int hop, slice data) {
   sent_bytes_ += static_cast<std::int64_t>(data.bytes());
-  self->send(to, ring_atom::value, tag_, round, bucket, chunk, hop, std::move(data));
+  self->send(as_ring_hop_taker(to), ring_atom::value, tag_, round, bucket, chunk, hop, std::move(data));
 }
 
 void ring_allreduce::on_chunk(caf::event_based_actor* self, std::int64_t round, int bucket, int chunk, int hop, slice data) {

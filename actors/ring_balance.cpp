@@ -1,4 +1,5 @@
 #include "actors/ring_worker_state.hpp"
+#include "actors/worker_protocol.hpp"
 
 #include "kernels/error.hpp"
 
@@ -24,7 +25,7 @@ void share_speed(ring_worker_actor* self) {
   const auto w = b.window.take();
   for (std::size_t r = 0; r < b.workers.size(); ++r)
     if (static_cast<int>(r) != st.cfg.rank)
-      self->send(b.workers[r], balance_atom::value, st.step, st.cfg.rank, w.compute_seconds, w.fixed_seconds,
+      self->send(as_ring_worker(b.workers[r]), balance_atom::value, st.step, st.cfg.rank, w.compute_seconds, w.fixed_seconds,
                  w.samples, w.steps);
   auto& round = b.rounds[st.step];
   round.first.resize(static_cast<std::size_t>(st.cfg.world));

@@ -1,4 +1,6 @@
 #include "actors/refuse.hpp"
+#include "actors/reduce_protocol.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/ring_peer.hpp"
 
 #include "actors/ring_allreduce.hpp"
@@ -33,14 +35,14 @@ void guarded(peer_actor* self, std::int64_t round, F fn) {
   try {
     fn();
   } catch (const std::exception& e) {
-    self->send(self->state.worker, reduced_atom::value, round,
+    self->send(as_reduced_taker(self->state.worker), reduce_failed_atom::value, round,
                "ring peer " + std::to_string(self->state.cfg.rank) + ": " + e.what());
   }
 }
 
 /// A bucket reduced by the last ring it goes through: to the worker.
 void to_worker(peer_actor* self, ring_allreduce::done_info d) {
-  self->send(self->state.worker, reduced_atom::value, d.round, d.bucket, std::move(d.result), d.wait_seconds);
+  self->send(as_reduced_taker(self->state.worker), reduced_atom::value, d.round, d.bucket, std::move(d.result), d.wait_seconds);
 }
 
 /// The group's result: flat rings and leaders of a one-group hierarchy are
@@ -76,7 +78,7 @@ void on_leaders_done(peer_actor* self, ring_allreduce::done_info d) {
       p.data = copy;
     }
   for (const auto& m : st.members)
-    self->send(m, reduced_atom::value, d.round, d.bucket, d.result, d.wait_seconds);
+    self->send(as_reduced_taker(m), reduced_atom::value, d.round, d.bucket, d.result, d.wait_seconds);
   to_worker(self, std::move(d));
 }
 
@@ -144,7 +146,7 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
     },
     [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
       // hierarchical member: the leader's broadcast
-      self->send(self->state.worker, reduced_atom::value, round, bucket, std::move(result), wait);
+      self->send(as_reduced_taker(self->state.worker), reduced_atom::value, round, bucket, std::move(result), wait);
     },
   };
 }
@@ -248,7 +250,7 @@ std::vector<caf::actor> spawn_ring_peers(caf::actor_system& sys, int n,
       members.push_back(at(m));
     if (direct && groups.empty())
       members = peers;
-    caf::anon_send(peers[static_cast<std::size_t>(r)], peer_wire_atom::value, at(w.right), at(w.leader_right), members);
+    caf::anon_send(as_ring_peer(peers[static_cast<std::size_t>(r)]), peer_wire_atom::value, at(w.right), at(w.leader_right), members);
   }
   return peers;
 }

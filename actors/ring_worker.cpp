@@ -1,4 +1,5 @@
 #include "actors/ring_worker_state.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/coordinator_protocol.hpp"
 #include "actors/worker.hpp"
 #include "kernels/log.hpp"
@@ -216,7 +217,7 @@ void on_reduced(ring_worker_actor* self, std::int64_t round, int bucket, pieces 
         st.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
   share_speed(self);
-  self->send(self, tick_atom::value); // not begin_step(): this may run inside the ring's own call
+  self->send(as_worker(self), tick_atom::value); // not begin_step(): this may run inside the ring's own call
 }
 
 /// The sharded update: the owner of a chunk applies the optimizer to it
@@ -380,7 +381,7 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
       [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
         on_reduced(self, round, bucket, std::move(result), wait);
       },
-      [=](reduced_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); },
+      [=](reduce_failed_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); },
     });
 }
 

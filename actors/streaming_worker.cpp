@@ -15,6 +15,7 @@
 /// DiLoCo's schedule, step for step.
 
 #include "actors/worker.hpp"
+#include "actors/worker_protocol.hpp"
 
 #include "kernels/error.hpp"
 
@@ -170,7 +171,7 @@ void next_step(streaming_actor* self) {
   if (st.step >= st.cfg.steps)
     st.finish(self);
   else
-    self->send(self, tick_atom::value);
+    self->send(as_worker(self), tick_atom::value);
 }
 
 /// Step 2 and 3 of the step's exchange: the pushes due, then (no delay, or
@@ -257,7 +258,7 @@ caf::behavior streaming_behavior(streaming_actor* self, worker_config cfg) {
     start_worker_offloaded(self, std::move(cfg), [&st] { init_fragments(st); });
   else if (!start_worker(self, std::move(cfg), [&st] { init_fragments(st); }))
     return {};
-  self->send(self, tick_atom::value);
+  self->send(as_worker(self), tick_atom::value);
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{

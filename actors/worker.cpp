@@ -1,4 +1,5 @@
 #include "actors/worker.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/refuse.hpp"
 #include "actors/worker_round.hpp"
 
@@ -264,7 +265,7 @@ void push_computed(worker_actor* self, std::vector<slice> grads) {
   }
   if (!st.round->ends(st.clock())) {
     st.end_step(self); // a local step: no exchange
-    self->send(self, tick_atom::value);
+    self->send(as_worker(self), tick_atom::value);
     return;
   }
   if (grads.empty()) {
@@ -423,7 +424,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     start_worker_offloaded(self, std::move(cfg), init_kind);
   else if (!start_worker(self, std::move(cfg), init_kind))
     return {};
-  self->send(self, tick_atom::value);
+  self->send(as_worker(self), tick_atom::value);
   st.start_heartbeats(self);
   return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })
     .or_else(caf::message_handler{

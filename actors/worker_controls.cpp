@@ -5,6 +5,7 @@
 /// virtual time.
 
 #include "actors/worker_core.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/coordinator_protocol.hpp"
 
 #include <algorithm>
@@ -62,7 +63,7 @@ void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
     snapshot_steps.insert(cfg.steps);
   if (held) {
     held = false;
-    self->send(self, tick_atom::value);
+    self->send(as_worker(self), tick_atom::value);
   }
 }
 
@@ -74,12 +75,12 @@ void worker_core::on_snapshot_at(caf::event_based_actor* self, std::int64_t at) 
   hold_at = -1;
   if (held) {
     held = false;
-    self->send(self, tick_atom::value);
+    self->send(as_worker(self), tick_atom::value);
   }
 }
 
 void worker_core::start_heartbeats(caf::event_based_actor* self) {
-  self->delayed_send(self, cfg.beat_interval, beat_atom::value);
+  self->delayed_send(as_worker(self), cfg.beat_interval, beat_atom::value);
 }
 
 bool worker_core::on_beat(caf::event_based_actor* self) {
@@ -93,7 +94,7 @@ bool worker_core::on_beat(caf::event_based_actor* self) {
   if (finished)
     return false;
   self->send(as_coordinator(cfg.report_to), step_atom::value, cfg.rank, step, report.samples);
-  self->delayed_send(self, cfg.beat_interval, beat_atom::value);
+  self->delayed_send(as_worker(self), cfg.beat_interval, beat_atom::value);
   return true;
 }
 

@@ -1,4 +1,5 @@
 #include "actors/worker_core.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/coordinator_protocol.hpp"
 
 #include "kernels/error.hpp"
@@ -102,7 +103,7 @@ void worker_core::send_snapshot(caf::event_based_actor* self, const caf::actor& 
     extra += v.size();
   }
   if (what == snapshot_for::donor)
-    self->send(to, donor_atom::value, s.meta_for(sizes), std::move(out));
+    self->send(as_ring_worker(to), donor_atom::value, s.meta_for(sizes), std::move(out));
   else if (what == snapshot_for::replica)
     self->send(as_coordinator(to), replica_state_atom::value, s.meta_for(sizes), std::move(out));
   else

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/bench_allreduce.hpp"
+#include "actors/reduce_protocol.hpp"
 #include "kernels/log.hpp"
 
 #include "actors/allreduce_driver.hpp"
@@ -113,7 +114,7 @@ void wire_bench_peers(job& j, const std::vector<caf::actor>& peers) {
     std::vector<caf::actor> all;
     for (int r = 0; r < n; ++r)
       all.push_back(r == rank ? peers[k] : j.node->remote(r, slot));
-    caf::anon_send(peers[k], actors::peer_wire_atom::value, right, caf::actor{}, all);
+    caf::anon_send(actors::as_ring_peer(peers[k]), actors::peer_wire_atom::value, right, caf::actor{}, all);
   }
 }
 

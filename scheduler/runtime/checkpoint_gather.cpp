@@ -1,4 +1,5 @@
 #include "scheduler/runtime/checkpoint_gather.hpp"
+#include "actors/worker_protocol.hpp"
 #include "kernels/log.hpp"
 
 #include <algorithm>
@@ -93,7 +94,7 @@ void checkpoint_gather::start(caf::scoped_actor& self, const std::vector<caf::ac
   timed_boundary_.assign(n_, -1);
   for (std::size_t r = 0; r < n_; ++r)
     if (!finished[r])
-      self->send(workers[r], actors::pause_atom::value);
+      self->send(actors::as_worker(workers[r]), actors::pause_atom::value);
 }
 
 void checkpoint_gather::release(caf::scoped_actor& self, const std::vector<caf::actor>& workers,
@@ -116,7 +117,7 @@ void checkpoint_gather::release(caf::scoped_actor& self, const std::vector<caf::
   }
   for (std::size_t r = 0; r < n_; ++r)
     if (!finished[r])
-      self->send(workers[r], actors::snapshot_at_atom::value, at);
+      self->send(actors::as_worker(workers[r]), actors::snapshot_at_atom::value, at);
   timed_pausing_ = false;
   timed_since_ = clock_type::now();
 }

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/coordinator.hpp"
+#include "actors/worker_protocol.hpp"
 #include "kernels/log.hpp"
 
 #include "scheduler/runtime/coordinator_state.hpp"
@@ -72,7 +73,7 @@ namespace {
 /// Tells every worker to finish at its next step boundary and report.
 void stop_all(caf::scoped_actor& self, const std::vector<caf::actor>& workers) {
   for (const auto& w : workers)
-    self->send(w, actors::stop_atom::value);
+    self->send(actors::as_worker(w), actors::stop_atom::value);
 }
 
 /// The job was told to stop: with checkpoints, every worker holds at its
@@ -91,7 +92,7 @@ void begin_stop(coordinator_state& st, caf::scoped_actor& self, const std::vecto
   st.stop.boundary.assign(st.n, -1);
   for (std::size_t r = 0; r < st.n; ++r)
     if (!st.finished[r])
-      self->send(workers[r], actors::pause_atom::value);
+      self->send(actors::as_worker(workers[r]), actors::pause_atom::value);
 }
 
 /// Checkpoints by time, a stop, a pause given up, a budget spent: what the

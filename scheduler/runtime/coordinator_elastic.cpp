@@ -4,6 +4,7 @@
 /// parameter server or gossip goes on without it, and a worker whose
 /// process comes back is let back into the ring.
 #include "scheduler/runtime/coordinator_state.hpp"
+#include "actors/worker_protocol.hpp"
 #include "scheduler/runtime/reform_decision.hpp"
 #include "kernels/log.hpp"
 
@@ -26,7 +27,8 @@ void coordinator_state::start_reform() {
   reform.step = -1;
   reform.adopting.clear();
   for (auto r : reform.survivors)
-    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::abandon_atom::value, reform.generation);
+    (*self)->send(actors::as_ring_worker((*workers)[static_cast<std::size_t>(r)]), actors::abandon_atom::value,
+                  reform.generation);
 }
 
 void coordinator_state::on_reform_reply(int rank, std::int64_t at, bool abandoned) {
@@ -59,7 +61,7 @@ void coordinator_state::decide_reform() {
   // donors in turn: no state passes through this rank.
   for (const auto& [donor, behind] : d.transfers) {
     reform.adopting.insert(behind);
-    (*self)->send((*workers)[static_cast<std::size_t>(donor)], actors::give_atom::value, reform.generation,
+    (*self)->send(actors::as_ring_worker((*workers)[static_cast<std::size_t>(donor)]), actors::give_atom::value, reform.generation,
                   (*workers)[static_cast<std::size_t>(behind)]);
   }
   if (reform.adopting.empty())
@@ -78,7 +80,7 @@ void coordinator_state::rewire() {
   const auto m = reform.survivors.size();
   const auto& ring = reform.survivors;
   for (std::size_t i = 0; i < m; ++i)
-    (*self)->send((*workers)[static_cast<std::size_t>(ring[i])], actors::rewire_atom::value, reform.generation, ring,
+    (*self)->send(actors::as_ring_worker((*workers)[static_cast<std::size_t>(ring[i])]), actors::rewire_atom::value, reform.generation, ring,
                   (*workers)[static_cast<std::size_t>(ring[(i + 1) % m])]);
   // [[faults]] back_at_step of a lost worker: the ring holds at that step
   // for it. The workers hold there themselves: their reports reach this
@@ -86,7 +88,7 @@ void coordinator_state::rewire() {
   for (const auto& [rank, at] : reform.back_at)
     if (lost(static_cast<std::size_t>(rank)) && at >= reform.step)
       for (auto r : reform.survivors)
-        (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::hold_at_atom::value, at);
+        (*self)->send(actors::as_ring_worker((*workers)[static_cast<std::size_t>(r)]), actors::hold_at_atom::value, at);
   if (reform.joining >= 0) { // a lost worker came back: its fault says when
     for (auto it = out.faults.rbegin(); it != out.faults.rend(); ++it)
       if (it->rank == reform.joining) {
@@ -128,7 +130,8 @@ void coordinator_state::on_rejoin(int rank) {
     readmit_worker(rank);
     auto& ring = reform.survivors;
     ring.insert(std::upper_bound(ring.begin(), ring.end(), static_cast<std::int64_t>(rank)), static_cast<std::int64_t>(rank));
-    (*self)->send((*workers)[static_cast<std::size_t>(rank)], actors::abandon_atom::value, reform.generation);
+    (*self)->send(actors::as_ring_worker((*workers)[static_cast<std::size_t>(rank)]), actors::abandon_atom::value,
+                  reform.generation);
     return;
   }
   if (const auto hold = reform.back_at.find(rank); hold != reform.back_at.end()) { // [[faults]] back_at_step: not before
@@ -245,7 +248,8 @@ void coordinator_state::go_on_without() {
   for (const auto& s : elastic->shards)
     (*self)->send(s, actors::reform_atom::value, reform.generation, left);
   for (auto r : left)
-    (*self)->send((*workers)[static_cast<std::size_t>(r)], actors::reform_atom::value, reform.generation, left);
+    (*self)->send(actors::as_reform_taker((*workers)[static_cast<std::size_t>(r)]), actors::reform_atom::value,
+                  reform.generation, left);
   std::int64_t most = 0;
   for (auto r : left)
     most = std::max(most, steps[static_cast<std::size_t>(r)]);
@@ -350,7 +354,7 @@ void coordinator_state::ask_rebuild(int rank) {
                   "worker had finished: no replica is left to rebuild them from (resume from a checkpoint)";
     return;
   }
-  (*self)->send((*workers)[static_cast<std::size_t>(rebuild.from)], actors::replica_atom::value,
+  (*self)->send(actors::as_ps_worker((*workers)[static_cast<std::size_t>(rebuild.from)]), actors::replica_atom::value,
                 std::int64_t{reform.generation});
 }
 
@@ -382,7 +386,7 @@ bool coordinator_state::on_rebuild_state(const std::string& meta, const actors::
       gather->replace_shard(static_cast<std::size_t>(i), shard);
       for (std::size_t r = 0; r < n; ++r)
         if (!finished[r])
-          (*self)->send((*workers)[r], actors::rebuilt_atom::value, i, caf::actor_cast<caf::actor>(shard));
+          (*self)->send(actors::as_ps_worker((*workers)[r]), actors::rebuilt_atom::value, i, caf::actor_cast<caf::actor>(shard));
     }
     log::warn("{} shard(s) of lost rank {} rebuilt on rank 0 from worker {}'s replica (version {}); their optimizer "
       "state starts afresh", moved.size(), rank, rebuild.from, version);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "scheduler/runtime/checkpoint_gather.hpp"
+#include "actors/worker_protocol.hpp"
 #include "scheduler/runtime/coordinator.hpp"
 #include "kernels/stop_aware.hpp"
 
@@ -140,7 +141,7 @@ struct coordinator_state {
     stop.final_step = last;
     for (std::size_t r = 0; r < n; ++r)
       if (!finished[r])
-        me->send(all[r], actors::run_to_atom::value, last);
+        me->send(actors::as_worker(all[r]), actors::run_to_atom::value, last);
     stop.pausing = false; // from here as any stop: the workers finish within the stop's bound
     stop.sent = clock_type::now();
   }

@@ -1,4 +1,5 @@
 #include "scheduler/runtime/execution.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/coordinator_protocol.hpp"
 
 #include "kernels/error.hpp"
@@ -30,7 +31,7 @@ void await_worker(caf::scoped_actor& self, const caf::actor& worker, const std::
                     if (!stopped)
                       stopped = std::chrono::steady_clock::now();
                     else if (std::chrono::steady_clock::now() - *stopped > stop_alone_after)
-                      self->send(worker, actors::stop_atom::value);
+                      self->send(actors::as_worker(worker), actors::stop_atom::value);
                   });
 }
 

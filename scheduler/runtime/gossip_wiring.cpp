@@ -1,4 +1,5 @@
 #include "actors/worker.hpp"
+#include "actors/worker_protocol.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/runtime/execution.hpp"
 #include "scheduler/runtime/gossip_wiring.hpp"
@@ -67,7 +68,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   ex.tell_on_kill();
   // Each worker starts once it knows every other's handle.
   ex.wire([](caf::scoped_actor& self, int r, const std::vector<caf::actor>& all) {
-    self->send(all[static_cast<std::size_t>(r)], actors::wire_atom::value, all);
+    self->send(actors::as_gossip_worker(all[static_cast<std::size_t>(r)]), actors::wire_atom::value, all);
   });
   auto c = ex.coordinate(on_progress, on_metrics, stop, checkpoints_of(setup), elastic);
   ex.finish();

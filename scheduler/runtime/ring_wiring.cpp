@@ -8,6 +8,7 @@
 /// process, its neighbours proxies.
 
 #include "actors/collective_peer.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/ring_allreduce.hpp"
 #include "actors/ring_peer.hpp"
 #include "actors/worker.hpp"
@@ -163,7 +164,7 @@ void wire_peer(caf::scoped_actor& self, const ring_plan& p, execution& ex, int r
   std::vector<caf::actor> members;
   for (int m : w.members)
     members.push_back(at(m));
-  self->send(at(r), actors::peer_wire_atom::value, at(w.right), at(w.leader_right), members);
+  self->send(actors::as_ring_peer(at(r)), actors::peer_wire_atom::value, at(w.right), at(w.leader_right), members);
 }
 
 /// Every worker of the ring (and its peer) that runs in this process: all
@@ -193,11 +194,11 @@ topology_outcome run_ring(caf::actor_system& sys, const ring_plan& p, const mode
   ex.wire([&](caf::scoped_actor& self, int r, const std::vector<caf::actor>& all) {
     if (p.use_peers && !p.collective)
       wire_peer(self, p, ex, r);
-    self->send(all[static_cast<std::size_t>(r)], actors::wire_atom::value,
+    self->send(actors::as_ring_wire_taker(all[static_cast<std::size_t>(r)]), actors::wire_atom::value,
                p.use_peers ? caf::actor{} : all[static_cast<std::size_t>((r + 1) % n)], all);
   });
   if (reformer)
-    ex.self()->send(reformer, actors::wire_atom::value, ex.workers(), reformer);
+    ex.self()->send(as_virtual_reformer(reformer), actors::wire_atom::value, ex.workers(), reformer);
   auto c = ex.coordinate(on_progress, on_metrics, stop, checkpoints_of(setup), p.elastic());
   if (p.collective) // a peer inside a sum waits for no one now (a rank lost, the run failed)
     setup.comm->abort("the run is over on rank " + std::to_string(setup.node->rank()));

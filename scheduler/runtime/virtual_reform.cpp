@@ -1,4 +1,5 @@
 #include "scheduler/runtime/virtual_reform.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/coordinator_protocol.hpp"
 
 #include "actors/messages.hpp"
@@ -59,7 +60,7 @@ void start_reform(reformer_actor* self) {
   st.at = -1;
   st.adopting.clear();
   for (auto r : st.members)
-    self->send(st.at_rank(r), actors::abandon_atom::value, st.generation);
+    self->send(actors::as_ring_worker(st.at_rank(r)), actors::abandon_atom::value, st.generation);
 }
 
 void join(reformer_actor* self, int rank) {
@@ -71,7 +72,7 @@ void join(reformer_actor* self, int rank) {
   st.live[r] = true;
   st.joining = rank;
   log::info("worker {} comes back (a new process): re-forming the ring with it", rank);
-  self->send(st.workers[r], actors::wire_atom::value, st.workers[(r + 1) % st.workers.size()], st.workers);
+  self->send(actors::as_ring_worker(st.workers[r]), actors::wire_atom::value, st.workers[(r + 1) % st.workers.size()], st.workers);
   start_reform(self);
 }
 
@@ -101,7 +102,7 @@ void plan_rejoin(reformer_actor* self) {
     st.wait_step = step;
     for (std::size_t r = 0; r < st.live.size(); ++r)
       if (st.live[r])
-        self->send(st.workers[r], actors::hold_at_atom::value, step);
+        self->send(actors::as_ring_worker(st.workers[r]), actors::hold_at_atom::value, step);
     return;
   }
 }
@@ -112,7 +113,7 @@ void rewire(reformer_actor* self) {
   auto& st = self->state;
   const auto m = st.members.size();
   for (std::size_t i = 0; i < m; ++i)
-    self->send(st.at_rank(st.members[i]), actors::rewire_atom::value, st.generation, st.members,
+    self->send(actors::as_ring_worker(st.at_rank(st.members[i])), actors::rewire_atom::value, st.generation, st.members,
                st.at_rank(st.members[(i + 1) % m]));
   const double t = st.seconds();
   for (int r : st.lost) {
@@ -137,7 +138,7 @@ void decide(reformer_actor* self) {
   st.lost_round = st.lost_round || d.lost_round;
   for (const auto& [donor, behind] : d.transfers) { // straight from the donors, no state through here
     st.adopting.insert(behind);
-    self->send(st.at_rank(donor), actors::give_atom::value, st.generation, st.at_rank(behind));
+    self->send(actors::as_ring_worker(st.at_rank(donor)), actors::give_atom::value, st.generation, st.at_rank(behind));
   }
   if (st.adopting.empty())
     rewire(self);
@@ -152,9 +153,9 @@ void expect_back(reformer_actor* self, int rank) {
     return;
   }
   --st.restarts_left;
+  const auto after = std::chrono::nanoseconds(static_cast<std::int64_t>(st.plan.restart_s * 1e9));
   if (!st.plan.back_at_step.count(rank))
-    self->delayed_send(self, std::chrono::nanoseconds(static_cast<std::int64_t>(st.plan.restart_s * 1e9)),
-                       actors::knock_atom::value, rank);
+    self->delayed_send(as_virtual_reformer(self), after, actors::knock_atom::value, rank);
 }
 
 /// A new process asks back in: a re-form with it now, or once the ring is
@@ -224,7 +225,7 @@ caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
       s.me = std::move(me);
       s.live.assign(s.workers.size(), true);
     },
-    [=](actors::lost_atom, int rank) { on_lost(self, rank); },
+    [=](actors::lost_atom, const actors::worker_report& killed) { on_lost(self, killed.rank); },
     [=](actors::knock_atom, int rank) { on_knock(self, rank); },
     [=](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) { on_reply(self, rank, steps, abandoned); },
     [=](actors::adopted_atom, int rank, int generation) { on_adopted(self, rank, generation); },

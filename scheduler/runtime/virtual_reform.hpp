@@ -10,7 +10,8 @@
 /// from the donors in turn, straight). Its messages cross the modelled network, so a run re-forms at
 /// the same virtual times and with the same bits on any number of threads.
 ///
-/// - A kill (simulation::lose_worker) sends it (lost_atom, rank): a
+/// - A kill (simulation::lose_worker) sends it (lost_atom, the killed
+///   worker's report): a
 ///   re-form of the live workers, with a fresh generation. A kill during a
 ///   re-form starts it again with the new survivors.
 /// - train.restarts: a killed rank comes back as a new process while
@@ -25,6 +26,8 @@
 ///   at S already).
 /// - The coordinator, which only records in virtual time, is told the
 ///   ring's recovery (reformed_atom) and each rejoin (rejoined_atom).
+
+#include "actors/coordinator_protocol.hpp"
 
 #include <caf/all.hpp>
 
@@ -51,6 +54,21 @@ struct virtual_reform_plan {
   std::function<caf::actor(int rank, const caf::actor& reformer)> respawn;
   std::shared_ptr<actors::virtual_clock> clock;
 };
+
+/// The reformer's messages: a ring's re-form from its workers
+/// (actors::reformer_actor), its wiring (wire: every worker's placed
+/// handle by rank, its own placed handle), a kill (lost: the killed
+/// worker's report, of which it reads the rank) and a replacement's
+/// request to come back (knock: rank).
+using virtual_reformer_actor = actors::reformer_actor::extend<
+  caf::reacts_to<actors::wire_atom, std::vector<caf::actor>, caf::actor>,
+  caf::reacts_to<actors::lost_atom, actors::worker_report>, caf::reacts_to<actors::knock_atom, int>>;
+
+/// The reformer reached through its untyped (placed) handle: unchecked.
+template <typename A>
+virtual_reformer_actor as_virtual_reformer(const A& a) {
+  return caf::actor_cast<virtual_reformer_actor>(a);
+}
 
 /// The reformer, not yet placed; it starts on (wire_atom, every worker's
 /// placed handle by rank, its own placed handle).

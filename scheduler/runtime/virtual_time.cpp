@@ -1,4 +1,6 @@
 #include "scheduler/runtime/virtual_time.hpp"
+#include "scheduler/runtime/virtual_reform.hpp"
+#include "actors/worker_protocol.hpp"
 #include "scheduler/runtime/virtual_placed.hpp"
 
 #include "actors/messages.hpp"
@@ -174,12 +176,15 @@ void simulation::note_progress(int rank, std::int64_t samples) {
   budget_hit_ = true; // every worker finishes at its next step boundary, from now
   for (const auto& p : placed_)
     if (p->rank >= 0 && !p->down)
-      caf::anon_send(p->real, actors::stop_atom::value);
+      caf::anon_send(actors::as_worker(p->real), actors::stop_atom::value);
 }
 
 void simulation::lose_worker(int rank) {
   if (reformer_) {
-    caf::anon_send(reformer_, actors::lost_atom::value, rank);
+    actors::worker_report killed;
+    killed.rank = rank;
+    killed.error = "killed in virtual time";
+    caf::anon_send(as_virtual_reformer(reformer_), actors::lost_atom::value, killed);
     return;
   }
   const auto n = reform_workers_.size();
@@ -196,7 +201,8 @@ void simulation::lose_worker(int rank) {
   for (const auto& s : reform_shards_)
     caf::anon_send(s, actors::reform_atom::value, generation_, left);
   for (auto r : left)
-    caf::anon_send(reform_workers_[static_cast<std::size_t>(r)], actors::reform_atom::value, generation_, left);
+    caf::anon_send(actors::as_reform_taker(reform_workers_[static_cast<std::size_t>(r)]), actors::reform_atom::value,
+                   generation_, left);
 }
 
 void simulation::note_eval(std::int64_t step, double seconds) {

@@ -1,13 +1,16 @@
 // Compiled by protocol_misuse.sh, never linked. With MISUSE = 0 it holds
 // correct uses of the typed protocols (the shard's, the allreduce peer's,
-// the job barrier's, AD-PSGD's mixer's, the coordinator's and a ring's
-// reformer's) and must compile; each other value
+// the job barrier's, AD-PSGD's mixer's, the coordinator's, a ring's
+// reformer's, the workers' and virtual time's reformer's) and must
+// compile; each other value
 // is one wrong use that the compiler must refuse.
 #include "actors/barrier.hpp"
 #include "actors/coordinator_protocol.hpp"
 #include "actors/gossip_mixer.hpp"
 #include "actors/reduce_protocol.hpp"
 #include "actors/shard_protocol.hpp"
+#include "actors/worker_protocol.hpp"
+#include "scheduler/runtime/virtual_reform.hpp"
 
 #include <caf/all.hpp>
 
@@ -15,12 +18,34 @@
 #include <cstdint>
 
 using namespace gradwire::actors;
+using gradwire::scheduler::virtual_reformer_actor;
 
-void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_actor& peer, const barrier_actor& root,
-         const gossip_mixer_actor& mixer, const coordinator_actor& coordinator, const reformer_actor& reformer) {
+/// The workers' handles, one of each family.
+struct workers {
+  worker_actor any;
+  ps_worker_actor ps;
+  ring_worker_actor ring;
+  compressed_worker_actor compressed;
+  gossip_worker_actor gossip;
+};
+
+/// One handle of each typed protocol.
+struct handles {
+  shard_actor shard;
+  reducer_actor peer;
+  barrier_actor root;
+  gossip_mixer_actor mixer;
+  coordinator_actor coordinator;
+  reformer_actor reformer;
+  workers w;
+  virtual_reformer_actor vreformer;
+};
+
+#if MISUSE == 0
+void correct_uses(caf::event_based_actor* self, const handles& h) {
+  const auto& [shard, peer, root, mixer, coordinator, reformer, w, vreformer] = h;
   const std::chrono::seconds t{1};
   const std::int64_t zero = 0, samples = 16;
-#if MISUSE == 0
   self->request(shard, t, pull_atom::value, 0, zero, zero).then([](std::int64_t, slice, double) {});
   self->request(shard, t, push_atom::value, 0, zero, zero, samples, slice{}).then([](std::int64_t, std::int64_t) {});
   self->send(shard, pin_atom::value, zero);
@@ -33,7 +58,25 @@ void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_a
   self->send(coordinator, done_atom::value, worker_report{});
   self->send(coordinator, paused_atom::value, 0, zero);
   self->send(reformer, adopted_atom::value, 0, 1);
-#elif MISUSE == 1 // a reform's generation as a 64-bit integer
+  self->send(w.any, run_to_atom::value, zero);
+  self->send(w.ps, replica_atom::value, zero);
+  self->send(w.ps, stop_atom::value);
+  self->send(w.ring, abandon_atom::value, 1);
+  self->send(w.ring, wire_atom::value, caf::actor{}, std::vector<caf::actor>{});
+  self->send(w.compressed, gather_atom::value, zero, 0, 1, slice{});
+  self->send(w.gossip, wire_atom::value, std::vector<caf::actor>{});
+  self->send(w.gossip, reform_atom::value, 1, std::vector<std::int64_t>{0, 2});
+  self->send(vreformer, lost_atom::value, worker_report{});
+  self->send(vreformer, abandoned_atom::value, 0, zero, true);
+  self->send(w.ring, reduce_failed_atom::value, zero, std::string("ring peer 1: lost"));
+}
+#endif
+
+void use(caf::event_based_actor* self, const handles& h) {
+  const auto& [shard, peer, root, mixer, coordinator, reformer, w, vreformer] = h;
+  const std::chrono::seconds t{1};
+  const std::int64_t zero = 0, samples = 16;
+#if MISUSE == 1 // a reform's generation as a 64-bit integer
   self->send(shard, reform_atom::value, zero, std::vector<std::int64_t>{0, 2});
 #elif MISUSE == 2 // a pin sent as a snapshot with a flag
   self->send(shard, snapshot_atom::value, zero, true);
@@ -64,6 +107,20 @@ void use(caf::event_based_actor* self, const shard_actor& shard, const reducer_a
   self->send(reformer, step_atom::value, 0, zero, samples);
 #elif MISUSE == 16 // a lost worker named by its rank alone, not its report
   self->send(coordinator, lost_atom::value, 1);
+#elif MISUSE == 17 // a worker's last step as an int
+  self->send(w.any, run_to_atom::value, 5);
+#elif MISUSE == 18 // a ring worker's re-form sent to a parameter-server worker
+  self->send(w.ps, abandon_atom::value, 1);
+#elif MISUSE == 19 // a gossip worker wired as a ring worker is
+  self->send(w.gossip, wire_atom::value, caf::actor{}, std::vector<caf::actor>{});
+#elif MISUSE == 20 // the coordinator's message sent to a worker
+  self->send(w.ring, step_atom::value, 0, zero, samples);
+#elif MISUSE == 21 // a compressed payload sent to a plain ring worker
+  self->send(w.ring, gather_atom::value, zero, 0, 1, slice{});
+#elif MISUSE == 22 // a kill named to virtual time's reformer by its rank alone
+  self->send(vreformer, lost_atom::value, 1);
+#elif MISUSE == 23 // a bucket's failure sent as a reduced bucket
+  self->send(w.ring, reduced_atom::value, zero, std::string("ring peer 1: lost"));
 #endif
 }
 

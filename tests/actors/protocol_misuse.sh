@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The typed protocols are checked by the compiler: protocol_misuse.cpp
 # compiles with its correct uses (MISUSE=0), and each wrong use (a message
-# a shard, the barrier or the coordinator does not take, a reply handler of the wrong shape,
+# a shard, the barrier, the coordinator or a worker does not take, a reply handler of the wrong shape,
 # a shard that forgets a handler) fails to compile with CAF's diagnostic for it.
 # Usage: protocol_misuse.sh CXX SOURCE_DIR CAF_INCLUDE_DIR
 set -u
@@ -12,8 +12,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 # The headers every compile parses (CAF's most of all), precompiled once:
-# ten compiles then parse only the file itself.
-printf '#include "actors/barrier.hpp"\n#include "actors/coordinator_protocol.hpp"\n#include "actors/gossip_mixer.hpp"\n#include "actors/reduce_protocol.hpp"\n#include "actors/shard_protocol.hpp"\n#include <caf/all.hpp>\n' >"$tmp/pre.hpp"
+# the compiles then parse only the file itself.
+printf '#include "actors/barrier.hpp"\n#include "actors/coordinator_protocol.hpp"\n#include "actors/gossip_mixer.hpp"\n#include "actors/reduce_protocol.hpp"\n#include "actors/shard_protocol.hpp"\n#include "actors/worker_protocol.hpp"\n#include "scheduler/runtime/virtual_reform.hpp"\n#include <caf/all.hpp>\n' >"$tmp/pre.hpp"
 "$cxx" -std=c++17 -I"$src" -I"$caf" -x c++-header "$tmp/pre.hpp" -o "$tmp/pre.hpp.gch" 2>"$tmp/pch.txt" ||
   { echo "FAIL: the protocol headers do not compile:"; head -20 "$tmp/pch.txt"; exit 1; }
 compile() {
@@ -55,4 +55,11 @@ expect 13 "a worker's step count as an int" "receiver does not accept given mess
 expect 14 "a shard's message sent to the coordinator" "receiver does not accept given message"
 expect 15 "a worker's progress sent to a ring's reformer" "receiver does not accept given message"
 expect 16 "a lost worker named by its rank alone" "receiver does not accept given message"
+expect 17 "a worker's last step as an int" "receiver does not accept given message"
+expect 18 "a ring worker's re-form sent to a parameter-server worker" "receiver does not accept given message"
+expect 19 "a gossip worker wired as a ring worker is" "receiver does not accept given message"
+expect 20 "the coordinator's message sent to a worker" "receiver does not accept given message"
+expect 21 "a compressed payload sent to a plain ring worker" "receiver does not accept given message"
+expect 22 "a kill named to virtual time's reformer by its rank alone" "receiver does not accept given message"
+expect 23 "a bucket's failure sent as a reduced bucket" "receiver does not accept given message"
 exit $fail

@@ -81,7 +81,7 @@ std::size_t check_allreduce(caf::actor_system& sys, int n, std::size_t size, std
               ++checked;
             }
         },
-        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
+        [&](actors::reduce_failed_atom, std::int64_t, std::string err) { failure = err; },
         caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
     INFO("N = " << n << ", round " << round);
     REQUIRE(failure.empty());
@@ -141,7 +141,7 @@ TEST_CASE("ring allreduce: results held across rounds keep their sums and buffer
           if (self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(peers[0]))
             mine = std::move(ps);
         },
-        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
+        [&](actors::reduce_failed_atom, std::int64_t, std::string err) { failure = err; },
         caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
     INFO("round " << round);
     REQUIRE(failure.empty());
@@ -279,7 +279,7 @@ TEST_CASE("ring allreduce with bf16 chunks: every hop's sum rounded as defined, 
             for (std::int64_t i = 0; i < p.data.numel(); ++i, ++checked)
               mismatches += p.data.data()[i] != want(p.offset + static_cast<std::size_t>(i));
         },
-        [&](actors::reduced_atom, std::int64_t, std::string err) { failure = err; },
+        [&](actors::reduce_failed_atom, std::int64_t, std::string err) { failure = err; },
         caf::after(std::chrono::seconds(10)) >> [&] { failure = "no reply within 10 s"; });
     REQUIRE(failure.empty());
     CHECK(checked == static_cast<std::size_t>(n) * size);

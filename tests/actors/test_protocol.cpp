@@ -43,7 +43,7 @@ TEST_CASE("protocol: every atom of the message table is listed once") {
                  actors::pin_atom::value, actors::abandon_atom::value, actors::abandoned_atom::value,
                  actors::hold_at_atom::value, actors::knock_atom::value, actors::rebuilt_atom::value,
                  actors::replica_atom::value, actors::donor_atom::value, actors::peer_wire_atom::value,
-                 actors::rewire_atom::value})
+                 actors::rewire_atom::value, actors::reduce_failed_atom::value, actors::replica_state_atom::value})
     CHECK(seen.count(static_cast<std::uint64_t>(a)) == 1);
 }
 

@@ -110,7 +110,7 @@ TEST_CASE("ring allreduce across nodes: exact sums for N = 1..5, multi-chunk, tw
                 self->quit();
               }
             },
-            [=](actors::reduced_atom, std::int64_t, const std::string& err) {
+            [=](actors::reduce_failed_atom, std::int64_t, const std::string& err) {
               done->set_exception(std::make_exception_ptr(std::runtime_error(err)));
               self->quit();
             },
