@@ -283,18 +283,23 @@ step_result trainer::step(const float* x, const std::int32_t* y, int n) {
   return r;
 }
 
-eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch_size) {
+eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch_size, const std::atomic<bool>* stop) {
   batch_size = std::max(1, batch_size / data.label_width); // the same labels per batch for text windows
   const std::int64_t total = limit > 0 ? std::min(limit, data.size()) : data.size();
   const auto dev = model_.dev();
   const std::size_t parts = replicas_.size();
   std::vector<double> loss(parts, 0);
   std::vector<std::int64_t> correct(parts, 0);
+  std::atomic<bool> cut{false}; // a replica saw the stop between two batches
   // Replica r evaluates the batches r, r + parts, ...
   pool_.run(parts, [&](std::size_t r) {
     tensor xbuf, ybuf;
     for (std::int64_t b0 = static_cast<std::int64_t>(r) * batch_size; b0 < total;
          b0 += static_cast<std::int64_t>(parts) * batch_size) {
+      if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+        cut = true;
+        break;
+      }
       const auto n = std::min<std::int64_t>(batch_size, total - b0);
       const shape_t xs = {n, data.channels, data.height, data.width};
       tensor xt = wrap_host(data.image(b0), xs, kernels::dtype::f32);
@@ -314,6 +319,8 @@ eval_result trainer::evaluate(const dataset& data, std::int64_t limit, int batch
       correct[r] += res.correct;
     }
   });
+  if (cut)
+    throw step_aborted();
   eval_result out;
   out.samples = total;
   double l = 0;

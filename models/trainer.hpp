@@ -19,6 +19,7 @@
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -125,7 +126,10 @@ public:
   }
 
   /// Mean loss and accuracy over `data` (or its first `limit` samples).
-  eval_result evaluate(const dataset& data, std::int64_t limit = 0, int batch_size = 1000);
+  /// Once `*stop` is set it gives up between two batches and throws
+  /// step_aborted (a partial mean is no result).
+  eval_result evaluate(const dataset& data, std::int64_t limit = 0, int batch_size = 1000,
+                       const std::atomic<bool>* stop = nullptr);
 
   /// The summed gradient buffer after compute_gradients (model layout, model device).
   const tensor& gradients() const { return replicas_[0]->grads; }

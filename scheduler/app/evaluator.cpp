@@ -33,6 +33,15 @@ void evaluator::record(std::int64_t step, double secs, const models::eval_result
   out_.flush();
   if (cfg_.target_accuracy > 0 && time_to_target.is_null() && e.accuracy >= cfg_.target_accuracy)
     time_to_target = secs;
+  if (step >= latest_step_) {
+    latest_step_ = step;
+    latest_ = e;
+  }
+}
+
+std::optional<models::eval_result> evaluator::latest() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return latest_step_ >= 0 ? std::optional<models::eval_result>(latest_) : std::nullopt;
 }
 
 void evaluator::set_state(models::model& m, const actors::slice& state) {
@@ -43,7 +52,13 @@ void evaluator::set_state(models::model& m, const actors::slice& state) {
 void evaluator::evaluate_and_record(models::model& m, models::trainer& t, const snapshot& s) {
   std::copy(s.params.data(), s.params.data() + m.size(), m.params().data());
   set_state(m, s.state);
-  const auto e = t.evaluate(test_, 0, eval_batch_);
+  models::eval_result e;
+  try {
+    e = t.evaluate(test_, 0, eval_batch_, &abandoned_);
+  } catch (const models::step_aborted&) {
+    ++given_up_; // abandon(): no partial result is recorded
+    return;
+  }
   record(s.step, s.secs, e);
   if (steps_per_epoch_ > 0 && s.step % steps_per_epoch_ == 0) // a multi-worker run's epoch line
     progress_.note(fmt::format("epoch {}/{} (worker 0's replica at step {}, {:.1f} s): test loss {:.4f}, test acc {:.2f}%",
@@ -78,6 +93,21 @@ void evaluator::run_background() {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
   while (auto s = take(true))
     evaluate_and_record(*bg_model_, *bg_trainer_, *s);
+}
+
+std::size_t evaluator::abandon() {
+  abandoned_ = true;
+  std::size_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    dropped = queue_.size();
+    queue_.clear();
+    closing_ = true;
+  }
+  cv_.notify_all();
+  if (background_.joinable())
+    background_.join();
+  return dropped + given_up_;
 }
 
 void evaluator::drain() {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -49,8 +50,14 @@ public:
   /// Every snapshot evaluated: what is left of them (during), or all (after,
   /// on all this run's threads). Their records precede the final one.
   void drain();
-  /// Records one evaluation (metrics.jsonl; time_to_target).
+  /// A stop: the snapshots not yet evaluated are dropped, and one under
+  /// evaluation is given up between two test batches (an evaluation can
+  /// take longer than a stop may). Returns how many were dropped.
+  std::size_t abandon();
+  /// Records one evaluation (metrics.jsonl; time_to_target; latest).
   void record(std::int64_t step, double secs, const models::eval_result& e);
+  /// The evaluation recorded at the highest step so far, if any.
+  std::optional<models::eval_result> latest() const;
   /// BatchNorm statistics come with the parameters (as DDP takes rank 0's buffers).
   void set_state(const actors::slice& state) { set_state(model, state); }
   /// The final model's evaluation: `model`'s parameters as they are.
@@ -80,8 +87,12 @@ private:
   std::int64_t steps_per_epoch_;
   int eval_batch_; ///< eval_batch_of(cfg)
   models::trainer trainer_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::atomic<bool> abandoned_{false}; ///< abandon(): an evaluation under way gives up
+  std::atomic<std::size_t> given_up_{0}; ///< evaluations abandon() cut short
+  std::int64_t latest_step_ = -1;
+  models::eval_result latest_;
   std::deque<snapshot> queue_;
   bool closing_ = false;
   /// The background thread's own model and one-thread trainer.

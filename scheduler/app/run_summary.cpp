@@ -1,5 +1,6 @@
 #include "scheduler/app/run_summary.hpp"
 
+#include "kernels/log.hpp"
 #include "models/batcher.hpp"
 #include "scheduler/app/step_breakdown.hpp"
 
@@ -161,19 +162,45 @@ run_listeners listeners(progress_line& progress, results_writer& out, clock_type
   return l;
 }
 
-/// The final model's evaluation and the per-worker records; fills `f`.
-void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::trace_ref& coord_trace,
-                double trained_secs) {
-  ev.drain(); // the snapshots first: their records precede the final one
+namespace {
+
+/// The final model's evaluation into `f`; true when it was made now. A
+/// stopped run skips it, as it skips the snapshots not yet evaluated (an
+/// evaluation can outlast a stop's grace): `f.eval` is then the latest
+/// evaluation made during the run, if any (as a single run's), and the
+/// model written is evaluated by `gradwire eval DIR`.
+bool final_evaluation(run_facts& f, evaluator& ev, const actors::trace_ref& coord_trace) {
+  if (f.res.interrupted) {
+    if (const auto dropped = ev.abandon(); dropped > 0)
+      log::info("the stop skipped {} snapshot evaluation(s) not yet made", dropped);
+  } else {
+    ev.drain(); // the snapshots first: their records precede the final one
+  }
   std::copy(f.res.params.begin(), f.res.params.end(), ev.model.params().data());
   for (const auto& rep : f.res.reports) // worker 0's statistics (the first that reported any)
     if (rep.state.defined()) {
       ev.set_state(rep.state);
       break;
     }
+  if (f.res.interrupted) {
+    const auto latest = ev.latest();
+    f.evaluated = latest.has_value();
+    f.eval = latest.value_or(models::eval_result{});
+    return false;
+  }
   const auto t_eval = clock_type::now();
   f.eval = ev.evaluate_model();
+  f.evaluated = true;
   coord_trace.since("evaluate", t_eval, f.setup.steps);
+  return true;
+}
+
+} // namespace
+
+/// The final model's evaluation and the per-worker records; fills `f`.
+void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::trace_ref& coord_trace,
+                double trained_secs) {
+  const bool evaluated_now = final_evaluation(f, ev, coord_trace);
   trace_faults(coord_trace, f.res.faults);
   f.per_worker = nlohmann::json::array();
   // While every worker ran: until the first finished (by its own clock;
@@ -213,7 +240,8 @@ void finish_run(run_facts& f, evaluator& ev, results_writer& out, const actors::
     f.staleness_all_ran = staleness_summary(histogram_of(all_ran_values));
     f.staleness_all_ran["seconds"] = all_ran;
   }
-  ev.record(f.res.reports.empty() ? 0 : f.res.reports.front().steps, trained_secs, f.eval);
+  if (evaluated_now)
+    ev.record(f.res.reports.empty() ? 0 : f.res.reports.front().steps, trained_secs, f.eval);
   f.time_to_target = ev.time_to_target;
   f.parameters = static_cast<std::int64_t>(ev.model.parameter_count());
   const auto split = lockstep(f.setup) ? breakdown_of(f.res.reports) : step_breakdown{};
@@ -268,8 +296,8 @@ nlohmann::json summary_of(const run_facts& f) {
     {"train_seconds", res.seconds},
     {"samples_per_sec", res.seconds > 0 ? static_cast<double>(f.samples) / res.seconds : 0},
     {"final_loss", f.loss},
-    {"final_test_accuracy", f.eval.accuracy},
-    {"final_test_loss", f.eval.loss},
+    {"final_test_accuracy", f.evaluated ? nlohmann::json(f.eval.accuracy) : nlohmann::json(nullptr)},
+    {"final_test_loss", f.evaluated ? nlohmann::json(f.eval.loss) : nlohmann::json(nullptr)},
     {"eval", f.eval_during ? "during" : "after"},
     {"target_accuracy", cfg.target_accuracy > 0 ? nlohmann::json(cfg.target_accuracy) : nlohmann::json(nullptr)},
     {"time_to_target", f.time_to_target},

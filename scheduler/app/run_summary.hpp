@@ -36,12 +36,15 @@ struct run_facts {
   nlohmann::json time_to_target, step_time, per_worker;
   nlohmann::json staleness_all_ran; ///< staleness of the pushes made while every worker ran
   const window_log* windows = nullptr;
-  bool eval_during = false;
+  bool eval_during = false; ///< snapshots evaluated during the run (else after it)
   /// The training set: a label-skewed run's per-worker label histograms.
-  const models::dataset* train = nullptr; ///< snapshots evaluated during the run (else after it)
+  const models::dataset* train = nullptr;
   std::int64_t samples = 0;
   double loss = 0, wall_seconds = 0;
   std::int64_t parameters = 0;
+  /// `eval` holds an evaluation: the final model's, or for a stopped run
+  /// the latest made during it (none: summary.json's final_test_* are null).
+  bool evaluated = false;
 };
 
 /// The run's records as the workers send them: progress and metrics.jsonl's step records.

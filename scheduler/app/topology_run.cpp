@@ -257,8 +257,14 @@ nlohmann::json fault_records(const std::vector<fault_record>& faults, results_wr
 /// The run's last lines: accuracy, loss, staleness, and where lock-step
 /// steps spent their time.
 void closing_notes(progress_line& progress, const run_facts& f, const nlohmann::json& summary) {
-  progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,
-                            f.eval.loss, summary["staleness"]["mean"].get<double>()));
+  const double staleness = summary["staleness"]["mean"].get<double>();
+  if (f.res.interrupted) // the final evaluation was skipped: said even with --quiet, as the stop is
+    log::info("stopped without the final evaluation: `gradwire eval {0}` evaluates {0}/model.safetensors; {1}mean "
+              "staleness {2:.2f}", f.cfg.out,
+              f.evaluated ? fmt::format("latest test accuracy {:.2f}%, ", 100 * f.eval.accuracy) : "", staleness);
+  else
+    progress.note(fmt::format("test accuracy {:.2f}%, test loss {:.4f}, mean staleness {:.2f}", 100 * f.eval.accuracy,
+                              f.eval.loss, staleness));
   if (!f.step_time.is_null())
     progress.note(fmt::format("step time: {:.1f}% compute, {:.1f}% waiting for slower workers, {:.1f}% exchange",
                               100 * f.step_time["compute"].get<double>(), 100 * f.step_time["imbalance"].get<double>(),
@@ -319,7 +325,7 @@ nlohmann::json write_results(const trained_run& t) {
   f.train = &t.data.train;
   finish_run(f, t.ev, t.out, t.coord_trace, trained_secs);
   t.trace_out.write();
-  t.out.write_file("model.safetensors", // the model evaluated last: the run's parameters, worker 0's statistics
+  t.out.write_file("model.safetensors", // the run's parameters, worker 0's statistics (evaluated, unless the run stopped)
                    safetensors_of(t.ev.model, t.ev.model.params().data(), t.ev.model.state().data(),
                                   run_metadata(cfg.resolved_toml, t.ev.model.spec(), t.data.input_mean,
                                                t.data.input_std)));

@@ -7,6 +7,9 @@
 #    within that step: the run says it stopped in the middle of step 2, and
 #    summary.json says interrupted after 1 step.
 #  - The checkpoint of step 1 resumes to the end.
+#  - A stopped ring of 2 workers skips the final evaluation and the
+#    snapshots not yet evaluated (evaluations that can outlast a stop's
+#    grace); its model is written for `gradwire eval`.
 #  - A rank waiting in the rendezvous for a rank that never comes (rank 0
 #    of 2, started alone, as srun starts it when the other rank's node
 #    failed) ends at SIGTERM, saying whom it waited for, exit 130, instead
@@ -61,6 +64,27 @@ PY
 python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(not (s['status'] == 'completed' and s['steps'] == 2))" \
   "$tmp/long/summary.json" || bad "the resumed run did not complete its 2 steps: $(head -c 300 "$tmp/long/summary.json")"
 
+# A ring of 2 workers in one process: SIGTERM once the first step's
+# record is written. The stop skips the final evaluation (of the whole
+# validation text here, seconds long) and the snapshots not yet evaluated:
+# no eval record, final_test_* null, and the closing line names `gradwire eval`.
+ring=(-q --no-report --out "$tmp/ring" --set topology.kind=\"ring\" --set topology.workers=2 --set train.threads=1
+      --set train.max_steps=2000 --set train.log_every=1 --set train.eval_steps=1 --set train.eval=\"after\")
+"$gw" run "$src/examples/lm.toml" "${ring[@]}" > "$tmp/ring.txt" 2>&1 &
+pid=$!
+term_when grep -qs '"type":"step"' "$tmp/ring/metrics.jsonl"
+grep -q "gradwire eval $tmp/ring" "$tmp/ring.txt" || bad "the stopped ring's closing line (exit $rc): $(tail -3 "$tmp/ring.txt")"
+python3 - "$tmp/ring" <<'PY' || bad "the stopped ring's results: $(head -c 400 "$tmp/ring/summary.json")"
+import json, os, sys
+d = sys.argv[1]
+s = json.load(open(os.path.join(d, "summary.json")))
+assert s["status"] == "interrupted", s["status"]
+assert s["final_test_accuracy"] is None and s["final_test_loss"] is None, (s["final_test_accuracy"], s["final_test_loss"])
+records = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+assert not [r for r in records if r["type"] == "eval"], "an evaluation after the stop"
+assert os.path.exists(os.path.join(d, "model.safetensors"))
+PY
+
 # Rank 0 of 2 alone: SIGTERM once it listens for the others.
 port=$((20000 + RANDOM % 20000))
 GRADWIRE_RANK=0 GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$port \
@@ -114,5 +138,5 @@ s = json.load(open(sys.argv[1]))
 assert s["status"] == "completed" or (s["status"] == "failed" and "rank 1" in s["error"]), s
 PY
 
-[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a rendezvous wait and a barrier wait end"
+[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a stopped ring skips its final evaluation; a rendezvous wait and a barrier wait end"
 exit $fail

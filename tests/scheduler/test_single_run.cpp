@@ -3,6 +3,8 @@
 #include "kernels/error.hpp"
 #include "models/model.hpp"
 #include "scheduler/app/config.hpp"
+#include "scheduler/app/data_source.hpp"
+#include "scheduler/app/evaluator.hpp"
 #include "scheduler/app/model_file.hpp"
 #include "scheduler/app/topology_run.hpp"
 #include "scheduler/app/results.hpp"
@@ -181,9 +183,49 @@ TEST_CASE("a stop request ends a parameter-server run with status interrupted an
   o.stop = &stop;
   auto s = run_actors(cfg, o);
   CHECK(s["status"] == "interrupted");
-  CHECK(s["final_test_accuracy"].is_number());
+  // A stop skips the final evaluation, as a single run's does: none was made during the run.
+  CHECK(s["final_test_accuracy"].is_null());
+  CHECK(s["final_test_loss"].is_null());
   CHECK(fs::exists(out + "/summary.json"));
   CHECK(fs::exists(out + "/metrics.jsonl"));
+  CHECK(fs::exists(out + "/model.safetensors"));
+  for (const auto& r : read_jsonl(out + "/metrics.jsonl"))
+    CHECK(r["type"] != "eval");
+  fs::remove_all(out);
+}
+
+TEST_CASE("a stop drops the snapshots not yet evaluated, and keeps the latest evaluation made") {
+  const auto out = fresh_dir("eval-stop");
+  auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_test = 500\n", "t.toml",
+                          {"experiment.out=" + out});
+  const auto data = load_data(cfg);
+  for (const bool during : {false, true}) {
+    INFO("during the run: " << during);
+    std::size_t records = 0, dropped = 0;
+    {
+      results_writer w(out);
+      progress_line quiet_line(false);
+      evaluator ev(cfg, data.test, w, quiet_line, 10, during);
+      CHECK_FALSE(ev.latest().has_value());
+      if (!during)
+        ev.record(3, 1.0, {0.5, 0.25, 500});
+      for (std::int64_t step = 10; step <= 40; step += 10)
+        ev.submit(step, 2.0, ev.model.params(), {});
+      dropped = ev.abandon();
+      if (!during) {
+        CHECK(dropped == 4); // "after": none was evaluated
+        REQUIRE(ev.latest().has_value());
+        CHECK(ev.latest()->accuracy == 0.25);
+      }
+      ev.drain(); // nothing is left to evaluate after abandon()
+    }
+    for (const auto& r : read_jsonl(out + "/metrics.jsonl"))
+      records += r["type"] == "eval" && r["step"] != 3 ? 1 : 0;
+    CHECK(records + dropped == 4); // each snapshot either evaluated or dropped, never both
+    if (!during)
+      CHECK(records == 0);
+    fs::remove(out + "/metrics.jsonl");
+  }
   fs::remove_all(out);
 }
 
