@@ -10,6 +10,7 @@
 ///                 optimizer, with delayed Nesterov (Liu et al. 2024).
 /// make_server_rule at the end is the one reader of ps_options here; a
 /// family with a rule of its own hands it over in shard_config::make_rule.
+#include "actors/ps_plan.hpp"
 #include "actors/ps_shard_state.hpp"
 #include "actors/server_rule.hpp"
 
@@ -251,3 +252,20 @@ std::unique_ptr<server_rule> make_server_rule(const shard_config& cfg, std::size
 }
 
 } // namespace gradwire::actors::shard_detail
+
+namespace gradwire::actors {
+
+ps_plan ps_plan_of(const ps_options& ps) {
+  ps_plan p;
+  p.per_push = !ps.sync && !ps.local_sgd();
+  p.waits_for_none = p.per_push && ps.bound() < 0;
+  p.lock_step = ps.sync && ps.local_steps == 0 && ps.backups() == 0;
+  p.steps_per_version = ps.local_sgd() ? ps.local_steps : p.lock_step ? 1 : 0;
+  p.streaming = ps.streaming();
+  p.pacing = ps.sync ? "sync" : ps.staleness_bound >= 0 ? "ssp" : "async";
+  p.backups = ps.backups();
+  p.dc_lambda = ps.dc();
+  return p;
+}
+
+} // namespace gradwire::actors

@@ -1,5 +1,6 @@
 #include "scheduler/app/replay.hpp"
 
+#include "actors/ps_plan.hpp"
 #include "kernels/error.hpp"
 #include "scheduler/app/config_renamed.hpp"
 #include "scheduler/runtime/gossip_wiring.hpp"
@@ -39,11 +40,11 @@ std::map<int, fs::path> record_files(const fs::path& dir, const std::string& pre
 bool deterministic_without_record(const run_config& c, const std::string& where) {
   if (c.family == &gossip_family)
     return c.gossip.mode != actors::gossip_mode::adpsgd;
-  const bool ps = c.family->has_shards && !c.ps.local_sgd();
-  check(!(ps && c.ps.backups() > 0),
+  const auto plan = actors::ps_plan_of(c.ps);
+  check(!(c.family->has_shards && plan.backups > 0),
         where + ": backup workers' dropped pushes are not recorded: replay follows async parameter servers and "
                 "lock-step topologies");
-  if (ps && c.mode != "sync")
+  if (c.family->has_shards && plan.per_push)
     return false;
   check(c.mode == "sync", where + ": " + c.topology + " in mode " + c.mode +
                             " is not recorded: replay follows async parameter servers and lock-step topologies");

@@ -367,6 +367,14 @@ void record_or_follow(topology_setup& setup, const run_options& opts, bool resum
   }
 }
 
+/// Worker 0's snapshots go to `ev`: evaluated off the workers' cores, at
+/// the time worker 0 handed each over.
+void evaluate_snapshots(topology_setup& setup, evaluator& ev) {
+  setup.on_eval = [&ev, sim = setup.sim](std::int64_t step, const actors::slice& params, const actors::slice& state) {
+    ev.submit(step, sim ? sim->eval_seconds(step) : since(ev.t_train), params, state);
+  };
+}
+
 } // namespace
 
 nlohmann::json run_actors(run_config cfg, const run_options& opts) {
@@ -407,10 +415,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   progress.note(banner(cfg, setup));
   evaluator ev{cfg, data.test, out, progress, plan.steps_per_epoch, evaluate_during(cfg, setup)};
   const auto coord_trace = actors::trace_ref::open(setup.trace, "coordinator");
-  setup.on_eval = [&ev, sim = setup.sim](std::int64_t step, const actors::slice& params, const actors::slice& state) {
-    // Evaluated off the workers' cores (evaluator), at the time worker 0 handed it over.
-    ev.submit(step, sim ? sim->eval_seconds(step) : since(ev.t_train), params, state);
-  };
+  evaluate_snapshots(setup, ev);
   auto l = listeners(progress, out, ev.t_train,
                      setup.budget_samples > 0 ? setup.budget_samples / cfg.batch_size : setup.steps * cfg.workers,
                      time_offset, setup.opt);

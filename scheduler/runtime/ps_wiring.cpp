@@ -6,6 +6,7 @@
 /// the shards on rank 0 with the coordinator or spread (shard i on rank i
 /// mod processes), reached through proxies.
 
+#include "actors/ps_plan.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/worker.hpp"
 #include "kernels/error.hpp"
@@ -31,27 +32,25 @@ struct shard_set {
   std::vector<actors::shard_actor> handles; ///< every shard, by id (a proxy where it lives elsewhere)
 };
 
+actors::ps_plan plan_of(const topology_setup& setup) { return actors::ps_plan_of(setup.ps); }
+
 /// A lock-step shard's versions per checkpoint (sync: one a step; local
 /// SGD: one an averaging round); 0 for the others, asked as they are.
 std::int64_t snapshot_versions(const topology_setup& setup) {
   const auto grid = checkpoint_grid(setup);
-  if (grid <= 0)
-    return 0;
-  if (setup.ps.local_sgd())
-    return grid / setup.ps.local_steps;
-  return setup.ps.sync && setup.ps.backups() == 0 ? grid : 0;
+  const auto per = plan_of(setup).steps_per_version;
+  return grid > 0 && per > 0 ? grid / per : 0;
 }
 
 /// The coordinator's plan: every shard asked for the version of a checkpoint's step.
 checkpoint_plan shard_checkpoints(const topology_setup& setup, const std::vector<actors::shard_actor>& shards) {
   const auto per = snapshot_versions(setup);
   const auto every = checkpoint_grid(setup);
-  const auto local = setup.ps.local_steps;
-  const bool averaging = setup.ps.local_sgd();
-  return checkpoints_of(setup, shards, [per, every, local, averaging](std::int64_t step) -> std::int64_t {
+  const auto steps = plan_of(setup).steps_per_version;
+  return checkpoints_of(setup, shards, [per, every, steps](std::int64_t step) -> std::int64_t {
     if (per <= 0 || every <= 0)
       return -1;
-    return averaging ? step / local : step;
+    return step / steps;
   });
 }
 
@@ -68,7 +67,7 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
 /// Whether shard i writes a record here (experiment.record): an async
 /// server's shards, whose order of updates nothing else fixes.
 bool records(const topology_setup& setup) {
-  return !setup.record_dir.empty() && !setup.ps.sync && !setup.ps.local_sgd() && setup.ps.backups() == 0;
+  return !setup.record_dir.empty() && plan_of(setup).per_push;
 }
 
 /// A replay's record for shard i (the cut keeps it alive).
@@ -105,7 +104,7 @@ std::vector<std::pair<std::size_t, std::size_t>> streaming_ranges(const topology
 
 shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, const models::model& initial) {
   shard_set s;
-  s.ranges = setup.ps.streaming() ? streaming_ranges(setup, initial.size()) : shard_ranges(initial.size(), setup.ps.shards);
+  s.ranges = plan_of(setup).streaming ? streaming_ranges(setup, initial.size()) : shard_ranges(initial.size(), setup.ps.shards);
   for (const auto& [b, e] : s.ranges)
     check(e > b, "topology.shards = " + std::to_string(setup.ps.shards) + " leaves a shard empty (the model has " +
                    std::to_string(initial.size()) + " parameters)");
@@ -138,7 +137,7 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
   sc.opt = setup.opt;
   sc.compress = setup.compress;
   sc.worker_lr_scale = setup.worker_lr_scale;
-  if (!setup.ps.sync && !setup.ps.local_sgd()) // one update per worker's push: its schedule runs in rounds of them
+  if (plan_of(setup).per_push) // one update per worker's push: its schedule runs in rounds of them
     sc.opt.schedule.updates_per_step = setup.workers;
   sc.trace = setup.trace;
   sc.vclock = setup.sim;
@@ -157,7 +156,7 @@ actors::shard_config shard_config_of(const topology_setup& setup, const shard_se
 /// An async server with spread shards goes on without a shard's rank: its
 /// shards are rebuilt on rank 0 (elastic_plan::rebuild_shards).
 bool shards_may_move(const topology_setup& setup) {
-  return setup.node && setup.ps.spread_shards && !setup.ps.sync && !setup.ps.local_sgd() && setup.ps.backups() == 0;
+  return setup.node && setup.ps.spread_shards && plan_of(setup).per_push;
 }
 
 void rebuild_hooks(caf::actor_system& sys, const topology_setup& setup, shard_set& shards, elastic_plan& e) {
@@ -203,7 +202,7 @@ actors::worker_config ps_worker(const topology_setup& setup, const models::datas
 
 /// A worker of the wiring: streaming DiLoCo's, or the parameter server's.
 caf::actor spawn_ps_worker(caf::actor_system& sys, actors::worker_config wc) {
-  return wc.ps.streaming() ? actors::spawn_streaming_worker(sys, std::move(wc)) : actors::spawn_worker(sys, std::move(wc));
+  return actors::ps_plan_of(wc.ps).streaming ? actors::spawn_streaming_worker(sys, std::move(wc)) : actors::spawn_worker(sys, std::move(wc));
 }
 
 /// The trained parameters, staleness and dropped pushes, from every shard
@@ -276,7 +275,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   ex.wire([](caf::scoped_actor&, int, const std::vector<caf::actor>&) {}); // workers start on their own
   // Across processes an async parameter server waits for no worker: it
   // carries on without one whose process failed.
-  const bool carry_on = !setup.ps.sync && setup.ps.bound() < 0 && !setup.ps.local_sgd() && !setup.ps.spread_shards;
+  const bool carry_on = plan_of(setup).waits_for_none && !setup.ps.spread_shards;
   auto& self = ex.self();
   auto got = ex.coordinate(on_progress, on_metrics, stop, shard_checkpoints(setup, shards.handles),
                            setup.node ? ps_elastic(sys, setup, shards) : elastic_plan{}, carry_on);
@@ -302,44 +301,45 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   return out;
 }
 
-std::string ps_mode(const topology_setup& s) {
-  return s.ps.sync ? "sync" : s.ps.staleness_bound >= 0 ? "ssp" : "async";
-}
+std::string ps_mode(const topology_setup& s) { return plan_of(s).pacing; }
 
 std::string ps_describe(const topology_setup& s) {
-  std::string d = "parameter server, " + ps_mode(s);
-  if (s.ps.backups() > 0)
-    d += fmt::format(", {} backup worker(s)", s.ps.backup);
-  if (s.ps.dc() > 0)
-    d += fmt::format(", DC-ASGD lambda {}", s.ps.dc_lambda);
+  const auto plan = plan_of(s);
+  std::string d = "parameter server, " + std::string(plan.pacing);
+  if (plan.backups > 0)
+    d += fmt::format(", {} backup worker(s)", plan.backups);
+  if (plan.dc_lambda > 0)
+    d += fmt::format(", DC-ASGD lambda {}", plan.dc_lambda);
   return d + (s.by_host ? std::string(", a shard per host") : fmt::format(", {} shard(s)", s.ps.shards));
 }
 
-bool ps_lock_step(const topology_setup& s) { return s.ps.sync && s.ps.backup == 0; }
-bool ps_shares_budget(const topology_setup& s) { return !s.ps.sync; }
-bool ps_per_worker_lr(const topology_setup& s) { return !s.ps.sync; }
+bool ps_lock_step(const topology_setup& s) { return plan_of(s).lock_step; }
+bool ps_shares_budget(const topology_setup& s) { return plan_of(s).per_push; }
+bool ps_per_worker_lr(const topology_setup& s) { return plan_of(s).per_push; }
 std::int64_t ps_time_grid(const topology_setup& s) {
-  return s.ps.sync && s.ps.backups() == 0 ? checkpoint_versions_apart : every_step(s);
+  return plan_of(s).lock_step ? checkpoint_versions_apart : every_step(s);
 }
 
-std::string local_sgd_mode(const topology_setup& s) { return s.ps.streaming() ? "local-sgd-streaming" : "local-sgd"; }
+std::string local_sgd_mode(const topology_setup& s) { return plan_of(s).streaming ? "local-sgd-streaming" : "local-sgd"; }
 std::string local_sgd_describe(const topology_setup& s) {
-  if (s.ps.streaming())
+  if (plan_of(s).streaming)
     return fmt::format("streaming local SGD, {} fragments each averaged every {} steps, staggered, pulled {} steps "
                        "after the push (merge alpha {})",
                        s.ps.fragments, s.ps.local_steps, s.ps.sync_delay, s.ps.merge_alpha);
   return fmt::format("local SGD, average every {} steps", s.ps.local_steps);
 }
 std::string diloco_mode(const topology_setup& s) {
-  return s.ps.outer_async() ? "diloco-async" : s.ps.streaming() ? "diloco-streaming" : "diloco";
+  const auto plan = plan_of(s);
+  return plan.per_push ? "diloco-async" : plan.streaming ? "diloco-streaming" : "diloco";
 }
 std::string diloco_describe(const topology_setup& s) {
-  if (s.ps.streaming())
+  const auto plan = plan_of(s);
+  if (plan.streaming)
     return fmt::format("streaming DiLoCo, {} fragments each every {} steps, staggered, pulled {} steps after the push "
                        "(merge alpha {}), through an outer Nesterov step (lr {}, momentum {})",
                        s.ps.fragments, s.ps.local_steps, s.ps.sync_delay, s.ps.merge_alpha, s.ps.outer_lr,
                        s.ps.outer_momentum);
-  if (s.ps.outer_async())
+  if (plan.per_push)
     return fmt::format("async DiLoCo, each worker's pseudo-gradient every {} steps through an outer Nesterov step "
                        "(lr {}, momentum {}) as it comes",
                        s.ps.local_steps, s.ps.outer_lr, s.ps.outer_momentum);
@@ -349,7 +349,7 @@ std::string diloco_describe(const topology_setup& s) {
 /// Async DiLoCo's inner steps are each one worker's batch, taken at its own
 /// pace, so a sample budget may be shared out by speed; sync rounds are
 /// lock-step.
-bool diloco_shares_budget(const topology_setup& s) { return s.ps.outer_async(); }
+bool diloco_shares_budget(const topology_setup& s) { return plan_of(s).per_push; }
 /// The first multiple of local_steps from checkpoint_versions_apart up: a
 /// checkpoint falls at the end of an averaging round.
 std::int64_t local_sgd_time_grid(const topology_setup& s) {
