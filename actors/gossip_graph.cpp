@@ -38,7 +38,7 @@ std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int d
     }
   } else if (kind == "random") {
     // A ring (so the graph is connected) plus random edges up to `degree`.
-    check(degree >= 2, "topology.degree must be at least 2 for a random graph");
+    check(degree >= 2, "topology.gossip.degree must be at least 2 for a random graph");
     for (int i = 0; i < n; ++i)
       link(i, (i + 1) % n);
     std::mt19937_64 rng(seed * 2654435761ULL + 17);
@@ -49,13 +49,13 @@ std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int d
   } else if (kind == "exponential") {
     // The one-peer exponential graph's every pair (Ying et al. 2021):
     // worker i meets i + 2^k and i - 2^k, one k a step (actors/gossip_worker.cpp).
-    check(n >= 2 && (n & (n - 1)) == 0, "topology.graph = \"exponential\" needs a power of 2 of workers, got " +
+    check(n >= 2 && (n & (n - 1)) == 0, "topology.gossip.graph = \"exponential\" needs a power of 2 of workers, got " +
                                           std::to_string(n));
     for (int i = 0; i < n; ++i)
       for (int hop = 1; hop < n; hop *= 2)
         link(i, (i + hop) % n);
   } else {
-    throw error("topology.graph = \"" + kind + "\": expected ring, torus, random, complete or exponential");
+    throw error("topology.gossip.graph = \"" + kind + "\": expected ring, torus, random, complete or exponential");
   }
   std::vector<std::vector<int>> out;
   for (const auto& s : adj)

@@ -2,7 +2,7 @@
 /// @file gossip_graph.hpp
 /// Gossip's communication graphs: each rank's neighbours, symmetric and
 /// without self loops. The wiring draws the fixed graph; with
-/// topology.graph_seed every D-PSGD worker draws the same graph for each
+/// topology.gossip.graph_seed every D-PSGD worker draws the same graph for each
 /// step from (seed, step).
 
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace gradwire::actors {
 /// or size.
 std::vector<std::vector<int>> gossip_graph(const std::string& kind, int n, int degree, std::uint64_t seed);
 
-/// The random graph of step `step` under topology.graph_seed `seed`.
+/// The random graph of step `step` under topology.gossip.graph_seed `seed`.
 std::vector<std::vector<int>> graph_of_step(int n, int degree, std::uint64_t seed, std::int64_t step);
 
 } // namespace gradwire::actors

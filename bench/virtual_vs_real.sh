@@ -72,7 +72,7 @@ cases=(
   "async PS|--set topology.kind=parameter-server --set topology.mode=async|2|ps"
   "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|2|ps"
   "ring|--set topology.kind=ring|2*(n-1)|peers"
-  "AD-PSGD|--set topology.kind=gossip --set topology.gossip=adpsgd --set topology.graph=complete|2|peers"
+  "AD-PSGD|--set topology.kind=gossip --set topology.gossip.mode=adpsgd --set topology.gossip.graph=complete|2|peers"
 )
 cores=$(nproc)
 declare -A fitted2=()

@@ -143,23 +143,23 @@ void read_train(reader& r, run_config& c) {
 
 /// Gossip's keys: the rule, the graph, its compression.
 void read_gossip(reader& r, run_config& c) {
-  c.gossip.mode = r.str("topology.gossip") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
-  c.gossip.graph = r.str("topology.graph");
+  c.gossip.mode = r.str("topology.gossip.mode") == "adpsgd" ? actors::gossip_mode::adpsgd : actors::gossip_mode::dpsgd;
+  c.gossip.graph = r.str("topology.gossip.graph");
   if (c.gossip.graph == "exponential" && c.family == &gossip_family) {
     check(c.workers >= 2 && (c.workers & (c.workers - 1)) == 0,
-          r.loc("topology.graph") + " = \"exponential\" needs a power of 2 of workers, and topology.workers = " +
+          r.loc("topology.gossip.graph") + " = \"exponential\" needs a power of 2 of workers, and topology.workers = " +
             std::to_string(c.workers));
     check(c.gossip.mode == actors::gossip_mode::dpsgd,
-          r.loc("topology.graph") + " = \"exponential\" is D-PSGD's one-peer schedule; AD-PSGD picks its own peers "
+          r.loc("topology.gossip.graph") + " = \"exponential\" is D-PSGD's one-peer schedule; AD-PSGD picks its own peers "
             "(use ring, torus, random or complete)");
   }
-  c.gossip.degree = static_cast<int>(r.integer("topology.degree"));
-  c.gossip.graph_seed = static_cast<std::uint64_t>(r.integer("topology.graph_seed"));
+  c.gossip.degree = static_cast<int>(r.integer("topology.gossip.degree"));
+  c.gossip.graph_seed = static_cast<std::uint64_t>(r.integer("topology.gossip.graph_seed"));
   check(c.gossip.graph_seed == 0 || (c.gossip.graph == "random" && c.gossip.mode == actors::gossip_mode::dpsgd),
-        r.loc("topology.graph_seed") + ": graphs redrawn every step are D-PSGD's on topology.graph = \"random\" " +
-          "(topology.gossip = \"dpsgd\")");
-  c.gossip.rule = r.str("topology.gossip_compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
-  c.gossip.consensus_lr = static_cast<float>(r.number("topology.consensus_lr")); // 0: by the mode
+        r.loc("topology.gossip.graph_seed") + ": graphs redrawn every step are D-PSGD's on topology.gossip.graph = \"random\" " +
+          "(topology.gossip.mode = \"dpsgd\")");
+  c.gossip.rule = r.str("topology.gossip.compression") == "naive" ? models::gossip_rule::naive : models::gossip_rule::choco;
+  c.gossip.consensus_lr = static_cast<float>(r.number("topology.gossip.consensus_lr")); // 0: by the mode
 }
 
 

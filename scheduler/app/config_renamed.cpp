@@ -15,6 +15,14 @@ const std::vector<renamed_key>& renamed_keys() {
     {"topology.fragments", "topology.streaming.fragments"},
     {"topology.sync_delay", "topology.streaming.sync_delay"},
     {"topology.merge_alpha", "topology.streaming.merge_alpha"},
+    // topology.gossip was the mode's string: it moves first, so that the
+    // table of that name can take the other keys.
+    {"topology.gossip", "topology.gossip.mode"},
+    {"topology.graph", "topology.gossip.graph"},
+    {"topology.degree", "topology.gossip.degree"},
+    {"topology.graph_seed", "topology.gossip.graph_seed"},
+    {"topology.gossip_compression", "topology.gossip.compression"},
+    {"topology.consensus_lr", "topology.gossip.consensus_lr"},
   };
   return table;
 }
@@ -54,10 +62,16 @@ void move_renamed_keys(toml::table& root, const std::string& source) {
   for (const auto& r : renamed_keys()) {
     const auto [old_table, old_leaf] = split_leaf(r.old_key);
     auto* from = config_toml::table_at(root, old_table, false);
-    const toml::node* value = from != nullptr ? from->get(old_leaf) : nullptr;
-    if (value == nullptr)
-      continue;
+    toml::node* value = from != nullptr ? from->get(old_leaf) : nullptr;
+    if (value == nullptr || value->is_table())
+      continue; // absent, or already the new table of that name (topology.gossip)
     const auto here = config_toml::where(source, *value);
+    // Moved, not copied: a copy of a toml++ node drops its file and line,
+    // which the checks of the value still cite. It is taken out first, as
+    // the new key's table may have the old key's name.
+    toml::table held;
+    value->visit([&](auto&& v) { held.insert_or_assign("v", std::move(v)); });
+    from->erase(old_leaf);
     const auto [new_table, new_leaf] = split_leaf(r.new_key);
     auto* to = config_toml::table_at(root, new_table, true);
     check(to != nullptr, here + ": " + new_table + " must be a table (it holds " + r.new_key + ")");
@@ -65,10 +79,7 @@ void move_renamed_keys(toml::table& root, const std::string& source) {
       throw error(here + ": " + r.old_key + " and " + r.new_key + " (" + config_toml::where(source, *both) +
                   ") are one key, given twice: keep " + r.new_key);
     warn_renamed(here, r.old_key, r.new_key);
-    // Moved, not copied: a copy of a toml++ node drops its file and line,
-    // which the checks of the value still cite.
-    from->get(old_leaf)->visit([&, leaf = new_leaf](auto&& v) { to->insert_or_assign(leaf, std::move(v)); });
-    from->erase(old_leaf);
+    held.get("v")->visit([&, leaf = new_leaf](auto&& v) { to->insert_or_assign(leaf, std::move(v)); });
   }
 }
 

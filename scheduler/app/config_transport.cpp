@@ -51,11 +51,11 @@ void read_compression(reader& r, run_config& c) {
         r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
           "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk, sign or int8");
   check(!gossip || c.gossip.mode == actors::gossip_mode::dpsgd,
-        r.loc("transport.compress") + ": " + mode + " with topology.gossip = \"adpsgd\": compressed gossip " +
-          "(CHOCO-SGD) keeps estimates of fixed neighbours in lock step; use topology.gossip = \"dpsgd\"");
+        r.loc("transport.compress") + ": " + mode + " with topology.gossip.mode = \"adpsgd\": compressed gossip " +
+          "(CHOCO-SGD) keeps estimates of fixed neighbours in lock step; use topology.gossip.mode = \"dpsgd\"");
   check(!gossip || (c.gossip.graph != "exponential" && c.gossip.graph_seed == 0),
-        r.loc("transport.compress") + ": " + mode + " with a graph that changes every step (topology.graph = " +
-          "\"exponential\" or topology.graph_seed): compressed gossip " +
+        r.loc("transport.compress") + ": " + mode + " with a graph that changes every step (topology.gossip.graph = " +
+          "\"exponential\" or topology.gossip.graph_seed): compressed gossip " +
           "keeps an estimate of each neighbour, so it needs a fixed graph (ring, torus, random or complete)");
   check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
                                      " with topology.balance_every > 0: a compressed ring does not balance batches");

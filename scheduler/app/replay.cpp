@@ -86,7 +86,7 @@ void at_full_speed(run_config& c) {
 constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",     "topology.workers",
                                          "topology.shards",  "topology.push_pull", "topology.shard_placement",
                                          "topology.staleness_bound", "topology.local_steps", "topology.diloco.dynamic_local_steps",
-                                         "topology.gossip", "topology.graph", "topology.degree",
+                                         "topology.gossip.mode", "topology.gossip.graph", "topology.gossip.degree",
                                          "experiment.clock"};
 
 } // namespace

@@ -58,7 +58,7 @@ topology_outcome run_gossip_wiring(caf::actor_system& sys, const topology_setup&
   elastic.tell_survivors = true;
   elastic.min_workers = setup.min_workers;
   elastic.why_not = setup.gossip.graph == "exponential"
-                      ? "topology.graph = \"exponential\" (its one-peer schedule needs every worker)"
+                      ? "topology.gossip.graph = \"exponential\" (its one-peer schedule needs every worker)"
                     : setup.min_workers == 0 ? "train.min_workers = 0"
                                              : "";
   elastic.on = elastic.why_not.empty() && n > 1 && setup.node != nullptr;
@@ -89,7 +89,7 @@ std::string gossip_describe(const topology_setup& s) {
 const topology_family gossip_family{
   "gossip",
   /*order=*/5,
-  "decentralised averaging with neighbours on a graph (topology.gossip dpsgd or adpsgd)",
+  "decentralised averaging with neighbours on a graph (topology.gossip.mode dpsgd or adpsgd)",
   /*has_shards=*/false,
   /*peers_talk=*/true,
   /*has_groups=*/false,

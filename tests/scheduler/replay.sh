@@ -104,7 +104,7 @@ run adylu --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\"
   --set train.optimizer=\"adamw\" --set train.lr=0.002 && same adylu
 run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
 run topk --procs 3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.05 && same topk
-run adpsgd --procs 3 --set topology.kind=\"gossip\" --set topology.gossip=\"adpsgd\" && same adpsgd
+run adpsgd --procs 3 --set topology.kind=\"gossip\" --set topology.gossip.mode=\"adpsgd\" && same adpsgd
 if [ -f "$tmp/adpsgd/record/mixer-2.gwr" ]; then
   "$gw" replay "$tmp/adpsgd" "${q[@]}" --set train.lr=0.02 --out "$tmp/adpsgd-lr" >"$tmp/adpsgd-lr.txt" 2>&1 ||
     bad "adpsgd what-if: the replay failed: $(tail -3 "$tmp/adpsgd-lr.txt")"
@@ -254,7 +254,7 @@ if [ -d "$tmp/adpsgd/record" ]; then
   refused adpsgd-unfinished "an AD-PSGD replay follows whole runs" "$tmp/ad-cut"
   cp -r "$tmp/adpsgd" "$tmp/ad-missing" && rm "$tmp/ad-missing/record/mixer-2.gwr"
   refused adpsgd-missing "no record of worker 2's store" "$tmp/ad-missing"
-  refused adpsgd-graph "topology.graph decides how workers and shards exchange" "$tmp/adpsgd" --set topology.graph=\"complete\"
+  refused adpsgd-graph "topology.gossip.graph decides how workers and shards exchange" "$tmp/adpsgd" --set topology.gossip.graph=\"complete\"
 fi
 run unrecorded --set experiment.record=false && refused no-record "no record (the run had experiment.record = false" "$tmp/unrecorded"
 refused no-folder "no such results folder" "$tmp/nowhere"

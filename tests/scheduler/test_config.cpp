@@ -230,7 +230,7 @@ TEST_CASE("topology options reach their structs whole: keys of another kind or m
   CHECK(ring.ring.bucket_floats == 8 * 256);
   CHECK(ring.ring.chunk_floats == 2 * 256);
   CHECK(ring.ring.overlap);
-  auto gossip = parse_config("[topology]\nkind = \"gossip\"\ngossip = \"adpsgd\"\ngraph = \"torus\"\n", "t.toml");
+  auto gossip = parse_config("[topology]\nkind = \"gossip\"\n[topology.gossip]\nmode = \"adpsgd\"\ngraph = \"torus\"\n", "t.toml");
   CHECK(gossip.gossip.mode == actors::gossip_mode::adpsgd);
   CHECK(gossip.gossip.graph == "torus");
 }
@@ -256,4 +256,30 @@ TEST_CASE("a family's keys live in its own table, and their flat names still rea
                     Catch::Contains("b.toml:2: topology.outer_lr and topology.diloco.outer_lr (b.toml:4) are one key"));
   CHECK(find_key("topology.diloco.outer_lr") != nullptr);
   CHECK(find_key("topology.outer_lr") == nullptr); // gradwire keys lists the new names alone
+}
+
+TEST_CASE("gossip's keys live in the table topology.gossip, once the flat mode's name, and their flat names still read") {
+  const auto flat = parse_config("[topology]\nkind = \"gossip\"\ngossip = \"adpsgd\"\ngraph = \"random\"\ndegree = 4\n"
+                                 "gossip_compression = \"naive\"\nconsensus_lr = 0.5\n",
+                                 "f.toml");
+  const auto now = parse_config("[topology]\nkind = \"gossip\"\n[topology.gossip]\nmode = \"adpsgd\"\ngraph = \"random\"\n"
+                                "degree = 4\ncompression = \"naive\"\nconsensus_lr = 0.5\n",
+                                "n.toml");
+  CHECK(now.gossip.mode == actors::gossip_mode::adpsgd);
+  CHECK(now.gossip.graph == "random");
+  CHECK(now.gossip.degree == 4);
+  CHECK(now.gossip.rule == models::gossip_rule::naive);
+  CHECK(now.gossip.consensus_lr == 0.5f);
+  CHECK(flat.resolved_toml == now.resolved_toml);
+  // The flat mode given by --set, beside the table in the file; a sweep's flat key.
+  CHECK(parse_config("[topology]\nkind = \"gossip\"\n[topology.gossip]\ngraph = \"complete\"\n", "s.toml",
+                     {"topology.gossip=adpsgd"})
+          .gossip.mode == actors::gossip_mode::adpsgd);
+  const auto sw = parse_config("[sweep.variants]\nx = { \"topology.gossip\" = \"adpsgd\" }\n", "v.toml");
+  REQUIRE(sw.sweep_variants.size() == 1);
+  CHECK(sw.sweep_variants[0].second == std::vector<std::string>{"topology.gossip.mode='adpsgd'"});
+  // A bad value is still cited where the file gave it, under the new name.
+  CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"gossip\"\ndegree = 1\n", "d.toml"),
+                    Catch::Contains("d.toml:3: topology.gossip.degree"));
+  CHECK(find_key("topology.gossip") == nullptr);
 }
