@@ -102,7 +102,8 @@ void begin_step(compressed_actor* self) {
   if (st.hold(self))
     return;
   try {
-    st.compute();
+    if (!st.compute(self))
+      return; // a stop between two layers: held at the step before
     st.in_round = true;
     st.round_start = st.now();
     st.phase = 0;

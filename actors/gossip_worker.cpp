@@ -176,7 +176,8 @@ void begin_step(gossip_actor* self) {
       st.compute_offloaded([self] { exchange(self); });
       return;
     }
-    st.compute();
+    if (!st.compute(self))
+      return; // a stop between two layers: held at the step before
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;

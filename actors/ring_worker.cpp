@@ -133,10 +133,11 @@ void begin_step(ring_worker_actor* self) {
       st.compute_offloaded([self, t0, samples] { start_round(self, t0, samples); });
       return;
     }
-    if (st.cfg.ring.overlap)
-      st.compute([self](std::size_t from) { hand_over(self, from); });
-    else
-      st.compute();
+    const bool ran = st.cfg.ring.overlap ? st.compute(self, [self](std::size_t from) { hand_over(self, from); }) : st.compute(self);
+    if (!ran) { // a stop between two layers: nothing of this round was handed over
+      st.in_round = false;
+      return;
+    }
     start_round(self, t0, samples);
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());

@@ -225,7 +225,8 @@ void begin_step(streaming_actor* self) {
       st.compute_offloaded([self] { after_compute(self); });
       return;
     }
-    st.compute();
+    if (!st.compute(self))
+      return; // a stop between two layers: held at the step before
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;

@@ -296,7 +296,8 @@ void compute_and_push(worker_actor* self) {
       st.compute_offloaded([self, grads] { push_computed(self, std::move(*grads)); }, std::move(copy));
       return;
     }
-    st.compute();
+    if (!st.compute(self))
+      return; // a stop between two layers: held at the step before
   } catch (const gradwire::error& ex) {
     st.finish(self, ex.what());
     return;

@@ -24,6 +24,7 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -183,6 +184,12 @@ struct worker_config {
   models::optimizer_spec opt;
   const models::dataset* data = nullptr; ///< shared, read-only
   int log_every = 50;     ///< steps per (metrics_atom, step_metrics) record
+  /// The run's stop request (Ctrl-C, SIGTERM): a step's compute gives it up
+  /// between two layers and the worker holds at the step before
+  /// (worker_core::compute), so a stop need not wait out a long step. Not
+  /// for a worker that hands buckets over as backward goes (ring overlap),
+  /// one on a device replica, or one in virtual time. Null: never.
+  const std::atomic<bool>* stop = nullptr;
   /// Rank 0 only: every eval_every steps (before the last) it sends a
   /// snapshot of its replica as (eval_atom, step, slice) to report_to.
   std::int64_t eval_every = 0;

@@ -7,6 +7,7 @@
 #include "actors/worker_core.hpp"
 #include "actors/worker_protocol.hpp"
 #include "actors/coordinator_protocol.hpp"
+#include "kernels/log.hpp"
 
 #include <algorithm>
 
@@ -43,14 +44,45 @@ void worker_core::die(caf::event_based_actor* self, const std::string& why) {
 }
 
 void worker_core::on_pause(caf::event_based_actor* self) {
-  if (hold_at < 0)
-    hold_at = step + 1; // the step it may be in, at most
+  if (hold_at < 0) // the step it may be in, at most; at a stop, one whose batch has not run is given up
+    hold_at = stopping() && !contributed ? step : step + 1;
   self->send(as_coordinator(cfg.report_to), paused_atom::value, cfg.rank, hold_at);
+}
+
+void worker_core::arm_stop() {
+  abortable = cfg.stop != nullptr && !offloads() && !compute_model && !cfg.ring.overlap;
+  if (!abortable)
+    return;
+  trainer->abort_on(cfg.stop);
+  if (model->state().numel() > 0)
+    state_before = kernels::tensor::empty(model->state().shape(), model->dev());
+}
+
+void worker_core::disarm_stop() {
+  if (abortable)
+    trainer->abort_on(nullptr);
+  abortable = false;
+}
+
+void worker_core::abandon_step(caf::event_based_actor* self) {
+  if (state_before.defined())
+    kernels::copy(state_before, model->state());
+  batches->put_back(bt.size);
+  log::info("{}stopped in the middle of step {}: it holds after step {}", who(), step + 1, step);
+  if (step >= cfg.steps) { // the stop's run_to(step) came while it waited for this step's input: it ends here
+    disarm_stop();
+    self->send(as_worker(self), tick_atom::value);
+    return;
+  }
+  hold_at = step;
+  held = true; // the stop's pause finds it here; run_to's tick resumes it
 }
 
 void worker_core::on_run_to(caf::event_based_actor* self, std::int64_t last) {
   if (last < step) // past it already: the coordinator's plan cannot hold (it will time out)
     return;
+  if (last > step)
+    disarm_stop(); // every worker must reach `last`: a peer may wait for this one's step there
   cfg.steps = std::min(cfg.steps, last);
   snapshot_steps.erase(snapshot_steps.upper_bound(cfg.steps), snapshot_steps.end()); // past the end: never reached
   hold_at = -1;

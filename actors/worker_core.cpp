@@ -53,6 +53,7 @@ void worker_core::build() {
     compute_trainer = std::make_unique<models::trainer>(*compute_model, cfg.opt, cfg.device.is_cpu() ? cfg.threads : 1, cfg.how);
   }
   apply_grad_weight();
+  arm_stop();
   batches = std::make_unique<models::batcher>(
     models::worker_batcher(*cfg.data, cfg.rank, cfg.world, cfg.seed, cfg.partition, cfg.batch_size));
   last_epoch_loss = models::recent_mean(static_cast<std::size_t>(std::max<std::int64_t>(1, batches->batches_per_epoch())));
@@ -182,9 +183,16 @@ std::string worker_core::diverged(const models::nonfinite& e) const {
   return "diverged at step " + std::to_string(step + 1) + ": " + e.what();
 }
 
-models::step_result worker_core::compute(const std::function<void(std::size_t)>& ready) {
+bool worker_core::compute(caf::event_based_actor* self, const std::function<void(std::size_t)>& ready) {
   try {
-    return compute_step(ready);
+    if (abortable && state_before.defined())
+      kernels::copy(model->state(), state_before);
+    compute_step(ready);
+    contributed = true;
+    return true;
+  } catch (const models::step_aborted&) {
+    abandon_step(self);
+    return false;
   } catch (const models::nonfinite& e) {
     throw gradwire::error(who() + diverged(e));
   } catch (const gradwire::error& e) { // a model's own error (a torch module's traceback): say whose step
@@ -370,6 +378,7 @@ std::int64_t worker_core::window_p99() const {
 void worker_core::end_step(caf::event_based_actor* self) {
   report.step_compute_ms.push_back(static_cast<float>((report.compute_seconds - compute_at_step_start) * 1e3));
   compute_at_step_start = report.compute_seconds;
+  contributed = false;
   ++step;
   ++window.steps;
   if (cfg.faults.after_step)

@@ -122,8 +122,12 @@ struct worker_core {
   /// Runs one batch: gradients into trainer->gradients() (`ready` as in
   /// trainer::compute_gradients), then the emulated slowdown. Counts the
   /// time since `phase` as communication first. Throws when the shard has
-  /// no full batch.
-  models::step_result compute(const std::function<void(std::size_t)>& ready = {});
+  /// no full batch. False when a stop request (cfg.stop) came between two
+  /// layers: the step is abandoned as if never begun (the replica and
+  /// optimizer untouched, BatchNorm's statistics and the batch put back)
+  /// and the worker holds at its step, for the stop's pause to find it
+  /// there; the caller returns.
+  [[nodiscard]] bool compute(caf::event_based_actor* self, const std::function<void(std::size_t)>& ready = {});
   /// "diverged at step N: ..." for a step whose loss or gradient was not finite.
   std::string diverged(const models::nonfinite& e) const;
   /// compute() itself, its nonfinite not yet named by worker and step.
@@ -212,6 +216,23 @@ struct worker_core {
   /// first (a slow worker, or one held at a boundary short of it).
   std::set<std::int64_t> snapshot_steps;
   bool held = false;             ///< a step was not begun: resume with tick_atom
+  /// compute() gives up a step at cfg.stop (until on_run_to: a stop's last
+  /// steps run whole, as every worker must reach the same one).
+  bool abortable = false;
+  /// compute() ran this step's batch: its share (pushes, chunks, the
+  /// parameters to mix) is out, and the step must end where peers wait for
+  /// it; until then a stop's pause holds the worker at `step` (on_pause).
+  bool contributed = false;
+  kernels::tensor state_before; ///< abortable: BatchNorm's statistics as the step began
+  /// build(): compute() gives up a step at cfg.stop where it can (see worker_config::stop).
+  void arm_stop();
+  /// From here every step runs whole (on_run_to).
+  void disarm_stop();
+  /// compute() at a stop between two layers: the step as never begun, held
+  /// at `step` (or ended there, when the stop's last step is reached).
+  void abandon_step(caf::event_based_actor* self);
+  /// A stop is under way that compute() gives steps up for.
+  bool stopping() const { return abortable && cfg.stop->load(std::memory_order_relaxed); }
   /// [[faults]] back_at_step: an elastic ring holds at this step for a lost
   /// worker coming back (-1: none), so that it re-forms exactly there; the
   /// re-form that follows clears it.

@@ -14,7 +14,9 @@
 #include "kernels/tensor.hpp"
 #include "kernels/thread_pool.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -104,6 +106,14 @@ private:
   tensor buf_;
 };
 
+/// Thrown by a network's forward or backward when the flag given to
+/// abort_on() was raised between two layers (or two blocks of a layer that
+/// has them): the step is abandoned before any parameter changed (the
+/// optimizer runs after the whole backward).
+struct step_aborted : std::exception {
+  const char* what() const noexcept override { return "the step was stopped between two layers"; }
+};
+
 class layer {
 public:
   virtual ~layer() = default;
@@ -123,6 +133,9 @@ public:
   }
   virtual const tensor& forward(const tensor& x, bool train) = 0;
   virtual const tensor& backward(const tensor& dy, bool need_dx) = 0;
+  /// A layer of many blocks (the GPT's) looks at `*flag` between them too,
+  /// in a training forward and in backward (network::abort_on).
+  virtual void abort_on(const std::atomic<bool>* flag) { (void)flag; }
   /// Whether this layer, the network's last, computes the loss of its own
   /// output (a torch module's loss(output, target)); otherwise the loss is
   /// softmax cross-entropy on its logits.

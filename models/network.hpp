@@ -41,12 +41,6 @@ struct model_spec {
 /// The model kinds `make_network` accepts.
 const std::vector<std::string>& model_kinds();
 
-/// Thrown by a network's forward or backward when the flag given to
-/// abort_on() was raised between two layers: the step is abandoned before
-/// any parameter changed (the optimizer runs after the whole backward).
-struct step_aborted : std::exception {
-  const char* what() const noexcept override { return "the step was stopped between two layers"; }
-};
 
 class network {
 public:
@@ -60,7 +54,11 @@ public:
   /// From now on a training forward and backward look at `*flag` between layers and
   /// throw step_aborted when it is set (a stop request that cannot wait
   /// for the step's end: a step of minutes). Null: never.
-  void abort_on(const std::atomic<bool>* flag) { abort_ = flag; }
+  void abort_on(const std::atomic<bool>* flag) {
+    abort_ = flag;
+    for (auto& l : layers_)
+      l->abort_on(flag);
+  }
   /// Every layer's dropout masks for the next training forward
   /// (layer::set_dropout_stream).
   void set_dropout_stream(std::uint64_t key, std::int64_t first_sample);

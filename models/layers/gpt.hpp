@@ -37,6 +37,8 @@ public:
                 const std::string& prefix) const override;
   void bind(param_binder& b) override;
   const tensor& forward(const tensor& x, bool train) override;
+  /// Between two blocks too: a block at a long context takes seconds.
+  void abort_on(const std::atomic<bool>* flag) override { abort_ = flag; }
   const tensor& backward(const tensor& dy, bool need_dx) override;
   void set_dropout_stream(std::uint64_t key, std::int64_t first_sample) override {
     drop_key_ = key, first_sample_ = first_sample;
@@ -46,6 +48,12 @@ public:
   double train_flops(const shape_t& in, bool) const override { return 3 * forward_flops(in); }
 
 private:
+  /// A stop request between two blocks: step_aborted.
+  void check_abort() const {
+    if (abort_ != nullptr && abort_->load(std::memory_order_relaxed))
+      throw step_aborted();
+  }
+  const std::atomic<bool>* abort_ = nullptr;
   struct block_params {
     param_binder::bound ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_w, mlp_b;
   };

@@ -68,6 +68,8 @@ const tensor& gpt::forward(const tensor& x, bool train) {
   be().embedding_forward(x.data(), wte_.value.data(), wpe_.value.data(), first.in.data(), n_, t_, d, s_.vocab);
   drop(first.in.data(), 0);
   for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    if (train)
+      check_abort();
     tensor out;
     if (l + 1 < blocks_.size())
       out = acts_[l + 1].in = acts_[l + 1].buf[0].get({r, d}, dev);
@@ -133,8 +135,10 @@ const tensor& gpt::backward(const tensor& dlogits, bool) {
   wide_ = wide_buf_.get({r, 4 * d}, dev);
   if (dropping())
     branch_ = branch_buf_.get({r, d}, dev);
-  for (std::size_t l = blocks_.size(); l-- > 0;)
+  for (std::size_t l = blocks_.size(); l-- > 0;) {
+    check_abort();
     block_backward(l, dh_);
+  }
   drop(dh_.data(), 0);
   be().fill(wpe_.grad.data(), floats(wpe_.grad), 0.f);
   be().embedding_backward(x_.data(), dh_.data(), wte_.grad.data(), wpe_.grad.data(), n_, t_, d, s_.vocab);

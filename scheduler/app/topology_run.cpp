@@ -399,6 +399,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   nlohmann::json clock_facts = {{"mode", "real"}};
   if (cfg.virt.on)
     start_virtual(sys, cfg, data.train, setup, clock_facts);
+  setup.stop = opts.stop; // a rank of its own too: SIGTERM reaches every rank of a batch job
   if (transport::detect_launch().size > 1) {
     join_across(sys, cfg, setup, jb);
     if (jb->launch.rank != 0)
@@ -408,6 +409,7 @@ nlohmann::json run_actors(run_config cfg, const run_options& opts) {
   out.run_id(cfg.run_id);
   std::atomic<bool> own_stop{false}; // a full disk stops the run even where no one else can
   auto* stop = opts.stop ? opts.stop : &own_stop;
+  setup.stop = stop;
   open_results(out, cfg, resumed.has_value(), time_offset, stop);
   // trace.json is written however the run ends (a failure too); on success
   // after the other ranks' parts are in.

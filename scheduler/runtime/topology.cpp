@@ -148,6 +148,7 @@ actors::worker_config base_worker(const topology_setup& setup, const models::dat
   wc.opt.lr = static_cast<float>(wc.opt.lr * at(setup.worker_lr_scale, 1.0)); // its own steps (local SGD, gossip)
   wc.data = &data;
   wc.log_every = setup.log_every;
+  wc.stop = setup.sim ? nullptr : setup.stop;
   wc.report_to = coordinator;
   wc.gossip.distinct_init = setup.distinct_init;
   wc.trace = setup.trace;

@@ -122,6 +122,10 @@ struct topology_setup : actors::family_options {
   /// on_eval on the coordinator's thread while the workers go on.
   std::int64_t eval_every = 0;
   std::function<void(std::int64_t, const actors::slice& params, const actors::slice& state)> on_eval;
+  /// The run's stop request, for the workers: a step's compute gives it up
+  /// between two layers (worker_config::stop). The coordinator reads the
+  /// one run_topology is given.
+  const std::atomic<bool>* stop = nullptr;
   /// Faults injected from the config (faults.hpp): every strike of the job,
   /// the same in every process. kill, delay, drop and partition need a job
   /// across processes (run_topology refuses them in one).

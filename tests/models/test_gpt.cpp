@@ -3,6 +3,7 @@
 // clipping, accumulation), and the configs that must be refused.
 #include "kernels/error.hpp"
 #include "models/layers/gpt.hpp"
+#include "models/network.hpp"
 #include "models/model.hpp"
 #include "models/trainer.hpp"
 #include "models/objective.hpp"
@@ -11,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -128,6 +130,35 @@ TEST_CASE("GPT dropout: each sample's mask whatever the split, new masks each st
   const auto plain = ro->net.forward(xt, false).to_vector();
   CHECK(rw->net.forward(xt, false).to_vector() == plain);
   CHECK(rw->net.forward(xt, true).to_vector() != plain);
+}
+
+TEST_CASE("A GPT's own blocks look at a stop flag between them in training, and evaluation runs to its end", "[gpt]") {
+  // The layer alone (the network looks before each of its layers, and a
+  // GPT is one): its forward stops at the first block, its backward too.
+  const auto spec = tiny_gpt();
+  model m(spec, kernels::device::cpu(), 3);
+  const auto lay = layout_of(spec);
+  auto own = std::make_unique<gpt>(gpt_shape{spec.layers, spec.heads, spec.d_model, spec.context, spec.vocab, 0.f});
+  gpt* g = own.get();
+  std::vector<std::unique_ptr<layer>> layers;
+  layers.push_back(std::move(own));
+  network net(std::move(layers));
+  auto grads = tensor::zeros(m.params().shape(), m.params().dev());
+  param_binder b(lay.specs, lay.offsets, {}, {}, m.params(), grads, tensor{}, true);
+  net.bind(b);
+  const int n = 2;
+  const auto x = tensor::from(random_tokens(static_cast<std::size_t>(n) * spec.context, spec.vocab, 4), {n, 1, 1, spec.context});
+  std::atomic<bool> stop{true};
+  g->abort_on(&stop);
+  CHECK_THROWS_AS(g->forward(x, true), step_aborted);
+  const auto logits = g->forward(x, false).to_vector(); // an evaluation is never stopped
+  stop = false;
+  CHECK(g->forward(x, true).to_vector() == logits); // no dropout: training's logits are evaluation's
+  stop = true;
+  const auto dlogits = tensor::from(random_vec(logits.size(), 5), {static_cast<std::int64_t>(n) * spec.context, spec.vocab});
+  CHECK_THROWS_AS(g->backward(dlogits, false), step_aborted);
+  g->abort_on(nullptr);
+  CHECK_NOTHROW(g->backward(dlogits, false));
 }
 
 TEST_CASE("GPT parameters carry nanoGPT's names and shapes, GPT-2's init, and decay only on weight matrices",

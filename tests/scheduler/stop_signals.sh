@@ -7,6 +7,9 @@
 #    within that step: the run says it stopped in the middle of step 2, and
 #    summary.json says interrupted after 1 step.
 #  - The checkpoint of step 1 resumes to the end.
+#  - A ring of 3 workers stopped in a long step: a worker in its batch
+#    gives it up between two blocks, and the job's checkpoint resumes to
+#    the uninterrupted run's model.
 #  - A stopped ring of 2 workers skips the final evaluation and the
 #    snapshots not yet evaluated (evaluations that can outlast a stop's
 #    grace); its model is written for `gradwire eval`.
@@ -85,6 +88,36 @@ assert not [r for r in records if r["type"] == "eval"], "an evaluation after the
 assert os.path.exists(os.path.join(d, "model.safetensors"))
 PY
 
+# A ring of 3 workers in one process whose steps take seconds (context
+# 768): SIGTERM once the first step's record is written. A worker in step
+# 2's batch gives it up between two of the GPT's blocks, and the job ends
+# at a step every worker reached, with its checkpoint, which resumes to the
+# uninterrupted run's model, tensor for tensor.
+r3=(-q --no-report --set topology.kind=\"ring\" --set topology.workers=3 --set train.threads=1 --set model.context=768
+    --set train.batch_size=12 --set train.max_steps=3 --set train.log_every=1 --set train.eval=\"after\"
+    --set data.test_subset=8)
+"$gw" run "$src/examples/lm.toml" "${r3[@]}" --out "$tmp/r3-full" > "$tmp/r3-full.txt" 2>&1 ||
+  bad "the uninterrupted 3-worker ring: $(tail -3 "$tmp/r3-full.txt")"
+"$gw" run "$src/examples/lm.toml" "${r3[@]}" --out "$tmp/r3" > "$tmp/r3.txt" 2>&1 &
+pid=$!
+term_when grep -qs '"type":"step"' "$tmp/r3/metrics.jsonl"
+[[ $rc -eq 130 ]] && grep -q "stopped in the middle of step 2: it holds after step 1" "$tmp/r3.txt" ||
+  bad "SIGTERM in the 3-worker ring's step 2 gave up no worker's step (exit $rc): $(tail -3 "$tmp/r3.txt")"
+ls "$tmp/r3/checkpoints"/step-*/MANIFEST.json > /dev/null 2>&1 || bad "the stopped 3-worker ring wrote no checkpoint"
+"$gw" run --resume "$tmp/r3" -q --no-report > "$tmp/r3-resume.txt" 2>&1 ||
+  bad "the 3-worker ring's resume: $(tail -3 "$tmp/r3-resume.txt")"
+python3 - "$tmp/r3-full/model.safetensors" "$tmp/r3/model.safetensors" <<'PY' ||
+import json, struct, sys
+def tensors(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    head.pop('__metadata__', None)
+    return head, b[8 + n:]
+sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
+PY
+  bad "the 3-worker ring stopped in a step and resumed differs from the uninterrupted run"
+
 # Rank 0 of 2 alone: SIGTERM once it listens for the others.
 port=$((20000 + RANDOM % 20000))
 GRADWIRE_RANK=0 GRADWIRE_SIZE=2 GRADWIRE_RENDEZVOUS=127.0.0.1:$port \
@@ -138,5 +171,5 @@ s = json.load(open(sys.argv[1]))
 assert s["status"] == "completed" or (s["status"] == "failed" and "rank 1" in s["error"]), s
 PY
 
-[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a stopped ring skips its final evaluation; a rendezvous wait and a barrier wait end"
+[[ $fail -eq 0 ]] && echo "stop signals: a long step is stopped between layers, its run resumes; a ring of 3 stops within a step and resumes exactly; a stopped ring skips its final evaluation; a rendezvous wait and a barrier wait end"
 exit $fail
