@@ -107,7 +107,7 @@ void on_speed(ring_worker_actor* self, std::int64_t round, int rank, speed_sampl
       round + ring_worker_state::balance_lag < s.step || sample.steps <= 0) {
     s.finish(self, s.who() + "unexpected speed measurement of round " + std::to_string(round) + " from rank " +
                      std::to_string(rank) + " at step " + std::to_string(s.step) +
-                     (k <= 0 ? " (balancing is off here: is topology.balance_every the same on every rank?)" : ""));
+                     (k <= 0 ? " (balancing is off here: is topology.ring.balance_every the same on every rank?)" : ""));
     return;
   }
   auto& entry = s.bal.rounds[round];

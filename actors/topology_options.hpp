@@ -99,7 +99,7 @@ struct ps_options {
 };
 
 /// How ring and hierarchical workers sum their buckets across processes
-/// (topology.allreduce): through the job's collective communicator, or
+/// (topology.ring.allreduce): through the job's collective communicator, or
 /// through ring peer actors; automatic picks per job (scheduler/app).
 enum class allreduce_path { automatic, actors, collective };
 

@@ -5,8 +5,8 @@
 # MLP 784-256-128-10 on Fashion-MNIST, batch 64 per worker, SGD lr 0.05
 # momentum 0.9, one thread per process. gradwire: the sync ring of
 # examples/ring.toml, one rank per host, its buckets summed by the job's
-# collective communicator (topology.allreduce = "auto" across hosts: TCP
-# lanes), and again by the ring of actors (topology.allreduce = "actors",
+# collective communicator (topology.ring.allreduce = "auto" across hosts: TCP
+# lanes), and again by the ring of actors (topology.ring.allreduce = "actors",
 # UCX's TCP); DDP: bench/torch_ddp.py --env, gloo on the hosts' eth0.
 # Scaling efficiency is (throughput_2 / 2) / throughput_1, against one
 # process on this machine; medians over ROUNDS interleaved rounds.
@@ -27,7 +27,7 @@ for r in $(seq "$ROUNDS"); do
     --out "$tmp/g2-$r" || { cat "$tmp/logs-g$r"/*; exit 1; }
   G[2]+="$($PY -c "import json; print(json.load(open('$tmp/g2-$r/summary.json'))['samples_per_sec'])") "
   GW_HOSTS_LOG=$tmp/logs-g$r scripts/emulated_hosts.sh 2 -- "$GW" "${gw_args[@]}" --set topology.workers=2 \
-    --set 'topology.allreduce="actors"' --out "$tmp/a2-$r" || { cat "$tmp/logs-g$r"/*; exit 1; }
+    --set 'topology.ring.allreduce="actors"' --out "$tmp/a2-$r" || { cat "$tmp/logs-g$r"/*; exit 1; }
   A[2]+="$($PY -c "import json; print(json.load(open('$tmp/a2-$r/summary.json'))['samples_per_sec'])") "
   T[1]+="$(cd bench && $PY torch_ddp.py --procs 1 --steps $STEPS | sed -n 's/.*samples_per_sec=\([0-9.]*\).*/\1/p') "
   mkdir -p "$tmp/logs-t$r"

@@ -5,7 +5,7 @@
 # Both: MLP 784-256-128-10 on Fashion-MNIST, 3 processes on this machine,
 # batch 64 each, SGD lr 0.05 momentum 0.9, rank 2 killed (SIGKILL, from
 # inside, at a step: the same on a machine of any speed) after step 250.
-#  - gradwire: `--procs 3`, topology.sharded_update = false, a lost process
+#  - gradwire: `--procs 3`, topology.ring.sharded_update = false, a lost process
 #    named after transport.peer_timeout_ms = 1000 (heartbeats every 200 ms);
 #    the survivors re-form a ring of 2 from their memory, no restart, no
 #    disk read. Checkpoints every 100 steps, as on the other side.
@@ -37,7 +37,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 gw_s="" gw_lost="" pt_s="" pt_lost="" gw_full=""
 for round in $(seq 1 "$ROUNDS"); do
   "$GW" run "$tmp/ring.toml" --procs 3 -q --no-report --out "$tmp/gw$round" --set topology.workers=3 \
-    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=400 \
+    --set topology.ring.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=400 \
     --set train.checkpoint_every=100 --set train.eval=\"after\" >"$tmp/gw$round.txt" 2>&1
   kill_t=$(sed -n 's/.*killed after step .* unix time \([0-9.]*\)).*/\1/p' "$tmp/gw$round.txt")
   back_t=$(sed -n 's/.*first step of the re-formed ring .* (unix time \([0-9.]*\)).*/\1/p' "$tmp/gw$round.txt")
@@ -46,7 +46,7 @@ for round in $(seq 1 "$ROUNDS"); do
   gw_lost+="$lost "
 
   "$GW" run "$tmp/ring.toml" --procs 3 -q --no-report --out "$tmp/gwr$round" --set topology.workers=3 \
-    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=3000 \
+    --set topology.ring.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=3000 \
     --set train.epochs=20 --set train.checkpoint_every=100 --set train.restarts=1 --set train.eval=\"after\" >"$tmp/gwr$round.txt" 2>&1
   kill_t=$(sed -n 's/.*killed after step .* unix time \([0-9.]*\)).*/\1/p' "$tmp/gwr$round.txt")
   full_t=$(sed -n 's/.*first step of the re-formed ring .* (unix time \([0-9.]*\)).*/\1/p' "$tmp/gwr$round.txt" | sed -n 2p)

@@ -18,9 +18,9 @@
 # shared-memory references): the path DDP's gloo takes, its TCP over
 # loopback; "auto" sums there through the collective communicator's own
 # TCP lanes, and a fifth line runs the same over the ring of actors
-# (topology.allreduce = "actors", UCX's TCP) for the ratio. A sixth sums
+# (topology.ring.allreduce = "actors", UCX's TCP) for the ratio. A sixth sums
 # the 2 processes' buckets through the communicator on shared memory
-# (topology.allreduce = "collective") instead of the ring of actors that
+# (topology.ring.allreduce = "collective") instead of the ring of actors that
 # "auto" takes on one host.
 #
 #   bench/train_procs_vs_ddp.sh [ROUNDS]    (needs python3-torch and a build in build/)
@@ -43,8 +43,8 @@ gw_run() { # procs [tag] -> samples/s (training only, from summary.json); tag "t
               --set topology.workers=$1 --out "$out")
   [[ $1 -gt 1 ]] && args+=(--procs $1)
   [[ ${2:-} == tcp* ]] && args+=(--set 'transport.tls="tcp"' --set transport.shm_refs=false)
-  [[ ${2:-} == tcpact ]] && args+=(--set 'topology.allreduce="actors"')
-  [[ ${2:-} == coll ]] && args+=(--set 'topology.allreduce="collective"')
+  [[ ${2:-} == tcpact ]] && args+=(--set 'topology.ring.allreduce="actors"')
+  [[ ${2:-} == coll ]] && args+=(--set 'topology.ring.allreduce="collective"')
   "$GW" "${args[@]}" >/dev/null
   $PY -c "import json; print(json.load(open('$out/summary.json'))['samples_per_sec'])"
 }

@@ -198,21 +198,21 @@ void read_topology(reader& r, run_config& c) {
   check(ps.backup < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(ps.backup) +
                                         " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
   auto& ring = c.ring;
-  ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.bucket_kb")) * 256;
-  ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.chunk_kb")) * 256;
-  ring.overlap = r.boolean("topology.overlap");
+  ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.ring.bucket_kb")) * 256;
+  ring.chunk_floats = static_cast<std::size_t>(r.integer("topology.ring.chunk_kb")) * 256;
+  ring.overlap = r.boolean("topology.ring.overlap");
   check(!ring.overlap || c.opt.on_nonfinite != "skip",
-        r.loc("train.on_nonfinite") + " = \"skip\" drops a step's whole gradient, but topology.overlap sends its "
+        r.loc("train.on_nonfinite") + " = \"skip\" drops a step's whole gradient, but topology.ring.overlap sends its "
                                       "buckets while backward still runs: choose one");
-  const auto path = r.str("topology.allreduce");
+  const auto path = r.str("topology.ring.allreduce");
   ring.path = path == "collective" ? actors::allreduce_path::collective
               : path == "actors"   ? actors::allreduce_path::actors
                                    : actors::allreduce_path::automatic;
-  ring.balance_every = static_cast<int>(r.integer("topology.balance_every"));
-  ring.sharded_update = r.boolean("topology.sharded_update");
+  ring.balance_every = static_cast<int>(r.integer("topology.ring.balance_every"));
+  ring.sharded_update = r.boolean("topology.ring.sharded_update");
   ring.group_size = static_cast<int>(r.integer("topology.group_size")); // 0: by host
   check(ring.balance_every == 0 || (c.family && c.family->splits_batch),
-        r.loc("topology.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
+        r.loc("topology.ring.balance_every") + ": speed balancing splits the global batch of a synchronous allreduce "
                                           "(topology.kind ring or hierarchical), not " + c.topology);
   read_gossip(r, c);
   c.same_init = r.boolean("topology.same_init");
@@ -342,8 +342,8 @@ run_config parse_config(const std::string& text, const std::string& source,
   read_halos(r, c);
   if (c.family && c.family->sums_buckets && c.ring.path == actors::allreduce_path::collective) {
     const auto why = actors_ring_needed(c);
-    check(why.empty(), r.loc("topology.allreduce") + " = \"collective\" cannot serve " + why +
-                         ": set topology.allreduce = \"actors\"");
+    check(why.empty(), r.loc("topology.ring.allreduce") + " = \"collective\" cannot serve " + why +
+                         ": set topology.ring.allreduce = \"actors\"");
   }
   read_torch(r, c);
   c.resolved_toml = resolved_toml(r, c);

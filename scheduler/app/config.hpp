@@ -169,7 +169,7 @@ run_config load_config(const std::string& path, const std::vector<std::string>& 
 /// [[faults]] (they name ranks of the run as it was).
 run_config load_config_of_survivors(const std::string& path, const std::vector<std::string>& overrides, int workers);
 /// Why this run's ring must sum through the ring of actors rather than the
-/// collective communicator (topology.allreduce): a ring that re-forms
+/// collective communicator (topology.ring.allreduce): a ring that re-forms
 /// without a lost worker, a rank let back in, or faults injected into the
 /// links' messages. Empty: the communicator may serve it.
 std::string actors_ring_needed(const run_config& c);

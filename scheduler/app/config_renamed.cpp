@@ -23,6 +23,12 @@ const std::vector<renamed_key>& renamed_keys() {
     {"topology.graph_seed", "topology.gossip.graph_seed"},
     {"topology.gossip_compression", "topology.gossip.compression"},
     {"topology.consensus_lr", "topology.gossip.consensus_lr"},
+    {"topology.bucket_kb", "topology.ring.bucket_kb"},
+    {"topology.chunk_kb", "topology.ring.chunk_kb"},
+    {"topology.sharded_update", "topology.ring.sharded_update"},
+    {"topology.overlap", "topology.ring.overlap"},
+    {"topology.allreduce", "topology.ring.allreduce"},
+    {"topology.balance_every", "topology.ring.balance_every"},
   };
   return table;
 }

@@ -58,7 +58,7 @@ void read_compression(reader& r, run_config& c) {
           "\"exponential\" or topology.gossip.graph_seed): compressed gossip " +
           "keeps an estimate of each neighbour, so it needs a fixed graph (ring, torus, random or complete)");
   check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
-                                     " with topology.balance_every > 0: a compressed ring does not balance batches");
+                                     " with topology.ring.balance_every > 0: a compressed ring does not balance batches");
 }
 
 /// transport.wire_dtype on the parameter-server families: the pushes
@@ -89,7 +89,7 @@ void read_wire_dtype(reader& r, run_config& c) {
   check(c.compress.mode == models::compress_mode::none,
         at + "a compressed ring (transport.compress) sends payloads of its own, not chunks: choose one of the two");
   check(!c.ring.overlap, at + "bf16 chunks run on the workers' own ring, not the peers that overlap with backward: " +
-                           "set topology.overlap = false");
+                           "set topology.ring.overlap = false");
   c.ring.wire_bf16 = true;
   c.ring.sharded_update = false; // it passes fp32 parameters round the ring
 }

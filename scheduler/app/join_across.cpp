@@ -126,7 +126,7 @@ bool tcp_only(const run_config& cfg) {
 }
 
 /// Whether this job's workers sum their buckets through the collective
-/// communicator (topology.allreduce; config.cpp refuses "collective" where
+/// communicator (topology.ring.allreduce; config.cpp refuses "collective" where
 /// the actors' ring is needed).
 bool sums_by_collective(const run_config& cfg, const topology_setup& setup) {
   if (!setup.family->sums_buckets || setup.workers < 2 || cfg.ring.path == actors::allreduce_path::actors ||

@@ -96,9 +96,9 @@ struct ring_plan {
     e.why_not = setup.min_workers == 0    ? "train.min_workers = 0"
                 : compressed              ? "a compressed ring (transport.compress) does not re-form"
                 : collective              ? "a ring summed by the collective communicator does not re-form "
-                                            "(topology.allreduce = \"actors\" does)"
+                                            "(topology.ring.allreduce = \"actors\" does)"
                 : use_peers               ? "a ring with peer actors (overlap, hierarchical) does not re-form"
-                : setup.ring.sharded_update ? "with topology.sharded_update each worker holds the only optimizer state of "
+                : setup.ring.sharded_update ? "with topology.ring.sharded_update each worker holds the only optimizer state of "
                                               "its chunks; set it to false for a ring that re-forms without a lost worker"
                 : setup.ring.balance_every > 0 ? "a speed-balanced ring does not re-form"
                 : !equal                  ? "workers of different batch sizes do not re-form"
@@ -215,7 +215,7 @@ topology_outcome run_ring_wiring(caf::actor_system& sys, const topology_setup& s
                                  const std::atomic<bool>* stop) {
   check(setup.family != &hierarchical_family || setup.ring.group_size >= 1 || !setup.ring.group_of.empty(),
         "topology.group_size must be at least 1");
-  check(setup.ring.chunk_floats > 0, "topology.chunk_kb must be positive");
+  check(setup.ring.chunk_floats > 0, "topology.ring.chunk_kb must be positive");
   const models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
   const ring_plan plan(setup, data, initial.size());
   return run_ring(sys, plan, initial, on_progress, on_metrics, stop);

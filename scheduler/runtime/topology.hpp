@@ -104,7 +104,7 @@ struct topology_setup : actors::family_options {
   /// node rank; rank 0 also coordinates). Null: every actor in this process.
   std::shared_ptr<transport::node> node;
   /// Across processes, where the ring sums through the job's collective
-  /// communicator (topology.allreduce): the communicator, owned by the job.
+  /// communicator (topology.ring.allreduce): the communicator, owned by the job.
   transport::ucx_comm* comm = nullptr;
   /// Across processes: called once this process's actors are published
   /// (starts the node and waits for every rank to get there).

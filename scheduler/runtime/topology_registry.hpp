@@ -41,11 +41,11 @@ struct topology_family {
   /// topology.local_steps (H) applies.
   bool takes_local_steps;
   /// Every step splits one global batch between workers, so
-  /// topology.balance_every may move the split by speed.
+  /// topology.ring.balance_every may move the split by speed.
   bool splits_batch;
   /// Workers sum gradient buckets by allreduce each step, across
   /// processes through the job's collective communicator or a ring of
-  /// actors: topology.allreduce applies.
+  /// actors: topology.ring.allreduce applies.
   bool sums_buckets;
   /// A killed worker's survivors go on without it (its shards and the
   /// other workers, or its neighbours, are told; a flat ring re-forms):

@@ -276,7 +276,7 @@ TEST_CASE("virtual time: a kill in a ring that cannot re-form, or in a hierarchi
   ring.faults = {kill_of(1, 2)};
   ring.ring.sharded_update = true;
   CHECK_THROWS_WITH(run_virtual(ring, data, constant_compute(1e-3, 1, 2)),
-                    Catch::Contains("does not: with topology.sharded_update"));
+                    Catch::Contains("does not: with topology.ring.sharded_update"));
   ring.family = &scheduler::hierarchical_family;
   CHECK_THROWS_WITH(run_virtual(ring, data, constant_compute(1e-3, 1, 2)),
                     Catch::Contains("not a hierarchical ring"));

@@ -96,8 +96,8 @@ case_ local_steps '[topology]\nkind = "local-sgd"\nlocal_steps = 0\n' 'local_ste
 case_ bound '[topology]\nkind = "parameter-server"\nmode = "ssp"\nstaleness_bound = -1\n' 'bound.toml:4: topology.staleness_bound = -1'
 case_ backups '[topology]\nkind = "parameter-server"\nworkers = 2\nbackup_workers = 2\n' 'backups.toml:4: topology.backup_workers: 2 backup workers'
 case_ dc_lambda '[topology]\nkind = "parameter-server"\nmode = "async"\ndc_lambda = -1.0\n' 'dc_lambda.toml:4: topology.dc_lambda = -1'
-case_ bucket '[topology]\nkind = "ring"\nbucket_kb = -1\n' 'bucket.toml:3: topology.bucket_kb = -1'
-case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.chunk_kb = 0'
+case_ bucket '[topology]\nkind = "ring"\nbucket_kb = -1\n' 'bucket.toml:3: topology.ring.bucket_kb = -1'
+case_ chunk '[topology]\nkind = "ring"\nchunk_kb = 0\n' 'chunk.toml:3: topology.ring.chunk_kb = 0'
 # language models
 case_ gpt_heads '[model]\nkind = "gpt"\nheads = 3\nd_model = 128\n[data]\ndataset = "text"\n' 'gpt_heads.toml:3: model.heads = 3 does not divide model.d_model = 128'
 case_ gpt_images '[model]\nkind = "gpt"\n' 'gpt_images.toml.*model.kind = "gpt" trains on data.dataset = "text" or "tokens", and only it does'
@@ -137,8 +137,8 @@ case_ wire_gossip '[topology]\nkind = "gossip"\n[transport]\nwire_dtype = "bf16"
 case_ wire_ring_int8 '[topology]\nkind = "ring"\n[transport]\nwire_dtype = "int8"\n' 'wire_ring_int8.toml:4: transport.wire_dtype = "int8": a ring.s chunks cross as bf16 or fp32'
 case_ wire_ps_compress '[topology]\nkind = "diloco"\n[transport]\nwire_dtype = "int8"\ncompress = "topk"\n' 'wire_ps_compress.toml:4: transport.wire_dtype = "int8": transport.compress sets the pushes. payload too'
 case_ wire_compress '[topology]\nkind = "ring"\n[transport]\nwire_dtype = "bf16"\ncompress = "topk"\n' 'wire_compress.toml:4: transport.wire_dtype = "bf16": a compressed ring'
-case_ wire_overlap '[topology]\nkind = "ring"\noverlap = true\n[transport]\nwire_dtype = "bf16"\n' 'wire_overlap.toml:5: transport.wire_dtype = "bf16": .*set topology.overlap = false'
-case_ wire_collective '[topology]\nkind = "ring"\nallreduce = "collective"\n[transport]\nwire_dtype = "bf16"\n' 'wire_collective.toml:3: topology.allreduce = "collective" cannot serve transport.wire_dtype = "bf16"'
+case_ wire_overlap '[topology]\nkind = "ring"\noverlap = true\n[transport]\nwire_dtype = "bf16"\n' 'wire_overlap.toml:5: transport.wire_dtype = "bf16": .*set topology.ring.overlap = false'
+case_ wire_collective '[topology]\nkind = "ring"\nallreduce = "collective"\n[transport]\nwire_dtype = "bf16"\n' 'wire_collective.toml:3: topology.ring.allreduce = "collective" cannot serve transport.wire_dtype = "bf16"'
 case_ wire_dtype '[transport]\nwire_dtype = "fp8"\n' 'wire_dtype.toml:2: transport.wire_dtype = "fp8" is not one of: fp32, bf16, int8'
 case_ warmup_alone '[topology]\nkind = "ring"\n[transport]\ncompress_warmup = 10\n' 'warmup_alone.toml:4: transport.compress_warmup = 10: a warm-up before compression needs transport.compress'
 case_ warmup_ps '[topology]\nkind = "parameter-server"\n[transport]\ncompress = "topk"\ncompress_warmup = 10\n' 'warmup_ps.toml:5: transport.compress_warmup: the dense warm-up is a ring.s'
@@ -166,7 +166,7 @@ case_ exp_adpsgd '[topology]\nkind = "gossip"\nworkers = 4\ngossip = "adpsgd"\ng
 case_ warmup_both '[train]\nwarmup_steps = 10\nwarmup_epochs = 1\n' 'warmup_both.toml:2: train.warmup_steps: give warmup_epochs or warmup_steps, not both'
 case_ group_size '[topology]\nkind = "hierarchical"\ngroup_size = -1\n' 'group_size.toml:3: topology.group_size = -1'
 case_ degree '[topology]\nkind = "gossip"\ndegree = 1\n' 'degree.toml:3: topology.gossip.degree = 1'
-case_ balance_ps '[topology]\nkind = "parameter-server"\nbalance_every = 10\n' 'balance_ps.toml:3: topology.balance_every.*not parameter-server'
+case_ balance_ps '[topology]\nkind = "parameter-server"\nbalance_every = 10\n' 'balance_ps.toml:3: topology.ring.balance_every.*not parameter-server'
 case_ spin '[transport]\nspin_us = -5\n' 'spin.toml:2: transport.spin_us = -5'
 case_ nice '[transport]\nprogress_nice = 20\n' 'nice.toml:2: transport.progress_nice = 20'
 case_ peer_timeout '[transport]\npeer_timeout_ms = 1\n' 'peer_timeout.toml:2: transport.peer_timeout_ms = 1'
@@ -251,10 +251,10 @@ case_ sweep_flag '' 'KEY=V1,V2' --sweep topology.workers
 case_ procs_bad '' '--procs x: expected a number of processes' --procs x
 case_ procs_single '' 'topology.kind = "single" trains one worker in one process: drop --procs 2' --procs 2
 case_ collective_restarts '[topology]\nkind = "ring"\nallreduce = "collective"\n[train]\nrestarts = 1\n' \
-  'collective_restarts.toml:3: topology.allreduce = "collective" cannot serve transport.rejoin_s or train.restarts'
+  'collective_restarts.toml:3: topology.ring.allreduce = "collective" cannot serve transport.rejoin_s or train.restarts'
 case_ collective_partition '[topology]\nkind = "ring"\nworkers = 3\nallreduce = "collective"\n[[faults]]\nkind = "partition"\nranks = [2]\nat_step = 5\nseconds = 1.0\n' \
-  'topology.allreduce = "collective" cannot serve \[\[faults\]\] kind = "partition"'
-case_ allreduce_enum '[topology]\nkind = "ring"\nallreduce = "nccl"\n' 'allreduce_enum.toml:3: topology.allreduce = "nccl" is not one of' 
+  'topology.ring.allreduce = "collective" cannot serve \[\[faults\]\] kind = "partition"'
+case_ allreduce_enum '[topology]\nkind = "ring"\nallreduce = "nccl"\n' 'allreduce_enum.toml:3: topology.ring.allreduce = "nccl" is not one of' 
 # files
 mkdir -p adir
 inv config_dir 'config file adir is not a regular file \(a directory' run adir -q

@@ -3,12 +3,12 @@
 # struck worker's next step computes NaN through its whole backward), and
 # train.on_nonfinite:
 #  - stop (the default), on the async parameter server, a sync ring (also
-#    with topology.overlap: judged before each bucket goes) and in virtual time: exit 2, summary.json's status "diverged" with the worker
+#    with topology.ring.overlap: judged before each bucket goes) and in virtual time: exit 2, summary.json's status "diverged" with the worker
 #    and step, the metrics written before it kept;
 #  - skip: the step's gradient is dropped, a warning names worker and step,
 #    and the run completes with a finite model that still learnt;
 #  - continue: the NaN reaches the parameters, as it did before the check;
-#  - skip with topology.overlap (buckets sent during backward) is refused.
+#  - skip with topology.ring.overlap (buckets sent during backward) is refused.
 # Usage: nonfinite.sh GRADWIRE SOURCE_DIR
 set -uo pipefail
 gw=$1
@@ -51,7 +51,7 @@ run() { # NAME WANT_RC ARGS...
 for t in async ring overlap virtual; do
   args=()
   [ $t = ring ] && args=(--set topology.kind='"ring"')
-  [ $t = overlap ] && args=(--set topology.kind='"ring"' --set topology.overlap=true)
+  [ $t = overlap ] && args=(--set topology.kind='"ring"' --set topology.ring.overlap=true)
   [ $t = virtual ] && args=(--set experiment.clock='"virtual"')
   run "stop-$t" 2 "${args[@]}"
   grep -q "worker 1: diverged at step 6: the loss is nan" "$tmp/stop-$t.log" || fail "stop-$t: $(tail -3 "$tmp/stop-$t.log")"
@@ -66,7 +66,7 @@ run continue 0 --set train.on_nonfinite='"continue"'
 summary continue 's["status"] == "completed" and s["final_test_accuracy"] < 0.3'
 
 rc=0
-"$gw" run "$tmp/nan.toml" -q --no-report --out "$tmp/overlap" --set topology.kind='"ring"' --set topology.overlap=true \
+"$gw" run "$tmp/nan.toml" -q --no-report --out "$tmp/overlap" --set topology.kind='"ring"' --set topology.ring.overlap=true \
   --set train.on_nonfinite='"skip"' > "$tmp/overlap.log" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q 'train.on_nonfinite = "skip" drops a step' "$tmp/overlap.log" || fail "overlap + skip: exit $rc: $(cat "$tmp/overlap.log")"
 echo "ok: non-finite losses and gradients"

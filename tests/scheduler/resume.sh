@@ -61,8 +61,8 @@ exact() {
 
 exact single default.toml 30
 exact ring ring.toml 20 --set topology.workers=3
-exact ring-overlap ring.toml 20 --set topology.workers=3 --set topology.overlap=true --set topology.bucket_kb=256
-exact ring-sharded ring.toml 20 --set topology.workers=3 --set topology.sharded_update=true
+exact ring-overlap ring.toml 20 --set topology.workers=3 --set topology.ring.overlap=true --set topology.ring.bucket_kb=256
+exact ring-sharded ring.toml 20 --set topology.workers=3 --set topology.ring.sharded_update=true
 exact hierarchical hierarchical.toml 20 --set topology.workers=4
 exact ps-sync ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2
 exact local-sgd local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8

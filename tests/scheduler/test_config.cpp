@@ -111,7 +111,7 @@ TEST_CASE("wrong types, bad values and out-of-range numbers are located") {
   CHECK_THROWS_WITH(load_config("/nonexistent/x.toml"), Catch::Contains("/nonexistent/x.toml"));
   // Speed balancing splits a synchronous allreduce's batch: elsewhere it is refused, where it was written.
   CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"parameter-server\"\nbalance_every = 10\n", "t.toml"),
-                    Catch::Contains("t.toml:3") && Catch::Contains("topology.balance_every") &&
+                    Catch::Contains("t.toml:3") && Catch::Contains("topology.ring.balance_every") &&
                       Catch::Contains("not parameter-server"));
   CHECK(parse_config("[topology]\nkind = \"ring\"\nbalance_every = 10\n", "t.toml").ring.balance_every == 10);
 }
@@ -226,7 +226,9 @@ TEST_CASE("topology options reach their structs whole: keys of another kind or m
   CHECK(local.ps.local_sgd());
   CHECK(local.ps.local_steps == 4);
   CHECK(local.ps.dc() == 0.f);
-  auto ring = parse_config("[topology]\nkind = \"ring\"\nbucket_kb = 8\nchunk_kb = 2\noverlap = true\n", "t.toml");
+  auto ring = parse_config("[topology]\nkind = \"ring\"\n[topology.ring]\nbucket_kb = 8\nchunk_kb = 2\noverlap = true\n", "t.toml");
+  const auto flat_ring = parse_config("[topology]\nkind = \"ring\"\nbucket_kb = 8\nchunk_kb = 2\noverlap = true\n", "f.toml");
+  CHECK(flat_ring.resolved_toml == ring.resolved_toml); // the flat names of earlier releases still read
   CHECK(ring.ring.bucket_floats == 8 * 256);
   CHECK(ring.ring.chunk_floats == 2 * 256);
   CHECK(ring.ring.overlap);

@@ -197,7 +197,7 @@ assert steps == [3, 6], steps
 PY
 # A ring re-forms without rank 1 inside the simulation and lets its
 # replacement back in at step 12, the same bits on 1 and 2 threads.
-ring=(--set topology.kind=\"ring\" --set topology.sharded_update=false --set train.restarts=1)
+ring=(--set topology.kind=\"ring\" --set topology.ring.sharded_update=false --set train.restarts=1)
 { cat "$tmp/kill.toml"; printf 'back_at_step = 12\n'; } >"$tmp/back.toml"
 "$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-1" "${ring[@]}" --set virtual.threads=1 >/dev/null 2>&1 &&
   "$gw" run "$tmp/back.toml" -q --no-report --out "$tmp/back-2" "${ring[@]}" --set virtual.threads=2 >/dev/null 2>&1 ||

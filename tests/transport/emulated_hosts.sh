@@ -35,11 +35,11 @@ hosts 2 "$tmp/logs2" "$gw" run "$src/examples/ring.toml" --out "$tmp/two" "$@" |
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two" || fail "the models differ"
 /usr/bin/python3 -c "import json,sys; s=json.load(open('$tmp/two/summary.json')); assert s['processes'] == 2, s['processes']; assert s['allreduce'] == 'collective', s['allreduce']" ||
   fail "the 2-host run was not across 2 processes, its buckets summed by the collective communicator"
-# The ring of actors across the same hosts (topology.allreduce = "actors"): the same model.
-hosts 2 "$tmp/logs2a" "$gw" run "$src/examples/ring.toml" --out "$tmp/two-actors" "$@" --set 'topology.allreduce="actors"' ||
+# The ring of actors across the same hosts (topology.ring.allreduce = "actors"): the same model.
+hosts 2 "$tmp/logs2a" "$gw" run "$src/examples/ring.toml" --out "$tmp/two-actors" "$@" --set 'topology.ring.allreduce="actors"' ||
   fail "the ring of actors across 2 hosts failed"
 /usr/bin/python3 "$src/tests/transport/same_model.py" "$tmp/one" "$tmp/two-actors" || fail "the ring of actors: the models differ"
-grep -q '"allreduce": "actors"' "$tmp/two-actors/summary.json" || fail "topology.allreduce = \"actors\" was not the ring of actors"
+grep -q '"allreduce": "actors"' "$tmp/two-actors/summary.json" || fail "topology.ring.allreduce = \"actors\" was not the ring of actors"
 # TCP alone: the link sends its frames (the ring's 0.47 MB chunks) eagerly
 # instead of by rendezvous; the same model, and UCX takes the setting
 # without a warning.
@@ -103,7 +103,7 @@ grep -q "hierarchical allreduce grouped by host: 2 host(s) of 1 to 2 rank(s)" "$
 # references on (the default). Rank 0 lends to rank 1, its host's, and to
 # no rank of the other host.
 GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsr" "$gw" run "$src/examples/ring.toml" --out "$tmp/refs" \
-  --set topology.workers=4 --set topology.chunk_kb=64 --set 'topology.allreduce="actors"' "$@" ||
+  --set topology.workers=4 --set topology.ring.chunk_kb=64 --set 'topology.ring.allreduce="actors"' "$@" ||
   fail "the ring across 2 hosts of 2 ranks failed"
 /usr/bin/python3 -c "
 import json

@@ -25,7 +25,7 @@ run() {
   { cat "$src/examples/ring.toml"; printf '\n%b\n' "$@"; } >"$work/$name.toml"
   local rc=0
   timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --procs "$procs" --set topology.workers="$procs" \
-    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=120 \
+    --set topology.ring.sharded_update=false --set transport.peer_timeout_ms=1000 --set train.max_steps=120 \
     "${small[@]}" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
   [ $rc = 0 ] || { bad "$name: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
 }
@@ -67,7 +67,7 @@ back() {
   { cat "$src/examples/ring.toml"; printf '\n%b\n' "$@"; } >"$work/$name.toml"
   local rc=0
   timeout $((120 * ${GRADWIRE_TIME_SCALE:-1})) "$GW" run "$work/$name.toml" --procs 3 --set topology.workers=3 \
-    --set topology.sharded_update=false --set transport.peer_timeout_ms=1000 --set transport.rejoin_s=30 \
+    --set topology.ring.sharded_update=false --set transport.peer_timeout_ms=1000 --set transport.rejoin_s=30 \
     --set train.restarts=1 --set train.max_steps=120 "${small[@]}" -q --no-report --out "$work/$name" >"$work/$name.txt" 2>&1 || rc=$?
   [ $rc = 0 ] || { bad "$name: the launcher exited $rc, expected 0"; sed 's/^/    /' "$work/$name.txt"; }
   has "$work/$name.txt" 'worker 2 is back: the ring goes on with 3 workers from step 60'

@@ -92,10 +92,10 @@ for case in "2 posix,cma auto" "3 tcp auto" "3 tcp actors"; do
   "$GW" run "$src/examples/ring.toml" --set topology.workers=$1 "${common[@]}" --out "$work/in_$1" --force \
     >"$work/in_$1.txt" 2>&1 || { bad "in-process ring of $1 failed"; cat "$work/in_$1.txt"; }
   timeout 120 "$GW" run "$src/examples/ring.toml" --procs $1 --set topology.workers=$1 --set transport.tls=\"$2\" \
-    --set topology.allreduce=\"$3\" "${common[@]}" --out "$work/mp_$1" --force >"$work/mp_$1.txt" 2>&1 ||
+    --set topology.ring.allreduce=\"$3\" "${common[@]}" --out "$work/mp_$1" --force >"$work/mp_$1.txt" 2>&1 ||
     { bad "ring across $1 processes ($2, $3) failed"; cat "$work/mp_$1.txt"; }
   read -r _ _ _ path <<<"$(topo "$work/mp_$1/summary.json")"
-  [ $3 = actors ] && [ "$path" != actors ] && bad "topology.allreduce = \"actors\" ran through $path"
+  [ $3 = actors ] && [ "$path" != actors ] && bad "topology.ring.allreduce = \"actors\" ran through $path"
   [ $2 = tcp ] && [ $3 = auto ] && [ "$path" != collective ] && bad "auto over TCP alone ran through $path, not the communicator"
 
   a=$(topo "$work/in_$1/summary.json" | cut -d' ' -f1)
@@ -141,22 +141,22 @@ for case in "gossip-dpsgd 4" "gossip-adpsgd 4" "hierarchical 4"; do
   timeout 120 "$GW" run "$src/examples/$1.toml" --procs $2 --set topology.workers=$2 "${common[@]}" --out "$work/$1" \
     >"$work/$1.txt" 2>&1 || { bad "$1 across $2 processes failed"; cat "$work/$1.txt"; }
 done
-timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.overlap=true "${common[@]}" --out "$work/ov" \
+timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 --set topology.ring.overlap=true "${common[@]}" --out "$work/ov" \
   >"$work/ov.txt" 2>&1 || { bad "ring with overlap across 2 processes failed"; cat "$work/ov.txt"; }
 [ "$(topo "$work/ov/summary.json" | cut -d' ' -f1)" = "$(topo "$work/in_2/summary.json" | cut -d' ' -f1)" ] ||
   bad "ring with overlap across processes differs from the ring in one process"
 # The ring's buckets summed by the collective communicator
-# (topology.allreduce = "collective": shared-memory sums here): every
+# (topology.ring.allreduce = "collective": shared-memory sums here): every
 # replica the same; at 2 processes the same model as the ring of actors
 # in one process, with overlap too; at 3 a model that trains as well;
 # with speed balancing the shares still move.
 same() { /usr/bin/python3 "$src/tests/transport/same_model.py" "$1" "$2" >/dev/null; }
-coll=(--set 'topology.allreduce="collective"')
+coll=(--set 'topology.ring.allreduce="collective"')
 timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 "${coll[@]}" "${common[@]}" --out "$work/c2" >"$work/c2.txt" 2>&1 ||
   { bad "collective ring across 2 processes failed"; cat "$work/c2.txt"; }
 same "$work/in_2" "$work/c2" || bad "collective ring of 2 differs from the ring of actors in one process"
 grep -q '"allreduce": "collective"' "$work/c2/summary.json" || bad "the collective ring's summary does not say so"
-timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 "${coll[@]}" --set topology.overlap=true --set topology.bucket_kb=256 \
+timeout 120 "$GW" run "$src/examples/ring.toml" --procs 2 "${coll[@]}" --set topology.ring.overlap=true --set topology.ring.bucket_kb=256 \
   "${common[@]}" --out "$work/c2o" >"$work/c2o.txt" 2>&1 || { bad "collective ring with overlap failed"; cat "$work/c2o.txt"; }
 same "$work/in_2" "$work/c2o" || bad "collective ring of 2 with overlap and 256 KiB buckets differs from the ring in one process"
 timeout 120 "$GW" run "$src/examples/ring.toml" --procs 3 --set topology.workers=3 "${coll[@]}" "${common[@]}" --out "$work/c3" \
@@ -164,7 +164,7 @@ timeout 120 "$GW" run "$src/examples/ring.toml" --procs 3 --set topology.workers
 read -r l3 procs3 spread3 _ <<<"$(topo "$work/c3/summary.json")"
 [ "$procs3" = 3 ] && [ "$spread3" = "0.0" ] || bad "collective ring of 3: processes $procs3, replica spread $spread3"
 close "$l3" "$(topo "$work/in_3/summary.json" | cut -d' ' -f1)" || bad "collective ring of 3: test loss $l3, far from the ring of actors'"
-timeout 120 "$GW" run "$src/examples/ring-balanced.toml" --procs 2 --set topology.balance_every=5 "${coll[@]}" "${common[@]}" \
+timeout 120 "$GW" run "$src/examples/ring-balanced.toml" --procs 2 --set topology.ring.balance_every=5 "${coll[@]}" "${common[@]}" \
   --out "$work/cbal" >"$work/cbal.txt" 2>&1 || { bad "balanced collective ring failed"; cat "$work/cbal.txt"; }
 /usr/bin/python3 -c "
 import json, sys
@@ -192,7 +192,7 @@ timeout 120 "$GW" run "$work/ring-kill.toml" --procs 3 --set topology.workers=3 
 grep -q "rank 2" "$work/ckill.txt" || { bad "collective ring with rank 2 killed: rank 2 not named"; cat "$work/ckill.txt"; }
 # Speed balancing across 2 processes (its measurements cross the wire):
 # the slow rank's share shrinks, the global batch and the replicas stay.
-timeout 120 "$GW" run "$src/examples/ring-balanced.toml" --procs 2 --set topology.balance_every=5 "${common[@]}" \
+timeout 120 "$GW" run "$src/examples/ring-balanced.toml" --procs 2 --set topology.ring.balance_every=5 "${common[@]}" \
   --out "$work/bal" >"$work/bal.txt" 2>&1 || { bad "balanced ring across 2 processes failed"; cat "$work/bal.txt"; }
 /usr/bin/python3 -c "
 import json, sys
@@ -267,12 +267,12 @@ timeout 120 "$GW" run "$work/ringlost.toml" --procs 3 --set topology.workers=3 -
 has "$work/ringlost.txt" "rank 2"
 has "$work/ringlost.txt" "set it to false for a ring that re-forms"
 
-# The elastic ring (topology.sharded_update = false): it loses rank 2 at its
+# The elastic ring (topology.ring.sharded_update = false): it loses rank 2 at its
 # step 30, the two survivors re-form a ring of 2 and finish every step with
 # equal replicas; summary.json records the fault.
 rc=0
 timeout 120 "$GW" run "$work/ringlost.toml" --procs 3 --set topology.workers=3 --set transport.peer_timeout_ms=1000 \
-  --set topology.sharded_update=false --set train.epochs=1 "${small[@]}" -q --no-report --out "$work/ringgo" >"$work/ringgo.txt" 2>&1 || rc=$?
+  --set topology.ring.sharded_update=false --set train.epochs=1 "${small[@]}" -q --no-report --out "$work/ringgo" >"$work/ringgo.txt" 2>&1 || rc=$?
 [ $rc = 0 ] || { bad "elastic ring that loses rank 2: the launcher exited $rc, expected 0"; cat "$work/ringgo.txt"; }
 has "$work/ringgo.txt" "the ring goes on without worker 2: 2 workers from step"
 /usr/bin/python3 - "$work/ringgo/summary.json" <<'PY' || bad "the elastic ring's summary.json: see above"
