@@ -26,11 +26,10 @@ std::string topology_kind_doc() {
   return doc;
 }
 
-} // namespace
-
-const std::vector<key_spec>& config_schema() {
+/// [experiment].
+void experiment_keys(std::vector<key_spec>& s) {
   using vt = value_type;
-  static const std::vector<key_spec> schema = {
+  s.insert(s.end(), {
     {"experiment.name", vt::string, "\"default\"", {}, "name of the run; also the default results folder name"},
     {"experiment.seed", vt::integer, "1", {}, "seed for initialisation, shuffling and sharding", in(0, INT64_MAX)},
     {"experiment.out", vt::string, "\"\"", {}, "results folder (default results/<name>); --out overrides"},
@@ -44,6 +43,13 @@ const std::vector<key_spec>& config_schema() {
     {"experiment.record", vt::boolean, "true", {}, "async parameter servers: each shard writes the order of the updates it applied and the pulls it answered to record/ (a few bytes each), so that `gradwire replay` can run the run again bit for bit, or a variant on the same schedule"},
     {"experiment.record_max_mb", vt::integer, "256", {}, "bound on each shard's record file, in MiB (a replay follows a record that far)", in(1, std::int64_t{1} << 20)},
 
+  });
+}
+
+/// [model] and [data].
+void model_and_data_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"model.kind", vt::string, "\"mlp\"", models::model_kinds(), "network (gpt: a decoder-only transformer over bytes or token ids; it needs data.dataset = \"text\" or \"tokens\"; torch: your own nn.Module, model.module)"},
     {"model.module", vt::string, "\"\"", {}, "torch: the .py file that defines model(cfg) (relative to the config file's folder, or absolute; docs/your-model.md); [model.args] is free-form, handed to it as cfg[\"model\"][\"args\"]"},
     {"model.hidden", vt::int_list, "[256, 128]", {}, "MLP hidden layer widths"},
@@ -70,6 +76,13 @@ const std::vector<key_spec>& config_schema() {
      "when the dataset's files are absent: stop with an error, or train on synthetic data of the same shape (said on stderr and in summary.json's dataset)"},
     {"data.normalize", vt::boolean, "true", {}, "standardise pixels with the training set's mean and std (else pixels / 255)"},
 
+  });
+}
+
+/// [train]: the optimizer, its schedule and the data it takes.
+void train_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"train.epochs", vt::integer, "5", {}, "passes over the training set", in(1, 100000)},
     {"train.max_steps", vt::integer, "0", {}, "stop after this many steps (0 = no limit)", in(0, INT64_MAX)},
     {"train.budget", vt::string, "\"per-worker\"", {"per-worker", "shared"},
@@ -103,6 +116,13 @@ const std::vector<key_spec>& config_schema() {
     {"train.device", vt::string, "\"cpu\"", {}, "\"cpu\" or \"cuda:N\""},
     {"train.precision", vt::string, "\"fp32\"", {"fp32", "bf16"},
      "what the GEMMs and attention compute in: fp32, or bf16 on a GPU's Tensor Cores (inputs rounded to bfloat16, sums in fp32); weights, activations, gradients and optimizer state stay fp32. bf16 needs every worker on a cuda device"},
+  });
+}
+
+/// [topology] and its families' tables.
+void topology_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"topology.kind", vt::string, "\"single\"", topology_kind_names(), topology_kind_doc()},
     {"topology.local_steps", vt::integer, "8", {}, "local-sgd, diloco, halos: steps each worker takes on its own between averages (H)", in(1, 1 << 20)},
     {"topology.diloco.outer_lr", vt::number, "0.7", {}, "diloco: the outer SGD's learning rate on the pseudo-gradient (1 with outer_momentum 0 is local SGD)", in(1e-6, 100)},
@@ -148,6 +168,13 @@ const std::vector<key_spec>& config_schema() {
      "gossip (D-PSGD) with transport.compress: choco = CHOCO-SGD, each worker keeps estimates of its neighbours' parameters and sends its own parameters' compressed change against them (converges under any compression); naive = mixes the neighbours' compressed parameters (docs/compression.md)"},
     {"topology.gossip.consensus_lr", vt::number, "0.0", {}, "gossip with transport.compress: the consensus step gamma in x_i += gamma * sum_j w_ij (x^_j - x^_i), in (0, 1]; 0 = by the mode: 2 x compress_ratio for topk and randk, 0.5 for sign, 1 for bf16 (larger steps stall or diverge under strong compression, docs/compression.md)", in(0, 1)},
     {"topology.same_init", vt::boolean, "true", {}, "false: every worker starts from its own random initialisation (seed + rank)"},
+  });
+}
+
+/// [virtual]: virtual time's compute and link models.
+void virtual_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"virtual.step_ms", vt::number, "0.0", {}, "virtual time: a worker's mean compute time per batch in ms (0 = measured once on this machine for the model and batch, and cached)", in(0, 1e7)},
     {"virtual.distribution", vt::string, "\"constant\"", {"constant", "lognormal", "straggler"},
      "virtual time: step times are constant, lognormal (mean step_ms, coefficient of variation cv), or a straggler mixture (straggler_p of steps straggler_k times slower)"},
@@ -169,6 +196,13 @@ const std::vector<key_spec>& config_schema() {
     {"virtual.intra_bandwidth_gbps", vt::number, "0.0", {}, "virtual time: bandwidth within a host in Gb/s (0 = unlimited)", in(0, 1e6)},
     {"virtual.nic", vt::boolean, "true", {}, "virtual time: each host has one NIC that sends one message after another and receives one after another (contention; parameter shards on one host feel it)"},
 
+  });
+}
+
+/// [[nodes]] and [[faults]].
+void nodes_and_faults_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"nodes.name", vt::string, "\"\"", {}, "[[nodes]]: a group of workers: its name (default group<i>)"},
     {"nodes.count", vt::integer, "1", {}, "[[nodes]]: workers in the group (the groups' counts add up to topology.workers)", in(1, 1024)},
     {"nodes.slowdown", vt::number, "1.0", {}, "[[nodes]]: compute-time multiplier emulating a slower node (1 = full speed)", in(1, 1000)},
@@ -194,6 +228,13 @@ const std::vector<key_spec>& config_schema() {
     {"faults.delay_ms", vt::number, "0.0", {}, "[[faults]]: delay: added to every frame on the link, both ways (ms)"},
     {"faults.back_at_step", vt::integer, "0", {}, "[[faults]]: kill (with train.restarts), stall (with transport.rejoin_s): the worker's new process, or the stalled one, is let back into the ring at this step: the others hold there for it (0: as soon as it asks). In virtual time a killed ring worker's replacement comes back at this step"},
     {"faults.mid_step", vt::boolean, "false", {}, "[[faults]]: stall, suspend with at_step: strike inside the computation of the step after at_step (after its gradients, before an emulated slowdown and the exchange), where a job stopped at a random moment most often is, not after the step"},
+  });
+}
+
+/// [transport].
+void transport_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"transport.wire_dtype", vt::string, "\"fp32\"", {"fp32", "bf16", "int8"},
      "the precision of what crosses the wire, rounded without error feedback. ring (bf16): the allreduce's chunks; each hop adds in fp32 and rounds the partial sum it sends (nearest, ties to even), the chunk's owner rounds the final sum once, and every replica gets the same bits; on the workers' own flat ring (not with topology.ring.overlap or transport.compress), with topology.ring.sharded_update off (that passes fp32 parameters). parameter-server, local-sgd, diloco (bf16 or int8 with a scale per block of 256): the pushes, gradients or pseudo-gradients (Streaming DiLoCo's low-precision outer exchange); the pulled parameters stay fp32. Gossip takes transport.compress (docs/compression.md)"},
     {"transport.compress_warmup", vt::integer, "0", {}, "ring with transport.compress: the first N steps sum the dense gradient round a ring, then compression starts (error feedback from there). With adam or adamw the optimizer's second moment is frozen at step N, as 1-bit Adam does (Tang et al. 2021): each later update is linear in the gradient, so what error feedback holds back adds up when it is sent (docs/compression.md)", in(0, std::int64_t{1} << 40)},
@@ -212,6 +253,13 @@ const std::vector<key_spec>& config_schema() {
     {"transport.rejoin_s", vt::number, "0.0", {}, "across processes: a rank cut off after a stall or a partition that outlasted peer_timeout_ms (its process alive) asks rank 0 for this long to be let back in; an elastic ring re-forms with it, its state from a live peer (0: it leaves the job at once)", in(0, 86400)},
     {"transport.latency_us", vt::number, "0.0", {}, "link emulation: one-way latency added to every frame between processes (us)", in(0, 1e7)},
     {"transport.bandwidth_gbps", vt::number, "0.0", {}, "link emulation: bandwidth of each link between processes in Gb/s (0 = as the machine gives)", in(0, 1e4)},
+  });
+}
+
+/// [train]: how a run reports, evaluates, checkpoints and carries on.
+void run_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
     {"train.step_timeout_s", vt::number, "60.0", {}, "a worker that reports no finished step this long is cut off: an asynchronous parameter server carries on without it, other topologies fail naming its rank", in(0.1, 86400.0 * 7)},
     {"train.stop_wait_s", vt::number, "60.0", {}, "a run told to stop (it failed or was interrupted) waits this long, or twice train.step_timeout_s where longer, for a computation still running, then gives it up and ends once its results are written", in(0.1, 86400.0 * 7)},
     {"train.log_every", vt::integer, "50", {}, "steps between metrics.jsonl records", in(1, 1 << 30)},
@@ -224,7 +272,24 @@ const std::vector<key_spec>& config_schema() {
     {"train.restarts", vt::integer, "0", {}, "across processes, an elastic ring: worker processes that may be replaced in all. --procs starts a dead worker's process again (GRADWIRE_REJOIN=1; by hand or under srun, start it so yourself), and the ring lets it back in at a step boundary with a live peer's state", in(0, 1 << 20)},
     {"train.min_workers", vt::integer, "1", {}, "a synchronous ring (workers running the ring themselves) that loses a worker's process re-forms without it and goes on while at least this many remain; 0: a lost worker ends the run", in(0, 1024)},
     {"train.keep_checkpoints", vt::integer, "2", {}, "complete checkpoints kept (the newest); older ones are removed once a newer one is written", in(1, 1 << 20)},
-  };
+  });
+}
+
+} // namespace
+
+const std::vector<key_spec>& config_schema() {
+  static const std::vector<key_spec> schema = [] {
+    std::vector<key_spec> s;
+    experiment_keys(s);
+    model_and_data_keys(s);
+    train_keys(s);
+    topology_keys(s);
+    virtual_keys(s);
+    nodes_and_faults_keys(s);
+    transport_keys(s);
+    run_keys(s);
+    return s;
+  }();
   return schema;
 }
 
