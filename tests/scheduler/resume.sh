@@ -99,18 +99,7 @@ cmp -s "$tmp/ring/model.safetensors" "$tmp/ring-procs.resumed/model.safetensors"
 # resume ends as the uninterrupted run. The whole training set (a quarter
 # under sanitizers), so that the run is still going when the signal comes.
 # The two configs differ in log_every (kept in the file's metadata): compare the tensors.
-same_tensors() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(path):
-    b = open(path, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    head = json.loads(b[8:8 + n])
-    head.pop('__metadata__', None)
-    return head, b[8 + n:]
-sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
-PY
-}
+same_tensors() { /usr/bin/python3 "$src/tests/scheduler/torch/same_tensors.py" "$1" "$2" 0 > /dev/null; }
 # interrupted NAME CONFIG [--set ...]: the whole run, then one stopped by
 # SIGINT once it has written a step record, resumed: the same tensors.
 interrupted() {

@@ -106,16 +106,7 @@ term_when grep -qs '"type":"step"' "$tmp/r3/metrics.jsonl"
 ls "$tmp/r3/checkpoints"/step-*/MANIFEST.json > /dev/null 2>&1 || bad "the stopped 3-worker ring wrote no checkpoint"
 "$gw" run --resume "$tmp/r3" -q --no-report > "$tmp/r3-resume.txt" 2>&1 ||
   bad "the 3-worker ring's resume: $(tail -3 "$tmp/r3-resume.txt")"
-python3 - "$tmp/r3-full/model.safetensors" "$tmp/r3/model.safetensors" <<'PY' ||
-import json, struct, sys
-def tensors(path):
-    b = open(path, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    head = json.loads(b[8:8 + n])
-    head.pop('__metadata__', None)
-    return head, b[8 + n:]
-sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
-PY
+/usr/bin/python3 "$src/tests/scheduler/torch/same_tensors.py" "$tmp/r3-full/model.safetensors" "$tmp/r3/model.safetensors" 0 ||
   bad "the 3-worker ring stopped in a step and resumed differs from the uninterrupted run"
 
 # Rank 0 of 2 alone: SIGTERM once it listens for the others.
