@@ -144,7 +144,9 @@ TEST_CASE("A GPT's own blocks look at a stop flag between them in training, and 
   layers.push_back(std::move(own));
   network net(std::move(layers));
   auto grads = tensor::zeros(m.params().shape(), m.params().dev());
-  param_binder b(lay.specs, lay.offsets, {}, {}, m.params(), grads, tensor{}, true);
+  const std::vector<param_spec> no_state; // the binder keeps references: no temporaries
+  const std::vector<std::size_t> no_offsets;
+  param_binder b(lay.specs, lay.offsets, no_state, no_offsets, m.params(), grads, tensor{}, true);
   net.bind(b);
   const int n = 2;
   const auto x = tensor::from(random_tokens(static_cast<std::size_t>(n) * spec.context, spec.vocab, 4), {n, 1, 1, spec.context});
