@@ -16,6 +16,7 @@
 #include "actors/ring_allreduce.hpp"
 #include "actors/worker_protocol.hpp"
 #include "actors/worker.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/error.hpp"
 #include "kernels/log.hpp"
 #include "models/model.hpp"
@@ -88,8 +89,7 @@ const float* own_step(compressed_state& st, const float* g) {
   auto& opt = st.trainer->optim();
   opt.begin_step();
   opt.update(st.own_step.data(), g, 0, n);
-  for (std::size_t i = 0; i < n; ++i)
-    st.own_step[i] -= w[i];
+  kernels::backend_for(kernels::device::cpu()).axpy(n, -1.f, w, st.own_step.data()); // its step: new - old
   return st.own_step.data();
 }
 
@@ -144,9 +144,7 @@ void apply_mean(compressed_actor* self) {
   st.end_comm();
   const auto t0 = st.now();
   if (st.cfg.compress.update) { // the mean is the workers' steps
-    float* w = st.model->params().data();
-    for (std::size_t i = 0; i < st.mean.size(); ++i)
-      w[i] += st.mean[i];
+    kernels::backend_for(kernels::device::cpu()).axpy(st.mean.size(), 1.f, st.mean.data(), st.model->params().data());
   } else if (st.cfg.compress.momentum && st.step >= st.cfg.compress.warmup)
     st.trainer->apply_momentum(st.mean.data()); // the mean is the workers' momentum
   else

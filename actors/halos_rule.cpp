@@ -4,6 +4,7 @@
 #include "actors/ps_shard_state.hpp"
 #include "actors/refuse.hpp"
 
+#include "kernels/host_vector.hpp"
 #include "kernels/log.hpp"
 
 #include <cstring>
@@ -43,9 +44,7 @@ private:
     auto delta = slice::empty({static_cast<std::int64_t>(n)});
     const float* w = st.params.data();
     const float* b = base_.data();
-    float* d = delta.data();
-    for (std::size_t i = 0; i < n; ++i)
-      d[i] = b[i] - w[i];
+    kernels::subtract(n, b, w, delta.data());
     std::memcpy(sent_.data(), w, n * sizeof(float));
     since_ = 0;
     in_flight_ = true;
@@ -63,15 +62,7 @@ private:
     if (static_cast<std::size_t>(global.numel()) != n)
       return fail("the global server answered " + std::to_string(global.numel()) + " floats for a slice of " +
                   std::to_string(n));
-    float* w = st.params.data();
-    float* b = base_.data();
-    const float* s = sent_.data();
-    const float* g = global.data();
-    for (std::size_t i = 0; i < n; ++i) {
-      const float pull = o_.merge_alpha * (g[i] - s[i]);
-      w[i] += pull;
-      b[i] = s[i] + pull;
-    }
+    kernels::merge_answer(n, o_.merge_alpha, global.data(), sent_.data(), st.params.data(), base_.data());
     global_version_ = version;
     in_flight_ = false;
     shard_detail::applied(st); // a merge is an update: the local version moves on

@@ -16,6 +16,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/error.hpp"
+#include "kernels/host_vector.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -99,11 +100,8 @@ public:
 
 private:
   void step(shard_state& st, float* mean) override {
-    if (!deltas_) {
-      const float* w = st.params.data();
-      for (std::size_t i = 0; i < len(st); ++i)
-        mean[i] = w[i] - mean[i];
-    }
+    if (!deltas_)
+      kernels::subtract_from(len(st), st.params.data(), mean);
     st.opt->begin_step();
     st.opt->update(st.params.data(), mean, 0, len(st));
   }
@@ -127,12 +125,9 @@ public:
   void apply_push(shard_state& st, int rank, std::int64_t staleness, const float* g, float lr_scale) override {
     const float scale = staleness_factor(staleness_lr_, staleness) * lr_scale;
     if (lambda_ > 0.f) { // delay compensation
-      const float* w = st.params.data();
-      const float* w0 = read_[static_cast<std::size_t>(rank)].data();
-      float* c = corrected_.data();
-      for (std::size_t k = 0; k < len(st); ++k)
-        c[k] = g[k] + lambda_ * g[k] * g[k] * (w[k] - w0[k]);
-      g = c;
+      kernels::delay_compensate(len(st), lambda_, g, st.params.data(), read_[static_cast<std::size_t>(rank)].data(),
+                                corrected_.data());
+      g = corrected_.data();
     }
     apply(st, g, scale);
   }

@@ -18,6 +18,7 @@
 #include "actors/worker_protocol.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/host_vector.hpp"
 
 #include <cstring>
 
@@ -63,11 +64,8 @@ bool take_fragment(streaming_actor* self, std::size_t i, const slice& global) {
                       " came back with " + std::to_string(global.numel()) + " values for " + std::to_string(e - b));
     return false;
   }
-  float* x = st.model->params().data() + b;
-  const float* g = global.data();
   const float alpha = st.started ? st.cfg.ps.merge_alpha : 0.f; // the first pull is the start
-  for (std::size_t k = 0; k < e - b; ++k)
-    x[k] = g[k] + alpha * (x[k] - g[k]);
+  kernels::pull_toward(e - b, alpha, global.data(), st.model->params().data() + b);
   st.base[i] = global; // read-only from here on, shared with the shard's reply
   st.pushed_at[i / pieces(st)] = -1;
   return true;
@@ -127,10 +125,7 @@ slice outgoing(streaming_state& st, std::size_t i) {
   std::memcpy(out.data(), st.model->params().data() + b, (e - b) * sizeof(float));
   if (st.squeeze.empty())
     return out;
-  const float* base = st.base[i].data();
-  float* d = out.data();
-  for (std::size_t k = 0; k < e - b; ++k)
-    d[k] = base[k] - d[k];
+  kernels::subtract_from(e - b, st.base[i].data(), out.data());
   const auto words = st.squeeze[i].encode(out.data(), st.step, st.cfg.rank);
   auto payload = slice::empty({static_cast<std::int64_t>(words.size())});
   std::memcpy(payload.data(), words.data(), words.size() * sizeof(std::uint32_t));

@@ -4,6 +4,7 @@
 #include "actors/worker_round.hpp"
 
 #include "kernels/error.hpp"
+#include "kernels/host_vector.hpp"
 #include "kernels/log.hpp"
 
 #include <algorithm>
@@ -175,15 +176,11 @@ std::vector<slice> gradient_slices(const worker_state& st) {
 /// Async DiLoCo: the replica's slices in `grads` become the round's
 /// pseudo-gradients, the global parameters pulled at its start minus them.
 void to_pseudo_gradients(const worker_state& st, std::vector<slice>& grads) {
-  for (std::size_t i = 0; i < grads.size(); ++i) {
-    const float* b = st.base[i].data();
-    float* g = grads[i].data();
-    for (std::int64_t k = 0; k < grads[i].numel(); ++k)
-      g[k] = b[k] - g[k];
-  }
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    kernels::subtract_from(static_cast<std::size_t>(grads[i].numel()), st.base[i].data(), grads[i].data());
 }
 
-/// transport.compress: each slice replaced by its compressed payload (a
+/// compression.kind: each slice replaced by its compressed payload (a
 /// slice of 32-bit words), the residuals kept.
 void compress_all(worker_state& st, std::vector<slice>& grads) {
   models::compress_energy energy;

@@ -1,6 +1,7 @@
 // CPU kernels against naive double-precision references, odd shapes included.
 #include "kernels/backend.hpp"
 #include "kernels/cpu/onednn_gemm.hpp"
+#include "kernels/host_vector.hpp"
 #include "reference.hpp"
 
 #include <catch2/catch.hpp>
@@ -158,6 +159,33 @@ TEST_CASE("elementwise kernels and sum") {
   // Rank values 0..7: the sum is n(n-1)/2 exactly.
   std::vector<float> ranks = {0, 1, 2, 3, 4, 5, 6, 7};
   CHECK(cpu().sum(ranks.data(), ranks.size()) == 28.0);
+}
+
+TEST_CASE("host vector updates round each element as written, at every length and in place") {
+  // Each result against the scalar expression, bit for bit: the vector
+  // clones must not reorder or contract, whatever the length's remainder.
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{16}, std::size_t{1001}}) {
+    INFO("n=" << n);
+    const auto a = random_vec(n, 21), b = random_vec(n, 22), c = random_vec(n, 23);
+    std::vector<float> out(n), x = b, w = b, base(n);
+    subtract(n, a.data(), b.data(), out.data());
+    subtract_from(n, a.data(), x.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(out[i] == a[i] - b[i]);
+      CHECK(x[i] == a[i] - b[i]);
+    }
+    x = b;
+    pull_toward(n, 0.3f, a.data(), x.data());
+    delay_compensate(n, 0.7f, a.data(), b.data(), c.data(), out.data());
+    merge_answer(n, 0.6f, a.data(), c.data(), w.data(), base.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(x[i] == a[i] + 0.3f * (b[i] - a[i]));
+      CHECK(out[i] == a[i] + 0.7f * a[i] * a[i] * (b[i] - c[i]));
+      const float pull = 0.6f * (a[i] - c[i]);
+      CHECK(w[i] == b[i] + pull);
+      CHECK(base[i] == c[i] + pull);
+    }
+  }
 }
 
 TEST_CASE("softmax cross-entropy: loss, gradient, accuracy") {
