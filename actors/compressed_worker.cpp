@@ -1,6 +1,6 @@
 /// @file compressed_worker.cpp
 /// A data-parallel worker whose gradient travels compressed
-/// (transport.compress, models/compress.hpp). Compressed payloads do not
+/// (compression.kind, models/compress.hpp). Compressed payloads do not
 /// add up element by element (top-k's indices differ from worker to
 /// worker), so instead of a reduce-scatter each worker sends its payload
 /// to every other one (an all-gather: (n - 1) payloads out and in, the
@@ -42,7 +42,7 @@ struct compressed_state : worker_core {
   std::vector<float> own_step; ///< compress.update: the change this worker's own optimizer step makes, sent
   /// PowerSGD: the ring allreduce of P (index 0) and of Q (1).
   std::vector<std::unique_ptr<ring_allreduce>> factor_rings;
-  /// transport.compress_warmup: the ring allreduce of the dense gradient
+  /// compression.warmup: the ring allreduce of the dense gradient
   /// (tag 2) for the first steps, in the dense ring's buckets, and the
   /// buckets summed so far this step.
   std::unique_ptr<ring_allreduce> dense_ring;
@@ -176,7 +176,7 @@ void factor_summed(compressed_actor* self, int phase, ring_allreduce::done_info 
   apply_mean(self);
 }
 
-/// transport.compress_warmup: the dense mean gradient, applied.
+/// compression.warmup: the dense mean gradient, applied.
 void dense_summed(compressed_actor* self, ring_allreduce::done_info d) {
   auto& st = self->state;
   const auto [sent, received] = st.dense_ring->take_bytes();

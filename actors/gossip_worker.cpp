@@ -274,7 +274,7 @@ void start_when_ready(gossip_actor* self) {
   begin_step(self);
 }
 
-/// D-PSGD with transport.compress: the rule's state, from a checkpoint
+/// D-PSGD with compression.kind: the rule's state, from a checkpoint
 /// and into the next.
 void init_compression(gossip_actor* self) {
   auto& st = self->state;

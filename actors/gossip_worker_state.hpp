@@ -35,7 +35,7 @@ struct gossip_state : worker_core {
   std::function<void()> on_turn;
   bool started = false;
   int generation = 0; ///< the last reform taken (lost neighbours left out)
-  /// D-PSGD with transport.compress: CHOCO-SGD or naive compressed gossip.
+  /// D-PSGD with compression.kind: CHOCO-SGD or naive compressed gossip.
   std::unique_ptr<models::compressed_gossip> squeeze;
   /// Graphs redrawn every step (gossip_options::graph_seed): the ranks
   /// lost to the job (left out of every graph), and the graphs of the

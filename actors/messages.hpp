@@ -210,7 +210,7 @@ struct worker_report {
   /// Payload bytes this worker sent and received (gradients, parameters,
   /// compressed payloads; not headers or control messages).
   std::int64_t bytes_sent = 0, bytes_received = 0;
-  /// transport.compress: the relative compression errors of the steps
+  /// compression.kind: the relative compression errors of the steps
   /// that compressed (models::compress_energy), summed, and how many.
   double compress_error_sum = 0;
   std::int64_t compressed_steps = 0;

@@ -66,13 +66,13 @@ struct shard_config {
   /// (workers finish on seeing it from every shard, not all at once).
   std::int64_t last_version = 0;
   models::optimizer_spec opt;
-  /// transport.compress: the workers push compressed payloads (bf16, topk,
+  /// compression.kind: the workers push compressed payloads (bf16, topk,
   /// randk, sign, int8; models/compress.hpp), which the shard decodes before it
   /// takes them. On local-SGD and DiLoCo shards a compressed push is a
   /// pseudo-gradient (the parameters pulled at the round's start minus the
   /// worker's own), averaged and applied as an outer step.
   models::compress_spec compress;
-  /// topology.rule (ps_options::rule): this shard's instance of the Python
+  /// topology.ps.rule (ps_options::rule): this shard's instance of the Python
   /// class, opened where the shard is spawned so that a bad rule is the
   /// run's error; null: opened by the shard.
   std::shared_ptr<models::torch_module::rule> python_rule;
@@ -112,7 +112,7 @@ struct shard_config {
 };
 
 /// Spawns a shard starting from `initial` (a host slice of end - begin floats).
-/// topology.rule: a new instance of the Python class cfg.ps names,
+/// topology.ps.rule: a new instance of the Python class cfg.ps names,
 /// for shard_config::python_rule (throws gradwire::error naming it).
 std::shared_ptr<models::torch_module::rule> open_python_rule(const shard_config& cfg);
 

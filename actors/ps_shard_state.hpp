@@ -69,7 +69,7 @@ struct shard_state {
   int generation = 0;
   std::int64_t max_gap = 0;         ///< largest (fastest - slowest) clock seen
   std::vector<std::int64_t> dropped; ///< backup workers: late pushes, per rank
-  /// transport.compress: decodes the workers' payloads into dense slices.
+  /// compression.kind: decodes the workers' payloads into dense slices.
   std::unique_ptr<models::compressor> decoder;
   /// What the shard does with the pushes (server_rule.hpp).
   std::unique_ptr<server_rule> rule;

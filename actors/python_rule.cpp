@@ -1,5 +1,5 @@
 /// @file python_rule.cpp
-/// topology.rule = "FILE.py:Class": an async parameter server whose shards
+/// topology.ps.rule = "FILE.py:Class": an async parameter server whose shards
 /// take each push through a user's Python class (docs/your-algorithm.md),
 /// run by the embedded interpreter of the torch plug-in. The class sees
 /// numpy views of the shard's parameters and of its own copy of the push,

@@ -73,7 +73,7 @@ models::optimizer_spec outer_optimizer(float lr, float momentum);
 /// `initial`: the wiring's own (cfg.make_rule), else the one the
 /// parameter server's options name.
 std::unique_ptr<server_rule> make_server_rule(const shard_config& cfg, std::size_t len, const slice& initial);
-/// topology.rule: the Python class cfg.ps names (python_rule.cpp),
+/// topology.ps.rule: the Python class cfg.ps names (python_rule.cpp),
 /// cfg.python_rule when the wiring opened it.
 std::unique_ptr<server_rule> make_python_rule(const shard_config& cfg, std::size_t len);
 

@@ -35,7 +35,7 @@ void restore(shard_state& s, const snapshot& in) {
   const auto& range = in.i("range");
   check(range.size() == 2 && range[0] == static_cast<std::int64_t>(s.cfg.begin) &&
           range[1] == static_cast<std::int64_t>(s.cfg.end),
-        in.who + ": the checkpoint's shard covers another range of the parameters (another topology.shards?)");
+        in.who + ": the checkpoint's shard covers another range of the parameters (another topology.ps.shards?)");
   const auto& p = in.f("params");
   check(p.size() == len(s), in.who + ": " + std::to_string(p.size()) + " parameters for a slice of " + std::to_string(len(s)));
   std::memcpy(s.params.data(), p.data(), len(s) * sizeof(float));

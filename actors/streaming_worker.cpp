@@ -29,7 +29,7 @@ struct streaming_state : worker_core {
   std::vector<slice> base;           ///< by shard: its global values at the last pull
   std::vector<std::int64_t> pushes;  ///< by fragment: pushes made (the version its next pull waits for)
   std::vector<std::int64_t> pushed_at; ///< by fragment: the step of the push not yet pulled, or -1
-  std::vector<models::compressor> squeeze; ///< transport.compress: one per shard
+  std::vector<models::compressor> squeeze; ///< compression.kind: one per shard
   std::size_t pending = 0;           ///< pulls awaited before the step ends
   bool started = false;              ///< the first pulls are in
   int generation = 0;                ///< the last reform taken (a lost worker's data shared out)
@@ -229,7 +229,7 @@ void begin_step(streaming_actor* self) {
   after_compute(self);
 }
 
-/// The fragments' state; transport.compress: a compressor per shard.
+/// The fragments' state; compression.kind: a compressor per shard.
 void init_fragments(streaming_state& st) {
   const auto n = fragments(st);
   check(!st.cfg.resume, "streaming DiLoCo does not resume from a checkpoint");

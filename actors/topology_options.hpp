@@ -51,7 +51,7 @@ struct ps_options {
   /// workers report with their pushes and answers each worker's next
   /// round length (local_steps.hpp).
   bool dynamic_local_steps = false;
-  /// topology.rule (async): "FILE.py:Class", a server rule in Python
+  /// topology.ps.rule (async): "FILE.py:Class", a server rule in Python
   /// (python_rule.cpp) in place of the built-in async rule: the file (an
   /// absolute path), the class, and the run's resolved config (TOML text)
   /// it is made with; no file: the built-in rules.
@@ -154,7 +154,7 @@ struct gossip_options {
   /// anew from (graph_seed, step), the same on every worker
   /// (gossip_graph.hpp's graph_of_step); 0: one graph for the run.
   std::uint64_t graph_seed = 0;
-  /// transport.compress on D-PSGD: CHOCO-SGD's estimates, or naive
+  /// compression.kind on D-PSGD: CHOCO-SGD's estimates, or naive
   /// compressed gossip (models/compressed_gossip.hpp), and the consensus
   /// step gamma both take (0: models::consensus_step of the mode).
   models::gossip_rule rule = models::gossip_rule::choco;

@@ -25,7 +25,7 @@ struct worker_state : worker_core {
   /// Async DiLoCo: each shard's slice of the global parameters pulled at
   /// this round's start (its pseudo-gradient is these minus the replica's).
   std::vector<slice> base;
-  /// transport.compress: one compressor per shard's range, each with its
+  /// compression.kind: one compressor per shard's range, each with its
   /// own residual (error feedback).
   std::vector<models::compressor> squeeze;
   int generation = 0; ///< the last reform taken (a lost worker's data shared out)
@@ -373,7 +373,7 @@ void begin_step(worker_actor* self) {
   st.await_mail(self); // the replies (cfg.spin_wait)
 }
 
-/// transport.compress: a compressor per shard's range (its own randk
+/// compression.kind: a compressor per shard's range (its own randk
 /// draws), the residuals from a checkpoint, and into the next. Reads only
 /// the configuration: virtual time builds the replica later.
 void init_compression(worker_actor* self) {

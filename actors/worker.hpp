@@ -14,7 +14,7 @@
 ///   gradient buckets to its ring peer (during backward with overlap) and
 ///   applies the optimizer to the averaged pieces; replicas stay identical.
 /// - spawn_compressed_worker: data parallel with a compressed gradient
-///   (transport.compress): every worker sends its payload to every other
+///   (compression.kind): every worker sends its payload to every other
 ///   and decodes all of them in rank order; replicas stay identical.
 /// - spawn_streaming_worker: Streaming DiLoCo (ps_options::streaming):
 ///   local SGD or DiLoCo whose parameters go to the shards fragment by

@@ -227,7 +227,7 @@ struct worker_config {
   /// Resume: the worker starts from this snapshot (its step, replica,
   /// optimizer state and data position) instead of from step 0.
   std::shared_ptr<const snapshot> resume;
-  /// transport.compress: what this worker's exchange compresses, and how
+  /// compression.kind: what this worker's exchange compresses, and how
   /// (a ring worker with a mode other than none is a compressing worker:
   /// spawn_compressed_worker).
   models::compress_spec compress;

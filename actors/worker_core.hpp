@@ -182,7 +182,7 @@ struct worker_core {
   void add_wait(double seconds, bool span = true);
   /// Records one applied push's staleness.
   void add_staleness(std::int64_t s);
-  /// Records one step's compression error (transport.compress; the pieces
+  /// Records one step's compression error (compression.kind; the pieces
   /// of a step compressed apart summed into one).
   void add_compression(const models::compress_energy& e);
   /// The kind's own state in its snapshot (e.g. a balanced ring's split,

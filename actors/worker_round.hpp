@@ -45,7 +45,7 @@ public:
   virtual bool ends_by_versions() const { return false; }
 };
 
-/// The round of a worker of `ps`; `compressed`: transport.compress is on.
+/// The round of a worker of `ps`; `compressed`: compression.kind is on.
 std::unique_ptr<worker_round> make_worker_round(const ps_options& ps, bool compressed);
 
 } // namespace gradwire::actors

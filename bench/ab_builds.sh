@@ -7,6 +7,9 @@
 #   gradwire bench allreduce --procs 2 at 256 KiB, 1 MiB and 4 MiB (busbw GB/s).
 #
 #   bench/ab_builds.sh A_GRADWIRE B_GRADWIRE [ROUNDS]
+# Run it from the older tree of the two: both builds read its examples (a
+# newer build reads keys that have moved since, with a warning; an older
+# one cannot read the new names).
 # e.g. a CPU-only build of an earlier commit against build/gradwire:
 #   git worktree add /tmp/before <commit> && cmake -S /tmp/before -B /tmp/before/build -G Ninja \
 #     -DCMAKE_BUILD_TYPE=Release -DGRADWIRE_CUDA=OFF -DBUILD_TESTING=OFF && cmake --build /tmp/before/build --target gradwire
@@ -29,6 +32,8 @@ ring() { # bin procs -> samples/s
   "$1" "${args[@]}" >/dev/null || { echo FAILED; return; }
   $PY -c "import json; print(round(json.load(open('$tmp/r/summary.json'))['samples_per_sec']))"
 }
+# The flat topology.shards, which builds before [topology.ps] read as well
+# as later ones (with a warning), so that both sides take the same command.
 ps() { # bin -> updates/s
   rm -rf "$tmp/p"
   "$1" run examples/ps-async.toml --procs 2 -q --no-report --set topology.workers=2 --set topology.shards=1 \

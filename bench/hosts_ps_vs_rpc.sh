@@ -26,7 +26,7 @@ G= W= T=
 gw_side() {
   mkdir -p "$tmp/g$r"
   GW_HOSTS_LOG=$tmp/g$r scripts/emulated_hosts.sh 2 -- "$GW" run examples/ps-async.toml -q --set topology.workers=2 \
-    --set topology.shards=1 --set train.max_steps=1000 --out "$tmp/g$r/out" || { cat "$tmp/g$r"/*.txt; exit 1; }
+    --set topology.ps.shards=1 --set train.max_steps=1000 --out "$tmp/g$r/out" || { cat "$tmp/g$r"/*.txt; exit 1; }
   $PY -c "import json; assert json.load(open('$tmp/g$r/out/summary.json'))['processes'] == 2"
   local rates whole concurrent
   rates=$($PY bench/ps_rates.py "$tmp/g$r/out")

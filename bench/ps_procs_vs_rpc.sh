@@ -29,7 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 G= W= C= CW= T=
 gw_updates() { # extra --set args... -> "whole concurrent" updates/s
-  "$GW" run examples/ps-async.toml --procs 2 -q --set topology.workers=2 --set topology.shards=1 \
+  "$GW" run examples/ps-async.toml --procs 2 -q --set topology.workers=2 --set topology.ps.shards=1 \
     --set train.max_steps=1000 --out "$tmp/gw" --force "$@" >/dev/null
   $PY bench/ps_rates.py "$tmp/gw"
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What a parameter-server rule written in Python (topology.rule) costs
+# What a parameter-server rule written in Python (topology.ps.rule) costs
 # against the same rule built in: examples/study-staleness-scale.toml's
 # "async + staleness lr" point (virtual time, 4 shards, two epochs of
-# Fashion-MNIST) at each worker count, once with topology.staleness_lr and
+# Fashion-MNIST) at each worker count, once with topology.ps.staleness_lr and
 # once with tests/scheduler/rules/staleness_lr.py:StalenessLR, alternating
 # over ROUNDS rounds. Prints, per count: the wall seconds of each (median),
 # their ratio, the rule calls (pushes to all shards), the extra
@@ -34,8 +34,8 @@ for n in "${COUNTS[@]}"; do
   for round in $(seq 1 "$ROUNDS"); do
     for kind in built python; do
       out=$tmp/$kind-$n
-      args=(--set topology.staleness_lr=true)
-      [[ $kind == python ]] && args=(--set topology.rule="\"$rule\"")
+      args=(--set topology.ps.staleness_lr=true)
+      [[ $kind == python ]] && args=(--set topology.ps.rule="\"$rule\"")
       t0=$(date +%s.%N)
       "$B/gradwire" run "$tmp/point.toml" -q --no-report --force --out "$out" --set topology.workers="$n" "${args[@]}" >/dev/null
       t=$(echo "$(date +%s.%N) - $t0" | bc)

@@ -31,8 +31,10 @@ kind = "mlp"
 hidden = [256, 128]
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = $WORKERS
+
+[topology.ps]
+mode = "async"
 shards = 1
 [train]
 epochs = 100

@@ -69,8 +69,8 @@ echo "|---|---|---|---|---|---|---|---|---|"
 # case: label, --set overrides, and the messages on a step's critical path
 # (N: $n; they bound the latency search)
 cases=(
-  "async PS|--set topology.kind=parameter-server --set topology.mode=async|2|ps"
-  "SSP s=2|--set topology.kind=parameter-server --set topology.mode=ssp --set topology.staleness_bound=2|2|ps"
+  "async PS|--set topology.kind=parameter-server --set topology.ps.mode=async|2|ps"
+  "SSP s=2|--set topology.kind=parameter-server --set topology.ps.mode=ssp --set topology.ps.staleness_bound=2|2|ps"
   "ring|--set topology.kind=ring|2*(n-1)|peers"
   "AD-PSGD|--set topology.kind=gossip --set topology.gossip.mode=adpsgd --set topology.gossip.graph=complete|2|peers"
 )

@@ -50,9 +50,11 @@ hidden = [32]
 test_subset = 2000
 [topology]
 kind = "parameter-server"
+workers = $n
+
+[topology.ps]
 mode = "$MODE"
 staleness_bound = 2
-workers = $n
 [train]
 epochs = 100
 max_steps = $STEPS

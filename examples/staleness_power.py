@@ -1,7 +1,7 @@
 # A parameter-server rule of your own, in Python (docs/your-algorithm.md),
 # for examples/ps-python-rule.toml: each push applied at
 # lr / staleness^power, a softer damping than the built-in
-# topology.staleness_lr (power 1), with a count of what it saw.
+# topology.ps.staleness_lr (power 1), with a count of what it saw.
 
 
 class StalenessPower:

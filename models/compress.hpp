@@ -1,6 +1,6 @@
 #pragma once
 /// @file compress.hpp
-/// Gradient compression with error feedback (transport.compress).
+/// Gradient compression with error feedback (compression.kind).
 ///
 /// A worker compresses what it would send, c = g + e (its gradient plus
 /// the residual e it kept from earlier steps), and keeps the new residual

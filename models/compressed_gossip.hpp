@@ -1,6 +1,6 @@
 #pragma once
 /// @file compressed_gossip.hpp
-/// D-PSGD whose parameters travel compressed (transport.compress on
+/// D-PSGD whose parameters travel compressed (compression.kind on
 /// topology.kind = "gossip").
 ///
 /// CHOCO-SGD (Koloskova et al. 2019): every worker keeps an estimate x^_j

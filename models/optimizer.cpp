@@ -115,7 +115,7 @@ void optimizer::update_from(float* w, const float* g, std::size_t begin, std::si
 }
 
 void optimizer::frozen_step(float* w, std::size_t begin, std::size_t end, float lr) const {
-  check(dev_.is_cpu(), "an Adam update with its variance frozen (transport.compress_warmup) runs on the CPU, not " +
+  check(dev_.is_cpu(), "an Adam update with its variance frozen (compression.warmup) runs on the CPU, not " +
                          kernels::to_string(dev_));
   const double bc1 = 1.0 - std::pow(static_cast<double>(spec_.beta1), static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(static_cast<double>(spec_.beta2), static_cast<double>(spec_.freeze_variance_after));
@@ -137,7 +137,7 @@ void optimizer::adam_frozen(float* w, const float* g, std::size_t begin, std::si
 
 void optimizer::momentum_after(const float* w, const float* g, float* out, std::size_t n) const {
   check(m_.defined() && dev_.is_cpu() && spec_.freeze_variance_after > 0,
-        "momentum exchange: an Adam optimizer on the CPU with its variance frozen (transport.compress_warmup)");
+        "momentum exchange: an Adam optimizer on the CPU with its variance frozen (compression.warmup)");
   const float wd = spec_.kind == "adamw" ? 0.f : spec_.weight_decay, b1 = spec_.beta1;
   const float* m = m_.data();
   for (std::size_t i = 0; i < n; ++i)

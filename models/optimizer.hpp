@@ -41,7 +41,7 @@ struct optimizer_spec {
   /// steps (its bias correction with it), as 1-bit Adam (Tang et al. 2021)
   /// freezes it once its compression starts: each later update is then
   /// linear in the gradient, so error feedback's delayed values add up to
-  /// what was held back (transport.compress_warmup). Host memory only.
+  /// what was held back (compression.warmup). Host memory only.
   std::int64_t freeze_variance_after = 0;
 };
 

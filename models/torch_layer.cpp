@@ -228,7 +228,7 @@ dataset load_torch_dataset(const model_spec& spec, const std::string& split) {
 std::shared_ptr<tm::rule> open_python_rule(const std::string& path, const std::string& cls,
                                            const std::string& config_toml) {
   const auto& p = plugin();
-  check(p.api != nullptr, "topology.rule = \"" + path + ":" + cls + "\": " + p.error);
+  check(p.api != nullptr, "topology.ps.rule = \"" + path + ":" + cls + "\": " + p.error);
   try {
     return p.api->open_rule(path, cls, config_toml);
   } catch (const std::exception& e) {

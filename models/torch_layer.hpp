@@ -29,7 +29,7 @@ std::unique_ptr<layer> make_torch_layer(const model_spec& spec);
 /// Throws gradwire::error with the module's own words (its traceback).
 dataset load_torch_dataset(const model_spec& spec, const std::string& split);
 
-/// topology.rule = "file.py:Class": a new instance of the class, handed
+/// topology.ps.rule = "file.py:Class": a new instance of the class, handed
 /// the run's config (TOML text), through libgradwire_torch.so. Throws
 /// gradwire::error naming the rule (its traceback where it raised).
 std::shared_ptr<torch_module::rule> open_python_rule(const std::string& path, const std::string& cls,

@@ -77,7 +77,7 @@ public:
   virtual void take_dataset(const std::string& split, float* x, std::int32_t* y) = 0;
 };
 
-/// A parameter-server rule written in Python (topology.rule =
+/// A parameter-server rule written in Python (topology.ps.rule =
 /// "file.py:Class", docs/your-algorithm.md): one instance per shard.
 class rule {
 public:

@@ -4,7 +4,7 @@ run's config; each Replica is one nn.Module whose parameters, gradients
 and floating-point buffers are views of gradwire's flat buffers
 (torch.frombuffer over memory gradwire owns), so that gradwire's
 optimizer, exchanges and checkpoints act on what the module computes with.
-A _Rule is a user's parameter-server rule (topology.rule) on numpy views
+A _Rule is a user's parameter-server rule (topology.ps.rule) on numpy views
 of a shard's parameters and its copy of a push.
 Anything user code raises comes back as UserError, with its traceback."""
 
@@ -63,18 +63,18 @@ def _import(path, key):
 
 
 def load_rule(path, cls_name, config_toml):
-    """topology.rule = "path:Class": an instance of Class(cfg) for one shard."""
-    cls = getattr(_import(path, "topology.rule"), cls_name, None)
+    """topology.ps.rule = "path:Class": an instance of Class(cfg) for one shard."""
+    cls = getattr(_import(path, "topology.ps.rule"), cls_name, None)
     where = "%s:%s" % (path, cls_name)
     if cls is None:
-        raise UserError("topology.rule: %s defines no %s (the contract is in docs/your-algorithm.md)" %
+        raise UserError("topology.ps.rule: %s defines no %s (the contract is in docs/your-algorithm.md)" %
                         (path, cls_name))
     try:
         obj = cls(tomllib.loads(config_toml))
     except BaseException as e:
-        raise UserError(_trace("topology.rule: %s(cfg) raised" % where, e)) from None
+        raise UserError(_trace("topology.ps.rule: %s(cfg) raised" % where, e)) from None
     if not callable(getattr(obj, "push", None)):
-        raise UserError("topology.rule: %s has no method push(params, grad, rank, staleness, version)" % where)
+        raise UserError("topology.ps.rule: %s has no method push(params, grad, rank, staleness, version)" % where)
     return _Rule(where, obj)
 
 
@@ -90,18 +90,18 @@ class _Rule:
         try:
             out = self.obj.push(p, g, rank, staleness, version)
         except BaseException as e:
-            raise UserError(_trace("topology.rule: %s.push raised" % self.where, e)) from None
+            raise UserError(_trace("topology.ps.rule: %s.push raised" % self.where, e)) from None
         if out is None:
             return None  # it updated params itself
         if isinstance(out, tuple) and len(out) == 2:
             new, out = out
             new = self.np.asarray(new, dtype=self.np.float32)
             if new.shape != g.shape:
-                raise UserError("topology.rule: %s.push returned a gradient of shape %s for a shard of %d "
+                raise UserError("topology.ps.rule: %s.push returned a gradient of shape %s for a shard of %d "
                                 "parameters" % (self.where, list(new.shape), g.size))
             g[:] = new
         if isinstance(out, bool) or not isinstance(out, numbers.Real) or not 0 <= float(out) < float("inf"):
-            raise UserError("topology.rule: %s.push returned %r; it returns None (it updated params itself), the "
+            raise UserError("topology.ps.rule: %s.push returned %r; it returns None (it updated params itself), the "
                             "learning rate's factor (a number >= 0) or (gradient, factor)" % (self.where, out))
         return float(out)
 

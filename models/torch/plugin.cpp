@@ -200,7 +200,7 @@ std::shared_ptr<rule> open_rule(const std::string& path, const std::string& cls,
   try {
     start();
   } catch (py::error_already_set& e) {
-    throw std::runtime_error(std::string("topology.rule: the embedded Python could not start: ") + e.what());
+    throw std::runtime_error(std::string("topology.ps.rule: the embedded Python could not start: ") + e.what());
   }
   auto r = guarded([&] { return g_bridge->attr("load_rule")(path, cls, config_toml); });
   return guarded([&] { return std::make_shared<py_rule>(std::move(r)); });

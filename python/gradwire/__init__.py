@@ -6,7 +6,7 @@
     s = gradwire.sweep("examples/ring.toml", over={"topology.workers": [1, 2, 4]})
     s.table                       # sweep.csv: one row per point, the varied keys as columns
     gradwire.load("results/default").summary
-    gradwire.replay(r_async, set={"topology.staleness_lr": True})   # the same schedule, another algorithm
+    gradwire.replay(r_async, set={"topology.ps.staleness_lr": True})   # the same schedule, another algorithm
 
 A run goes through the same code as `gradwire run` (in this process, the
 GIL released, or across processes with procs=N), writes the same results

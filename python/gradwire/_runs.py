@@ -253,7 +253,7 @@ def run(config=None, set=None, out=None, procs=None, *, resume=None, force=False
 def replay(run, set=None, out=None, *, force=False, quiet=True, report=False):
     """Runs a recorded run again in this process, as `gradwire replay`, and
     returns the replay's Run: the run's model bit for bit, or with `set`
-    ({"topology.staleness_lr": True, ...}) a variant on the same schedule.
+    ({"topology.ps.staleness_lr": True, ...}) a variant on the same schedule.
 
     run: the recorded run's folder (or its Run).
     out: the replay's folder (default: <run>-replay).

@@ -204,7 +204,7 @@ followed to its last whole update. Lock-step runs need no record.
 
 Examples:
   gradwire replay results/ps-async
-  gradwire replay results/ps-async --set topology.staleness_lr=true --out results/ps-async-slr)");
+  gradwire replay results/ps-async --set topology.ps.staleness_lr=true --out results/ps-async-slr)");
   s.replay->add_option("run", a.replay_dir, "results folder of the recorded run")->required();
   s.replay->add_option("--out,-o", a.out_dir, "results folder of the replay (default: RUN-replay)");
   s.replay->add_option("--set,-s", a.overrides, "change a config key, keeping the schedule (repeatable)")

@@ -166,7 +166,7 @@ void read_gossip(reader& r, run_config& c) {
 void read_topology(reader& r, run_config& c) {
   c.topology = r.str("topology.kind"); // one of the schema's names: "single" or a registry family
   c.family = find_family(c.topology);
-  c.mode = r.str("topology.mode");
+  c.mode = r.str("topology.ps.mode");
   c.workers = static_cast<int>(r.integer("topology.workers"));
   // A worker count asked for on the command line (or a sweep's axis) that
   // a single worker would ignore: every point of a scaling sweep the same run.
@@ -175,27 +175,27 @@ void read_topology(reader& r, run_config& c) {
           ", but topology.kind = \"single\" trains one worker: choose a topology of several workers "
           "(e.g. --set topology.kind=\"ring\")");
   auto& ps = c.ps;
-  ps.shards = static_cast<int>(r.integer("topology.shards"));
+  ps.shards = static_cast<int>(r.integer("topology.ps.shards"));
   ps.sync = c.mode == "sync";
-  ps.staleness_lr = r.boolean("topology.staleness_lr");
+  ps.staleness_lr = r.boolean("topology.ps.staleness_lr");
   const auto local_steps = static_cast<int>(r.integer("topology.local_steps"));
   ps.local_steps = c.family && c.family->takes_local_steps ? local_steps : 0;
   ps.outer = c.family == &diloco_family;
   check(!ps.outer || c.mode != "ssp",
-        r.loc("topology.mode") + " = \"ssp\": DiLoCo runs \"sync\" (the shards average each round) or \"async\" "
+        r.loc("topology.ps.mode") + " = \"ssp\": DiLoCo runs \"sync\" (the shards average each round) or \"async\" "
                                  "(each worker's pseudo-gradient applied as it comes); SSP bounds a parameter server's steps");
   ps.outer_lr = static_cast<float>(r.number("topology.diloco.outer_lr"));
   ps.outer_momentum = static_cast<float>(r.number("topology.diloco.outer_momentum"));
   read_async_outer(r, c);
   read_streaming(r, c);
-  const auto bound = static_cast<int>(r.integer("topology.staleness_bound"));
+  const auto bound = static_cast<int>(r.integer("topology.ps.staleness_bound"));
   ps.staleness_bound = c.mode == "ssp" ? bound : -1;
-  ps.dc_lambda = static_cast<float>(r.number("topology.dc_lambda"));
-  ps.push_pull = r.boolean("topology.push_pull");
-  ps.backup = static_cast<int>(r.integer("topology.backup_workers"));
-  ps.spread_shards = r.str("topology.shard_placement") != "rank0";
-  c.shards_per_host = r.str("topology.shard_placement") == "per-host";
-  check(ps.backup < c.workers, r.loc("topology.backup_workers") + ": " + std::to_string(ps.backup) +
+  ps.dc_lambda = static_cast<float>(r.number("topology.ps.dc_lambda"));
+  ps.push_pull = r.boolean("topology.ps.push_pull");
+  ps.backup = static_cast<int>(r.integer("topology.ps.backup_workers"));
+  ps.spread_shards = r.str("topology.ps.shard_placement") != "rank0";
+  c.shards_per_host = r.str("topology.ps.shard_placement") == "per-host";
+  check(ps.backup < c.workers, r.loc("topology.ps.backup_workers") + ": " + std::to_string(ps.backup) +
                                         " backup workers leave none of the " + std::to_string(c.workers) + " workers to wait for");
   auto& ring = c.ring;
   ring.bucket_floats = static_cast<std::size_t>(r.integer("topology.ring.bucket_kb")) * 256;

@@ -69,7 +69,7 @@ struct virtual_config {
 /// are the base's, read into the structs that reach the actors whole
 /// (actors/topology_options.hpp). Keys of another kind keep their
 /// defaults: ps.local_steps is 0 unless topology.kind is local-sgd,
-/// ps.staleness_bound -1 unless topology.mode is ssp.
+/// ps.staleness_bound -1 unless topology.ps.mode is ssp.
 struct run_config : actors::family_options {
   std::string source; ///< file the config came from (for messages)
   std::set<std::string> overridden; ///< the keys --set gave
@@ -116,14 +116,14 @@ struct run_config : actors::family_options {
   /// Its row in the topology registry; null: "single" (one worker, no actors).
   const topology_family* family = nullptr;
   bool single() const { return family == nullptr; }
-  std::string mode = "sync"; ///< topology.mode as written: sync | async | ssp
+  std::string mode = "sync"; ///< topology.ps.mode as written: sync | async | ssp
   int workers = 2;
-  /// topology.shard_placement = "per-host": one shard on each host's first
+  /// topology.ps.shard_placement = "per-host": one shard on each host's first
   /// rank; ps.shards is set from the hosts once they are known.
   bool shards_per_host = false;
   bool same_init = true;
   std::string transport_tls;  ///< "" = UCX_TLS or UCX's choice
-  models::compress_spec compress; ///< transport.compress*: the ring's gradient, compressed
+  models::compress_spec compress; ///< [compression]: the ring's gradient, compressed
   int spin_us = 0;
   int progress_nice = -1; ///< the link's progress thread (-1: 19 where the workers poll, else 0)
   bool shm_refs = true; ///< across processes on one node: ring chunks by reference into shared memory

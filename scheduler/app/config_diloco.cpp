@@ -60,7 +60,7 @@ void read_streaming(reader& r, run_config& c) {
         r.loc("topology.streaming.fragments") +
           ": streaming does not checkpoint (each fragment is at its own point of the round); set "
           "train.checkpoint_every and checkpoint_every_s to 0");
-  ps.shards = ps.fragments * ps.shards; // topology.shards: the shards each fragment is spread over
+  ps.shards = ps.fragments * ps.shards; // topology.ps.shards: the shards each fragment is spread over
 }
 
 } // namespace gradwire::scheduler

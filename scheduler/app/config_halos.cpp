@@ -19,11 +19,11 @@ void check_halos(reader& r, const run_config& c) {
   refuse(c.checkpoint_every != 0 || c.checkpoint_every_s != 0, "train.checkpoint_every",
          "HALoS does not checkpoint (a local server's exchange may be in flight); set train.checkpoint_every and "
          "checkpoint_every_s to 0");
-  refuse(c.compress.mode != models::compress_mode::none, "transport.compress",
-         "HALoS's pushes are dense pseudo-gradients; set transport.compress = \"none\"");
+  refuse(c.compress.mode != models::compress_mode::none, "compression.kind",
+         "HALoS's pushes are dense pseudo-gradients; set compression.kind = \"none\"");
   refuse(!c.faults.empty(), "faults", "HALoS's local servers do not go on without a lost worker; remove [[faults]]");
-  refuse(c.ps.python_rule(), "topology.rule", "a Python rule replaces the async server's, not HALoS's local servers'");
-  refuse(c.ps.staleness_lr, "topology.staleness_lr", "HALoS's local servers apply every push at local_lr");
+  refuse(c.ps.python_rule(), "topology.ps.rule", "a Python rule replaces the async server's, not HALoS's local servers'");
+  refuse(c.ps.staleness_lr, "topology.ps.staleness_lr", "HALoS's local servers apply every push at local_lr");
 }
 
 } // namespace

@@ -29,6 +29,23 @@ const std::vector<renamed_key>& renamed_keys() {
     {"topology.overlap", "topology.ring.overlap"},
     {"topology.allreduce", "topology.ring.allreduce"},
     {"topology.balance_every", "topology.ring.balance_every"},
+    {"topology.mode", "topology.ps.mode"},
+    {"topology.shards", "topology.ps.shards"},
+    {"topology.staleness_bound", "topology.ps.staleness_bound"},
+    {"topology.staleness_lr", "topology.ps.staleness_lr"},
+    {"topology.dc_lambda", "topology.ps.dc_lambda"},
+    {"topology.push_pull", "topology.ps.push_pull"},
+    {"topology.backup_workers", "topology.ps.backup_workers"},
+    {"topology.shard_placement", "topology.ps.shard_placement"},
+    {"topology.rule", "topology.ps.rule"},
+    // Compression is not the link's: a section of its own.
+    {"transport.compress", "compression.kind"},
+    {"transport.compress_ratio", "compression.ratio"},
+    {"transport.compress_rank", "compression.rank"},
+    {"transport.compress_ef", "compression.error_feedback"},
+    {"transport.compress_warmup", "compression.warmup"},
+    {"transport.compress_momentum", "compression.momentum"},
+    {"transport.compress_update", "compression.update"},
   };
   return table;
 }

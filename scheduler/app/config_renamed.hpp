@@ -2,8 +2,10 @@
 /// @file config_renamed.hpp
 /// Keys that moved into their family's own subtable (internal to
 /// scheduler/app): DiLoCo's outer step in [topology.diloco], Streaming
-/// DiLoCo's fragments in [topology.streaming]. The flat names
-/// (topology.outer_lr, ...) are read for one more release, with a warning
+/// DiLoCo's fragments in [topology.streaming], the parameter server's keys
+/// in [topology.ps], gossip's and the ring's in theirs, compression's in
+/// [compression]. The flat names (topology.outer_lr, transport.compress,
+/// ...) are read for one more release, with a warning
 /// that names the new key; a key given both ways is an error naming both
 /// places.
 

@@ -129,7 +129,7 @@ void topology_keys(std::vector<key_spec>& s) {
     {"topology.diloco.outer_momentum", vt::number, "0.9", {}, "diloco: the outer SGD's Nesterov momentum (0: none)", in(0, 0.999999)},
     {"topology.diloco.outer_delay", vt::integer, "0", {}, "diloco, mode async: delayed Nesterov (Liu et al. 2024, as forgather applies it): of every outer_delay pushes the first outer_delay - 1 are plain steps at outer_lr and the last the Nesterov step on the mean of all of them (0 or 1: every push a Nesterov step)", in(0, 1 << 20)},
     {"topology.diloco.dynamic_local_steps", vt::boolean, "false", {}, "diloco, mode async: dynamic local steps (DyLU, Liu et al. 2024): each worker's next round is local_steps x (the fastest worker's seconds per inner step / its own), rounded, at least 1, so slow workers push as often as fast ones; the paces are measured, each round's"},
-    {"topology.streaming.fragments", vt::integer, "0", {}, "local-sgd, diloco (sync): Streaming DiLoCo, the parameters in this many fragments of whole tensors, exchanged on staggered schedules (fragment p every local_steps steps from floor(local_steps (p + 1) / fragments)); each is spread over topology.shards shards. 0: not streaming; 1: the whole model on DiLoCo's schedule, which sync_delay may overlap (docs/low-communication.md)", in(0, 4096)},
+    {"topology.streaming.fragments", vt::integer, "0", {}, "local-sgd, diloco (sync): Streaming DiLoCo, the parameters in this many fragments of whole tensors, exchanged on staggered schedules (fragment p every local_steps steps from floor(local_steps (p + 1) / fragments)); each is spread over topology.ps.shards shards. 0: not streaming; 1: the whole model on DiLoCo's schedule, which sync_delay may overlap (docs/low-communication.md)", in(0, 4096)},
     {"topology.streaming.sync_delay", vt::integer, "0", {}, "streaming local SGD, DiLoCo: inner steps a fragment's exchange overlaps; its new global values are pulled this many steps after the push (below local_steps / fragments)", in(0, 1 << 20)},
     {"topology.streaming.merge_alpha", vt::number, "0.0", {}, "streaming local SGD, DiLoCo with sync_delay: how much of the replica's own progress a fragment keeps when its global values land, x = global + merge_alpha (x - global) (0: the global values)", in(0, 1)},
     {"topology.halos.local_lr", vt::number, "0.25", {}, "halos: a local server's SGD learning rate on each of its workers' pseudo-gradients (Nesterov momentum local_momentum)", in(1e-6, 100)},
@@ -138,20 +138,20 @@ void topology_keys(std::vector<key_spec>& s) {
     {"topology.halos.global_momentum", vt::number, "0.5", {}, "halos: the global server's Nesterov momentum", in(0, 0.999)},
     {"topology.halos.exchange_every", vt::integer, "4", {}, "halos: a local server sends its progress to the global server every this many of its workers' pushes (K), and goes on serving them meanwhile", in(1, 1 << 20)},
     {"topology.halos.merge_alpha", vt::number, "1.0", {}, "halos: how much of the global server's answer a local server takes, local += merge_alpha (global - local at the send): 1 is the global model plus the progress made during the exchange", in(0, 1)},
-    {"topology.mode", vt::string, "\"sync\"", {"sync", "async", "ssp"},
-     "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound. diloco: sync averages each round's pseudo-gradients; async (async DiLoCo) applies each worker's as it comes"},
-    {"topology.staleness_bound", vt::integer, "2", {}, "ssp: a worker at step c waits until every worker has done c - bound steps", in(0, 1 << 20)},
     {"topology.workers", vt::integer, "2", {}, "number of workers (every topology.kind but \"single\", which trains one)", in(1, 1024)},
-    {"topology.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards", in(1, 1024)},
-    {"topology.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
-    {"topology.rule", vt::string, "\"\"", {}, "async parameter server: \"FILE.py:Class\", a rule in Python that takes each push in place of the built-in one (docs/your-algorithm.md; needs the torch plug-in's Python)"},
-    {"topology.dc_lambda", vt::number, "0.0", {}, "async: DC-ASGD delay compensation g + lambda*g*g*(w - w_read) (0 = off; try 0.04)", in(0, 1e6)},
-    {"topology.push_pull", vt::boolean, "true", {}, "async parameter-server: a push's reply carries the shard's parameters after it, so each step is one round trip (ps-lite's ZPushPull); false: a separate pull before each step"},
-    {"topology.backup_workers", vt::integer, "0", {}, "sync parameter-server: apply the first workers - b gradients of each step, drop the b slowest", in(0, 1023)},
+    {"topology.ps.mode", vt::string, "\"sync\"", {"sync", "async", "ssp"},
+     "parameter-server: sync waits for every worker each step; async applies each push at once; ssp = async within staleness_bound. diloco: sync averages each round's pseudo-gradients; async (async DiLoCo) applies each worker's as it comes"},
+    {"topology.ps.staleness_bound", vt::integer, "2", {}, "ssp: a worker at step c waits until every worker has done c - bound steps", in(0, 1 << 20)},
+    {"topology.ps.shards", vt::integer, "1", {}, "parameter-server: number of parameter shards", in(1, 1024)},
+    {"topology.ps.staleness_lr", vt::boolean, "false", {}, "async: divide the learning rate by the staleness of each gradient"},
+    {"topology.ps.rule", vt::string, "\"\"", {}, "async parameter server: \"FILE.py:Class\", a rule in Python that takes each push in place of the built-in one (docs/your-algorithm.md; needs the torch plug-in's Python)"},
+    {"topology.ps.dc_lambda", vt::number, "0.0", {}, "async: DC-ASGD delay compensation g + lambda*g*g*(w - w_read) (0 = off; try 0.04)", in(0, 1e6)},
+    {"topology.ps.push_pull", vt::boolean, "true", {}, "async parameter-server: a push's reply carries the shard's parameters after it, so each step is one round trip (ps-lite's ZPushPull); false: a separate pull before each step"},
+    {"topology.ps.backup_workers", vt::integer, "0", {}, "sync parameter-server: apply the first workers - b gradients of each step, drop the b slowest", in(0, 1023)},
+    {"topology.ps.shard_placement", vt::string, "\"rank0\"", {"rank0", "spread", "per-host"},
+     "parameter-server shards: all on rank 0 (with the coordinator); spread, shard i on rank i mod processes; or per-host, one shard on the first rank of each host (topology.ps.shards is then the number of hosts: across processes by host identity, in virtual time virtual.hosts, in one process 1)"},
     {"topology.ring.bucket_kb", vt::integer, "0", {}, "ring, hierarchical: gradient bucket size in KiB (buckets are allreduced separately); 0: by path, 4096 on the ring of actors (whole buckets lent by reference), 256 through the collective communicator (where smaller buckets sum faster: bench/RESULTS.md)", in(0, 1 << 22)},
     {"topology.ring.chunk_kb", vt::integer, "1024", {}, "ring, hierarchical: largest message in KiB (a bucket's segments are cut into chunks that pipeline)", in(1, 1 << 22)},
-    {"topology.shard_placement", vt::string, "\"rank0\"", {"rank0", "spread", "per-host"},
-     "parameter-server shards: all on rank 0 (with the coordinator); spread, shard i on rank i mod processes; or per-host, one shard on the first rank of each host (topology.shards is then the number of hosts: across processes by host identity, in virtual time virtual.hosts, in one process 1)"},
     {"topology.ring.sharded_update", vt::boolean, "true", {}, "ring without overlap: each worker applies the optimizer only to the chunks it owns after the reduce-scatter and the ring all-gathers parameters (1/N of the update per worker; the same model)"},
     {"topology.ring.overlap", vt::boolean, "false", {}, "ring, hierarchical: start a bucket's allreduce while backward still runs"},
     {"topology.ring.allreduce", vt::string, "\"auto\"", {"auto", "actors", "collective"},
@@ -165,8 +165,8 @@ void topology_keys(std::vector<key_spec>& s) {
     {"topology.gossip.degree", vt::integer, "3", {}, "gossip, random graph: neighbours per worker (at least; a ring keeps it connected)", in(2, 1024)},
     {"topology.gossip.graph_seed", vt::integer, "0", {}, "gossip (D-PSGD) on the random graph: nonzero, a new random graph every step, drawn from (graph_seed, step) alike on every worker, with Metropolis weights on that step's graph; 0: one graph for the run", in(0, std::int64_t{1} << 40)},
     {"topology.gossip.compression", vt::string, "\"choco\"", {"choco", "naive"},
-     "gossip (D-PSGD) with transport.compress: choco = CHOCO-SGD, each worker keeps estimates of its neighbours' parameters and sends its own parameters' compressed change against them (converges under any compression); naive = mixes the neighbours' compressed parameters (docs/compression.md)"},
-    {"topology.gossip.consensus_lr", vt::number, "0.0", {}, "gossip with transport.compress: the consensus step gamma in x_i += gamma * sum_j w_ij (x^_j - x^_i), in (0, 1]; 0 = by the mode: 2 x compress_ratio for topk and randk, 0.5 for sign, 1 for bf16 (larger steps stall or diverge under strong compression, docs/compression.md)", in(0, 1)},
+     "gossip (D-PSGD) with compression.kind: choco = CHOCO-SGD, each worker keeps estimates of its neighbours' parameters and sends its own parameters' compressed change against them (converges under any compression); naive = mixes the neighbours' compressed parameters (docs/compression.md)"},
+    {"topology.gossip.consensus_lr", vt::number, "0.0", {}, "gossip with compression.kind: the consensus step gamma in x_i += gamma * sum_j w_ij (x^_j - x^_i), in (0, 1]; 0 = by the mode: 2 x compression.ratio for topk and randk, 0.5 for sign, 1 for bf16 (larger steps stall or diverge under strong compression, docs/compression.md)", in(0, 1)},
     {"topology.same_init", vt::boolean, "true", {}, "false: every worker starts from its own random initialisation (seed + rank)"},
   });
 }
@@ -231,20 +231,28 @@ void nodes_and_faults_keys(std::vector<key_spec>& s) {
   });
 }
 
+/// [compression]: what a worker's exchange is compressed to, on every
+/// family that compresses (the ring, the parameter-server pushes, gossip).
+void compression_keys(std::vector<key_spec>& s) {
+  using vt = value_type;
+  s.insert(s.end(), {
+    {"compression.kind", vt::string, "\"none\"", {"none", "bf16", "topk", "randk", "sign", "int8", "powersgd"},
+     "what each worker sends, compressed with error feedback (docs/compression.md): bf16, topk or randk (ratio of the values, with their indices), sign (scaled sign, 1 bit a value), int8 (a byte a value with a scale per block of 256), powersgd (rank-`rank` factors of each weight matrix, ring only). A ring's workers send their payloads to every other and decode them all in rank order (PowerSGD's factors are summed by a ring allreduce); parameter-server, local-SGD and DiLoCo workers push them to the shards, which decode each (local SGD and DiLoCo then push pseudo-gradients)"},
+    {"compression.warmup", vt::integer, "0", {}, "ring with compression.kind: the first N steps sum the dense gradient round a ring, then compression starts (error feedback from there). With adam or adamw the optimizer's second moment is frozen at step N, as 1-bit Adam does (Tang et al. 2021): each later update is linear in the gradient, so what error feedback holds back adds up when it is sent (docs/compression.md)", in(0, std::int64_t{1} << 40)},
+    {"compression.momentum", vt::boolean, "false", {}, "ring with compression.warmup and adam or adamw: after the warm-up each worker compresses its Adam momentum (with error feedback) instead of its gradient, and the workers' mean momentum makes the step with the frozen second moment: 1-bit Adam (Tang et al. 2021)"},
+    {"compression.update", vt::boolean, "false", {}, "ring with compression.kind: each worker takes its own optimizer step (its own Adam state) on its own gradient and compresses that step, the change to its parameters, with error feedback; the workers' mean step is added to every replica. Error feedback then holds back parameter movement rather than gradient, which Adam would rescale (docs/compression.md)"},
+    {"compression.ratio", vt::number, "0.01", {}, "topk, randk: the fraction of the gradient's values each worker sends, in (0, 1]", in(0, 1)},
+    {"compression.rank", vt::integer, "2", {}, "powersgd: the rank of each weight matrix's factors", in(1, 4096)},
+    {"compression.error_feedback", vt::boolean, "true", {}, "error feedback: what compression dropped is kept per worker and added to the next step's gradient (false: dropped, to show what it buys)"},
+  });
+}
+
 /// [transport].
 void transport_keys(std::vector<key_spec>& s) {
   using vt = value_type;
   s.insert(s.end(), {
     {"transport.wire_dtype", vt::string, "\"fp32\"", {"fp32", "bf16", "int8"},
-     "the precision of what crosses the wire, rounded without error feedback. ring (bf16): the allreduce's chunks; each hop adds in fp32 and rounds the partial sum it sends (nearest, ties to even), the chunk's owner rounds the final sum once, and every replica gets the same bits; on the workers' own flat ring (not with topology.ring.overlap or transport.compress), with topology.ring.sharded_update off (that passes fp32 parameters). parameter-server, local-sgd, diloco (bf16 or int8 with a scale per block of 256): the pushes, gradients or pseudo-gradients (Streaming DiLoCo's low-precision outer exchange); the pulled parameters stay fp32. Gossip takes transport.compress (docs/compression.md)"},
-    {"transport.compress_warmup", vt::integer, "0", {}, "ring with transport.compress: the first N steps sum the dense gradient round a ring, then compression starts (error feedback from there). With adam or adamw the optimizer's second moment is frozen at step N, as 1-bit Adam does (Tang et al. 2021): each later update is linear in the gradient, so what error feedback holds back adds up when it is sent (docs/compression.md)", in(0, std::int64_t{1} << 40)},
-    {"transport.compress_momentum", vt::boolean, "false", {}, "ring with transport.compress_warmup and adam or adamw: after the warm-up each worker compresses its Adam momentum (with error feedback) instead of its gradient, and the workers' mean momentum makes the step with the frozen second moment: 1-bit Adam (Tang et al. 2021)"},
-    {"transport.compress_update", vt::boolean, "false", {}, "ring with transport.compress: each worker takes its own optimizer step (its own Adam state) on its own gradient and compresses that step, the change to its parameters, with error feedback; the workers' mean step is added to every replica. Error feedback then holds back parameter movement rather than gradient, which Adam would rescale (docs/compression.md)"},
-    {"transport.compress", vt::string, "\"none\"", {"none", "bf16", "topk", "randk", "sign", "int8", "powersgd"},
-     "what each worker sends, compressed with error feedback (docs/compression.md): bf16, topk or randk (compress_ratio of the values, with their indices), sign (scaled sign, 1 bit a value), int8 (a byte a value with a scale per block of 256), powersgd (rank compress_rank factors of each weight matrix, ring only). A ring's workers send their payloads to every other and decode them all in rank order (PowerSGD's factors are summed by a ring allreduce); parameter-server, local-SGD and DiLoCo workers push them to the shards, which decode each (local SGD and DiLoCo then push pseudo-gradients)"},
-    {"transport.compress_ratio", vt::number, "0.01", {}, "topk, randk: the fraction of the gradient's values each worker sends, in (0, 1]", in(0, 1)},
-    {"transport.compress_rank", vt::integer, "2", {}, "powersgd: the rank of each weight matrix's factors", in(1, 4096)},
-    {"transport.compress_ef", vt::boolean, "true", {}, "error feedback: what compression dropped is kept per worker and added to the next step's gradient (false: dropped, to show what it buys)"},
+     "the precision of what crosses the wire, rounded without error feedback. ring (bf16): the allreduce's chunks; each hop adds in fp32 and rounds the partial sum it sends (nearest, ties to even), the chunk's owner rounds the final sum once, and every replica gets the same bits; on the workers' own flat ring (not with topology.ring.overlap or compression.kind), with topology.ring.sharded_update off (that passes fp32 parameters). parameter-server, local-sgd, diloco (bf16 or int8 with a scale per block of 256): the pushes, gradients or pseudo-gradients (Streaming DiLoCo's low-precision outer exchange); the pulled parameters stay fp32. Gossip takes compression.kind (docs/compression.md)"},
     {"transport.tls", vt::string, "\"\"", {}, "across processes: UCX transports, e.g. \"posix,cma\" (shared memory) or \"tcp\" (\"\" = UCX_TLS or UCX's choice; with TCP alone frames up to 512 KiB go eagerly)"},
     {"transport.shm_refs", vt::boolean, "true", {}, "across processes on one node: ring chunks, pushed gradients, gossip snapshots and replies (a shard's parameters) travel as references into the sender's shared memory and are read where they lie (no copy); false: every frame is copied"},
     {"transport.spin_us", vt::integer, "0", {}, "across processes: the link busy-polls this long after each event before sleeping (more: lower latency, less CPU for compute)", in(0, 10000000)},
@@ -286,6 +294,7 @@ const std::vector<key_spec>& config_schema() {
     topology_keys(s);
     virtual_keys(s);
     nodes_and_faults_keys(s);
+    compression_keys(s);
     transport_keys(s);
     run_keys(s);
     return s;

@@ -64,7 +64,7 @@ sweep_axes take_variants(toml::table& root, const std::string& source) {
   auto* vs = sweep_entry(root, "variants");
   if (!vs)
     return variants;
-  // "label" = { "topology.kind" = "...", "topology.mode" = "..." }: keys that change together.
+  // "label" = { "topology.kind" = "...", "topology.ps.mode" = "..." }: keys that change together.
   check(vs->is_table() && !vs->as_table()->empty(),
         where(source, *vs) + ": write [sweep.variants] as \"label\" = { \"key\" = value, ... }");
   for (const auto& [label, v] : *vs->as_table()) {

@@ -53,25 +53,25 @@ std::string module_path(reader& r, const run_config& c, const std::string& given
   return py_file(r, c, given, "model.module", "defines model(cfg)");
 }
 
-/// topology.rule = "FILE.py:Class" (an async parameter server's rule in
+/// topology.ps.rule = "FILE.py:Class" (an async parameter server's rule in
 /// Python), its file made absolute.
 void read_rule(reader& r, run_config& c) {
-  const std::string given = r.str("topology.rule");
+  const std::string given = r.str("topology.ps.rule");
   if (given.empty())
     return;
   const auto colon = given.rfind(':');
   const std::string cls = colon == std::string::npos ? "" : given.substr(colon + 1);
   check(colon != std::string::npos && colon > 0 && !cls.empty() && cls.find('/') == std::string::npos,
-        r.loc("topology.rule") + " = \"" + given + "\": FILE.py:Class expected, the file and the class in it "
+        r.loc("topology.ps.rule") + " = \"" + given + "\": FILE.py:Class expected, the file and the class in it "
                                                     "(docs/your-algorithm.md)");
   check(c.family != nullptr && c.family->has_shards && !c.ps.sync && c.ps.local_steps == 0,
-        r.loc("topology.rule") + ": a rule in Python takes each push of an asynchronous parameter server "
+        r.loc("topology.ps.rule") + ": a rule in Python takes each push of an asynchronous parameter server "
                                  "(topology.kind = \"parameter-server\", mode \"async\" or \"ssp\"), not " +
           c.topology + (c.family && c.family->has_shards ? " in mode \"" + c.mode + "\"" : std::string()));
   check(!c.ps.staleness_lr && c.ps.dc_lambda == 0.f,
-        r.loc("topology.rule") + ": the rule replaces the built-in async rule, so topology.staleness_lr and "
-                                 "topology.dc_lambda do not apply: leave them out (the rule may do the same)");
-  c.ps.rule_file = py_file(r, c, given.substr(0, colon), "topology.rule", "defines the rule's class");
+        r.loc("topology.ps.rule") + ": the rule replaces the built-in async rule, so topology.ps.staleness_lr and "
+                                 "topology.ps.dc_lambda do not apply: leave them out (the rule may do the same)");
+  c.ps.rule_file = py_file(r, c, given.substr(0, colon), "topology.ps.rule", "defines the rule's class");
   c.ps.rule_class = cls;
 }
 
@@ -108,8 +108,8 @@ void read_torch(reader& r, run_config& c) {
 }
 
 void resolve_torch(const toml::table& root, const run_config& c, toml::table& resolved) {
-  if (auto* topology = resolved["topology"].as_table(); topology != nullptr && c.ps.python_rule())
-    topology->insert_or_assign("rule", c.ps.rule()); // its file absolute: every rank of a job finds it
+  if (auto* ps = resolved["topology"]["ps"].as_table(); ps != nullptr && c.ps.python_rule())
+    ps->insert_or_assign("rule", c.ps.rule()); // its file absolute: every rank of a job finds it
   auto* model = resolved["model"].as_table();
   if (model == nullptr || c.model.kind != "torch")
     return;

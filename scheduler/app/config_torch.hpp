@@ -20,9 +20,9 @@ bool free_form_args(const std::string& key, const toml::node& v, const std::stri
 bool is_free_form_key(const std::string& key);
 /// model.module and the model kinds and datasets a torch model takes
 /// (after model.kind, data.dataset and train.device are read), and
-/// topology.rule, a parameter-server rule in Python (after [topology]).
+/// topology.ps.rule, a parameter-server rule in Python (after [topology]).
 void read_torch(config_toml::reader& r, run_config& c);
-/// The resolved config's model.module and topology.rule (absolute) and [model.args].
+/// The resolved config's model.module and topology.ps.rule (absolute) and [model.args].
 void resolve_torch(const toml::table& root, const run_config& c, toml::table& resolved);
 
 } // namespace gradwire::scheduler

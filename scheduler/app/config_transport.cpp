@@ -10,54 +10,54 @@ using config_toml::reader;
 
 namespace {
 
-/// transport.compress*: checked against the topology it compresses.
+/// [compression]: checked against the topology it compresses.
 void read_compression(reader& r, run_config& c) {
   auto& z = c.compress;
-  z.mode = *models::compress_mode_of(r.str("transport.compress")); // the schema allows only the modes
-  z.ratio = r.number("transport.compress_ratio");
-  z.rank = static_cast<int>(r.integer("transport.compress_rank"));
-  z.error_feedback = r.boolean("transport.compress_ef");
-  z.warmup = r.integer("transport.compress_warmup");
-  z.momentum = r.boolean("transport.compress_momentum");
+  z.mode = *models::compress_mode_of(r.str("compression.kind")); // the schema allows only the modes
+  z.ratio = r.number("compression.ratio");
+  z.rank = static_cast<int>(r.integer("compression.rank"));
+  z.error_feedback = r.boolean("compression.error_feedback");
+  z.warmup = r.integer("compression.warmup");
+  z.momentum = r.boolean("compression.momentum");
   check(!z.momentum || (z.warmup > 0 && c.opt.kind != "sgd" && z.mode != models::compress_mode::powersgd &&
                         z.mode != models::compress_mode::none),
-        r.loc("transport.compress_momentum") + ": 1-bit Adam compresses Adam's momentum after a dense warm-up: it " +
-          "needs train.optimizer = \"adam\" or \"adamw\", transport.compress_warmup > 0 and a one-round mode " +
+        r.loc("compression.momentum") + ": 1-bit Adam compresses Adam's momentum after a dense warm-up: it " +
+          "needs train.optimizer = \"adam\" or \"adamw\", compression.warmup > 0 and a one-round mode " +
           "(bf16, topk, randk, sign, int8)");
-  z.update = r.boolean("transport.compress_update");
+  z.update = r.boolean("compression.update");
   check(!z.update || (z.mode != models::compress_mode::none && z.warmup == 0 && !z.momentum),
-        r.loc("transport.compress_update") + ": compressing each worker's own optimizer step needs transport.compress, "
-          "and takes no transport.compress_warmup or transport.compress_momentum (those share one optimizer state)");
-  check(z.ratio > 0, r.loc("transport.compress_ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
+        r.loc("compression.update") + ": compressing each worker's own optimizer step needs compression.kind, "
+          "and takes no compression.warmup or compression.momentum (those share one optimizer state)");
+  check(z.ratio > 0, r.loc("compression.ratio") + " = 0 sends nothing: give a fraction in (0, 1]");
   check(z.warmup == 0 || z.mode != models::compress_mode::none,
-        r.loc("transport.compress_warmup") + " = " + std::to_string(z.warmup) +
-          ": a warm-up before compression needs transport.compress");
+        r.loc("compression.warmup") + " = " + std::to_string(z.warmup) +
+          ": a warm-up before compression needs compression.kind");
   if (z.mode == models::compress_mode::none)
     return;
-  const std::string mode = std::string("transport.compress = \"") + models::compress_name(z.mode) + "\"";
+  const std::string mode = std::string("compression.kind = \"") + models::compress_name(z.mode) + "\"";
   const bool ring = c.family == &ring_family;
   const bool pushes = c.family && c.family->has_shards;
   const bool gossip = c.family == &gossip_family;
   check(ring || pushes || gossip,
-        r.loc("transport.compress") + ": " + mode + " compresses a ring's gradients, the pushes to parameter-server "
+        r.loc("compression.kind") + ": " + mode + " compresses a ring's gradients, the pushes to parameter-server "
           "shards or gossip's parameters; topology.kind = \"" + c.topology +
           "\" exchanges dense fp32 (docs/compression.md says where each mode applies)");
   check(ring || z.warmup == 0,
-        r.loc("transport.compress_warmup") + ": the dense warm-up is a ring's (its workers sum dense gradients " +
+        r.loc("compression.warmup") + ": the dense warm-up is a ring's (its workers sum dense gradients " +
           "round a ring first); topology.kind = \"" + c.topology + "\" compresses from the first step");
-  check(ring || !z.update, r.loc("transport.compress_update") + ": each worker's own step goes round a ring; " +
+  check(ring || !z.update, r.loc("compression.update") + ": each worker's own step goes round a ring; " +
                             "topology.kind = \"" + c.topology + "\" compresses what it exchanges as it is");
   check(ring || z.mode != models::compress_mode::powersgd,
-        r.loc("transport.compress") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
+        r.loc("compression.kind") + ": " + mode + " needs the workers' factors summed, which a ring does; " +
           "topology.kind = \"" + c.topology + "\" takes bf16, topk, randk, sign or int8");
   check(!gossip || c.gossip.mode == actors::gossip_mode::dpsgd,
-        r.loc("transport.compress") + ": " + mode + " with topology.gossip.mode = \"adpsgd\": compressed gossip " +
+        r.loc("compression.kind") + ": " + mode + " with topology.gossip.mode = \"adpsgd\": compressed gossip " +
           "(CHOCO-SGD) keeps estimates of fixed neighbours in lock step; use topology.gossip.mode = \"dpsgd\"");
   check(!gossip || (c.gossip.graph != "exponential" && c.gossip.graph_seed == 0),
-        r.loc("transport.compress") + ": " + mode + " with a graph that changes every step (topology.gossip.graph = " +
+        r.loc("compression.kind") + ": " + mode + " with a graph that changes every step (topology.gossip.graph = " +
           "\"exponential\" or topology.gossip.graph_seed): compressed gossip " +
           "keeps an estimate of each neighbour, so it needs a fixed graph (ring, torus, random or complete)");
-  check(c.ring.balance_every == 0, r.loc("transport.compress") + ": " + mode +
+  check(c.ring.balance_every == 0, r.loc("compression.kind") + ": " + mode +
                                      " with topology.ring.balance_every > 0: a compressed ring does not balance batches");
 }
 
@@ -66,7 +66,7 @@ void read_compression(reader& r, run_config& c) {
 /// bf16 or int8 without error feedback, through the compressed pushes.
 void wire_dtype_pushes(const std::string& at, const std::string& w, run_config& c) {
   check(c.compress.mode == models::compress_mode::none,
-        at + "transport.compress sets the pushes' payload too: choose one of the two");
+        at + "compression.kind sets the pushes' payload too: choose one of the two");
   c.compress.mode = w == "bf16" ? models::compress_mode::bf16 : models::compress_mode::int8;
   c.compress.error_feedback = false;
 }
@@ -84,10 +84,10 @@ void read_wire_dtype(reader& r, run_config& c) {
   }
   check(c.family == &ring_family,
         at + "low precision on the wire is a ring's chunks or the pushes to shards; topology.kind = \"" + c.topology +
-          "\" takes transport.compress = \"" + w + "\" for its payloads, with error feedback");
-  check(w == "bf16", at + "a ring's chunks cross as bf16 or fp32 (int8 is for pushes to shards, or transport.compress)");
+          "\" takes compression.kind = \"" + w + "\" for its payloads, with error feedback");
+  check(w == "bf16", at + "a ring's chunks cross as bf16 or fp32 (int8 is for pushes to shards, or compression.kind)");
   check(c.compress.mode == models::compress_mode::none,
-        at + "a compressed ring (transport.compress) sends payloads of its own, not chunks: choose one of the two");
+        at + "a compressed ring (compression.kind) sends payloads of its own, not chunks: choose one of the two");
   check(!c.ring.overlap, at + "bf16 chunks run on the workers' own ring, not the peers that overlap with backward: " +
                            "set topology.ring.overlap = false");
   c.ring.wire_bf16 = true;

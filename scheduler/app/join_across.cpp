@@ -180,7 +180,7 @@ job_options job_options_of(const run_config& cfg, topology_setup& setup) {
   return jo;
 }
 
-/// topology.shard_placement = "per-host": a shard on each host's first
+/// topology.ps.shard_placement = "per-host": a shard on each host's first
 /// rank, hosts in the order of their first rank.
 void place_shards_per_host(topology_setup& setup, const job& jb) {
   setup.shard_homes.clear();

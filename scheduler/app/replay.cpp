@@ -83,9 +83,9 @@ void at_full_speed(run_config& c) {
 
 /// The keys that decide who exchanges what with whom, and so the schedule
 /// itself: a replay keeps the record's.
-constexpr const char* schedule_keys[] = {"topology.kind",    "topology.mode",     "topology.workers",
-                                         "topology.shards",  "topology.push_pull", "topology.shard_placement",
-                                         "topology.staleness_bound", "topology.local_steps", "topology.diloco.dynamic_local_steps",
+constexpr const char* schedule_keys[] = {"topology.kind",    "topology.ps.mode",     "topology.workers",
+                                         "topology.ps.shards",  "topology.ps.push_pull", "topology.ps.shard_placement",
+                                         "topology.ps.staleness_bound", "topology.local_steps", "topology.diloco.dynamic_local_steps",
                                          "topology.gossip.mode", "topology.gossip.graph", "topology.gossip.degree",
                                          "experiment.clock"};
 
@@ -98,8 +98,8 @@ void check_replay_overrides(const std::vector<std::string>& overrides) {
     for (const char* k : schedule_keys)
       check(key != k, "--set " + o + ": " + key +
                         " decides how workers and shards exchange, and so the schedule a replay follows; a replay keeps "
-                        "the run's (it may change the algorithm: the learning rate, topology.staleness_lr, "
-                        "topology.dc_lambda, clipping, the optimizer)");
+                        "the run's (it may change the algorithm: the learning rate, topology.ps.staleness_lr, "
+                        "topology.ps.dc_lambda, clipping, the optimizer)");
   }
 }
 
@@ -125,7 +125,7 @@ std::shared_ptr<const actors::replay_cut> cut_of(const fs::path& dir, const run_
     check_run_of(records.back().header.run, path.string(), c);
   }
   check(static_cast<int>(records.size()) == c.ps.shards || c.shards_per_host,
-        dir.string() + ": records of " + std::to_string(records.size()) + " shards for topology.shards = " +
+        dir.string() + ": records of " + std::to_string(records.size()) + " shards for topology.ps.shards = " +
           std::to_string(c.ps.shards));
   return std::make_shared<const actors::replay_cut>(actors::consistent_cut(std::move(records), c.workers));
 }

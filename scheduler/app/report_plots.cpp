@@ -79,7 +79,7 @@ void add_staleness(const json& summary, const std::vector<json>& records, const 
   }
 }
 
-/// transport.compress: what each worker's payloads held back, window by window.
+/// compression.kind: what each worker's payloads held back, window by window.
 void add_compress_error(const std::vector<json>& records, std::vector<plot_spec>& p) {
   auto by_worker = per_worker(records, "step", "compress_error");
   if (by_worker.empty())

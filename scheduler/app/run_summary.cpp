@@ -14,7 +14,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// transport.compress as summary.json gives it (null: dense).
+/// compression.kind as summary.json gives it (null: dense).
 /// A worker's mean relative compression error; null when it compressed nothing.
 nlohmann::json compress_error(double sum, std::int64_t steps) {
   const double mean = steps > 0 ? sum / static_cast<double>(steps) : -1;
@@ -284,7 +284,7 @@ nlohmann::json summary_of(const run_facts& f) {
     {"warmup_epochs", cfg.warmup_epochs},
     {"momentum_warmup_epochs", cfg.momentum_warmup_epochs},
     {"staleness_lr", cfg.ps.staleness_lr},
-    {"rule", cfg.ps.python_rule() ? nlohmann::json(cfg.ps.rule()) : nlohmann::json(nullptr)}, // topology.rule
+    {"rule", cfg.ps.python_rule() ? nlohmann::json(cfg.ps.rule()) : nlohmann::json(nullptr)}, // topology.ps.rule
     {"staleness_bound", cfg.ps.staleness_bound >= 0 ? nlohmann::json(cfg.ps.staleness_bound) : nlohmann::json(nullptr)},
     {"max_clock_gap", res.max_clock_gap},
     {"replica_spread", res.replica_spread},

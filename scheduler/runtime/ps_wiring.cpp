@@ -76,7 +76,7 @@ std::shared_ptr<const actors::shard_record> replay_of(const topology_setup& setu
     return nullptr;
   check(static_cast<std::size_t>(i) < setup.replay->shards.size(),
         "replay: no record for shard " + std::to_string(i) + " (" + std::to_string(setup.replay->shards.size()) +
-          " shard records for topology.shards = " + std::to_string(setup.ps.shards) + ")");
+          " shard records for topology.ps.shards = " + std::to_string(setup.ps.shards) + ")");
   return {setup.replay, &setup.replay->shards[static_cast<std::size_t>(i)]};
 }
 
@@ -106,7 +106,7 @@ shard_set spawn_shards(caf::actor_system& sys, const topology_setup& setup, cons
   shard_set s;
   s.ranges = plan_of(setup).streaming ? streaming_ranges(setup, initial.size()) : shard_ranges(initial.size(), setup.ps.shards);
   for (const auto& [b, e] : s.ranges)
-    check(e > b, "topology.shards = " + std::to_string(setup.ps.shards) + " leaves a shard empty (the model has " +
+    check(e > b, "topology.ps.shards = " + std::to_string(setup.ps.shards) + " leaves a shard empty (the model has " +
                    std::to_string(initial.size()) + " parameters)");
   auto* nd = setup.node.get();
   const int rank = nd ? nd->rank() : 0;
@@ -232,7 +232,7 @@ elastic_plan ps_elastic(caf::actor_system& sys, const topology_setup& setup, sha
   elastic.min_workers = std::max(setup.min_workers, setup.ps.backup + 1); // a version needs a push
   elastic.why_not = setup.min_workers == 0 ? "train.min_workers = 0"
                     : setup.ps.spread_shards && !shards_may_move(setup)
-                      ? "with topology.shard_placement = \"spread\" a lost rank takes its shards with it, and only "
+                      ? "with topology.ps.shard_placement = \"spread\" a lost rank takes its shards with it, and only "
                         "an asynchronous server rebuilds them (place them on rank 0 for a job that goes on)"
                       : "";
   if (shards_may_move(setup))
@@ -259,7 +259,7 @@ topology_outcome run_ps_wiring(caf::actor_system& sys, const topology_setup& set
   check(setup.ps.outer == (setup.family == &diloco_family),
         "ps_options::outer (DiLoCo's outer step) goes with topology.kind = \"diloco\" and only with it");
   check(setup.ps.backup >= 0 && setup.ps.backup < setup.workers,
-        "topology.backup_workers = " + std::to_string(setup.ps.backup) + " must be below topology.workers = " +
+        "topology.ps.backup_workers = " + std::to_string(setup.ps.backup) + " must be below topology.workers = " +
           std::to_string(setup.workers));
   execution ex(sys, setup);
   models::model initial(setup.spec, kernels::device::cpu(), setup.seed);
@@ -362,7 +362,7 @@ std::int64_t local_sgd_time_grid(const topology_setup& s) {
 const topology_family parameter_server_family{
   "parameter-server",
   /*order=*/0,
-  "workers pull parameter slices from shards and push gradient slices (topology.mode sync, async or ssp)",
+  "workers pull parameter slices from shards and push gradient slices (topology.ps.mode sync, async or ssp)",
   /*has_shards=*/true,
   /*peers_talk=*/false,
   /*has_groups=*/false,

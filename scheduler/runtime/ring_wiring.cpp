@@ -33,7 +33,7 @@ struct ring_plan {
   /// Across processes: each worker's peer sums its buckets through the
   /// job's collective communicator (setup.comm), not a ring of actors.
   bool collective = false;
-  /// transport.compress: every worker sends its compressed gradient to
+  /// compression.kind: every worker sends its compressed gradient to
   /// every other (actors::spawn_compressed_worker), no ring of chunks.
   bool compressed = false;
   actors::ring_groups groups; ///< hierarchical: every worker's group; empty: flat
@@ -94,7 +94,7 @@ struct ring_plan {
     // the only optimizer state of the chunks it owns: a lost worker takes
     // its chunks' momentum with it (resume from a checkpoint instead).
     e.why_not = setup.min_workers == 0    ? "train.min_workers = 0"
-                : compressed              ? "a compressed ring (transport.compress) does not re-form"
+                : compressed              ? "a compressed ring (compression.kind) does not re-form"
                 : collective              ? "a ring summed by the collective communicator does not re-form "
                                             "(topology.ring.allreduce = \"actors\" does)"
                 : use_peers               ? "a ring with peer actors (overlap, hierarchical) does not re-form"

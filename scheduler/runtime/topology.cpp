@@ -18,7 +18,7 @@
 namespace gradwire::scheduler {
 
 std::vector<std::pair<std::size_t, std::size_t>> shard_ranges(std::size_t n, int parts) {
-  check(parts >= 1, "topology.shards must be at least 1");
+  check(parts >= 1, "topology.ps.shards must be at least 1");
   std::vector<std::pair<std::size_t, std::size_t>> r;
   for (int i = 0; i < parts; ++i) {
     auto edge = [&](int k) { return k == parts ? n : n * static_cast<std::size_t>(k) / static_cast<std::size_t>(parts) / 16 * 16; };

@@ -65,7 +65,7 @@ struct topology_setup : actors::family_options {
   models::model_spec spec;
   models::optimizer_spec opt;
   int workers = 2;
-  /// Across processes, shard i's rank (topology.shard_placement =
+  /// Across processes, shard i's rank (topology.ps.shard_placement =
   /// "per-host": each host's first rank); empty: rank 0, or i mod
   /// processes with ps.spread_shards.
   std::vector<int> shard_homes;
@@ -73,9 +73,9 @@ struct topology_setup : actors::family_options {
   /// a ring's re-form sends a survivor behind the state of a donor on its
   /// own host where there is one. Empty: hosts unknown.
   std::vector<int> rank_hosts;
-  /// transport.compress: the ring's gradient, compressed (mode none: dense).
+  /// compression.kind: the ring's gradient, compressed (mode none: dense).
   models::compress_spec compress;
-  /// The parameter shards (topology.shard_placement = "per-host") or the
+  /// The parameter shards (topology.ps.shard_placement = "per-host") or the
   /// hierarchical groups (topology.group_size = 0) follow the hosts.
   bool by_host = false;
   /// Ring workers poll for chunks instead of sleeping (worker_config::spin_wait):

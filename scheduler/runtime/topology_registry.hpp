@@ -31,7 +31,7 @@ struct topology_family {
   int order;
   const char* doc;  ///< what it is, for `gradwire keys`
   /// It spawns parameter shards: a checkpoint holds a part per shard, and
-  /// topology.shards and topology.shard_placement apply.
+  /// topology.ps.shards and topology.ps.shard_placement apply.
   bool has_shards;
   /// Workers exchange with one another (not only with shards): across
   /// processes a lost rank is a lost peer of the survivors.

@@ -1,4 +1,4 @@
-// Compressed gossip (transport.compress on D-PSGD) as CAF actors in one
+// Compressed gossip (compression.kind on D-PSGD) as CAF actors in one
 // process: CHOCO-SGD sending everything at gamma 1 is D-PSGD to rounding;
 // every mode repeats bit for bit whatever order the neighbours' payloads
 // arrive in, and counts the payload formula's bytes; CHOCO's replicas

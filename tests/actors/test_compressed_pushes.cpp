@@ -1,4 +1,4 @@
-// Compressed pushes to parameter-server shards (transport.compress on the
+// Compressed pushes to parameter-server shards (compression.kind on the
 // parameter server, local SGD and DiLoCo) as CAF actors in one process:
 // lock-step shards repeat bit for bit whatever order the pushes arrive in,
 // a payload that keeps every value is the dense exchange to rounding, the

@@ -1,4 +1,4 @@
-// Compressed rings (transport.compress) as CAF actors in one process: the
+// Compressed rings (compression.kind) as CAF actors in one process: the
 // replicas stay equal and repeat bit for bit whatever order the payloads
 // arrive in, and a payload that keeps every value is the dense ring's mean.
 #include "models/dataset.hpp"

@@ -20,7 +20,7 @@ depth reached() {
 }
 std::vector<std::vector<std::uint8_t>> seeds() { // with the examples/ folder given on the command line
   const std::string s = "[experiment]\nname = \"fuzz\"\n[model]\nkind = \"mlp\"\nhidden = [256, 128]\n"
-                        "[topology]\nkind = \"parameter-server\"\nworkers = 3\nmode = \"async\"\n"
+                        "[topology]\nkind = \"parameter-server\"\nworkers = 3\n[topology.ps]\nmode = \"async\"\n"
                         "[[nodes]]\nname = \"slow\"\ncount = 1\nslowdown = 4.0\n[[nodes]]\nname = \"fast\"\ncount = 2\n"
                         "[[faults]]\nkind = \"kill\"\nrank = 2\nat_step = 40\n[sweep]\n\"topology.workers\" = [1, 2]\n";
   return {std::vector<std::uint8_t>(s.begin(), s.end())};

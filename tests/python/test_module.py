@@ -92,10 +92,10 @@ check(same.path == f"{tmp}/async-replay" and same.summary["replay"]["record"]["e
 with open(f"{tmp}/async/model.safetensors", "rb") as x, open(f"{tmp}/async-replay/model.safetensors", "rb") as y:
     tensors = lambda b: b[8 + int.from_bytes(b[:8], "little"):]
     check(tensors(x.read()) == tensors(y.read()), "the replay's model differs from the run's")
-slr = gradwire.replay(a, set={"topology.staleness_lr": True}, out=f"{tmp}/async-slr")
+slr = gradwire.replay(a, set={"topology.ps.staleness_lr": True}, out=f"{tmp}/async-slr")
 check(slr.summary["staleness"]["histogram"] == a.summary["staleness"]["histogram"], "what-if changed the schedule")
-expect_error(lambda: gradwire.replay(a, set={"topology.push_pull": False}, out=f"{tmp}/no"),
-             "topology.push_pull decides how workers and shards exchange")
+expect_error(lambda: gradwire.replay(a, set={"topology.ps.push_pull": False}, out=f"{tmp}/no"),
+             "topology.ps.push_pull decides how workers and shards exchange")
 
 # load: a run, a sweep, and a run killed before its summary (a cut last line).
 check(isinstance(gradwire.load(f"{tmp}/sweep"), gradwire.Sweep), "load(sweep)")

@@ -85,7 +85,7 @@ set -e
 [[ $rc -eq 2 ]] && grep -q "KEY=V1,V2" "$tmp/err3.txt" || fail "bad --sweep: rc=$rc $(cat "$tmp/err3.txt")"
 [[ $rc4 -eq 2 ]] && grep -q "did you mean" "$tmp/err4.txt" || fail "misspelt sweep key: rc=$rc4 $(cat "$tmp/err4.txt")"
 # The grid may also sit in the config, as a [sweep] section.
-printf '[topology]\nkind = "parameter-server"\nworkers = 2\n[train]\nmax_steps = 20\n[data]\ntrain_subset = 6000\ntest_subset = 500\n[sweep]\n"topology.mode" = ["sync", "async"]\n' > "$tmp/sw.toml"
+printf '[topology]\nkind = "parameter-server"\nworkers = 2\n[train]\nmax_steps = 20\n[data]\ntrain_subset = 6000\ntest_subset = 500\n[sweep]\n"topology.ps.mode" = ["sync", "async"]\n' > "$tmp/sw.toml"
 "$gw" run "$tmp/sw.toml" -q --out "$tmp/sw" > "$tmp/sw.txt" 2>&1 || fail "[sweep] config failed: $(cat "$tmp/sw.txt")"
 grep -q "| async |" "$tmp/sw/sweep.md" || fail "[sweep] table lacks the async row: $(cat "$tmp/sw/sweep.md")"
 # A GPU group on a machine without a GPU: an error naming the group, before any run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compressed rings (transport.compress), as a user runs them, at 3 workers:
+# Compressed rings (compression.kind), as a user runs them, at 3 workers:
 #  - every mode gives the same model.safetensors, byte for byte, on a
 #    second run in one process and across 3 processes (where payloads
 #    arrive in whatever order the processes send them);
@@ -42,7 +42,7 @@ same() { # A B WHAT
 }
 
 for mode in topk randk sign bf16 int8 powersgd; do
-  z=(--set transport.compress=\"$mode\" --set transport.compress_ratio=0.02)
+  z=(--set compression.kind=\"$mode\" --set compression.ratio=0.02)
   run "$mode" "${z[@]}" || continue
   run "$mode.again" "${z[@]}" && same "$mode" "$mode.again" "$mode: a second run gives the same bits"
   run "$mode.procs" "${z[@]}" --procs 3 && same "$mode" "$mode.procs" "$mode: 3 processes give the bits of one"
@@ -50,19 +50,19 @@ done
 # Compressed pushes to 2 parameter-server shards: a sync PS and DiLoCo
 # (pseudo-gradients every 4 steps) repeat bit for bit across 3 processes.
 for kind in parameter-server diloco; do
-  z=(--set topology.kind=\"$kind\" --set topology.shards=2 --set topology.local_steps=4
-     --set transport.compress=\"topk\" --set transport.compress_ratio=0.02)
+  z=(--set topology.kind=\"$kind\" --set topology.ps.shards=2 --set topology.local_steps=4
+     --set compression.kind=\"topk\" --set compression.ratio=0.02)
   run "$kind" "${z[@]}" || continue
   run "$kind.procs" "${z[@]}" --procs 3 && same "$kind" "$kind.procs" "$kind, top-k pushes: 3 processes give the bits of one"
 done
 # Streaming DiLoCo's low-precision outer exchange (transport.wire_dtype =
 # "int8": pseudo-gradients rounded without error feedback), 2 fragments
 # on 2 shards each, across 3 processes; a quarter of the dense bytes.
-z=(--set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.streaming.fragments=2
+z=(--set topology.kind=\"diloco\" --set topology.ps.shards=2 --set topology.local_steps=4 --set topology.streaming.fragments=2
    --set transport.wire_dtype=\"int8\")
 run stream8 "${z[@]}" && run stream8.procs "${z[@]}" --procs 3 &&
   same stream8 stream8.procs "streaming DiLoCo, int8 outer exchange: 3 processes give the bits of one"
-run stream32 --set topology.kind=\"diloco\" --set topology.shards=2 --set topology.local_steps=4 --set topology.streaming.fragments=2
+run stream32 --set topology.kind=\"diloco\" --set topology.ps.shards=2 --set topology.local_steps=4 --set topology.streaming.fragments=2
 /usr/bin/python3 - "$tmp" <<'PY' || fail=1
 import json, sys
 d, w = (json.load(open(f"{sys.argv[1]}/{k}/summary.json")) for k in ("stream32", "stream8"))
@@ -72,7 +72,7 @@ print(("ok" if ok else "FAIL") + f": int8 outer exchange sent {w['bytes_sent']} 
 sys.exit(0 if ok else 1)
 PY
 # CHOCO gossip (D-PSGD on a ring of 3, top-k payloads) across 3 processes.
-z=(--set topology.kind=\"gossip\" --set transport.compress=\"topk\" --set transport.compress_ratio=0.1)
+z=(--set topology.kind=\"gossip\" --set compression.kind=\"topk\" --set compression.ratio=0.1)
 run choco "${z[@]}" && run choco.procs "${z[@]}" --procs 3 &&
   same choco choco.procs "gossip, CHOCO top-k: 3 processes give the bits of one"
 run dense
@@ -90,7 +90,7 @@ print(("ok" if ok else "FAIL") + f": wire_dtype bf16 sent {w['bytes_sent']} byte
       file=sys.stdout if ok else sys.stderr)
 sys.exit(0 if ok else 1)
 PY
-run topk.no-ef --set transport.compress=\"topk\" --set transport.compress_ratio=0.02 --set transport.compress_ef=false
+run topk.no-ef --set compression.kind=\"topk\" --set compression.ratio=0.02 --set compression.error_feedback=false
 cmp -s "$tmp/topk/model.safetensors" "$tmp/topk.no-ef/model.safetensors" &&
   bad "top-k with and without error feedback gave the same model"
 

@@ -57,7 +57,7 @@ mirror=(--set topology.workers=3 --set topology.group_size=3
         --set topology.halos.exchange_every=1 --set topology.halos.global_lr=1.0 --set topology.halos.global_momentum=0.0)
 run mirror "${mirror[@]}" --set virtual.hosts=1 --set virtual.workers_per_host=3
 run diloco "${mirror[@]}" --set virtual.hosts=1 --set virtual.workers_per_host=3 --set topology.kind='"diloco"' \
-  --set topology.mode='"async"' --set topology.diloco.outer_lr=0.25 --set topology.diloco.outer_momentum=0.0
+  --set topology.ps.mode='"async"' --set topology.diloco.outer_lr=0.25 --set topology.diloco.outer_momentum=0.0
 same diloco mirror 1e-5
 
 run real --set experiment.clock='"real"' --set topology.workers=4 --set topology.group_size=2 --set virtual.hosts=2
@@ -69,6 +69,6 @@ grep -qF "2 group(s) with a local server each" "$tmp/procs/summary.json" || fail
 echo "ok: HALoS trains in virtual and real time and across processes, repeats byte for byte, and mirrors async DiLoCo with one group"
 
 refused checkpoints "--set train.checkpoint_every: HALoS does not checkpoint" --set train.checkpoint_every=8 --set experiment.clock='"real"'
-refused compress "HALoS's pushes are dense pseudo-gradients" --set transport.compress='"topk"'
+refused compress "HALoS's pushes are dense pseudo-gradients" --set compression.kind='"topk"'
 refused lr "topology.halos.local_lr" --set topology.halos.local_lr=0.0
 echo "ok: what HALoS does not run with is refused, naming it"

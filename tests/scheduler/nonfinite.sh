@@ -30,8 +30,10 @@ log_every = 2
 momentum = 0
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = 3
+
+[topology.ps]
+mode = "async"
 [[faults]]
 kind = "nan"
 rank = 1

@@ -10,7 +10,7 @@
 #    pushes across 3 processes, AD-PSGD across 3 processes (and a what-if
 #    with another lr on its schedule), and a run in virtual time: each
 #    replays bit for bit.
-#  - What-if: --set topology.staleness_lr=true keeps the schedule (the same
+#  - What-if: --set topology.ps.staleness_lr=true keeps the schedule (the same
 #    record, every update at its recorded staleness) and changes the model.
 #  - A killed run (rank 0 killed at its step 25, so the job ends): the
 #    replay follows its record to the last update every shard holds, the
@@ -46,8 +46,10 @@ train_subset = 3000
 test_subset = 500
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = 3
+
+[topology.ps]
+mode = "async"
 shards = 2
 shard_placement = "spread"
 [[nodes]]
@@ -94,16 +96,16 @@ if [ -d "$tmp/procs3/record" ] && [ -d "$tmp/procs3b/record" ]; then
     echo "ok: the two 3-process runs took their updates in different orders; each replayed exactly"
   fi
 fi
-run pulls --procs 3 --set topology.push_pull=false --set topology.dc_lambda=0.04 && same pulls
-run ssp --set topology.mode=\"ssp\" --set topology.staleness_bound=1 --set topology.shards=3 && same ssp
-run adiloco --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\" --set topology.local_steps=4 \
+run pulls --procs 3 --set topology.ps.push_pull=false --set topology.ps.dc_lambda=0.04 && same pulls
+run ssp --set topology.ps.mode=\"ssp\" --set topology.ps.staleness_bound=1 --set topology.ps.shards=3 && same ssp
+run adiloco --procs 3 --set topology.kind=\"diloco\" --set topology.ps.mode=\"async\" --set topology.local_steps=4 \
   --set topology.diloco.outer_lr=0.35 --set topology.diloco.outer_momentum=0.0 --set train.optimizer=\"adamw\" --set train.lr=0.002 &&
   same adiloco
-run adylu --procs 3 --set topology.kind=\"diloco\" --set topology.mode=\"async\" --set topology.local_steps=6 \
+run adylu --procs 3 --set topology.kind=\"diloco\" --set topology.ps.mode=\"async\" --set topology.local_steps=6 \
   --set topology.diloco.dynamic_local_steps=true --set topology.diloco.outer_lr=0.35 --set topology.diloco.outer_momentum=0.0 \
   --set train.optimizer=\"adamw\" --set train.lr=0.002 && same adylu
 run virtual --set experiment.clock=\"virtual\" --set virtual.step_ms=5 && same virtual
-run topk --procs 3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.05 && same topk
+run topk --procs 3 --set compression.kind=\"topk\" --set compression.ratio=0.05 && same topk
 run adpsgd --procs 3 --set topology.kind=\"gossip\" --set topology.gossip.mode=\"adpsgd\" && same adpsgd
 if [ -f "$tmp/adpsgd/record/mixer-2.gwr" ]; then
   "$gw" replay "$tmp/adpsgd" "${q[@]}" --set train.lr=0.02 --out "$tmp/adpsgd-lr" >"$tmp/adpsgd-lr.txt" 2>&1 ||
@@ -117,7 +119,7 @@ fi
 
 # What-if on procs3's schedule.
 if [ -d "$tmp/procs3/record" ]; then
-  "$gw" replay "$tmp/procs3" "${q[@]}" --set topology.staleness_lr=true --out "$tmp/slr" >"$tmp/slr.txt" 2>&1 ||
+  "$gw" replay "$tmp/procs3" "${q[@]}" --set topology.ps.staleness_lr=true --out "$tmp/slr" >"$tmp/slr.txt" 2>&1 ||
     bad "what-if: the replay failed: $(tail -3 "$tmp/slr.txt")"
   diff -rq "$tmp/procs3/record" "$tmp/slr/record" >/dev/null ||
     bad "what-if: staleness_lr changed the schedule (the records differ)"
@@ -128,7 +130,7 @@ if [ -d "$tmp/procs3/record" ]; then
   /usr/bin/python3 -c "
 import json, sys
 a, b = (json.load(open(sys.argv[i] + '/summary.json')) for i in (1, 2))
-sys.exit(a['staleness']['histogram'] != b['staleness']['histogram'] or b['replay']['overrides'] != ['topology.staleness_lr=true'])" \
+sys.exit(a['staleness']['histogram'] != b['staleness']['histogram'] or b['replay']['overrides'] != ['topology.ps.staleness_lr=true'])" \
     "$tmp/procs3" "$tmp/slr" || bad "what-if: summary.json's staleness histogram or replay overrides are not the run's"
   echo "ok: what-if with staleness_lr keeps the schedule and its stalenesses, and changes the model"
 fi
@@ -179,8 +181,8 @@ cat >>"$tmp/paired.toml" <<'EOF'
 paired = true
 "experiment.seed" = [1, 2]
 [sweep.variants]
-"plain" = { "topology.staleness_lr" = false }
-"staleness lr" = { "topology.staleness_lr" = true }
+"plain" = { "topology.ps.staleness_lr" = false }
+"staleness lr" = { "topology.ps.staleness_lr" = true }
 EOF
 if "$gw" run "$tmp/paired.toml" "${q[@]}" --out "$tmp/paired" >"$tmp/paired.txt" 2>&1; then
   for i in 002 003; do
@@ -201,7 +203,7 @@ assert all(isinstance(r[k], float) for r in rows for k in ('unpaired_difference'
 else
   bad "paired: the sweep failed: $(tail -3 "$tmp/paired.txt")"
 fi
-sed -i 's/"staleness lr" = { "topology.staleness_lr" = true }/"ssp" = { "topology.mode" = "ssp" }/' "$tmp/paired.toml"
+sed -i 's/"staleness lr" = { "topology.ps.staleness_lr" = true }/"ssp" = { "topology.ps.mode" = "ssp" }/' "$tmp/paired.toml"
 "$gw" run "$tmp/paired.toml" "${q[@]}" --out "$tmp/paired-ssp" >"$tmp/paired-ssp.txt" 2>&1 &&
   bad "paired: a variant that changes the schedule was not refused"
 if grep -q 'paired = true: \[sweep.variants\] "ssp" is replayed on the first variant.s schedule' "$tmp/paired-ssp.txt" &&
@@ -245,7 +247,7 @@ if [ -d "$tmp/procs3/record" ]; then
   refused missing-shard "no record of shard 0" "$tmp/missing"
   cp -r "$tmp/procs3" "$tmp/garbage" && echo "not a record" >"$tmp/garbage/record/shard-1.gwr"
   refused not-a-record "shard-1.gwr: not a gradwire record" "$tmp/garbage"
-  refused schedule-key "topology.push_pull decides how workers and shards exchange" "$tmp/procs3" --set topology.push_pull=false
+  refused schedule-key "topology.ps.push_pull decides how workers and shards exchange" "$tmp/procs3" --set topology.ps.push_pull=false
 fi
 if [ -d "$tmp/adpsgd/record" ]; then
   cp -r "$tmp/adpsgd" "$tmp/ad-cut"

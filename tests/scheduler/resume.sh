@@ -64,25 +64,25 @@ exact ring ring.toml 20 --set topology.workers=3
 exact ring-overlap ring.toml 20 --set topology.workers=3 --set topology.ring.overlap=true --set topology.ring.bucket_kb=256
 exact ring-sharded ring.toml 20 --set topology.workers=3 --set topology.ring.sharded_update=true
 exact hierarchical hierarchical.toml 20 --set topology.workers=4
-exact ps-sync ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2
+exact ps-sync ps-async.toml 20 --set topology.workers=3 --set topology.ps.mode=\"sync\" --set topology.ps.shards=2
 exact local-sgd local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8
 exact dpsgd gossip-dpsgd.toml 20 --set topology.workers=3
 # Compressed rings: the error-feedback residual (and PowerSGD's Q) resume too.
-exact ring-topk ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\"
-exact ring-powersgd ring.toml 20 --set topology.workers=3 --set transport.compress=\"powersgd\"
-exact ring-own-step ring.toml 20 --set topology.workers=3 --set transport.compress=\"topk\" --set transport.compress_update=true --set train.optimizer=\"adamw\" --set train.lr=0.002
+exact ring-topk ring.toml 20 --set topology.workers=3 --set compression.kind=\"topk\"
+exact ring-powersgd ring.toml 20 --set topology.workers=3 --set compression.kind=\"powersgd\"
+exact ring-own-step ring.toml 20 --set topology.workers=3 --set compression.kind=\"topk\" --set compression.update=true --set train.optimizer=\"adamw\" --set train.lr=0.002
 exact diloco local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\"
-exact dpsgd-choco gossip-dpsgd.toml 20 --set topology.workers=3 --set transport.compress=\"topk\" --set transport.compress_ratio=0.1
+exact dpsgd-choco gossip-dpsgd.toml 20 --set topology.workers=3 --set compression.kind=\"topk\" --set compression.ratio=0.1
 # Compressed pushes: each worker's residuals, one per shard, resume too.
-exact ps-sign ps-async.toml 20 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2 --set transport.compress=\"sign\"
-exact diloco-topk local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\" --set topology.shards=2 --set transport.compress=\"topk\"
+exact ps-sign ps-async.toml 20 --set topology.workers=3 --set topology.ps.mode=\"sync\" --set topology.ps.shards=2 --set compression.kind=\"sign\"
+exact diloco-topk local-sgd.toml 16 --set topology.workers=3 --set train.checkpoint_every=8 --set topology.kind=\"diloco\" --set topology.ps.shards=2 --set compression.kind=\"topk\"
 # A GPT with AdamW, clipping and a cosine schedule: its moments and step count resume too.
 gpt=(--set model.layers=1 --set model.d_model=32 --set model.context=32 --set train.max_steps=40 --set train.threads=1)
 exact gpt-single lm.toml 20 "${gpt[@]}"
 exact gpt-ring lm.toml 20 "${gpt[@]}" --set topology.kind=\"ring\" --set topology.workers=3
 exact gpt-ring-dropout lm.toml 20 "${gpt[@]}" --set topology.kind=\"ring\" --set topology.workers=3 --set model.dropout=0.2
 exact gpt-single-dropout lm.toml 20 "${gpt[@]}" --set model.dropout=0.2
-exact gpt-ps-sync lm.toml 20 "${gpt[@]}" --set topology.kind=\"parameter-server\" --set topology.workers=3 --set topology.shards=2
+exact gpt-ps-sync lm.toml 20 "${gpt[@]}" --set topology.kind=\"parameter-server\" --set topology.workers=3 --set topology.ps.shards=2
 
 # Across processes, and at another process count.
 exact ring-procs ring.toml 20 --set topology.workers=3 --procs 3
@@ -153,7 +153,7 @@ timed() {
 }
 timed ring-timed ring.toml 1 --set topology.workers=3
 timed ring-timed-procs ring.toml 1 --set topology.workers=3 --procs 3
-timed ps-sync-timed ps-async.toml 10 --set topology.workers=3 --set topology.mode=\"sync\" --set topology.shards=2
+timed ps-sync-timed ps-async.toml 10 --set topology.workers=3 --set topology.ps.mode=\"sync\" --set topology.ps.shards=2
 timed local-sgd-timed local-sgd.toml 16 --set topology.workers=3 --set topology.local_steps=8
 timed single-timed default.toml 1
 

@@ -103,7 +103,7 @@ ok ring_resumed run --resume ring --from-step 4 "${q[@]}"
 each_step_once ring 12
 
 # Replay: a record copied from another run is refused.
-ps=(--set topology.kind=\"parameter-server\" --set topology.mode=\"async\" --set topology.workers=2 --set topology.shards=1)
+ps=(--set topology.kind=\"parameter-server\" --set topology.ps.mode=\"async\" --set topology.workers=2 --set topology.ps.shards=1)
 ok ps1 run a.toml "${q[@]}" "${ps[@]}" --out ps1
 ok ps2 run b.toml "${q[@]}" "${ps[@]}" --out ps2
 cp ps2/record/shard-0.gwr ps1/record/shard-0.gwr

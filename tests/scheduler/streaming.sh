@@ -38,6 +38,6 @@ if run one; then
   run procs --procs 3 && same one procs "3 processes give the bits of one"
   run virtual --set experiment.clock=\"virtual\" --set virtual.threads=2 && same one virtual "virtual time on 2 threads gives the bits of the real run"
 fi
-z=(--set transport.compress=\"topk\" --set transport.compress_ratio=0.05)
+z=(--set compression.kind=\"topk\" --set compression.ratio=0.05)
 run topk "${z[@]}" && run topk.procs "${z[@]}" --procs 3 && same topk topk.procs "top-k fragments: 3 processes give the bits of one"
 exit $fail

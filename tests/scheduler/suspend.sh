@@ -73,7 +73,7 @@ has "$work/adpsgd-mid.txt" 'rank 3: suspends the job (this process) for 5 s in t
 # rank's transport sees its own stop and gives its peers a fresh timeout.
 for ex in ring ps-sync; do
   base=$ex.toml set=()
-  [ $ex = ps-sync ] && base=ps-async.toml set=(--set topology.mode=sync)
+  [ $ex = ps-sync ] && base=ps-async.toml set=(--set topology.ps.mode=sync)
   run "procs-$ex" "$base" "$suspend" --procs 3 --set topology.workers=3 --set transport.peer_timeout_ms=2000 "${set[@]}"
   went_on "procs-$ex"
   has "$work/procs-$ex.txt" 'rank 1: suspends the job (3 processes on this host) for 5 s after step 40'

@@ -171,7 +171,7 @@ TEST_CASE("the shipped example configs parse") {
 
 TEST_CASE("sweep axes and sweep variants in file order and mistakes name the line and key") {
   auto c = parse_config("[sweep]\n\"topology.workers\" = [1, 2]\n\"experiment.seed\" = [1, 2]\n[sweep.variants]\n"
-                        "\"sync\" = { \"topology.kind\" = \"parameter-server\", \"topology.mode\" = \"sync\" }\n"
+                        "\"sync\" = { \"topology.kind\" = \"parameter-server\", \"topology.ps.mode\" = \"sync\" }\n"
                         "\"a ring\" = { topology.kind = \"ring\", topology.workers = 4 }\n",
                         "s.toml");
   REQUIRE(c.sweep.size() == 2);
@@ -182,7 +182,7 @@ TEST_CASE("sweep axes and sweep variants in file order and mistakes name the lin
   CHECK(c.sweep_variants[0].first == "sync"); // file order, not toml++'s sorted order
   CHECK(c.sweep_variants[1].first == "a ring");
   CHECK(c.sweep_variants[0].second ==
-        std::vector<std::string>{"topology.kind='parameter-server'", "topology.mode='sync'"}); // TOML literal strings
+        std::vector<std::string>{"topology.kind='parameter-server'", "topology.ps.mode='sync'"}); // TOML literal strings
   CHECK(c.sweep_variants[1].second == std::vector<std::string>{"topology.kind='ring'", "topology.workers=4"});
   CHECK_THROWS_WITH(parse_config("[sweep.variants]\nx = { \"topology.kinds\" = \"ring\" }\n", "s.toml"),
                     Catch::Contains("s.toml:2") && Catch::Contains("unknown key 'topology.kinds'") &&
@@ -211,7 +211,7 @@ TEST_CASE("node groups carry their device and threads, and a bad device names th
 }
 
 TEST_CASE("topology options reach their structs whole: keys of another kind or mode stay off") {
-  auto ps = parse_config("[topology]\nkind = \"parameter-server\"\nmode = \"async\"\nlocal_steps = 4\n"
+  auto ps = parse_config("[topology]\nkind = \"parameter-server\"\nlocal_steps = 4\n[topology.ps]\nmode = \"async\"\n"
                          "staleness_bound = 3\nshards = 2\nbackup_workers = 1\n", "t.toml");
   CHECK(ps.ps.shards == 2);
   CHECK_FALSE(ps.ps.sync);
@@ -219,7 +219,7 @@ TEST_CASE("topology options reach their structs whole: keys of another kind or m
   CHECK(ps.ps.staleness_bound == -1); // the bound is SSP's
   CHECK(ps.ps.backups() == 0);        // backup workers are the sync server's
   CHECK(ps.ps.uses_push_pull());
-  auto ssp = parse_config("[topology]\nkind = \"parameter-server\"\nmode = \"ssp\"\nstaleness_bound = 3\n", "t.toml");
+  auto ssp = parse_config("[topology]\nkind = \"parameter-server\"\n[topology.ps]\nmode = \"ssp\"\nstaleness_bound = 3\n", "t.toml");
   CHECK(ssp.ps.bound() == 3);
   CHECK_FALSE(ssp.ps.uses_push_pull());
   auto local = parse_config("[topology]\nkind = \"local-sgd\"\nlocal_steps = 4\n", "t.toml");
@@ -258,6 +258,40 @@ TEST_CASE("a family's keys live in its own table, and their flat names still rea
                     Catch::Contains("b.toml:2: topology.outer_lr and topology.diloco.outer_lr (b.toml:4) are one key"));
   CHECK(find_key("topology.diloco.outer_lr") != nullptr);
   CHECK(find_key("topology.outer_lr") == nullptr); // gradwire keys lists the new names alone
+}
+
+TEST_CASE("the parameter server's keys live in topology.ps and compression's in its own section and their flat names still read") {
+  const auto flat = parse_config("[topology]\nkind = \"parameter-server\"\nmode = \"async\"\nshards = 2\n"
+                                 "staleness_lr = true\ndc_lambda = 0.04\npush_pull = false\nshard_placement = \"spread\"\n"
+                                 "[transport]\ncompress = \"topk\"\ncompress_ratio = 0.05\ncompress_ef = false\n",
+                                 "f.toml");
+  const auto now = parse_config("[topology]\nkind = \"parameter-server\"\n[topology.ps]\nmode = \"async\"\nshards = 2\n"
+                                "staleness_lr = true\ndc_lambda = 0.04\npush_pull = false\nshard_placement = \"spread\"\n"
+                                "[compression]\nkind = \"topk\"\nratio = 0.05\nerror_feedback = false\n",
+                                "n.toml");
+  CHECK_FALSE(now.ps.sync);
+  CHECK(now.ps.shards == 2);
+  CHECK(now.ps.staleness_lr);
+  CHECK(now.ps.dc_lambda == 0.04f);
+  CHECK_FALSE(now.ps.push_pull);
+  CHECK(now.ps.spread_shards);
+  CHECK(now.compress.mode == models::compress_mode::topk);
+  CHECK(now.compress.ratio == Approx(0.05));
+  CHECK_FALSE(now.compress.error_feedback);
+  CHECK(flat.resolved_toml == now.resolved_toml); // config.toml holds the new names
+  CHECK_THAT(now.resolved_toml, Catch::Contains("[topology.ps]") && Catch::Contains("[compression]"));
+  // --set and a sweep take the flat names too, under the new ones.
+  CHECK(parse_config("[topology]\nkind = \"parameter-server\"\n", "s.toml", {"topology.shards=3"}).ps.shards == 3);
+  const auto sw = parse_config("[sweep.variants]\nx = { \"transport.compress\" = \"sign\" }\n", "v.toml");
+  REQUIRE(sw.sweep_variants.size() == 1);
+  CHECK(sw.sweep_variants[0].second == std::vector<std::string>{"compression.kind='sign'"});
+  // A bad value is cited where the file gave it, under the new name; a key given both ways is refused.
+  CHECK_THROWS_WITH(parse_config("[topology]\nkind = \"parameter-server\"\nshards = 0\n", "d.toml"),
+                    Catch::Contains("d.toml:3: topology.ps.shards"));
+  CHECK_THROWS_WITH(parse_config("[transport]\ncompress = \"sign\"\n[compression]\nkind = \"topk\"\n", "b.toml"),
+                    Catch::Contains("b.toml:2: transport.compress and compression.kind (b.toml:4) are one key"));
+  CHECK(find_key("topology.mode") == nullptr);
+  CHECK(find_key("transport.compress") == nullptr);
 }
 
 TEST_CASE("gossip's keys live in the table topology.gossip, once the flat mode's name, and their flat names still read") {

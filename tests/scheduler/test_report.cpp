@@ -45,7 +45,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 const char* async_ps = "[data]\ndataset = \"synthetic\"\nsynthetic_train = 1024\nsynthetic_test = 200\n"
-                       "[topology]\nkind = \"parameter-server\"\nmode = \"async\"\nworkers = 3\n"
+                       "[topology]\nkind = \"parameter-server\"\nworkers = 3\n[topology.ps]\nmode = \"async\"\n"
                        "[train]\nepochs = 1\nbatch_size = 16\neval_steps = 8\nlog_every = 4\n";
 
 /// A fresh folder `name` with an async parameter-server run in it.
@@ -341,7 +341,7 @@ TEST_CASE("a language-model sweep's report: validation loss against time and aga
                                "[topology]\nkind = \"ring\"\nworkers = 2\n"
                                "[train]\noptimizer = \"adamw\"\nbatch_size = 4\nmax_steps = 12\neval_steps = 4\n"
                                "log_every = 4\n",
-                               {sweep_axis{"transport.compress", {"\"none\"", "\"topk\""}, {}}});
+                               {sweep_axis{"compression.kind", {"\"none\"", "\"topk\""}, {}}});
   // The compressed point's summary and step records give its compression
   // error, a share of what was compressed; the dense point's are null or absent.
   const auto dense = nlohmann::json::parse(slurp(dir + "/point-000/summary.json"));

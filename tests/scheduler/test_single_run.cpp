@@ -133,9 +133,9 @@ TEST_CASE("a parameter-server run writes the results folder with staleness stati
     INFO(mode);
     const auto out = fresh_dir(std::string("ps-") + mode);
     auto cfg = parse_config("[data]\ndataset = \"synthetic\"\nsynthetic_train = 2048\nsynthetic_test = 500\n"
-                            "[topology]\nkind = \"parameter-server\"\nworkers = 3\nshards = 2\n"
+                            "[topology]\nkind = \"parameter-server\"\nworkers = 3\n[topology.ps]\nshards = 2\n"
                             "[train]\nepochs = 2\nbatch_size = 32\nmomentum = 0.0\nlog_every = 10\n",
-                            "t.toml", {"experiment.out=" + out, std::string("topology.mode=") + mode});
+                            "t.toml", {"experiment.out=" + out, std::string("topology.ps.mode=") + mode});
     auto o = quiet();
     auto s = run_actors(cfg, o);
     CHECK(s["topology"] == "parameter-server");

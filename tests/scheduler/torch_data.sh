@@ -26,8 +26,10 @@ momentum = 0
 log_every = 20
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = 3
+
+[topology.ps]
+mode = "async"
 TOML
 cfg=$tmp/own.toml
 learns() { # NAME ARGS...: a run above 90% test accuracy

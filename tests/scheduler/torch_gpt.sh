@@ -42,8 +42,8 @@ PY
 run ring
 run procs --procs 3
 cmp -s "$tmp/ring/model.safetensors" "$tmp/procs/model.safetensors" || fail "the ring across 3 processes differs from in-process"
-run async --set topology.kind='"parameter-server"' --set topology.mode='"async"'
-run ssp --set topology.kind='"parameter-server"' --set topology.mode='"ssp"' --set topology.staleness_bound=2
+run async --set topology.kind='"parameter-server"' --set topology.ps.mode='"async"'
+run ssp --set topology.kind='"parameter-server"' --set topology.ps.mode='"ssp"' --set topology.ps.staleness_bound=2
 run gossip --set topology.kind='"gossip"'
 
 $py - "$tmp/async/model.safetensors" "$src/examples" <<'PY' || fail "model.safetensors does not load back into the module"

@@ -73,7 +73,7 @@ print("the reported loss is twice the cross-entropy in each of %d step records" 
 PY
 run procs xent --procs 3
 same xent procs 0
-run smooth smooth --set topology.kind='"parameter-server"' --set topology.mode='"async"' --set train.momentum=0 \
+run smooth smooth --set topology.kind='"parameter-server"' --set topology.ps.mode='"async"' --set train.momentum=0 \
   --set train.max_steps=150
 $py -c "import json, sys; s = json.load(open(sys.argv[1])); print('label smoothing, async:', s['final_test_accuracy'])
 assert s['status'] == 'completed' and s['final_test_accuracy'] > 0.5, s" "$tmp/smooth/summary.json" ||

@@ -63,7 +63,7 @@ compare() { # A B TOLERANCE: every tensor of A's model equals B's (the built-in'
 
 for t in ring ps; do
   set_t=(--set topology.kind='"ring"')
-  [ $t = ps ] && set_t=(--set topology.kind='"parameter-server"' --set topology.mode='"sync"' --set topology.shards=2)
+  [ $t = ps ] && set_t=(--set topology.kind='"parameter-server"' --set topology.ps.mode='"sync"' --set topology.ps.shards=2)
   run "builtin-$t" "$tmp/base.toml" "${set_t[@]}"
   run "torch-$t" "$tmp/torch.toml" "${set_t[@]}"
   compare "builtin-$t" "torch-$t" 1e-5
@@ -88,11 +88,13 @@ batch_size = 32
 momentum = 0
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = 3
+
+[topology.ps]
+mode = "async"
 TOML
 run cnn-async "$tmp/cnn.toml"
-run cnn-ssp "$tmp/cnn.toml" --set topology.mode='"ssp"' --set topology.staleness_bound=2
+run cnn-ssp "$tmp/cnn.toml" --set topology.ps.mode='"ssp"' --set topology.ps.staleness_bound=2
 run cnn-gossip "$tmp/cnn.toml" --set topology.kind='"gossip"'
 $py - "$tmp" "$mods" <<'PY' || fail "CNN runs: see above"
 import json, struct, sys

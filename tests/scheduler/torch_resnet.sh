@@ -59,8 +59,8 @@ PY
 run ring
 run procs --procs 2
 cmp -s "$tmp/ring/model.safetensors" "$tmp/procs/model.safetensors" || fail "the ring across 2 processes differs from in-process"
-run async --set topology.kind='"parameter-server"' --set topology.mode='"async"'
-run ssp --set topology.kind='"parameter-server"' --set topology.mode='"ssp"' --set topology.staleness_bound=1
+run async --set topology.kind='"parameter-server"' --set topology.ps.mode='"async"'
+run ssp --set topology.kind='"parameter-server"' --set topology.ps.mode='"ssp"' --set topology.ps.staleness_bound=1
 run gossip --set topology.kind='"gossip"'
 $py - "$tmp/async/model.safetensors" <<'PY' || fail "model.safetensors does not load back into resnet18"
 import json, struct, sys

@@ -30,9 +30,11 @@ batch_size = 32
 momentum = 0
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = 4
 local_steps = 4
+
+[topology.ps]
+mode = "async"
 TOML
 # learns NAME MIN_ACCURACY CHECK ARGS...: a run that completes above MIN_ACCURACY
 # and whose summary.json s passes the Python expression CHECK.
@@ -48,19 +50,19 @@ assert s['status'] == 'completed' and s['final_test_accuracy'] > float(sys.argv[
 assert $check, 'summary.json fails the check'" "$tmp/$name/summary.json" "$name" "$min" || fail "$name: see above ($check)"
 }
 learns local-sgd 0.5 "s['local_steps'] == 4" --set topology.kind='"local-sgd"' --set train.momentum=0.9
-learns diloco 0.5 "s['local_steps'] == 4" --set topology.kind='"diloco"' --set topology.mode='"sync"' \
+learns diloco 0.5 "s['local_steps'] == 4" --set topology.kind='"diloco"' --set topology.ps.mode='"sync"' \
   --set train.optimizer='"adamw"' --set train.lr=0.002
 # (Async DiLoCo's outer step at lr 1/N without momentum, as test_async_diloco.cpp learns with.)
 learns async-diloco 0.5 "s['staleness']['count'] > 0" --set topology.kind='"diloco"' --set train.optimizer='"adamw"' \
   --set train.lr=0.002 --set topology.diloco.outer_lr=0.25 --set topology.diloco.outer_momentum=0
-learns streaming 0.5 "True" --set topology.kind='"diloco"' --set topology.mode='"sync"' --set topology.streaming.fragments=2 \
-  --set topology.shards=1 --set train.optimizer='"adamw"' --set train.lr=0.002
+learns streaming 0.5 "True" --set topology.kind='"diloco"' --set topology.ps.mode='"sync"' --set topology.streaming.fragments=2 \
+  --set topology.ps.shards=1 --set train.optimizer='"adamw"' --set train.lr=0.002
 learns hierarchical 0.6 "True" --set topology.kind='"hierarchical"' --set topology.group_size=2 --set train.momentum=0.9
-learns topk-pushes 0.5 "s['compress']['mode'] == 'topk' and s['per_worker'][0]['compress_error'] > 0" --set transport.compress='"topk"' \
-  --set transport.compress_ratio=0.1
+learns topk-pushes 0.5 "s['compress']['mode'] == 'topk' and s['per_worker'][0]['compress_error'] > 0" --set compression.kind='"topk"' \
+  --set compression.ratio=0.1
 learns topk-ring 0.5 "s['compress']['mode'] == 'topk' and s['per_worker'][0]['compress_error'] > 0" --set topology.kind='"ring"' \
-  --set transport.compress='"topk"' --set transport.compress_ratio=0.1 --set train.momentum=0.9
-learns powersgd-ring 0.5 "s['compress']['mode'] == 'powersgd'" --set topology.kind='"ring"' --set transport.compress='"powersgd"' --set train.momentum=0.9
+  --set compression.kind='"topk"' --set compression.ratio=0.1 --set train.momentum=0.9
+learns powersgd-ring 0.5 "s['compress']['mode'] == 'powersgd'" --set topology.kind='"ring"' --set compression.kind='"powersgd"' --set train.momentum=0.9
 { cat "$tmp/cnn.toml"
   printf '[[nodes]]\nname = "small"\ncount = 2\nbatch_size = 16\n[[nodes]]\nname = "big"\ncount = 2\nbatch_size = 48\nslowdown = 3.0\n'
 } > "$tmp/nodes.toml"

@@ -17,8 +17,10 @@ name = "virtual"
 clock = "virtual"
 [topology]
 kind = "parameter-server"
-mode = "async"
 workers = 8
+
+[topology.ps]
+mode = "async"
 shards = 2
 shard_placement = "spread"
 [train]
@@ -66,7 +68,7 @@ PY
 # Hosts of different sizes (2 workers and 6): a shard per host, and a
 # hierarchical ring grouped by host.
 run --out "$tmp/uneven" --set virtual.workers_per_host=0 --set 'virtual.host_workers=[2, 6]' \
-  --set topology.shard_placement=per-host >/dev/null || fail "hosts of different sizes"
+  --set topology.ps.shard_placement=per-host >/dev/null || fail "hosts of different sizes"
 run --out "$tmp/uneven-hier" --set virtual.workers_per_host=0 --set 'virtual.host_workers=[2, 6]' \
   --set topology.kind=hierarchical --set topology.group_size=0 --set 'virtual.host_bandwidth_gbps=[100, 2.5]' \
   >/dev/null || fail "hierarchical on hosts of different sizes and NICs"
@@ -80,7 +82,7 @@ assert "each host's NIC (Gb/s): 100, 2.5" in hier["clock"]["link"], hier["clock"
 PY
 
 # A shard per host: virtual.hosts of them (2 here), shard i on host i.
-run --out "$tmp/per-host" --set topology.shard_placement=per-host >/dev/null
+run --out "$tmp/per-host" --set topology.ps.shard_placement=per-host >/dev/null
 python3 - "$tmp/per-host/summary.json" <<'PY' || fail "a shard per host in virtual time"
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -78,7 +78,7 @@ grep -q "hierarchical at every size: 2 hosts of 1 to 2 ranks" "$tmp/logsu/rank-0
   fail "bench allreduce on hosts of 2 ranks and 1: $(cat "$tmp/logsu/rank-0.txt")"
 
 hosts 3 "$tmp/logs3" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/ps" --set topology.workers=3 \
-  --set topology.shards=1 "$@" || fail "the async parameter server across 3 hosts failed"
+  --set topology.ps.shards=1 "$@" || fail "the async parameter server across 3 hosts failed"
 grep -q '"status": "completed"' "$tmp/ps/summary.json" || fail "the async parameter server did not complete"
 # Hierarchical allreduce grouped by host (topology.group_size = 0): 2 hosts
 # of 2 ranks make 2 groups of 2, the same model as groups of 2 in one process.
@@ -113,7 +113,7 @@ assert r[2] == 0 and r[3] == 0, ('references to the other host', r)
 print('shared-memory references from rank 0, by peer:', r)" || fail "shared-memory references across hosts"
 # A parameter shard per host: 2 hosts of 2 ranks, 2 shards on ranks 0 and 2.
 GW_RANKS_PER_HOST=2 hosts 2 "$tmp/logsp" "$gw" run "$src/examples/ps-async.toml" --out "$tmp/per-host" \
-  --set topology.workers=4 --set topology.shard_placement=per-host "$@" || fail "a shard per host across 2 hosts failed"
+  --set topology.workers=4 --set topology.ps.shard_placement=per-host "$@" || fail "a shard per host across 2 hosts failed"
 grep -q "a parameter shard per host: 2 shard(s)" "$tmp/logsp/rank-0.txt" || fail "per-host: $(grep -i shard "$tmp/logsp/rank-0.txt")"
 /usr/bin/python3 -c "import json; s=json.load(open('$tmp/per-host/summary.json')); assert s['status'] == 'completed' and s['shards'] == 2, (s['status'], s['shards'])" ||
   fail "per-host: the run did not complete with 2 shards"

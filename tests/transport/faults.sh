@@ -128,7 +128,7 @@ killed() {
 # Parameter servers go on without a lost worker, in every mode: the shards
 # complete versions (sync, local SGD) and clocks (SSP) with the survivors.
 for mode in sync ssp local-sgd; do
-  base=ps-async.toml set=(--set topology.mode="$mode")
+  base=ps-async.toml set=(--set topology.ps.mode="$mode")
   [ $mode = local-sgd ] && base=local-sgd.toml set=()
   killed "ps-$mode" "$base" 3 "${set[@]}"
   has "$work/ps-$mode.txt" 'carrying on without worker 2: 2 workers'
@@ -163,8 +163,8 @@ has "$work/slow0.txt" 'carrying on without worker 0: 2 workers'
 # and the survivors finish every step (async, and SSP, whose pulls wait on
 # the rebuilt shard's clocks).
 for mode in async ssp; do
-  killed "spread-$mode" ps-async.toml 3 --set topology.mode="$mode" --set topology.shards=3 \
-    --set topology.shard_placement=spread
+  killed "spread-$mode" ps-async.toml 3 --set topology.ps.mode="$mode" --set topology.ps.shards=3 \
+    --set topology.ps.shard_placement=spread
   has "$work/spread-$mode.txt" '1 shard(s) of lost rank 2 rebuilt on rank 0'
   /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(bool(s['status'] != 'completed' or s['lost_workers'] != [2] or [w['steps'] for w in s['per_worker'][:2]] != [100, 100] or s['final_test_accuracy'] < 0.5))" \
     "$work/spread-$mode/summary.json" || bad "$mode, spread shards: summary.json is not a completed run of the 2 survivors"

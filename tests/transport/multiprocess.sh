@@ -117,18 +117,18 @@ done
 # Sync parameter server: the same model in 1 and 3 processes (3 workers: the
 # shard sums in rank order, whatever order pushes arrive in); async over 4
 # processes and local SGD over 2 train.
-ps=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set 'topology.mode="sync"' "${common[@]}")
+ps=(run "$src/examples/ps-async.toml" --set topology.workers=3 --set 'topology.ps.mode="sync"' "${common[@]}")
 "$GW" "${ps[@]}" --out "$work/ps1" >"$work/ps1.txt" 2>&1 || { bad "sync PS in one process failed"; cat "$work/ps1.txt"; }
 timeout 120 "$GW" "${ps[@]}" --procs 3 --out "$work/ps2" >"$work/ps2.txt" 2>&1 || { bad "sync PS across 3 processes failed"; cat "$work/ps2.txt"; }
 [ "$(topo "$work/ps1/summary.json" | cut -d' ' -f1)" = "$(topo "$work/ps2/summary.json" | cut -d' ' -f1)" ] ||
   bad "sync parameter server: different models in 1 and 3 processes"
 # Shards spread over the ranks (shard i on rank i mod 3): the same model again.
-timeout 120 "$GW" "${ps[@]}" --procs 3 --set 'topology.shard_placement="spread"' --out "$work/ps2s" >"$work/ps2s.txt" 2>&1 ||
+timeout 120 "$GW" "${ps[@]}" --procs 3 --set 'topology.ps.shard_placement="spread"' --out "$work/ps2s" >"$work/ps2s.txt" 2>&1 ||
   { bad "sync PS with spread shards across 3 processes failed"; cat "$work/ps2s.txt"; }
 [ "$(topo "$work/ps1/summary.json" | cut -d' ' -f1)" = "$(topo "$work/ps2s/summary.json" | cut -d' ' -f1)" ] ||
   bad "sync parameter server: spread shards give a different model"
-timeout 120 "$GW" run "$src/examples/ps-async.toml" --procs 3 --set topology.workers=3 --set topology.shards=3 \
-  --set 'topology.shard_placement="spread"' "${common[@]}" --out "$work/ps3s" >"$work/ps3s.txt" 2>&1 ||
+timeout 120 "$GW" run "$src/examples/ps-async.toml" --procs 3 --set topology.workers=3 --set topology.ps.shards=3 \
+  --set 'topology.ps.shard_placement="spread"' "${common[@]}" --out "$work/ps3s" >"$work/ps3s.txt" 2>&1 ||
   { bad "async PS with a shard on each of 3 processes failed"; cat "$work/ps3s.txt"; }
 timeout 120 "$GW" run "$src/examples/ps-async.toml" --procs 4 "${common[@]}" --out "$work/ps4" >"$work/ps4.txt" 2>&1 ||
   { bad "async PS across 4 processes failed"; cat "$work/ps4.txt"; }

@@ -1,11 +1,11 @@
-# Parameter-server rules in Python (topology.rule, docs/your-algorithm.md),
+# Parameter-server rules in Python (topology.ps.rule, docs/your-algorithm.md),
 # for tests/scheduler/python_rule.sh: the built-in staleness lr three ways.
 import numpy as np
 
 
 class StalenessLR:
     """The shard's optimizer steps at lr / max(1, staleness): the built-in
-    topology.staleness_lr."""
+    topology.ps.staleness_lr."""
 
     def __init__(self, cfg):
         self.pushes = 0
