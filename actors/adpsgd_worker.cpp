@@ -135,24 +135,21 @@ bool close_store(gossip_actor* self, std::function<void()> again) {
   return true;
 }
 
-caf::message_handler adpsgd_handlers(gossip_actor* self, std::function<void()> start) {
-  return {
-    [self, start](mixer_atom, int rank, caf::actor mixer) { // a neighbour's mixer
-      auto& s = self->state;
-      if (std::find(s.cfg.gossip.links.begin(), s.cfg.gossip.links.end(), rank) == s.cfg.gossip.links.end() || !mixer) {
-        log::warn("{}AD-PSGD: a mixer from rank {}, not a neighbour: ignored", s.who(), rank);
-        return;
-      }
-      s.mixers[rank] = std::move(mixer);
-      start();
-    },
-    [self](turn_atom) { // a replay: the store's event this worker waits for is due
-      std::function<void()> f;
-      f.swap(self->state.on_turn);
-      if (f)
-        f();
-    },
-  };
+void on_mixer(gossip_actor* self, int rank, caf::actor mixer, const std::function<void()>& start) {
+  auto& s = self->state;
+  if (std::find(s.cfg.gossip.links.begin(), s.cfg.gossip.links.end(), rank) == s.cfg.gossip.links.end() || !mixer) {
+    log::warn("{}AD-PSGD: a mixer from rank {}, not a neighbour: ignored", s.who(), rank);
+    return;
+  }
+  s.mixers[rank] = std::move(mixer);
+  start();
+}
+
+void on_turn(gossip_actor* self) {
+  std::function<void()> f;
+  f.swap(self->state.on_turn);
+  if (f)
+    f();
 }
 
 } // namespace gradwire::actors::gossip_detail

@@ -344,30 +344,29 @@ caf::behavior compressed_behavior(compressed_actor* self, worker_config cfg) {
   if (!start_worker(self, std::move(cfg), [self] { init_compression(self); }))
     return {};
   st.start_heartbeats(self);
-  return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
-    .or_else(caf::message_handler{
-      [=](wire_atom, const caf::actor& right, std::vector<caf::actor> all) {
-        auto& s = self->state;
-        if (all.size() != static_cast<std::size_t>(s.cfg.world)) {
-          s.finish(self, s.who() + "a compressed exchange needs every worker's handle, got " +
-                           std::to_string(all.size()) + " for " + std::to_string(s.cfg.world));
-          return;
-        }
-        s.workers = std::move(all);
-        for (auto& ring : s.factor_rings)
-          ring->set_right(right);
-        if (s.dense_ring)
-          s.dense_ring->set_right(right);
-        begin_step(self);
-      },
-      [=](gather_atom, std::int64_t step, int phase, int rank, slice payload) {
-        on_gather(self, step, phase, rank, std::move(payload));
-      },
-      [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
-        on_factor_chunk(self, tag, round, bucket, chunk, hop, std::move(data));
-      },
-      [=](beat_atom) { on_beat(self); },
-    });
+  return behavior_with_controls<compressed_worker_actor>(
+    self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); },
+    [=](wire_atom, const caf::actor& right, std::vector<caf::actor> all) {
+      auto& s = self->state;
+      if (all.size() != static_cast<std::size_t>(s.cfg.world)) {
+        s.finish(self, s.who() + "a compressed exchange needs every worker's handle, got " +
+                         std::to_string(all.size()) + " for " + std::to_string(s.cfg.world));
+        return;
+      }
+      s.workers = std::move(all);
+      for (auto& ring : s.factor_rings)
+        ring->set_right(right);
+      if (s.dense_ring)
+        s.dense_ring->set_right(right);
+      begin_step(self);
+    },
+    [=](gather_atom, std::int64_t step, int phase, int rank, slice payload) {
+      on_gather(self, step, phase, rank, std::move(payload));
+    },
+    [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+      on_factor_chunk(self, tag, round, bucket, chunk, hop, std::move(data));
+    },
+    [=](beat_atom) { on_beat(self); });
 }
 
 } // namespace

@@ -330,8 +330,8 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       return {};
     }
   st.start_heartbeats(self);
-  return worker_controls(self, [=] { finish_gossip(self); }, [=] { begin_step(self); })
-    .or_else(caf::message_handler{
+  return behavior_with_controls<gossip_worker_actor>(
+    self, [=] { finish_gossip(self); }, [=] { begin_step(self); },
     [=](wire_atom, std::vector<caf::actor> all) { // every worker's handle, by rank: start
       auto& s = self->state;
       s.cfg.gossip.neighbours = std::move(all);
@@ -356,7 +356,10 @@ caf::behavior gossip_behavior(gossip_actor* self, worker_config cfg) {
       got.emplace_back(rank, std::move(theirs));
       try_mix(self);
     },
-  }).or_else(adpsgd_handlers(self, [self] { start_when_ready(self); }));
+    [=](mixer_atom, int rank, caf::actor mixer) { // AD-PSGD: a neighbour's mixer
+      on_mixer(self, rank, std::move(mixer), [self] { start_when_ready(self); });
+    },
+    [=](turn_atom) { on_turn(self); });
 }
 
 } // namespace

@@ -71,7 +71,10 @@ void average_with_one(gossip_actor* self);
 /// Closes the store to neighbours and takes x_i as the model; false: not
 /// now (as read_x).
 bool close_store(gossip_actor* self, std::function<void()> again);
-/// The handlers of AD-PSGD's messages: a neighbour's mixer, and a turn.
-caf::message_handler adpsgd_handlers(gossip_actor* self, std::function<void()> start);
+/// AD-PSGD's messages: a neighbour's mixer (kept if it is a neighbour's;
+/// then `start`), and a replay's turn (the store's event this worker
+/// waits for is due).
+void on_mixer(gossip_actor* self, int rank, caf::actor mixer, const std::function<void()>& start);
+void on_turn(gossip_actor* self);
 
 } // namespace gradwire::actors::gossip_detail

@@ -360,30 +360,29 @@ caf::behavior ring_worker_behavior(ring_worker_actor* self, worker_config cfg) {
   if (!start_worker(self, std::move(cfg), [self] { init_ring_worker(self); }))
     return {};
   st.start_heartbeats(self);
-  return worker_controls(self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); })
-    .or_else(caf::message_handler{
-      [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { on_wire(self, std::move(right), std::move(all)); },
-      [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
-          std::int64_t steps) { on_speed(self, round, rank, speed_sample{compute_s, fixed_s, samples, steps}); },
-      [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
-        on_chunk(self, tag, round, bucket, chunk, hop, std::move(data));
-      },
-      [=](abandon_atom, int generation) { on_reform(self, generation); },
-      [=](hold_at_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
-      [=](rewire_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
-        on_rewire(self, generation, survivors, std::move(right));
-      },
-      [=](give_atom, int generation, const caf::actor& to) { // this worker's state for a survivor behind
-        if (generation == self->state.generation)
-          self->state.send_snapshot(self, to, worker_core::snapshot_for::donor);
-      },
-      [=](donor_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
-      [=](beat_atom) { on_ring_beat(self); },
-      [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
-        on_reduced(self, round, bucket, std::move(result), wait);
-      },
-      [=](reduce_failed_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); },
-    });
+  return behavior_with_controls<actors::ring_worker_actor>(
+    self, [=] { self->state.finish(self, {}, true); }, [=] { begin_step(self); },
+    [=](wire_atom, caf::actor right, std::vector<caf::actor> all) { on_wire(self, std::move(right), std::move(all)); },
+    [=](balance_atom, std::int64_t round, int rank, double compute_s, double fixed_s, std::int64_t samples,
+        std::int64_t steps) { on_speed(self, round, rank, speed_sample{compute_s, fixed_s, samples, steps}); },
+    [=](ring_atom, int tag, std::int64_t round, int bucket, int chunk, int hop, slice data) {
+      on_chunk(self, tag, round, bucket, chunk, hop, std::move(data));
+    },
+    [=](abandon_atom, int generation) { on_reform(self, generation); },
+    [=](hold_at_atom, std::int64_t at) { self->state.wait_at = at; }, // hold there for a worker coming back
+    [=](rewire_atom, int generation, const std::vector<std::int64_t>& survivors, caf::actor right) {
+      on_rewire(self, generation, survivors, std::move(right));
+    },
+    [=](give_atom, int generation, const caf::actor& to) { // this worker's state for a survivor behind
+      if (generation == self->state.generation)
+        self->state.send_snapshot(self, to, worker_core::snapshot_for::donor);
+    },
+    [=](donor_atom, const std::string& meta, const slice& floats) { on_donor_state(self, meta, floats); },
+    [=](beat_atom) { on_ring_beat(self); },
+    [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
+      on_reduced(self, round, bucket, std::move(result), wait);
+    },
+    [=](reduce_failed_atom, std::int64_t, std::string error) { self->state.finish(self, self->state.who() + error); });
 }
 
 } // namespace ring_detail

@@ -256,14 +256,13 @@ caf::behavior streaming_behavior(streaming_actor* self, worker_config cfg) {
     return {};
   self->send(as_worker(self), tick_atom::value);
   st.start_heartbeats(self);
-  return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })
-    .or_else(caf::message_handler{
-      [=](beat_atom) { self->state.on_beat(self); },
-      [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
-        // A worker was lost (across processes): the shards complete their
-        // versions with the survivors, who share out its data.
-        self->state.reshard_among(self->state.generation, generation, survivors);
-      },
+  return behavior_with_controls<streaming_worker_actor>(
+    self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); },
+    [=](beat_atom) { self->state.on_beat(self); },
+    [=](reform_atom, int generation, std::vector<std::int64_t> survivors) {
+      // A worker was lost (across processes): the shards complete their
+      // versions with the survivors, who share out its data.
+      self->state.reshard_among(self->state.generation, generation, survivors);
     });
 }
 

@@ -424,8 +424,8 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
     return {};
   self->send(as_worker(self), tick_atom::value);
   st.start_heartbeats(self);
-  return worker_controls(self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); })
-    .or_else(caf::message_handler{
+  return behavior_with_controls<ps_worker_actor>(
+    self, [=] { self->state.finish(self, {}, false); }, [=] { begin_step(self); },
     [=](beat_atom) { self->state.on_beat(self); },
     [=](replica_atom, std::int64_t) { // its replica, to rebuild lost shards from
       self->state.send_snapshot(self, self->state.cfg.report_to, worker_core::snapshot_for::replica);
@@ -446,8 +446,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_config cfg) {
       // A worker was lost: the survivors share out the data among them
       // (its shard too) from the next batch on.
       self->state.reshard_among(self->state.generation, generation, survivors);
-    },
-  });
+    });
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include "actors/refuse.hpp"
 #include "actors/request_watch.hpp"
 #include "actors/worker_config.hpp"
+#include "actors/worker_protocol.hpp"
 #include "actors/snapshot.hpp"
 #include "actors/topology_options.hpp"
 #include "actors/trace.hpp"
@@ -319,20 +320,22 @@ void start_worker_offloaded(Actor* self, worker_config cfg, InitKind init_kind) 
     [] {});
 }
 
-/// The control messages every worker kind handles alike: the coordinator's
-/// stop, pause, run_to and snapshot_at, and its own tick. `stop()` and
-/// `tick()` are the kind's own (finish with or without the replica; begin
-/// the next step). A kind's behavior is these, or_else its own handlers.
-template <class Actor, class Stop, class Tick>
-caf::message_handler worker_controls(Actor* self, Stop stop, Tick tick) {
-  return {
+/// A worker's behavior: the control messages every worker kind handles
+/// alike (the coordinator's stop, pause, run_to and snapshot_at, its own
+/// tick, virtual time's computed), then the kind's own handlers, checked
+/// against the kind's protocol `Handle` (worker_protocol.hpp). `stop()`
+/// and `tick()` are the kind's own (finish with or without the replica;
+/// begin the next step).
+template <class Handle, class Actor, class Stop, class Tick, class... Own>
+caf::behavior behavior_with_controls(Actor* self, Stop stop, Tick tick, Own... own) {
+  return checked_behavior<Handle>(
     [=](tick_atom) { tick(); },
     [=](stop_atom) { stop(); },
     [=](pause_atom) { self->state.on_pause(self); },
     [=](run_to_atom, std::int64_t last) { self->state.on_run_to(self, last); },
     [=](snapshot_at_atom, std::int64_t at) { self->state.on_snapshot_at(self, at); },
     [=](computed_atom) { self->state.computed(self); },
-  };
+    std::move(own)...);
 }
 
 } // namespace gradwire::actors

@@ -5,12 +5,12 @@
 /// messages by typed_actor::extend (messages.hpp's table gives each
 /// message's meaning). Every sender to a worker, the worker itself
 /// included, sends through one of these, so the compiler checks the
-/// message against the receiver's list (protocol_misuse.sh). The workers'
-/// behaviors are untyped (one shared set of controls or_else a family's
-/// handlers), so each as_* cast is unchecked: `a` must be a worker of that
-/// family. A handle a list names but a behavior lacks is refused and
-/// logged at run time (refuse_unexpected), and fails the tests that send
-/// it.
+/// message against the receiver's list (protocol_misuse.sh). Each worker's
+/// behavior is checked against the same list (checked_behavior): a
+/// handler missing, or one for a message the list lacks, fails to compile.
+/// The workers stay untyped actors (the code they share takes
+/// caf::event_based_actor*), so each as_* cast is unchecked: `a` must be a
+/// worker of that family.
 
 #include "actors/messages.hpp"
 
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradwire::actors {
@@ -25,11 +26,12 @@ namespace gradwire::actors {
 /// Every worker: stop (at the next step boundary), pause (hold at the next
 /// boundary), run_to (the last step, then a snapshot), snap_at (a snapshot
 /// at that step), and its own timers: tick (the next step), beat (a
-/// heartbeat). (computed, from virtual time's loop, is enqueued directly.)
+/// heartbeat), and computed (virtual time's loop: the step's gradient is
+/// done; the loop puts it straight into the mailbox).
 using worker_actor =
   caf::typed_actor<caf::reacts_to<stop_atom>, caf::reacts_to<pause_atom>, caf::reacts_to<run_to_atom, std::int64_t>,
                    caf::reacts_to<snapshot_at_atom, std::int64_t>, caf::reacts_to<tick_atom>,
-                   caf::reacts_to<beat_atom>>;
+                   caf::reacts_to<beat_atom>, caf::reacts_to<computed_atom>>;
 
 /// (reform, generation, survivors' ranks): go on without the lost, as a
 /// parameter-server, streaming or gossip worker does.
@@ -84,6 +86,17 @@ using compressed_worker_actor =
 using gossip_worker_actor = worker_actor::extend_with<reform_taker, turn_taker>::extend<
   caf::reacts_to<wire_atom, std::vector<caf::actor>>, caf::reacts_to<gossip_atom, std::int64_t, int, slice>,
   caf::reacts_to<mixer_atom, int, caf::actor>>;
+
+/// A worker's behavior from its handlers, checked by the compiler against
+/// its family's list `Handle`: exactly the messages the list names, each
+/// with its payload, none missing and none more (CAF's typed_behavior
+/// check: "not enough message handlers", "too many message handlers").
+/// It is handed over as a plain behavior, since the worker is untyped.
+template <class Handle, class... Handlers>
+caf::behavior checked_behavior(Handlers... handlers) {
+  typename Handle::behavior_type typed{std::move(handlers)...};
+  return std::move(typed.unbox());
+}
 
 /// The typed handle of a worker reached through an untyped one (a
 /// wiring's list of workers, a peer across processes, the worker itself).

@@ -1,8 +1,9 @@
 // Compiled by protocol_misuse.sh, never linked. With MISUSE = 0 it holds
 // correct uses of the typed protocols (the shard's, the allreduce peer's,
 // the job barrier's, AD-PSGD's mixer's, the coordinator's, a ring's
-// reformer's, the workers' and virtual time's reformer's) and must
-// compile; each other value
+// reformer's, the workers' and virtual time's reformer's, and a worker's
+// behavior checked against its family's list) and must compile; each
+// other value
 // is one wrong use that the compiler must refuse.
 #include "actors/barrier.hpp"
 #include "actors/coordinator_protocol.hpp"
@@ -123,6 +124,32 @@ void use(caf::event_based_actor* self, const handles& h) {
   self->send(w.ring, reduced_atom::value, zero, std::string("ring peer 1: lost"));
 #endif
 }
+
+/// A Streaming DiLoCo worker's behavior: the shared controls, its
+/// heartbeat, its re-form, then what a case adds. Each handler does nothing.
+template <class... More>
+caf::behavior streaming_worker(More... more) {
+  return checked_behavior<streaming_worker_actor>(
+    [](stop_atom) {}, [](pause_atom) {}, [](run_to_atom, std::int64_t) {}, [](snapshot_at_atom, std::int64_t) {},
+    [](tick_atom) {}, [](computed_atom) {}, std::move(more)...);
+}
+
+#if MISUSE == 0
+caf::behavior whole_worker() {
+  return streaming_worker([](beat_atom) {}, [](reform_atom, int, std::vector<std::int64_t>) {});
+}
+#elif MISUSE == 24 // a worker's behavior that forgets a message of its family's list (the re-form)
+caf::behavior forgetful_worker() { return streaming_worker([](beat_atom) {}); }
+#elif MISUSE == 25 // a worker's behavior with a handler its family's list does not name
+caf::behavior overeager_worker() {
+  return streaming_worker([](beat_atom) {}, [](reform_atom, int, std::vector<std::int64_t>) {},
+                          [](gossip_atom, std::int64_t, int, slice) {});
+}
+#elif MISUSE == 26 // a worker's handler that takes a message's payload as another type (the generation as int64)
+caf::behavior mistyped_worker() {
+  return streaming_worker([](beat_atom) {}, [](reform_atom, std::int64_t, std::vector<std::int64_t>) {});
+}
+#endif
 
 #if MISUSE == 7 // a shard that forgets a message of its protocol
 shard_actor::behavior_type incomplete() {

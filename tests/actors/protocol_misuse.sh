@@ -2,7 +2,8 @@
 # The typed protocols are checked by the compiler: protocol_misuse.cpp
 # compiles with its correct uses (MISUSE=0), and each wrong use (a message
 # a shard, the barrier, the coordinator or a worker does not take, a reply handler of the wrong shape,
-# a shard that forgets a handler) fails to compile with CAF's diagnostic for it.
+# a shard or a worker's behavior that forgets a handler or has one too many)
+# fails to compile with CAF's diagnostic for it.
 # Usage: protocol_misuse.sh CXX SOURCE_DIR CAF_INCLUDE_DIR
 set -u
 cxx=$1
@@ -62,4 +63,7 @@ expect 20 "the coordinator's message sent to a worker" "receiver does not accept
 expect 21 "a compressed payload sent to a plain ring worker" "receiver does not accept given message"
 expect 22 "a kill named to virtual time's reformer by its rank alone" "receiver does not accept given message"
 expect 23 "a bucket's failure sent as a reduced bucket" "receiver does not accept given message"
+expect 24 "a worker's behavior that forgets a message of its family's list" "not enough message handlers"
+expect 25 "a worker's behavior with a handler its family's list does not name" "too many message handlers"
+expect 26 "a worker's handler that takes a payload as another type" "unexpected handler at index"
 exit $fail
