@@ -1,3 +1,4 @@
+#include "actors/checked_behavior.hpp"
 #include "actors/refuse.hpp"
 #include "actors/reduce_protocol.hpp"
 #include "actors/worker_protocol.hpp"
@@ -123,7 +124,7 @@ void wire_peer(peer_actor* self, caf::actor right, caf::actor leader_right, std:
 caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
   refuse_unexpected(self, "ring peer " + std::to_string(cfg.rank));
   init_peer(self, cfg);
-  return {
+  return checked_behavior<ring_peer_actor>(
     [=](peer_wire_atom, caf::actor right, caf::actor leader_right, std::vector<caf::actor> members) {
       wire_peer(self, std::move(right), std::move(leader_right), std::move(members));
     },
@@ -147,8 +148,7 @@ caf::behavior peer_behavior(peer_actor* self, ring_peer_config cfg) {
     [=](reduced_atom, std::int64_t round, int bucket, pieces result, double wait) {
       // hierarchical member: the leader's broadcast
       self->send(as_reduced_taker(self->state.worker), reduced_atom::value, round, bucket, std::move(result), wait);
-    },
-  };
+    });
 }
 
 } // namespace

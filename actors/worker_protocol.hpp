@@ -6,19 +6,19 @@
 /// message's meaning). Every sender to a worker, the worker itself
 /// included, sends through one of these, so the compiler checks the
 /// message against the receiver's list (protocol_misuse.sh). Each worker's
-/// behavior is checked against the same list (checked_behavior): a
+/// behavior is checked against the same list (checked_behavior.hpp): a
 /// handler missing, or one for a message the list lacks, fails to compile.
 /// The workers stay untyped actors (the code they share takes
 /// caf::event_based_actor*), so each as_* cast is unchecked: `a` must be a
 /// worker of that family.
 
+#include "actors/checked_behavior.hpp"
 #include "actors/messages.hpp"
 
 #include <caf/all.hpp>
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace gradwire::actors {
@@ -86,17 +86,6 @@ using compressed_worker_actor =
 using gossip_worker_actor = worker_actor::extend_with<reform_taker, turn_taker>::extend<
   caf::reacts_to<wire_atom, std::vector<caf::actor>>, caf::reacts_to<gossip_atom, std::int64_t, int, slice>,
   caf::reacts_to<mixer_atom, int, caf::actor>>;
-
-/// A worker's behavior from its handlers, checked by the compiler against
-/// its family's list `Handle`: exactly the messages the list names, each
-/// with its payload, none missing and none more (CAF's typed_behavior
-/// check: "not enough message handlers", "too many message handlers").
-/// It is handed over as a plain behavior, since the worker is untyped.
-template <class Handle, class... Handlers>
-caf::behavior checked_behavior(Handlers... handlers) {
-  typename Handle::behavior_type typed{std::move(handlers)...};
-  return std::move(typed.unbox());
-}
 
 /// The typed handle of a worker reached through an untyped one (a
 /// wiring's list of workers, a peer across processes, the worker itself).

@@ -1,5 +1,6 @@
 #include "scheduler/runtime/virtual_reform.hpp"
 #include "actors/worker_protocol.hpp"
+#include "actors/checked_behavior.hpp"
 #include "actors/coordinator_protocol.hpp"
 
 #include "actors/messages.hpp"
@@ -218,7 +219,7 @@ caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
   st.t0 = st.plan.clock->now();
   st.restarts_left = st.plan.restarts;
   actors::refuse_unexpected(self, "virtual time's reformer");
-  return {
+  return actors::checked_behavior<virtual_reformer_actor>(
     [=](actors::wire_atom, std::vector<caf::actor> workers, caf::actor me) {
       auto& s = self->state;
       s.workers = std::move(workers);
@@ -229,8 +230,7 @@ caf::behavior reformer(reformer_actor* self, virtual_reform_plan plan) {
     [=](actors::knock_atom, int rank) { on_knock(self, rank); },
     [=](actors::abandoned_atom, int rank, std::int64_t steps, bool abandoned) { on_reply(self, rank, steps, abandoned); },
     [=](actors::adopted_atom, int rank, int generation) { on_adopted(self, rank, generation); },
-    [=](actors::paused_atom, int rank, std::int64_t step) { on_paused(self, rank, step); },
-  };
+    [=](actors::paused_atom, int rank, std::int64_t step) { on_paused(self, rank, step); });
 }
 
 } // namespace
