@@ -1,8 +1,9 @@
 #pragma once
 /// @file host_vector.hpp
-/// Element-wise updates on host (CPU) float buffers that the actors apply
-/// once a push, a round or an exchange: a pseudo-gradient, a pull toward
-/// the global parameters, DC-ASGD's delay compensation. They live here so
+/// Element-wise passes over host (CPU) float buffers: the updates the
+/// actors apply once a push, a round or an exchange (a pseudo-gradient, a
+/// pull toward the global parameters, DC-ASGD's delay compensation), and
+/// the trainer's finite check of each step's gradient. They live here so
 /// that they vectorise (AVX-512, AVX2 and SSE2 clones) while the actor
 /// layer, message handling only, compiles at a low optimisation level.
 /// Each element is computed on its own, with no FMA contraction, so a
@@ -33,5 +34,10 @@ void delay_compensate(std::size_t n, float lambda, const float* g, const float* 
 /// becoming the point that answer is measured from next time. The four
 /// buffers are apart.
 void merge_answer(std::size_t n, float alpha, const float* global, const float* sent, float* w, float* base);
+
+/// Whether x holds no NaN and no infinity: no element's exponent bits are
+/// all ones. A compare and an or per element, which vectorise at every
+/// instruction set (a float sum would be one serial chain of adds).
+bool all_finite(std::size_t n, const float* x);
 
 } // namespace gradwire::kernels

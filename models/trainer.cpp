@@ -1,6 +1,7 @@
 #include "models/trainer.hpp"
 
 #include "kernels/backend.hpp"
+#include "kernels/host_vector.hpp"
 #include "kernels/cpu/denormals.hpp"
 #include "kernels/dropout_mask.hpp"
 #include "kernels/error.hpp"
@@ -136,18 +137,7 @@ bool trainer::gradient_finite(std::size_t begin, std::size_t end) const {
   const auto& g = replicas_[0]->grads;
   if (!g.dev().is_cpu()) // a device's gradient is judged by its loss alone (no copy back each step)
     return true;
-  // NaN and infinity are the floats whose exponent bits are all ones: the
-  // largest exponent field, a max over integers that vectorises (a float
-  // sum's order may not change, and its one chain of adds cost a small
-  // model's step a fifth of its time).
-  const float* p = g.data();
-  std::uint32_t top = 0;
-  for (std::size_t i = begin; i < end; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, p + i, sizeof bits);
-    top = std::max(top, bits & 0x7f800000u);
-  }
-  return top != 0x7f800000u;
+  return kernels::all_finite(end - begin, g.data() + begin);
 }
 
 void trainer::check_gradient_range(std::size_t begin, std::size_t end) const {

@@ -2,6 +2,9 @@
 
 #include "kernels/cpu/clones.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace gradwire::kernels {
 
 // Compiled without FMA contraction (kernels/CMakeLists.txt), so every
@@ -38,6 +41,19 @@ GW_CLONES void merge_answer(std::size_t n, float alpha, const float* __restrict 
     w[i] += pull;
     base[i] = sent[i] + pull;
   }
+}
+
+// An unsigned max of the exponent fields has no SSE2 instruction, so the
+// baseline build ran that form one element at a time: a compare per
+// element and an or vectorise everywhere.
+GW_CLONES bool all_finite(std::size_t n, const float* x) {
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
 }
 
 } // namespace gradwire::kernels

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 using namespace gradwire::kernels;
@@ -185,6 +186,25 @@ TEST_CASE("host vector updates round each element as written, at every length an
       CHECK(w[i] == b[i] + pull);
       CHECK(base[i] == c[i] + pull);
     }
+  }
+}
+
+TEST_CASE("all_finite finds a NaN or an infinity wherever it lies, and passes every finite float") {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{16}, std::size_t{1001}}) {
+    std::vector<float> x = random_vec(n, 31);
+    x[0] = std::numeric_limits<float>::max();
+    x[n / 2] = -std::numeric_limits<float>::max();
+    x[n - 1] = std::numeric_limits<float>::denorm_min();
+    CHECK(all_finite(n, x.data()));
+    CHECK(all_finite(0, nullptr));
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), inf, -inf})
+      for (std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+        INFO("n=" << n << " at=" << at << " value=" << bad);
+        auto y = x;
+        y[at] = bad;
+        CHECK_FALSE(all_finite(n, y.data()));
+      }
   }
 }
 
