@@ -1,7 +1,7 @@
 #pragma once
 /// @file worker_protocol.hpp
 /// What a worker takes, as typed handles: the controls every worker shares
-/// (worker_core.hpp's worker_controls), extended with each family's own
+/// (worker_core.hpp's behavior_with_controls), extended with each family's own
 /// messages by typed_actor::extend (messages.hpp's table gives each
 /// message's meaning). Every sender to a worker, the worker itself
 /// included, sends through one of these, so the compiler checks the
